@@ -1,0 +1,36 @@
+# Every target installs what it needs into a local virtual environment first.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+SAMPLES := build/samples
+# Size of the demo/bench sample: 12 layers of hidden size 768 (~350 MB) by default.
+LAYERS ?= 12
+HIDDEN ?= 768
+
+.PHONY: install demo test bench lint clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: install
+	$(PY) samples/make_encoder.py --out $(SAMPLES) --layers $(LAYERS) --hidden $(HIDDEN)
+	$(VENV)/bin/onnxsurgery info $(SAMPLES)/encoder_shared.onnx --top 5
+	$(VENV)/bin/onnxsurgery shrink $(SAMPLES)/encoder_shared.onnx $(SAMPLES)/encoder_shared.shrunk.onnx --verify
+
+test: install
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) bench/run.py --samples $(SAMPLES) --layers $(LAYERS) --hidden $(HIDDEN)
+
+lint: install
+	$(VENV)/bin/ruff check onnxsurgery tests samples bench
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,29 @@
+"""onnxsurgery: make ONNX model files smaller without breaking them."""
+
+from .api import shrink, shrink_file
+from .errors import InputError, OnnxSurgeryError, OutputError, UnsupportedModelError, VerificationError
+from .io import export_model, load_model, save_model
+from .passes.merge_constants import merge_duplicate_constants
+from .passes.merge_transposed import merge_transposed_constants
+from .passes.narrow_types import narrow_constants
+from .report import PassReport, RunReport
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "shrink",
+    "shrink_file",
+    "load_model",
+    "save_model",
+    "export_model",
+    "merge_duplicate_constants",
+    "merge_transposed_constants",
+    "narrow_constants",
+    "PassReport",
+    "RunReport",
+    "OnnxSurgeryError",
+    "InputError",
+    "OutputError",
+    "UnsupportedModelError",
+    "VerificationError",
+]

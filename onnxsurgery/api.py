@@ -1,0 +1,71 @@
+"""The Python API: one function per command. Models in (path, ModelProto or gs.Graph), a new
+ModelProto and a report out. Nothing here writes files unless it says so."""
+
+from __future__ import annotations
+
+import os
+
+import onnx
+import onnx_graphsurgeon as gs
+
+from .io import check_output_path, save_model
+from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, merge_duplicate_constants
+from .passes.merge_transposed import merge_transposed_constants
+from .passes.narrow_types import narrow_constants
+from .pipeline import open_workspace
+from .report import RunReport
+
+Model = "str | os.PathLike | onnx.ModelProto | gs.Graph"
+
+
+def _describe(source) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        return str(source)
+    return f"<{type(source).__name__}>"
+
+
+def shrink(
+    model,
+    *,
+    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    transposed: bool = False,
+    narrow: bool = False,
+) -> tuple[onnx.ModelProto, RunReport]:
+    """Merge bit-identical constants (all scopes), optionally transposed copies, optionally
+    narrow int64/float64 where safe. Lossless: the result computes exactly what `model` does.
+
+    A gs.Graph is rewritten in place (and also exported). The result is never larger than the
+    input: if it would be, the input is returned unchanged.
+    """
+    ws = open_workspace(model)
+    report = RunReport("shrink", _describe(model), bytes_before=ws.input_bytes)
+    ws.run(merge_duplicate_constants, min_elements=min_elements, keep=ws.keep)
+    if transposed:
+        ws.run(merge_transposed_constants, min_elements=min_elements, keep=ws.keep)
+    if narrow:
+        ws.run(narrow_constants, keep=ws.keep, opsets=ws.opsets)
+    report.passes = ws.reports
+    result = ws.finish()
+    report.bytes_after = result.ByteSize()
+    if ws.template is not None and report.bytes_after > report.bytes_before:
+        report.notes.append("the rewritten model was larger than the input; input kept as it is")
+        result, report.bytes_after = ws.template, report.bytes_before
+    elif ws.template is None:
+        report.bytes_before = report.bytes_after + sum(p.bytes_saved for p in report.passes)
+    return result, report
+
+
+def shrink_file(
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    in_place: bool = False,
+    external_data: bool = False,
+    **options,
+) -> RunReport:
+    """`shrink` from a file to a file, written atomically."""
+    out = check_output_path(input_path, output_path, in_place)
+    result, report = shrink(input_path, **options)
+    save_model(result, out, external_data=external_data)
+    report.output = str(out)
+    return report

@@ -1,0 +1,21 @@
+"""Errors the library raises. The CLI turns each into one line on stderr and exit code 2."""
+
+
+class OnnxSurgeryError(Exception):
+    """Base class: the message is meant for the user, and says what to do."""
+
+
+class InputError(OnnxSurgeryError):
+    """The input model is missing, unreadable or not ONNX."""
+
+
+class OutputError(OnnxSurgeryError):
+    """The output cannot be written where asked."""
+
+
+class VerificationError(OnnxSurgeryError):
+    """The result does not compute what the input computed, within the allowed error."""
+
+
+class UnsupportedModelError(OnnxSurgeryError):
+    """The model uses something this tool cannot process safely."""

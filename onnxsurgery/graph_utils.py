@@ -1,0 +1,286 @@
+"""Helpers over gs graphs: scopes (the main graph and its If/Loop/Scan subgraphs), the
+constants they hold, their stored bytes, and rewiring of tensor uses.
+
+gs facts this module relies on:
+- a subgraph node that reads an outer-scope tensor holds the *same* Python object as the
+  outer graph, so rewiring by identity (`is`) covers every scope at once;
+- `gs.Tensor.__eq__` compares names only, so nothing here uses `==` or `in` on tensors.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+from onnx import numpy_helper
+from onnx_graphsurgeon.ir.tensor import LazyValues, SparseValues
+
+# ---------------------------------------------------------------------------------------------
+# Scopes
+
+
+@dataclass(eq=False)
+class Scope:
+    """One graph in the tree of graphs: the main graph, or a subgraph attribute of a node."""
+
+    graph: gs.Graph
+    parent: Scope | None
+    path: str  # "" for the main graph, else e.g. "If_0.then_branch/Loop_3.body"
+    depth: int
+
+    def is_ancestor_of(self, other: Scope) -> bool:
+        """True when this scope is `other` or encloses it (so `other` can read its tensors)."""
+        s: Scope | None = other
+        while s is not None:
+            if s is self:
+                return True
+            s = s.parent
+        return False
+
+    @property
+    def label(self) -> str:
+        return self.path or "main graph"
+
+
+def iter_scopes(graph: gs.Graph) -> Iterator[Scope]:
+    """Yield every graph scope, parents before children (depth-first)."""
+
+    def walk(scope: Scope) -> Iterator[Scope]:
+        yield scope
+        for i, node in enumerate(scope.graph.nodes):
+            for attr_name, value in node.attrs.items():
+                if isinstance(value, gs.Graph):
+                    node_label = node.name or f"{node.op}_{i}"
+                    path = f"{scope.path}/" if scope.path else ""
+                    yield from walk(
+                        Scope(value, scope, f"{path}{node_label}.{attr_name}", scope.depth + 1)
+                    )
+
+    yield from walk(Scope(graph, None, "", 0))
+
+
+def common_scope(scopes: list[Scope]) -> Scope:
+    """The innermost scope that encloses all of `scopes` (their lowest common ancestor)."""
+    result = scopes[0]
+    for s in scopes[1:]:
+        while not result.is_ancestor_of(s):
+            assert result.parent is not None, "scopes from different graphs"
+            result = result.parent
+    return result
+
+
+def scope_of_graph(scopes: list[Scope]) -> dict[int, Scope]:
+    return {id(s.graph): s for s in scopes}
+
+
+# ---------------------------------------------------------------------------------------------
+# Constants
+
+
+ONNX_STRING = onnx.TensorProto.STRING
+
+
+@dataclass(eq=False)
+class ConstantSite:
+    """One stored constant.
+
+    Either an initializer (`node is None`; consumers read `tensor` itself) or the `value`
+    tensor of a `Constant` node (consumers read the node's output Variable).
+    `scope` is where the constant is visible from: for a Constant node, the graph holding the
+    node; for an initializer, the innermost scope enclosing all of its uses.
+    """
+
+    tensor: gs.Constant
+    node: gs.Node | None
+    scope: Scope
+
+    @property
+    def value(self) -> gs.Tensor:
+        """The tensor consumers read."""
+        return self.tensor if self.node is None else self.node.outputs[0]
+
+    @property
+    def name(self) -> str:
+        return self.value.name
+
+    @property
+    def kind(self) -> str:
+        return "initializer" if self.node is None else "Constant node"
+
+    @property
+    def location(self) -> str:
+        where = "" if self.scope.parent is None else f" in {self.scope.path}"
+        return f"{self.kind}{where}"
+
+    @property
+    def onnx_dtype(self) -> int:
+        return onnx_dtype(self.tensor)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.tensor.shape)
+
+    @property
+    def num_elements(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return stored_nbytes(self.tensor)
+
+
+def onnx_dtype(c: gs.Constant) -> int:
+    """The ONNX data type of a constant, read without touching its values."""
+    if isinstance(c._values, LazyValues):
+        return int(c._values.tensor.data_type)
+    from onnx_graphsurgeon.exporters.onnx_exporter import dtype_to_onnx
+
+    return int(dtype_to_onnx(c.export_dtype if c.export_dtype is not None else c.dtype))
+
+
+def stored_nbytes(c: gs.Constant) -> int:
+    """Bytes of the constant's payload, computed from dtype and shape (no value is read)."""
+    dt = onnx_dtype(c)
+    if dt == ONNX_STRING:
+        return int(sum(len(s) for s in np.asarray(c.values).ravel()))
+    n = int(np.prod(c.shape, dtype=np.int64)) if c.shape is not None else 0
+    bits = _BITS.get(dt)
+    if bits is not None:
+        return (n * bits + 7) // 8
+    return n * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(dt)).itemsize
+
+
+_BITS = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}
+if hasattr(onnx.TensorProto, "FLOAT4E2M1"):
+    _BITS[onnx.TensorProto.FLOAT4E2M1] = 4
+
+
+def stored_bytes(c: gs.Constant) -> bytes:
+    """The constant's values as little-endian bytes, read from the stored tensor directly.
+
+    For an imported tensor in raw form this is the protobuf's raw_data, with no numpy array
+    in between; typed-field tensors (float_data, int64_data, ...) go through numpy.
+    """
+    v = c._values
+    if isinstance(v, LazyValues):
+        t = v.tensor
+        if t.HasField("raw_data"):
+            return t.raw_data
+        return numpy_helper.to_array(t).tobytes()
+    return np.ascontiguousarray(c.values).tobytes()
+
+
+def is_sparse(c: gs.Constant) -> bool:
+    return isinstance(c._values, SparseValues)
+
+
+def collect_constants(graph: gs.Graph, scopes: list[Scope] | None = None) -> list[ConstantSite]:
+    """Every initializer and every `Constant` node with a `value` tensor, in all scopes.
+
+    Initializers appear once each, with the innermost scope that encloses all their uses.
+    """
+    scopes = scopes if scopes is not None else list(iter_scopes(graph))
+    sites: list[ConstantSite] = []
+    users: dict[int, list[Scope]] = {}
+    initializers: dict[int, gs.Constant] = {}
+    for scope in scopes:
+        for node in scope.graph.nodes:
+            for t in node.inputs:
+                if isinstance(t, gs.Constant):
+                    initializers.setdefault(id(t), t)
+                    users.setdefault(id(t), []).append(scope)
+            if node.op == "Constant" and isinstance(node.attrs.get("value"), gs.Constant):
+                if len(node.outputs) == 1:
+                    sites.append(ConstantSite(node.attrs["value"], node, scope))
+        for t in scope.graph.outputs:
+            if isinstance(t, gs.Constant):
+                initializers.setdefault(id(t), t)
+                users.setdefault(id(t), []).append(scope)
+    for key, c in initializers.items():
+        sites.append(ConstantSite(c, None, common_scope(users[key])))
+    return sites
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewiring and names
+
+
+def graph_outputs_holding(scopes: list[Scope], tensor: gs.Tensor) -> list[Scope]:
+    return [s for s in scopes if any(o is tensor for o in s.graph.outputs)]
+
+
+def replace_uses(old: gs.Tensor, new: gs.Tensor) -> int:
+    """Point every node that reads `old` (in any scope) at `new`. Graph outputs are untouched."""
+    count = 0
+    for node in list(old.outputs):
+        for i, t in enumerate(node.inputs):
+            if t is old:
+                node.inputs[i] = new
+                count += 1
+    return count
+
+
+class NameAllocator:
+    """Hands out tensor/node names that are unused in every scope of a model."""
+
+    def __init__(self, graph: gs.Graph):
+        self.used: set[str] = set()
+        for scope in iter_scopes(graph):
+            g = scope.graph
+            self.used.update(t.name for t in g.inputs)
+            self.used.update(t.name for t in g.outputs)
+            for node in g.nodes:
+                self.used.add(node.name)
+                self.used.update(t.name for t in node.inputs)
+                self.used.update(t.name for t in node.outputs)
+
+    def new(self, base: str) -> str:
+        if base not in self.used:
+            self.used.add(base)
+            return base
+        for i in itertools.count(1):
+            name = f"{base}_{i}"
+            if name not in self.used:
+                self.used.add(name)
+                return name
+        raise AssertionError("unreachable")
+
+
+def make_names_unique(graph: gs.Graph) -> int:
+    """Rename tensors so that no two distinct tensor objects share a name in any scope.
+
+    ONNX lets a subgraph shadow an outer name; once passes rewire uses across scopes, a
+    shadowed name could end up meaning two tensors in one scope. The main graph's inputs and
+    outputs keep their names: they are the model's interface.
+    """
+    scopes = list(iter_scopes(graph))
+    seen: dict[str, int] = {}
+    to_rename: list[gs.Tensor] = []
+    protected = {id(t) for t in graph.inputs} | {id(t) for t in graph.outputs}
+
+    def visit(t: gs.Tensor) -> None:
+        if not t.name:
+            return
+        owner = seen.setdefault(t.name, id(t))
+        if owner != id(t) and id(t) not in protected:
+            to_rename.append(t)
+
+    for scope in scopes:
+        for t in itertools.chain(scope.graph.inputs, scope.graph.outputs):
+            visit(t)
+        for node in scope.graph.nodes:
+            for t in itertools.chain(node.inputs, node.outputs):
+                visit(t)
+    if not to_rename:
+        return 0
+    names = NameAllocator(graph)
+    renamed: set[int] = set()
+    for t in to_rename:
+        if id(t) not in renamed:
+            renamed.add(id(t))
+            t.name = names.new(t.name)
+    return len(renamed)

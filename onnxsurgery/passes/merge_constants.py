@@ -1,0 +1,202 @@
+"""Merge bit-identical constants.
+
+Before: several constants (initializers, `Constant` node tensors, in any scope) hold the same
+dtype, shape and bytes, e.g. one set of ALBERT weights written once per layer.
+After: one of them remains and every consumer reads it. A constant that is a graph output keeps
+its name through an `Identity` of the survivor.
+
+How equal constants are found: constants are bucketed by (dtype, shape), which costs nothing;
+only buckets with two or more members have their stored bytes hashed (BLAKE2b over the
+protobuf's raw bytes, no numpy array in between), and every merge is confirmed byte for byte.
+The cost grows with the bytes hashed, never with the square of the count.
+
+Scopes: the survivor is the member in the outermost scope, so a subgraph constant may be
+replaced by an outer one, never the reverse. When all members sit in sibling subgraphs (say an
+If's two branches), the survivor becomes an initializer read from both; the exporter writes it
+in their common parent.
+
+Limits: string and sparse tensors are left alone; `Constant` nodes are merged only through their
+`value` attribute (not `value_float(s)`/`value_int(s)`, which are tiny by nature).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+
+import onnx
+import onnx_graphsurgeon as gs
+
+from ..graph_utils import (
+    ConstantSite,
+    NameAllocator,
+    Scope,
+    collect_constants,
+    common_scope,
+    graph_outputs_holding,
+    is_sparse,
+    iter_scopes,
+    replace_uses,
+    stored_bytes,
+)
+from ..report import PassReport
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MIN_ELEMENTS = 16
+MAX_GROUPS_REPORTED = 10
+
+
+@dataclass
+class DuplicateGroup:
+    """Constants with equal dtype, shape and bytes. `members[0]` is the survivor."""
+
+    members: list[ConstantSite]
+
+    @property
+    def nbytes(self) -> int:
+        return self.members[0].nbytes
+
+    @property
+    def bytes_saved(self) -> int:
+        return self.nbytes * (len(self.members) - 1)
+
+    def to_dict(self) -> dict:
+        keep = self.members[0]
+        return {
+            "kept": keep.name,
+            "count": len(self.members),
+            "dtype": onnx.helper.tensor_dtype_to_string(keep.onnx_dtype),
+            "shape": list(keep.shape),
+            "bytes_each": self.nbytes,
+            "bytes_saved": self.bytes_saved,
+            "merged": [m.name for m in self.members[1:]],
+        }
+
+
+def candidate_sites(graph: gs.Graph, scopes: list[Scope], *, min_elements: int,
+                    keep: frozenset[str], report: PassReport | None = None) -> list[ConstantSite]:
+    """Constants that may be merged: dense, not strings, big enough, not protected."""
+    out = []
+    for site in collect_constants(graph, scopes):
+        if site.num_elements < min_elements:
+            continue
+        if is_sparse(site.tensor) or site.onnx_dtype == onnx.TensorProto.STRING:
+            if report is not None:
+                report.skip(site.name, "sparse or string tensor")
+            continue
+        if site.name in keep:
+            if report is not None:
+                report.skip(site.name, "overridable graph input (initializer listed as input)")
+            continue
+        out.append(site)
+    return out
+
+
+def find_duplicate_groups(sites: list[ConstantSite]) -> list[DuplicateGroup]:
+    """Group sites whose dtype, shape and bytes are equal. Only groups of two or more."""
+    by_layout: dict[tuple, list[ConstantSite]] = defaultdict(list)
+    for site in sites:
+        by_layout[(site.onnx_dtype, site.shape)].append(site)
+
+    groups: list[DuplicateGroup] = []
+    for bucket in by_layout.values():
+        if len(bucket) < 2:
+            continue
+        by_digest: dict[bytes, list[ConstantSite]] = defaultdict(list)
+        for site in bucket:
+            by_digest[hashlib.blake2b(stored_bytes(site.tensor), digest_size=16).digest()].append(
+                site
+            )
+        for same_digest in by_digest.values():
+            if len(same_digest) > 1:
+                groups.extend(_confirm_equal(same_digest))
+    for g in groups:
+        g.members.sort(key=_survivor_rank)
+    groups.sort(key=lambda g: -g.bytes_saved)
+    return groups
+
+
+def _confirm_equal(sites: list[ConstantSite]) -> list[DuplicateGroup]:
+    """Split sites with one digest into groups of truly equal bytes (guards against collisions)."""
+    groups: list[tuple[bytes, list[ConstantSite]]] = []
+    for site in sites:
+        data = stored_bytes(site.tensor)
+        for ref, members in groups:
+            if ref == data:
+                members.append(site)
+                break
+        else:
+            groups.append((data, [site]))
+    return [DuplicateGroup(members) for _, members in groups if len(members) > 1]
+
+
+def _survivor_rank(site: ConstantSite) -> tuple:
+    # Outermost scope first; initializers before Constant nodes; stable otherwise.
+    return (site.scope.depth, site.node is not None)
+
+
+def merge_duplicate_constants(
+    graph: gs.Graph,
+    *,
+    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    keep: frozenset[str] = frozenset(),
+) -> PassReport:
+    """Merge bit-identical constants in `graph` (all scopes), in place."""
+    report = PassReport("merge_duplicates")
+    scopes = list(iter_scopes(graph))
+    sites = candidate_sites(graph, scopes, min_elements=min_elements, keep=keep, report=report)
+    groups = find_duplicate_groups(sites)
+    names = NameAllocator(graph)
+    for group in groups:
+        survivor = _survivor_value(group, names)
+        for member in group.members:
+            if member.value is not survivor:
+                _redirect(member, survivor, scopes)
+        report.changed += len(group.members) - 1
+        report.bytes_saved += group.bytes_saved
+    report.details = {
+        "groups": len(groups),
+        "constants_merged": report.changed,
+        "largest_groups": [g.to_dict() for g in groups[:MAX_GROUPS_REPORTED]],
+    }
+    return report
+
+
+def _survivor_value(group: DuplicateGroup, names: NameAllocator) -> gs.Tensor:
+    """The tensor every member will read from now on."""
+    first = group.members[0]
+    if first.node is None:
+        return first.tensor  # an initializer: the exporter places it where all uses can see it
+    if all(first.scope.is_ancestor_of(m.scope) for m in group.members):
+        return first.value
+    # Constant nodes in sibling scopes: none is visible from all others, so the value becomes
+    # an initializer (sharing the stored tensor, no copy) owned by their common scope.
+    return gs.Constant(names.new(first.name), first.tensor._values)
+
+
+def _redirect(member: ConstantSite, survivor: gs.Tensor, scopes: list[Scope]) -> None:
+    old = member.value
+    replace_uses(old, survivor)
+    holders = graph_outputs_holding(scopes, old)
+    if not holders:
+        return  # the Constant node (if any) is now dead; cleanup removes it
+    # The constant is a graph output: its name is part of an interface, so it stays, now
+    # produced by an Identity of the survivor.
+    if member.node is not None:
+        member.node.op = "Identity"
+        member.node.attrs.clear()
+        member.node.inputs.clear()
+        member.node.inputs.append(survivor)
+        return
+    alias = gs.Variable(old.name, dtype=old.dtype, shape=old.shape)
+    common_scope(holders).graph.nodes.append(
+        gs.Node("Identity", inputs=[survivor], outputs=[alias])
+    )
+    for scope in holders:
+        outs = scope.graph.outputs
+        for i, t in enumerate(outs):
+            if t is old:
+                outs[i] = alias

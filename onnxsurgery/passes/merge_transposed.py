@@ -1,0 +1,103 @@
+"""Merge a 2-D constant that equals another one's transpose (opt-in: `--transposed`).
+
+Before: A (m x n) and B (n x m) with B == A.T, typically a tied embedding (read by Gather) and
+an LM head (read by MatMul) where the exporter folded the transpose into a second copy.
+After: A alone, and B's consumers read `Transpose(A, perm=[1, 0])`.
+
+Cost: one Transpose node per merge. onnxruntime folds it when the session starts, so
+inference speed is unchanged, but session start does the transpose once and the runtime holds
+both layouts in memory; only the file shrinks.
+
+Limits: only 2-D tensors; B must not be a graph output; A must be visible from B's scope.
+Run after `merge_duplicates`, so that each distinct tensor is considered once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+
+import numpy as np
+import onnx_graphsurgeon as gs
+
+from ..graph_utils import ConstantSite, NameAllocator, graph_outputs_holding, iter_scopes, replace_uses, stored_bytes
+from ..report import PassReport
+from .merge_constants import DEFAULT_MIN_ELEMENTS, candidate_sites
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def merge_transposed_constants(
+    graph: gs.Graph,
+    *,
+    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    keep: frozenset[str] = frozenset(),
+) -> PassReport:
+    report = PassReport("merge_transposed")
+    scopes = list(iter_scopes(graph))
+    sites = [
+        s for s in candidate_sites(graph, scopes, min_elements=min_elements, keep=keep)
+        if len(s.shape) == 2
+    ]
+    by_layout: dict[tuple, list[ConstantSite]] = defaultdict(list)
+    for s in sites:
+        by_layout[(s.onnx_dtype, s.shape)].append(s)
+
+    names = NameAllocator(graph)
+    merged: list[dict] = []
+    merged_away: set[int] = set()
+    in_use_as_source: set[int] = set()
+    for (dtype, (m, n)), sources in by_layout.items():
+        targets = by_layout.get((dtype, (n, m)), [])
+        if not targets or (m, n) > (n, m):
+            continue  # each pair of layouts once; square matrices pair within one bucket
+        source_by_digest: dict[bytes, list[ConstantSite]] = defaultdict(list)
+        for s in sources:
+            source_by_digest[_digest(stored_bytes(s.tensor))].append(s)
+        for target in targets:
+            if id(target) in merged_away or id(target) in in_use_as_source:
+                continue
+            values = target.tensor.values
+            transposed = np.ascontiguousarray(values.T).tobytes()
+            for source in source_by_digest.get(_digest(transposed), []):
+                if source is target or id(source) in merged_away:
+                    continue
+                if stored_bytes(source.tensor) != transposed:
+                    continue
+                reason = _refusal(source, target, scopes)
+                if reason:
+                    report.skip(target.name, reason)
+                    break
+                _replace_with_transpose(source, target, names)
+                merged_away.add(id(target))
+                in_use_as_source.add(id(source))
+                merged.append({"name": target.name, "transpose_of": source.name,
+                               "bytes_saved": target.nbytes})
+                report.bytes_saved += target.nbytes
+                break
+    report.changed = len(merged)
+    report.details = {
+        "merged": merged,
+        "cost": f"{len(merged)} Transpose node(s); onnxruntime folds them at session start, "
+        "so the runtime holds both layouts in memory",
+    }
+    return report
+
+
+def _refusal(source: ConstantSite, target: ConstantSite, scopes) -> str | None:
+    if graph_outputs_holding(scopes, target.value):
+        return "graph output"
+    if source.node is not None and not source.scope.is_ancestor_of(target.scope):
+        return f"transpose source {source.name} is not visible from {target.scope.label}"
+    return None
+
+
+def _replace_with_transpose(source: ConstantSite, target: ConstantSite, names: NameAllocator) -> None:
+    out = gs.Variable(names.new(f"{target.name}__from_transpose"), dtype=target.value.dtype,
+                      shape=list(target.shape))
+    replace_uses(target.value, out)
+    node = gs.Node("Transpose", name=names.new(f"{target.name}__transpose"),
+                   attrs={"perm": [1, 0]}, inputs=[source.value], outputs=[out])
+    target.scope.graph.nodes.append(node)

@@ -1,0 +1,55 @@
+"""Reports: what a pass touched, what it skipped and why, and the bytes before and after."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Skipped:
+    name: str
+    reason: str
+
+
+@dataclass
+class PassReport:
+    """What one pass did. `details` holds pass-specific figures (JSON-serialisable)."""
+
+    name: str
+    changed: int = 0
+    bytes_saved: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def skip(self, name: str, reason: str) -> None:
+        self.skipped.append(Skipped(name, reason))
+
+
+@dataclass
+class RunReport:
+    """What one command did to one model."""
+
+    command: str
+    input: str
+    output: str | None = None
+    bytes_before: int = 0
+    bytes_after: int = 0
+    passes: list[PassReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    verification: dict[str, Any] | None = None
+
+    def pass_report(self, name: str) -> PassReport | None:
+        return next((p for p in self.passes if p.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"

@@ -1,0 +1,192 @@
+"""Run two models in onnxruntime on the same inputs and compare their outputs.
+
+Inputs are generated from the declared dtypes and shapes unless given. Dynamic dimensions are
+1 for the first axis and 32 elsewhere unless fixed with `shapes`; integer inputs that feed a
+Gather (token ids) stay below the gathered table's size.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from .errors import InputError, VerificationError
+
+DEFAULT_BATCH = 1
+DEFAULT_DIM = 32
+
+
+def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True):
+    """An onnxruntime CPU session for a path or ModelProto (large protos go through a file)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    if not optimize:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        if isinstance(model, onnx.ModelProto):
+            if model.ByteSize() < 2**31 - 2**26:
+                return ort.InferenceSession(model.SerializeToString(), opts,
+                                            providers=["CPUExecutionProvider"])
+            with tempfile.TemporaryDirectory() as d:
+                from .io import save_model
+
+                path = Path(d) / "model.onnx"
+                save_model(model, path, external_data=True)
+                return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own exception types
+        raise VerificationError(f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from e
+
+
+_ORT_TYPES = {
+    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+    "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_, "tensor(int16)": np.int16,
+    "tensor(uint16)": np.uint16, "tensor(uint32)": np.uint32, "tensor(uint64)": np.uint64,
+}
+
+
+def parse_shapes(specs: list[str] | tuple[str, ...]) -> dict[str, list[int]]:
+    """['input_ids:1x128', ...] -> {'input_ids': [1, 128]}"""
+    shapes = {}
+    for spec in specs:
+        name, sep, dims = spec.rpartition(":")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = [int(d) for d in dims.lower().split("x")]
+        except ValueError:
+            raise InputError(f"bad --shape '{spec}': expected NAME:DxDxD, e.g. x:1x3x224x224") from None
+    return shapes
+
+
+def _index_bounds(model: onnx.ModelProto | None) -> dict[str, int]:
+    """Graph inputs used as Gather indices -> the gathered table's first dimension."""
+    if model is None:
+        return {}
+    sizes = {t.name: list(t.dims) for t in model.graph.initializer}
+    bounds: dict[str, int] = {}
+    for node in model.graph.node:
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in sizes:
+            dims = sizes[node.input[0]]
+            if dims:
+                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                n = dims[axis]
+                bounds[node.input[1]] = min(bounds.get(node.input[1], n), n)
+    return bounds
+
+
+def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
+                model: onnx.ModelProto | None = None) -> dict[str, np.ndarray]:
+    shapes = shapes or {}
+    rng = np.random.default_rng(seed)
+    bounds = _index_bounds(model)
+    feeds = {}
+    for inp in sess.get_inputs():
+        if inp.name in shapes:
+            shape = shapes[inp.name]
+        else:
+            shape = [
+                d if isinstance(d, int) and d > 0 else (DEFAULT_BATCH if i == 0 else DEFAULT_DIM)
+                for i, d in enumerate(inp.shape)
+            ]
+        dtype = _ORT_TYPES.get(inp.type)
+        if dtype is None:
+            raise InputError(f"cannot generate input '{inp.name}' of type {inp.type}; pass --inputs")
+        if dtype is np.bool_:
+            feeds[inp.name] = rng.random(shape) < 0.5
+        elif np.issubdtype(dtype, np.integer):
+            high = bounds.get(inp.name, 10)
+            feeds[inp.name] = rng.integers(0, high, size=shape).astype(dtype)
+        else:
+            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def load_input_samples(path: str | os.PathLike) -> list[dict[str, np.ndarray]]:
+    """Read an .npz of inputs. Arrays named `name` give one sample; `name__0`, `name__1`, ...
+    give several samples."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read inputs {path}: {e}") from e
+    samples: dict[int, dict[str, np.ndarray]] = {}
+    for key in data.files:
+        name, sep, idx = key.rpartition("__")
+        if sep and idx.isdigit():
+            samples.setdefault(int(idx), {})[name] = data[key]
+        else:
+            samples.setdefault(0, {})[key] = data[key]
+    return [samples[i] for i in sorted(samples)]
+
+
+def compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str]) -> dict:
+    """Per output: exact equality, max abs error, relative L2 error, argmax agreement."""
+    result = {}
+    for name, a, b in zip(names, ref, got):
+        a = np.asarray(a)
+        b = np.asarray(b)
+        entry: dict = {"shape": list(a.shape), "exact": a.shape == b.shape and a.tobytes() == b.tobytes()}
+        if a.shape != b.shape:
+            entry.update(max_abs_error=float("inf"), rel_l2_error=float("inf"))
+        elif a.dtype.kind in "fc":
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            diff = np.abs(a64 - b64)
+            entry["max_abs_error"] = float(np.nanmax(diff)) if diff.size else 0.0
+            norm = float(np.linalg.norm(a64))
+            entry["rel_l2_error"] = float(np.linalg.norm(a64 - b64) / norm) if norm > 0 else float(
+                np.linalg.norm(b64))
+            if a.ndim >= 1 and a.shape[-1] > 1:
+                entry["argmax_agreement"] = float(np.mean(a.argmax(-1) == b.argmax(-1)))
+        else:
+            entry["max_abs_error"] = 0.0 if entry["exact"] else float(
+                np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+            entry["rel_l2_error"] = 0.0 if entry["exact"] else 1.0
+        result[name] = entry
+    return result
+
+
+def compare_models(
+    reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
+    shapes: dict[str, list[int]] | None = None, seed: int = 0,
+) -> dict:
+    """Run both models on the same inputs; returns per-output figures and the worst ones.
+
+    Across several samples, each figure is the worst seen.
+    """
+    ref_sess = session(reference)
+    cand_sess = session(candidate)
+    names = [o.name for o in ref_sess.get_outputs()]
+    if samples is None:
+        proto = reference if isinstance(reference, onnx.ModelProto) else None
+        samples = [make_inputs(ref_sess, shapes=shapes, seed=seed, model=proto)]
+    per_output: dict[str, dict] = {}
+    for feeds in samples:
+        try:
+            ref = ref_sess.run(names, feeds)
+            got = cand_sess.run(names, feeds)
+        except Exception as e:
+            raise VerificationError(f"onnxruntime failed to run: {str(e).splitlines()[0]}") from e
+        for name, entry in compare_outputs(ref, got, names).items():
+            prev = per_output.get(name)
+            if prev is None:
+                per_output[name] = entry
+                continue
+            prev["exact"] = prev["exact"] and entry["exact"]
+            for key in ("max_abs_error", "rel_l2_error"):
+                prev[key] = max(prev[key], entry[key])
+            if "argmax_agreement" in entry:
+                prev["argmax_agreement"] = min(prev.get("argmax_agreement", 1.0), entry["argmax_agreement"])
+    return {
+        "samples": len(samples),
+        "exact": all(e["exact"] for e in per_output.values()),
+        "max_abs_error": max((e["max_abs_error"] for e in per_output.values()), default=0.0),
+        "rel_l2_error": max((e["rel_l2_error"] for e in per_output.values()), default=0.0),
+        "outputs": per_output,
+    }

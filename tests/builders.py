@@ -1,0 +1,187 @@
+"""Tiny models built in code, one per case the passes must handle."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+IR = 8
+
+
+def rand(shape, seed, dtype=np.float32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def const_node(name: str, array: np.ndarray) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array, name))
+
+
+def vi(name, dtype=TensorProto.FLOAT, shape=None):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def model(nodes, inputs, outputs, initializers=(), opset=OPSET, ir=IR) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = ir
+    onnx.checker.check_model(m)
+    return m
+
+
+def duplicate_initializers(n_copies=3, size=16) -> onnx.ModelProto:
+    """x -> MatMul W0 -> MatMul W1 -> ... where every W is the same matrix under another name."""
+    w = rand((size, size), 1)
+    inits = [numpy_helper.from_array(w, f"W{i}") for i in range(n_copies)]
+    nodes, prev = [], "x"
+    for i in range(n_copies):
+        nodes.append(helper.make_node("MatMul", [prev, f"W{i}"], [f"h{i}"]))
+        prev = f"h{i}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"]))
+    return model(nodes, [vi("x", shape=[2, size])], [vi("y", shape=[2, size])], inits)
+
+
+def duplicate_constant_nodes() -> onnx.ModelProto:
+    """Two Constant nodes and one initializer holding the same bias; plus a distinct one."""
+    b = rand((32,), 2)
+    other = rand((32,), 3)
+    nodes = [
+        const_node("c0", b),
+        const_node("c1", b.copy()),
+        const_node("c2", other),
+        helper.make_node("Add", ["x", "c0"], ["a"]),
+        helper.make_node("Add", ["a", "c1"], ["b"]),
+        helper.make_node("Add", ["b", "c2"], ["c"]),
+        helper.make_node("Add", ["c", "B_init"], ["y"]),
+    ]
+    return model(nodes, [vi("x", shape=[4, 32])], [vi("y", shape=[4, 32])],
+                 [numpy_helper.from_array(b, "B_init")])
+
+
+def if_and_loop_subgraphs() -> onnx.ModelProto:
+    """Duplicates inside If branches and a Loop body, which also read outer-scope tensors.
+
+    - outer initializer W; the then-branch holds an equal Constant node, the else-branch an
+      equal initializer, both next to reads of outer `x` and `W`;
+    - the branches also hold two equal Constant nodes K (siblings: neither sees the other);
+    - the Loop body holds a Constant equal to W and reads outer `x`.
+    """
+    w = rand((8, 8), 4)
+    k = rand((2, 8), 5)
+    then_g = helper.make_graph(
+        [const_node("then_W", w), const_node("then_K", k),
+         helper.make_node("MatMul", ["x", "then_W"], ["t0"]),
+         helper.make_node("MatMul", ["t0", "W"], ["t1"]),
+         helper.make_node("Add", ["t1", "then_K"], ["t_out"])],
+        "then", [], [vi("t_out", shape=[2, 8])])
+    else_g = helper.make_graph(
+        [const_node("else_K", k.copy()),
+         helper.make_node("MatMul", ["x", "else_W"], ["e0"]),
+         helper.make_node("Sub", ["e0", "else_K"], ["e_out"])],
+        "else", [], [vi("e_out", shape=[2, 8])],
+        initializer=[numpy_helper.from_array(w.copy(), "else_W")])
+    body = helper.make_graph(
+        [const_node("body_W", w.copy()),
+         helper.make_node("MatMul", ["acc_in", "body_W"], ["m"]),
+         helper.make_node("Add", ["m", "x"], ["acc_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [vi("iter", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+         vi("acc_in", shape=[2, 8])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("acc_out", shape=[2, 8])])
+    nodes = [
+        helper.make_node("If", ["c"], ["if_out"], then_branch=then_g, else_branch=else_g),
+        helper.make_node("Loop", ["trip", "", "if_out"], ["y"], body=body),
+    ]
+    inits = [numpy_helper.from_array(w, "W"),
+             numpy_helper.from_array(np.array(3, dtype=np.int64), "trip")]
+    return model(nodes, [vi("c", TensorProto.BOOL, []), vi("x", shape=[2, 8])],
+                 [vi("y", shape=[2, 8])], inits)
+
+
+def constant_graph_outputs() -> onnx.ModelProto:
+    """Equal constants that are themselves graph outputs: their names must survive."""
+    w = rand((4, 4), 6)
+    nodes = [
+        const_node("out_const_node", w),
+        helper.make_node("Add", ["x", "W_a"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(w.copy(), "W_a"), numpy_helper.from_array(w.copy(), "out_init")]
+    return model(nodes, [vi("x", shape=[4, 4])],
+                 [vi("y", shape=[4, 4]), vi("out_const_node", shape=[4, 4]),
+                  vi("out_init", shape=[4, 4])], inits)
+
+
+def fp16_and_int64() -> onnx.ModelProto:
+    """fp16 weights and int64 Gather indices, each duplicated once; same bytes, other dtype."""
+    h = rand((16, 16), 7, np.float16)
+    idx = np.arange(20, dtype=np.int64) % 16
+    nodes = [
+        helper.make_node("MatMul", ["x", "H0"], ["a"]),
+        helper.make_node("MatMul", ["a", "H1"], ["b"]),
+        helper.make_node("Gather", ["b", "I0"], ["g0"], axis=1),
+        helper.make_node("Gather", ["b", "I1"], ["g1"], axis=1),
+        helper.make_node("Concat", ["g0", "g1"], ["y"], axis=1),
+    ]
+    # A uint16 tensor with the same bytes as H must not be merged with it.
+    inits = [numpy_helper.from_array(h, "H0"), numpy_helper.from_array(h.copy(), "H1"),
+             numpy_helper.from_array(idx, "I0"), numpy_helper.from_array(idx.copy(), "I1")]
+    return model(nodes, [vi("x", TensorProto.FLOAT16, [2, 16])],
+                 [vi("y", TensorProto.FLOAT16, [2, 40])], inits)
+
+
+def transposed_pair(vocab=40, hidden=8) -> onnx.ModelProto:
+    """A tied embedding: E (vocab x hidden) read by Gather, and E.T (hidden x vocab) as an
+    LM head read by MatMul."""
+    e = rand((vocab, hidden), 8)
+    nodes = [
+        helper.make_node("Gather", ["E", "ids"], ["h"], axis=0),
+        helper.make_node("MatMul", ["h", "E_T"], ["logits"]),
+    ]
+    inits = [numpy_helper.from_array(e, "E"), numpy_helper.from_array(np.ascontiguousarray(e.T), "E_T")]
+    return model(nodes, [vi("ids", TensorProto.INT64, [1, 5])],
+                 [vi("logits", shape=[1, 5, vocab])], inits)
+
+
+def narrowing_cases() -> onnx.ModelProto:
+    """int64 constants: Gather indices (may narrow), a Reshape shape and an Add operand (must
+    not), an index too large for int32 (must not); a float64 Cast input that may narrow."""
+    nodes = [
+        helper.make_node("Gather", ["x", "idx"], ["g"], axis=1),  # [2, 20]
+        helper.make_node("Reshape", ["g", "shape"], ["r"]),        # [40]
+        helper.make_node("Cast", ["r"], ["r64"], to=TensorProto.INT64),
+        helper.make_node("Add", ["r64", "offset"], ["y_int"]),
+        helper.make_node("Cast", ["dbl"], ["dbl32"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["x", "dbl32"], ["y"]),
+        helper.make_node("Cast", ["big"], ["y_big"], to=TensorProto.FLOAT),
+    ]
+    inits = [
+        numpy_helper.from_array(np.arange(20, dtype=np.int64) % 8, "idx"),
+        numpy_helper.from_array(np.array([40], dtype=np.int64), "shape"),
+        numpy_helper.from_array(np.arange(40, dtype=np.int64), "offset"),
+        numpy_helper.from_array(np.linspace(0, 1, 8).astype(np.float32).astype(np.float64), "dbl"),
+        numpy_helper.from_array(np.array([2**40] * 20, dtype=np.int64), "big"),
+    ]
+    return model(nodes, [vi("x", shape=[2, 8])],
+                 [vi("y", shape=[2, 8]), vi("y_int", TensorProto.INT64, [40]),
+                  vi("y_big", TensorProto.FLOAT, [20])], inits)
+
+
+def feeds_for(m: onnx.ModelProto, seed=0) -> dict[str, np.ndarray]:
+    """Inputs for the builders above."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for inp in m.graph.input:
+        if inp.name in {t.name for t in m.graph.initializer}:
+            continue
+        t = inp.type.tensor_type
+        shape = [d.dim_value for d in t.shape.dim]
+        if t.elem_type == TensorProto.BOOL:
+            feeds[inp.name] = np.array(seed % 2 == 0)
+        elif t.elem_type == TensorProto.INT64:
+            feeds[inp.name] = rng.integers(0, 8, size=shape).astype(np.int64)
+        else:
+            dtype = helper.tensor_dtype_to_np_dtype(t.elem_type)
+            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds

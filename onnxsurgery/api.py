@@ -8,12 +8,15 @@ import os
 import onnx
 import onnx_graphsurgeon as gs
 
+from .errors import VerificationError
+from .inventory import inventory
 from .io import check_output_path, save_model
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, merge_duplicate_constants
 from .passes.merge_transposed import merge_transposed_constants
 from .passes.narrow_types import narrow_constants
 from .pipeline import open_workspace
 from .report import RunReport
+from .verify import compare_models
 
 Model = "str | os.PathLike | onnx.ModelProto | gs.Graph"
 
@@ -61,11 +64,28 @@ def shrink_file(
     *,
     in_place: bool = False,
     external_data: bool = False,
+    verify: bool = False,
     **options,
 ) -> RunReport:
-    """`shrink` from a file to a file, written atomically."""
+    """`shrink` from a file to a file, written atomically.
+
+    With `verify`, input and result run in onnxruntime on generated inputs first, and nothing
+    is written unless every output is bit-identical.
+    """
     out = check_output_path(input_path, output_path, in_place)
     result, report = shrink(input_path, **options)
+    if verify:
+        report.verification = compare_models(input_path, result)
+        if not report.verification["exact"]:
+            raise VerificationError(
+                f"shrunk model differs from {input_path} "
+                f"(max abs error {report.verification['max_abs_error']:.3g}); nothing written"
+            )
     save_model(result, out, external_data=external_data)
     report.output = str(out)
     return report
+
+
+def info(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMENTS) -> dict:
+    """Inventory of a model: large constants, totals, duplicates, and what each method saves."""
+    return inventory(model, min_bytes=min_bytes, min_elements=min_elements)

@@ -1,0 +1,124 @@
+"""Command line: a thin click layer. Each command parses options, calls one API function and
+renders its report. Library errors become one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from . import api
+from .errors import OnnxSurgeryError, OutputError
+from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from .render import render_info, render_run
+
+EXIT_ERROR = 2
+EXIT_INTERNAL = 3
+
+
+def _handle_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        debug = kwargs.pop("debug", False)
+        try:
+            return fn(*args, **kwargs)
+        except click.ClickException:
+            raise
+        except OnnxSurgeryError as e:
+            click.echo(f"onnxsurgery: error: {e}", err=True)
+            sys.exit(EXIT_ERROR)
+        except MemoryError:
+            click.echo("onnxsurgery: error: out of memory", err=True)
+            sys.exit(EXIT_ERROR)
+        except Exception as e:  # a bug: still one line, unless --debug asks for the traceback
+            if debug:
+                raise
+            first = str(e).splitlines()[0] if str(e) else ""
+            click.echo(f"onnxsurgery: internal error: {type(e).__name__}: {first} "
+                       "(rerun with --debug for the traceback)", err=True)
+            sys.exit(EXIT_INTERNAL)
+
+    return click.option("--debug", is_flag=True, hidden=True)(wrapper)
+
+
+def _outputs_for(inputs: tuple[str, ...], output: str) -> list[tuple[Path, Path]]:
+    """Pair inputs with outputs like `cp`: one input to a file or folder, many to a folder."""
+    out = Path(output)
+    if len(inputs) > 1 or output.endswith(("/", "\\")):
+        if not out.is_dir():
+            raise OutputError(f"with several inputs, the output must be an existing folder: {out}")
+        names = [Path(i).name for i in inputs]
+        if len(set(names)) != len(names):
+            raise OutputError("two inputs share a file name; they would overwrite each other")
+        return [(Path(i), out / Path(i).name) for i in inputs]
+    if out.is_dir():
+        return [(Path(inputs[0]), out / Path(inputs[0]).name)]
+    return [(Path(inputs[0]), out)]
+
+
+def _common_output_options(fn):
+    fn = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(fn)
+    fn = click.option("--external-data", is_flag=True,
+                      help="Write tensors to one <output>.data file beside the output "
+                      "(automatic above the 2 GB protobuf limit).")(fn)
+    fn = click.option("--in-place", is_flag=True, help="Allow the output to be the input file.")(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="onnxsurgery")
+@click.option("-v", "--verbose", is_flag=True, help="Log what the passes do.")
+def main(verbose: bool) -> None:
+    """Make ONNX model files smaller without breaking them."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, metavar="INPUT... OUTPUT")
+@click.option("--min-elements", type=click.IntRange(min=1), default=DEFAULT_MIN_ELEMENTS,
+              show_default=True, help="Leave constants with fewer elements alone.")
+@click.option("--transposed", is_flag=True,
+              help="Also merge a 2-D constant equal to another's transpose (adds a Transpose node).")
+@click.option("--narrow", is_flag=True,
+              help="int64->int32 and float64->float32 where exact and every consumer accepts it.")
+@click.option("--verify", is_flag=True,
+              help="Run input and result in onnxruntime; refuse to write unless outputs are identical.")
+@_common_output_options
+@_handle_errors
+def shrink(paths, min_elements, transposed, narrow, verify, in_place, external_data, as_json):
+    """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/."""
+    if len(paths) < 2:
+        raise click.UsageError("give an INPUT and an OUTPUT")
+    reports = []
+    for src, dst in _outputs_for(paths[:-1], paths[-1]):
+        report = api.shrink_file(src, dst, in_place=in_place, external_data=external_data,
+                                 verify=verify, min_elements=min_elements,
+                                 transposed=transposed, narrow=narrow)
+        reports.append(report)
+        if not as_json:
+            click.echo(render_run(report))
+    if as_json:
+        data = [r.to_dict() for r in reports]
+        click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
+
+
+@main.command()
+@click.argument("path", type=str)
+@click.option("--min-bytes", type=click.IntRange(min=0), default=1024, show_default=True,
+              help="List constants of at least this many bytes.")
+@click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Rows to print per table (0: all). --json always has all.")
+@click.option("--json", "as_json", is_flag=True, help="Print the inventory as JSON.")
+@_handle_errors
+def info(path, min_bytes, top, as_json):
+    """Show where the bytes are and what each method would save. Writes nothing."""
+    data = api.info(path, min_bytes=min_bytes)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(render_info(path, data, top=top))

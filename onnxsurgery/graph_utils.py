@@ -113,8 +113,11 @@ class ConstantSite:
 
     @property
     def location(self) -> str:
-        where = "" if self.scope.parent is None else f" in {self.scope.path}"
-        return f"{self.kind}{where}"
+        if self.scope.parent is None:
+            return self.kind
+        if self.node is None:
+            return f"initializer, used only in {self.scope.path}"
+        return f"Constant node in {self.scope.path}"
 
     @property
     def onnx_dtype(self) -> int:

@@ -100,7 +100,7 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
         if dtype is None:
             raise InputError(f"cannot generate input '{inp.name}' of type {inp.type}; pass --inputs")
         if dtype is np.bool_:
-            feeds[inp.name] = rng.random(shape) < 0.5
+            feeds[inp.name] = np.asarray(rng.random(shape) < 0.5)
         elif np.issubdtype(dtype, np.integer):
             high = bounds.get(inp.name, 10)
             feeds[inp.name] = rng.integers(0, high, size=shape).astype(dtype)

@@ -68,7 +68,7 @@ class DuplicateGroup:
         return {
             "kept": keep.name,
             "count": len(self.members),
-            "dtype": onnx.helper.tensor_dtype_to_string(keep.onnx_dtype),
+            "dtype": onnx.TensorProto.DataType.Name(keep.onnx_dtype).lower(),
             "shape": list(keep.shape),
             "bytes_each": self.nbytes,
             "bytes_saved": self.bytes_saved,

@@ -68,7 +68,8 @@ def narrow_constants(
             site.tensor.values = narrow
         else:
             site.node.attrs["value"] = gs.Constant(site.tensor.name, narrow)
-            site.value.dtype = narrow.dtype
+            if site.value.dtype is not None:  # only where the type was declared already
+                site.value.dtype = narrow.dtype
         saved += before - narrow.nbytes
         narrowed.append({"name": site.name, "to": str(narrow.dtype), "bytes_saved": before - narrow.nbytes})
     report.changed = len(narrowed)

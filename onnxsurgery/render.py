@@ -1,0 +1,80 @@
+"""Plain-text tables for the CLI. Pure functions of the reports; no I/O."""
+
+from __future__ import annotations
+
+from .report import RunReport, human_bytes
+
+
+def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    fmt = lambda r: indent + "  ".join(str(c).rjust(w) if i < len(r) - 1 else str(c)  # noqa: E731
+                                       for i, (c, w) in enumerate(zip(r, widths)))
+    return [fmt(headers)] + [fmt(r) for r in rows]
+
+
+def _pct(before: int, after: int) -> str:
+    return f"{(after - before) / before * 100:+.1f}%" if before else "n/a"
+
+
+def render_run(report: RunReport, top: int = 5) -> str:
+    lines = [f"{report.input} -> {report.output or '(not written)'}"]
+    lines.append(
+        f"  size: {human_bytes(report.bytes_before)} -> {human_bytes(report.bytes_after)} "
+        f"({_pct(report.bytes_before, report.bytes_after)})"
+    )
+    for p in report.passes:
+        if p.name == "merge_duplicates":
+            d = p.details
+            lines.append(f"  merged {d['constants_merged']} constants in {d['groups']} groups, "
+                         f"saving {human_bytes(p.bytes_saved)}")
+            groups = d["largest_groups"][:top]
+            if groups:
+                rows = [[str(g["count"]), human_bytes(g["bytes_each"]), human_bytes(g["bytes_saved"]),
+                         f"{g['dtype']}{g['shape']}", g["kept"]]
+                        for g in groups]
+                lines += _table(["copies", "each", "saved", "tensor", "kept as"], rows, "    ")
+        elif p.name == "merge_transposed":
+            lines.append(f"  transposed copies merged: {p.changed}, saving "
+                         f"{human_bytes(p.bytes_saved)}; cost: {p.details['cost']}")
+        elif p.name == "narrow":
+            lines.append(f"  narrowed {p.changed} constants, saving {human_bytes(p.bytes_saved)}; "
+                         f"left {len(p.skipped)} as they were")
+        else:
+            lines.append(f"  {p.name}: {p.changed} changed, saving {human_bytes(p.bytes_saved)}")
+    for note in report.notes:
+        lines.append(f"  note: {note}")
+    v = report.verification
+    if v is not None:
+        if v.get("exact"):
+            lines.append(f"  verified: outputs bit-identical in onnxruntime ({v['samples']} sample)")
+        else:
+            lines.append(f"  verified: max abs error {v['max_abs_error']:.3g}, "
+                         f"relative L2 error {v['rel_l2_error']:.3g}")
+    return "\n".join(lines)
+
+
+def render_info(path: str, data: dict, top: int = 20) -> str:
+    limit = (lambda xs: xs[:top]) if top else (lambda xs: xs)
+    total, weights = data["model_bytes"], data["weight_bytes"]
+    lines = [
+        f"{path}: {human_bytes(total)}, {data['constants']} constants, "
+        f"{data['subgraphs']} subgraphs",
+        f"  weights: {human_bytes(weights)} ({weights / total * 100 if total else 0:.1f}%), "
+        f"everything else: {human_bytes(data['other_bytes'])}",
+        "  by dtype: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in data["bytes_by_dtype"].items()),
+        "",
+        f"Largest constants ({len(data['large_constants'])} of at least the size asked):",
+    ]
+    rows = [[human_bytes(c["bytes"]), c["dtype"], str(c["shape"]), c["location"], c["name"]]
+            for c in limit(data["large_constants"])]
+    lines += _table(["bytes", "dtype", "shape", "where", "name"], rows) if rows else ["  none"]
+    groups = data["duplicate_groups"]
+    lines += ["", f"Duplicate groups: {len(groups)}"]
+    rows = [[str(g["count"]), human_bytes(g["bytes_each"]), human_bytes(g["bytes_saved"]), g["kept"]]
+            for g in limit(groups)]
+    if rows:
+        lines += _table(["copies", "each", "saved", "first"], rows)
+    lines += ["", "What each method would save:"]
+    for method, saved in data["savings"].items():
+        lines.append(f"  {method:8s} {human_bytes(saved)} ({saved / total * 100 if total else 0:.1f}%)")
+    return "\n".join(lines)

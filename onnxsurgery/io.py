@@ -35,13 +35,34 @@ def load_model(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
     """Read a model, with its external data. A ModelProto is returned as it is."""
     if isinstance(source, onnx.ModelProto):
         return source
+    return load_model_with_size(source)[0]
+
+
+def load_model_with_size(source: str | os.PathLike) -> tuple[onnx.ModelProto, int]:
+    """Read a model and its external data; also return the bytes on disk (.onnx + data files).
+
+    Sizes come from the file system: `ModelProto.ByteSize()` serialises the whole model
+    under upb, which costs a copy of it.
+    """
     path = Path(source)
     if not path.exists():
         raise InputError(f"input not found: {path}")
     if path.is_dir():
         raise InputError(f"input is a directory, not an .onnx file: {path}")
     try:
-        model = onnx.load(str(path), load_external_data=True)
+        model = onnx.load(str(path), load_external_data=False)
+        data_files = {
+            entry.value
+            for t in all_tensor_protos(model.graph)
+            if t.data_location == onnx.TensorProto.EXTERNAL
+            for entry in t.external_data
+            if entry.key == "location"
+        }
+        disk_bytes = path.stat().st_size + sum(
+            (path.parent / f).stat().st_size for f in data_files if (path.parent / f).is_file()
+        )
+        if data_files:
+            onnx.load_external_data_for_model(model, str(path.parent))
     except DecodeError as e:
         raise InputError(f"not an ONNX model (protobuf parse failed): {path}") from e
     except FileNotFoundError as e:
@@ -50,7 +71,7 @@ def load_model(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
         raise InputError(f"cannot read {path}: {e}") from e
     if not model.HasField("graph") or not (model.graph.node or model.graph.output):
         raise InputError(f"not an ONNX model (no graph): {path}")
-    return model
+    return model, disk_bytes
 
 
 def import_graph(model: onnx.ModelProto) -> gs.Graph:
@@ -152,7 +173,8 @@ def export_model(
     if template is not None:
         for field in ("ir_version", "producer_name", "producer_version", "domain",
                       "model_version", "doc_string"):
-            setattr(model, field, getattr(template, field))
+            if template.HasField(field):  # proto2: setting a default still costs bytes
+                setattr(model, field, getattr(template, field))
         model.opset_import.extend(template.opset_import)
         model.metadata_props.extend(template.metadata_props)
         model.functions.extend(template.functions)
@@ -207,8 +229,26 @@ def check_output_path(input_path: str | os.PathLike | None, output: str | os.Pat
     return out
 
 
+def tensor_payload_bytes(model: onnx.ModelProto) -> int:
+    """Bytes of all tensor payloads held inside the message, from dims and dtype (no copy)."""
+    total = 0
+    for t in all_tensor_protos(model.graph):
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            continue
+        n = 1
+        for d in t.dims:
+            n *= d
+        if t.data_type == onnx.TensorProto.STRING:
+            total += sum(len(s) for s in t.string_data)
+        elif t.data_type in (onnx.TensorProto.INT4, onnx.TensorProto.UINT4):
+            total += (n + 1) // 2
+        else:
+            total += n * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    return total
+
+
 def needs_external_data(model: onnx.ModelProto) -> bool:
-    return model.ByteSize() > PROTOBUF_LIMIT - EXTERNAL_DATA_MARGIN
+    return tensor_payload_bytes(model) > PROTOBUF_LIMIT - EXTERNAL_DATA_MARGIN
 
 
 def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
@@ -257,15 +297,32 @@ def _temp_beside(path: Path) -> Path:
     return Path(name)
 
 
-def _initializers_everywhere(graph: onnx.GraphProto):
-    yield from graph.initializer
+def _graphs_everywhere(graph: onnx.GraphProto):
+    yield graph
     for node in graph.node:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _initializers_everywhere(attr.g)
+                yield from _graphs_everywhere(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for g in attr.graphs:
-                    yield from _initializers_everywhere(g)
+                    yield from _graphs_everywhere(g)
+
+
+def _initializers_everywhere(graph: onnx.GraphProto):
+    for g in _graphs_everywhere(graph):
+        yield from g.initializer
+
+
+def all_tensor_protos(graph: onnx.GraphProto):
+    """Initializers and tensor attributes (Constant nodes), in every scope."""
+    for g in _graphs_everywhere(graph):
+        yield from g.initializer
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield attr.t
+                elif attr.type == onnx.AttributeProto.TENSORS:
+                    yield from attr.tensors
 
 
 def _move_tensors_to_file(model: onnx.ModelProto, data_file: Path, location: str) -> None:
@@ -288,7 +345,7 @@ def _move_tensors_to_file(model: onnx.ModelProto, data_file: Path, location: str
                 raw = t.raw_data
             if len(raw) < EXTERNAL_DATA_THRESHOLD:
                 continue
-            offset = -f.tell() % EXTERNAL_DATA_ALIGN + f.tell()
+            offset = f.tell() + (-f.tell() % EXTERNAL_DATA_ALIGN)  # round up to the alignment
             f.seek(offset)
             f.write(raw)
             del t.external_data[:]

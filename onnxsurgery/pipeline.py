@@ -9,7 +9,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from .graph_utils import make_names_unique
-from .io import export_model, import_graph, inputs_with_defaults, load_model
+from .io import export_model, import_graph, inputs_with_defaults, load_model_with_size
 from .report import PassReport
 
 ModelSource = "str | os.PathLike | onnx.ModelProto | gs.Graph"
@@ -26,6 +26,7 @@ class Workspace:
     graph: gs.Graph
     template: onnx.ModelProto | None
     keep: frozenset[str] = frozenset()
+    input_bytes: int = 0
     min_opset: int | None = None
     reports: list[PassReport] = field(default_factory=list)
 
@@ -35,9 +36,6 @@ class Workspace:
             return {"": self.graph.opset}
         return {o.domain if o.domain != "ai.onnx" else "": o.version for o in self.template.opset_import}
 
-    @property
-    def input_bytes(self) -> int:
-        return self.template.ByteSize() if self.template is not None else 0
 
     def run(self, pass_fn: Callable[..., PassReport], **options) -> PassReport:
         report = pass_fn(self.graph, **options)
@@ -55,7 +53,10 @@ class Workspace:
 def open_workspace(source) -> Workspace:
     if isinstance(source, gs.Graph):
         return Workspace(source, None)
-    model = load_model(source)
+    if isinstance(source, onnx.ModelProto):
+        model, size = source, source.ByteSize()
+    else:
+        model, size = load_model_with_size(source)
     graph = import_graph(model)
     make_names_unique(graph)
-    return Workspace(graph, model, keep=inputs_with_defaults(model))
+    return Workspace(graph, model, keep=inputs_with_defaults(model), input_bytes=size)

@@ -30,7 +30,9 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
         if isinstance(model, onnx.ModelProto):
-            if model.ByteSize() < 2**31 - 2**26:
+            from .io import needs_external_data
+
+            if not needs_external_data(model):
                 return ort.InferenceSession(model.SerializeToString(), opts,
                                             providers=["CPUExecutionProvider"])
             with tempfile.TemporaryDirectory() as d:

@@ -1,0 +1,182 @@
+"""shrink's main pass: merging bit-identical constants, checked on the saved file."""
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+import pytest
+from conftest import all_tensors, assert_same_outputs, builders
+
+import onnxsurgery
+from onnxsurgery.passes.merge_constants import merge_duplicate_constants
+
+
+def shrink_to_file(model, tmp_path, **options):
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    out = tmp_path / "out.onnx"
+    report = onnxsurgery.shrink_file(src, out, **options)
+    saved = onnx.load(str(out))
+    onnx.checker.check_model(saved)
+    return saved, report
+
+
+def test_duplicate_initializers(tmp_path):
+    m = builders.duplicate_initializers(n_copies=3, size=16)
+    saved, report = shrink_to_file(m, tmp_path)
+    assert [t.name for t in saved.graph.initializer] == ["W0"]
+    assert {n.input[1] for n in saved.graph.node if n.op_type == "MatMul"} == {"W0"}
+    p = report.pass_report("merge_duplicates")
+    assert p.changed == 2 and p.bytes_saved == 2 * 16 * 16 * 4
+    assert p.details["largest_groups"][0]["count"] == 3
+    assert report.bytes_after < report.bytes_before
+    assert (tmp_path / "out.onnx").stat().st_size < (tmp_path / "in.onnx").stat().st_size
+    assert_same_outputs(m, tmp_path / "out.onnx")
+
+
+def test_duplicate_constant_nodes_and_initializer(tmp_path):
+    m = builders.duplicate_constant_nodes()
+    saved, report = shrink_to_file(m, tmp_path)
+    # The initializer survives (outermost, initializers first); both Constant nodes go.
+    consts = [n for n in saved.graph.node if n.op_type == "Constant"]
+    assert [n.output[0] for n in consts] == ["c2"]
+    assert [t.name for t in saved.graph.initializer] == ["B_init"]
+    assert report.pass_report("merge_duplicates").changed == 2
+    assert_same_outputs(m, tmp_path / "out.onnx")
+
+
+def _subgraphs(model):
+    out = {}
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                out[f"{node.op_type}.{attr.name}"] = attr.g
+    return out
+
+
+def test_if_and_loop_subgraphs_share_outer_constant(tmp_path):
+    m = builders.if_and_loop_subgraphs()
+    saved, report = shrink_to_file(m, tmp_path)
+    p = report.pass_report("merge_duplicates")
+    # W: 4 copies (main, then-Constant, else-initializer, Loop-Constant); K: 2 sibling copies.
+    assert p.changed == 4
+    assert p.details["groups"] == 2
+    # Exactly one 8x8 tensor and one 2x8 tensor left in the whole model.
+    shapes = sorted(tuple(t.dims) for t in all_tensors(saved) if len(t.dims) == 2)
+    assert shapes == [(2, 8), (8, 8)]
+    # The survivors sit in the main graph, read by name from the branches and the body.
+    assert {tuple(t.dims) for t in saved.graph.initializer} >= {(8, 8), (2, 8)}
+    subs = _subgraphs(saved)
+    assert not any(g.initializer for g in subs.values())
+    assert all(n.op_type != "Constant" for g in subs.values() for n in g.node)
+    assert_same_outputs(m, tmp_path / "out.onnx")
+
+
+def test_subgraph_constant_never_replaces_outer_one():
+    m = builders.if_and_loop_subgraphs()
+    graph = gs.import_onnx(m)
+    report = merge_duplicate_constants(graph)
+    kept = report.details["largest_groups"][0]["kept"]
+    # The main graph must not end up reading a tensor defined inside a subgraph.
+    main_inputs = {t.name for n in graph.nodes for t in n.inputs}
+    assert kept not in {"then_W", "body_W"}
+    assert "then_W" not in main_inputs and "body_W" not in main_inputs
+
+
+def test_constant_graph_outputs_keep_their_names(tmp_path):
+    m = builders.constant_graph_outputs()
+    saved, report = shrink_to_file(m, tmp_path)
+    assert [o.name for o in saved.graph.output] == ["y", "out_const_node", "out_init"]
+    assert report.pass_report("merge_duplicates").changed == 2
+    assert sum(1 for t in all_tensors(saved) if tuple(t.dims) == (4, 4)) == 1
+    assert_same_outputs(m, tmp_path / "out.onnx")
+
+
+def test_fp16_and_int64(tmp_path):
+    m = builders.fp16_and_int64()
+    saved, report = shrink_to_file(m, tmp_path)
+    names = sorted(t.name for t in saved.graph.initializer)
+    assert names == ["H0", "I0"]
+    assert saved.graph.initializer[0].data_type in (onnx.TensorProto.FLOAT16, onnx.TensorProto.INT64)
+    assert_same_outputs(m, tmp_path / "out.onnx")
+
+
+def test_same_bytes_other_dtype_or_shape_not_merged():
+    w = np.arange(16, dtype=np.float32)
+    nodes = [
+        onnx.helper.make_node("Add", ["x", "A"], ["a"]),
+        onnx.helper.make_node("Reshape", ["a", "s"], ["r"]),
+        onnx.helper.make_node("Add", ["r", "B"], ["b"]),
+        onnx.helper.make_node("Cast", ["C"], ["c"], to=onnx.TensorProto.FLOAT),
+        onnx.helper.make_node("Add", ["b", "c"], ["y"]),
+    ]
+    inits = [onnx.numpy_helper.from_array(w, "A"),
+             onnx.numpy_helper.from_array(w.reshape(4, 4), "B"),
+             onnx.numpy_helper.from_array(w.reshape(4, 4).view(np.int32), "C"),
+             onnx.numpy_helper.from_array(np.array([4, 4], np.int64), "s")]
+    m = builders.model(nodes, [builders.vi("x", shape=[16])], [builders.vi("y", shape=[4, 4])], inits)
+    out, report = onnxsurgery.shrink(m)
+    assert report.pass_report("merge_duplicates").changed == 0
+    assert len(out.graph.initializer) == 4
+
+
+def test_min_elements_leaves_small_constants(tmp_path):
+    m = builders.duplicate_initializers(n_copies=2, size=4)  # 16 elements each
+    _, merged = onnxsurgery.shrink(m, min_elements=16)
+    _, left = onnxsurgery.shrink(m, min_elements=17)
+    assert merged.pass_report("merge_duplicates").changed == 1
+    assert left.pass_report("merge_duplicates").changed == 0
+
+
+def test_typed_field_and_raw_tensors_compare_by_value(tmp_path):
+    """A tensor stored in float_data equals the same values stored as raw bytes."""
+    w = builders.rand((4, 8), 9)
+    typed = onnx.helper.make_tensor("T", onnx.TensorProto.FLOAT, [4, 8], w.ravel().tolist())
+    raw = onnx.numpy_helper.from_array(w, "R")
+    nodes = [onnx.helper.make_node("Add", ["x", "T"], ["a"]), onnx.helper.make_node("Add", ["a", "R"], ["y"])]
+    m = builders.model(nodes, [builders.vi("x", shape=[4, 8])], [builders.vi("y", shape=[4, 8])], [typed, raw])
+    saved, report = shrink_to_file(m, tmp_path)
+    assert report.pass_report("merge_duplicates").changed == 1
+    assert_same_outputs(m, tmp_path / "out.onnx")
+
+
+def test_pass_works_on_gs_graph_and_shrink_accepts_graph():
+    graph = gs.import_onnx(builders.duplicate_initializers(n_copies=4))
+    out, report = onnxsurgery.shrink(graph)
+    assert report.pass_report("merge_duplicates").changed == 3
+    assert len(out.graph.initializer) == 1
+    assert out.ir_version <= 10  # loadable by the installed onnxruntime
+    assert_same_outputs(builders.duplicate_initializers(n_copies=4), out)
+
+
+def test_result_never_larger_than_input():
+    m = builders.narrowing_cases()  # nothing to merge
+    out, report = onnxsurgery.shrink(m)
+    assert report.bytes_after <= report.bytes_before
+    assert out.ByteSize() <= m.ByteSize()
+
+
+@pytest.mark.parametrize("copies", [2, 5])
+def test_hash_groups_confirmed_byte_for_byte(copies, monkeypatch):
+    """Even if every digest collided, only truly equal tensors are merged."""
+    import onnxsurgery.passes.merge_constants as mc
+
+    class Collide:
+        def __init__(self, *a, **k):
+            pass
+
+        def digest(self):
+            return b"same"
+
+    monkeypatch.setattr(mc.hashlib, "blake2b", Collide)
+    w = [builders.rand((16,), s) for s in range(copies)]
+    inits = [onnx.numpy_helper.from_array(w[i // 2], f"W{i}") for i in range(copies * 2)]
+    nodes, prev = [], "x"
+    for i in range(copies * 2):
+        nodes.append(onnx.helper.make_node("Add", [prev, f"W{i}"], [f"h{i}"]))
+        prev = f"h{i}"
+    nodes.append(onnx.helper.make_node("Identity", [prev], ["y"]))
+    m = builders.model(nodes, [builders.vi("x", shape=[16])], [builders.vi("y", shape=[16])], inits)
+    out, report = onnxsurgery.shrink(m)
+    assert report.pass_report("merge_duplicates").details["groups"] == copies
+    assert len(out.graph.initializer) == copies
+    assert_same_outputs(m, out)

@@ -1,0 +1,98 @@
+"""The command line through click's CliRunner."""
+
+import json
+
+import onnx
+from click.testing import CliRunner
+from conftest import assert_same_outputs, builders
+
+from onnxsurgery.cli import main
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_shrink_prints_table_and_writes_verified_output(tmp_path, save):
+    src = save(builders.if_and_loop_subgraphs())
+    out = tmp_path / "out.onnx"
+    r = invoke("shrink", src, out, "--verify")
+    assert r.exit_code == 0, r.output
+    assert "merged 4 constants in 2 groups" in r.output
+    assert "bit-identical" in r.output
+    assert_same_outputs(builders.if_and_loop_subgraphs(), out)
+
+
+def test_shrink_json(tmp_path, save):
+    src = save(builders.duplicate_initializers(n_copies=3))
+    r = invoke("shrink", src, tmp_path / "o.onnx", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["bytes_after"] < data["bytes_before"]
+    assert data["passes"][0]["details"]["constants_merged"] == 2
+
+
+def test_shrink_several_inputs_into_folder(tmp_path, save):
+    a = save(builders.duplicate_initializers(), "a.onnx")
+    b = save(builders.duplicate_constant_nodes(), "b.onnx")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    r = invoke("shrink", a, b, dest)
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in dest.iterdir()) == ["a.onnx", "b.onnx"]
+    assert_same_outputs(builders.duplicate_initializers(), dest / "a.onnx")
+    assert_same_outputs(builders.duplicate_constant_nodes(), dest / "b.onnx")
+
+
+def test_several_inputs_need_an_existing_folder(tmp_path, save):
+    a = save(builders.duplicate_initializers(), "a.onnx")
+    r = invoke("shrink", a, a, tmp_path / "nope")
+    assert r.exit_code == 2
+    assert r.output.count("\n") == 1 and "existing folder" in r.output
+
+
+def test_bad_input_is_one_line_and_nonzero(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00garbage\xff" * 10)
+    r = invoke("shrink", bad, tmp_path / "o.onnx")
+    assert r.exit_code == 2
+    assert r.output.strip().startswith("onnxsurgery: error:")
+    assert "Traceback" not in r.output and r.output.count("\n") == 1
+    assert bad.read_bytes() == b"\x00garbage\xff" * 10
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_refuses_to_overwrite_input_without_in_place(save):
+    src = save(builders.duplicate_initializers())
+    before = src.read_bytes()
+    r = invoke("shrink", src, src)
+    assert r.exit_code == 2 and "--in-place" in r.output
+    assert src.read_bytes() == before
+    r = invoke("shrink", src, src, "--in-place")
+    assert r.exit_code == 0 and len(src.read_bytes()) < len(before)
+
+
+def test_info_table_and_json(save):
+    src = save(builders.if_and_loop_subgraphs())
+    r = invoke("info", src, "--min-bytes", 1)
+    assert r.exit_code == 0, r.output
+    assert "Constant node in If_0.then_branch" in r.output
+    assert "Duplicate groups: 2" in r.output
+    before = src.read_bytes()
+    r = invoke("info", src, "--json", "--min-bytes", 1)
+    data = json.loads(r.output)
+    assert data["savings"]["shrink"] == 3 * 256 + 64
+    assert {c["name"] for c in data["large_constants"]} >= {"W", "then_W", "else_W", "body_W"}
+    assert data["weight_bytes"] + data["other_bytes"] == data["model_bytes"]
+    assert src.read_bytes() == before  # info writes nothing
+
+
+def test_module_entry_point(save, tmp_path):
+    import subprocess
+    import sys
+
+    src = save(builders.duplicate_initializers())
+    r = subprocess.run([sys.executable, "-m", "onnxsurgery", "shrink", str(src), str(tmp_path / "o.onnx")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert onnx.load(str(tmp_path / "o.onnx")).graph.initializer[0].name == "W0"

@@ -4,17 +4,18 @@ ModelProto and a report out. Nothing here writes files unless it says so."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import onnx
 import onnx_graphsurgeon as gs
 
 from .errors import VerificationError
 from .inventory import inventory
-from .io import check_output_path, save_model
+from .io import check_output_path, copy_file, save_model
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, merge_duplicate_constants
 from .passes.merge_transposed import merge_transposed_constants
 from .passes.narrow_types import narrow_constants
-from .pipeline import open_workspace
+from .pipeline import Workspace, open_workspace
 from .report import RunReport
 from .verify import compare_models
 
@@ -25,6 +26,16 @@ def _describe(source) -> str:
     if isinstance(source, (str, os.PathLike)):
         return str(source)
     return f"<{type(source).__name__}>"
+
+
+def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
+                       transposed: bool, narrow: bool) -> None:
+    ws.run(merge_duplicate_constants, min_elements=min_elements, keep=ws.keep)
+    if transposed:
+        ws.run(merge_transposed_constants, min_elements=min_elements, keep=ws.keep)
+    if narrow:
+        ws.run(narrow_constants, keep=ws.keep, opsets=ws.opsets)
+    report.passes = ws.reports
 
 
 def shrink(
@@ -42,17 +53,12 @@ def shrink(
     """
     ws = open_workspace(model)
     report = RunReport("shrink", _describe(model), bytes_before=ws.input_bytes)
-    ws.run(merge_duplicate_constants, min_elements=min_elements, keep=ws.keep)
-    if transposed:
-        ws.run(merge_transposed_constants, min_elements=min_elements, keep=ws.keep)
-    if narrow:
-        ws.run(narrow_constants, keep=ws.keep, opsets=ws.opsets)
-    report.passes = ws.reports
+    _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow)
     result = ws.finish()
     report.bytes_after = result.ByteSize()
     if ws.template is not None and report.bytes_after > report.bytes_before:
         report.notes.append("the rewritten model was larger than the input; input kept as it is")
-        result, report.bytes_after = ws.template, report.bytes_before
+        result, report.bytes_after = ws.materialized(ws.template), report.bytes_before
     elif ws.template is None:
         report.bytes_before = report.bytes_after + sum(p.bytes_saved for p in report.passes)
     return result, report
@@ -65,24 +71,43 @@ def shrink_file(
     in_place: bool = False,
     external_data: bool = False,
     verify: bool = False,
-    **options,
+    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    transposed: bool = False,
+    narrow: bool = False,
 ) -> RunReport:
     """`shrink` from a file to a file, written atomically.
 
     With `verify`, input and result run in onnxruntime on generated inputs first, and nothing
-    is written unless every output is bit-identical.
+    is written unless every output is bit-identical. When the rewrite would not make the file
+    smaller, the output is a byte-for-byte copy of the input.
     """
     out = check_output_path(input_path, output_path, in_place)
-    result, report = shrink(input_path, **options)
-    if verify:
-        report.verification = compare_models(input_path, result)
+    ws = open_workspace(input_path)
+    report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+    _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow)
+    copy_allowed = not external_data and not ws.has_external_data_files
+    if copy_allowed and not any(p.changed for p in report.passes):
+        report.notes.append("nothing to shrink: the output is a copy of the input")
+        copy_file(input_path, out)
+        report.bytes_after = report.bytes_before
+        return report
+    result = ws.export()  # payloads stay in the input file until written
+
+    def check(written: Path) -> None:
+        report.verification = compare_models(input_path, written)
         if not report.verification["exact"]:
             raise VerificationError(
                 f"shrunk model differs from {input_path} "
                 f"(max abs error {report.verification['max_abs_error']:.3g}); nothing written"
             )
-    save_model(result, out, external_data=external_data)
-    report.output = str(out)
+
+    written = save_model(result, out, external_data=external_data, files=ws.files,
+                         check=check if verify else None)
+    report.bytes_after = sum(p.stat().st_size for p in written)
+    if copy_allowed and report.bytes_after > report.bytes_before:
+        report.notes.append("the rewritten model was larger than the input; wrote the input as it is")
+        copy_file(input_path, out)
+        report.bytes_after = report.bytes_before
     return report
 
 

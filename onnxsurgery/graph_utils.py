@@ -169,12 +169,26 @@ def stored_bytes(c: gs.Constant) -> bytes:
     in between; typed-field tensors (float_data, int64_data, ...) go through numpy.
     """
     v = c._values
+    if is_file_backed(c):
+        return v.read()
     if isinstance(v, LazyValues):
         t = v.tensor
         if t.HasField("raw_data"):
             return t.raw_data
         return numpy_helper.to_array(t).tobytes()
     return np.ascontiguousarray(c.values).tobytes()
+
+
+def is_file_backed(c: gs.Constant) -> bool:
+    """True when the values are still in a file (lazy.FileBackedValues) and read on demand."""
+    return hasattr(c._values, "read")
+
+
+def read_stored(c: gs.Constant, offset: int, length: int) -> bytes:
+    """Bytes [offset, offset + length) of the stored values; reads only those from a file."""
+    if is_file_backed(c):
+        return c._values.read(offset, length)
+    return stored_bytes(c)[offset:offset + length]
 
 
 def is_sparse(c: gs.Constant) -> bool:

@@ -13,8 +13,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import onnx
 import onnx_graphsurgeon as gs
@@ -23,6 +25,8 @@ from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 
 from .errors import InputError, OutputError
 from .graph_utils import collect_constants, is_sparse, iter_scopes
+from .lazy import ExternalFiles, external_ref, materialize, read_model_skipping_weights
+from .writer import ExternalPlan, plan_model, write_data_file, write_pieces
 
 PROTOBUF_LIMIT = 2**31 - 1
 # Leave room for the rest of the message when deciding whether tensors must go external.
@@ -32,17 +36,21 @@ EXTERNAL_DATA_ALIGN = 4096  # page-aligned offsets, so the runtime can memory-ma
 
 
 def load_model(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
-    """Read a model, with its external data. A ModelProto is returned as it is."""
+    """Read a whole model, external data included. A ModelProto is returned as it is."""
     if isinstance(source, onnx.ModelProto):
         return source
-    return load_model_with_size(source)[0]
+    model, files, _ = open_model(source)
+    materialize(model, files, all_tensor_protos(model.graph))
+    files.close()
+    return model
 
 
-def load_model_with_size(source: str | os.PathLike) -> tuple[onnx.ModelProto, int]:
-    """Read a model and its external data; also return the bytes on disk (.onnx + data files).
+def open_model(source: str | os.PathLike) -> tuple[onnx.ModelProto, ExternalFiles, int]:
+    """Parse a model but leave tensor payloads in their files (see `lazy`).
 
-    Sizes come from the file system: `ModelProto.ByteSize()` serialises the whole model
-    under upb, which costs a copy of it.
+    Returns the model, the handle to read payloads through, and the bytes on disk (.onnx and
+    data files). Sizes come from the file system: under upb, `ByteSize()` serialises the whole
+    model, which costs a copy of it.
     """
     path = Path(source)
     if not path.exists():
@@ -50,28 +58,25 @@ def load_model_with_size(source: str | os.PathLike) -> tuple[onnx.ModelProto, in
     if path.is_dir():
         raise InputError(f"input is a directory, not an .onnx file: {path}")
     try:
-        model = onnx.load(str(path), load_external_data=False)
-        data_files = {
-            entry.value
-            for t in all_tensor_protos(model.graph)
-            if t.data_location == onnx.TensorProto.EXTERNAL
-            for entry in t.external_data
-            if entry.key == "location"
-        }
-        disk_bytes = path.stat().st_size + sum(
-            (path.parent / f).stat().st_size for f in data_files if (path.parent / f).is_file()
-        )
-        if data_files:
-            onnx.load_external_data_for_model(model, str(path.parent))
-    except DecodeError as e:
+        model = read_model_skipping_weights(path)
+    except (DecodeError, ValueError) as e:
         raise InputError(f"not an ONNX model (protobuf parse failed): {path}") from e
-    except FileNotFoundError as e:
-        raise InputError(f"external data file missing for {path}: {e.filename or e}") from e
-    except (OSError, ValueError, onnx.checker.ValidationError) as e:
-        raise InputError(f"cannot read {path}: {e}") from e
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
     if not model.HasField("graph") or not (model.graph.node or model.graph.output):
         raise InputError(f"not an ONNX model (no graph): {path}")
-    return model, disk_bytes
+    data_files = {
+        external_ref(t)[0]
+        for t in all_tensor_protos(model.graph)
+        if t.data_location == onnx.TensorProto.EXTERNAL
+    }
+    disk_bytes = path.stat().st_size
+    for name in sorted(data_files - {path.name}):
+        data = path.parent / name
+        if not data.is_file():
+            raise InputError(f"external data file missing for {path}: {data}")
+        disk_bytes += data.stat().st_size
+    return model, ExternalFiles(path.parent), disk_bytes
 
 
 def import_graph(model: onnx.ModelProto) -> gs.Graph:
@@ -251,49 +256,73 @@ def needs_external_data(model: onnx.ModelProto) -> bool:
     return tensor_payload_bytes(model) > PROTOBUF_LIMIT - EXTERNAL_DATA_MARGIN
 
 
-def save_model(model: onnx.ModelProto, path: str | os.PathLike, *,
-               external_data: bool = False) -> list[Path]:
+def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data: bool = False,
+               files: ExternalFiles | None = None,
+               check: Callable[[Path], None] | None = None) -> list[Path]:
     """Write `model` atomically; returns the files written.
 
-    With `external_data` (or automatically above the 2 GB protobuf limit) tensors of at least
-    1 KB go to one `<name>.data` file beside the model, page-aligned. This moves the tensor
-    bytes out of `model` as it goes, so the caller's ModelProto is changed.
+    Payloads that `model` still refers to in the input's files (`files`, see `lazy`) are copied
+    straight from there. With `external_data`, or automatically when the result would pass
+    the 2 GB protobuf limit, tensors of at least 1 KB go to one `<name>.data` file beside the
+    model, page-aligned so that runtimes can memory-map them. `check`, if given, is called
+    with the path of the complete result before it replaces anything (and may raise).
     """
     path = Path(path)
-    external = external_data or needs_external_data(model)
-    tmp_files: list[Path] = []
+    buf = memoryview(model.SerializeToString())
+    data_name = path.name + ".data"
+    plan = ExternalPlan(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN) if external_data else None
+    pieces, total = plan_model(buf, plan)
+    if plan is None and total > PROTOBUF_LIMIT:
+        plan = ExternalPlan(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN)
+        pieces, total = plan_model(buf, plan)
+    if total > PROTOBUF_LIMIT:
+        raise OutputError(f"the graph alone is over 2 GB ({total} bytes) even with external data")
     try:
-        finals: list[tuple[Path, Path]] = []
-        if external:
-            data_path = path.with_name(path.name + ".data")
-            tmp_data = _temp_beside(data_path)
-            tmp_files.append(tmp_data)
-            _move_tensors_to_file(model, tmp_data, data_path.name)
-            finals.append((tmp_data, data_path))
-        tmp_model = _temp_beside(path)
-        tmp_files.append(tmp_model)
-        try:
-            payload = model.SerializeToString()
-        except ValueError as e:  # protobuf refuses messages over 2 GB
-            raise OutputError(f"model too large to serialise even with external data: {e}") from e
-        with open(tmp_model, "wb") as f:
-            f.write(payload)
-        del payload
-        finals.append((tmp_model, path))
-        for tmp, final in finals:
-            os.replace(tmp, final)
-        return [final for _, final in finals]
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as e:
+        raise OutputError(f"cannot write to {path.parent}: {e.strerror or e}") from e
+    try:
+        written = []
+        if plan is not None:
+            with open(staging / data_name, "wb") as f:
+                write_data_file(f, plan, files)
+            written.append(data_name)
+        with open(staging / path.name, "wb") as f:
+            write_pieces(f, pieces, files)
+        written.append(path.name)
+        if check is not None:
+            check(staging / path.name)
+        for name in written:
+            os.replace(staging / name, path.parent / name)
+        return [path.parent / name for name in written]
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
     finally:
-        for tmp in tmp_files:
-            if tmp.exists():
-                tmp.unlink()
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def copy_file(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Copy a file atomically (a no-op when both are the same file)."""
+    source, target = Path(source), Path(target)
+    if target.exists() and source.samefile(target):
+        return
+    tmp = _temp_beside(target)
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except OSError as e:
+        raise OutputError(f"cannot write {target}: {e.strerror or e}") from e
+    finally:
+        if tmp.exists():
+            tmp.unlink()
 
 
 def _temp_beside(path: Path) -> Path:
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(name, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
     return Path(name)
 
 
@@ -325,33 +354,3 @@ def all_tensor_protos(graph: onnx.GraphProto):
                     yield from attr.tensors
 
 
-def _move_tensors_to_file(model: onnx.ModelProto, data_file: Path, location: str) -> None:
-    """Move large initializer payloads (all scopes) into `data_file`, page-aligned."""
-    from onnx import numpy_helper
-
-    with open(data_file, "wb") as f:
-        for t in _initializers_everywhere(model.graph):
-            if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type == onnx.TensorProto.STRING:
-                continue
-            if not t.HasField("raw_data"):
-                arr = numpy_helper.to_array(t)
-                if arr.nbytes < EXTERNAL_DATA_THRESHOLD:
-                    continue
-                raw = numpy_helper.from_array(arr).raw_data
-                for field in ("float_data", "int32_data", "int64_data", "double_data",
-                              "uint64_data"):
-                    t.ClearField(field)
-            else:
-                raw = t.raw_data
-            if len(raw) < EXTERNAL_DATA_THRESHOLD:
-                continue
-            offset = f.tell() + (-f.tell() % EXTERNAL_DATA_ALIGN)  # round up to the alignment
-            f.seek(offset)
-            f.write(raw)
-            del t.external_data[:]
-            for key, value in (("location", location), ("offset", str(offset)),
-                               ("length", str(len(raw)))):
-                entry = t.external_data.add()
-                entry.key, entry.value = key, value
-            t.data_location = onnx.TensorProto.EXTERNAL
-            t.ClearField("raw_data")

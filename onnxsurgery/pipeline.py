@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import onnx
 import onnx_graphsurgeon as gs
 
-from .graph_utils import make_names_unique
-from .io import export_model, import_graph, inputs_with_defaults, load_model_with_size
+from onnx_graphsurgeon.ir.tensor import LazyValues
+
+from .graph_utils import collect_constants, make_names_unique
+from .io import all_tensor_protos, export_model, import_graph, inputs_with_defaults, open_model
+from .lazy import ExternalFiles, FileBackedValues, external_ref, materialize
 from .report import PassReport
 
 ModelSource = "str | os.PathLike | onnx.ModelProto | gs.Graph"
@@ -27,6 +31,8 @@ class Workspace:
     template: onnx.ModelProto | None
     keep: frozenset[str] = frozenset()
     input_bytes: int = 0
+    files: ExternalFiles | None = None
+    input_path: Path | None = None
     min_opset: int | None = None
     reports: list[PassReport] = field(default_factory=list)
 
@@ -37,26 +43,58 @@ class Workspace:
         return {o.domain if o.domain != "ai.onnx" else "": o.version for o in self.template.opset_import}
 
 
+    @property
+    def has_external_data_files(self) -> bool:
+        """True when the input keeps tensors in files other than the .onnx itself."""
+        return self.template is not None and self.files is not None and any(
+            t.data_location == onnx.TensorProto.EXTERNAL
+            and not (self.input_path is not None and external_ref(t)[0] == self.input_path.name)
+            for t in all_tensor_protos(self.template.graph)
+        )
+
     def run(self, pass_fn: Callable[..., PassReport], **options) -> PassReport:
         report = pass_fn(self.graph, **options)
         self.reports.append(report)
         return report
 
-    def finish(self) -> onnx.ModelProto:
-        """Remove what the passes left dead, sort, and export."""
+    def export(self) -> onnx.ModelProto:
+        """Remove what the passes left dead, sort, and export. Large payloads may still be
+        references into the input's files: write with `save_model(..., files=self.files)`."""
         self.graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)
         self.graph.toposort(recurse_subgraphs=True)
         return export_model(self.graph, self.template, keep_as_inputs=self.keep,
                             min_opset=self.min_opset)
 
+    def finish(self) -> onnx.ModelProto:
+        """`export`, with every payload read in: a self-contained ModelProto."""
+        return self.materialized(self.export())
+
+    def materialized(self, model: onnx.ModelProto) -> onnx.ModelProto:
+        """`model` with every payload still in the input's files read back in."""
+        if self.files is not None:
+            materialize(model, self.files, all_tensor_protos(model.graph))
+        return model
+
 
 def open_workspace(source) -> Workspace:
     if isinstance(source, gs.Graph):
         return Workspace(source, None)
+    files = None
     if isinstance(source, onnx.ModelProto):
         model, size = source, source.ByteSize()
     else:
-        model, size = load_model_with_size(source)
+        model, files, size = open_model(source)
     graph = import_graph(model)
+    if files is not None:
+        _read_payloads_through(graph, files)
     make_names_unique(graph)
-    return Workspace(graph, model, keep=inputs_with_defaults(model), input_bytes=size)
+    return Workspace(graph, model, keep=inputs_with_defaults(model), input_bytes=size, files=files,
+                     input_path=None if files is None else Path(source))
+
+
+def _read_payloads_through(graph: gs.Graph, files: ExternalFiles) -> None:
+    """Give every constant whose payload is still in a file values that read it on demand."""
+    for site in collect_constants(graph):
+        values = site.tensor._values
+        if type(values) is LazyValues and values.tensor.data_location == onnx.TensorProto.EXTERNAL:
+            site.tensor._values = FileBackedValues(values.tensor, files)

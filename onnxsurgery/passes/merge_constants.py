@@ -6,9 +6,10 @@ After: one of them remains and every consumer reads it. A constant that is a gra
 its name through an `Identity` of the survivor.
 
 How equal constants are found: constants are bucketed by (dtype, shape), which costs nothing;
-only buckets with two or more members have their stored bytes hashed (BLAKE2b over the
-protobuf's raw bytes, no numpy array in between), and every merge is confirmed byte for byte.
-The cost grows with the bytes hashed, never with the square of the count.
+only buckets with two or more members are fingerprinted (BLAKE2b over the protobuf's raw
+bytes, no numpy array in between; large tensors hash a fixed set of samples), and every merge
+is confirmed byte for byte. The cost grows with the bytes of the candidates, never with the
+square of the count.
 
 Scopes: the survivor is the member in the outermost scope, so a subgraph constant may be
 replaced by an outer one, never the reverse. When all members sit in sibling subgraphs (say an
@@ -36,8 +37,10 @@ from ..graph_utils import (
     collect_constants,
     common_scope,
     graph_outputs_holding,
+    is_file_backed,
     is_sparse,
     iter_scopes,
+    read_stored,
     replace_uses,
     stored_bytes,
 )
@@ -105,32 +108,82 @@ def find_duplicate_groups(sites: list[ConstantSite]) -> list[DuplicateGroup]:
     for bucket in by_layout.values():
         if len(bucket) < 2:
             continue
-        by_digest: dict[bytes, list[ConstantSite]] = defaultdict(list)
+        by_print: dict[bytes, list[ConstantSite]] = defaultdict(list)
         for site in bucket:
-            by_digest[hashlib.blake2b(stored_bytes(site.tensor), digest_size=16).digest()].append(
-                site
-            )
-        for same_digest in by_digest.values():
-            if len(same_digest) > 1:
-                groups.extend(_confirm_equal(same_digest))
+            by_print[fingerprint(site.tensor, site.nbytes)].append(site)
+        for same_print in by_print.values():
+            if len(same_print) > 1:
+                groups.extend(_confirm_equal(same_print))
     for g in groups:
         g.members.sort(key=_survivor_rank)
     groups.sort(key=lambda g: -g.bytes_saved)
     return groups
 
 
+SAMPLED_ABOVE = 1 << 16
+SAMPLES = 64
+SAMPLE_BYTES = 64
+MAX_DIRECT_COMPARE = 8
+
+
+def fingerprint(tensor: gs.Constant, nbytes: int) -> bytes:
+    """A digest of a tensor's stored bytes: all of them when small, else 64 evenly spaced
+    64-byte samples plus the length (only those are read from the file). It only splits
+    candidates; equality is always confirmed on the full bytes, so hashing all 350 MB of a
+    model (the slow part) is never needed."""
+    if nbytes <= SAMPLED_ABOVE:
+        return hashlib.blake2b(stored_bytes(tensor), digest_size=16).digest()
+    if is_file_backed(tensor):
+        def read(offset: int) -> bytes:
+            return read_stored(tensor, offset, SAMPLE_BYTES)
+    else:
+        data = memoryview(stored_bytes(tensor))
+
+        def read(offset: int) -> bytes:
+            return data[offset:offset + SAMPLE_BYTES]
+    step = nbytes // SAMPLES
+    h = hashlib.blake2b(nbytes.to_bytes(8, "little"), digest_size=16)
+    for i in range(SAMPLES):
+        h.update(read(i * step))
+    h.update(read(nbytes - SAMPLE_BYTES))
+    return h.digest()
+
+
 def _confirm_equal(sites: list[ConstantSite]) -> list[DuplicateGroup]:
-    """Split sites with one digest into groups of truly equal bytes (guards against collisions)."""
+    """Split sites that share a fingerprint into groups of byte-for-byte equal tensors.
+
+    Each site is compared with the first tensor of each group found so far (a memcmp; one
+    group in the usual case). Should more than MAX_DIRECT_COMPARE distinct tensors share a
+    fingerprint, the rest is split by a digest of all their bytes first, which keeps the cost
+    linear in the bytes.
+    """
     groups: list[tuple[bytes, list[ConstantSite]]] = []
-    for site in sites:
+    for i, site in enumerate(sites):
         data = stored_bytes(site.tensor)
         for ref, members in groups:
             if ref == data:
                 members.append(site)
                 break
         else:
+            if len(groups) == MAX_DIRECT_COMPARE:
+                del data
+                return _split_by_digest(sites)
             groups.append((data, [site]))
     return [DuplicateGroup(members) for _, members in groups if len(members) > 1]
+
+
+def _split_by_digest(sites: list[ConstantSite]) -> list[DuplicateGroup]:
+    by_digest: dict[bytes, list[ConstantSite]] = defaultdict(list)
+    for site in sites:
+        by_digest[hashlib.blake2b(stored_bytes(site.tensor), digest_size=32).digest()].append(site)
+    groups: list[DuplicateGroup] = []
+    for same in by_digest.values():
+        if len(same) > 1:
+            ref = stored_bytes(same[0].tensor)
+            equal = [s for s in same[1:] if stored_bytes(s.tensor) == ref]
+            if equal:
+                groups.append(DuplicateGroup([same[0], *equal]))
+    return groups
 
 
 def _survivor_rank(site: ConstantSite) -> tuple:

@@ -1,0 +1,95 @@
+"""Lazy reading (payloads left in the file) and the splicing writer, on tensors large enough
+to take that path (>= lazy.LAZY_THRESHOLD bytes)."""
+
+import numpy as np
+import onnx
+from conftest import assert_same_outputs, builders
+from onnx import helper, numpy_helper
+
+import onnxsurgery
+from onnxsurgery import lazy
+from onnxsurgery.io import open_model
+
+
+def big_model_with_subgraph_and_constant_nodes():
+    """64x64 float weights (16 KB): an initializer, an equal Constant node, an equal tensor in
+    an If branch, and a distinct one; all above the lazy threshold."""
+    w = builders.rand((64, 64), 11)
+    other = builders.rand((64, 64), 12)
+    then_g = helper.make_graph(
+        [builders.const_node("then_W", w.copy()), helper.make_node("MatMul", ["h", "then_W"], ["t"])],
+        "then", [], [builders.vi("t", shape=[2, 64])])
+    else_g = helper.make_graph(
+        [helper.make_node("MatMul", ["h", "else_W"], ["e"])], "else", [], [builders.vi("e", shape=[2, 64])],
+        initializer=[numpy_helper.from_array(other, "else_W")])
+    nodes = [
+        builders.const_node("cW", w.copy()),
+        helper.make_node("MatMul", ["x", "W"], ["a"]),
+        helper.make_node("MatMul", ["a", "cW"], ["h"]),
+        helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g),
+    ]
+    return builders.model(nodes, [builders.vi("c", onnx.TensorProto.BOOL, []), builders.vi("x", shape=[2, 64])],
+                          [builders.vi("y", shape=[2, 64])], [numpy_helper.from_array(w, "W")])
+
+
+def test_lazy_reader_leaves_payloads_in_file_and_restores_them_exactly(tmp_path):
+    m = big_model_with_subgraph_and_constant_nodes()
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    stub, files, size = open_model(path)
+    assert size == path.stat().st_size
+    from onnxsurgery.io import all_tensor_protos
+
+    tensors = list(all_tensor_protos(stub.graph))
+    assert len(tensors) == 4 and all(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors)
+    assert stub.ByteSize() < 4000  # the 64 KB of weights are not in memory
+    full = onnxsurgery.load_model(path)
+    assert full.SerializeToString() == onnx.load(str(path)).SerializeToString()
+
+
+def test_shrink_through_lazy_path_is_exact(tmp_path):
+    m = big_model_with_subgraph_and_constant_nodes()
+    src = tmp_path / "m.onnx"
+    onnx.save(m, str(src))
+    out = tmp_path / "o.onnx"
+    report = onnxsurgery.shrink_file(src, out, verify=True)
+    assert report.pass_report("merge_duplicates").changed == 2
+    assert report.verification["exact"]
+    saved = onnx.load(str(out))
+    assert sum(1 for t in saved.graph.initializer) == 1  # W; else_W stays in its branch
+    assert out.stat().st_size < src.stat().st_size - 2 * 64 * 64 * 4 + 1000
+    assert_same_outputs(m, out)
+    # with external data: one aligned .data file, same outputs
+    ext = tmp_path / "e.onnx"
+    onnxsurgery.shrink_file(src, ext, external_data=True)
+    assert (tmp_path / "e.onnx.data").stat().st_size >= 2 * 64 * 64 * 4
+    assert_same_outputs(m, ext)
+
+
+def test_sampled_fingerprint_never_merges_tensors_that_differ_between_samples(tmp_path):
+    a = np.zeros(40000, np.float32)  # 160 KB: fingerprinted from samples
+    b = a.copy()
+    b[12345] = 1.0  # between two sampled windows
+    nodes = [helper.make_node("Add", ["x", "A"], ["s"]), helper.make_node("Add", ["s", "B"], ["y"])]
+    m = builders.model(nodes, [builders.vi("x", shape=[40000])], [builders.vi("y", shape=[40000])],
+                       [numpy_helper.from_array(a, "A"), numpy_helper.from_array(b, "B")])
+    src = tmp_path / "m.onnx"
+    onnx.save(m, str(src))
+    from onnxsurgery.passes.merge_constants import fingerprint
+    from onnxsurgery.pipeline import open_workspace
+
+    ws = open_workspace(src)
+    consts = {t.name: t for t in ws.graph.tensors().values() if isinstance(t, type(ws.graph.tensors()["A"]))}
+    assert fingerprint(consts["A"], a.nbytes) == fingerprint(consts["B"], b.nbytes)
+    out, report = onnxsurgery.shrink(src)
+    assert report.pass_report("merge_duplicates").changed == 0
+    assert_same_outputs(m, out)
+
+
+def test_wire_scanner_rejects_garbage(tmp_path):
+    import pytest
+
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f" + b"x" * 10)
+    with pytest.raises(ValueError):
+        lazy.read_model_skipping_weights(bad)

@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: install
-	$(PY) samples/make_encoder.py --out $(SAMPLES) --layers $(LAYERS) --hidden $(HIDDEN)
+	$(PY) samples/make_encoder.py --out $(SAMPLES) --layers $(LAYERS) --hidden $(HIDDEN) --only shared
 	$(VENV)/bin/onnxsurgery info $(SAMPLES)/encoder_shared.onnx --top 5
 	$(VENV)/bin/onnxsurgery shrink $(SAMPLES)/encoder_shared.onnx $(SAMPLES)/encoder_shared.shrunk.onnx --verify
 

@@ -11,33 +11,27 @@ Run with `make bench`. Figures are from one run on this machine; quote ratios, n
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
 def run_measured(cmd: list[str]) -> tuple[float, int, int]:
-    """Run `cmd`; return (wall seconds, peak RSS bytes, exit code)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-        print(f"    {cmd[0]} failed: {err[-1] if err else proc.returncode}")
-    proc.stderr.close()
-    return wall, usage.ru_maxrss * 1024, proc.returncode
+    """Run `cmd` through bench/measure.py; return (wall seconds, peak RSS bytes, exit code)."""
+    import json
+
+    out = subprocess.run([sys.executable, str(ROOT / "bench/measure.py"), *cmd],
+                         capture_output=True, text=True, check=True).stdout
+    r = json.loads(out)
+    if r["code"] != 0:
+        print(f"    {Path(cmd[0]).name} failed: {r['error']}")
+    return r["wall"], r["peak"], r["code"]
 
 
 def fetch_rapidocr(dest: Path) -> list[Path]:
@@ -107,7 +101,6 @@ def unique_tensor_bytes(model: Path) -> int:
     import onnx
 
     from onnxsurgery.io import all_tensor_protos
-    from onnxsurgery.verify import np as _np  # noqa: F401  (numpy already imported)
 
     seen = set()
     total = 0
@@ -169,7 +162,6 @@ def main() -> None:
         floor = unique_tensor_bytes(shared) / 1e6
         print(f"\n  {shared.name}: output {a['output_mb']:.2f} MB vs unique tensors {floor:.2f} MB "
               f"({(a['output_mb'] / floor - 1) * 100:+.2f}%)")
-    del np
 
 
 if __name__ == "__main__":

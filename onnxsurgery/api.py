@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import onnx
-import onnx_graphsurgeon as gs
 
 from .errors import VerificationError
 from .inventory import inventory
@@ -19,7 +18,6 @@ from .pipeline import Workspace, open_workspace
 from .report import RunReport
 from .verify import compare_models
 
-Model = "str | os.PathLike | onnx.ModelProto | gs.Graph"
 
 
 def _describe(source) -> str:

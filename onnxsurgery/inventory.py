@@ -27,7 +27,7 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
     shrink_saves = sum(g.bytes_saved for g in groups)
     by_dtype: dict[str, int] = {}
     for s in sites:
-        key = onnx.helper.tensor_dtype_to_np_dtype(s.onnx_dtype).name if s.onnx_dtype != onnx.TensorProto.BFLOAT16 else "bfloat16"
+        key = onnx.TensorProto.DataType.Name(s.onnx_dtype).lower()
         by_dtype[key] = by_dtype.get(key, 0) + s.nbytes
     return {
         "model_bytes": total,

@@ -16,9 +16,6 @@ from .io import all_tensor_protos, export_model, import_graph, inputs_with_defau
 from .lazy import ExternalFiles, FileBackedValues, external_ref, materialize
 from .report import PassReport
 
-ModelSource = "str | os.PathLike | onnx.ModelProto | gs.Graph"
-
-
 @dataclass
 class Workspace:
     """A model opened for rewriting.

@@ -76,6 +76,12 @@ def layer_weights(b: Builder, prefix: str, hidden: int, ffn: int,
     return names
 
 
+def project_heads(b: Builder, x: str, weight: str, bias: str, split: str, prefix: str) -> str:
+    """x @ W + b, split into heads: [batch, heads, seq, head_dim]."""
+    h = b.op("Add", [b.op("MatMul", [x, weight], prefix), bias], prefix)
+    return b.op("Transpose", [b.op("Reshape", [h, split], prefix)], prefix, perm=[0, 2, 1, 3])
+
+
 def build(layers: int, hidden: int, shared: bool, vocab: int = 30000, embed: int = 128,
           seed: int = 0) -> onnx.ModelProto:
     heads = max(1, hidden // 64)
@@ -99,11 +105,7 @@ def build(layers: int, hidden: int, shared: bool, vocab: int = 30000, embed: int
         split = b.const(f"{p}/heads_shape", np.array([0, -1, heads, hidden // heads], np.int64))
         merge = b.const(f"{p}/merge_shape", np.array([0, -1, hidden], np.int64))
 
-        def project(kind: str) -> str:
-            h = b.op("Add", [b.op("MatMul", [x, w[f"{kind}_w"]], p), w[f"{kind}_b"]], p)
-            return b.op("Transpose", [b.op("Reshape", [h, split], p)], p, perm=[0, 2, 1, 3])
-
-        q, k, v = project("q"), project("k"), project("v")
+        q, k, v = (project_heads(b, x, w[f"{kind}_w"], w[f"{kind}_b"], split, p) for kind in "qkv")
         kt = b.op("Transpose", [k], p, perm=[0, 1, 3, 2])
         scores = b.op("Div", [b.op("MatMul", [q, kt], p),
                               b.const(f"{p}/scale", np.array(np.sqrt(hidden // heads), np.float32))], p)

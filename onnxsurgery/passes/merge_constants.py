@@ -158,7 +158,7 @@ def _confirm_equal(sites: list[ConstantSite]) -> list[DuplicateGroup]:
     linear in the bytes.
     """
     groups: list[tuple[bytes, list[ConstantSite]]] = []
-    for i, site in enumerate(sites):
+    for site in sites:
         data = stored_bytes(site.tensor)
         for ref, members in groups:
             if ref == data:

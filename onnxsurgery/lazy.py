@@ -23,115 +23,27 @@ import onnx
 from onnx import numpy_helper
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
+from .wire import DATA_LOCATION, EXTERNAL, RAW_DATA, Malformed, external_fields, fields, rewrite_tensors, varint
+
 LAZY_THRESHOLD = 4096
 
 
-class _Malformed(Exception):
-    pass
+def _stub_large_payload(location: str):
+    """A tensor rewrite that moves a large raw_data out to an external reference into the
+    file being read (the offset is the payload's position in that file)."""
 
-
-# -- protobuf wire format ---------------------------------------------------------------------
-
-# Length-delimited fields to descend into, per message type (field numbers from onnx.proto).
-_CHILDREN = {
-    "model": {7: "graph"},                      # ModelProto.graph
-    "graph": {1: "node", 5: "tensor"},          # GraphProto.node, .initializer
-    "node": {5: "attr"},                        # NodeProto.attribute
-    "attr": {5: "tensor", 6: "graph", 10: "tensor", 11: "graph"},  # t, g, tensors, graphs
-}
-_RAW_DATA, _EXTERNAL_DATA, _DATA_LOCATION = 9, 13, 14  # TensorProto fields
-
-
-def _varint(buf, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise _Malformed
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _fields(buf, start: int, end: int):
-    """Yield (field, wire_type, field_start, payload_start, field_end)."""
-    pos = start
-    while pos < end:
-        key, p = _varint(buf, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            _, q = _varint(buf, p)
-        elif wire == 1:
-            q = p + 8
-        elif wire == 2:
-            n, p = _varint(buf, p)
-            q = p + n
-        elif wire == 5:
-            q = p + 4
-        else:
-            raise _Malformed
-        if q > end or field == 0:
-            raise _Malformed
-        yield field, wire, pos, p, q
-        pos = q
-
-
-def _len_field(field: int, payload) -> bytes:
-    return _encode_varint(field << 3 | 2) + _encode_varint(len(payload)) + bytes(payload)
-
-
-def _rewrite(buf, start: int, end: int, kind: str, location: str) -> bytes | None:
-    """The message in buf[start:end] with large raw_data turned into external references, or
-    None when nothing inside changes (the caller then copies the original bytes)."""
-    if kind == "tensor":
-        return _rewrite_tensor(buf, start, end, location)
-    children = _CHILDREN[kind]
-    out: list = []
-    last = start
-    for field, wire, fstart, pstart, fend in _fields(buf, start, end):
-        if wire == 2 and field in children:
-            new = _rewrite(buf, pstart, fend, children[field], location)
-            if new is not None:
-                out.append(buf[last:fstart])
-                out.append(_len_field(field, new))
-                last = fend
-    if not out:
-        return None
-    out.append(buf[last:end])
-    return b"".join(out)
-
-
-def _rewrite_tensor(buf, start: int, end: int, location: str) -> bytes | None:
-    raw = None
-    for field, wire, fstart, pstart, fend in _fields(buf, start, end):
-        if field == _RAW_DATA and wire == 2:
-            raw = (fstart, pstart, fend)
-        elif field == _DATA_LOCATION and wire == 0:
-            if _varint(buf, pstart)[0] == onnx.TensorProto.EXTERNAL:
+    def rewrite(buf, start: int, end: int) -> list | None:
+        raw = None
+        for field, wire, fstart, pstart, fend in fields(buf, start, end):
+            if field == RAW_DATA and wire == 2:
+                raw = (fstart, pstart, fend)
+            elif field == DATA_LOCATION and wire == 0 and varint(buf, pstart)[0] == EXTERNAL:
                 return None  # already external: keep its reference
-    if raw is None or raw[2] - raw[1] < LAZY_THRESHOLD:
-        return None
-    entries = b"".join(
-        _len_field(_EXTERNAL_DATA, _len_field(1, k.encode()) + _len_field(2, v.encode()))
-        for k, v in (("location", location), ("offset", str(raw[1])),
-                     ("length", str(raw[2] - raw[1])))
-    )
-    where = _encode_varint(_DATA_LOCATION << 3 | 0) + _encode_varint(onnx.TensorProto.EXTERNAL)
-    return b"".join([buf[start:raw[0]], buf[raw[2]:end], entries, where])
+        if raw is None or raw[2] - raw[1] < LAZY_THRESHOLD:
+            return None
+        return [buf[start:raw[0]], buf[raw[2]:end], external_fields(location, raw[1], raw[2] - raw[1])]
+
+    return rewrite
 
 
 def read_model_skipping_weights(path: Path) -> onnx.ModelProto:
@@ -145,10 +57,10 @@ def read_model_skipping_weights(path: Path) -> onnx.ModelProto:
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             buf = memoryview(mm)
             try:
-                stripped = _rewrite(buf, 0, len(buf), "model", path.name)
-                if stripped is None:
-                    stripped = bytes(buf)
-            except (_Malformed, IndexError) as e:
+                pieces = rewrite_tensors(buf, _stub_large_payload(path.name))
+                stripped = bytes(buf) if pieces is None else b"".join(pieces)
+                del pieces  # its slices pin the mapping
+            except (Malformed, IndexError) as e:
                 raise ValueError("malformed protobuf") from e
             finally:
                 buf.release()

@@ -14,18 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import BinaryIO, NamedTuple, Union
 
-import onnx
-
-from .lazy import (
-    _CHILDREN,
-    _DATA_LOCATION,
-    _EXTERNAL_DATA,
-    _RAW_DATA,
-    ExternalFiles,
-    _encode_varint,
-    _fields,
-    _len_field,
-    _varint,
+from .lazy import ExternalFiles
+from .wire import (
+    DATA_LOCATION,
+    EXTERNAL,
+    EXTERNAL_DATA,
+    RAW_DATA,
+    external_fields,
+    fields,
+    len_field_header,
+    rewrite_tensors,
+    varint,
 )
 
 COPY_CHUNK = 16 * 2**20
@@ -61,32 +60,10 @@ class ExternalPlan:
 
 
 def plan_model(buf: memoryview, external: ExternalPlan | None) -> tuple[list[Piece], int]:
-    pieces = _plan(buf, 0, len(buf), "model", external)
+    pieces = rewrite_tensors(buf, lambda b, s, e: _plan_tensor(b, s, e, external))
     if pieces is None:
         pieces = [buf]
     return pieces, sum(len(p) for p in pieces)
-
-
-def _plan(buf, start: int, end: int, kind: str, external: ExternalPlan | None) -> list[Piece] | None:
-    if kind == "tensor":
-        return _plan_tensor(buf, start, end, external)
-    children = _CHILDREN[kind]
-    out: list[Piece] = []
-    last = start
-    changed = False
-    for fnum, wire, fstart, pstart, fend in _fields(buf, start, end):
-        if wire == 2 and fnum in children:
-            sub = _plan(buf, pstart, fend, children[fnum], external)
-            if sub is not None:
-                out.append(buf[last:fstart])
-                out.append(_encode_varint(fnum << 3 | 2) + _encode_varint(sum(len(p) for p in sub)))
-                out.extend(sub)
-                last = fend
-                changed = True
-    if not changed:
-        return None
-    out.append(buf[last:end])
-    return out
 
 
 def _plan_tensor(buf, start: int, end: int, external: ExternalPlan | None) -> list[Piece] | None:
@@ -94,32 +71,26 @@ def _plan_tensor(buf, start: int, end: int, external: ExternalPlan | None) -> li
     payload: Piece | None = None
     ref: dict[str, str] = {}
     is_external = False
-    for fnum, wire, fstart, pstart, fend in _fields(buf, start, end):
-        if fnum == _RAW_DATA and wire == 2:
+    for fnum, wire, fstart, pstart, fend in fields(buf, start, end):
+        if fnum == RAW_DATA and wire == 2:
             payload = buf[pstart:fend]
-        elif fnum == _EXTERNAL_DATA and wire == 2:
-            entry = {k: bytes(buf[p:q]).decode() for k, _, _, p, q in _fields(buf, pstart, fend)}
+        elif fnum == EXTERNAL_DATA and wire == 2:
+            entry = {k: bytes(buf[p:q]).decode() for k, _, _, p, q in fields(buf, pstart, fend)}
             ref[entry.get(1, "")] = entry.get(2, "")
-        elif fnum == _DATA_LOCATION and wire == 0:
-            is_external = _varint(buf, pstart)[0] == onnx.TensorProto.EXTERNAL
+        elif fnum == DATA_LOCATION and wire == 0:
+            is_external = varint(buf, pstart)[0] == EXTERNAL
         else:
             kept.append(buf[fstart:fend])
     if is_external:
-        payload = FileRef(ref["location"], int(ref.get("offset", 0) or 0), int(ref["length"]))
+        payload = FileRef(ref["location"], int(ref.get("offset") or 0), int(ref["length"]))
     if payload is None:
         return None
     if external is not None and len(payload) >= external.threshold:
         offset = external.place(payload)
-        entries = b"".join(
-            _len_field(_EXTERNAL_DATA, _len_field(1, k.encode()) + _len_field(2, v.encode()))
-            for k, v in (("location", external.location), ("offset", str(offset)),
-                         ("length", str(len(payload))))
-        )
-        where = _encode_varint(_DATA_LOCATION << 3) + _encode_varint(onnx.TensorProto.EXTERNAL)
-        return [*kept, entries, where]
+        return [*kept, external_fields(external.location, offset, len(payload))]
     if not is_external:
         return None  # inline payload stays where it is
-    return [*kept, _encode_varint(_RAW_DATA << 3 | 2) + _encode_varint(len(payload)), payload]
+    return [*kept, len_field_header(RAW_DATA, len(payload)), payload]
 
 
 def write_pieces(f: BinaryIO, pieces, files: ExternalFiles | None) -> None:

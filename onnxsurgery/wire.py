@@ -1,0 +1,115 @@
+"""The protobuf wire format of ONNX models, just enough to find tensors and rewrite them
+without parsing their payloads. Field numbers are those of onnx.proto."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+# Length-delimited fields to descend into, per message type.
+CHILDREN = {
+    "model": {7: "graph"},                      # ModelProto.graph
+    "graph": {1: "node", 5: "tensor"},          # GraphProto.node, .initializer
+    "node": {5: "attr"},                        # NodeProto.attribute
+    "attr": {5: "tensor", 6: "graph", 10: "tensor", 11: "graph"},  # t, g, tensors, graphs
+}
+RAW_DATA, EXTERNAL_DATA, DATA_LOCATION = 9, 13, 14  # TensorProto fields
+EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
+
+
+class Malformed(Exception):
+    pass
+
+
+def varint(buf, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise Malformed
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def fields(buf, start: int, end: int):
+    """Yield (field, wire_type, field_start, payload_start, field_end)."""
+    pos = start
+    while pos < end:
+        key, p = varint(buf, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _, q = varint(buf, p)
+        elif wire == 1:
+            q = p + 8
+        elif wire == 2:
+            n, p = varint(buf, p)
+            q = p + n
+        elif wire == 5:
+            q = p + 4
+        else:
+            raise Malformed
+        if q > end or field == 0:
+            raise Malformed
+        yield field, wire, pos, p, q
+        pos = q
+
+
+def len_field_header(field: int, length: int) -> bytes:
+    return encode_varint(field << 3 | 2) + encode_varint(length)
+
+
+def len_field(field: int, payload) -> bytes:
+    return len_field_header(field, len(payload)) + bytes(payload)
+
+
+def external_fields(location: str, offset: int, length: int) -> bytes:
+    """TensorProto fields that point a tensor at external data."""
+    entries = b"".join(
+        len_field(EXTERNAL_DATA, len_field(1, k.encode()) + len_field(2, v.encode()))
+        for k, v in (("location", location), ("offset", str(offset)), ("length", str(length)))
+    )
+    return entries + encode_varint(DATA_LOCATION << 3) + encode_varint(EXTERNAL)
+
+
+TensorRewrite = Callable[[memoryview, int, int], "list | None"]
+
+
+def rewrite_tensors(buf, rewrite: TensorRewrite, start: int = 0, end: int | None = None,
+                    kind: str = "model") -> list | None:
+    """Walk the message buf[start:end] of type `kind` and every tensor inside it (initializers
+    and tensor attributes, in all subgraphs). `rewrite(buf, start, end)` returns a tensor's new
+    pieces (bytes-likes, or objects with a len) or None to keep it. Returns the message's new
+    pieces, or None when nothing inside changed; enclosing lengths are re-encoded from the sum
+    of the pieces' lengths."""
+    end = len(buf) if end is None else end
+    if kind == "tensor":
+        return rewrite(buf, start, end)
+    children = CHILDREN[kind]
+    out: list = []
+    last = start
+    for field, wire, fstart, pstart, fend in fields(buf, start, end):
+        if wire == 2 and field in children:
+            sub = rewrite_tensors(buf, rewrite, pstart, fend, children[field])
+            if sub is not None:
+                out.append(buf[last:fstart])
+                out.append(len_field_header(field, sum(len(p) for p in sub)))
+                out.extend(sub)
+                last = fend
+    if not out:
+        return None
+    out.append(buf[last:end])
+    return out

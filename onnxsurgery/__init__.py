@@ -1,6 +1,7 @@
 """onnxsurgery: make ONNX model files smaller without breaking them."""
 
-from .api import shrink, shrink_file
+from . import npy
+from .api import embed_file, info, npy_file, run_model, shrink, shrink_file
 from .errors import InputError, OnnxSurgeryError, OutputError, UnsupportedModelError, VerificationError
 from .io import export_model, load_model, save_model
 from .passes.merge_constants import merge_duplicate_constants
@@ -13,6 +14,11 @@ __version__ = "0.1.0"
 __all__ = [
     "shrink",
     "shrink_file",
+    "info",
+    "npy_file",
+    "embed_file",
+    "run_model",
+    "npy",
     "load_model",
     "save_model",
     "export_model",

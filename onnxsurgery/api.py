@@ -8,15 +8,20 @@ from pathlib import Path
 
 import onnx
 
-from .errors import VerificationError
+import numpy as np
+
+from .errors import InputError, VerificationError
 from .inventory import inventory
 from .io import check_output_path, copy_file, save_model
+from .npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
+from .passes.embed import inputs_to_constants
+from .passes.externalize import constants_to_inputs, select_constants
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, merge_duplicate_constants
 from .passes.merge_transposed import merge_transposed_constants
 from .passes.narrow_types import narrow_constants
 from .pipeline import Workspace, open_workspace
-from .report import RunReport
-from .verify import compare_models
+from .report import PassReport, RunReport
+from .verify import compare_models, make_inputs, session
 
 
 
@@ -112,3 +117,87 @@ def shrink_file(
 def info(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMENTS) -> dict:
     """Inventory of a model: large constants, totals, duplicates, and what each method saves."""
     return inventory(model, min_bytes=min_bytes, min_elements=min_elements)
+
+
+def npy_file(
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    npy_dir: str | os.PathLike | None = None,
+    min_bytes: int | None = None,
+    names: tuple[str, ...] = (),
+    ops: tuple[str, ...] = (),
+    external_data: bool = False,
+    merge: bool = True,
+    in_place: bool = False,
+    min_elements: int = DEFAULT_MIN_ELEMENTS,
+) -> RunReport:
+    """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
+    inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
+    Identical constants are merged first, so each distinct tensor is written once."""
+    out = check_output_path(input_path, output_path, in_place)
+    ws = open_workspace(input_path)
+    report = RunReport("npy", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+    if merge:
+        ws.run(merge_duplicate_constants, min_elements=min_elements, keep=ws.keep)
+    if external_data:
+        written = save_model(ws.export(), out, external_data=True, files=ws.files)
+        report.passes = ws.reports
+        report.bytes_after = sum(p.stat().st_size for p in written)
+        report.notes.append(f"tensors of 1 KB or more are in {written[0].name}")
+        return report
+    moved_report = PassReport("externalize")
+    ws.cleanup()  # constants merged away must not be selected
+    sites = select_constants(ws.graph, min_bytes=min_bytes, node_names=names, op_types=ops,
+                             keep=ws.keep, report=moved_report)
+    arrays = {site.name: np.asarray(site.tensor.values) for site in sites}
+    moved = constants_to_inputs(ws.graph, sites, moved_report)
+    ws.reports.append(moved_report)
+    report.passes = ws.reports
+    npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(out)
+    manifest = write_arrays({name: arrays[name] for name, _ in moved}, npy_dir, manifest_path(out))
+    written = save_model(ws.export(), out, files=ws.files)
+    write_manifest(manifest, manifest_path(out))
+    report.bytes_after = sum(p.stat().st_size for p in written)
+    moved_report.details = {"npy_dir": str(npy_dir), "manifest": str(manifest_path(out)),
+                            "inputs": list(manifest["inputs"])}
+    return report
+
+
+def embed_file(
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    in_place: bool = False,
+    external_data: bool = False,
+) -> RunReport:
+    """Put the arrays of a model written by `npy_file` back as initializers."""
+    out = check_output_path(input_path, output_path, in_place)
+    feeds = load_feeds(input_path)
+    if not feeds:
+        raise InputError(f"no manifest beside {input_path} ({manifest_path(input_path).name}); nothing to embed")
+    ws = open_workspace(input_path)
+    report = RunReport("embed", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+    ws.run(inputs_to_constants, arrays=feeds)
+    report.passes = ws.reports
+    written = save_model(ws.export(), out, external_data=external_data, files=ws.files)
+    report.bytes_after = sum(p.stat().st_size for p in written)
+    return report
+
+
+def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = None, *,
+              shapes: dict[str, list[int]] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Run a model in onnxruntime. Arrays externalized by `npy_file` are fed automatically;
+    other inputs come from `feeds`, or are generated from the declared dtypes and shapes."""
+    sess = session(model)
+    given = {**load_feeds(model), **(feeds or {})}
+    missing = [i for i in sess.get_inputs() if i.name not in given]
+    if missing:
+        generated = make_inputs(sess, shapes=shapes, seed=seed)
+        given.update({i.name: generated[i.name] for i in missing})
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        values = sess.run(names, given)
+    except Exception as e:  # onnxruntime's own exception types
+        raise InputError(f"onnxruntime failed to run {model}: {str(e).splitlines()[0]}") from e
+    return dict(zip(names, values))

@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 import click
+import numpy as np
 
 from . import api
 from .errors import OnnxSurgeryError, OutputError
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from .render import render_info, render_run
+from .verify import load_input_samples, parse_shapes
 
 EXIT_ERROR = 2
 EXIT_INTERNAL = 3
@@ -122,3 +124,62 @@ def info(path, min_bytes, top, as_json):
         click.echo(json.dumps(data, indent=2))
     else:
         click.echo(render_info(path, data, top=top))
+
+
+@main.command()
+@click.argument("input_path", metavar="INPUT")
+@click.argument("output_path", metavar="OUTPUT")
+@click.option("--npy-dir", type=click.Path(file_okay=False),
+              help="Folder for the .npy files [default: OUTPUT without .onnx, plus .npy/].")
+@click.option("--min-bytes", type=click.IntRange(min=0), help="Move constants of at least this many bytes.")
+@click.option("--names", multiple=True, metavar="GLOB",
+              help="Move constants feeding nodes whose name matches (or whose own name matches). Repeatable.")
+@click.option("--ops", multiple=True, metavar="OPTYPE",
+              help="Move constants feeding nodes of this op type. Repeatable.")
+@click.option("--no-merge", is_flag=True, help="Do not merge identical constants first.")
+@_common_output_options
+@_handle_errors
+def npy(input_path, output_path, npy_dir, min_bytes, names, ops, no_merge, in_place, external_data, as_json):
+    """Move constants out to .npy files, leaving graph inputs of the same names.
+
+    By default the constants read more than once (after merging) move; --min-bytes, --names
+    and --ops select instead. A manifest OUTPUT-stem.npy.json lists input -> file, dtype, shape,
+    sha256. Run the result with `onnxsurgery run`, restore it with `onnxsurgery embed`.
+    With --external-data, writes a standard OUTPUT + OUTPUT.data pair instead.
+    """
+    report = api.npy_file(input_path, output_path, npy_dir=npy_dir, min_bytes=min_bytes,
+                          names=names, ops=ops, external_data=external_data, merge=not no_merge,
+                          in_place=in_place)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_run(report))
+
+
+@main.command()
+@click.argument("input_path", metavar="INPUT")
+@click.argument("output_path", metavar="OUTPUT")
+@_common_output_options
+@_handle_errors
+def embed(input_path, output_path, in_place, external_data, as_json):
+    """Put the .npy arrays of a model written by `npy` back as initializers."""
+    report = api.embed_file(input_path, output_path, in_place=in_place, external_data=external_data)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_run(report))
+
+
+@main.command()
+@click.argument("model_path", metavar="MODEL")
+@click.option("--inputs", "inputs_npz", type=click.Path(dir_okay=False),
+              help="An .npz of input arrays by name; others are generated.")
+@click.option("--shape", "shapes", multiple=True, metavar="NAME:DxD",
+              help="Fix a generated input's shape, e.g. x:1x3x224x224. Repeatable.")
+@click.option("--save", "save_npz", type=click.Path(dir_okay=False), help="Write the outputs to this .npz.")
+@_handle_errors
+def run(model_path, inputs_npz, shapes, save_npz):
+    """Run a model in onnxruntime, feeding arrays moved out by `npy` automatically."""
+    feeds = load_input_samples(inputs_npz)[0] if inputs_npz else None
+    outputs = api.run_model(model_path, feeds, shapes=parse_shapes(shapes))
+    for name, value in outputs.items():
+        value = np.asarray(value)
+        numeric = value.size and value.dtype.kind in "fiu"
+        stats = f" min {value.min():.6g} max {value.max():.6g}" if numeric else ""
+        click.echo(f"{name}: {value.dtype}{list(value.shape)}{stats}")
+    if save_npz:
+        np.savez(save_npz, **outputs)

@@ -54,10 +54,14 @@ class Workspace:
         self.reports.append(report)
         return report
 
-    def export(self) -> onnx.ModelProto:
-        """Remove what the passes left dead, sort, and export. Large payloads may still be
-        references into the input's files: write with `save_model(..., files=self.files)`."""
+    def cleanup(self) -> None:
+        """Remove what the passes left dead (e.g. Constant nodes merged away), in all scopes."""
         self.graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)
+
+    def export(self) -> onnx.ModelProto:
+        """Clean up, sort, and export. Large payloads may still be references into the
+        input's files: write with `save_model(..., files=self.files)`."""
+        self.cleanup()
         self.graph.toposort(recurse_subgraphs=True)
         return export_model(self.graph, self.template, keep_as_inputs=self.keep,
                             min_opset=self.min_opset)

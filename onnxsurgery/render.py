@@ -36,6 +36,14 @@ def render_run(report: RunReport, top: int = 5) -> str:
         elif p.name == "merge_transposed":
             lines.append(f"  transposed copies merged: {p.changed}, saving "
                          f"{human_bytes(p.bytes_saved)}; cost: {p.details['cost']}")
+        elif p.name == "externalize":
+            d = p.details
+            lines.append(f"  moved {p.changed} constants ({human_bytes(p.bytes_saved)}) to {d.get('npy_dir')}")
+            lines.append(f"  manifest: {d.get('manifest')}")
+            if p.skipped:
+                lines.append(f"  left {len(p.skipped)} selected constants in place (see --json for why)")
+        elif p.name == "embed":
+            lines.append(f"  embedded {p.changed} arrays as initializers")
         elif p.name == "narrow":
             lines.append(f"  narrowed {p.changed} constants, saving {human_bytes(p.bytes_saved)}; "
                          f"left {len(p.skipped)} as they were")

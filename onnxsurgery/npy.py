@@ -1,0 +1,131 @@
+"""Constants as .npy files beside a model: write them, read them back as feeds, embed them.
+
+Layout for an output `model.onnx` (defaults):
+    model.onnx            the graph, with one input per moved constant
+    model.npy/            one .npy file per moved constant
+    model.npy.json        the manifest: input name -> file, dtype, shape, sha256
+
+`load_feeds("model.onnx")` returns the arrays to feed, checked against the manifest: a missing
+file, another dtype or shape, or a changed checksum is an error naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError, OutputError
+
+MANIFEST_VERSION = 1
+
+
+def manifest_path(model_path: str | os.PathLike) -> Path:
+    p = Path(model_path)
+    return p.with_name(p.stem + ".npy.json")
+
+
+def default_npy_dir(model_path: str | os.PathLike) -> Path:
+    p = Path(model_path)
+    return p.with_name(p.stem + ".npy")
+
+
+def array_sha256(array: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+
+
+def _file_name(name: str, used: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "tensor"
+    candidate, i = base, 1
+    while candidate.lower() in used:
+        candidate, i = f"{base}_{i}", i + 1
+    used.add(candidate.lower())
+    return candidate + ".npy"
+
+
+def write_arrays(arrays: dict[str, np.ndarray], npy_dir: Path, manifest: Path) -> dict:
+    """Write one .npy per array into `npy_dir` (replacing it whole) and return the manifest
+    (not yet written). The folder is filled in a staging folder and renamed into place."""
+    npy_dir = Path(npy_dir)
+    if not npy_dir.parent.exists():
+        raise OutputError(f"folder does not exist: {npy_dir.parent}")
+    staging = Path(tempfile.mkdtemp(prefix=f".{npy_dir.name}.", dir=npy_dir.parent))
+    entries = {}
+    used: set[str] = set()
+    try:
+        for name, array in arrays.items():
+            fname = _file_name(name, used)
+            np.save(staging / fname, array, allow_pickle=False)
+            entries[name] = {
+                "file": os.path.relpath(npy_dir / fname, manifest.parent),
+                "dtype": str(array.dtype),
+                "shape": list(array.shape),
+                "sha256": array_sha256(array),
+            }
+        if npy_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{npy_dir.name}.old.", dir=npy_dir.parent))
+            os.replace(npy_dir, old / "x")
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(staging, npy_dir)
+    except OSError as e:
+        raise OutputError(f"cannot write {npy_dir}: {e.strerror or e}") from e
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {"version": MANIFEST_VERSION, "inputs": entries}
+
+
+def write_manifest(manifest: dict, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def read_manifest(model_path: str | os.PathLike) -> dict | None:
+    """The manifest beside `model_path`, or None when there is none."""
+    path = manifest_path(model_path)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        return data["inputs"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"unreadable manifest {path}: {e}") from e
+
+
+def load_feeds(model_path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The externalized arrays of `model_path`, by input name, each checked against the
+    manifest (dtype, shape, sha256). Empty when the model has no manifest."""
+    entries = read_manifest(model_path)
+    if entries is None:
+        return {}
+    base = manifest_path(model_path).parent
+    feeds = {}
+    for name, entry in entries.items():
+        file = base / entry["file"]
+        if not file.is_file():
+            raise InputError(f"missing weights file for input '{name}': {file}")
+        try:
+            array = np.load(file, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot read {file}: {e}") from e
+        if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
+            raise InputError(
+                f"{file} holds {array.dtype}{list(array.shape)}, the manifest says "
+                f"{entry['dtype']}{entry['shape']} for input '{name}'"
+            )
+        if array_sha256(array) != entry["sha256"]:
+            raise InputError(f"{file} was changed: its checksum does not match the manifest")
+        feeds[name] = array
+    return feeds

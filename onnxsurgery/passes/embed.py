@@ -1,0 +1,32 @@
+"""Turn graph inputs back into constants: the inverse of `externalize`.
+
+Before: main-graph inputs whose values are known (read from .npy files by `npy.load_feeds`).
+After: each is an initializer of the same name, dtype and shape; consumers in every scope
+read it, and the input is gone from the graph's interface.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_graphsurgeon as gs
+
+from ..errors import InputError
+from ..graph_utils import replace_uses
+from ..report import PassReport
+
+
+def inputs_to_constants(graph: gs.Graph, *, arrays: dict[str, np.ndarray]) -> PassReport:
+    report = PassReport("embed")
+    by_name = {t.name: t for t in graph.inputs}
+    unknown = sorted(set(arrays) - set(by_name))
+    if unknown:
+        raise InputError(f"the manifest names inputs the model does not have: {', '.join(unknown)}")
+    for name, array in arrays.items():
+        var = by_name[name]
+        var.name = f"{name}__embedded"
+        const = gs.Constant(name, np.ascontiguousarray(array))
+        replace_uses(var, const)
+        graph.inputs[:] = [t for t in graph.inputs if t is not var]  # by identity: gs == is by name
+        report.changed += 1
+    report.details = {"embedded": list(arrays)}
+    return report

@@ -1,0 +1,127 @@
+"""npy -> run -> embed: constants out to .npy files and back, exactly."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from conftest import assert_same_outputs, builders, run
+
+import onnxsurgery
+from onnxsurgery.cli import main
+from onnxsurgery.errors import InputError
+from onnxsurgery.npy import load_feeds, manifest_path
+
+CASES = ["duplicate_initializers", "duplicate_constant_nodes", "if_and_loop_subgraphs", "fp16_and_int64"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_npy_then_embed_is_exact(tmp_path, save, case):
+    m = getattr(builders, case)()
+    src = save(m)
+    out = tmp_path / "out" / "m.onnx"
+    out.parent.mkdir()
+    report = onnxsurgery.npy_file(src, out, min_bytes=1)
+    moved = report.pass_report("externalize")
+    assert moved.changed >= 1
+    saved = onnx.load(str(out))
+    inputs = {i.name for i in saved.graph.input}
+    feeds = load_feeds(out)
+    assert set(feeds) <= inputs and len(feeds) == moved.changed
+    # nothing of what moved is left inside the model
+    assert not any(t.name in feeds for t in saved.graph.initializer)
+    # running with load_feeds gives exactly the original's outputs
+    for seed in (0, 1):
+        f = builders.feeds_for(m, seed)
+        for a, b in zip(run(m, f), run(out, {**f, **feeds})):
+            assert a.tobytes() == b.tobytes()
+    back = tmp_path / "back.onnx"
+    onnxsurgery.embed_file(out, back)
+    restored = onnx.load(str(back))
+    assert {i.name for i in restored.graph.input} == {i.name for i in m.graph.input}
+    assert_same_outputs(m, back)
+
+
+def test_default_moves_constants_used_more_than_once(tmp_path, save):
+    m = builders.duplicate_initializers(n_copies=3)  # one W after merging, read 3 times
+    src = save(m)
+    report = onnxsurgery.npy_file(src, tmp_path / "m.onnx")
+    assert report.pass_report("externalize").details["inputs"] == ["W0"]
+    manifest = json.loads(manifest_path(tmp_path / "m.onnx").read_text())
+    entry = manifest["inputs"]["W0"]
+    assert entry["shape"] == [16, 16] and entry["dtype"] == "float32" and len(entry["sha256"]) == 64
+    assert (tmp_path / entry["file"]).is_file()
+
+
+def test_select_by_op_type_and_name(tmp_path, save):
+    m = builders.narrowing_cases()
+    src = save(m)
+    r = onnxsurgery.npy_file(src, tmp_path / "a.onnx", ops=("Gather",))
+    assert r.pass_report("externalize").details["inputs"] == ["idx"]
+    r = onnxsurgery.npy_file(src, tmp_path / "b.onnx", names=("dbl",))
+    assert r.pass_report("externalize").details["inputs"] == ["dbl"]
+
+
+@pytest.fixture
+def externalized(tmp_path, save):
+    src = save(builders.duplicate_initializers(n_copies=3))
+    out = tmp_path / "m.onnx"
+    onnxsurgery.npy_file(src, out)
+    file = tmp_path / json.loads(manifest_path(out).read_text())["inputs"]["W0"]["file"]
+    return out, file
+
+
+def test_missing_file_is_named(externalized):
+    out, file = externalized
+    file.unlink()
+    with pytest.raises(InputError, match="missing weights file.*W0"):
+        load_feeds(out)
+
+
+def test_wrong_shape_is_named(externalized):
+    out, file = externalized
+    np.save(file, np.zeros((4, 4), np.float32))
+    with pytest.raises(InputError, match=r"float32\[4, 4\].*float32\[16, 16\]"):
+        load_feeds(out)
+
+
+def test_changed_checksum_is_named(externalized):
+    out, file = externalized
+    arr = np.load(file)
+    arr[0, 0] += 1
+    np.save(file, arr)
+    with pytest.raises(InputError, match="checksum"):
+        load_feeds(out)
+
+
+def test_cli_npy_run_embed(tmp_path, save):
+    m = builders.if_and_loop_subgraphs()
+    src = save(m)
+    runner = CliRunner()
+    r = runner.invoke(main, ["npy", str(src), str(tmp_path / "m.onnx")])
+    assert r.exit_code == 0, r.output
+    assert "moved 2 constants" in r.output
+    feeds = builders.feeds_for(m)
+    np.savez(tmp_path / "in.npz", **feeds)
+    r = runner.invoke(main, ["run", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in.npz"),
+                             "--save", str(tmp_path / "outs.npz")])
+    assert r.exit_code == 0, r.output
+    assert np.load(tmp_path / "outs.npz")["y"].tobytes() == run(m, feeds)[0].tobytes()
+    r = runner.invoke(main, ["embed", str(tmp_path / "m.onnx"), str(tmp_path / "back.onnx")])
+    assert r.exit_code == 0, r.output
+    assert_same_outputs(m, tmp_path / "back.onnx")
+    # embed on a model without a manifest is a one-line error
+    r = runner.invoke(main, ["embed", str(src), str(tmp_path / "x.onnx")])
+    assert r.exit_code == 2 and "no manifest" in r.output
+
+
+def test_npy_external_data_writes_standard_pair(tmp_path, save):
+    m = builders.duplicate_initializers(n_copies=3, size=32)
+    src = save(m)
+    out = tmp_path / "e.onnx"
+    report = onnxsurgery.npy_file(src, out, external_data=True)
+    assert (tmp_path / "e.onnx.data").is_file()
+    assert not manifest_path(out).exists()
+    assert report.pass_report("merge_duplicates").changed == 2
+    assert_same_outputs(m, out)

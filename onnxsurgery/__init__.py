@@ -1,7 +1,8 @@
 """onnxsurgery: make ONNX model files smaller without breaking them."""
 
 from . import npy
-from .api import embed_file, info, npy_file, run_model, shrink, shrink_file
+from .api import compare, embed_file, info, npy_file, quant, quant_file, run_model, shrink, shrink_file
+from .passes.quantize_weights import QuantOptions
 from .errors import InputError, OnnxSurgeryError, OutputError, UnsupportedModelError, VerificationError
 from .io import export_model, load_model, save_model
 from .passes.merge_constants import merge_duplicate_constants
@@ -14,6 +15,10 @@ __version__ = "0.1.0"
 __all__ = [
     "shrink",
     "shrink_file",
+    "quant",
+    "quant_file",
+    "QuantOptions",
+    "compare",
     "info",
     "npy_file",
     "embed_file",

@@ -18,6 +18,7 @@ from .passes.embed import inputs_to_constants
 from .passes.externalize import constants_to_inputs, select_constants
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, merge_duplicate_constants
 from .passes.merge_transposed import merge_transposed_constants
+from .passes.quantize_weights import QuantOptions, quantize_weights
 from .passes.narrow_types import narrow_constants
 from .pipeline import Workspace, open_workspace
 from .report import PassReport, RunReport
@@ -201,3 +202,68 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
     except Exception as e:  # onnxruntime's own exception types
         raise InputError(f"onnxruntime failed to run {model}: {str(e).splitlines()[0]}") from e
     return dict(zip(names, values))
+
+
+def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool) -> None:
+    if merge:
+        ws.run(merge_duplicate_constants, min_elements=DEFAULT_MIN_ELEMENTS, keep=ws.keep)
+        ws.cleanup()  # constants merged away must not be quantized
+    ws.run(quantize_weights, options=options, opset=ws.opsets.get("", 1), keep=ws.keep)
+
+
+def quant(model, *, merge: bool = True, **options) -> tuple[onnx.ModelProto, RunReport]:
+    """Weight-only quantization in memory (no verification; see `quant_file`). Options are
+    the fields of `QuantOptions`: dtype, granularity, block_size, symmetric, lowering,
+    min_elements, include, exclude."""
+    ws = open_workspace(model)
+    report = RunReport("quant", _describe(model), bytes_before=ws.input_bytes)
+    _run_quant_passes(ws, QuantOptions(**options), merge)
+    report.passes = ws.reports
+    result = ws.finish()
+    report.bytes_after = result.ByteSize()
+    return result, report
+
+
+def quant_file(
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    merge: bool = True,
+    verify: bool = True,
+    max_error: float | None = None,
+    samples: list[dict[str, np.ndarray]] | None = None,
+    shapes: dict[str, list[int]] | None = None,
+    in_place: bool = False,
+    external_data: bool = False,
+    **options,
+) -> RunReport:
+    """Quantize weights from a file to a file. Unless `verify` is False, the input and the
+    result run in onnxruntime on the same inputs (`samples`, or generated ones) before anything
+    is written; with `max_error`, a result whose relative L2 output error exceeds it is not
+    written (VerificationError)."""
+    out = check_output_path(input_path, output_path, in_place)
+    ws = open_workspace(input_path)
+    report = RunReport("quant", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+    _run_quant_passes(ws, QuantOptions(**options), merge)
+    report.passes = ws.reports
+    result = ws.export()
+
+    def check(written: Path) -> None:
+        report.verification = compare_models(input_path, written, samples=samples, shapes=shapes)
+        worst = report.verification["rel_l2_error"]
+        if max_error is not None and not worst <= max_error:
+            raise VerificationError(
+                f"relative L2 output error {worst:.3g} exceeds --max-error {max_error:g}; nothing written"
+            )
+
+    written = save_model(result, out, external_data=external_data, files=ws.files,
+                         check=check if verify else None)
+    report.bytes_after = sum(p.stat().st_size for p in written)
+    return report
+
+
+def compare(reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
+            shapes: dict[str, list[int]] | None = None) -> dict:
+    """Run two models on the same inputs; per output: max abs error, relative L2 error and,
+    where there is a class axis, argmax agreement."""
+    return compare_models(reference, candidate, samples=samples, shapes=shapes)

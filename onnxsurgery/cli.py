@@ -183,3 +183,77 @@ def run(model_path, inputs_npz, shapes, save_npz):
         click.echo(f"{name}: {value.dtype}{list(value.shape)}{stats}")
     if save_npz:
         np.savez(save_npz, **outputs)
+
+
+def _verification_options(fn):
+    fn = click.option("--inputs", "inputs_npz", type=click.Path(dir_okay=False),
+                      help="Real inputs: an .npz by input name (name__0, name__1, ... for several "
+                      "samples). Default: generated from the declared dtypes and shapes.")(fn)
+    fn = click.option("--shape", "shapes", multiple=True, metavar="NAME:DxD",
+                      help="Fix dynamic dimensions of a generated input, e.g. x:1x3x224x224.")(fn)
+    return fn
+
+
+def _render_verification(v: dict) -> str:
+    lines = ["  verification (onnxruntime, %d sample%s):" % (v["samples"], "s" * (v["samples"] != 1))]
+    for name, o in v["outputs"].items():
+        agree = f"  argmax agreement {o['argmax_agreement'] * 100:.2f}%" if "argmax_agreement" in o else ""
+        lines.append(f"    {name}: max abs error {o['max_abs_error']:.3g}  "
+                     f"relative L2 {o['rel_l2_error']:.3g}{agree}")
+    return "\n".join(lines)
+
+
+@main.command()
+@click.argument("input_path", metavar="INPUT")
+@click.argument("output_path", metavar="OUTPUT")
+@click.option("--dtype", type=click.Choice(["int8", "uint8", "int4", "uint4"]), default="int8", show_default=True)
+@click.option("--granularity", type=click.Choice(["tensor", "channel", "block"]), default="channel",
+              show_default=True, help="One scale per tensor, per output channel, or per block.")
+@click.option("--block-size", type=click.IntRange(min=2), default=32, show_default=True)
+@click.option("--symmetric/--asymmetric", default=True, show_default=True)
+@click.option("--lowering", type=click.Choice(["auto", "dq", "arith"]), default="auto", show_default=True,
+              help="dq: DequantizeLinear; arith: Cast/Mul (folded by onnxruntime at session start); "
+              "auto: per tensor, what keeps onnxruntime fast and is valid at the model's opset.")
+@click.option("--min-elements", type=click.IntRange(min=1), default=16384, show_default=True,
+              help="Leave float constants with fewer elements alone.")
+@click.option("--include", multiple=True, metavar="GLOB", help="Only tensors whose name or consumer op matches.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip tensors whose name or consumer op matches.")
+@click.option("--no-merge", is_flag=True, help="Do not merge identical weights first.")
+@click.option("--no-verify", is_flag=True, help="Skip the onnxruntime comparison.")
+@click.option("--max-error", type=float, help="Refuse (write nothing, exit 2) if the relative L2 output error exceeds this.")
+@_verification_options
+@_common_output_options
+@_handle_errors
+def quant(input_path, output_path, dtype, granularity, block_size, symmetric, lowering, min_elements,
+          include, exclude, no_merge, no_verify, max_error, inputs_npz, shapes, in_place, external_data, as_json):
+    """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
+    turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
+    report = api.quant_file(
+        input_path, output_path, merge=not no_merge, verify=not no_verify, max_error=max_error,
+        samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
+        in_place=in_place, external_data=external_data, dtype=dtype, granularity=granularity,
+        block_size=block_size, symmetric=symmetric, lowering=lowering, min_elements=min_elements,
+        include=include, exclude=exclude)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    click.echo(render_run(report))
+    if report.verification is not None:
+        click.echo(_render_verification(report.verification))
+
+
+@main.command()
+@click.argument("reference", metavar="A")
+@click.argument("candidate", metavar="B")
+@_verification_options
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@_handle_errors
+def compare(reference, candidate, inputs_npz, shapes, as_json):
+    """Run A and B in onnxruntime on the same inputs and compare their outputs."""
+    result = api.compare(reference, candidate, shapes=parse_shapes(shapes),
+                         samples=load_input_samples(inputs_npz) if inputs_npz else None)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(f"{reference} vs {candidate}: " + ("identical outputs" if result["exact"] else "outputs differ"))
+        click.echo(_render_verification(result))

@@ -42,6 +42,14 @@ def render_run(report: RunReport, top: int = 5) -> str:
             lines.append(f"  manifest: {d.get('manifest')}")
             if p.skipped:
                 lines.append(f"  left {len(p.skipped)} selected constants in place (see --json for why)")
+        elif p.name == "quantize":
+            d = p.details
+            schemes = ", ".join(f"{n} x {k}" for k, n in d["schemes"].items()) or "none"
+            lines.append(f"  quantized {p.changed} weights ({schemes}), saving {human_bytes(p.bytes_saved)}")
+            for e in d["largest_errors"][:top]:
+                lines.append(f"    weight error {e['rel_l2_error']:.2e} (relative L2)  {e['name']} {e['shape']}")
+            if p.skipped:
+                lines.append(f"  left {len(p.skipped)} float weights as they were (see --json for why)")
         elif p.name == "embed":
             lines.append(f"  embedded {p.changed} arrays as initializers")
         elif p.name == "narrow":
@@ -52,7 +60,7 @@ def render_run(report: RunReport, top: int = 5) -> str:
     for note in report.notes:
         lines.append(f"  note: {note}")
     v = report.verification
-    if v is not None:
+    if v is not None and report.command == "shrink":
         if v.get("exact"):
             lines.append(f"  verified: outputs bit-identical in onnxruntime ({v['samples']} sample)")
         else:

@@ -1,0 +1,304 @@
+"""Weight-only quantization: large float constants become small integers plus scales, turned
+back into float in the graph, so every consumer sees a tensor of the original dtype and shape.
+
+Before: W (float32/float16/bfloat16/float64, at least `min_elements` elements) -> consumers.
+After, with the `dq` lowering:    Wq, scale[, zero_point] -> DequantizeLinear [-> Cast] -> consumers
+         with the `arith` lowering: Wq -> Cast -> [Sub zp] -> Mul scale [-> Reshape] [-> Cast] -> consumers
+4-bit values under `arith` are stored two per uint8 and unpacked with Cast/Div/Mul/Sub/Concat/
+Reshape, which every opset from 7 on has, so int4 works on models below opset 21.
+onnxruntime constant-folds the `arith` chain when the session starts (no run-time cost, float
+weights in memory); it keeps DequantizeLinear, so `dq` runs at every inference except where it
+fuses DQ -> MatMul into MatMulNBits. `auto` therefore picks `dq` only for a blockwise 4-bit
+weight read by a single MatMul at opset >= 21, and `arith` elsewhere.
+
+Axis: follows the consumer. MatMul B [K, N]: channels along N, blocks along K (the reduction
+axis); Gemm B likewise, honouring transB; Conv W [M, C, ...]: channels along M, blocks along C;
+ConvTranspose W [C, M, ...]: channels along M; Gather data: one scale per row. Otherwise axis 0
+for channels and the last axis for blocks.
+
+Limits: blocks need the blocked axis to be a multiple of the block size (else the tensor falls
+back to per-channel, and the report says so); graph outputs and overridable inputs stay float.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+from onnx_graphsurgeon.ir.tensor import LazyValues
+
+from ..errors import UnsupportedModelError
+from ..graph_utils import (
+    ConstantSite,
+    NameAllocator,
+    collect_constants,
+    graph_outputs_holding,
+    iter_scopes,
+    replace_uses,
+)
+from ..quant_math import Quantized, pack_nibbles, quantize, weight_error
+from ..report import PassReport
+
+FLOAT_TYPES = {
+    onnx.TensorProto.FLOAT: np.float32,
+    onnx.TensorProto.FLOAT16: np.float16,
+    onnx.TensorProto.DOUBLE: np.float64,
+    onnx.TensorProto.BFLOAT16: None,  # read through onnx; computed in float32
+}
+DEFAULT_MIN_ELEMENTS = 16384
+DEFAULT_BLOCK_SIZE = 32
+MAX_ERRORS_REPORTED = 10
+_ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
+             "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
+
+
+@dataclass
+class QuantOptions:
+    dtype: str = "int8"
+    granularity: str = "channel"
+    block_size: int = DEFAULT_BLOCK_SIZE
+    symmetric: bool = True
+    lowering: str = "auto"
+    min_elements: int = DEFAULT_MIN_ELEMENTS
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def four_bit(self) -> bool:
+        return self.dtype in ("int4", "uint4")
+
+    def label(self, granularity: str, lowering: str) -> str:
+        sym = "sym" if self.symmetric else "asym"
+        g = f"block{self.block_size}" if granularity == "block" else granularity
+        return f"{self.dtype}/{g}/{sym}/{lowering}"
+
+
+def dq_min_opset(opts: QuantOptions, granularity: str) -> int:
+    if opts.four_bit or granularity == "block":
+        return 21
+    return 13 if granularity == "channel" else 10
+
+
+def _consumers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
+    return [(n, i) for n in site.value.outputs for i, t in enumerate(n.inputs) if t is site.value]
+
+
+def choose_axes(site: ConstantSite) -> tuple[int, int]:
+    """(channel axis, block axis) for a weight, from how its consumers read it."""
+    rank = len(site.shape)
+    default = (0, rank - 1)
+    rules = set()
+    for node, idx in _consumers(site):
+        if node.op == "MatMul" and idx == 1 and rank >= 2:
+            rules.add((rank - 1, rank - 2))
+        elif node.op == "Gemm" and idx == 1 and rank == 2:
+            rules.add((0, 1) if node.attrs.get("transB", 0) else (1, 0))
+        elif node.op == "Conv" and idx == 1 and rank >= 2:
+            rules.add((0, 1))
+        elif node.op == "ConvTranspose" and idx == 1 and rank >= 2:
+            rules.add((1, 0))
+        elif node.op == "Gather" and idx == 0:
+            axis = node.attrs.get("axis", 0) % rank
+            rules.add((axis, rank - 1 if axis != rank - 1 else 0))
+        else:
+            rules.add(default)
+    return rules.pop() if len(rules) == 1 else default
+
+
+def _matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
+    ops = {n.op for n, _ in _consumers(site)}
+    return any(fnmatch.fnmatchcase(site.name, p) or any(fnmatch.fnmatchcase(op, p) for op in ops)
+               for p in patterns)
+
+
+def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
+                     keep: frozenset[str] = frozenset()) -> PassReport:
+    """Quantize float weights in place (all scopes). Raises UnsupportedModelError when the
+    `dq` lowering is asked for at an opset that cannot express the scheme."""
+    report = PassReport("quantize")
+    if options.lowering == "dq" and opset < dq_min_opset(options, options.granularity):
+        raise UnsupportedModelError(
+            f"--lowering dq with {options.dtype}/{options.granularity} needs opset "
+            f"{dq_min_opset(options, options.granularity)}; this model is opset {opset}. "
+            "Use --lowering arith or auto."
+        )
+    scopes = list(iter_scopes(graph))
+    names = NameAllocator(graph)
+    errors, schemes = [], {}
+    for site in collect_constants(graph, scopes):
+        if site.onnx_dtype not in FLOAT_TYPES:
+            continue
+        reason = _refusal(site, scopes, options, keep)
+        if reason:
+            if reason != "small":
+                report.skip(site.name, reason)
+            continue
+        channel_axis, block_axis = choose_axes(site)
+        granularity, axis = options.granularity, channel_axis
+        if granularity == "block":
+            axis = block_axis
+            if site.shape[axis] % options.block_size:
+                granularity, axis = "channel", channel_axis
+                report.skip(site.name, f"axis {block_axis} ({site.shape[block_axis]}) is not a multiple of "
+                            f"{options.block_size}: quantized per channel instead")
+        lowering = _lowering(site, options, granularity, axis, opset)
+        if options.four_bit and lowering == "arith" and site.num_elements % 2:
+            report.skip(site.name, "odd element count: 4-bit arith packing needs pairs")
+            continue
+        values = np.asarray(site.tensor.values, dtype=np.float32)
+        qt = quantize(values, dtype=options.dtype, granularity=granularity, axis=axis,
+                      block_size=options.block_size, symmetric=options.symmetric)
+        err = weight_error(values, qt)
+        before = site.nbytes
+        out = _build(site, qt, lowering, names, opset)
+        replace_uses(site.value, out)
+        after = _stored_bytes(qt, lowering)
+        report.changed += 1
+        report.bytes_saved += before - after
+        label = options.label(granularity, lowering)
+        schemes[label] = schemes.get(label, 0) + 1
+        errors.append({"name": site.name, "shape": list(site.shape), "scheme": label, **err})
+    errors.sort(key=lambda e: -e["rel_l2_error"])
+    report.details = {"schemes": schemes, "largest_errors": errors[:MAX_ERRORS_REPORTED],
+                      "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
+    return report
+
+
+def _refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[str]) -> str | None:
+    if site.num_elements < options.min_elements:
+        return "small"
+    if options.include and not _matches(site, options.include):
+        return "not matched by --include"
+    if options.exclude and _matches(site, options.exclude):
+        return "matched by --exclude"
+    if site.name in keep:
+        return "overridable graph input"
+    if graph_outputs_holding(scopes, site.value):
+        return "graph output"
+    if not site.value.outputs:
+        return "no consumer"
+    return None
+
+
+def _lowering(site: ConstantSite, options: QuantOptions, granularity: str, axis: int, opset: int) -> str:
+    if options.lowering != "auto":
+        return options.lowering
+    consumers = _consumers(site)
+    fusable = (
+        options.four_bit and granularity == "block" and opset >= 21
+        and len(consumers) == 1 and consumers[0][0].op == "MatMul" and consumers[0][1] == 1
+        and len(site.shape) == 2 and axis == 0
+    )
+    return "dq" if fusable else "arith"
+
+
+def _stored_bytes(qt: Quantized, lowering: str) -> int:
+    n = qt.q.size
+    q_bytes = (n + 1) // 2 if qt.dtype in ("int4", "uint4") else n
+    extra = qt.scale.size * 4
+    if qt.zero_point is not None or (lowering == "arith" and qt.dtype == "int4"):
+        extra += qt.scale.size * (4 if lowering == "arith" else 1)
+    return q_bytes + extra
+
+
+# -- graph construction -------------------------------------------------------------------------
+
+
+def _const(names: NameAllocator, base: str, array: np.ndarray) -> gs.Constant:
+    return gs.Constant(names.new(base), np.ascontiguousarray(array))
+
+
+def _int_tensor(names: NameAllocator, base: str, values: np.ndarray, dtype: str) -> gs.Constant:
+    """An integer constant of ONNX type `dtype` (4-bit types packed, which gs cannot export)."""
+    if dtype in ("int8", "uint8"):
+        return _const(names, base, values.astype(np.int8 if dtype == "int8" else np.uint8))
+    proto = onnx.helper.make_tensor(names.new(base), _ONNX_INT[dtype], list(values.shape),
+                                    pack_nibbles(values, dtype == "int4").tobytes(), raw=True)
+    return gs.Constant(proto.name, LazyValues(proto))
+
+
+class _Emitter:
+    """Appends nodes to one graph, each producing a fresh float or int Variable."""
+
+    def __init__(self, graph: gs.Graph, names: NameAllocator, base: str):
+        self.graph, self.names, self.base = graph, names, base
+
+    def __call__(self, op: str, inputs: list, dtype=np.float32, shape=None, **attrs) -> gs.Variable:
+        out = gs.Variable(self.names.new(f"{self.base}__{op.lower()}"), dtype=dtype, shape=shape)
+        self.graph.nodes.append(gs.Node(op, name=self.names.new(f"{self.base}__{op}"), attrs=attrs,
+                                        inputs=inputs, outputs=[out]))
+        return out
+
+
+def _build(site: ConstantSite, qt: Quantized, lowering: str, names: NameAllocator, opset: int) -> gs.Tensor:
+    base = site.name
+    emit = _Emitter(site.scope.graph, names, base)
+    shape = list(site.shape)
+    target = FLOAT_TYPES[site.onnx_dtype]
+    if lowering == "dq":
+        inputs = [_int_tensor(names, f"{base}_q", qt.q, qt.dtype), _const(names, f"{base}_scale", qt.scale)]
+        if qt.zero_point is not None:
+            inputs.append(_int_tensor(names, f"{base}_zero_point", qt.zero_point, qt.dtype))
+        attrs = {}
+        if qt.granularity != "tensor":
+            attrs["axis"] = qt.axis
+        if qt.granularity == "block":
+            attrs["block_size"] = qt.block_size
+        out = emit("DequantizeLinear", inputs, shape=shape, **attrs)
+    else:
+        out = _build_arith(qt, emit, names, base, shape)
+    if site.onnx_dtype != onnx.TensorProto.FLOAT:
+        out = emit("Cast", [out], dtype=target, shape=shape, to=site.onnx_dtype)
+    return out
+
+
+def _broadcast_shape(qt: Quantized, shape: list[int]) -> list[int]:
+    """Shape that scale/zero-point constants take so that they broadcast against q (blocked q
+    for blocks)."""
+    if qt.granularity == "tensor":
+        return []
+    if qt.granularity == "channel":
+        view = [1] * len(shape)
+        view[qt.axis] = shape[qt.axis]
+        return view
+    blocked = list(shape)
+    blocked[qt.axis:qt.axis + 1] = [shape[qt.axis] // qt.block_size, 1]
+    return blocked
+
+
+def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str, shape: list[int]) -> gs.Variable:
+    four_bit = qt.dtype in ("int4", "uint4")
+    zero = None if qt.zero_point is None else qt.zero_point.astype(np.float32)
+    if four_bit:
+        # Stored as offset nibbles 0..15: signed values shifted by 8, the shift folded into
+        # the zero point.
+        nibbles = qt.q.astype(np.int16) + (8 if qt.dtype == "int4" else 0)
+        if qt.dtype == "int4":
+            zero = (np.zeros(qt.scale.shape, np.float32) if zero is None else zero) + 8
+        packed = _const(names, f"{base}_q4", pack_nibbles(nibbles, signed=False))
+        p = emit("Cast", [packed], dtype=np.int32, to=onnx.TensorProto.INT32)
+        sixteen = _const(names, f"{base}_16", np.array(16, np.int32))
+        hi = emit("Div", [p, sixteen], dtype=np.int32)
+        lo = emit("Sub", [p, emit("Mul", [hi, sixteen], dtype=np.int32)], dtype=np.int32)
+        column = _const(names, f"{base}_col", np.array([-1, 1], np.int64))
+        pairs = emit("Concat", [emit("Reshape", [lo, column], dtype=np.int32),
+                                emit("Reshape", [hi, column], dtype=np.int32)], dtype=np.int32, axis=1)
+        q = emit("Cast", [pairs], to=onnx.TensorProto.FLOAT)
+    else:
+        q = emit("Cast", [_int_tensor(names, f"{base}_q", qt.q, qt.dtype)], to=onnx.TensorProto.FLOAT)
+    blocked = qt.granularity == "block"
+    if four_bit or blocked:
+        work_shape = list(shape)
+        if blocked:
+            work_shape[qt.axis:qt.axis + 1] = [shape[qt.axis] // qt.block_size, qt.block_size]
+        q = emit("Reshape", [q, _const(names, f"{base}_qshape", np.array(work_shape, np.int64))])
+    view = _broadcast_shape(qt, shape)
+    if zero is not None:
+        q = emit("Sub", [q, _const(names, f"{base}_zero_point", zero.reshape(view))])
+    x = emit("Mul", [q, _const(names, f"{base}_scale", qt.scale.astype(np.float32).reshape(view))])
+    if blocked:
+        x = emit("Reshape", [x, _const(names, f"{base}_shape", np.array(shape, np.int64))], shape=shape)
+    return x

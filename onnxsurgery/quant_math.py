@@ -1,0 +1,142 @@
+"""Quantize and dequantize arrays in numpy: the arithmetic behind `quant`, kept apart from the
+graph so that it can be checked against a plain reference.
+
+Conventions follow ONNX DequantizeLinear: x = (q - zero_point) * scale, with q an integer of
+the target type; per tensor, per channel along `axis`, or per block of `block_size` elements
+along `axis`. An all-zero (or constant) channel gets scale 1 instead of 0, so no NaN appears.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
+
+
+@dataclass
+class Quantized:
+    q: np.ndarray  # integer values (int8/uint8 arrays also for 4-bit types), shape of the input
+    scale: np.ndarray  # float32; shape: () per tensor, [d_axis] per channel, blocked shape for blocks
+    zero_point: np.ndarray | None  # same shape as scale, integer; None when symmetric
+    dtype: str
+    granularity: str
+    axis: int | None
+    block_size: int | None
+
+    def dequantize(self) -> np.ndarray:
+        return dequantize(self)
+
+
+def _reduce_shape(shape: tuple[int, ...], granularity: str, axis: int | None, block_size: int | None):
+    """Shape of the scale array for a given scheme."""
+    if granularity == "tensor":
+        return ()
+    if granularity == "channel":
+        return (shape[axis],)
+    blocked = list(shape)
+    blocked[axis] = -(-shape[axis] // block_size)
+    return tuple(blocked)
+
+
+def _expand(scale: np.ndarray, shape, granularity: str, axis: int | None, block_size: int | None) -> np.ndarray:
+    """Broadcast a scale (or zero point) back to the full tensor shape."""
+    if granularity == "tensor":
+        return scale
+    if granularity == "channel":
+        view = [1] * len(shape)
+        view[axis] = shape[axis]
+        return scale.reshape(view)
+    return np.repeat(scale, block_size, axis=axis).take(range(shape[axis]), axis=axis)
+
+
+def _ranges(x: np.ndarray, granularity: str, axis: int | None, block_size: int | None):
+    """min and max of x per quantization group, in the scale's shape."""
+    if granularity == "tensor":
+        return x.min(), x.max()
+    if granularity == "channel":
+        moved = np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
+        return moved.min(axis=1), moved.max(axis=1)
+    n = x.shape[axis]
+    nblocks = -(-n // block_size)
+    pad = nblocks * block_size - n
+    if pad:
+        widths = [(0, 0)] * x.ndim
+        widths[axis] = (0, pad)
+        x = np.pad(x, widths, mode="edge")  # repeats an existing value: ranges unchanged
+    shape = list(x.shape)
+    shape[axis:axis + 1] = [nblocks, block_size]
+    blocks = x.reshape(shape)
+    return blocks.min(axis=axis + 1), blocks.max(axis=axis + 1)
+
+
+def quantize(
+    x: np.ndarray,
+    *,
+    dtype: str = "int8",
+    granularity: str = "channel",
+    axis: int | None = 0,
+    block_size: int | None = None,
+    symmetric: bool = True,
+) -> Quantized:
+    """Round-to-nearest quantization of a float array (computed in float64)."""
+    qmin, qmax = RANGES[dtype]
+    if granularity == "tensor":
+        axis, block_size = None, None
+    elif granularity == "channel":
+        block_size = None
+    x64 = np.asarray(x, dtype=np.float64)
+    lo, hi = _ranges(x64, granularity, axis, block_size)
+    lo = np.minimum(np.asarray(lo, np.float64), 0.0)  # zero must be exactly representable
+    hi = np.maximum(np.asarray(hi, np.float64), 0.0)
+    if symmetric:
+        amax = np.maximum(-lo, hi)
+        if qmin < 0:
+            scale = amax / qmax
+            zero = np.zeros_like(scale)
+        else:  # unsigned symmetric: centre of the range
+            scale = amax / ((qmax - qmin) / 2)
+            zero = np.full_like(scale, (qmax + qmin + 1) // 2)
+    else:
+        scale = (hi - lo) / (qmax - qmin)
+        zero = np.where(scale > 0, np.round(qmin - lo / np.where(scale > 0, scale, 1)), 0)
+        zero = np.clip(zero, qmin, qmax)
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)  # constant groups: no 0 or NaN
+    s_full = _expand(scale.astype(np.float64), x.shape, granularity, axis, block_size)
+    z_full = _expand(zero, x.shape, granularity, axis, block_size)
+    q = np.clip(np.round(x64 / s_full + z_full), qmin, qmax)
+    store = np.uint8 if qmin >= 0 else np.int8
+    zp = None
+    if not (symmetric and qmin < 0):
+        zp = np.asarray(zero).astype(store)
+    return Quantized(q.astype(store), scale.reshape(_reduce_shape(x.shape, granularity, axis, block_size)),
+                     zp, dtype, granularity, axis, block_size)
+
+
+def dequantize(qt: Quantized) -> np.ndarray:
+    """The float32 values the graph will compute: (q - zero_point) * scale."""
+    s = _expand(qt.scale, qt.q.shape, qt.granularity, qt.axis, qt.block_size)
+    q = qt.q.astype(np.float32)
+    if qt.zero_point is not None:
+        q = q - _expand(qt.zero_point.astype(np.float32), qt.q.shape, qt.granularity, qt.axis, qt.block_size)
+    return (q * s).astype(np.float32)
+
+
+def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
+    x64 = np.asarray(x, np.float64)
+    diff = qt.dequantize().astype(np.float64) - x64
+    norm = float(np.linalg.norm(x64))
+    return {
+        "max_abs_error": float(np.abs(diff).max()) if diff.size else 0.0,
+        "rel_l2_error": float(np.linalg.norm(diff) / norm) if norm > 0 else 0.0,
+    }
+
+
+def pack_nibbles(q: np.ndarray, signed: bool) -> np.ndarray:
+    """4-bit values (flattened, C order) packed two per byte, low nibble first, as ONNX stores
+    INT4/UINT4. Signed values are stored in two's complement."""
+    flat = q.astype(np.int16).ravel() & 0x0F
+    if flat.size % 2:
+        flat = np.append(flat, 0)
+    return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)

@@ -220,7 +220,8 @@ def _render_verification(v: dict) -> str:
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip tensors whose name or consumer op matches.")
 @click.option("--no-merge", is_flag=True, help="Do not merge identical weights first.")
 @click.option("--no-verify", is_flag=True, help="Skip the onnxruntime comparison.")
-@click.option("--max-error", type=float, help="Refuse (write nothing, exit 2) if the relative L2 output error exceeds this.")
+@click.option("--max-error", type=float,
+              help="Refuse (write nothing, exit 2) if the relative L2 output error exceeds this.")
 @_verification_options
 @_common_output_options
 @_handle_errors

@@ -95,9 +95,10 @@ def quantize(
         if qmin < 0:
             scale = amax / qmax
             zero = np.zeros_like(scale)
-        else:  # unsigned symmetric: centre of the range
-            scale = amax / ((qmax - qmin) / 2)
-            zero = np.full_like(scale, (qmax + qmin + 1) // 2)
+        else:  # unsigned symmetric: zero point at the centre; the positive side has one step less
+            centre = (qmax + qmin + 1) // 2
+            scale = amax / (qmax - centre)
+            zero = np.full_like(scale, centre)
     else:
         scale = (hi - lo) / (qmax - qmin)
         zero = np.where(scale > 0, np.round(qmin - lo / np.where(scale > 0, scale, 1)), 0)

@@ -185,3 +185,42 @@ def feeds_for(m: onnx.ModelProto, seed=0) -> dict[str, np.ndarray]:
             dtype = helper.tensor_dtype_to_np_dtype(t.elem_type)
             feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
     return feeds
+
+
+def quant_cases(opset=OPSET, ir=IR, weight_dtype=np.float32) -> onnx.ModelProto:
+    """Weights of every kind quant must handle, each 64x64 or larger:
+    - W_mm: MatMul B initializer, also read by a second MatMul (shared weight);
+    - W_const: a Constant-node weight;
+    - W_if: a weight inside an If branch (then), the else branch is an Identity;
+    - E: a Gather table (embedding), read by index input `ids`;
+    - small: a bias under min_elements that must stay float.
+    Weights in `weight_dtype` (float32 or float16); the graph computes in that dtype."""
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(weight_dtype))
+    w = lambda shape, seed: (rand(shape, seed) * 0.1).astype(weight_dtype)  # noqa: E731
+    then_g = helper.make_graph(
+        [helper.make_node("MatMul", ["h2", "W_if"], ["t"])], "then", [], [vi("t", elem, [2, 64])],
+        initializer=[numpy_helper.from_array(w((64, 64), 23), "W_if")])
+    else_g = helper.make_graph([helper.make_node("Identity", ["h2"], ["e"])], "else", [], [vi("e", elem, [2, 64])])
+    nodes = [
+        helper.make_node("Gather", ["E", "ids"], ["emb"], axis=0),       # [2, 64]
+        helper.make_node("MatMul", ["emb", "W_mm"], ["h0"]),
+        helper.make_node("MatMul", ["h0", "W_mm"], ["h1"]),             # shared weight
+        const_node("W_const", w((64, 64), 22)),
+        helper.make_node("MatMul", ["h1", "W_const"], ["h1b"]),
+        helper.make_node("Add", ["h1b", "small"], ["h2"]),
+        helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g),
+    ]
+    inits = [numpy_helper.from_array(w((128, 64), 20), "E"), numpy_helper.from_array(w((64, 64), 21), "W_mm"),
+             numpy_helper.from_array(w((64,), 24), "small")]
+    return model(nodes, [vi("ids", TensorProto.INT64, [2]), vi("c", TensorProto.BOOL, [])],
+                 [vi("y", elem, [2, 64])], inits, opset=opset, ir=ir)
+
+
+def conv_model(opset=OPSET) -> onnx.ModelProto:
+    """A Conv weight [16, 8, 3, 3] with one all-zero output channel and one constant channel."""
+    wt = rand((16, 8, 3, 3), 30) * 0.1
+    wt[3] = 0.0
+    wt[5] = 0.25
+    nodes = [helper.make_node("Conv", ["x", "Wc"], ["y"], pads=[1, 1, 1, 1])]
+    return model(nodes, [vi("x", shape=[1, 8, 8, 8])], [vi("y", shape=[1, 16, 8, 8])],
+                 [numpy_helper.from_array(wt.astype(np.float32), "Wc")], opset=opset)

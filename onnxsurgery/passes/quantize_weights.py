@@ -196,12 +196,14 @@ def _lowering(site: ConstantSite, options: QuantOptions, granularity: str, axis:
 
 
 def _stored_bytes(qt: Quantized, lowering: str) -> int:
+    """Payload bytes of the quantized form (q, scales, zero points), as both lowerings store it."""
     n = qt.q.size
-    q_bytes = (n + 1) // 2 if qt.dtype in ("int4", "uint4") else n
-    extra = qt.scale.size * 4
-    if qt.zero_point is not None or (lowering == "arith" and qt.dtype == "int4"):
-        extra += qt.scale.size * (4 if lowering == "arith" else 1)
-    return q_bytes + extra
+    four_bit = qt.dtype in ("int4", "uint4")
+    q_bytes = (n + 1) // 2 if four_bit else n
+    zp_bytes = 0
+    if qt.zero_point is not None:
+        zp_bytes = (qt.scale.size + 1) // 2 if four_bit and lowering == "dq" else qt.scale.size
+    return q_bytes + qt.scale.size * 4 + zp_bytes
 
 
 # -- graph construction -------------------------------------------------------------------------
@@ -271,13 +273,18 @@ def _broadcast_shape(qt: Quantized, shape: list[int]) -> list[int]:
 
 def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str, shape: list[int]) -> gs.Variable:
     four_bit = qt.dtype in ("int4", "uint4")
-    zero = None if qt.zero_point is None else qt.zero_point.astype(np.float32)
+    view = _broadcast_shape(qt, shape)
+    zero = None  # a float tensor to subtract, or None
+    offset = 8 if qt.dtype == "int4" else 0  # 4-bit values are stored as nibbles 0..15
+    if qt.zero_point is not None:
+        # Integer zero points stored as uint8/int8 and cast (folded at session start).
+        zp = (qt.zero_point.astype(np.int16) + offset).reshape(view)
+        stored = zp.astype(np.int8 if qt.dtype == "int8" else np.uint8)
+        zero = emit("Cast", [_const(names, f"{base}_zero_point", stored)], to=onnx.TensorProto.FLOAT)
+    elif offset:
+        zero = _const(names, f"{base}_offset", np.array(offset, np.float32))
     if four_bit:
-        # Stored as offset nibbles 0..15: signed values shifted by 8, the shift folded into
-        # the zero point.
-        nibbles = qt.q.astype(np.int16) + (8 if qt.dtype == "int4" else 0)
-        if qt.dtype == "int4":
-            zero = (np.zeros(qt.scale.shape, np.float32) if zero is None else zero) + 8
+        nibbles = qt.q.astype(np.int16) + offset
         packed = _const(names, f"{base}_q4", pack_nibbles(nibbles, signed=False))
         p = emit("Cast", [packed], dtype=np.int32, to=onnx.TensorProto.INT32)
         sixteen = _const(names, f"{base}_16", np.array(16, np.int32))
@@ -295,9 +302,8 @@ def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str,
         if blocked:
             work_shape[qt.axis:qt.axis + 1] = [shape[qt.axis] // qt.block_size, qt.block_size]
         q = emit("Reshape", [q, _const(names, f"{base}_qshape", np.array(work_shape, np.int64))])
-    view = _broadcast_shape(qt, shape)
     if zero is not None:
-        q = emit("Sub", [q, _const(names, f"{base}_zero_point", zero.reshape(view))])
+        q = emit("Sub", [q, zero])
     x = emit("Mul", [q, _const(names, f"{base}_scale", qt.scale.astype(np.float32).reshape(view))])
     if blocked:
         x = emit("Reshape", [x, _const(names, f"{base}_shape", np.array(shape, np.int64))], shape=shape)

@@ -1,0 +1,211 @@
+"""quant: weight-only quantization, checked on the saved file in onnxruntime."""
+
+import numpy as np
+import onnx
+import pytest
+from conftest import builders, run
+
+import onnxsurgery
+from onnxsurgery.errors import UnsupportedModelError, VerificationError
+from onnxsurgery.quant_math import dequantize, pack_nibbles, quantize
+
+# -- the arithmetic, against a plain numpy reference ----------------------------------------
+
+
+def reference_symmetric_int8_per_channel(x, axis):
+    amax = np.abs(np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)).max(axis=1)
+    scale = np.where(amax > 0, amax / 127, 1.0).astype(np.float32)
+    view = [1] * x.ndim
+    view[axis] = -1
+    q = np.clip(np.round(x / scale.reshape(view).astype(np.float64)), -128, 127)
+    return q.astype(np.int8), scale
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_int8_per_channel_matches_reference(axis):
+    x = np.random.default_rng(0).standard_normal((16, 24)).astype(np.float32)
+    x[3 if axis == 0 else slice(None), 3 if axis == 1 else slice(None)] = 0.0  # an all-zero channel
+    qt = quantize(x, dtype="int8", granularity="channel", axis=axis, symmetric=True)
+    q_ref, s_ref = reference_symmetric_int8_per_channel(x, axis)
+    assert np.array_equal(qt.q, q_ref)
+    assert np.allclose(qt.scale, s_ref)
+    assert qt.zero_point is None
+    assert np.isfinite(dequantize(qt)).all()
+    # round to nearest: error at most half a step per element
+    step = np.expand_dims(qt.scale, 1 - axis)
+    assert (np.abs(dequantize(qt) - x) <= step / 2 + 1e-7).all()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int4", "uint4"])
+@pytest.mark.parametrize("granularity", ["tensor", "channel", "block"])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_round_trip_error_bounded_and_no_nan(dtype, granularity, symmetric):
+    x = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
+    x[:, 5] = 0.0     # all-zero channel (axis 1)
+    x[:, 7] = 0.5     # constant channel
+    qt = quantize(x, dtype=dtype, granularity=granularity, axis=1 if granularity != "block" else 0,
+                  block_size=16, symmetric=symmetric)
+    y = dequantize(qt)
+    assert np.isfinite(y).all() and np.isfinite(qt.scale).all() and (qt.scale > 0).all()
+    levels = {"int8": 255, "uint8": 255, "int4": 15, "uint4": 15}[dtype]
+    rng = x.max() - x.min()
+    assert np.abs(y - x).max() <= rng / levels + 1e-6  # never worse than one step of the widest range
+    assert np.array_equal(y[:, 5], np.zeros(64, np.float32))  # zero exactly representable
+    if granularity == "channel":
+        assert np.allclose(y[:, 7], 0.5, atol=1e-6)
+
+
+def test_pack_nibbles_matches_onnx_int4_storage():
+    values = np.array([-8, -1, 0, 7, 3], np.int8)
+    t = onnx.helper.make_tensor("t", onnx.TensorProto.INT4, [5], pack_nibbles(values, signed=True).tobytes(),
+                                raw=True)
+    assert np.array_equal(onnx.numpy_helper.to_array(t).astype(np.int8), values)  # onnx reads it back
+    packed = pack_nibbles(values, signed=True)
+    lo = (packed & 0x0F).astype(np.int16)
+    hi = (packed >> 4).astype(np.int16)
+    unpacked = np.stack([lo, hi], 1).ravel()[:5]
+    unpacked = np.where(unpacked >= 8, unpacked - 16, unpacked)
+    assert np.array_equal(unpacked, values)
+
+
+# -- the pass, on saved files ------------------------------------------------------------------
+
+SCHEMES = [
+    dict(dtype="int8", granularity="channel"),
+    dict(dtype="int8", granularity="tensor"),
+    dict(dtype="uint8", granularity="channel", symmetric=False),
+    dict(dtype="int4", granularity="block", block_size=16),
+    dict(dtype="uint4", granularity="block", block_size=32, symmetric=False),
+    dict(dtype="int8", granularity="block", block_size=32),
+]
+
+
+def _quant(tmp_path, model, **options):
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    out = tmp_path / "q.onnx"
+    report = onnxsurgery.quant_file(src, out, min_elements=1024, **options)
+    onnx.checker.check_model(onnx.load(str(out)))
+    return src, out, report
+
+
+def _rel_l2(model, out, seeds=(0, 1)):
+    worst = 0.0
+    for seed in seeds:
+        f = builders.feeds_for(model, seed)
+        f["ids"] = np.array([3, 77], np.int64) if "ids" in f else None
+        f = {k: v for k, v in f.items() if v is not None}
+        for a, b in zip(run(model, f), run(out, f)):
+            a, b = a.astype(np.float64), b.astype(np.float64)
+            worst = max(worst, np.linalg.norm(a - b) / np.linalg.norm(a))
+    return worst
+
+
+@pytest.mark.parametrize("lowering", ["arith", "dq"])
+@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: "-".join(str(v) for v in s.values()))
+def test_every_scheme_and_lowering_loads_and_stays_close(tmp_path, scheme, lowering):
+    model = builders.quant_cases(opset=21, ir=10)
+    src, out, report = _quant(tmp_path, model, lowering=lowering, **scheme)
+    q = report.pass_report("quantize")
+    # E, W_mm (shared, merged once), W_const and W_if; `small` stays float
+    assert q.changed == 4
+    assert not any(t.name == "small" and t.data_type != onnx.TensorProto.FLOAT
+                   for t in onnx.load(str(out)).graph.initializer)
+    four_bit = scheme["dtype"] in ("int4", "uint4")
+    bound = 0.15 if four_bit else 0.02
+    assert report.verification["rel_l2_error"] < bound
+    assert _rel_l2(model, out) < bound
+    # size: the quantized payload is what the scheme implies (q bytes + scales + zero points),
+    # and the whole file, graph overhead of this tiny model included, shrinks accordingly
+    saved = onnx.load(str(out))
+    from onnxsurgery.io import all_tensor_protos
+
+    payload = sum(len(t.raw_data) for t in all_tensor_protos(saved.graph))
+    n = 128 * 64 + 3 * 64 * 64
+    groups = {"tensor": 4, "channel": 128 + 3 * 64, "block": n // scheme.get("block_size", 32)}[scheme["granularity"]]
+    expected = n // (2 if four_bit else 1) + groups * (4 + (not scheme.get("symmetric", True))) + 64 * 4
+    assert payload <= expected + 4 * 100, (payload, expected)  # + shape constants per weight
+    assert report.bytes_after / report.bytes_before < (0.30 if four_bit else 0.36)
+    ops = {n.op_type for n in onnx.load(str(out)).graph.node}
+    assert ("DequantizeLinear" in ops) == (lowering == "dq")
+
+
+def test_weights_in_if_branch_and_constant_nodes_are_quantized(tmp_path):
+    model = builders.quant_cases()
+    _, out, report = _quant(tmp_path, model)
+    names = {e["name"] for e in report.pass_report("quantize").details["largest_errors"]}
+    assert {"W_if", "W_const", "W_mm", "E"} <= names
+    saved = onnx.load(str(out))
+    branch = next(a.g for n in saved.graph.node if n.op_type == "If" for a in n.attribute if a.name == "then_branch")
+    assert all(t.data_type != onnx.TensorProto.FLOAT or t.dims == [] or np.prod(t.dims) < 1024
+               for t in branch.initializer)
+
+
+def test_fp16_weights_keep_their_dtype(tmp_path):
+    model = builders.quant_cases(weight_dtype=np.float16)
+    _, out, report = _quant(tmp_path, model, dtype="int8")
+    assert report.pass_report("quantize").changed == 4
+    assert report.verification["rel_l2_error"] < 0.02
+    assert onnx.load(str(out)).graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+
+
+def test_int4_on_opset_11_uses_valid_lowering(tmp_path):
+    model = builders.quant_cases(opset=11, ir=6)
+    _, out, report = _quant(tmp_path, model, dtype="int4", granularity="block", block_size=16)
+    saved = onnx.load(str(out))
+    assert saved.opset_import[0].version == 11 and saved.ir_version == 6
+    assert all(t.data_type != onnx.TensorProto.INT4 for t in saved.graph.initializer)
+    assert report.verification["rel_l2_error"] < 0.15
+    assert report.bytes_after / report.bytes_before < 0.30
+
+
+def test_dq_refused_where_opset_cannot_express_it(tmp_path):
+    with pytest.raises(UnsupportedModelError, match="opset 21"):
+        _quant(tmp_path, builders.quant_cases(opset=13), dtype="int4", granularity="block", lowering="dq")
+
+
+def test_conv_per_output_channel_with_zero_and_constant_channels(tmp_path):
+    model = builders.conv_model()
+    _, out, report = _quant(tmp_path, model)
+    q = report.pass_report("quantize")
+    assert q.details["largest_errors"][0]["name"] == "Wc"
+    assert report.verification["rel_l2_error"] < 0.02
+    f = builders.feeds_for(model)
+    y_ref, y = run(model, f)[0], run(out, f)[0]
+    assert np.isfinite(y).all()
+    assert np.allclose(y[0, 3], y_ref[0, 3], atol=1e-6)  # the all-zero channel stays zero
+
+
+def test_max_error_refuses_and_writes_nothing(tmp_path):
+    model = builders.quant_cases()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    with pytest.raises(VerificationError, match="exceeds --max-error"):
+        onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, dtype="int4",
+                               granularity="tensor", max_error=1e-6)
+    assert not (tmp_path / "q.onnx").exists()
+
+
+def test_include_exclude(tmp_path):
+    model = builders.quant_cases()
+    _, _, report = _quant(tmp_path, model, exclude=("Gather",))
+    q = report.pass_report("quantize")
+    assert q.changed == 3 and any(s.name == "E" and "--exclude" in s.reason for s in q.skipped)
+    _, _, report = _quant(tmp_path, model, include=("W_*",))
+    assert report.pass_report("quantize").changed == 3
+
+
+def test_cli_quant_and_compare(tmp_path, save):
+    from click.testing import CliRunner
+
+    from onnxsurgery.cli import main
+
+    src = save(builders.quant_cases())
+    r = CliRunner().invoke(main, ["quant", str(src), str(tmp_path / "q.onnx"), "--min-elements", "1024"])
+    assert r.exit_code == 0, r.output
+    assert "quantized 4 weights" in r.output and "relative L2" in r.output
+    r = CliRunner().invoke(main, ["compare", str(src), str(tmp_path / "q.onnx"), "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    assert json.loads(r.output)["outputs"]["y"]["rel_l2_error"] < 0.02

@@ -10,10 +10,12 @@ import onnx
 
 import numpy as np
 
-from .errors import InputError, VerificationError
+from .errors import InputError, UnsupportedModelError, VerificationError
+from .graph_utils import read_values
 from .inventory import inventory
-from .io import check_output_path, copy_file, save_model
+from .io import check_output_path, copy_file, load_model, save_model
 from .npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
+from .passes.constants_to_initializers import constant_nodes_to_initializers
 from .passes.embed import inputs_to_constants
 from .passes.externalize import constants_to_inputs, select_constants
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, merge_duplicate_constants
@@ -151,7 +153,7 @@ def npy_file(
     ws.cleanup()  # constants merged away must not be selected
     sites = select_constants(ws.graph, min_bytes=min_bytes, node_names=names, op_types=ops,
                              keep=ws.keep, report=moved_report)
-    arrays = {site.name: np.asarray(site.tensor.values) for site in sites}
+    arrays = {site.name: read_values(site.tensor) for site in sites}
     moved = constants_to_inputs(ws.graph, sites, moved_report)
     ws.reports.append(moved_report)
     report.passes = ws.reports
@@ -235,18 +237,30 @@ def quant_file(
     shapes: dict[str, list[int]] | None = None,
     in_place: bool = False,
     external_data: bool = False,
+    dynamic: bool = False,
     **options,
 ) -> RunReport:
     """Quantize weights from a file to a file. Unless `verify` is False, the input and the
     result run in onnxruntime on the same inputs (`samples`, or generated ones) before anything
     is written; with `max_error`, a result whose relative L2 output error exceeds it is not
-    written (VerificationError)."""
+    written (VerificationError).
+
+    `dynamic` runs onnxruntime's quantize_dynamic instead (activations quantized at run time),
+    with subgraphs enabled, after turning Constant-node weights into initializers so that it
+    sees them."""
     out = check_output_path(input_path, output_path, in_place)
     ws = open_workspace(input_path)
     report = RunReport("quant", str(input_path), output=str(out), bytes_before=ws.input_bytes)
-    _run_quant_passes(ws, QuantOptions(**options), merge)
-    report.passes = ws.reports
-    result = ws.export()
+    if dynamic:
+        if merge:
+            ws.run(merge_duplicate_constants, min_elements=DEFAULT_MIN_ELEMENTS, keep=ws.keep)
+        ws.run(constant_nodes_to_initializers)
+        report.passes = ws.reports
+        result = _quantize_dynamic(ws)
+    else:
+        _run_quant_passes(ws, QuantOptions(**options), merge)
+        report.passes = ws.reports
+        result = ws.export()
 
     def check(written: Path) -> None:
         report.verification = compare_models(input_path, written, samples=samples, shapes=shapes)
@@ -260,6 +274,22 @@ def quant_file(
                          check=check if verify else None)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
+
+
+def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
+    """onnxruntime's quantize_dynamic on the workspace's graph, through temporary files."""
+    import tempfile
+
+    from onnxruntime.quantization import quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
+        save_model(ws.export(), src, files=ws.files)
+        try:
+            quantize_dynamic(str(src), str(dst), extra_options={"EnableSubgraph": True})
+        except Exception as e:  # its own errors: report them in one line
+            raise UnsupportedModelError(f"quantize_dynamic failed: {str(e).splitlines()[0]}") from e
+        return load_model(dst)
 
 
 def compare(reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,

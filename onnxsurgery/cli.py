@@ -15,6 +15,7 @@ import numpy as np
 from . import api
 from .errors import OnnxSurgeryError, OutputError
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from .passes.quantize_weights import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
 from .render import render_info, render_run
 from .verify import load_input_samples, parse_shapes
 
@@ -214,25 +215,28 @@ def _render_verification(v: dict) -> str:
 @click.option("--lowering", type=click.Choice(["auto", "dq", "arith"]), default="auto", show_default=True,
               help="dq: DequantizeLinear; arith: Cast/Mul (folded by onnxruntime at session start); "
               "auto: per tensor, what keeps onnxruntime fast and is valid at the model's opset.")
-@click.option("--min-elements", type=click.IntRange(min=1), default=16384, show_default=True,
-              help="Leave float constants with fewer elements alone.")
+@click.option("--min-elements", type=click.IntRange(min=1), default=QUANT_MIN_ELEMENTS, show_default=True,
+              help="Leave float constants with fewer elements alone (biases, norms, small kernels).")
 @click.option("--include", multiple=True, metavar="GLOB", help="Only tensors whose name or consumer op matches.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip tensors whose name or consumer op matches.")
 @click.option("--no-merge", is_flag=True, help="Do not merge identical weights first.")
 @click.option("--no-verify", is_flag=True, help="Skip the onnxruntime comparison.")
+@click.option("--dynamic", is_flag=True,
+              help="Use onnxruntime's quantize_dynamic instead (activations too, at run time; "
+              "Constant-node weights made initializers first). Often much less accurate.")
 @click.option("--max-error", type=float,
               help="Refuse (write nothing, exit 2) if the relative L2 output error exceeds this.")
 @_verification_options
 @_common_output_options
 @_handle_errors
-def quant(input_path, output_path, dtype, granularity, block_size, symmetric, lowering, min_elements,
-          include, exclude, no_merge, no_verify, max_error, inputs_npz, shapes, in_place, external_data, as_json):
+def quant(input_path, output_path, dtype, granularity, block_size, symmetric, lowering, min_elements, include,
+          exclude, no_merge, no_verify, dynamic, max_error, inputs_npz, shapes, in_place, external_data, as_json):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
     report = api.quant_file(
         input_path, output_path, merge=not no_merge, verify=not no_verify, max_error=max_error,
         samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
-        in_place=in_place, external_data=external_data, dtype=dtype, granularity=granularity,
+        in_place=in_place, external_data=external_data, dynamic=dynamic, dtype=dtype, granularity=granularity,
         block_size=block_size, symmetric=symmetric, lowering=lowering, min_elements=min_elements,
         include=include, exclude=exclude)
     if as_json:

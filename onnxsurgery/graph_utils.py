@@ -191,6 +191,14 @@ def read_stored(c: gs.Constant, offset: int, length: int) -> bytes:
     return stored_bytes(c)[offset:offset + length]
 
 
+def read_values(c: gs.Constant) -> np.ndarray:
+    """The constant's values as numpy, without caching them in the constant (gs's `.values`
+    keeps what it loads, which would hold every weight a pass looks at in memory)."""
+    if isinstance(c._values, LazyValues):
+        return c._values.load()
+    return np.asarray(c.values)
+
+
 def is_sparse(c: gs.Constant) -> bool:
     return isinstance(c._values, SparseValues)
 

@@ -50,6 +50,8 @@ def render_run(report: RunReport, top: int = 5) -> str:
                 lines.append(f"    weight error {e['rel_l2_error']:.2e} (relative L2)  {e['name']} {e['shape']}")
             if p.skipped:
                 lines.append(f"  left {len(p.skipped)} float weights as they were (see --json for why)")
+        elif p.name == "constants_to_initializers":
+            lines.append(f"  made {p.changed} Constant-node tensors initializers (for quantize_dynamic)")
         elif p.name == "embed":
             lines.append(f"  embedded {p.changed} arrays as initializers")
         elif p.name == "narrow":

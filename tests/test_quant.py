@@ -209,3 +209,12 @@ def test_cli_quant_and_compare(tmp_path, save):
     import json
 
     assert json.loads(r.output)["outputs"]["y"]["rel_l2_error"] < 0.02
+
+
+def test_dynamic_wraps_quantize_dynamic_even_with_constant_node_weights(tmp_path):
+    model = builders.quant_cases()  # W_const is a Constant node: quantize_dynamic alone refuses
+    _, out, report = _quant(tmp_path, model, dynamic=True)
+    assert report.pass_report("constants_to_initializers").changed >= 1
+    ops = {n.op_type for n in onnx.load(str(out)).graph.node}
+    assert "DynamicQuantizeLinear" in ops or "MatMulInteger" in ops
+    assert report.verification is not None and np.isfinite(report.verification["rel_l2_error"])

@@ -20,7 +20,15 @@ from collections import defaultdict
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import ConstantSite, NameAllocator, graph_outputs_holding, iter_scopes, replace_uses, stored_bytes
+from ..graph_utils import (
+    ConstantSite,
+    NameAllocator,
+    graph_outputs_holding,
+    iter_scopes,
+    read_values,
+    replace_uses,
+    stored_bytes,
+)
 from ..report import PassReport
 from .merge_constants import DEFAULT_MIN_ELEMENTS, candidate_sites
 
@@ -59,7 +67,7 @@ def merge_transposed_constants(
         for target in targets:
             if id(target) in merged_away or id(target) in in_use_as_source:
                 continue
-            values = target.tensor.values
+            values = read_values(target.tensor)
             transposed = np.ascontiguousarray(values.T).tobytes()
             for source in source_by_digest.get(_digest(transposed), []):
                 if source is target or id(source) in merged_away:

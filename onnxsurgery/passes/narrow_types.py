@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import collect_constants, graph_outputs_holding, iter_scopes
+from ..graph_utils import collect_constants, graph_outputs_holding, iter_scopes, read_values
 from ..report import PassReport
 
 _NARROWER = {
@@ -56,7 +56,7 @@ def narrow_constants(
         np_type, type_str = _NARROWER[site.onnx_dtype]
         reason = _refusal(site, scopes, type_str, keep, opsets)
         if reason is None:
-            wide = site.tensor.values
+            wide = read_values(site.tensor)
             narrow = wide.astype(np_type)
             if not np.array_equal(narrow.astype(wide.dtype), wide, equal_nan=wide.dtype.kind == "f"):
                 reason = "values do not survive the round trip"

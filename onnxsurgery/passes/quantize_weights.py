@@ -37,6 +37,7 @@ from ..graph_utils import (
     collect_constants,
     graph_outputs_holding,
     iter_scopes,
+    read_values,
     replace_uses,
 )
 from ..quant_math import Quantized, pack_nibbles, quantize, weight_error
@@ -48,7 +49,7 @@ FLOAT_TYPES = {
     onnx.TensorProto.DOUBLE: np.float64,
     onnx.TensorProto.BFLOAT16: None,  # read through onnx; computed in float32
 }
-DEFAULT_MIN_ELEMENTS = 16384
+DEFAULT_MIN_ELEMENTS = 4096
 DEFAULT_BLOCK_SIZE = 32
 MAX_ERRORS_REPORTED = 10
 _ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
@@ -148,7 +149,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
         if options.four_bit and lowering == "arith" and site.num_elements % 2:
             report.skip(site.name, "odd element count: 4-bit arith packing needs pairs")
             continue
-        values = np.asarray(site.tensor.values, dtype=np.float32)
+        values = read_values(site.tensor).astype(np.float32, copy=False)
         qt = quantize(values, dtype=options.dtype, granularity=granularity, axis=axis,
                       block_size=options.block_size, symmetric=options.symmetric)
         err = weight_error(values, qt)

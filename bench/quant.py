@@ -1,0 +1,171 @@
+"""Benchmark `onnxsurgery quant` against onnx_shrink_ray and onnxruntime's quantize_dynamic.
+
+For each model and tool: processing wall time and peak RSS (tool process), output size (raw,
+gzip, brotli) as a share of the input, output error against the original on the same inputs
+(worst relative L2 over outputs, argmax agreement on the last axis), and onnxruntime latency
+(median of repeated runs in one process) relative to the original's.
+
+Inputs: token ids for the encoder; synthetic "text" images (dark strokes on white, normalised
+as PP-OCR does) for the OCR models, 4 samples each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT / "bench"))
+from run import fetch_rapidocr, run_measured  # noqa: E402
+
+OCR_SHAPES = {"det": (1, 3, 320, 320), "rec": (1, 3, 48, 320), "cls": (1, 3, 48, 192)}
+
+
+WORDS = ["onnx", "model", "surgery", "weights", "Hello", "World", "2026", "quant", "phone", "edge",
+         "browser", "download", "ALBERT", "layer", "shared", "tensor", "scale", "block", "int8"]
+
+
+def text_image(shape, seed):
+    """Black text rendered on white with Pillow's bundled font, normalised as PP-OCR does."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    rng = np.random.default_rng(seed)
+    _, _, h, w = shape
+    img = Image.new("RGB", (w, h), "white")
+    draw = ImageDraw.Draw(img)
+    line_h = min(h, 48)
+    font = ImageFont.load_default(size=int(line_h * 0.6))
+    for y in range(0, h - line_h + 1, line_h):
+        draw.text((4, y + line_h // 6), " ".join(rng.choice(WORDS, 3)), fill="black", font=font)
+    x = np.asarray(img, np.float32).transpose(2, 0, 1)[None] / 255.0
+    return ((x - 0.5) / 0.5).astype(np.float32)
+
+
+def samples_for(model: Path, n=4):
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0]
+    if "encoder" in model.name:
+        return [{inp.name: np.random.default_rng(s).integers(0, 30000, (1, 128)).astype(np.int64)} for s in range(n)]
+    kind = next(k for k in OCR_SHAPES if f"_{k}_" in model.name)
+    return [{inp.name: text_image(OCR_SHAPES[kind], s)} for s in range(n)]
+
+
+def errors(ref_path: Path, out_path: Path, samples) -> tuple[float, float]:
+    a = ort.InferenceSession(str(ref_path), providers=["CPUExecutionProvider"])
+    b = ort.InferenceSession(str(out_path), providers=["CPUExecutionProvider"])
+    rel, agree = 0.0, []
+    for feeds in samples:
+        for x, y in zip(a.run(None, feeds), b.run(None, feeds)):
+            x, y = x.astype(np.float64), y.astype(np.float64)
+            rel = max(rel, float(np.linalg.norm(x - y) / max(np.linalg.norm(x), 1e-30)))
+            if x.ndim == 4 and x.shape[1] == 1:  # a probability map (det): no class axis
+                continue
+            if x.ndim >= 2 and x.shape[-1] > 1:
+                agree.append(float(np.mean(x.argmax(-1) == y.argmax(-1))))
+    return rel, min(agree) if agree else float("nan")
+
+
+def latency(path: Path, feeds, repeats=20) -> float:
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    sess.run(None, feeds)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def compressed_sizes(path: Path) -> tuple[int, int | None]:
+    data = path.read_bytes()
+    try:
+        import brotli
+
+        br = len(brotli.compress(data, quality=9))
+    except ImportError:
+        br = None
+    return len(gzip.compress(data, compresslevel=9)), br
+
+
+def tools(model: Path, out_dir: Path):
+    stem = model.stem
+    q = [str(BIN / "onnxsurgery"), "quant", str(model)]
+    yield "onnxsurgery int8 (default)", out_dir / f"{stem}.int8.onnx", lambda o: q + [str(o), "--no-verify"]
+    yield "onnxsurgery int4 block32", out_dir / f"{stem}.int4.onnx", \
+        lambda o: q + [str(o), "--no-verify", "--dtype", "int4", "--granularity", "block"]
+    yield "onnxsurgery int8 per-tensor", out_dir / f"{stem}.int8t.onnx", \
+        lambda o: q + [str(o), "--no-verify", "--granularity", "tensor"]
+    shrink_ray_dir = out_dir / "shrink_ray"
+    yield "onnx_shrink_ray (default)", shrink_ray_dir / f"{stem}_quantized_weights.onnx", \
+        lambda o: [sys.executable, "-m", "onnx_shrink_ray.shrink", "-o", str(shrink_ray_dir), str(model)]
+    yield "ort quantize_dynamic", out_dir / f"{stem}.dyn.onnx", lambda o: [
+        sys.executable, "-c",
+        "import sys; from onnxruntime.quantization import quantize_dynamic as q; "
+        "q(sys.argv[1], sys.argv[2], extra_options={'EnableSubgraph': True})", str(model), str(o)]
+    yield "onnxsurgery --dynamic", out_dir / f"{stem}.osdyn.onnx", lambda o: q + [str(o), "--no-verify", "--dynamic"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=Path, default=ROOT / "build/samples")
+    ap.add_argument("--models", type=Path, default=ROOT / "build/models")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=768)
+    args = ap.parse_args()
+    qdir = args.samples / "quant"
+    subprocess.run([sys.executable, str(ROOT / "samples/make_encoder.py"), "--out", str(qdir), "--only", "unique",
+                    "--layers", str(args.layers), "--hidden", str(args.hidden)], check=True)
+    models = [qdir / "encoder_unique.onnx"] + fetch_rapidocr(args.models)
+    out_dir = ROOT / "build/bench_quant"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for model in models:
+        samples = samples_for(model)
+        base_latency = latency(model, samples[0])
+        size = model.stat().st_size
+        for name, out, cmd in tools(model, out_dir):
+            out.parent.mkdir(parents=True, exist_ok=True)
+            wall, peak, code = run_measured(cmd(out))
+            row = {"model": model.name, "tool": name}
+            if code != 0 or not out.exists():
+                rows.append({**row, "status": "failed"})
+                continue
+            try:
+                rel, agree = errors(model, out, samples)
+                lat = latency(out, samples[0]) / base_latency
+                status = "ok"
+            except Exception as e:  # an output onnxruntime cannot load or run
+                rel, agree, lat, status = float("nan"), float("nan"), float("nan"), f"fails: {str(e)[:50]}"
+            gz, br = compressed_sizes(out)
+            gz0, br0 = compressed_sizes(model)
+            rows.append({**row, "status": status, "wall_s": wall, "peak_x_input": peak / size,
+                         "size_pct": 100 * out.stat().st_size / size, "gzip_pct": 100 * gz / gz0,
+                         "brotli_pct": 100 * br / br0 if br and br0 else None,
+                         "rel_l2": rel, "argmax": agree, "latency_x": lat})
+        print(f"  {model.name} done", flush=True)
+
+    print(f"\n{'model':36s} {'tool':28s} {'size%':>6s} {'gzip%':>6s} {'brotli%':>7s} {'relL2':>8s} "
+          f"{'argmax':>7s} {'lat x':>6s} {'wall s':>7s} {'peak/in':>7s}  status")
+    for r in rows:
+        if r["status"] == "failed":
+            print(f"{r['model']:36s} {r['tool']:28s} failed")
+            continue
+        br = f"{r['brotli_pct']:7.1f}" if r["brotli_pct"] is not None else "    n/a"
+        print(f"{r['model']:36s} {r['tool']:28s} {r['size_pct']:6.1f} {r['gzip_pct']:6.1f} {br} "
+              f"{r['rel_l2']:8.4f} {r['argmax']:7.3f} {r['latency_x']:6.2f} {r['wall_s']:7.2f} "
+              f"{r['peak_x_input']:7.2f}  {r['status']}")
+    (out_dir / "results.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

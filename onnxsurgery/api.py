@@ -289,7 +289,9 @@ def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
             quantize_dynamic(str(src), str(dst), extra_options={"EnableSubgraph": True})
         except Exception as e:  # its own errors: report them in one line
             raise UnsupportedModelError(f"quantize_dynamic failed: {str(e).splitlines()[0]}") from e
-        return load_model(dst)
+        # Its output can list nodes out of order around subgraphs that read outer values;
+        # one more pass through gs sorts them.
+        return open_workspace(load_model(dst)).finish()
 
 
 def compare(reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,

@@ -212,9 +212,22 @@ def test_cli_quant_and_compare(tmp_path, save):
 
 
 def test_dynamic_wraps_quantize_dynamic_even_with_constant_node_weights(tmp_path):
-    model = builders.quant_cases()  # W_const is a Constant node: quantize_dynamic alone refuses
-    _, out, report = _quant(tmp_path, model, dynamic=True)
-    assert report.pass_report("constants_to_initializers").changed >= 1
-    ops = {n.op_type for n in onnx.load(str(out)).graph.node}
-    assert "DynamicQuantizeLinear" in ops or "MatMulInteger" in ops
-    assert report.verification is not None and np.isfinite(report.verification["rel_l2_error"])
+    from onnx import helper
+
+    w = (builders.rand((64, 64), 40) * 0.1).astype(np.float32)
+    nodes = [builders.const_node("Wn", w), helper.make_node("MatMul", ["x", "Wn"], ["y"])]
+    model = builders.model(nodes, [builders.vi("x", shape=[2, 64])], [builders.vi("y", shape=[2, 64])])
+    _, out, report = _quant(tmp_path, model, dynamic=True)  # quantize_dynamic alone refuses this
+    assert report.pass_report("constants_to_initializers").changed == 1
+    assert "MatMulInteger" in {n.op_type for n in onnx.load(str(out)).graph.node}
+    assert report.verification["rel_l2_error"] < 0.1
+
+
+def test_dynamic_output_that_onnxruntime_refuses_is_not_written(tmp_path):
+    """quantize_dynamic mis-wires subgraphs that read quantized outer values; verification
+    catches it and nothing is written."""
+    src = tmp_path / "in.onnx"
+    onnx.save(builders.quant_cases(), str(src))
+    with pytest.raises(VerificationError, match="cannot load"):
+        onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, dynamic=True)
+    assert not (tmp_path / "q.onnx").exists()

@@ -28,6 +28,7 @@ test: install
 bench: install
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/run.py --samples $(SAMPLES) --layers $(LAYERS) --hidden $(HIDDEN)
+	$(PY) bench/quant.py --samples $(SAMPLES)
 
 lint: install
 	$(VENV)/bin/ruff check onnxsurgery tests samples bench

@@ -220,6 +220,11 @@ def _render_verification(v: dict) -> str:
 @click.option("--include", multiple=True, metavar="GLOB", help="Only tensors whose name or consumer op matches.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip tensors whose name or consumer op matches.")
 @click.option("--no-merge", is_flag=True, help="Do not merge identical weights first.")
+@click.option("--levels", type=click.IntRange(min=2, max=65536),
+              help="Instead of integers: snap each weight group to N evenly spaced float values. "
+              "Same file size, but it compresses far better with gzip or brotli.")
+@click.option("--fp16", is_flag=True,
+              help="Instead of integers: store float32 weights as float16, with a Cast back.")
 @click.option("--no-verify", is_flag=True, help="Skip the onnxruntime comparison.")
 @click.option("--dynamic", is_flag=True,
               help="Use onnxruntime's quantize_dynamic instead (activations too, at run time; "
@@ -230,15 +235,18 @@ def _render_verification(v: dict) -> str:
 @_common_output_options
 @_handle_errors
 def quant(input_path, output_path, dtype, granularity, block_size, symmetric, lowering, min_elements, include,
-          exclude, no_merge, no_verify, dynamic, max_error, inputs_npz, shapes, in_place, external_data, as_json):
+          exclude, levels, fp16, no_merge, no_verify, dynamic, max_error, inputs_npz, shapes, in_place,
+          external_data, as_json):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
+    if levels and fp16:
+        raise click.UsageError("--levels and --fp16 are alternatives; pick one")
     report = api.quant_file(
         input_path, output_path, merge=not no_merge, verify=not no_verify, max_error=max_error,
         samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
         in_place=in_place, external_data=external_data, dynamic=dynamic, dtype=dtype, granularity=granularity,
         block_size=block_size, symmetric=symmetric, lowering=lowering, min_elements=min_elements,
-        include=include, exclude=exclude)
+        include=include, exclude=exclude, levels=levels, fp16=fp16)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return

@@ -199,6 +199,13 @@ def read_values(c: gs.Constant) -> np.ndarray:
     return np.asarray(c.values)
 
 
+def set_values(c: gs.Constant, array: np.ndarray) -> None:
+    """Give a constant new in-memory values. Its imported `data_location` (EXTERNAL when the
+    payload was left in the file) no longer applies, and gs would export it as such."""
+    c.values = array
+    c.data_location = None
+
+
 def is_sparse(c: gs.Constant) -> bool:
     return isinstance(c._values, SparseValues)
 

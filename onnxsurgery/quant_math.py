@@ -79,9 +79,11 @@ def quantize(
     axis: int | None = 0,
     block_size: int | None = None,
     symmetric: bool = True,
+    levels: int | None = None,
 ) -> Quantized:
-    """Round-to-nearest quantization of a float array (computed in float64)."""
-    qmin, qmax = RANGES[dtype]
+    """Round-to-nearest quantization of a float array (computed in float64). `levels` asks for
+    that many evenly spaced values per group instead of an integer type's range."""
+    qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
     elif granularity == "channel":
@@ -107,7 +109,7 @@ def quantize(
     s_full = _expand(scale.astype(np.float64), x.shape, granularity, axis, block_size)
     z_full = _expand(zero, x.shape, granularity, axis, block_size)
     q = np.clip(np.round(x64 / s_full + z_full), qmin, qmax)
-    store = np.uint8 if qmin >= 0 else np.int8
+    store = (np.uint8 if qmax < 256 else np.uint16) if qmin >= 0 else np.int8
     zp = None
     if not (symmetric and qmin < 0):
         zp = np.asarray(zero).astype(store)
@@ -122,6 +124,14 @@ def dequantize(qt: Quantized) -> np.ndarray:
     if qt.zero_point is not None:
         q = q - _expand(qt.zero_point.astype(np.float32), qt.q.shape, qt.granularity, qt.axis, qt.block_size)
     return (q * s).astype(np.float32)
+
+
+def snap_to_levels(x: np.ndarray, levels: int, *, granularity: str = "channel", axis: int | None = 0,
+                   block_size: int | None = None) -> np.ndarray:
+    """x with each group's values snapped to `levels` evenly spaced values over its range (still
+    float): same size, but far more compressible by gzip or brotli."""
+    return quantize(x, granularity=granularity, axis=axis, block_size=block_size, symmetric=False,
+                    levels=levels).dequantize()
 
 
 def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:

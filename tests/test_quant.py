@@ -231,3 +231,45 @@ def test_dynamic_output_that_onnxruntime_refuses_is_not_written(tmp_path):
     with pytest.raises(VerificationError, match="cannot load"):
         onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, dynamic=True)
     assert not (tmp_path / "q.onnx").exists()
+
+
+def test_fp16_storage_with_cast_back(tmp_path):
+    model = builders.quant_cases()
+    _, out, report = _quant(tmp_path, model, fp16=True)
+    q = report.pass_report("quantize")
+    assert q.changed == 4 and q.details["schemes"] == {"fp16/cast": 4}
+    assert report.verification["rel_l2_error"] < 1e-3
+    saved = onnx.load(str(out))
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in saved.graph.initializer)
+    assert saved.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+
+
+def test_levels_keep_size_and_compress_better(tmp_path):
+    import gzip
+
+    model = builders.quant_cases()
+    src, out, report = _quant(tmp_path, model, levels=16)
+    assert report.pass_report("quantize").changed == 4
+    # same float storage, few distinct values per channel
+    assert abs(out.stat().st_size - src.stat().st_size) < 2000
+    saved = onnx.load(str(out))
+    w = onnx.numpy_helper.to_array(next(t for t in saved.graph.initializer if t.name == "W_mm"))
+    assert w.dtype == np.float32 and max(len(np.unique(w[:, j])) for j in range(w.shape[1])) <= 16
+    assert len(gzip.compress(out.read_bytes())) < 0.6 * len(gzip.compress(src.read_bytes()))
+    assert report.verification["rel_l2_error"] < 0.2
+
+
+def test_narrow_on_a_large_tensor_read_lazily(tmp_path):
+    """A narrowed tensor whose payload stayed in the input file must be written inline."""
+    idx = (np.arange(5000, dtype=np.int64) * 7) % 64  # 40 KB: left in the file when opened
+    from onnx import helper, numpy_helper
+
+    nodes = [helper.make_node("Gather", ["x", "idx"], ["y"], axis=0)]
+    model = builders.model(nodes, [builders.vi("x", shape=[64])], [builders.vi("y", shape=[5000])],
+                           [numpy_helper.from_array(idx, "idx")])
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    out = tmp_path / "o.onnx"
+    report = onnxsurgery.shrink_file(src, out, narrow=True, verify=True)
+    assert report.pass_report("narrow").changed == 1
+    assert onnx.load(str(out)).graph.initializer[0].data_type == onnx.TensorProto.INT32

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import collect_constants, graph_outputs_holding, iter_scopes, read_values
+from ..graph_utils import collect_constants, graph_outputs_holding, iter_scopes, read_values, set_values
 from ..report import PassReport
 
 _NARROWER = {
@@ -65,7 +65,7 @@ def narrow_constants(
             continue
         before = site.nbytes
         if site.node is None:
-            site.tensor.values = narrow
+            set_values(site.tensor, narrow)
         else:
             site.node.attrs["value"] = gs.Constant(site.tensor.name, narrow)
             if site.value.dtype is not None:  # only where the type was declared already

@@ -39,8 +39,9 @@ from ..graph_utils import (
     iter_scopes,
     read_values,
     replace_uses,
+    set_values,
 )
-from ..quant_math import Quantized, pack_nibbles, quantize, weight_error
+from ..quant_math import Quantized, pack_nibbles, quantize, snap_to_levels, weight_error
 from ..report import PassReport
 
 FLOAT_TYPES = {
@@ -66,12 +67,18 @@ class QuantOptions:
     min_elements: int = DEFAULT_MIN_ELEMENTS
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
+    levels: int | None = None  # snap weights to N values per group, keeping float storage
 
     @property
     def four_bit(self) -> bool:
         return self.dtype in ("int4", "uint4")
 
     def label(self, granularity: str, lowering: str) -> str:
+        if self.fp16:
+            return "fp16/cast"
+        if self.levels:
+            return f"levels{self.levels}/{granularity}"
         sym = "sym" if self.symmetric else "asym"
         g = f"block{self.block_size}" if granularity == "block" else granularity
         return f"{self.dtype}/{g}/{sym}/{lowering}"
@@ -150,13 +157,15 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
             report.skip(site.name, "odd element count: 4-bit arith packing needs pairs")
             continue
         values = read_values(site.tensor).astype(np.float32, copy=False)
-        qt = quantize(values, dtype=options.dtype, granularity=granularity, axis=axis,
-                      block_size=options.block_size, symmetric=options.symmetric)
-        err = weight_error(values, qt)
         before = site.nbytes
-        out = _build(site, qt, lowering, names, opset)
-        replace_uses(site.value, out)
-        after = _stored_bytes(qt, lowering)
+        if options.fp16 or options.levels:
+            err, after = _store_as_float(site, values, options, granularity, axis, names)
+        else:
+            qt = quantize(values, dtype=options.dtype, granularity=granularity, axis=axis,
+                          block_size=options.block_size, symmetric=options.symmetric)
+            err = weight_error(values, qt)
+            replace_uses(site.value, _build(site, qt, lowering, names, opset))
+            after = _stored_bytes(qt, lowering)
         report.changed += 1
         report.bytes_saved += before - after
         label = options.label(granularity, lowering)
@@ -168,9 +177,41 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
     return report
 
 
+def _store_as_float(site: ConstantSite, values: np.ndarray, options: QuantOptions, granularity: str,
+                    axis: int, names: NameAllocator) -> tuple[dict, int]:
+    """--fp16: float16 storage + Cast back; --levels: values snapped in place. Returns the
+    weight error and the bytes now stored."""
+    if options.fp16:
+        half = values.astype(np.float16)
+        emit = _Emitter(site.scope.graph, names, site.name)
+        out = emit("Cast", [_const(names, f"{site.name}_fp16", half)], shape=list(site.shape),
+                   to=onnx.TensorProto.FLOAT)
+        replace_uses(site.value, out)
+        return _error(values, half.astype(np.float32)), half.nbytes
+    snapped = snap_to_levels(values, options.levels, granularity=granularity, axis=axis,
+                             block_size=options.block_size)
+    stored = snapped.astype(values.dtype if site.onnx_dtype == onnx.TensorProto.FLOAT else FLOAT_TYPES[site.onnx_dtype])
+    if site.node is None:
+        set_values(site.tensor, stored)
+    else:
+        site.node.attrs["value"] = gs.Constant(site.tensor.name, stored)
+    return _error(values, stored.astype(np.float32)), site.nbytes
+
+
+def _error(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    diff = y.astype(np.float64) - x
+    norm = float(np.linalg.norm(x))
+    return {"max_abs_error": float(np.abs(diff).max()) if diff.size else 0.0,
+            "rel_l2_error": float(np.linalg.norm(diff) / norm) if norm > 0 else 0.0}
+
+
 def _refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[str]) -> str | None:
     if site.num_elements < options.min_elements:
         return "small"
+    if options.fp16 and site.onnx_dtype != onnx.TensorProto.FLOAT:
+        return "--fp16 applies to float32 weights only"
+    if options.levels and site.onnx_dtype == onnx.TensorProto.BFLOAT16:
+        return "--levels: bfloat16 weights are left alone"
     if options.include and not _matches(site, options.include):
         return "not matched by --include"
     if options.exclude and _matches(site, options.exclude):

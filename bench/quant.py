@@ -56,6 +56,9 @@ def samples_for(model: Path, n=4):
     inp = sess.get_inputs()[0]
     if "encoder" in model.name:
         return [{inp.name: np.random.default_rng(s).integers(0, 30000, (1, 128)).astype(np.int64)} for s in range(n)]
+    if "bert" in model.name:
+        return [{"input_ids": np.random.default_rng(s).integers(0, 30522, (1, 64)).astype(np.int64),
+                 "attention_mask": np.ones((1, 64), np.int64)} for s in range(n)]
     kind = next(k for k in OCR_SHAPES if f"_{k}_" in model.name)
     return [{inp.name: text_image(OCR_SHAPES[kind], s)} for s in range(n)]
 
@@ -121,11 +124,22 @@ def main() -> None:
     ap.add_argument("--models", type=Path, default=ROOT / "build/models")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--only", help="only models whose file name contains this")
     args = ap.parse_args()
     qdir = args.samples / "quant"
     subprocess.run([sys.executable, str(ROOT / "samples/make_encoder.py"), "--out", str(qdir), "--only", "unique",
                     "--layers", str(args.layers), "--hidden", str(args.hidden)], check=True)
-    models = [qdir / "encoder_unique.onnx"] + fetch_rapidocr(args.models)
+    models = [qdir / "encoder_unique.onnx"]
+    # A transformer exported by torch, when torch and transformers are installed.
+    made = subprocess.run([sys.executable, str(ROOT / "samples/make_transformer.py"), "--out", str(qdir)],
+                          capture_output=True, text=True)
+    if made.returncode == 0:
+        models.append(qdir / "bert_classifier.onnx")
+    else:
+        print("  (no torch/transformers: skipping the exported BERT; pip install torch==2.13.0 transformers)")
+    models += fetch_rapidocr(args.models)
+    if args.only:
+        models = [m for m in models if args.only in m.name]
     out_dir = ROOT / "build/bench_quant"
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []

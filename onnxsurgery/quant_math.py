@@ -81,15 +81,17 @@ def quantize(
     symmetric: bool = True,
     levels: int | None = None,
 ) -> Quantized:
-    """Round-to-nearest quantization of a float array (computed in float64). `levels` asks for
-    that many evenly spaced values per group instead of an integer type's range."""
+    """Round-to-nearest quantization of a float array. Ranges and scales are computed in
+    float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
+    near one float32 copy of the tensor. `levels` asks for that many evenly spaced values per
+    group instead of an integer type's range."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
     elif granularity == "channel":
         block_size = None
-    x64 = np.asarray(x, dtype=np.float64)
-    lo, hi = _ranges(x64, granularity, axis, block_size)
+    x32 = np.asarray(x, dtype=np.float32)
+    lo, hi = _ranges(x32, granularity, axis, block_size)
     lo = np.minimum(np.asarray(lo, np.float64), 0.0)  # zero must be exactly representable
     hi = np.maximum(np.asarray(hi, np.float64), 0.0)
     if symmetric:
@@ -106,24 +108,51 @@ def quantize(
         zero = np.where(scale > 0, np.round(qmin - lo / np.where(scale > 0, scale, 1)), 0)
         zero = np.clip(zero, qmin, qmax)
     scale = np.where(scale > 0, scale, 1.0).astype(np.float32)  # constant groups: no 0 or NaN
-    s_full = _expand(scale.astype(np.float64), x.shape, granularity, axis, block_size)
-    z_full = _expand(zero, x.shape, granularity, axis, block_size)
-    q = np.clip(np.round(x64 / s_full + z_full), qmin, qmax)
+    view, s_b, z_b = _grouped(x32, scale, zero.astype(np.float32), granularity, axis, block_size)
+    q = view / s_b
+    if symmetric is False or qmin >= 0:
+        q += z_b
+    np.rint(q, out=q)
+    np.clip(q, qmin, qmax, out=q)
     store = (np.uint8 if qmax < 256 else np.uint16) if qmin >= 0 else np.int8
     zp = None
     if not (symmetric and qmin < 0):
         zp = np.asarray(zero).astype(store)
-    return Quantized(q.astype(store), scale.reshape(_reduce_shape(x.shape, granularity, axis, block_size)),
+    return Quantized(q.astype(store).reshape(x32.shape),
+                     scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
                      zp, dtype, granularity, axis, block_size)
+
+
+def _grouped(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, granularity: str, axis: int | None,
+             block_size: int | None):
+    """x, scale and zero shaped so that they broadcast without materialising full-size
+    scale arrays (blocks: x viewed as [..., nblocks, block, ...])."""
+    if granularity == "tensor":
+        return x, scale, zero
+    if granularity == "channel":
+        view = [1] * x.ndim
+        view[axis] = x.shape[axis]
+        return x, scale.reshape(view), zero.reshape(view)
+    n = x.shape[axis]
+    if n % block_size:  # ragged last block: expand (rare; the pass avoids it)
+        return (x, _expand(scale, x.shape, granularity, axis, block_size),
+                _expand(zero, x.shape, granularity, axis, block_size))
+    blocked = list(x.shape)
+    blocked[axis:axis + 1] = [n // block_size, block_size]
+    s_shape = list(x.shape)
+    s_shape[axis:axis + 1] = [n // block_size, 1]
+    return x.reshape(blocked), scale.reshape(s_shape), zero.reshape(s_shape)
 
 
 def dequantize(qt: Quantized) -> np.ndarray:
     """The float32 values the graph will compute: (q - zero_point) * scale."""
-    s = _expand(qt.scale, qt.q.shape, qt.granularity, qt.axis, qt.block_size)
     q = qt.q.astype(np.float32)
+    zero = qt.zero_point.astype(np.float32) if qt.zero_point is not None else np.zeros_like(qt.scale)
+    view, s_b, z_b = _grouped(q, qt.scale, zero, qt.granularity, qt.axis, qt.block_size)
     if qt.zero_point is not None:
-        q = q - _expand(qt.zero_point.astype(np.float32), qt.q.shape, qt.granularity, qt.axis, qt.block_size)
-    return (q * s).astype(np.float32)
+        view -= z_b  # views of q: q changes in place
+    view *= s_b
+    return q
 
 
 def snap_to_levels(x: np.ndarray, levels: int, *, granularity: str = "channel", axis: int | None = 0,
@@ -135,9 +164,10 @@ def snap_to_levels(x: np.ndarray, levels: int, *, granularity: str = "channel", 
 
 
 def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
-    x64 = np.asarray(x, np.float64)
-    diff = qt.dequantize().astype(np.float64) - x64
-    norm = float(np.linalg.norm(x64))
+    x = np.asarray(x, np.float32)
+    diff = qt.dequantize()
+    diff -= x
+    norm = float(np.linalg.norm(x))
     return {
         "max_abs_error": float(np.abs(diff).max()) if diff.size else 0.0,
         "rel_l2_error": float(np.linalg.norm(diff) / norm) if norm > 0 else 0.0,

@@ -306,9 +306,15 @@ def copy_file(source: str | os.PathLike, target: str | os.PathLike) -> None:
     source, target = Path(source), Path(target)
     if target.exists() and source.samefile(target):
         return
+    write_atomic(target, lambda tmp: shutil.copyfile(source, tmp))
+
+
+def write_atomic(target: str | os.PathLike, fill: Callable[[Path], object]) -> None:
+    """Have `fill` write a temporary file beside `target`, then rename it into place."""
+    target = Path(target)
     tmp = _temp_beside(target)
     try:
-        shutil.copyfile(source, tmp)
+        fill(tmp)
         os.replace(tmp, target)
     except OSError as e:
         raise OutputError(f"cannot write {target}: {e.strerror or e}") from e

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, OutputError
+from .io import write_atomic
 
 MANIFEST_VERSION = 1
 
@@ -81,15 +82,7 @@ def write_arrays(arrays: dict[str, np.ndarray], npy_dir: Path, manifest: Path) -
 
 
 def write_manifest(manifest: dict, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-        os.replace(tmp, path)
-    except OSError as e:
-        raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_atomic(path, lambda tmp: tmp.write_text(json.dumps(manifest, indent=2) + "\n"))
 
 
 def read_manifest(model_path: str | os.PathLike) -> dict | None:

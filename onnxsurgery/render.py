@@ -92,7 +92,7 @@ def render_info(path: str, data: dict, top: int = 20) -> str:
             for g in limit(groups)]
     if rows:
         lines += _table(["copies", "each", "saved", "first"], rows)
-    lines += ["", "What each method would save:"]
+    lines += ["", "What each method would save (quant merges first; its figures are estimated from shapes):"]
     for method, saved in data["savings"].items():
-        lines.append(f"  {method:8s} {human_bytes(saved)} ({saved / total * 100 if total else 0:.1f}%)")
+        lines.append(f"  {method:13s} {human_bytes(saved):>9s} ({saved / total * 100 if total else 0:.1f}%)")
     return "\n".join(lines)

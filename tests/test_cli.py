@@ -82,6 +82,7 @@ def test_info_table_and_json(save):
     r = invoke("info", src, "--json", "--min-bytes", 1)
     data = json.loads(r.output)
     assert data["savings"]["shrink"] == 3 * 256 + 64
+    assert set(data["savings"]) == {"shrink", "quant int8", "quant int4", "quant --fp16"}
     assert {c["name"] for c in data["large_constants"]} >= {"W", "then_W", "else_W", "body_W"}
     assert data["weight_bytes"] + data["other_bytes"] == data["model_bytes"]
     assert src.read_bytes() == before  # info writes nothing
@@ -96,3 +97,14 @@ def test_module_entry_point(save, tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert onnx.load(str(tmp_path / "o.onnx")).graph.initializer[0].name == "W0"
+
+
+def test_info_estimates_quant_savings(save):
+    src = save(builders.quant_cases())  # 4 float weights of 4096+ elements, W_mm read twice
+    data = invoke("info", src, "--json")
+    data = json.loads(data.output)
+    n = 128 * 64 + 3 * 64 * 64
+    float_bytes = 4 * n
+    int8 = data["savings"]["quant int8"]
+    assert float_bytes - n - 4 * 512 <= int8 <= float_bytes - n  # q bytes plus per-channel scales
+    assert data["savings"]["quant int4"] > int8 > data["savings"]["quant --fp16"]

@@ -238,12 +238,17 @@ def quant_file(
     in_place: bool = False,
     external_data: bool = False,
     dynamic: bool = False,
+    target_error: float | None = None,
     **options,
 ) -> RunReport:
     """Quantize weights from a file to a file. Unless `verify` is False, the input and the
     result run in onnxruntime on the same inputs (`samples`, or generated ones) before anything
     is written; with `max_error`, a result whose relative L2 output error exceeds it is not
     written (VerificationError).
+
+    With `target_error`, the weights whose quantization costs the most output accuracy (each
+    measured alone in onnxruntime) are stored as float16 instead, as few as needed for the
+    relative L2 output error to stay within it.
 
     `dynamic` runs onnxruntime's quantize_dynamic instead (activations quantized at run time),
     with subgraphs enabled, after turning Constant-node weights into initializers so that it
@@ -258,7 +263,14 @@ def quant_file(
         report.passes = ws.reports
         result = _quantize_dynamic(ws)
     else:
-        _run_quant_passes(ws, QuantOptions(**options), merge)
+        quant_options = QuantOptions(**options)
+        if target_error is not None:
+            kept = _most_sensitive_weights(input_path, quant_options, merge, target_error,
+                                           samples=samples, shapes=shapes)
+            quant_options.fp16_for = tuple(quant_options.fp16_for) + tuple(_literal(n) for n in kept)
+            report.notes.append(f"stored {len(kept)} weights as float16 for --target-error {target_error:g}"
+                                + (f": {', '.join(kept)}" if kept else ""))
+        _run_quant_passes(ws, quant_options, merge)
         report.passes = ws.reports
         result = ws.export()
 
@@ -274,6 +286,49 @@ def quant_file(
                          check=check if verify else None)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
+
+
+def _literal(name: str) -> str:
+    """A glob pattern matching exactly `name`."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def _most_sensitive_weights(input_path, options: QuantOptions, merge: bool, target: float, *,
+                            samples=None, shapes=None) -> list[str]:
+    """The fewest weights to store as float16 rather than integers so that the output error
+    stays within `target`: each weight's cost as an integer is measured alone, then the
+    costliest go to float16, doubling the count until the target is met and bisecting back."""
+    import dataclasses
+    import tempfile
+
+    def output_error(opts: QuantOptions) -> tuple[float, list[str]]:
+        ws = open_workspace(input_path)
+        _run_quant_passes(ws, opts, merge)
+        names = ws.reports[-1].details["quantized"]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "probe.onnx"
+            save_model(ws.export(), path, files=ws.files)
+            err = compare_models(input_path, path, samples=samples, shapes=shapes)["rel_l2_error"]
+        return err, names
+
+    full, names = output_error(options)
+    if full <= target:
+        return []
+    cost = {n: output_error(dataclasses.replace(options, include=(_literal(n),)))[0] for n in names}
+    order = sorted(names, key=lambda n: -cost[n])
+
+    def ok(k: int) -> bool:
+        as_fp16 = tuple(options.fp16_for) + tuple(_literal(n) for n in order[:k])
+        return output_error(dataclasses.replace(options, fp16_for=as_fp16))[0] <= target
+
+    low, high = 0, 1  # ok(low) is False, find the smallest high with ok(high)
+    while high < len(order) and not ok(high):
+        low, high = high, min(2 * high, len(order))
+    high = min(high, len(order))
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if ok(mid) else (mid, high)
+    return order[:high]
 
 
 def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:

@@ -229,13 +229,16 @@ def _render_verification(v: dict) -> str:
 @click.option("--dynamic", is_flag=True,
               help="Use onnxruntime's quantize_dynamic instead (activations too, at run time; "
               "Constant-node weights made initializers first). Often much less accurate.")
+@click.option("--target-error", type=float,
+              help="Store as float16 instead the fewest weights (the costliest, each measured alone in "
+              "onnxruntime) needed for the relative L2 output error to stay within this.")
 @click.option("--max-error", type=float,
               help="Refuse (write nothing, exit 2) if the relative L2 output error exceeds this.")
 @_verification_options
 @_common_output_options
 @_handle_errors
 def quant(input_path, output_path, dtype, granularity, block_size, symmetric, lowering, min_elements, include,
-          exclude, levels, fp16, no_merge, no_verify, dynamic, max_error, inputs_npz, shapes, in_place,
+          exclude, levels, fp16, no_merge, no_verify, dynamic, target_error, max_error, inputs_npz, shapes, in_place,
           external_data, as_json):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
@@ -244,8 +247,9 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, lo
     report = api.quant_file(
         input_path, output_path, merge=not no_merge, verify=not no_verify, max_error=max_error,
         samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
-        in_place=in_place, external_data=external_data, dynamic=dynamic, dtype=dtype, granularity=granularity,
-        block_size=block_size, symmetric=symmetric, lowering=lowering, min_elements=min_elements,
+        in_place=in_place, external_data=external_data, dynamic=dynamic, target_error=target_error,
+        dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric, lowering=lowering,
+        min_elements=min_elements,
         include=include, exclude=exclude, levels=levels, fp16=fp16)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

@@ -273,3 +273,19 @@ def test_narrow_on_a_large_tensor_read_lazily(tmp_path):
     report = onnxsurgery.shrink_file(src, out, narrow=True, verify=True)
     assert report.pass_report("narrow").changed == 1
     assert onnx.load(str(out)).graph.initializer[0].data_type == onnx.TensorProto.INT32
+
+
+def test_target_error_stores_the_costliest_weights_as_fp16(tmp_path):
+    model = builders.quant_cases()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    loose = onnxsurgery.quant_file(src, tmp_path / "a.onnx", min_elements=1024, dtype="int4",
+                                   granularity="tensor")
+    assert loose.verification["rel_l2_error"] > 0.1
+    report = onnxsurgery.quant_file(src, tmp_path / "b.onnx", min_elements=1024, dtype="int4",
+                                    granularity="tensor", target_error=0.1)
+    q = report.pass_report("quantize")
+    assert report.verification["rel_l2_error"] <= 0.1
+    assert 1 <= q.details["schemes"].get("fp16/cast", 0) < 4  # some, not all, went to float16
+    assert "float16" in report.notes[0]
+    assert report.bytes_after < (tmp_path / "in.onnx").stat().st_size

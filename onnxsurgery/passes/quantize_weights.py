@@ -69,6 +69,7 @@ class QuantOptions:
     exclude: tuple[str, ...] = ()
     fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
     levels: int | None = None  # snap weights to N values per group, keeping float storage
+    fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
 
     @property
     def four_bit(self) -> bool:
@@ -158,8 +159,9 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
             continue
         values = read_values(site.tensor).astype(np.float32, copy=False)
         before = site.nbytes
-        if options.fp16 or options.levels:
-            err, after = _store_as_float(site, values, options, granularity, axis, names)
+        as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and _matches(site, options.fp16_for)
+        if options.fp16 or options.levels or as_fp16:
+            err, after = _store_as_float(site, values, options, granularity, axis, names, as_fp16)
         else:
             qt = quantize(values, dtype=options.dtype, granularity=granularity, axis=axis,
                           block_size=options.block_size, symmetric=options.symmetric)
@@ -168,20 +170,21 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
             after = _stored_bytes(qt, lowering)
         report.changed += 1
         report.bytes_saved += before - after
-        label = options.label(granularity, lowering)
+        label = "fp16/cast" if as_fp16 else options.label(granularity, lowering)
         schemes[label] = schemes.get(label, 0) + 1
         errors.append({"name": site.name, "shape": list(site.shape), "scheme": label, **err})
     errors.sort(key=lambda e: -e["rel_l2_error"])
-    report.details = {"schemes": schemes, "largest_errors": errors[:MAX_ERRORS_REPORTED],
+    report.details = {"schemes": schemes, "quantized": [e["name"] for e in errors],
+                      "largest_errors": errors[:MAX_ERRORS_REPORTED],
                       "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
     return report
 
 
 def _store_as_float(site: ConstantSite, values: np.ndarray, options: QuantOptions, granularity: str,
-                    axis: int, names: NameAllocator) -> tuple[dict, int]:
-    """--fp16: float16 storage + Cast back; --levels: values snapped in place. Returns the
-    weight error and the bytes now stored."""
-    if options.fp16:
+                    axis: int, names: NameAllocator, as_fp16: bool = False) -> tuple[dict, int]:
+    """--fp16 (or a weight in `fp16_for`): float16 storage + Cast back; --levels: values
+    snapped in place. Returns the weight error and the bytes now stored."""
+    if options.fp16 or as_fp16:
         half = values.astype(np.float16)
         emit = _Emitter(site.scope.graph, names, site.name)
         out = emit("Cast", [_const(names, f"{site.name}_fp16", half)], shape=list(site.shape),

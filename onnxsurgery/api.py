@@ -34,6 +34,17 @@ def _describe(source) -> str:
     return f"<{type(source).__name__}>"
 
 
+def _in_memory(model, command: str, run_passes) -> tuple[onnx.ModelProto, RunReport, Workspace]:
+    """Open `model`, run `run_passes(ws, report)`, and return the self-contained result."""
+    ws = open_workspace(model)
+    report = RunReport(command, _describe(model), bytes_before=ws.input_bytes)
+    run_passes(ws, report)
+    report.passes = ws.reports
+    result = ws.finish()
+    report.bytes_after = result.ByteSize()
+    return result, report, ws
+
+
 def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
                        transposed: bool, narrow: bool) -> None:
     ws.run(merge_duplicate_constants, min_elements=min_elements, keep=ws.keep)
@@ -57,11 +68,8 @@ def shrink(
     A gs.Graph is rewritten in place (and also exported). The result is never larger than the
     input: if it would be, the input is returned unchanged.
     """
-    ws = open_workspace(model)
-    report = RunReport("shrink", _describe(model), bytes_before=ws.input_bytes)
-    _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow)
-    result = ws.finish()
-    report.bytes_after = result.ByteSize()
+    result, report, ws = _in_memory(model, "shrink", lambda ws, report: _run_shrink_passes(
+        ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow))
     if ws.template is not None and report.bytes_after > report.bytes_before:
         report.notes.append("the rewritten model was larger than the input; input kept as it is")
         result, report.bytes_after = ws.materialized(ws.template), report.bytes_before
@@ -217,12 +225,8 @@ def quant(model, *, merge: bool = True, **options) -> tuple[onnx.ModelProto, Run
     """Weight-only quantization in memory (no verification; see `quant_file`). Options are
     the fields of `QuantOptions`: dtype, granularity, block_size, symmetric, lowering,
     min_elements, include, exclude."""
-    ws = open_workspace(model)
-    report = RunReport("quant", _describe(model), bytes_before=ws.input_bytes)
-    _run_quant_passes(ws, QuantOptions(**options), merge)
-    report.passes = ws.reports
-    result = ws.finish()
-    report.bytes_after = result.ByteSize()
+    result, report, _ = _in_memory(model, "quant",
+                                   lambda ws, report: _run_quant_passes(ws, QuantOptions(**options), merge))
     return result, report
 
 

@@ -27,7 +27,7 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
         candidate_sites(graph, scopes, min_elements=min_elements, keep=ws.keep)
     )
     shrink_saves = sum(g.bytes_saved for g in groups)
-    quant_saves = _quant_estimates(graph, scopes, groups)
+    quant_saves = _quant_estimates(sites, groups)
     by_dtype: dict[str, int] = {}
     for s in sites:
         key = onnx.TensorProto.DataType.Name(s.onnx_dtype).lower()
@@ -55,13 +55,13 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
     }
 
 
-def _quant_estimates(graph, scopes, groups) -> dict[str, int]:
+def _quant_estimates(sites, groups) -> dict[str, int]:
     """Bytes `quant` would save with its default (int8 per channel), int4 blocks of 32, and
     --fp16, after merging: payload before minus q bytes plus float32 scales. Estimates from
     shapes alone; graph overhead (a few nodes per weight) is not counted."""
     merged_away = {id(m.tensor) for g in groups for m in g.members[1:]}
     est = {"quant int8": 0, "quant int4": 0, "quant --fp16": 0}
-    for site in collect_constants(graph, scopes):
+    for site in sites:
         if (id(site.tensor) in merged_away or site.onnx_dtype not in FLOAT_TYPES
                 or site.num_elements < QUANT_MIN_ELEMENTS):
             continue

@@ -73,10 +73,6 @@ def common_scope(scopes: list[Scope]) -> Scope:
     return result
 
 
-def scope_of_graph(scopes: list[Scope]) -> dict[int, Scope]:
-    return {id(s.graph): s for s in scopes}
-
-
 # ---------------------------------------------------------------------------------------------
 # Constants
 

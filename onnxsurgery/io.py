@@ -343,11 +343,6 @@ def _graphs_everywhere(graph: onnx.GraphProto):
                     yield from _graphs_everywhere(g)
 
 
-def _initializers_everywhere(graph: onnx.GraphProto):
-    for g in _graphs_everywhere(graph):
-        yield from g.initializer
-
-
 def all_tensor_protos(graph: onnx.GraphProto):
     """Initializers and tensor attributes (Constant nodes), in every scope."""
     for g in _graphs_everywhere(graph):

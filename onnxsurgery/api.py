@@ -184,6 +184,8 @@ def embed_file(
 ) -> RunReport:
     """Put the arrays of a model written by `npy_file` back as initializers."""
     out = check_output_path(input_path, output_path, in_place)
+    if not Path(input_path).is_file():
+        raise InputError(f"input not found: {input_path}")
     feeds = load_feeds(input_path)
     if not feeds:
         raise InputError(f"no manifest beside {input_path} ({manifest_path(input_path).name}); nothing to embed")

@@ -24,6 +24,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     """An onnxruntime CPU session for a path or ModelProto (large protos go through a file)."""
     import onnxruntime as ort
 
+    if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
+        raise InputError(f"input not found: {model}")
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     if not optimize:

@@ -25,7 +25,7 @@ from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 
 from .errors import InputError, OutputError
 from .graph_utils import collect_constants, is_sparse, iter_scopes
-from .lazy import ExternalFiles, external_ref, materialize, read_model_skipping_weights
+from .lazy import ExternalFiles, complete_external_lengths, materialize, read_model_skipping_weights
 from .writer import ExternalPlan, plan_model, write_data_file, write_pieces
 
 PROTOBUF_LIMIT = 2**31 - 1
@@ -65,18 +65,17 @@ def open_model(source: str | os.PathLike) -> tuple[onnx.ModelProto, ExternalFile
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
     if not model.HasField("graph") or not (model.graph.node or model.graph.output):
         raise InputError(f"not an ONNX model (no graph): {path}")
-    data_files = {
-        external_ref(t)[0]
-        for t in all_tensor_protos(model.graph)
-        if t.data_location == onnx.TensorProto.EXTERNAL
-    }
+    external = [t for t in all_tensor_protos(model.graph) if t.data_location == onnx.TensorProto.EXTERNAL]
+    data_files = frozenset(e.value for t in external for e in t.external_data if e.key == "location")
+    data_files -= {path.name}  # the references the lazy reader made into the .onnx itself
     disk_bytes = path.stat().st_size
-    for name in sorted(data_files - {path.name}):
+    for name in sorted(data_files):
         data = path.parent / name
         if not data.is_file():
             raise InputError(f"external data file missing for {path}: {data}")
         disk_bytes += data.stat().st_size
-    return model, ExternalFiles(path.parent), disk_bytes
+    complete_external_lengths(external, path.parent)
+    return model, ExternalFiles(path.parent, data_files), disk_bytes
 
 
 def import_graph(model: onnx.ModelProto) -> gs.Graph:
@@ -163,14 +162,12 @@ def export_model(
     template: onnx.ModelProto | None = None,
     *,
     keep_as_inputs: frozenset[str] = frozenset(),
-    min_opset: int | None = None,
 ) -> onnx.ModelProto:
     """Export `graph` as a ModelProto, taking IR version, opsets, metadata and functions from
     `template` (the model it was imported from) when given.
 
     `keep_as_inputs` names main-graph constants that must also be listed as graph inputs
-    (overridable initializers). `min_opset` raises the default-domain opset when a rewrite needs
-    a newer operator version.
+    (overridable initializers).
     """
     model = onnx.ModelProto()
     _ScopedExporter(graph).fill_graph(model.graph, graph, do_type_check=True)
@@ -198,10 +195,6 @@ def export_model(
     declared = {o.domain for o in model.opset_import}
     for domain in sorted(used_domains - declared - {"ai.onnx"}):
         model.opset_import.append(onnx.helper.make_opsetid(domain, 1))
-    if min_opset is not None:
-        for o in model.opset_import:
-            if o.domain in ("", "ai.onnx") and o.version < min_opset:
-                o.version = min_opset
 
     # Before IR 4 every initializer must be a graph input; later, keep overridable ones listed.
     listed = {i.name for i in model.graph.input}

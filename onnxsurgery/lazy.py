@@ -71,10 +71,12 @@ def read_model_skipping_weights(path: Path) -> onnx.ModelProto:
 
 
 class ExternalFiles:
-    """Open handles on the files a model's external references point into."""
+    """Open handles on the files a model's external references point into. `data_files` names
+    those other than the .onnx itself (the input's own external data files)."""
 
-    def __init__(self, base_dir: Path):
+    def __init__(self, base_dir: Path, data_files: frozenset[str] = frozenset()):
         self.base_dir = base_dir
+        self.data_files = data_files
         self._fds: dict[str, int] = {}
 
     def read(self, location: str, offset: int, length: int) -> bytes:
@@ -95,10 +97,24 @@ class ExternalFiles:
         self.close()
 
 
-def external_ref(t: onnx.TensorProto) -> tuple[str, int, int | None]:
+def external_ref(t: onnx.TensorProto) -> tuple[str, int, int]:
+    """(location, offset, length) of an external tensor; `length` must be present (see
+    `complete_external_lengths`)."""
     info = {e.key: e.value for e in t.external_data}
-    length = info.get("length")
-    return info["location"], int(info.get("offset", 0)), int(length) if length else None
+    return info["location"], int(info.get("offset") or 0), int(info["length"])
+
+
+def complete_external_lengths(tensors, base_dir: Path) -> None:
+    """Give every external reference a `length` (ONNX makes it optional: the rest of the file),
+    so that everything downstream can rely on it."""
+    for t in tensors:
+        if t.data_location == onnx.TensorProto.EXTERNAL and not any(
+            e.key == "length" and e.value for e in t.external_data
+        ):
+            info = {e.key: e.value for e in t.external_data}
+            size = os.path.getsize(base_dir / info["location"]) - int(info.get("offset") or 0)
+            entry = t.external_data.add()
+            entry.key, entry.value = "length", str(size)
 
 
 class FileBackedValues(LazyValues):
@@ -107,10 +123,7 @@ class FileBackedValues(LazyValues):
     def __init__(self, tensor: onnx.TensorProto, files: ExternalFiles):
         super().__init__(tensor)
         self.files = files
-        self.location, self.offset, length = external_ref(tensor)
-        if length is None:
-            length = os.path.getsize(files.base_dir / self.location) - self.offset
-        self.length = length
+        self.location, self.offset, self.length = external_ref(tensor)
 
     def read(self, offset: int = 0, length: int | None = None) -> bytes:
         """Stored bytes [offset, offset + length) of the tensor (all of them by default)."""
@@ -136,10 +149,7 @@ def materialize(model: onnx.ModelProto, files: ExternalFiles, tensors) -> None:
     for t in tensors:
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        location, offset, length = external_ref(t)
-        if length is None:
-            length = os.path.getsize(files.base_dir / location) - offset
-        data = files.read(location, offset, length)
+        data = files.read(*external_ref(t))
         del t.external_data[:]
         t.ClearField("data_location")
         t.raw_data = data

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import onnx
 import onnx_graphsurgeon as gs
-
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from .graph_utils import collect_constants, make_names_unique
 from .io import all_tensor_protos, export_model, import_graph, inputs_with_defaults, open_model
-from .lazy import ExternalFiles, FileBackedValues, external_ref, materialize
+from .lazy import ExternalFiles, FileBackedValues, materialize
 from .report import PassReport
+
 
 @dataclass
 class Workspace:
@@ -29,8 +28,6 @@ class Workspace:
     keep: frozenset[str] = frozenset()
     input_bytes: int = 0
     files: ExternalFiles | None = None
-    input_path: Path | None = None
-    min_opset: int | None = None
     reports: list[PassReport] = field(default_factory=list)
 
     @property
@@ -39,15 +36,10 @@ class Workspace:
             return {"": self.graph.opset}
         return {o.domain if o.domain != "ai.onnx" else "": o.version for o in self.template.opset_import}
 
-
     @property
     def has_external_data_files(self) -> bool:
         """True when the input keeps tensors in files other than the .onnx itself."""
-        return self.template is not None and self.files is not None and any(
-            t.data_location == onnx.TensorProto.EXTERNAL
-            and not (self.input_path is not None and external_ref(t)[0] == self.input_path.name)
-            for t in all_tensor_protos(self.template.graph)
-        )
+        return self.files is not None and bool(self.files.data_files)
 
     def run(self, pass_fn: Callable[..., PassReport], **options) -> PassReport:
         report = pass_fn(self.graph, **options)
@@ -63,8 +55,7 @@ class Workspace:
         input's files: write with `save_model(..., files=self.files)`."""
         self.cleanup()
         self.graph.toposort(recurse_subgraphs=True)
-        return export_model(self.graph, self.template, keep_as_inputs=self.keep,
-                            min_opset=self.min_opset)
+        return export_model(self.graph, self.template, keep_as_inputs=self.keep)
 
     def finish(self) -> onnx.ModelProto:
         """`export`, with every payload read in: a self-contained ModelProto."""
@@ -89,8 +80,7 @@ def open_workspace(source) -> Workspace:
     if files is not None:
         _read_payloads_through(graph, files)
     make_names_unique(graph)
-    return Workspace(graph, model, keep=inputs_with_defaults(model), input_bytes=size, files=files,
-                     input_path=None if files is None else Path(source))
+    return Workspace(graph, model, keep=inputs_with_defaults(model), input_bytes=size, files=files)
 
 
 def _read_payloads_through(graph: gs.Graph, files: ExternalFiles) -> None:

@@ -130,3 +130,23 @@ def test_ir3_model_keeps_initializers_as_inputs(tmp_path):
     assert out.ir_version == 3
     assert {i.name for i in out.graph.input} == {"x", "W0"}
     assert_same_outputs(m, out)
+
+
+def test_external_data_without_length_entries(tmp_path):
+    """ONNX makes `length` optional (the rest of the file); such inputs shrink and save."""
+    m = builders.duplicate_initializers(n_copies=2, size=32)
+    src = tmp_path / "ext.onnx"
+    onnx.save(onnx.ModelProto.FromString(m.SerializeToString()), str(src), save_as_external_data=True,
+              all_tensors_to_one_file=False, size_threshold=0)
+    stub = onnx.load(str(src), load_external_data=False)
+    for t in stub.graph.initializer:
+        kept = [(e.key, e.value) for e in t.external_data if e.key != "length"]
+        del t.external_data[:]
+        for k, v in kept:
+            entry = t.external_data.add()
+            entry.key, entry.value = k, v
+    onnx.save(stub, str(src))
+    out = tmp_path / "out.onnx"
+    report = onnxsurgery.shrink_file(src, out)
+    assert report.pass_report("merge_duplicates").changed == 1
+    assert_same_outputs(m, out)

@@ -208,10 +208,12 @@ def _render_verification(v: dict) -> str:
 @click.argument("input_path", metavar="INPUT")
 @click.argument("output_path", metavar="OUTPUT")
 @click.option("--dtype", type=click.Choice(["int8", "uint8", "int4", "uint4"]), default="int8", show_default=True)
-@click.option("--granularity", type=click.Choice(["tensor", "channel", "block"]), default="channel",
-              show_default=True, help="One scale per tensor, per output channel, or per block.")
-@click.option("--block-size", type=click.IntRange(min=2), default=32, show_default=True)
-@click.option("--symmetric/--asymmetric", default=True, show_default=True)
+@click.option("--granularity", type=click.Choice(["tensor", "channel", "block"]), default="block",
+              show_default=True, help="One scale per tensor, per output channel, or per block of --block-size "
+              "elements along the consumer's reduction axis (per channel where that axis is not a multiple).")
+@click.option("--block-size", type=click.IntRange(min=2), help="[default: 64 for int8/uint8, 32 for int4/uint4]")
+@click.option("--symmetric/--asymmetric", default=False, show_default=True,
+              help="Asymmetric stores a zero point per group and uses all 2^bits levels over its range.")
 @click.option("--lowering", type=click.Choice(["auto", "dq", "arith"]), default="auto", show_default=True,
               help="dq: DequantizeLinear; arith: Cast/Mul (folded by onnxruntime at session start); "
               "auto: per tensor, what keeps onnxruntime fast and is valid at the model's opset.")

@@ -7,7 +7,7 @@ import onnx
 from .graph_utils import collect_constants, iter_scopes
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, candidate_sites, find_duplicate_groups
 from .passes.quantize_weights import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
-from .passes.quantize_weights import choose_axes
+from .passes.quantize_weights import QuantOptions, estimated_bytes
 from .pipeline import open_workspace
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
@@ -56,18 +56,18 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
 
 
 def _quant_estimates(sites, groups) -> dict[str, int]:
-    """Bytes `quant` would save with its default (int8 per channel), int4 blocks of 32, and
-    --fp16, after merging: payload before minus q bytes plus float32 scales. Estimates from
-    shapes alone; graph overhead (a few nodes per weight) is not counted."""
+    """Bytes `quant` would save with its default (int8), with --dtype int4, and with --fp16,
+    after merging: estimated from shapes alone (see quantize_weights.estimated_bytes)."""
     merged_away = {id(m.tensor) for g in groups for m in g.members[1:]}
-    est = {"quant int8": 0, "quant int4": 0, "quant --fp16": 0}
+    schemes = {"quant int8": QuantOptions(), "quant int4": QuantOptions(dtype="int4"),
+               "quant --fp16": QuantOptions(fp16=True)}
+    est = dict.fromkeys(schemes, 0)
     for site in sites:
         if (id(site.tensor) in merged_away or site.onnx_dtype not in FLOAT_TYPES
-                or site.num_elements < QUANT_MIN_ELEMENTS):
+                or site.num_elements < QUANT_MIN_ELEMENTS or not site.shape):
             continue
-        n, channels = site.num_elements, site.shape[choose_axes(site)[0]] if site.shape else 1
-        est["quant int8"] += site.nbytes - (n + 4 * channels)
-        est["quant int4"] += site.nbytes - ((n + 1) // 2 + 4 * -(-n // 32))
-        if site.onnx_dtype == onnx.TensorProto.FLOAT:
-            est["quant --fp16"] += site.nbytes - 2 * n
+        for method, options in schemes.items():
+            if method == "quant --fp16" and site.onnx_dtype != onnx.TensorProto.FLOAT:
+                continue
+            est[method] += site.nbytes - estimated_bytes(site, options)
     return est

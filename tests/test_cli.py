@@ -1,6 +1,7 @@
 """The command line through click's CliRunner."""
 
 import json
+from pathlib import Path
 
 import onnx
 from click.testing import CliRunner
@@ -106,5 +107,11 @@ def test_info_estimates_quant_savings(save):
     n = 128 * 64 + 3 * 64 * 64
     float_bytes = 4 * n
     int8 = data["savings"]["quant int8"]
-    assert float_bytes - n - 4 * 512 <= int8 <= float_bytes - n  # q bytes plus per-channel scales
+    assert float_bytes - 1.2 * n <= int8 <= float_bytes - n  # q bytes plus scales and zero points
     assert data["savings"]["quant int4"] > int8 > data["savings"]["quant --fp16"]
+    # the estimate is what quant then saves (its payload), for the default and for int4
+    for method, args in (("quant int8", ()), ("quant int4", ("--dtype", "int4"))):
+        out = Path(src).with_suffix(f".{method[-4:]}.onnx")
+        report = json.loads(invoke("quant", src, str(out), "--no-verify", "--json", *args).output)
+        saved = sum(p["bytes_saved"] for p in report["passes"])
+        assert data["savings"][method] == saved, method

@@ -6,7 +6,9 @@ import pytest
 from conftest import builders, run
 
 import onnxsurgery
+from onnxsurgery.io import all_tensor_protos
 from onnxsurgery.errors import UnsupportedModelError, VerificationError
+from onnxsurgery.passes.quantize_weights import QuantOptions
 from onnxsurgery.quant_math import dequantize, pack_nibbles, quantize
 
 # -- the arithmetic, against a plain numpy reference ----------------------------------------
@@ -71,12 +73,14 @@ def test_pack_nibbles_matches_onnx_int4_storage():
 # -- the pass, on saved files ------------------------------------------------------------------
 
 SCHEMES = [
-    dict(dtype="int8", granularity="channel"),
-    dict(dtype="int8", granularity="tensor"),
+    dict(),  # the defaults: int8, asymmetric, blocks of 64
+    dict(dtype="int8", granularity="channel", symmetric=True),
+    dict(dtype="int8", granularity="tensor", symmetric=True),
     dict(dtype="uint8", granularity="channel", symmetric=False),
-    dict(dtype="int4", granularity="block", block_size=16),
+    dict(dtype="int4", granularity="block", block_size=16, symmetric=True),
     dict(dtype="uint4", granularity="block", block_size=32, symmetric=False),
-    dict(dtype="int8", granularity="block", block_size=32),
+    dict(dtype="int4"),  # default for 4-bit: asymmetric blocks of 32
+    dict(dtype="int8", granularity="block", block_size=32, symmetric=True),
 ]
 
 
@@ -102,7 +106,7 @@ def _rel_l2(model, out, seeds=(0, 1)):
 
 
 @pytest.mark.parametrize("lowering", ["arith", "dq"])
-@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: "-".join(str(v) for v in s.values()))
+@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: "-".join(str(v) for v in s.values()) or "defaults")
 def test_every_scheme_and_lowering_loads_and_stays_close(tmp_path, scheme, lowering):
     model = builders.quant_cases(opset=21, ir=10)
     src, out, report = _quant(tmp_path, model, lowering=lowering, **scheme)
@@ -111,19 +115,18 @@ def test_every_scheme_and_lowering_loads_and_stays_close(tmp_path, scheme, lower
     assert q.changed == 4
     assert not any(t.name == "small" and t.data_type != onnx.TensorProto.FLOAT
                    for t in onnx.load(str(out)).graph.initializer)
-    four_bit = scheme["dtype"] in ("int4", "uint4")
+    opts = QuantOptions(**scheme)
+    four_bit = opts.four_bit
     bound = 0.15 if four_bit else 0.02
     assert report.verification["rel_l2_error"] < bound
     assert _rel_l2(model, out) < bound
     # size: the quantized payload is what the scheme implies (q bytes + scales + zero points),
     # and the whole file, graph overhead of this tiny model included, shrinks accordingly
     saved = onnx.load(str(out))
-    from onnxsurgery.io import all_tensor_protos
-
     payload = sum(len(t.raw_data) for t in all_tensor_protos(saved.graph))
     n = 128 * 64 + 3 * 64 * 64
-    groups = {"tensor": 4, "channel": 128 + 3 * 64, "block": n // scheme.get("block_size", 32)}[scheme["granularity"]]
-    expected = n // (2 if four_bit else 1) + groups * (4 + (not scheme.get("symmetric", True))) + 64 * 4
+    groups = {"tensor": 4, "channel": 128 + 3 * 64, "block": n // opts.block}[opts.granularity]
+    expected = n // (2 if four_bit else 1) + groups * (4 + (not opts.symmetric)) + 64 * 4
     assert payload <= expected + 4 * 100, (payload, expected)  # + shape constants per weight
     assert report.bytes_after / report.bytes_before < (0.30 if four_bit else 0.36)
     ops = {n.op_type for n in onnx.load(str(out)).graph.node}

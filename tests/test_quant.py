@@ -179,6 +179,25 @@ def test_conv_per_output_channel_with_zero_and_constant_channels(tmp_path):
     assert np.allclose(y[0, 3], y_ref[0, 3], atol=1e-6)  # the all-zero channel stays zero
 
 
+def test_blocks_fit_the_axis_or_fall_back_to_channels(tmp_path):
+    # K = 200 is no multiple of 64: blocks of 50 (its largest divisor in 32..64) instead
+    w = (np.random.default_rng(0).standard_normal((200, 32)) * 0.05).astype(np.float32)
+    mm = builders.model([onnx.helper.make_node("MatMul", ["x", "W"], ["y"])],
+                        [builders.vi("x", shape=[2, 200])], [builders.vi("y", shape=[2, 32])],
+                        [onnx.numpy_helper.from_array(w, "W")])
+    _, out, report = _quant(tmp_path, mm)
+    q = report.pass_report("quantize")
+    assert q.details["schemes"] == {"int8/block50/asym/arith": 1}
+    assert report.verification["rel_l2_error"] < 0.01
+    scale = next(t for t in onnx.load(str(out)).graph.initializer if t.name.startswith("W_scale"))
+    assert list(scale.dims) == [4, 1, 32]  # 200 / 50 blocks per column
+    # 8 input channels: no block size in 32..64 divides it, so one scale per output channel
+    _, _, report = _quant(tmp_path, builders.conv_model())
+    q = report.pass_report("quantize")
+    assert q.details["per_channel_instead_of_blocks"] == ["Wc"]
+    assert q.details["schemes"] == {"int8/channel/asym/arith": 1}
+
+
 def test_max_error_refuses_and_writes_nothing(tmp_path):
     model = builders.quant_cases()
     src = tmp_path / "in.onnx"

@@ -18,8 +18,9 @@ axis); Gemm B likewise, honouring transB; Conv W [M, C, ...]: channels along M, 
 ConvTranspose W [C, M, ...]: channels along M; Gather data: one scale per row. Otherwise axis 0
 for channels and the last axis for blocks.
 
-Limits: blocks need the blocked axis to be a multiple of the block size (else the tensor falls
-back to per-channel, and the report says so); graph outputs and overridable inputs stay float.
+Default: int8, asymmetric, blocks of 64 (int4: 32), chosen by measurement (README). Blocks
+must tile their axis: a nearby divisor is used when the block size does not divide it, else one
+scale per channel (`choose_scheme`). Graph outputs and overridable inputs stay float.
 """
 
 from __future__ import annotations
@@ -84,14 +85,27 @@ class QuantOptions:
     def block(self) -> int:
         return self.block_size or DEFAULT_BLOCK_SIZE[self.dtype]
 
-    def label(self, granularity: str, lowering: str) -> str:
+    def label(self, scheme: Scheme, lowering: str) -> str:
         if self.fp16:
             return "fp16/cast"
         if self.levels:
-            return f"levels{self.levels}/{granularity}"
+            return f"levels{self.levels}/{scheme.name}"
         sym = "sym" if self.symmetric else "asym"
-        g = f"block{self.block}" if granularity == "block" else granularity
-        return f"{self.dtype}/{g}/{sym}/{lowering}"
+        return f"{self.dtype}/{scheme.name}/{sym}/{lowering}"
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """How one weight is grouped: one scale per tensor, per channel along `axis`, or per block
+    of `block_size` elements along `axis`."""
+
+    granularity: str
+    axis: int | None = None
+    block_size: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"block{self.block_size}" if self.granularity == "block" else self.granularity
 
 
 def dq_min_opset(opts: QuantOptions, granularity: str) -> int:
@@ -126,16 +140,20 @@ def choose_axes(site: ConstantSite) -> tuple[int, int]:
     return rules.pop() if len(rules) == 1 else default
 
 
-def choose_scheme(site: ConstantSite, options: QuantOptions) -> tuple[str, int]:
-    """(granularity, axis) for a weight: the one asked for, except that blocks fall back to per
-    channel when the blocked axis is not a multiple of the block size (depthwise and 3-channel
-    convolutions, odd widths)."""
+def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
+    """The grouping asked for, fitted to the weight. Blocks must tile the blocked axis: when the
+    block size does not divide it, the largest divisor between half the block size and the
+    block size is used instead (200 input channels: blocks of 50 for 64), and when there is
+    none (depthwise and 3-channel convolutions, odd widths), one scale per channel."""
     channel_axis, block_axis = choose_axes(site)
+    if options.granularity == "tensor":
+        return Scheme("tensor")
     if options.granularity == "block":
-        if site.shape[block_axis] % options.block == 0:
-            return "block", block_axis
-        return "channel", channel_axis
-    return options.granularity, channel_axis
+        n = site.shape[block_axis]
+        fitting = [b for b in range(options.block, (options.block - 1) // 2, -1) if n % b == 0]
+        if fitting:
+            return Scheme("block", block_axis, fitting[0])
+    return Scheme("channel", channel_axis)
 
 
 def _matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
@@ -166,10 +184,10 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
             if reason != "small":
                 report.skip(site.name, reason)
             continue
-        granularity, axis = choose_scheme(site, options)
-        if granularity != options.granularity:
+        scheme = choose_scheme(site, options)
+        if scheme.granularity != options.granularity:
             fallbacks.append(site.name)
-        lowering = _lowering(site, options, granularity, axis, opset)
+        lowering = _lowering(site, options, scheme, opset)
         if options.four_bit and lowering == "arith" and site.num_elements % 2:
             report.skip(site.name, "odd element count: 4-bit arith packing needs pairs")
             continue
@@ -177,29 +195,29 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
         before = site.nbytes
         as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and _matches(site, options.fp16_for)
         if options.fp16 or options.levels or as_fp16:
-            err, after = _store_as_float(site, values, options, granularity, axis, names, as_fp16)
+            err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
-            qt = quantize(values, dtype=options.dtype, granularity=granularity, axis=axis,
-                          block_size=options.block, symmetric=options.symmetric)
+            qt = quantize(values, dtype=options.dtype, granularity=scheme.granularity, axis=scheme.axis,
+                          block_size=scheme.block_size, symmetric=options.symmetric)
             err = weight_error(values, qt)
             replace_uses(site.value, _build(site, qt, lowering, names, opset))
             after = _stored_bytes(qt, lowering)
         report.changed += 1
         report.bytes_saved += before - after
-        label = "fp16/cast" if as_fp16 else options.label(granularity, lowering)
+        label = "fp16/cast" if as_fp16 else options.label(scheme, lowering)
         schemes[label] = schemes.get(label, 0) + 1
         errors.append({"name": site.name, "shape": list(site.shape), "scheme": label, **err})
     errors.sort(key=lambda e: -e["rel_l2_error"])
     report.details = {"schemes": schemes, "quantized": [e["name"] for e in errors],
                       "largest_errors": errors[:MAX_ERRORS_REPORTED],
-                      # blocks asked for, but the blocked axis is not a multiple of the block size
+                      # blocks asked for, but no block size near it divides the blocked axis
                       "per_channel_instead_of_blocks": fallbacks,
                       "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
     return report
 
 
-def _store_as_float(site: ConstantSite, values: np.ndarray, options: QuantOptions, granularity: str,
-                    axis: int, names: NameAllocator, as_fp16: bool = False) -> tuple[dict, int]:
+def _store_as_float(site: ConstantSite, values: np.ndarray, options: QuantOptions, scheme: Scheme,
+                    names: NameAllocator, as_fp16: bool = False) -> tuple[dict, int]:
     """--fp16 (or a weight in `fp16_for`): float16 storage + Cast back; --levels: values
     snapped in place. Returns the weight error and the bytes now stored."""
     if options.fp16 or as_fp16:
@@ -209,8 +227,8 @@ def _store_as_float(site: ConstantSite, values: np.ndarray, options: QuantOption
                    to=onnx.TensorProto.FLOAT)
         replace_uses(site.value, out)
         return _error(values, half.astype(np.float32)), half.nbytes
-    snapped = snap_to_levels(values, options.levels, granularity=granularity, axis=axis,
-                             block_size=options.block)
+    snapped = snap_to_levels(values, options.levels, granularity=scheme.granularity, axis=scheme.axis,
+                             block_size=scheme.block_size)
     stored = snapped.astype(values.dtype if site.onnx_dtype == onnx.TensorProto.FLOAT else FLOAT_TYPES[site.onnx_dtype])
     if site.node is None:
         set_values(site.tensor, stored)
@@ -246,14 +264,16 @@ def _refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[
     return None
 
 
-def _lowering(site: ConstantSite, options: QuantOptions, granularity: str, axis: int, opset: int) -> str:
+def _lowering(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: int) -> str:
     if options.lowering != "auto":
         return options.lowering
     consumers = _consumers(site)
-    fusable = (
-        options.four_bit and granularity == "block" and opset >= 21
+    block = scheme.block_size or 0
+    fusable = (  # what onnxruntime turns into MatMulNBits: blocks of a power of two >= 16
+        options.four_bit and scheme.granularity == "block" and opset >= 21
+        and block >= 16 and block & (block - 1) == 0
         and len(consumers) == 1 and consumers[0][0].op == "MatMul" and consumers[0][1] == 1
-        and len(site.shape) == 2 and axis == 0
+        and len(site.shape) == 2 and scheme.axis == 0
     )
     return "dq" if fusable else "arith"
 
@@ -277,9 +297,9 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions) -> int:
     (for `info`; graph overhead of a few small nodes per weight not counted)."""
     if options.fp16:
         return 2 * site.num_elements
-    granularity, axis = choose_scheme(site, options)
-    groups = {"tensor": 1, "channel": site.shape[axis] if site.shape else 1,
-              "block": site.num_elements // options.block}[granularity]
+    scheme = choose_scheme(site, options)
+    groups = {"tensor": 1, "channel": site.shape[scheme.axis] if site.shape else 1,
+              "block": site.num_elements // (scheme.block_size or 1)}[scheme.granularity]
     zero_points = not options.symmetric or options.dtype in ("uint8", "uint4")
     return _payload_bytes(site.num_elements, groups, options.dtype, zero_points, "arith")
 

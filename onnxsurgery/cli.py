@@ -15,6 +15,7 @@ import numpy as np
 from . import api
 from .errors import OnnxSurgeryError, OutputError
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from .passes.quantize_weights import DEFAULT_BLOCK_SIZE as QUANT_BLOCK_SIZE
 from .passes.quantize_weights import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
 from .render import render_info, render_run
 from .verify import load_input_samples, parse_shapes
@@ -208,10 +209,11 @@ def _render_verification(v: dict) -> str:
 @click.argument("input_path", metavar="INPUT")
 @click.argument("output_path", metavar="OUTPUT")
 @click.option("--dtype", type=click.Choice(["int8", "uint8", "int4", "uint4"]), default="int8", show_default=True)
-@click.option("--granularity", type=click.Choice(["tensor", "channel", "block"]), default="block",
-              show_default=True, help="One scale per tensor, per output channel, or per block of --block-size "
-              "elements along the consumer's reduction axis (per channel where that axis is not a multiple).")
-@click.option("--block-size", type=click.IntRange(min=2), help="[default: 64 for int8/uint8, 32 for int4/uint4]")
+@click.option("--granularity", type=click.Choice(["tensor", "channel", "block"]),
+              help="One scale per tensor, per output channel, or per block of --block-size elements along the "
+              "consumer's reduction axis (per channel where no block size near it divides that axis). "
+              "[default: block; channel with --levels, which compresses better]")
+@click.option("--block-size", type=click.IntRange(min=2), default=QUANT_BLOCK_SIZE, show_default=True)
 @click.option("--symmetric/--asymmetric", default=False, show_default=True,
               help="Asymmetric stores a zero point per group and uses all 2^bits levels over its range.")
 @click.option("--lowering", type=click.Choice(["auto", "dq", "arith"]), default="auto", show_default=True,

@@ -27,7 +27,7 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
         candidate_sites(graph, scopes, min_elements=min_elements, keep=ws.keep)
     )
     shrink_saves = sum(g.bytes_saved for g in groups)
-    quant_saves = _quant_estimates(sites, groups)
+    quant_saves = _quant_estimates(sites, groups, ws.opsets.get("", 1))
     by_dtype: dict[str, int] = {}
     for s in sites:
         key = onnx.TensorProto.DataType.Name(s.onnx_dtype).lower()
@@ -55,7 +55,7 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
     }
 
 
-def _quant_estimates(sites, groups) -> dict[str, int]:
+def _quant_estimates(sites, groups, opset: int) -> dict[str, int]:
     """Bytes `quant` would save with its default (int8), with --dtype int4, and with --fp16,
     after merging: estimated from shapes alone (see quantize_weights.estimated_bytes)."""
     merged_away = {id(m.tensor) for g in groups for m in g.members[1:]}
@@ -69,5 +69,5 @@ def _quant_estimates(sites, groups) -> dict[str, int]:
         for method, options in schemes.items():
             if method == "quant --fp16" and site.onnx_dtype != onnx.TensorProto.FLOAT:
                 continue
-            est[method] += site.nbytes - estimated_bytes(site, options)
+            est[method] += site.nbytes - estimated_bytes(site, options, opset)
     return est

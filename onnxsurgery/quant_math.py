@@ -4,6 +4,11 @@ graph so that it can be checked against a plain reference.
 Conventions follow ONNX DequantizeLinear: x = (q - zero_point) * scale, with q an integer of
 the target type; per tensor, per channel along `axis`, or per block of `block_size` elements
 along `axis`. An all-zero (or constant) channel gets scale 1 instead of 0, so no NaN appears.
+
+Scales can be stored as float16 (`half_scales`): each is rounded up to a float16 value first
+and the integers are computed against that rounded scale, so the only error left is the
+integers' own rounding; the scale's storage costs nothing in accuracy. Used when every scale is
+a normal float16 (2^-14 .. 65504); otherwise float32.
 """
 
 from __future__ import annotations
@@ -80,11 +85,13 @@ def quantize(
     block_size: int | None = None,
     symmetric: bool = True,
     levels: int | None = None,
+    half_scales: bool = False,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
     near one float32 copy of the tensor. `levels` asks for that many evenly spaced values per
-    group instead of an integer type's range."""
+    group instead of an integer type's range; `half_scales` stores scales as float16 where
+    they fit (module docstring)."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
@@ -96,18 +103,12 @@ def quantize(
     hi = np.maximum(np.asarray(hi, np.float64), 0.0)
     if symmetric:
         amax = np.maximum(-lo, hi)
-        if qmin < 0:
-            scale = amax / qmax
-            zero = np.zeros_like(scale)
-        else:  # unsigned symmetric: zero point at the centre; the positive side has one step less
-            centre = (qmax + qmin + 1) // 2
-            scale = amax / (qmax - centre)
-            zero = np.full_like(scale, centre)
+        centre = 0 if qmin < 0 else (qmax + qmin + 1) // 2  # unsigned: zero point at the centre
+        scale = _stored_scale(amax / (qmax - centre), half_scales)
+        zero = np.full_like(scale, centre)
     else:
-        scale = (hi - lo) / (qmax - qmin)
-        zero = np.where(scale > 0, np.round(qmin - lo / np.where(scale > 0, scale, 1)), 0)
-        zero = np.clip(zero, qmin, qmax)
-    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)  # constant groups: no 0 or NaN
+        scale = _stored_scale((hi - lo) / (qmax - qmin), half_scales)
+        zero = np.clip(np.round(qmin - lo / scale.astype(np.float64)), qmin, qmax)
     view, s_b, z_b = _grouped(x32, scale, zero.astype(np.float32), granularity, axis, block_size)
     q = view / s_b
     if symmetric is False or qmin >= 0:
@@ -121,6 +122,16 @@ def quantize(
     return Quantized(q.astype(store).reshape(x32.shape),
                      scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
                      zp, dtype, granularity, axis, block_size)
+
+
+def _stored_scale(scale: np.ndarray, half: bool) -> np.ndarray:
+    """Scales as stored: float16 if asked and all fit as normal float16 values, else float32;
+    rounded up, so that the range still fits in the integers. Constant groups (scale 0) get 1,
+    so that no 0 or NaN appears."""
+    scale = np.where(scale > 0, scale, 1.0)
+    dtype = np.float16 if half and scale.min() >= 2.0 ** -14 and scale.max() <= 65504 / 1.01 else np.float32
+    stored = scale.astype(dtype)
+    return np.where(stored < scale, np.nextafter(stored, dtype(np.inf)), stored).astype(dtype)
 
 
 def _grouped(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, granularity: str, axis: int | None,

@@ -41,20 +41,22 @@ def test_int8_per_channel_matches_reference(axis):
 @pytest.mark.parametrize("dtype", ["int8", "uint8", "int4", "uint4"])
 @pytest.mark.parametrize("granularity", ["tensor", "channel", "block"])
 @pytest.mark.parametrize("symmetric", [True, False])
-def test_round_trip_error_bounded_and_no_nan(dtype, granularity, symmetric):
+@pytest.mark.parametrize("half_scales", [False, True])
+def test_round_trip_error_bounded_and_no_nan(dtype, granularity, symmetric, half_scales):
     x = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
     x[:, 5] = 0.0     # all-zero channel (axis 1)
     x[:, 7] = 0.5     # constant channel
     qt = quantize(x, dtype=dtype, granularity=granularity, axis=1 if granularity != "block" else 0,
-                  block_size=16, symmetric=symmetric)
+                  block_size=16, symmetric=symmetric, half_scales=half_scales)
+    assert qt.scale.dtype == (np.float16 if half_scales else np.float32)
     y = dequantize(qt)
     assert np.isfinite(y).all() and np.isfinite(qt.scale).all() and (qt.scale > 0).all()
     levels = {"int8": 255, "uint8": 255, "int4": 15, "uint4": 15}[dtype]
     rng = x.max() - x.min()
     assert np.abs(y - x).max() <= rng / levels + 1e-6  # never worse than one step of the widest range
     assert np.array_equal(y[:, 5], np.zeros(64, np.float32))  # zero exactly representable
-    if granularity == "channel":
-        assert np.allclose(y[:, 7], 0.5, atol=1e-6)
+    if granularity == "channel":  # exact, or within a float16 scale's rounding (2^-11 relative)
+        assert np.allclose(y[:, 7], 0.5, atol=0.5 * 2.0 ** -10 if half_scales else 1e-6)
 
 
 def test_pack_nibbles_matches_onnx_int4_storage():
@@ -73,13 +75,13 @@ def test_pack_nibbles_matches_onnx_int4_storage():
 # -- the pass, on saved files ------------------------------------------------------------------
 
 SCHEMES = [
-    dict(),  # the defaults: int8, asymmetric, blocks of 64
+    dict(),  # the defaults: int8, asymmetric, blocks of 32
     dict(dtype="int8", granularity="channel", symmetric=True),
     dict(dtype="int8", granularity="tensor", symmetric=True),
     dict(dtype="uint8", granularity="channel", symmetric=False),
     dict(dtype="int4", granularity="block", block_size=16, symmetric=True),
     dict(dtype="uint4", granularity="block", block_size=32, symmetric=False),
-    dict(dtype="int4"),  # default for 4-bit: asymmetric blocks of 32
+    dict(dtype="int4"),  # asymmetric blocks of 32
     dict(dtype="int8", granularity="block", block_size=32, symmetric=True),
 ]
 
@@ -125,8 +127,9 @@ def test_every_scheme_and_lowering_loads_and_stays_close(tmp_path, scheme, lower
     saved = onnx.load(str(out))
     payload = sum(len(t.raw_data) for t in all_tensor_protos(saved.graph))
     n = 128 * 64 + 3 * 64 * 64
-    groups = {"tensor": 4, "channel": 128 + 3 * 64, "block": n // opts.block}[opts.granularity]
-    expected = n // (2 if four_bit else 1) + groups * (4 + (not opts.symmetric)) + 64 * 4
+    groups = {"tensor": 4, "channel": 128 + 3 * 64, "block": n // opts.block_size}[opts.granularity]
+    scale_bytes = 2 if lowering == "arith" else 4  # float16 scales under arith
+    expected = n // (2 if four_bit else 1) + groups * (scale_bytes + (not opts.symmetric)) + 64 * 4
     assert payload <= expected + 4 * 100, (payload, expected)  # + shape constants per weight
     assert report.bytes_after / report.bytes_before < (0.30 if four_bit else 0.36)
     ops = {n.op_type for n in onnx.load(str(out)).graph.node}
@@ -180,18 +183,18 @@ def test_conv_per_output_channel_with_zero_and_constant_channels(tmp_path):
 
 
 def test_blocks_fit_the_axis_or_fall_back_to_channels(tmp_path):
-    # K = 200 is no multiple of 64: blocks of 50 (its largest divisor in 32..64) instead
+    # K = 200 is no multiple of 32: blocks of 25 (its largest divisor in 16..32) instead
     w = (np.random.default_rng(0).standard_normal((200, 32)) * 0.05).astype(np.float32)
     mm = builders.model([onnx.helper.make_node("MatMul", ["x", "W"], ["y"])],
                         [builders.vi("x", shape=[2, 200])], [builders.vi("y", shape=[2, 32])],
                         [onnx.numpy_helper.from_array(w, "W")])
     _, out, report = _quant(tmp_path, mm)
     q = report.pass_report("quantize")
-    assert q.details["schemes"] == {"int8/block50/asym/arith": 1}
+    assert q.details["schemes"] == {"int8/block25/asym/arith": 1}
     assert report.verification["rel_l2_error"] < 0.01
     scale = next(t for t in onnx.load(str(out)).graph.initializer if t.name.startswith("W_scale"))
-    assert list(scale.dims) == [4, 1, 32]  # 200 / 50 blocks per column
-    # 8 input channels: no block size in 32..64 divides it, so one scale per output channel
+    assert list(scale.dims) == [8, 1, 32]  # 200 / 25 blocks per column
+    # 8 input channels: no block size in 16..32 divides it, so one scale per output channel
     _, _, report = _quant(tmp_path, builders.conv_model())
     q = report.pass_report("quantize")
     assert q.details["per_channel_instead_of_blocks"] == ["Wc"]

@@ -18,7 +18,7 @@ axis); Gemm B likewise, honouring transB; Conv W [M, C, ...]: channels along M, 
 ConvTranspose W [C, M, ...]: channels along M; Gather data: one scale per row. Otherwise axis 0
 for channels and the last axis for blocks.
 
-Default: int8, asymmetric, blocks of 64 (int4: 32), chosen by measurement (README). Blocks
+Default: int8, asymmetric, blocks of 32, chosen by measurement (README). Blocks
 must tile their axis: a nearby divisor is used when the block size does not divide it, else one
 scale per channel (`choose_scheme`). Graph outputs and overridable inputs stay float.
 """
@@ -54,10 +54,9 @@ FLOAT_TYPES = {
     onnx.TensorProto.BFLOAT16: None,  # read through onnx; computed in float32
 }
 DEFAULT_MIN_ELEMENTS = 4096
-# Blocks: 64 elements for 8-bit, 32 for 4-bit, so that one float32 scale and one zero point per
-# block cost about the same share of the integers (~8% for int8, ~28% for int4). Chosen by
-# measurement (README, "Why this default").
-DEFAULT_BLOCK_SIZE = {"int8": 64, "uint8": 64, "int4": 32, "uint4": 32}
+# Blocks of 32 for every dtype, chosen by measurement (README, "Why this default"): blocks of 64
+# lose half of the gain over per-tensor on weights with even channel ranges.
+DEFAULT_BLOCK_SIZE = 32
 MAX_ERRORS_REPORTED = 10
 _ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
              "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
@@ -66,8 +65,8 @@ _ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
 @dataclass
 class QuantOptions:
     dtype: str = "int8"
-    granularity: str = "block"
-    block_size: int | None = None  # None: DEFAULT_BLOCK_SIZE for the dtype
+    granularity: str | None = None  # None: "block", or "channel" with `levels` (compresses better)
+    block_size: int = DEFAULT_BLOCK_SIZE
     symmetric: bool = False
     lowering: str = "auto"
     min_elements: int = DEFAULT_MIN_ELEMENTS
@@ -77,13 +76,13 @@ class QuantOptions:
     levels: int | None = None  # snap weights to N values per group, keeping float storage
     fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
 
+    def __post_init__(self):
+        if self.granularity is None:
+            self.granularity = "channel" if self.levels else "block"
+
     @property
     def four_bit(self) -> bool:
         return self.dtype in ("int4", "uint4")
-
-    @property
-    def block(self) -> int:
-        return self.block_size or DEFAULT_BLOCK_SIZE[self.dtype]
 
     def label(self, scheme: Scheme, lowering: str) -> str:
         if self.fp16:
@@ -150,7 +149,7 @@ def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
         return Scheme("tensor")
     if options.granularity == "block":
         n = site.shape[block_axis]
-        fitting = [b for b in range(options.block, (options.block - 1) // 2, -1) if n % b == 0]
+        fitting = [b for b in range(options.block_size, (options.block_size - 1) // 2, -1) if n % b == 0]
         if fitting:
             return Scheme("block", block_axis, fitting[0])
     return Scheme("channel", channel_axis)
@@ -198,7 +197,8 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
             err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
             qt = quantize(values, dtype=options.dtype, granularity=scheme.granularity, axis=scheme.axis,
-                          block_size=scheme.block_size, symmetric=options.symmetric)
+                          block_size=scheme.block_size, symmetric=options.symmetric,
+                          half_scales=lowering == "arith")  # dq needs scales of the output type
             err = weight_error(values, qt)
             replace_uses(site.value, _build(site, qt, lowering, names, opset))
             after = _stored_bytes(qt, lowering)
@@ -280,28 +280,33 @@ def _lowering(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: 
 
 def _stored_bytes(qt: Quantized, lowering: str) -> int:
     """Payload bytes of the quantized form (q, scales, zero points), as both lowerings store it."""
-    return _payload_bytes(qt.q.size, qt.scale.size, qt.dtype, qt.zero_point is not None, lowering)
+    return _payload_bytes(qt.q.size, qt.scale.size, qt.scale.itemsize, qt.dtype, qt.zero_point is not None,
+                          lowering)
 
 
-def _payload_bytes(elements: int, groups: int, dtype: str, zero_points: bool, lowering: str) -> int:
+def _payload_bytes(elements: int, groups: int, scale_bytes: int, dtype: str, zero_points: bool,
+                   lowering: str) -> int:
     four_bit = dtype in ("int4", "uint4")
     q_bytes = (elements + 1) // 2 if four_bit else elements
     zp_bytes = 0
     if zero_points:  # 4-bit zero points are packed under dq, one per byte under arith
         zp_bytes = (groups + 1) // 2 if four_bit and lowering == "dq" else groups
-    return q_bytes + groups * 4 + zp_bytes
+    return q_bytes + groups * scale_bytes + zp_bytes
 
 
-def estimated_bytes(site: ConstantSite, options: QuantOptions) -> int:
+def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> int:
     """Payload bytes `site` would take when quantized with `options`, from its shape alone
-    (for `info`; graph overhead of a few small nodes per weight not counted)."""
+    (for `info`: scales assumed to fit float16 under arith; graph overhead of a few small
+    nodes per weight not counted)."""
     if options.fp16:
         return 2 * site.num_elements
     scheme = choose_scheme(site, options)
+    lowering = _lowering(site, options, scheme, opset)
     groups = {"tensor": 1, "channel": site.shape[scheme.axis] if site.shape else 1,
               "block": site.num_elements // (scheme.block_size or 1)}[scheme.granularity]
     zero_points = not options.symmetric or options.dtype in ("uint8", "uint4")
-    return _payload_bytes(site.num_elements, groups, options.dtype, zero_points, "arith")
+    return _payload_bytes(site.num_elements, groups, 2 if lowering == "arith" else 4, options.dtype,
+                          zero_points, lowering)
 
 
 # -- graph construction -------------------------------------------------------------------------
@@ -402,7 +407,10 @@ def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str,
         q = emit("Reshape", [q, _const(names, f"{base}_qshape", np.array(work_shape, np.int64))])
     if zero is not None:
         q = emit("Sub", [q, zero])
-    x = emit("Mul", [q, _const(names, f"{base}_scale", qt.scale.astype(np.float32).reshape(view))])
+    scale = _const(names, f"{base}_scale", qt.scale.reshape(view))
+    if qt.scale.dtype != np.float32:  # float16 scales (half the bytes), folded at session start
+        scale = emit("Cast", [scale], to=onnx.TensorProto.FLOAT)
+    x = emit("Mul", [q, scale])
     if blocked:
         x = emit("Reshape", [x, _const(names, f"{base}_shape", np.array(shape, np.int64))], shape=shape)
     return x

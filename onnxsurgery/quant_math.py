@@ -23,7 +23,7 @@ RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 
 @dataclass
 class Quantized:
     q: np.ndarray  # integer values (int8/uint8 arrays also for 4-bit types), shape of the input
-    scale: np.ndarray  # float32; shape: () per tensor, [d_axis] per channel, blocked shape for blocks
+    scale: np.ndarray  # float32 or float16; shape: () per tensor, [d_axis] per channel, blocked for blocks
     zero_point: np.ndarray | None  # same shape as scale, integer; None when symmetric
     dtype: str
     granularity: str

@@ -142,7 +142,7 @@ def choose_axes(site: ConstantSite) -> tuple[int, int]:
 def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
     """The grouping asked for, fitted to the weight. Blocks must tile the blocked axis: when the
     block size does not divide it, the largest divisor between half the block size and the
-    block size is used instead (200 input channels: blocks of 50 for 64), and when there is
+    block size is used instead (200 input channels: blocks of 25 for 32), and when there is
     none (depthwise and 3-channel convolutions, odd widths), one scale per channel."""
     channel_axis, block_axis = choose_axes(site)
     if options.granularity == "tensor":

@@ -110,18 +110,22 @@ def quantize(
         scale = _stored_scale((hi - lo) / (qmax - qmin), half_scales)
         zero = np.clip(np.round(qmin - lo / scale.astype(np.float64)), qmin, qmax)
     view, s_b, z_b = _grouped(x32, scale, zero.astype(np.float32), granularity, axis, block_size)
+    with_zero_point = not symmetric or qmin >= 0  # signed symmetric: the zero point is 0
     q = view / s_b
-    if symmetric is False or qmin >= 0:
+    if with_zero_point:
         q += z_b
     np.rint(q, out=q)
     np.clip(q, qmin, qmax, out=q)
     store = (np.uint8 if qmax < 256 else np.uint16) if qmin >= 0 else np.int8
-    zp = None
-    if not (symmetric and qmin < 0):
-        zp = np.asarray(zero).astype(store)
+    zp = np.asarray(zero).astype(store) if with_zero_point else None
     return Quantized(q.astype(store).reshape(x32.shape),
                      scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
                      zp, dtype, granularity, axis, block_size)
+
+
+def has_zero_point(dtype: str, symmetric: bool) -> bool:
+    """Whether `quantize` stores zero points for this integer type (see `with_zero_point`)."""
+    return not symmetric or RANGES[dtype][0] >= 0
 
 
 def _stored_scale(scale: np.ndarray, half: bool) -> np.ndarray:

@@ -44,7 +44,7 @@ from ..graph_utils import (
     replace_uses,
     set_values,
 )
-from ..quant_math import Quantized, pack_nibbles, quantize, snap_to_levels, weight_error
+from ..quant_math import Quantized, has_zero_point, pack_nibbles, quantize, snap_to_levels, weight_error
 from ..report import PassReport
 
 FLOAT_TYPES = {
@@ -107,10 +107,11 @@ class Scheme:
         return f"block{self.block_size}" if self.granularity == "block" else self.granularity
 
 
-def dq_min_opset(opts: QuantOptions, granularity: str) -> int:
-    if opts.four_bit or granularity == "block":
+def dq_min_opset(opts: QuantOptions) -> int:
+    """The opset at which DequantizeLinear can express the scheme asked for."""
+    if opts.four_bit or opts.granularity == "block":
         return 21
-    return 13 if granularity == "channel" else 10
+    return 13 if opts.granularity == "channel" else 10
 
 
 def _consumers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
@@ -166,10 +167,10 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
     """Quantize float weights in place (all scopes). Raises UnsupportedModelError when the
     `dq` lowering is asked for at an opset that cannot express the scheme."""
     report = PassReport("quantize")
-    if options.lowering == "dq" and opset < dq_min_opset(options, options.granularity):
+    if options.lowering == "dq" and opset < dq_min_opset(options):
         raise UnsupportedModelError(
             f"--lowering dq with {options.dtype}/{options.granularity} needs opset "
-            f"{dq_min_opset(options, options.granularity)}; this model is opset {opset}. "
+            f"{dq_min_opset(options)}; this model is opset {opset}. "
             "Use --lowering arith or auto."
         )
     scopes = list(iter_scopes(graph))
@@ -304,9 +305,8 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
     lowering = _lowering(site, options, scheme, opset)
     groups = {"tensor": 1, "channel": site.shape[scheme.axis] if site.shape else 1,
               "block": site.num_elements // (scheme.block_size or 1)}[scheme.granularity]
-    zero_points = not options.symmetric or options.dtype in ("uint8", "uint4")
     return _payload_bytes(site.num_elements, groups, 2 if lowering == "arith" else 4, options.dtype,
-                          zero_points, lowering)
+                          has_zero_point(options.dtype, options.symmetric), lowering)
 
 
 # -- graph construction -------------------------------------------------------------------------

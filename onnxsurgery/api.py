@@ -226,7 +226,8 @@ def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool) -> None
 def quant(model, *, merge: bool = True, **options) -> tuple[onnx.ModelProto, RunReport]:
     """Weight-only quantization in memory (no verification; see `quant_file`). Options are
     the fields of `QuantOptions`: dtype (int8), granularity (block), block_size (32),
-    symmetric (False), lowering (auto), min_elements (4096), include, exclude, levels, fp16."""
+    symmetric (False), rounding (auto), lowering (auto), min_elements (4096), include, exclude,
+    levels, fp16."""
     result, report, _ = _in_memory(model, "quant",
                                    lambda ws, report: _run_quant_passes(ws, QuantOptions(**options), merge))
     return result, report

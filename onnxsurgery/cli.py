@@ -216,6 +216,10 @@ def _render_verification(v: dict) -> str:
 @click.option("--block-size", type=click.IntRange(min=2), default=QUANT_BLOCK_SIZE, show_default=True)
 @click.option("--symmetric/--asymmetric", default=False, show_default=True,
               help="Asymmetric stores a zero point per group and uses all 2^bits levels over its range.")
+@click.option("--rounding", type=click.Choice(["auto", "nearest", "balanced"]), default="auto", show_default=True,
+              help="balanced: nudge the fewest values one step so that each group's rounding errors sum to "
+              "zero (no output shift from inputs with a common offset); auto: balanced for convolution "
+              "weights, nearest elsewhere.")
 @click.option("--lowering", type=click.Choice(["auto", "dq", "arith"]), default="auto", show_default=True,
               help="dq: DequantizeLinear; arith: Cast/Mul (folded by onnxruntime at session start); "
               "auto: per tensor, what keeps onnxruntime fast and is valid at the model's opset.")
@@ -241,7 +245,7 @@ def _render_verification(v: dict) -> str:
 @_verification_options
 @_common_output_options
 @_handle_errors
-def quant(input_path, output_path, dtype, granularity, block_size, symmetric, lowering, min_elements, include,
+def quant(input_path, output_path, dtype, granularity, block_size, symmetric, rounding, lowering, min_elements, include,
           exclude, levels, fp16, no_merge, no_verify, dynamic, target_error, max_error, inputs_npz, shapes, in_place,
           external_data, as_json):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
@@ -252,8 +256,8 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, lo
         input_path, output_path, merge=not no_merge, verify=not no_verify, max_error=max_error,
         samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
         in_place=in_place, external_data=external_data, dynamic=dynamic, target_error=target_error,
-        dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric, lowering=lowering,
-        min_elements=min_elements,
+        dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric, rounding=rounding,
+        lowering=lowering, min_elements=min_elements,
         include=include, exclude=exclude, levels=levels, fp16=fp16)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

@@ -9,6 +9,13 @@ Scales can be stored as float16 (`half_scales`): each is rounded up to a float16
 and the integers are computed against that rounded scale, so the only error left is the
 integers' own rounding; the scale's storage costs nothing in accuracy. Used when every scale is
 a normal float16 (2^-14 .. 65504); otherwise float32.
+
+Balanced rounding (`balanced`): round to nearest, then move the fewest values of each group
+one step (those whose exact value lies nearest the halfway point) so that the group's rounding
+errors sum to zero (within half a step). Plain rounding leaves each group a small random error
+sum; a layer whose inputs share a common offset (non-negative activations after ReLU or
+hardswish, as in convolutional networks) turns that sum into a systematic shift of its output.
+Each value stays within one step of its exact value.
 """
 
 from __future__ import annotations
@@ -86,12 +93,14 @@ def quantize(
     symmetric: bool = True,
     levels: int | None = None,
     half_scales: bool = False,
+    balanced: bool = False,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
     near one float32 copy of the tensor. `levels` asks for that many evenly spaced values per
     group instead of an integer type's range; `half_scales` stores scales as float16 where
-    they fit (module docstring)."""
+    they fit; `balanced` makes each channel's or block's rounding errors sum to zero (module
+    docstring; ignored per tensor and for a ragged last block)."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
@@ -114,13 +123,52 @@ def quantize(
     q = view / s_b
     if with_zero_point:
         q += z_b
+    blocked_view = view.ndim > x32.ndim  # blocks that tile their axis: members along axis + 1
+    balance = balanced and (granularity == "channel" or blocked_view)
+    exact = q.copy() if balance else None
     np.rint(q, out=q)
     np.clip(q, qmin, qmax, out=q)
+    if balance:
+        exact -= q  # the rounding residuals
+        _balance(q, exact, axis + 1 if blocked_view else axis, blocked_view, qmin, qmax)
     store = (np.uint8 if qmax < 256 else np.uint16) if qmin >= 0 else np.int8
     zp = np.asarray(zero).astype(store) if with_zero_point else None
     return Quantized(q.astype(store).reshape(x32.shape),
                      scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
                      zp, dtype, granularity, axis, block_size)
+
+
+def _balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis: bool, qmin: int,
+             qmax: int) -> None:
+    """Balanced rounding, in place on the rounded and clipped q: in each group, the k values
+    with the largest residuals (exact - rounded) of the sign of the group's residual sum move
+    one step that way, k being that sum rounded; values at qmin or qmax do not move past it.
+    A group is a block (members along `axis`) or a channel (members along every axis but
+    `axis`). Rows go through the argsort in chunks so that its indices stay small."""
+    if members_along_axis:
+        q_rows = np.moveaxis(q, axis, -1)  # a view: writing into it writes into q
+        shape2d = (-1, q.shape[axis])
+    else:
+        q_rows = np.moveaxis(q, axis, 0)
+        shape2d = (q.shape[axis], -1)
+    q2d = q_rows.reshape(shape2d)
+    r2d = np.moveaxis(residual, axis, -1 if members_along_axis else 0).reshape(shape2d)
+    delta = np.zeros(r2d.shape, np.float32)
+    chunk = max(1, (1 << 20) // max(r2d.shape[1], 1))
+    for start in range(0, r2d.shape[0], chunk):
+        rows, qs = r2d[start:start + chunk], q2d[start:start + chunk]
+        k = np.rint(rows.sum(axis=1, dtype=np.float64)).astype(np.int64)
+        kmax = int(np.abs(k).max()) if k.size else 0
+        if kmax == 0:
+            continue
+        sign = np.sign(k)[:, None]
+        score = rows * sign  # how far each value is from rounding the way its group needs
+        score[np.where(sign > 0, qs >= qmax, qs <= qmin)] = -np.inf
+        picked = np.argsort(-score, axis=1)[:, :kmax]
+        movable = np.take_along_axis(score, picked, axis=1) > -np.inf
+        steps = np.where((np.arange(kmax)[None, :] < np.abs(k)[:, None]) & movable, sign, 0)
+        np.put_along_axis(delta[start:start + chunk], picked, steps.astype(np.float32), axis=1)
+    q_rows += delta.reshape(q_rows.shape)
 
 
 def has_zero_point(dtype: str, symmetric: bool) -> bool:

@@ -59,6 +59,41 @@ def test_round_trip_error_bounded_and_no_nan(dtype, granularity, symmetric, half
         assert np.allclose(y[:, 7], 0.5, atol=0.5 * 2.0 ** -10 if half_scales else 1e-6)
 
 
+def _group_error_sums(qt, x):
+    """Per group: sum of (dequantized - x), in steps of that group's scale."""
+    d = dequantize(qt).astype(np.float64) - x
+    scale = qt.scale.astype(np.float64)
+    if qt.granularity == "channel":
+        return np.moveaxis(d, qt.axis, 0).reshape(x.shape[qt.axis], -1).sum(axis=1) / scale
+    blocked = list(x.shape)
+    blocked[qt.axis:qt.axis + 1] = [x.shape[qt.axis] // qt.block_size, qt.block_size]
+    return d.reshape(blocked).sum(axis=qt.axis + 1) / scale
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint4"])
+@pytest.mark.parametrize("granularity, axis", [("channel", 0), ("channel", 1), ("block", 1)])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_balanced_rounding_zeroes_each_groups_error_sum(dtype, granularity, axis, symmetric):
+    x = (np.random.default_rng(2).standard_normal((24, 64, 3)) + 0.3).astype(np.float32)
+    x[5] = 0.0  # an all-zero slice: no NaN, stays zero
+    kw = dict(dtype=dtype, granularity=granularity, axis=axis, block_size=16, symmetric=symmetric,
+              half_scales=True)
+    nearest, balanced = quantize(x, **kw), quantize(x, balanced=True, **kw)
+    assert np.array_equal(nearest.scale, balanced.scale)
+    # nearest leaves error sums of several steps; balanced at most half a step per group
+    assert np.abs(_group_error_sums(nearest, x)).max() > 2
+    assert np.abs(_group_error_sums(balanced, x)).max() <= 0.5 + 1e-4
+    # each value moves at most one step from nearest, so its error stays under one step
+    assert np.abs(balanced.q.astype(np.int16) - nearest.q).max() == 1
+    y = dequantize(balanced)
+    assert np.isfinite(y).all() and np.array_equal(y[5], np.zeros_like(y[5]))
+    lo, hi = (0, 15) if dtype == "uint4" else (-128, 127)
+    assert balanced.q.min() >= lo and balanced.q.max() <= hi
+    # the price: a slightly larger element-wise error
+    e_near = np.linalg.norm(dequantize(nearest) - x)
+    assert e_near <= np.linalg.norm(y - x) <= 1.05 * e_near
+
+
 def test_pack_nibbles_matches_onnx_int4_storage():
     values = np.array([-8, -1, 0, 7, 3], np.int8)
     t = onnx.helper.make_tensor("t", onnx.TensorProto.INT4, [5], pack_nibbles(values, signed=True).tobytes(),
@@ -199,6 +234,29 @@ def test_blocks_fit_the_axis_or_fall_back_to_channels(tmp_path):
     q = report.pass_report("quantize")
     assert q.details["per_channel_instead_of_blocks"] == ["Wc"]
     assert q.details["schemes"] == {"int8/channel/asym/arith": 1}
+
+
+def test_conv_weights_get_balanced_rounding_and_a_smaller_output_error(tmp_path):
+    # A 1x1 conv over sigmoid outputs (all positive: a common offset), and a MatMul beside it.
+    rng = np.random.default_rng(3)
+    wc = (rng.standard_normal((64, 128, 1, 1)) * 0.1).astype(np.float32)
+    wm = (rng.standard_normal((8, 160)) * 0.1).astype(np.float32)
+    nodes = [onnx.helper.make_node("Sigmoid", ["x"], ["s"]),
+             onnx.helper.make_node("Conv", ["s", "Wc"], ["c"]),
+             onnx.helper.make_node("MatMul", ["x", "Wm"], ["y"])]
+    model = builders.model(nodes, [builders.vi("x", shape=[1, 128, 4, 8])],
+                           [builders.vi("c", shape=[1, 64, 4, 8]), builders.vi("y", shape=[1, 128, 4, 160])],
+                           [onnx.numpy_helper.from_array(wc, "Wc"), onnx.numpy_helper.from_array(wm, "Wm")])
+    feeds = builders.feeds_for(model)
+    conv_ref = run(model, feeds)[0]
+    errors = {}
+    for rounding in ("nearest", "auto"):
+        _, out, report = _quant(tmp_path, model, rounding=rounding)
+        q = report.pass_report("quantize")
+        assert sorted(q.details["quantized"]) == ["Wc", "Wm"]
+        assert q.details["balanced_rounding"] == ([] if rounding == "nearest" else ["Wc"])  # not the MatMul's
+        errors[rounding] = np.linalg.norm(run(out, feeds)[0] - conv_ref) / np.linalg.norm(conv_ref)
+    assert errors["auto"] < 0.8 * errors["nearest"]
 
 
 def test_max_error_refuses_and_writes_nothing(tmp_path):

@@ -18,6 +18,13 @@ axis); Gemm B likewise, honouring transB; Conv W [M, C, ...]: channels along M, 
 ConvTranspose W [C, M, ...]: channels along M; Gather data: one scale per row. Otherwise axis 0
 for channels and the last axis for blocks.
 
+Rounding: `balanced` (each group's rounding errors sum to zero, quant_math) for weights read
+only by Conv/ConvTranspose under `auto`, round-to-nearest elsewhere. Measured over four
+rounding draws (scales jittered by up to 2%): PP-OCRv4 rec's median output error 0.066 -> 0.038
+and argmax agreement 98.1% -> 98.8%, because conv inputs are non-negative activations that turn
+a block's error sum into an output shift; det and the encoder sample unchanged; BERT's MatMuls,
+which read LayerNorm outputs, 7% worse, hence Conv only.
+
 Default: int8, asymmetric, blocks of 32, chosen by measurement (README). Blocks
 must tile their axis: a nearby divisor is used when the block size does not divide it, else one
 scale per channel (`choose_scheme`). Graph outputs and overridable inputs stay float.
@@ -75,6 +82,7 @@ class QuantOptions:
     fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
     levels: int | None = None  # snap weights to N values per group, keeping float storage
     fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
+    rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
 
     def __post_init__(self):
         if self.granularity is None:
@@ -156,6 +164,14 @@ def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
     return Scheme("channel", channel_axis)
 
 
+def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
+    """Whether `site` gets balanced rounding (module docstring: convolution weights under auto)."""
+    if options.rounding != "auto":
+        return options.rounding == "balanced"
+    consumers = _consumers(site)
+    return bool(consumers) and all(n.op in ("Conv", "ConvTranspose") and i == 1 for n, i in consumers)
+
+
 def _matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
     ops = {n.op for n, _ in _consumers(site)}
     return any(fnmatch.fnmatchcase(site.name, p) or any(fnmatch.fnmatchcase(op, p) for op in ops)
@@ -175,7 +191,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
         )
     scopes = list(iter_scopes(graph))
     names = NameAllocator(graph)
-    errors, schemes, fallbacks = [], {}, []
+    errors, schemes, fallbacks, balanced = [], {}, [], []
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype not in FLOAT_TYPES:
             continue
@@ -197,9 +213,12 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
         if options.fp16 or options.levels or as_fp16:
             err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
+            balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
             qt = quantize(values, dtype=options.dtype, granularity=scheme.granularity, axis=scheme.axis,
-                          block_size=scheme.block_size, symmetric=options.symmetric,
+                          block_size=scheme.block_size, symmetric=options.symmetric, balanced=balance,
                           half_scales=lowering == "arith")  # dq needs scales of the output type
+            if balance:
+                balanced.append(site.name)
             err = weight_error(values, qt)
             replace_uses(site.value, _build(site, qt, lowering, names, opset))
             after = _stored_bytes(qt, lowering)
@@ -213,6 +232,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
                       "largest_errors": errors[:MAX_ERRORS_REPORTED],
                       # blocks asked for, but no block size near it divides the blocked axis
                       "per_channel_instead_of_blocks": fallbacks,
+                      "balanced_rounding": balanced,
                       "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
     return report
 

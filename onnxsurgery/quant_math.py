@@ -144,31 +144,31 @@ def _balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis:
     with the largest residuals (exact - rounded) of the sign of the group's residual sum move
     one step that way, k being that sum rounded; values at qmin or qmax do not move past it.
     A group is a block (members along `axis`) or a channel (members along every axis but
-    `axis`). Rows go through the argsort in chunks so that its indices stay small."""
+    `axis`). The values are picked one per group per round (an argmax over the groups still
+    short), so the cost is a few passes over the tensor: k is rarely above 3 for blocks."""
     if members_along_axis:
         q_rows = np.moveaxis(q, axis, -1)  # a view: writing into it writes into q
         shape2d = (-1, q.shape[axis])
     else:
         q_rows = np.moveaxis(q, axis, 0)
         shape2d = (q.shape[axis], -1)
-    q2d = q_rows.reshape(shape2d)
-    r2d = np.moveaxis(residual, axis, -1 if members_along_axis else 0).reshape(shape2d)
-    delta = np.zeros(r2d.shape, np.float32)
-    chunk = max(1, (1 << 20) // max(r2d.shape[1], 1))
-    for start in range(0, r2d.shape[0], chunk):
-        rows, qs = r2d[start:start + chunk], q2d[start:start + chunk]
-        k = np.rint(rows.sum(axis=1, dtype=np.float64)).astype(np.int64)
-        kmax = int(np.abs(k).max()) if k.size else 0
-        if kmax == 0:
-            continue
-        sign = np.sign(k)[:, None]
-        score = rows * sign  # how far each value is from rounding the way its group needs
-        score[np.where(sign > 0, qs >= qmax, qs <= qmin)] = -np.inf
-        picked = np.argsort(-score, axis=1)[:, :kmax]
-        movable = np.take_along_axis(score, picked, axis=1) > -np.inf
-        steps = np.where((np.arange(kmax)[None, :] < np.abs(k)[:, None]) & movable, sign, 0)
-        np.put_along_axis(delta[start:start + chunk], picked, steps.astype(np.float32), axis=1)
-    q_rows += delta.reshape(q_rows.shape)
+    q2d = q_rows.reshape(shape2d)  # a copy unless the members are already contiguous
+    score = np.moveaxis(residual, axis, -1 if members_along_axis else 0).reshape(shape2d)
+    k = np.rint(score.sum(axis=1, dtype=np.float64)).astype(np.int64)
+    sign = np.sign(k).astype(np.float32)
+    score *= sign[:, None]  # how far each value is from rounding the way its group needs
+    score[(q2d >= qmax) & (sign[:, None] > 0) | (q2d <= qmin) & (sign[:, None] < 0)] = -np.inf
+    short = np.flatnonzero(k)
+    needed = np.abs(k[short])
+    while short.size:
+        picked = score[short].argmax(axis=1)
+        movable = score[short, picked] > -np.inf
+        q2d[short[movable], picked[movable]] += sign[short[movable]]
+        score[short, picked] = -np.inf
+        needed -= 1
+        keep = (needed > 0) & movable
+        short, needed = short[keep], needed[keep]
+    q_rows[...] = q2d.reshape(q_rows.shape)
 
 
 def has_zero_point(dtype: str, symmetric: bool) -> bool:

@@ -10,6 +10,7 @@ import onnx
 
 import numpy as np
 
+from .calibration import Calibration
 from .errors import InputError, UnsupportedModelError, VerificationError
 from .graph_utils import read_values
 from .inventory import inventory
@@ -216,11 +217,12 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
     return dict(zip(names, values))
 
 
-def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool) -> None:
+def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
+                      calibration: Calibration | None = None) -> None:
     if merge:
         ws.run(merge_duplicate_constants, min_elements=DEFAULT_MIN_ELEMENTS, keep=ws.keep)
         ws.cleanup()  # constants merged away must not be quantized
-    ws.run(quantize_weights, options=options, opset=ws.opsets.get("", 1), keep=ws.keep)
+    ws.run(quantize_weights, options=options, opset=ws.opsets.get("", 1), keep=ws.keep, calibration=calibration)
 
 
 def quant(model, *, merge: bool = True, **options) -> tuple[onnx.ModelProto, RunReport]:
@@ -246,6 +248,7 @@ def quant_file(
     external_data: bool = False,
     dynamic: bool = False,
     target_error: float | None = None,
+    calibration: list[dict[str, np.ndarray]] | None = None,
     **options,
 ) -> RunReport:
     """Quantize weights from a file to a file. Unless `verify` is False, the input and the
@@ -256,6 +259,10 @@ def quant_file(
     With `target_error`, the weights whose quantization costs the most output accuracy (each
     measured alone in onnxruntime) are stored as float16 instead, as few as needed for the
     relative L2 output error to stay within it.
+
+    With `calibration` (samples like `samples`, ideally other ones), weights read by MatMul,
+    Gemm or single-group Conv get GPTQ rounding: their integers are chosen for a small error in
+    the layer's output on those inputs rather than in the weight itself (gptq.py).
 
     `dynamic` runs onnxruntime's quantize_dynamic instead (activations quantized at run time),
     with subgraphs enabled, after turning Constant-node weights into initializers so that it
@@ -271,14 +278,19 @@ def quant_file(
         result = _quantize_dynamic(ws)
     else:
         quant_options = QuantOptions(**options)
+        calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
         if target_error is not None:
             kept = _most_sensitive_weights(input_path, quant_options, merge, target_error,
-                                           samples=samples, shapes=shapes)
+                                           samples=samples, shapes=shapes, calibration=calibrated)
             quant_options.fp16_for = tuple(quant_options.fp16_for) + tuple(_literal(n) for n in kept)
             report.notes.append(f"stored {len(kept)} weights as float16 for --target-error {target_error:g}"
                                 + (f": {', '.join(kept)}" if kept else ""))
-        _run_quant_passes(ws, quant_options, merge)
+        _run_quant_passes(ws, quant_options, merge, calibrated)
         report.passes = ws.reports
+        if calibrated is not None:
+            n = len(ws.reports[-1].details["calibrated"])
+            report.notes.append(f"GPTQ rounding for {n} of {ws.reports[-1].changed} weights, from "
+                                f"{len(calibration)} calibration sample{'s' * (len(calibration) != 1)}")
         result = ws.export()
 
     def check(written: Path) -> None:
@@ -301,7 +313,7 @@ def _literal(name: str) -> str:
 
 
 def _most_sensitive_weights(input_path, options: QuantOptions, merge: bool, target: float, *,
-                            samples=None, shapes=None) -> list[str]:
+                            samples=None, shapes=None, calibration: Calibration | None = None) -> list[str]:
     """The fewest weights to store as float16 rather than integers so that the output error
     stays within `target`: each weight's cost as an integer is measured alone, then the
     costliest go to float16, doubling the count until the target is met and bisecting back."""
@@ -310,7 +322,7 @@ def _most_sensitive_weights(input_path, options: QuantOptions, merge: bool, targ
 
     def output_error(opts: QuantOptions) -> tuple[float, list[str]]:
         ws = open_workspace(input_path)
-        _run_quant_passes(ws, opts, merge)
+        _run_quant_passes(ws, opts, merge, calibration)
         names = ws.reports[-1].details["quantized"]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "probe.onnx"

@@ -242,12 +242,15 @@ def _render_verification(v: dict) -> str:
               "onnxruntime) needed for the relative L2 output error to stay within this.")
 @click.option("--max-error", type=float,
               help="Refuse (write nothing, exit 2) if the relative L2 output error exceeds this.")
+@click.option("--calibration", "calibration_npz", type=click.Path(dir_okay=False),
+              help="Real inputs (an .npz like --inputs; other samples than those, for an honest check) "
+              "to round MatMul, Gemm and Conv weights for a small output error on them (GPTQ).")
 @_verification_options
 @_common_output_options
 @_handle_errors
 def quant(input_path, output_path, dtype, granularity, block_size, symmetric, rounding, lowering, min_elements, include,
-          exclude, levels, fp16, no_merge, no_verify, dynamic, target_error, max_error, inputs_npz, shapes, in_place,
-          external_data, as_json):
+          exclude, levels, fp16, no_merge, no_verify, dynamic, target_error, max_error, calibration_npz, inputs_npz,
+          shapes, in_place, external_data, as_json):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
     if levels and fp16:
@@ -256,7 +259,7 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, ro
         input_path, output_path, merge=not no_merge, verify=not no_verify, max_error=max_error,
         samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
         in_place=in_place, external_data=external_data, dynamic=dynamic, target_error=target_error,
-        dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric, rounding=rounding,
+        calibration=load_input_samples(calibration_npz) if calibration_npz else None, dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric, rounding=rounding,
         lowering=lowering, min_elements=min_elements,
         include=include, exclude=exclude, levels=levels, fp16=fp16)
     if as_json:

@@ -108,16 +108,7 @@ def quantize(
         block_size = None
     x32 = np.asarray(x, dtype=np.float32)
     lo, hi = _ranges(x32, granularity, axis, block_size)
-    lo = np.minimum(np.asarray(lo, np.float64), 0.0)  # zero must be exactly representable
-    hi = np.maximum(np.asarray(hi, np.float64), 0.0)
-    if symmetric:
-        amax = np.maximum(-lo, hi)
-        centre = 0 if qmin < 0 else (qmax + qmin + 1) // 2  # unsigned: zero point at the centre
-        scale = _stored_scale(amax / (qmax - centre), half_scales)
-        zero = np.full_like(scale, centre)
-    else:
-        scale = _stored_scale((hi - lo) / (qmax - qmin), half_scales)
-        zero = np.clip(np.round(qmin - lo / scale.astype(np.float64)), qmin, qmax)
+    scale, zero = scales_for_ranges(lo, hi, qmin, qmax, symmetric, half_scales)
     view, s_b, z_b = _grouped(x32, scale, zero.astype(np.float32), granularity, axis, block_size)
     with_zero_point = not symmetric or qmin >= 0  # signed symmetric: the zero point is 0
     q = view / s_b
@@ -176,12 +167,33 @@ def has_zero_point(dtype: str, symmetric: bool) -> bool:
     return not symmetric or RANGES[dtype][0] >= 0
 
 
-def _stored_scale(scale: np.ndarray, half: bool) -> np.ndarray:
-    """Scales as stored: float16 if asked and all fit as normal float16 values, else float32;
-    rounded up, so that the range still fits in the integers. Constant groups (scale 0) get 1,
-    so that no 0 or NaN appears."""
+def scales_for_ranges(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool | type = False):
+    """Stored scales and zero points (float64, integral) for groups with these min and max.
+    `half_scales`: float16 scales where all fit (True), or a forced storage type (np.float16 or
+    np.float32: GPTQ fixes it once for a tensor whose groups it scales one at a time)."""
+    lo = np.minimum(np.asarray(lo, np.float64), 0.0)  # zero must be exactly representable
+    hi = np.maximum(np.asarray(hi, np.float64), 0.0)
+    if symmetric:
+        amax = np.maximum(-lo, hi)
+        centre = 0 if qmin < 0 else (qmax + qmin + 1) // 2  # unsigned: zero point at the centre
+        scale = _stored_scale(amax / (qmax - centre), half_scales)
+        return scale, np.full(scale.shape, float(centre))
+    scale = _stored_scale((hi - lo) / (qmax - qmin), half_scales)
+    return scale, np.clip(np.round(qmin - lo / scale.astype(np.float64)), qmin, qmax)
+
+
+def scale_dtype(scale: np.ndarray, half: bool) -> type:
+    """float16 if asked and every scale is a normal float16 value (with room for rounding
+    up), else float32."""
     scale = np.where(scale > 0, scale, 1.0)
-    dtype = np.float16 if half and scale.min() >= 2.0 ** -14 and scale.max() <= 65504 / 1.01 else np.float32
+    return np.float16 if half and scale.min() >= 2.0 ** -14 and scale.max() <= 65504 / 1.01 else np.float32
+
+
+def _stored_scale(scale: np.ndarray, half: bool | type) -> np.ndarray:
+    """Scales as stored (`scale_dtype`, or the type given); rounded up, so that the range
+    still fits in the integers. Constant groups (scale 0) get 1, so that no 0 or NaN appears."""
+    scale = np.where(scale > 0, scale, 1.0)
+    dtype = half if isinstance(half, type) else scale_dtype(scale, half)
     stored = scale.astype(dtype)
     return np.where(stored < scale, np.nextafter(stored, dtype(np.inf)), stored).astype(dtype)
 

@@ -40,7 +40,9 @@ import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
+from ..calibration import Calibration
 from ..errors import UnsupportedModelError
+from ..gptq import quantize_with_hessian
 from ..graph_utils import (
     ConstantSite,
     NameAllocator,
@@ -179,9 +181,11 @@ def _matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
 
 
 def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
-                     keep: frozenset[str] = frozenset()) -> PassReport:
-    """Quantize float weights in place (all scopes). Raises UnsupportedModelError when the
-    `dq` lowering is asked for at an opset that cannot express the scheme."""
+                     keep: frozenset[str] = frozenset(), calibration: Calibration | None = None) -> PassReport:
+    """Quantize float weights in place (all scopes). With `calibration`, the integer roundings
+    of the weights whose consumers it supports use GPTQ (gptq.py) instead of `rounding`.
+    Raises UnsupportedModelError when the `dq` lowering is asked for at an opset that cannot
+    express the scheme."""
     report = PassReport("quantize")
     if options.lowering == "dq" and opset < dq_min_opset(options):
         raise UnsupportedModelError(
@@ -191,7 +195,8 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
         )
     scopes = list(iter_scopes(graph))
     names = NameAllocator(graph)
-    errors, schemes, fallbacks, balanced = [], {}, [], []
+    errors, schemes, fallbacks, balanced, calibrated = [], {}, [], [], []
+    todo = []
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype not in FLOAT_TYPES:
             continue
@@ -201,22 +206,34 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
                 report.skip(site.name, reason)
             continue
         scheme = choose_scheme(site, options)
-        if scheme.granularity != options.granularity:
-            fallbacks.append(site.name)
         lowering = _lowering(site, options, scheme, opset)
         if options.four_bit and lowering == "arith" and site.num_elements % 2:
             report.skip(site.name, "odd element count: 4-bit arith packing needs pairs")
             continue
+        as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and _matches(site, options.fp16_for)
+        todo.append((site, scheme, lowering, as_fp16))
+    stays_float = bool(options.fp16 or options.levels)
+    if calibration is not None and not stays_float:
+        calibration.plan([site for site, _, _, as_fp16 in todo if not as_fp16])
+    for site, scheme, lowering, as_fp16 in todo:
+        as_float = stays_float or as_fp16
+        if scheme.granularity != options.granularity:
+            fallbacks.append(site.name)
         values = read_values(site.tensor).astype(np.float32, copy=False)
         before = site.nbytes
-        as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and _matches(site, options.fp16_for)
-        if options.fp16 or options.levels or as_fp16:
+        hessian = calibration.hessian(site) if calibration is not None and not as_float else None
+        if as_float:
             err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
-            balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
-            qt = quantize(values, dtype=options.dtype, granularity=scheme.granularity, axis=scheme.axis,
-                          block_size=scheme.block_size, symmetric=options.symmetric, balanced=balance,
-                          half_scales=lowering == "arith")  # dq needs scales of the output type
+            balance = hessian is None and balanced_rounding(site, options) and scheme.granularity != "tensor"
+            common = dict(dtype=options.dtype, granularity=scheme.granularity, block_size=scheme.block_size,
+                          symmetric=options.symmetric, half_scales=lowering == "arith")  # dq: scales of the output type
+            if hessian is not None:
+                channel_axis, block_axis = choose_axes(site)
+                qt = quantize_with_hessian(values, hessian, channel_axis=channel_axis, block_axis=block_axis, **common)
+                calibrated.append(site.name)
+            else:
+                qt = quantize(values, axis=scheme.axis, balanced=balance, **common)
             if balance:
                 balanced.append(site.name)
             err = weight_error(values, qt)
@@ -233,6 +250,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
                       # blocks asked for, but no block size near it divides the blocked axis
                       "per_channel_instead_of_blocks": fallbacks,
                       "balanced_rounding": balanced,
+                      "calibrated": calibrated,  # GPTQ rounding from calibration inputs
                       "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
     return report
 

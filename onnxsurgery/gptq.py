@@ -1,0 +1,113 @@
+"""Rounding that uses calibration inputs (GPTQ, Frantar et al. 2022), in numpy.
+
+Round to nearest minimises each weight's own error. What matters is the layer's output error
+on real inputs, ||dW X||, which depends on how the input features vary together: with
+H = sum of x x^T over the calibration inputs, it is trace(dW H dW^T). GPTQ rounds the input
+columns of the weight one at a time and moves the error each rounding leaves onto the columns
+not yet rounded, weighted by the inverse of H, so that later roundings cancel it where the
+inputs are correlated (or share an offset). The result is ordinary integers, scales and zero
+points in the layout `quant_math.quantize` produces, so the graph lowering is unchanged.
+
+Layout: the weight is viewed as a matrix [rows, columns]: rows along its channel axis (the
+consumer's outputs), columns over every other axis with the block axis innermost, so that each
+block is a contiguous run of columns. `calibration.py` builds H in that column order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .quant_math import RANGES, Quantized, has_zero_point, scale_dtype, scales_for_ranges
+
+DAMPING = 0.01  # of H's mean diagonal, added to its diagonal (the GPTQ paper's default)
+LAZY_COLUMNS = 128  # columns rounded between updates of the rest (per block for blocks)
+
+
+def matrix_order(ndim: int, channel_axis: int, block_axis: int) -> list[int]:
+    """Axis order that makes the weight a [channel, other axes..., block axis] array."""
+    return [channel_axis] + [a for a in range(ndim) if a not in (channel_axis, block_axis)] + [block_axis]
+
+
+def quantize_with_hessian(
+    x: np.ndarray,
+    hessian: np.ndarray,
+    *,
+    dtype: str,
+    granularity: str,
+    channel_axis: int,
+    block_axis: int,
+    block_size: int | None = None,
+    symmetric: bool = False,
+    half_scales: bool = False,
+) -> Quantized:
+    """`x` quantized so that its output error on inputs with second moments `hessian`
+    (columns in `matrix_order`) is small. Scales per tensor and per channel come from the
+    weight's ranges; per block, from each block's values as they stand when its turn comes."""
+    qmin, qmax = RANGES[dtype]
+    order = matrix_order(x.ndim, channel_axis, block_axis)
+    moved_shape = tuple(x.shape[a] for a in order)
+    w = np.transpose(np.asarray(x, np.float64), order).reshape(moved_shape[0], -1).copy()
+    rows, cols = w.shape
+    upper = _inverse_cholesky(hessian, cols)
+    blocks = granularity == "block"
+    if blocks and x.shape[block_axis] % block_size:
+        raise ValueError("blocks must tile the block axis")
+    # One storage type for all scales, fixed from the weight's own range before any update.
+    ranges = (w.min(), w.max()) if granularity == "tensor" else (w.min(axis=1), w.max(axis=1))
+    stored = scale_dtype(scales_for_ranges(*ranges, qmin, qmax, symmetric)[0], half_scales)
+    if not blocks:  # per tensor or per channel: fixed before any update; s, z per row
+        scale, zero = scales_for_ranges(*ranges, qmin, qmax, symmetric, stored)
+        s, z = np.broadcast_to(scale.astype(np.float64), (rows,)), np.broadcast_to(zero, (rows,))
+    block_scales, block_zeros = [], []
+    q = np.empty((rows, cols), np.float64)
+    step = block_size if blocks else LAZY_COLUMNS
+    for c0 in range(0, cols, step):
+        c1 = min(c0 + step, cols)
+        if blocks:
+            scale, zero = scales_for_ranges(w[:, c0:c1].min(axis=1), w[:, c0:c1].max(axis=1), qmin, qmax,
+                                            symmetric, stored)
+            block_scales.append(scale)
+            block_zeros.append(zero)
+            s, z = scale.astype(np.float64), zero
+        carried = np.empty((rows, c1 - c0))
+        for j in range(c0, c1):
+            qj = np.clip(np.rint(w[:, j] / s + z), qmin, qmax)
+            q[:, j] = qj
+            err = (w[:, j] - (qj - z) * s) / upper[j, j]
+            w[:, j + 1:c1] -= np.outer(err, upper[j, j + 1:c1])  # within the block, column by column
+            carried[:, j - c0] = err
+        w[:, c1:] -= carried @ upper[c0:c1, c1:]  # the rest, once per block
+    inverse = np.argsort(order)
+    store = (np.uint8 if qmax < 256 else np.uint16) if qmin >= 0 else np.int8
+    q_out = np.transpose(q.reshape(moved_shape), inverse).astype(store)
+    if blocks:
+        grouped = moved_shape[:-1] + (moved_shape[-1] // block_size,)
+        scale = np.transpose(np.stack(block_scales, axis=1).reshape(grouped), inverse)
+        zero = np.transpose(np.stack(block_zeros, axis=1).reshape(grouped), inverse)
+        axis = block_axis
+    else:
+        axis = channel_axis if granularity == "channel" else None
+    zp = np.asarray(zero).astype(store) if has_zero_point(dtype, symmetric) else None
+    return Quantized(np.ascontiguousarray(q_out), np.asarray(scale).copy(order="C"), zp, dtype, granularity, axis,
+                     block_size if blocks else None)
+
+
+def _inverse_cholesky(hessian: np.ndarray, cols: int) -> np.ndarray:
+    """Upper Cholesky factor of the damped H's inverse. Columns no calibration input reached
+    (zero diagonal) get a unit diagonal: rounded to nearest, their error carried nowhere.
+    Damping grows tenfold until H is positive definite."""
+    h = np.array(hessian, np.float64, copy=True)
+    if h.shape != (cols, cols):
+        raise ValueError(f"H is {h.shape}, the weight has {cols} input columns")
+    diag = np.einsum("ii->i", h)  # a view: writes go to h
+    dead = diag <= 0
+    h[dead, :] = 0
+    h[:, dead] = 0
+    diag[dead] = 1
+    damping = DAMPING * float(diag.mean())
+    for _ in range(6):
+        try:
+            return np.linalg.cholesky(np.linalg.inv(h + damping * np.eye(cols))).T
+        except np.linalg.LinAlgError:
+            damping *= 10
+    raise np.linalg.LinAlgError("the calibration inputs' second moments are not positive definite")

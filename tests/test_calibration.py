@@ -1,0 +1,173 @@
+"""quant --calibration: second moments captured in onnxruntime, GPTQ rounding, the saved file."""
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+import pytest
+from conftest import builders, run
+from onnx import helper, numpy_helper
+
+import onnxsurgery
+from onnxsurgery.calibration import Calibration, Reader, input_columns
+from onnxsurgery.graph_utils import collect_constants
+from onnxsurgery.gptq import matrix_order, quantize_with_hessian
+from onnxsurgery.quant_math import RANGES, quantize
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(pads=[1, 1, 1, 1]),
+    dict(pads=[0, 2, 1, 0], strides=[2, 1], dilations=[1, 2]),
+    dict(),
+])
+def test_unfolded_conv_input_times_weight_matrix_is_the_conv(attrs):
+    # input_columns + gptq's matrix order must reproduce onnxruntime's Conv exactly (up to
+    # float rounding): otherwise H would describe some other product.
+    w = builders.rand((6, 5, 3, 2), 1)
+    m = builders.model([helper.make_node("Conv", ["x", "W"], ["y"], **attrs)],
+                       [builders.vi("x", shape=[2, 5, 7, 9])], [builders.vi("y", shape=list("nmhw"))],
+                       [numpy_helper.from_array(w, "W")])
+    x = builders.rand((2, 5, 7, 9), 2)
+    y = run(m, {"x": x})[0]  # [N, M, *out]
+    cols = np.concatenate(list(input_columns(x, Reader("x", "Conv", attrs), w.shape)))
+    matrix = np.transpose(w, matrix_order(4, 0, 1)).reshape(6, -1)
+    got = (cols @ matrix.T).reshape(2, *y.shape[2:], 6).transpose(0, 3, 1, 2)
+    np.testing.assert_allclose(got, y, rtol=1e-4, atol=1e-4)
+
+
+def _correlated_inputs(rows, k, seed):
+    """Non-negative features in a 16-dimensional subspace (one fixed map), as a layer's inputs
+    often are: what GPTQ exploits and round to nearest ignores."""
+    z = np.random.default_rng(seed).standard_normal((rows, 16))
+    return np.maximum(z @ np.random.default_rng(99).standard_normal((16, k)), 0)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int4", "uint4"])
+@pytest.mark.parametrize("granularity", ["block", "channel", "tensor"])
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_gptq_layout_matches_quantize_and_output_error_drops(dtype, granularity, symmetric):
+    k, n = 128, 48
+    w = builders.rand((k, n), 3) * 0.1  # MatMul B [K, N]: channels along N, blocks along K
+    x_fit, x_new = _correlated_inputs(2000, k, 4), _correlated_inputs(500, k, 5)
+    opts = dict(dtype=dtype, granularity=granularity, block_size=32, symmetric=symmetric, half_scales=True)
+    g = quantize_with_hessian(w, x_fit.T @ x_fit, channel_axis=1, block_axis=0, **opts)
+    r = quantize(w, axis=0 if granularity == "block" else 1, **opts)
+    assert g.scale.shape == r.scale.shape and g.scale.dtype == r.scale.dtype and g.q.dtype == r.q.dtype
+    assert (g.zero_point is None) == (r.zero_point is None)
+    qmin, qmax = RANGES[dtype]
+    assert g.q.min() >= qmin and g.q.max() <= qmax and np.isfinite(g.dequantize()).all()
+    out_err = lambda qt: np.linalg.norm(x_new @ (qt.dequantize() - w)) / np.linalg.norm(x_new @ w)  # noqa: E731
+    assert out_err(g) < 0.75 * out_err(r), (out_err(g), out_err(r))  # on inputs it was not fitted to
+
+
+def test_gptq_columns_no_input_reached_stay_finite():
+    w = builders.rand((64, 16), 6)
+    x = _correlated_inputs(300, 64, 7)
+    x[:, 10:20] = 0  # these inputs are never non-zero in calibration
+    g = quantize_with_hessian(w, x.T @ x, dtype="int8", granularity="block", channel_axis=1, block_axis=0,
+                              block_size=32)
+    deq = g.dequantize()
+    assert np.isfinite(deq).all()
+    assert np.abs(deq[10:20] - w[10:20]).max() <= g.scale.max()  # still close to the weight
+
+
+def _calibration_model():
+    """x [32, 16] -> Relu(x @ A) (96 features in a 16-dimensional subspace; A stays float, under
+    min_elements) -> MatMul W1, read
+    twice (a shared weight) -> Sigmoid -> 1x1 Conv Wc (pads, stride); and a depthwise Conv Wd,
+    which calibration does not support."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "A"], ["xa"]),
+        helper.make_node("Relu", ["xa"], ["h"]),
+        helper.make_node("MatMul", ["h", "W1"], ["h1"]),
+        helper.make_node("MatMul", ["h1", "W1"], ["h2"]),
+        helper.make_node("Reshape", ["h2", "shape4"], ["img"]),           # [1, 96, 4, 8]
+        helper.make_node("Sigmoid", ["img"], ["s"]),
+        helper.make_node("Conv", ["s", "Wc"], ["c"], pads=[1, 0, 0, 1], strides=[1, 2]),
+        helper.make_node("Conv", ["s", "Wd"], ["d"], pads=[2, 2, 2, 2], group=96),
+    ]
+    inits = [numpy_helper.from_array(builders.rand((16, 96), 10), "A"),
+             numpy_helper.from_array(builders.rand((96, 96), 11) * 0.1, "W1"),
+             numpy_helper.from_array(np.array([1, 96, 4, 8], np.int64), "shape4"),
+             numpy_helper.from_array(builders.rand((64, 96, 1, 1), 12) * 0.1, "Wc"),
+             numpy_helper.from_array(builders.rand((96, 1, 5, 5), 13), "Wd")]
+    return builders.model(nodes, [builders.vi("x", shape=[32, 16])],
+                          [builders.vi("c", shape=list("nmhw")), builders.vi("d", shape=list("nmhw"))], inits)
+
+
+def _samples(seeds):
+    return [{"x": np.random.default_rng(s).standard_normal((32, 16)).astype(np.float32)} for s in seeds]
+
+
+def _output_errors(model, path, samples):
+    """Worst relative L2 error over the samples, per output."""
+    worst = None
+    for feeds in samples:
+        errs = [np.linalg.norm(a - b) / np.linalg.norm(a) for a, b in zip(run(model, feeds), run(path, feeds))]
+        worst = errs if worst is None else np.maximum(worst, errs)
+    return list(worst)
+
+
+def test_calibrated_file_loads_keeps_its_size_and_has_a_smaller_output_error(tmp_path):
+    model = _calibration_model()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    held_out = _samples(range(100, 104))
+    common = dict(min_elements=2000, samples=held_out)
+    plain = onnxsurgery.quant_file(src, tmp_path / "plain.onnx", **common)
+    cal = onnxsurgery.quant_file(src, tmp_path / "cal.onnx", calibration=_samples(range(16)), **common)
+    onnx.checker.check_model(onnx.load(str(tmp_path / "cal.onnx")))
+    q = cal.pass_report("quantize")
+    assert sorted(q.details["quantized"]) == ["W1", "Wc", "Wd"]
+    assert sorted(q.details["calibrated"]) == ["W1", "Wc"]  # not the depthwise Conv
+    assert "GPTQ rounding for 2 of 3 weights, from 16 calibration samples" in cal.notes
+    assert plain.pass_report("quantize").details["calibrated"] == []
+    assert abs(cal.bytes_after - plain.bytes_after) <= 0.01 * plain.bytes_after  # same integers and scales
+    err_plain = _output_errors(model, tmp_path / "plain.onnx", held_out)
+    err_cal = _output_errors(model, tmp_path / "cal.onnx", held_out)
+    assert err_cal[0] < 0.8 * err_plain[0], (err_cal, err_plain)  # c: every weight on its path calibrated
+    assert cal.verification["rel_l2_error"] == pytest.approx(max(err_cal), rel=1e-3)  # held-out samples
+
+
+def test_hessians_are_the_same_when_captured_in_small_chunks(tmp_path):
+    model = _calibration_model()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    graph = gs.import_onnx(model)
+    sites = [s for s in collect_constants(graph) if s.name in ("A", "W1", "Wc", "Wd")]
+    whole = Calibration(src, _samples(range(3)))
+    chunked = Calibration(src, _samples(range(3)), memory_budget=1)  # one weight per run of the samples
+    for c in (whole, chunked):
+        c.plan(sites)
+    for site in sites:
+        h, h2 = whole.hessian(site), chunked.hessian(site)
+        if site.name == "Wd":
+            assert h is None and h2 is None
+            continue
+        np.testing.assert_allclose(h, h2, rtol=1e-6, atol=1e-9 * np.abs(h).max())
+        assert h.shape == ((16, 16) if site.name == "A" else (96, 96))
+    # W1 is read twice (merged, shared): its H sums both readers' inputs
+    x = _samples(range(3))
+    acts = [np.maximum(f["x"] @ numpy_helper.to_array(model.graph.initializer[0]), 0).astype(np.float64) for f in x]
+    w1 = numpy_helper.to_array(model.graph.initializer[1])
+    expected = sum(a.T @ a + (a @ w1).T @ (a @ w1) for a in acts)
+    np.testing.assert_allclose(whole.hessian(next(s for s in sites if s.name == "W1")), expected, rtol=1e-4,
+                               atol=1e-5 * np.abs(expected).max())
+
+
+def test_cli_calibration(tmp_path):
+    from click.testing import CliRunner
+
+    from onnxsurgery.cli import main
+
+    model = _calibration_model()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    np.savez(tmp_path / "cal.npz", **{f"x__{i}": s["x"] for i, s in enumerate(_samples(range(4)))})
+    result = CliRunner().invoke(main, ["quant", str(src), str(tmp_path / "q.onnx"), "--min-elements", "2000",
+                                       "--calibration", str(tmp_path / "cal.npz")])
+    assert result.exit_code == 0, result.output
+    assert "GPTQ rounding for 2 of 3 weights, from 4 calibration samples" in result.output
+    bad = CliRunner().invoke(main, ["quant", str(src), str(tmp_path / "q2.onnx"),
+                                    "--calibration", str(tmp_path / "missing.npz")])
+    assert bad.exit_code != 0 and "missing.npz" in bad.output and "Traceback" not in bad.output
+    assert not (tmp_path / "q2.onnx").exists()

@@ -288,9 +288,11 @@ def quant_file(
         _run_quant_passes(ws, quant_options, merge, calibrated)
         report.passes = ws.reports
         if calibrated is not None:
-            n = len(ws.reports[-1].details["calibrated"])
-            report.notes.append(f"GPTQ rounding for {n} of {ws.reports[-1].changed} weights, from "
-                                f"{len(calibration)} calibration sample{'s' * (len(calibration) != 1)}")
+            details = ws.reports[-1].details
+            report.notes.append(f"GPTQ rounding for {len(details['calibrated'])} of {ws.reports[-1].changed} weights, "
+                                f"from {len(calibration)} calibration sample{'s' * (len(calibration) != 1)}"
+                                + (f" ({len(details['not_calibrated'])} others: see --json, not_calibrated)"
+                                   if details["not_calibrated"] else ""))
         result = ws.export()
 
     def check(written: Path) -> None:

@@ -119,7 +119,8 @@ def test_calibrated_file_loads_keeps_its_size_and_has_a_smaller_output_error(tmp
     q = cal.pass_report("quantize")
     assert sorted(q.details["quantized"]) == ["W1", "Wc", "Wd"]
     assert sorted(q.details["calibrated"]) == ["W1", "Wc"]  # not the depthwise Conv
-    assert "GPTQ rounding for 2 of 3 weights, from 16 calibration samples" in cal.notes
+    assert cal.notes[0].startswith("GPTQ rounding for 2 of 3 weights, from 16 calibration samples")
+    assert "Conv" in q.details["not_calibrated"]["Wd"]
     assert plain.pass_report("quantize").details["calibrated"] == []
     assert abs(cal.bytes_after - plain.bytes_after) <= 0.01 * plain.bytes_after  # same integers and scales
     err_plain = _output_errors(model, tmp_path / "plain.onnx", held_out)
@@ -134,8 +135,8 @@ def test_hessians_are_the_same_when_captured_in_small_chunks(tmp_path):
     onnx.save(model, str(src))
     graph = gs.import_onnx(model)
     sites = [s for s in collect_constants(graph) if s.name in ("A", "W1", "Wc", "Wd")]
-    whole = Calibration(src, _samples(range(3)))
-    chunked = Calibration(src, _samples(range(3)), memory_budget=1)  # one weight per run of the samples
+    whole = Calibration(src, _samples(range(4)))
+    chunked = Calibration(src, _samples(range(4)), memory_budget=1)  # one weight per run of the samples
     for c in (whole, chunked):
         c.plan(sites)
     for site in sites:
@@ -146,7 +147,7 @@ def test_hessians_are_the_same_when_captured_in_small_chunks(tmp_path):
         np.testing.assert_allclose(h, h2, rtol=1e-6, atol=1e-9 * np.abs(h).max())
         assert h.shape == ((16, 16) if site.name == "A" else (96, 96))
     # W1 is read twice (merged, shared): its H sums both readers' inputs
-    x = _samples(range(3))
+    x = _samples(range(4))
     acts = [np.maximum(f["x"] @ numpy_helper.to_array(model.graph.initializer[0]), 0).astype(np.float64) for f in x]
     w1 = numpy_helper.to_array(model.graph.initializer[1])
     expected = sum(a.T @ a + (a @ w1).T @ (a @ w1) for a in acts)
@@ -171,3 +172,16 @@ def test_cli_calibration(tmp_path):
                                     "--calibration", str(tmp_path / "missing.npz")])
     assert bad.exit_code != 0 and "missing.npz" in bad.output and "Traceback" not in bad.output
     assert not (tmp_path / "q2.onnx").exists()
+
+
+def test_weights_with_fewer_input_rows_than_columns_keep_ordinary_rounding(tmp_path):
+    # 2 samples: Wc sees 2 x 25 positions for 96 input channels, so H cannot describe all
+    # its input directions; W1 sees 2 x 64 rows and is calibrated.
+    model = _calibration_model()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=2000, calibration=_samples(range(2)))
+    q = report.pass_report("quantize")
+    assert q.details["calibrated"] == ["W1"]
+    assert q.details["not_calibrated"]["Wc"] == "50 calibration input rows for 96 input columns"
+    assert sorted(q.details["balanced_rounding"]) == ["Wc", "Wd"]  # the ordinary rounding for Conv

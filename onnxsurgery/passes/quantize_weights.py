@@ -251,6 +251,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
                       "per_channel_instead_of_blocks": fallbacks,
                       "balanced_rounding": balanced,
                       "calibrated": calibrated,  # GPTQ rounding from calibration inputs
+                      "not_calibrated": dict(calibration.skipped) if calibration is not None else {},
                       "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
     return report
 

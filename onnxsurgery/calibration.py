@@ -6,6 +6,12 @@ output. Supported consumers, in the main graph: MatMul (2-D weight as B), Gemm (
 transA) and Conv with one group (the input unfolded into kernel-sized patches). A weight with
 any other reader, or inside a subgraph, is rounded without calibration.
 
+Every supported weight is calibrated, however few input rows it saw (a squeeze-excite Conv
+after global pooling sees one per sample). Leaving those with fewer rows than input columns to
+ordinary rounding was tried: it helped PP-OCR cls (int4 output error 0.62 -> 0.19) but undid
+most of the gain elsewhere (PP-OCRv4 rec int8 0.029 -> 0.16, the encoder's int4 0.052 -> 0.22,
+16 samples), so it is not done.
+
 H is [K, K] float64 for K input columns (a Conv's C x kernel), in the column order of
 `gptq.matrix_order`. Weights are captured in chunks whose H fit in `memory_budget` bytes, so
 a large model runs the samples more than once rather than holding every H at the same time.
@@ -25,13 +31,6 @@ from .errors import InputError
 from .graph_utils import ConstantSite
 
 DEFAULT_MEMORY_BUDGET = 1 << 30
-# GPTQ needs H to describe every input direction: with fewer input rows than columns (a
-# squeeze-excite Conv after global pooling sees one row per sample) it would push the error
-# into directions no sample showed, and held-out inputs pay for it (PP-OCR cls int4: output
-# error 0.22 -> 0.62; more damping did not cure it). Such weights keep the ordinary rounding
-# (balanced for Conv under auto) until enough samples are given. The price on PP-OCRv4 rec,
-# whose squeeze-excite Convs gained from GPTQ even so, with 16 samples: 0.029 -> 0.16.
-MIN_ROWS_PER_COLUMN = 1.0
 _PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
 
 
@@ -129,11 +128,7 @@ class Calibration:
             return None
         if site.name not in self._cache:
             self._capture(index)
-        h, rows = self._cache[site.name]
-        if rows < MIN_ROWS_PER_COLUMN * len(h):
-            self.skipped[site.name] = f"{rows} calibration input rows for {len(h)} input columns"
-            return None
-        return h
+        return self._cache[site.name]
 
     def _capture(self, start: int) -> None:
         chunk, total = [], 0
@@ -143,19 +138,17 @@ class Calibration:
                 break
             chunk.append((name, shape, rdrs, k))
             total += 8 * k * k
-        self._cache = {name: (np.zeros((k, k)), 0) for name, _, _, k in chunk}
+        self._cache = {name: np.zeros((k, k)) for name, _, _, k in chunk}
         sess, given = self._probe()
         wanted = sorted({r.activation for _, _, rdrs, _ in chunk for r in rdrs} - given)
         for feeds in self._feeds(sess):
             values = dict(zip(wanted, sess.run(wanted, feeds))) if wanted else {}
             values.update({k: v for k, v in feeds.items() if k in given})
             for name, shape, rdrs, _ in chunk:
-                h, rows = self._cache[name]
+                h = self._cache[name]
                 for r in rdrs:
                     for cols in input_columns(values[r.activation], r, shape):
                         h += (cols.T @ cols).astype(np.float64)
-                        rows += len(cols)
-                self._cache[name] = h, rows
 
     def _probe(self):
         """A session of the original model with every planned activation as an output."""

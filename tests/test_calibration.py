@@ -173,15 +173,3 @@ def test_cli_calibration(tmp_path):
     assert bad.exit_code != 0 and "missing.npz" in bad.output and "Traceback" not in bad.output
     assert not (tmp_path / "q2.onnx").exists()
 
-
-def test_weights_with_fewer_input_rows_than_columns_keep_ordinary_rounding(tmp_path):
-    # 2 samples: Wc sees 2 x 25 positions for 96 input channels, so H cannot describe all
-    # its input directions; W1 sees 2 x 64 rows and is calibrated.
-    model = _calibration_model()
-    src = tmp_path / "in.onnx"
-    onnx.save(model, str(src))
-    report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=2000, calibration=_samples(range(2)))
-    q = report.pass_report("quantize")
-    assert q.details["calibrated"] == ["W1"]
-    assert q.details["not_calibrated"]["Wc"] == "50 calibration input rows for 96 input columns"
-    assert sorted(q.details["balanced_rounding"]) == ["Wc", "Wd"]  # the ordinary rounding for Conv

@@ -142,7 +142,8 @@ def tools(model: Path, out_dir: Path):
         lambda o: q + [str(o), "--no-verify", "--granularity", "tensor", "--symmetric"]
     yield PER_TENSOR[1], out_dir / f"{stem}.int8ta.onnx", \
         lambda o: q + [str(o), "--no-verify", "--granularity", "tensor"]
-    yield CALIBRATED, out_dir / f"{stem}.int8cal.onnx", lambda o: q + [str(o), "--no-verify", "--calibration", str(calib)]
+    yield CALIBRATED, out_dir / f"{stem}.int8cal.onnx", \
+        lambda o: q + [str(o), "--no-verify", "--calibration", str(calib)]
     yield "onnxsurgery int4 --calibration", out_dir / f"{stem}.int4cal.onnx", \
         lambda o: q + [str(o), "--no-verify", "--dtype", "int4", "--calibration", str(calib)]
     shrink_ray_dir = out_dir / "shrink_ray"

@@ -76,7 +76,9 @@ def input_columns(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...]):
         return
     kernel = weight_shape[2:]
     r = len(kernel)
-    pads = list(reader.attrs.get("pads", [0] * 2 * r)) if reader.attrs.get("auto_pad", "NOTSET") == "NOTSET" else [0] * 2 * r
+    pads = [0] * 2 * r  # VALID
+    if reader.attrs.get("auto_pad", "NOTSET") == "NOTSET":
+        pads = list(reader.attrs.get("pads", pads))
     strides = list(reader.attrs.get("strides", [1] * r))
     dilations = list(reader.attrs.get("dilations", [1] * r))
     x = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + r]) for i in range(r)])

@@ -144,7 +144,10 @@ class Calibration:
         sess, given = self._probe()
         wanted = sorted({r.activation for _, _, rdrs, _ in chunk for r in rdrs} - given)
         for feeds in self._feeds(sess):
-            values = dict(zip(wanted, sess.run(wanted, feeds))) if wanted else {}
+            try:
+                values = dict(zip(wanted, sess.run(wanted, feeds))) if wanted else {}
+            except Exception as e:  # onnxruntime's own exception types: a sample that does not fit
+                raise InputError(f"onnxruntime failed on a calibration sample: {str(e).splitlines()[0]}") from e
             values.update({k: v for k, v in feeds.items() if k in given})
             for name, shape, rdrs, _ in chunk:
                 h = self._cache[name]

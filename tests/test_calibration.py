@@ -172,4 +172,9 @@ def test_cli_calibration(tmp_path):
                                     "--calibration", str(tmp_path / "missing.npz")])
     assert bad.exit_code != 0 and "missing.npz" in bad.output and "Traceback" not in bad.output
     assert not (tmp_path / "q2.onnx").exists()
+    np.savez(tmp_path / "wrong.npz", x=np.zeros((3, 5), np.float32))  # not the model's input shape
+    wrong = CliRunner().invoke(main, ["quant", str(src), str(tmp_path / "q3.onnx"),
+                                      "--calibration", str(tmp_path / "wrong.npz")])
+    assert wrong.exit_code == 2 and "calibration sample" in wrong.output and len(wrong.output.strip().splitlines()) == 1
+    assert not (tmp_path / "q3.onnx").exists()
 

@@ -28,7 +28,7 @@ import onnx
 from onnx import helper
 
 from .errors import InputError
-from .graph_utils import ConstantSite
+from .graph_utils import ConstantSite, consumers
 
 DEFAULT_MEMORY_BUDGET = 1 << 30
 _PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
@@ -49,19 +49,16 @@ def readers(site: ConstantSite) -> list[Reader] | None:
         return None
     rank = len(site.shape)
     found = []
-    for node in site.value.outputs:
-        for idx, tensor in enumerate(node.inputs):
-            if tensor is not site.value:
-                continue
-            data = node.inputs[0]
-            ok = idx == 1 and data is not site.value and not hasattr(data, "values") and (
-                (node.op == "MatMul" and rank == 2)
-                or (node.op == "Gemm" and rank == 2 and not node.attrs.get("transA", 0))
-                or (node.op == "Conv" and rank >= 3 and node.attrs.get("group", 1) == 1
-                    and node.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")))
-            if not ok:
-                return None
-            found.append(Reader(data.name, node.op, dict(node.attrs)))
+    for node, idx in consumers(site):
+        data = node.inputs[0]
+        ok = idx == 1 and data is not site.value and not hasattr(data, "values") and (
+            (node.op == "MatMul" and rank == 2)
+            or (node.op == "Gemm" and rank == 2 and not node.attrs.get("transA", 0))
+            or (node.op == "Conv" and rank >= 3 and node.attrs.get("group", 1) == 1
+                and node.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")))
+        if not ok:
+            return None
+        found.append(Reader(data.name, node.op, dict(node.attrs)))
     if len({_channel_axis(r, site.shape) for r in found}) > 1:  # readers disagree on the layout
         return None
     return found

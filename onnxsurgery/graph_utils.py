@@ -241,6 +241,11 @@ def graph_outputs_holding(scopes: list[Scope], tensor: gs.Tensor) -> list[Scope]
     return [s for s in scopes if any(o is tensor for o in s.graph.outputs)]
 
 
+def consumers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
+    """(node, input index) for every place a node reads the constant."""
+    return [(n, i) for n in site.value.outputs for i, t in enumerate(n.inputs) if t is site.value]
+
+
 def replace_uses(old: gs.Tensor, new: gs.Tensor) -> int:
     """Point every node that reads `old` (in any scope) at `new`. Graph outputs are untouched."""
     count = 0

@@ -47,6 +47,7 @@ from ..graph_utils import (
     ConstantSite,
     NameAllocator,
     collect_constants,
+    consumers,
     graph_outputs_holding,
     iter_scopes,
     read_values,
@@ -124,16 +125,12 @@ def dq_min_opset(opts: QuantOptions) -> int:
     return 13 if opts.granularity == "channel" else 10
 
 
-def _consumers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
-    return [(n, i) for n in site.value.outputs for i, t in enumerate(n.inputs) if t is site.value]
-
-
 def choose_axes(site: ConstantSite) -> tuple[int, int]:
     """(channel axis, block axis) for a weight, from how its consumers read it."""
     rank = len(site.shape)
     default = (0, rank - 1)
     rules = set()
-    for node, idx in _consumers(site):
+    for node, idx in consumers(site):
         if node.op == "MatMul" and idx == 1 and rank >= 2:
             rules.add((rank - 1, rank - 2))
         elif node.op == "Gemm" and idx == 1 and rank == 2:
@@ -170,12 +167,12 @@ def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
     """Whether `site` gets balanced rounding (module docstring: convolution weights under auto)."""
     if options.rounding != "auto":
         return options.rounding == "balanced"
-    consumers = _consumers(site)
-    return bool(consumers) and all(n.op in ("Conv", "ConvTranspose") and i == 1 for n, i in consumers)
+    readers = consumers(site)
+    return bool(readers) and all(n.op in ("Conv", "ConvTranspose") and i == 1 for n, i in readers)
 
 
 def _matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
-    ops = {n.op for n, _ in _consumers(site)}
+    ops = {n.op for n, _ in consumers(site)}
     return any(fnmatch.fnmatchcase(site.name, p) or any(fnmatch.fnmatchcase(op, p) for op in ops)
                for p in patterns)
 
@@ -307,12 +304,12 @@ def _refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[
 def _lowering(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: int) -> str:
     if options.lowering != "auto":
         return options.lowering
-    consumers = _consumers(site)
+    readers = consumers(site)
     block = scheme.block_size or 0
     fusable = (  # what onnxruntime turns into MatMulNBits: blocks of a power of two >= 16
         options.four_bit and scheme.granularity == "block" and opset >= 21
         and block >= 16 and block & (block - 1) == 0
-        and len(consumers) == 1 and consumers[0][0].op == "MatMul" and consumers[0][1] == 1
+        and len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1
         and len(site.shape) == 2 and scheme.axis == 0
     )
     return "dq" if fusable else "arith"

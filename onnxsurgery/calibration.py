@@ -6,15 +6,18 @@ output. Supported consumers, in the main graph: MatMul (2-D weight as B), Gemm (
 transA) and Conv with one group (the input unfolded into kernel-sized patches). A weight with
 any other reader, or inside a subgraph, is rounded without calibration.
 
-Every supported weight is calibrated, however few input rows it saw (a squeeze-excite Conv
-after global pooling sees one per sample). Leaving those with fewer rows than input columns to
-ordinary rounding was tried: it helped PP-OCR cls (int4 output error 0.62 -> 0.19) but undid
-most of the gain elsewhere (PP-OCRv4 rec int8 0.029 -> 0.16, the encoder's int4 0.052 -> 0.22,
-16 samples), so it is not done.
+Whether GPTQ is worth it for a weight is decided by the pass on held-out samples, not by a
+rule of thumb: leaving weights that saw fewer input rows than they have input columns (a
+squeeze-excite Conv after global pooling sees one row per sample) to ordinary rounding helped
+PP-OCR cls (int4 output error 0.62 -> 0.19) but undid most of the gain elsewhere (PP-OCRv4
+rec int8 0.029 -> 0.16, the encoder's int4 0.052 -> 0.22; 16 samples).
 
 H is [K, K] float64 for K input columns (a Conv's C x kernel), in the column order of
-`gptq.matrix_order`. Weights are captured in chunks whose H fit in `memory_budget` bytes, so
-a large model runs the samples more than once rather than holding every H at the same time.
+`gptq.matrix_order`, kept as two folds (even and odd samples) so that the quantize pass can
+check GPTQ on samples it was not fitted to (`Moments`). Weights that read the same input the
+same way (a transformer's Q, K and V) share one `Moments`. They are captured in chunks whose
+H fit in `memory_budget` bytes, so a large model runs the samples more than once rather than
+holding every H at the same time.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from onnx import helper
 
 from .errors import InputError
 from .graph_utils import ConstantSite, consumers
+from .gptq import inverse_cholesky, output_error, quantize_with_factor
+from .quant_math import Quantized
 
 DEFAULT_MEMORY_BUDGET = 1 << 30
 _PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
@@ -93,6 +98,52 @@ def input_columns(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...]):
             yield patches[n, o:o + step].reshape(-1, width)
 
 
+class Moments:
+    """H = sum of x x^T over the inputs one weight meets, in two folds: even-numbered and
+    odd-numbered calibration samples. `factor` caches GPTQ's factor of each."""
+
+    def __init__(self, k: int):
+        self.folds = np.zeros((2, k, k))
+        self._factors: dict[str, np.ndarray] = {}
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.folds[0] + self.folds[1]
+
+    @property
+    def has_two_folds(self) -> bool:
+        """False with a single sample: nothing is left over to check a fit against."""
+        return bool(self.folds[1].any())
+
+    def factor(self, which: str) -> np.ndarray:
+        """gptq.inverse_cholesky of "total", "even" or "odd" (computed once)."""
+        if which not in self._factors:
+            h = {"total": self.total, "even": self.folds[0], "odd": self.folds[1]}[which]
+            self._factors[which] = inverse_cholesky(h)
+        return self._factors[which]
+
+    def forget_factors(self) -> None:
+        self._factors.clear()
+
+
+def calibrated_rounding(x: np.ndarray, moments: Moments, plain: Quantized, **gptq_options) -> tuple[Quantized, str | None]:
+    """GPTQ rounding of `x` from all the samples, unless GPTQ fitted to one fold and measured
+    on the other (both ways) does worse than `plain` rounding on the same samples. Then
+    `plain`, with the reason. A fit to few samples can move a weight's error into directions
+    those samples happened not to reach (a squeeze-excite Conv sees one input row per
+    sample): measured, not guessed. With one sample there is nothing to check against."""
+    if moments.has_two_folds:
+        axes = {k: gptq_options[k] for k in ("channel_axis", "block_axis")}
+        fitted = [quantize_with_factor(x, moments.factor(fold), **gptq_options) for fold in ("even", "odd")]
+        held_out = (output_error(x, fitted[0], moments.folds[1], **axes)
+                    + output_error(x, fitted[1], moments.folds[0], **axes))
+        baseline = output_error(x, plain, moments.total, **axes)  # both folds at once
+        if held_out >= baseline:
+            return plain, (f"GPTQ fitted to half the samples did worse on the other half than ordinary rounding "
+                           f"({held_out / baseline:.2f}x its output error)")
+    return quantize_with_factor(x, moments.factor("total"), **gptq_options), None
+
+
 class Calibration:
     """Second moments of weight inputs from `samples` (dicts of input arrays) run through the
     model at `model_path`; inputs a sample lacks are generated as in verification."""
@@ -105,52 +156,63 @@ class Calibration:
         self.samples = samples
         self.shapes = shapes
         self.memory_budget = memory_budget
-        self._planned: list[tuple[str, tuple[int, ...], list[Reader]]] = []
-        self._cache: dict[str, np.ndarray] = {}
+        self._planned: dict[str, _Reading] = {}  # weight -> how it reads its inputs
+        self._readings: list[_Reading] = []  # distinct, in the order they will be asked for
+        self._readers: dict[_Reading, list[Reader]] = {}
+        self._cache: dict[_Reading, Moments] = {}
+        self._last: Moments | None = None
         self.skipped: dict[str, str] = {}  # weight -> why it was not calibrated
         self._session = None
 
     def plan(self, sites: list[ConstantSite]) -> None:
         """The weights to be asked for, in the order they will be asked for."""
-        self._planned = []
+        self._planned, self._readings, self._readers = {}, [], {}
         for site in sites:
             found = readers(site)
-            if found:
-                self._planned.append((site.name, tuple(site.shape), found))
-            else:
+            if not found:
                 self.skipped[site.name] = "a reader calibration does not support (in a subgraph, grouped Conv, ...)"
+                continue
+            reading = _Reading.of(found, tuple(site.shape))
+            if reading not in self._readers:
+                self._readings.append(reading)
+                self._readers[reading] = found
+            self._planned[site.name] = reading
 
-    def hessian(self, site: ConstantSite) -> np.ndarray | None:
-        """H for a planned weight (capturing its chunk if needed), else None."""
-        index = next((i for i, p in enumerate(self._planned) if p[0] == site.name), None)
-        if index is None:
+    def moments(self, site: ConstantSite) -> Moments | None:
+        """The Moments of a planned weight (capturing its chunk if needed), else None."""
+        reading = self._planned.get(site.name)
+        if reading is None:
             return None
-        if site.name not in self._cache:
-            self._capture(index)
-        return self._cache[site.name]
+        if reading not in self._cache:
+            self._capture(self._readings.index(reading))
+        found = self._cache[reading]
+        if self._last is not None and self._last is not found:
+            self._last.forget_factors()  # only the latest weight's factors are kept: Q, K, V come in a row
+        self._last = found
+        return found
 
     def _capture(self, start: int) -> None:
         chunk, total = [], 0
-        for name, shape, rdrs in self._planned[start:]:
-            k = math.prod(shape) // shape[_channel_axis(rdrs[0], shape)]
-            if chunk and total + 8 * k * k > self.memory_budget:
+        for reading in self._readings[start:]:
+            if chunk and total + 16 * reading.k ** 2 > self.memory_budget:  # two folds of float64
                 break
-            chunk.append((name, shape, rdrs, k))
-            total += 8 * k * k
-        self._cache = {name: np.zeros((k, k)) for name, _, _, k in chunk}
+            chunk.append(reading)
+            total += 16 * reading.k ** 2
+        self._cache = {reading: Moments(reading.k) for reading in chunk}
+        self._last = None
         sess, given = self._probe()
-        wanted = sorted({r.activation for _, _, rdrs, _ in chunk for r in rdrs} - given)
-        for feeds in self._feeds(sess):
+        wanted = sorted({r.activation for reading in chunk for r in self._readers[reading]} - given)
+        for index, feeds in enumerate(self._feeds(sess)):
             try:
                 values = dict(zip(wanted, sess.run(wanted, feeds))) if wanted else {}
             except Exception as e:  # onnxruntime's own exception types: a sample that does not fit
                 raise InputError(f"onnxruntime failed on a calibration sample: {str(e).splitlines()[0]}") from e
             values.update({k: v for k, v in feeds.items() if k in given})
-            for name, shape, rdrs, _ in chunk:
-                h = self._cache[name]
-                for r in rdrs:
-                    for cols in input_columns(values[r.activation], r, shape):
-                        h += (cols.T @ cols).astype(np.float64)
+            for reading in chunk:
+                h = self._cache[reading].folds[index % 2]
+                for r in self._readers[reading]:
+                    for cols in input_columns(values[r.activation], r, reading.shape):
+                        h += cols.T @ cols  # float32 product, accumulated in float64
 
     def _probe(self):
         """A session of the original model with every planned activation as an output."""
@@ -160,7 +222,7 @@ class Calibration:
             model = onnx.load(str(self.model_path))
             inputs = {i.name for i in model.graph.input}
             outputs = {o.name for o in model.graph.output}
-            for act in sorted({r.activation for _, _, rdrs in self._planned for r in rdrs} - inputs - outputs):
+            for act in sorted({r.activation for found in self._readers.values() for r in found} - inputs - outputs):
                 model.graph.output.append(helper.make_empty_tensor_value_info(act))
             self._session = (session(model), inputs)
         return self._session
@@ -174,6 +236,23 @@ class Calibration:
             if missing and generated is None:
                 generated = make_inputs(sess, shapes=self.shapes)
             yield {**{k: generated[k] for k in missing}, **sample}
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What decides a weight's H: which inputs its readers unfold, and how. Weights that read
+    alike (Q, K and V reading one LayerNorm output) share one capture and one factor."""
+
+    readers: tuple[tuple[str, str, str], ...]  # (activation, op, attrs) per reader, sorted
+    shape: tuple[int, ...]  # the weight's shape with its output axis set to 1
+    k: int  # input columns
+
+    @staticmethod
+    def of(found: list[Reader], shape: tuple[int, ...]) -> "_Reading":
+        axis = _channel_axis(found[0], shape)
+        reading_shape = tuple(1 if i == axis else n for i, n in enumerate(shape))
+        return _Reading(tuple(sorted((r.activation, r.op, repr(sorted(r.attrs.items()))) for r in found)),
+                        reading_shape, math.prod(reading_shape))
 
 
 def _channel_axis(reader: Reader, shape: tuple[int, ...]) -> int:

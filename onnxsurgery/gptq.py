@@ -28,9 +28,15 @@ def matrix_order(ndim: int, channel_axis: int, block_axis: int) -> list[int]:
     return [channel_axis] + [a for a in range(ndim) if a not in (channel_axis, block_axis)] + [block_axis]
 
 
-def quantize_with_hessian(
+def quantize_with_hessian(x: np.ndarray, hessian: np.ndarray, **options) -> Quantized:
+    """`x` quantized so that its output error on inputs with second moments `hessian`
+    (columns in `matrix_order`) is small; `options` as for `quantize_with_factor`."""
+    return quantize_with_factor(x, inverse_cholesky(hessian), **options)
+
+
+def quantize_with_factor(
     x: np.ndarray,
-    hessian: np.ndarray,
+    upper: np.ndarray,
     *,
     dtype: str,
     granularity: str,
@@ -40,43 +46,47 @@ def quantize_with_hessian(
     symmetric: bool = False,
     half_scales: bool = False,
 ) -> Quantized:
-    """`x` quantized so that its output error on inputs with second moments `hessian`
-    (columns in `matrix_order`) is small. Scales per tensor and per channel come from the
-    weight's ranges; per block, from each block's values as they stand when its turn comes."""
+    """GPTQ with `upper` = inverse_cholesky(H) (shared by weights that read the same inputs).
+    Scales per tensor and per channel come from the weight's ranges; per block, from each
+    block's values as they stand when its turn comes."""
     qmin, qmax = RANGES[dtype]
     order = matrix_order(x.ndim, channel_axis, block_axis)
     moved_shape = tuple(x.shape[a] for a in order)
-    w = np.transpose(np.asarray(x, np.float64), order).reshape(moved_shape[0], -1).copy()
+    w = np.transpose(np.asarray(x, np.float64), order).reshape(moved_shape[0], -1)  # may be a view of x
     rows, cols = w.shape
-    upper = _inverse_cholesky(hessian, cols)
+    if upper.shape != (cols, cols):
+        raise ValueError(f"H is {upper.shape}, the weight has {cols} input columns")
     blocks = granularity == "block"
     if blocks and x.shape[block_axis] % block_size:
         raise ValueError("blocks must tile the block axis")
     # One storage type for all scales, fixed from the weight's own range before any update.
-    ranges = (w.min(), w.max()) if granularity == "tensor" else (w.min(axis=1), w.max(axis=1))
+    ranges = (w.min(), w.max()) if granularity == "tensor" else (w.min(axis=1), w.max(axis=1))  # per row
     stored = scale_dtype(scales_for_ranges(*ranges, qmin, qmax, symmetric)[0], half_scales)
     if not blocks:  # per tensor or per channel: fixed before any update; s, z per row
         scale, zero = scales_for_ranges(*ranges, qmin, qmax, symmetric, stored)
         s, z = np.broadcast_to(scale.astype(np.float64), (rows,)), np.broadcast_to(zero, (rows,))
     block_scales, block_zeros = [], []
-    q = np.empty((rows, cols), np.float64)
+    # Worked on transposed, [cols, rows]: each input column is one contiguous run of memory.
+    wt = np.array(w.T, order="C", copy=True)
+    q = np.empty((cols, rows), np.float64)
     step = block_size if blocks else LAZY_COLUMNS
     for c0 in range(0, cols, step):
         c1 = min(c0 + step, cols)
         if blocks:
-            scale, zero = scales_for_ranges(w[:, c0:c1].min(axis=1), w[:, c0:c1].max(axis=1), qmin, qmax,
+            scale, zero = scales_for_ranges(wt[c0:c1].min(axis=0), wt[c0:c1].max(axis=0), qmin, qmax,
                                             symmetric, stored)
             block_scales.append(scale)
             block_zeros.append(zero)
             s, z = scale.astype(np.float64), zero
-        carried = np.empty((rows, c1 - c0))
+        carried = np.empty((c1 - c0, rows))
         for j in range(c0, c1):
-            qj = np.clip(np.rint(w[:, j] / s + z), qmin, qmax)
-            q[:, j] = qj
-            err = (w[:, j] - (qj - z) * s) / upper[j, j]
-            w[:, j + 1:c1] -= np.outer(err, upper[j, j + 1:c1])  # within the block, column by column
-            carried[:, j - c0] = err
-        w[:, c1:] -= carried @ upper[c0:c1, c1:]  # the rest, once per block
+            qj = np.clip(np.rint(wt[j] / s + z), qmin, qmax)
+            q[j] = qj
+            err = (wt[j] - (qj - z) * s) / upper[j, j]
+            wt[j + 1:c1] -= upper[j, j + 1:c1, None] * err  # within the block, column by column
+            carried[j - c0] = err
+        wt[c1:] -= upper[c0:c1, c1:].T @ carried  # the rest, once per block
+    q = q.T
     inverse = np.argsort(order)
     store = (np.uint8 if qmax < 256 else np.uint16) if qmin >= 0 else np.int8
     q_out = np.transpose(q.reshape(moved_shape), inverse).astype(store)
@@ -92,22 +102,54 @@ def quantize_with_hessian(
                      block_size if blocks else None)
 
 
-def _inverse_cholesky(hessian: np.ndarray, cols: int) -> np.ndarray:
-    """Upper Cholesky factor of the damped H's inverse. Columns no calibration input reached
-    (zero diagonal) get a unit diagonal: rounded to nearest, their error carried nowhere.
-    Damping grows tenfold until H is positive definite."""
+def output_error(x: np.ndarray, qt: Quantized, hessian: np.ndarray, *, channel_axis: int, block_axis: int) -> float:
+    """trace(dW H dW^T): the squared output error of the quantized weight, summed over the
+    inputs behind H."""
+    d = np.transpose(qt.dequantize() - np.asarray(x, np.float32), matrix_order(x.ndim, channel_axis, block_axis))
+    d = d.reshape(x.shape[channel_axis], -1)
+    return float(np.einsum("ij,ij->", d @ hessian.astype(np.float32), d, dtype=np.float64))  # float32: 2x faster
+
+
+def inverse_cholesky(hessian: np.ndarray) -> np.ndarray:
+    """Upper triangular U with U^T U = inverse of the damped H: the factor GPTQ's updates use.
+    Columns no calibration input reached (zero diagonal) get a unit diagonal: rounded to
+    nearest, their error carried nowhere. Damping grows tenfold until H is positive definite.
+
+    With P the reversal of the columns and P H P = L L^T, U = P L^-1 P."""
     h = np.array(hessian, np.float64, copy=True)
-    if h.shape != (cols, cols):
-        raise ValueError(f"H is {h.shape}, the weight has {cols} input columns")
+    cols = h.shape[0]
     diag = np.einsum("ii->i", h)  # a view: writes go to h
     dead = diag <= 0
     h[dead, :] = 0
     h[:, dead] = 0
     diag[dead] = 1
     damping = DAMPING * float(diag.mean())
+    h = np.ascontiguousarray(h[::-1, ::-1])
+    diag = np.einsum("ii->i", h)
+    added = 0.0
     for _ in range(6):
+        diag += damping - added  # in place: no K x K identity to allocate
+        added = damping
         try:
-            return np.linalg.cholesky(np.linalg.inv(h + damping * np.eye(cols))).T
+            return np.triu(_lower_cholesky_inverse(h)[::-1, ::-1])  # triu: exact zeros below
         except np.linalg.LinAlgError:
             damping *= 10
     raise np.linalg.LinAlgError("the calibration inputs' second moments are not positive definite")
+
+
+def _lower_cholesky_inverse(h: np.ndarray) -> np.ndarray:
+    """L^-1 for H = L L^T, by halves, so that nearly all the work is matrix products: numpy's
+    own Cholesky and inverse are slower on large H, and numpy has no triangular inverse.
+    For H = [[A, B^T], [B, C]]: L = [[La, 0], [G, Ls]] with G = B La^-T and Ls the factor of
+    C - G G^T, and L^-1 = [[La^-1, 0], [-Ls^-1 G La^-1, Ls^-1]]."""
+    n = h.shape[0]
+    if n <= 256:
+        return np.linalg.inv(np.linalg.cholesky(h))
+    m = n // 2
+    la_inv = _lower_cholesky_inverse(h[:m, :m])
+    g = h[m:, :m] @ la_inv.T
+    ls_inv = _lower_cholesky_inverse(h[m:, m:] - g @ g.T)
+    inverse = np.empty_like(h)
+    inverse[:m, :m], inverse[:m, m:], inverse[m:, m:] = la_inv, 0, ls_inv
+    inverse[m:, :m] = -(ls_inv @ g) @ la_inv
+    return inverse

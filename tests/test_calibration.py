@@ -1,5 +1,7 @@
 """quant --calibration: second moments captured in onnxruntime, GPTQ rounding, the saved file."""
 
+import re
+
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
@@ -8,7 +10,7 @@ from conftest import builders, run
 from onnx import helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.calibration import Calibration, Reader, input_columns
+from onnxsurgery.calibration import Calibration, Moments, Reader, calibrated_rounding, input_columns
 from onnxsurgery.graph_utils import collect_constants
 from onnxsurgery.gptq import matrix_order, quantize_with_hessian
 from onnxsurgery.quant_math import RANGES, quantize
@@ -70,6 +72,53 @@ def test_gptq_columns_no_input_reached_stay_finite():
     assert np.abs(deq[10:20] - w[10:20]).max() <= g.scale.max()  # still close to the weight
 
 
+def _moments(*folds):
+    m = Moments(folds[0].shape[1])
+    for i, x in enumerate(folds):
+        m.folds[i] = x.T @ x
+    return m
+
+
+def _held_out_case(rows_per_fold, seed=0):
+    """A MatMul weight [128, 48] (int4 blocks, where rounding choices matter most) and the
+    rounding the held-out check picks, with its output error and plain rounding's on new inputs."""
+    k, n = 128, 48
+    w = builders.rand((k, n), 3) * 0.1
+    opts = dict(dtype="int4", granularity="block", block_size=32, symmetric=False, half_scales=True)
+    plain = quantize(w, axis=0, **opts)
+    folds = [_correlated_inputs(rows_per_fold, k, seed + i) for i in range(2)]
+    qt, refused = calibrated_rounding(w, _moments(*folds), plain, channel_axis=1, block_axis=0, **opts)
+    x_new = _correlated_inputs(1000, k, 50)
+    err = lambda q: np.linalg.norm(x_new @ (q.dequantize() - w)) / np.linalg.norm(x_new @ w)  # noqa: E731
+    return qt, plain, refused, err(qt), err(plain)
+
+
+def test_held_out_check_keeps_gptq_when_it_generalises():
+    qt, plain, refused, err, err_plain = _held_out_case(1000)
+    assert refused is None and qt is not plain
+    assert err < 0.75 * err_plain
+
+
+def test_held_out_check_refuses_a_fit_to_too_few_inputs():
+    # 4 input rows per fold for 128 columns: GPTQ moves the error into directions those rows
+    # never reached, and the other fold shows it
+    qt, plain, refused, err, err_plain = _held_out_case(4)
+    assert refused is not None and "other half" in refused
+    assert qt is plain and err == err_plain
+
+
+def test_held_out_check_needs_two_folds():
+    w = builders.rand((128, 48), 3) * 0.1
+    opts = dict(dtype="int8", granularity="block", block_size=32, symmetric=False, half_scales=True)
+    x = _correlated_inputs(500, 128, 0)
+    m = _moments(x)  # one sample: the odd fold stays empty
+    assert not m.has_two_folds
+    qt, refused = calibrated_rounding(w, m, quantize(w, axis=0, **opts), channel_axis=1, block_axis=0, **opts)
+    assert refused is None
+    expected = quantize_with_hessian(w, x.T @ x, channel_axis=1, block_axis=0, **opts)
+    np.testing.assert_array_equal(qt.q, expected.q)
+
+
 def _calibration_model():
     """x [32, 16] -> Relu(x @ A) (96 features in a 16-dimensional subspace; A stays float, under
     min_elements) -> MatMul W1, read
@@ -114,12 +163,14 @@ def test_calibrated_file_loads_keeps_its_size_and_has_a_smaller_output_error(tmp
     held_out = _samples(range(100, 104))
     common = dict(min_elements=2000, samples=held_out)
     plain = onnxsurgery.quant_file(src, tmp_path / "plain.onnx", **common)
-    cal = onnxsurgery.quant_file(src, tmp_path / "cal.onnx", calibration=_samples(range(16)), **common)
+    # 64 samples: enough for Wc's 96 input columns to pass the held-out check (16 are not, and
+    # then it keeps ordinary rounding: test_held_out_check_*)
+    cal = onnxsurgery.quant_file(src, tmp_path / "cal.onnx", calibration=_samples(range(64)), **common)
     onnx.checker.check_model(onnx.load(str(tmp_path / "cal.onnx")))
     q = cal.pass_report("quantize")
     assert sorted(q.details["quantized"]) == ["W1", "Wc", "Wd"]
     assert sorted(q.details["calibrated"]) == ["W1", "Wc"]  # not the depthwise Conv
-    assert cal.notes[0].startswith("GPTQ rounding for 2 of 3 weights, from 16 calibration samples")
+    assert cal.notes[0].startswith("GPTQ rounding for 2 of 3 weights, from 64 calibration samples")
     assert "Conv" in q.details["not_calibrated"]["Wd"]
     assert plain.pass_report("quantize").details["calibrated"] == []
     assert abs(cal.bytes_after - plain.bytes_after) <= 0.01 * plain.bytes_after  # same integers and scales
@@ -140,10 +191,11 @@ def test_hessians_are_the_same_when_captured_in_small_chunks(tmp_path):
     for c in (whole, chunked):
         c.plan(sites)
     for site in sites:
-        h, h2 = whole.hessian(site), chunked.hessian(site)
+        m, m2 = whole.moments(site), chunked.moments(site)
         if site.name == "Wd":
-            assert h is None and h2 is None
+            assert m is None and m2 is None
             continue
+        h, h2 = m.total, m2.total
         np.testing.assert_allclose(h, h2, rtol=1e-6, atol=1e-9 * np.abs(h).max())
         assert h.shape == ((16, 16) if site.name == "A" else (96, 96))
     # W1 is read twice (merged, shared): its H sums both readers' inputs
@@ -151,7 +203,7 @@ def test_hessians_are_the_same_when_captured_in_small_chunks(tmp_path):
     acts = [np.maximum(f["x"] @ numpy_helper.to_array(model.graph.initializer[0]), 0).astype(np.float64) for f in x]
     w1 = numpy_helper.to_array(model.graph.initializer[1])
     expected = sum(a.T @ a + (a @ w1).T @ (a @ w1) for a in acts)
-    np.testing.assert_allclose(whole.hessian(next(s for s in sites if s.name == "W1")), expected, rtol=1e-4,
+    np.testing.assert_allclose(whole.moments(next(s for s in sites if s.name == "W1")).total, expected, rtol=1e-4,
                                atol=1e-5 * np.abs(expected).max())
 
 
@@ -167,7 +219,7 @@ def test_cli_calibration(tmp_path):
     result = CliRunner().invoke(main, ["quant", str(src), str(tmp_path / "q.onnx"), "--min-elements", "2000",
                                        "--calibration", str(tmp_path / "cal.npz")])
     assert result.exit_code == 0, result.output
-    assert "GPTQ rounding for 2 of 3 weights, from 4 calibration samples" in result.output
+    assert re.search(r"GPTQ rounding for [12] of 3 weights, from 4 calibration samples", result.output)
     bad = CliRunner().invoke(main, ["quant", str(src), str(tmp_path / "q2.onnx"),
                                     "--calibration", str(tmp_path / "missing.npz")])
     assert bad.exit_code != 0 and "missing.npz" in bad.output and "Traceback" not in bad.output
@@ -178,3 +230,36 @@ def test_cli_calibration(tmp_path):
     assert wrong.exit_code == 2 and "calibration sample" in wrong.output and len(wrong.output.strip().splitlines()) == 1
     assert not (tmp_path / "q3.onnx").exists()
 
+
+
+def test_inverse_cholesky_is_the_upper_factor_of_the_damped_inverse():
+    from onnxsurgery.gptq import DAMPING, inverse_cholesky
+
+    x = _correlated_inputs(300, 520, 7)  # rank 16 of 520; more than 256 columns: factored by halves, twice
+    h = x.T @ x
+    h[5, :] = h[:, 5] = 0  # a column no input reached
+    u = inverse_cholesky(h)
+    expected = h.copy()
+    expected[5, 5] = 1
+    expected += DAMPING * np.mean(np.diag(expected)) * np.eye(520)
+    assert np.array_equal(u, np.triu(u))
+    np.testing.assert_allclose(u.T @ u, np.linalg.inv(expected), rtol=1e-8, atol=1e-10 * np.abs(u).max() ** 2)
+
+
+def test_weights_reading_the_same_input_share_one_capture(tmp_path):
+    nodes = [helper.make_node("MatMul", ["x", n], [n.lower()]) for n in ("Q", "K", "V")]
+    inits = [numpy_helper.from_array(builders.rand((16, n), i), name) for i, (name, n) in enumerate(
+        [("Q", 8), ("K", 8), ("V", 4)])]  # V narrower: its output axis does not matter
+    model = builders.model(nodes, [builders.vi("x", shape=[32, 16])],
+                           [builders.vi(n, shape=[32, "n"]) for n in ("q", "k", "v")], inits)
+    src = tmp_path / "qkv.onnx"
+    onnx.save(model, str(src))
+    sites = [s for s in collect_constants(gs.import_onnx(model)) if s.name in ("Q", "K", "V")]
+    c = Calibration(src, _samples(range(3)))
+    c.plan(sites)
+    q, k, v = (c.moments(s) for s in sites)
+    assert q is k is v
+    x = np.concatenate([s["x"] for s in _samples(range(3))]).astype(np.float64)
+    np.testing.assert_allclose(q.total, x.T @ x, rtol=1e-5)
+    evens = np.concatenate([s["x"] for s in _samples([0, 2])]).astype(np.float64)
+    np.testing.assert_allclose(q.folds[0], evens.T @ evens, rtol=1e-5)

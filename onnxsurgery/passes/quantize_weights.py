@@ -40,9 +40,8 @@ import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
-from ..calibration import Calibration
+from ..calibration import Calibration, calibrated_rounding
 from ..errors import UnsupportedModelError
-from ..gptq import quantize_with_hessian
 from ..graph_utils import (
     ConstantSite,
     NameAllocator,
@@ -193,6 +192,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
     scopes = list(iter_scopes(graph))
     names = NameAllocator(graph)
     errors, schemes, fallbacks, balanced, calibrated = [], {}, [], [], []
+    not_calibrated = {}  # weight -> why it kept ordinary rounding
     todo = []
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype not in FLOAT_TYPES:
@@ -212,25 +212,30 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
     stays_float = bool(options.fp16 or options.levels)
     if calibration is not None and not stays_float:
         calibration.plan([site for site, _, _, as_fp16 in todo if not as_fp16])
+        not_calibrated.update(calibration.skipped)
     for site, scheme, lowering, as_fp16 in todo:
         as_float = stays_float or as_fp16
         if scheme.granularity != options.granularity:
             fallbacks.append(site.name)
         values = read_values(site.tensor).astype(np.float32, copy=False)
         before = site.nbytes
-        hessian = calibration.hessian(site) if calibration is not None and not as_float else None
+        moments = calibration.moments(site) if calibration is not None and not as_float else None
         if as_float:
             err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
-            balance = hessian is None and balanced_rounding(site, options) and scheme.granularity != "tensor"
+            balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
             common = dict(dtype=options.dtype, granularity=scheme.granularity, block_size=scheme.block_size,
                           symmetric=options.symmetric, half_scales=lowering == "arith")  # dq: scales of the output type
-            if hessian is not None:
+            qt = quantize(values, axis=scheme.axis, balanced=balance, **common)
+            if moments is not None:
                 channel_axis, block_axis = choose_axes(site)
-                qt = quantize_with_hessian(values, hessian, channel_axis=channel_axis, block_axis=block_axis, **common)
-                calibrated.append(site.name)
-            else:
-                qt = quantize(values, axis=scheme.axis, balanced=balance, **common)
+                qt, refused = calibrated_rounding(values, moments, qt, channel_axis=channel_axis,
+                                                  block_axis=block_axis, **common)
+                if refused:
+                    not_calibrated[site.name] = refused
+                else:
+                    calibrated.append(site.name)
+                    balance = False
             if balance:
                 balanced.append(site.name)
             err = weight_error(values, qt)
@@ -248,7 +253,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
                       "per_channel_instead_of_blocks": fallbacks,
                       "balanced_rounding": balanced,
                       "calibrated": calibrated,  # GPTQ rounding from calibration inputs
-                      "not_calibrated": dict(calibration.skipped) if calibration is not None else {},
+                      "not_calibrated": not_calibrated,  # weight -> why
                       "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
     return report
 

@@ -126,7 +126,8 @@ class Moments:
         self._factors.clear()
 
 
-def calibrated_rounding(x: np.ndarray, moments: Moments, plain: Quantized, **gptq_options) -> tuple[Quantized, str | None]:
+def calibrated_rounding(x: np.ndarray, moments: Moments, plain: Quantized,
+                        **gptq_options) -> tuple[Quantized, str | None]:
     """GPTQ rounding of `x` from all the samples, unless GPTQ fitted to one fold and measured
     on the other (both ways) does worse than `plain` rounding on the same samples. Then
     `plain`, with the reason. A fit to few samples can move a weight's error into directions

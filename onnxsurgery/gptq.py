@@ -117,7 +117,6 @@ def inverse_cholesky(hessian: np.ndarray) -> np.ndarray:
 
     With P the reversal of the columns and P H P = L L^T, U = P L^-1 P."""
     h = np.array(hessian, np.float64, copy=True)
-    cols = h.shape[0]
     diag = np.einsum("ii->i", h)  # a view: writes go to h
     dead = diag <= 0
     h[dead, :] = 0

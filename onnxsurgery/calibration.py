@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -35,7 +36,7 @@ from .graph_utils import ConstantSite, consumers
 from .gptq import inverse_cholesky, output_error, quantize_with_factor
 from .quant_math import Quantized
 
-DEFAULT_MEMORY_BUDGET = 1 << 30
+DEFAULT_MEMORY_BUDGET = 256 << 20
 _PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
 
 
@@ -118,7 +119,7 @@ class Moments:
     def factor(self, which: str) -> np.ndarray:
         """gptq.inverse_cholesky of "total", "even" or "odd" (computed once)."""
         if which not in self._factors:
-            h = {"total": self.total, "even": self.folds[0], "odd": self.folds[1]}[which]
+            h = self.total if which == "total" else self.folds[("even", "odd").index(which)]
             self._factors[which] = inverse_cholesky(h)
         return self._factors[which]
 
@@ -138,7 +139,7 @@ def calibrated_rounding(x: np.ndarray, moments: Moments, plain: Quantized,
         fitted = [quantize_with_factor(x, moments.factor(fold), **gptq_options) for fold in ("even", "odd")]
         held_out = (output_error(x, fitted[0], moments.folds[1], **axes)
                     + output_error(x, fitted[1], moments.folds[0], **axes))
-        baseline = output_error(x, plain, moments.total, **axes)  # both folds at once
+        baseline = sum(output_error(x, plain, h, **axes) for h in moments.folds)
         if held_out >= baseline:
             return plain, (f"GPTQ fitted to half the samples did worse on the other half than ordinary rounding "
                            f"({held_out / baseline:.2f}x its output error)")
@@ -164,10 +165,16 @@ class Calibration:
         self._last: Moments | None = None
         self.skipped: dict[str, str] = {}  # weight -> why it was not calibrated
         self._session = None
+        self._graph_inputs: set[str] = set()
+        self._graph_outputs: set[str] = set()
 
     def plan(self, sites: list[ConstantSite]) -> None:
         """The weights to be asked for, in the order they will be asked for."""
         self._planned, self._readings, self._readers = {}, [], {}
+        main = next((s.scope.graph for s in sites if s.scope.parent is None), None)
+        if main is not None:
+            self._graph_inputs = {t.name for t in main.inputs}
+            self._graph_outputs = {t.name for t in main.outputs}
         for site in sites:
             found = readers(site)
             if not found:
@@ -214,19 +221,22 @@ class Calibration:
                 for r in self._readers[reading]:
                     for cols in input_columns(values[r.activation], r, reading.shape):
                         h += cols.T @ cols  # float32 product, accumulated in float64
+        if chunk[-1] is self._readings[-1]:
+            self._session = None  # the last chunk: free the probe's copy of the model
 
     def _probe(self):
         """A session of the original model with every planned activation as an output."""
         from .verify import session
 
         if self._session is None:
-            model = onnx.load(str(self.model_path))
-            inputs = {i.name for i in model.graph.input}
-            outputs = {o.name for o in model.graph.output}
-            for act in sorted({r.activation for found in self._readers.values() for r in found} - inputs - outputs):
-                model.graph.output.append(helper.make_empty_tensor_value_info(act))
-            self._session = (session(model), inputs)
-        return self._session
+            acts = {r.activation for found in self._readers.values() for r in found} - self._graph_inputs
+            outputs = [helper.make_empty_tensor_value_info(a) for a in sorted(acts - self._graph_outputs)]
+            # Protobuf merges repeated occurrences of a message field, so these outputs join the
+            # model's graph without parsing the model here (which would hold it twice more).
+            extra = onnx.ModelProto(graph=onnx.GraphProto(output=outputs)).SerializeToString()
+            path = Path(self.model_path)
+            self._session = session(path.read_bytes() + extra, external_data_dir=path.parent)
+        return self._session, self._graph_inputs
 
     def _feeds(self, sess):
         from .verify import make_inputs

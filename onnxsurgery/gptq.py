@@ -116,21 +116,21 @@ def inverse_cholesky(hessian: np.ndarray) -> np.ndarray:
     nearest, their error carried nowhere. Damping grows tenfold until H is positive definite.
 
     With P the reversal of the columns and P H P = L L^T, U = P L^-1 P."""
-    h = np.array(hessian, np.float64, copy=True)
+    h = np.array(hessian[::-1, ::-1], np.float64, order="C")  # one copy, reversed (P H P)
     diag = np.einsum("ii->i", h)  # a view: writes go to h
     dead = diag <= 0
     h[dead, :] = 0
     h[:, dead] = 0
     diag[dead] = 1
     damping = DAMPING * float(diag.mean())
-    h = np.ascontiguousarray(h[::-1, ::-1])
-    diag = np.einsum("ii->i", h)
     added = 0.0
     for _ in range(6):
         diag += damping - added  # in place: no K x K identity to allocate
         added = damping
         try:
-            return np.triu(_lower_cholesky_inverse(h)[::-1, ::-1])  # triu: exact zeros below
+            inverse = _lower_cholesky_inverse(h)
+            del h
+            return np.triu(inverse[::-1, ::-1])  # triu: exact zeros below
         except np.linalg.LinAlgError:
             damping *= 10
     raise np.linalg.LinAlgError("the calibration inputs' second moments are not positive definite")

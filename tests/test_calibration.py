@@ -263,3 +263,18 @@ def test_weights_reading_the_same_input_share_one_capture(tmp_path):
     np.testing.assert_allclose(q.total, x.T @ x, rtol=1e-5)
     evens = np.concatenate([s["x"] for s in _samples([0, 2])]).astype(np.float64)
     np.testing.assert_allclose(q.folds[0], evens.T @ evens, rtol=1e-5)
+
+
+def test_calibration_of_a_model_with_external_data(tmp_path):
+    # the probe session is built from the file's bytes: its external data must still be found
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    model = _calibration_model()
+    convert_model_to_external_data(model, location="in.data")  # tensors of 1 KB or more
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    assert (tmp_path / "in.data").stat().st_size > src.stat().st_size
+    cal = onnxsurgery.quant_file(src, tmp_path / "cal.onnx", min_elements=2000, samples=_samples(range(100, 102)),
+                                 calibration=_samples(range(64)))
+    assert sorted(cal.pass_report("quantize").details["calibrated"]) == ["W1", "Wc"]
+    assert cal.verification["rel_l2_error"] < 0.05

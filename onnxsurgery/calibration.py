@@ -101,10 +101,12 @@ def input_columns(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...]):
 
 class Moments:
     """H = sum of x x^T over the inputs one weight meets, in two folds: even-numbered and
-    odd-numbered calibration samples. `factor` caches GPTQ's factor of each."""
+    odd-numbered calibration samples. `factor` caches GPTQ's factors while `reused` (more
+    weights read the same inputs: Q, K and V); otherwise each is freed after its use."""
 
     def __init__(self, k: int):
         self.folds = np.zeros((2, k, k))
+        self.reused = False
         self._factors: dict[str, np.ndarray] = {}
 
     @property
@@ -117,14 +119,14 @@ class Moments:
         return bool(self.folds[1].any())
 
     def factor(self, which: str) -> np.ndarray:
-        """gptq.inverse_cholesky of "total", "even" or "odd" (computed once)."""
-        if which not in self._factors:
-            h = self.total if which == "total" else self.folds[("even", "odd").index(which)]
-            self._factors[which] = inverse_cholesky(h)
-        return self._factors[which]
-
-    def forget_factors(self) -> None:
-        self._factors.clear()
+        """gptq.inverse_cholesky of "total", "even" or "odd"."""
+        if which in self._factors:
+            return self._factors[which]
+        h = self.total if which == "total" else self.folds[("even", "odd").index(which)]
+        upper = inverse_cholesky(h)
+        if self.reused:
+            self._factors[which] = upper
+        return upper
 
 
 def calibrated_rounding(x: np.ndarray, moments: Moments, plain: Quantized,
@@ -162,7 +164,7 @@ class Calibration:
         self._readings: list[_Reading] = []  # distinct, in the order they will be asked for
         self._readers: dict[_Reading, list[Reader]] = {}
         self._cache: dict[_Reading, Moments] = {}
-        self._last: Moments | None = None
+        self._waiting: dict[_Reading, int] = {}  # weights not yet asked for, per reading
         self.skipped: dict[str, str] = {}  # weight -> why it was not calibrated
         self._session = None
         self._graph_inputs: set[str] = set()
@@ -170,7 +172,7 @@ class Calibration:
 
     def plan(self, sites: list[ConstantSite]) -> None:
         """The weights to be asked for, in the order they will be asked for."""
-        self._planned, self._readings, self._readers = {}, [], {}
+        self._planned, self._readings, self._readers, self._waiting = {}, [], {}, {}
         main = next((s.scope.graph for s in sites if s.scope.parent is None), None)
         if main is not None:
             self._graph_inputs = {t.name for t in main.inputs}
@@ -185,6 +187,7 @@ class Calibration:
                 self._readings.append(reading)
                 self._readers[reading] = found
             self._planned[site.name] = reading
+            self._waiting[reading] = self._waiting.get(reading, 0) + 1
 
     def moments(self, site: ConstantSite) -> Moments | None:
         """The Moments of a planned weight (capturing its chunk if needed), else None."""
@@ -193,10 +196,11 @@ class Calibration:
             return None
         if reading not in self._cache:
             self._capture(self._readings.index(reading))
+        self._waiting[reading] -= 1
         found = self._cache[reading]
-        if self._last is not None and self._last is not found:
-            self._last.forget_factors()  # only the latest weight's factors are kept: Q, K, V come in a row
-        self._last = found
+        found.reused = self._waiting[reading] > 0
+        if not found.reused:
+            del self._cache[reading]  # the caller holds it for this last weight only
         return found
 
     def _capture(self, start: int) -> None:
@@ -207,7 +211,6 @@ class Calibration:
             chunk.append(reading)
             total += 16 * reading.k ** 2
         self._cache = {reading: Moments(reading.k) for reading in chunk}
-        self._last = None
         sess, given = self._probe()
         wanted = sorted({r.activation for reading in chunk for r in self._readers[reading]} - given)
         for index, feeds in enumerate(self._feeds(sess)):

@@ -142,9 +142,9 @@ def calibrated_rounding(x: np.ndarray, moments: Moments, plain: Quantized,
         held_out = (output_error(x, fitted[0], moments.folds[1], **axes)
                     + output_error(x, fitted[1], moments.folds[0], **axes))
         baseline = sum(output_error(x, plain, h, **axes) for h in moments.folds)
-        if held_out >= baseline:
-            return plain, (f"GPTQ fitted to half the samples did worse on the other half than ordinary rounding "
-                           f"({held_out / baseline:.2f}x its output error)")
+        if held_out >= baseline:  # also when both are 0 (a weight rounding represents exactly)
+            ratio = f" ({held_out / baseline:.2f}x its output error)" if baseline > 0 else ""
+            return plain, f"GPTQ fitted to half the samples did no better on the other half than plain rounding{ratio}"
     return quantize_with_factor(x, moments.factor("total"), **gptq_options), None
 
 

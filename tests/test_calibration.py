@@ -107,6 +107,15 @@ def test_held_out_check_refuses_a_fit_to_too_few_inputs():
     assert qt is plain and err == err_plain
 
 
+def test_held_out_check_on_a_weight_rounding_represents_exactly():
+    w = np.zeros((128, 48), np.float32)
+    opts = dict(dtype="int8", granularity="block", block_size=32, symmetric=False, half_scales=True)
+    plain = quantize(w, axis=0, **opts)
+    folds = [_correlated_inputs(100, 128, i) for i in range(2)]
+    qt, refused = calibrated_rounding(w, _moments(*folds), plain, channel_axis=1, block_axis=0, **opts)
+    assert qt is plain and "no better" in refused and np.all(qt.dequantize() == 0)
+
+
 def test_held_out_check_needs_two_folds():
     w = builders.rand((128, 48), 3) * 0.1
     opts = dict(dtype="int8", granularity="block", block_size=32, symmetric=False, half_scales=True)

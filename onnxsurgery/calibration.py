@@ -172,7 +172,7 @@ class Calibration:
 
     def plan(self, sites: list[ConstantSite]) -> None:
         """The weights to be asked for, in the order they will be asked for."""
-        self._planned, self._readings, self._readers, self._waiting = {}, [], {}, {}
+        self._planned, self._readings, self._readers, self._waiting, self.skipped = {}, [], {}, {}, {}
         main = next((s.scope.graph for s in sites if s.scope.parent is None), None)
         if main is not None:
             self._graph_inputs = {t.name for t in main.inputs}

@@ -427,6 +427,10 @@ def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str,
         zero = emit("Cast", [_const(names, f"{base}_zero_point", stored)], to=onnx.TensorProto.FLOAT)
     elif offset:
         zero = _const(names, f"{base}_offset", np.array(offset, np.float32))
+    blocked = qt.granularity == "block"
+    work_shape = list(shape)  # blocks get an axis of their own, for the scales to broadcast
+    if blocked:
+        work_shape[qt.axis:qt.axis + 1] = [shape[qt.axis] // qt.block_size, qt.block_size]
     if four_bit:
         nibbles = qt.q.astype(np.int16) + offset
         packed = _const(names, f"{base}_q4", pack_nibbles(nibbles, signed=False))
@@ -437,15 +441,15 @@ def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str,
         column = _const(names, f"{base}_col", np.array([-1, 1], np.int64))
         pairs = emit("Concat", [emit("Reshape", [lo, column], dtype=np.int32),
                                 emit("Reshape", [hi, column], dtype=np.int32)], dtype=np.int32, axis=1)
+        pairs = emit("Reshape", [pairs, _const(names, f"{base}_qshape", np.array(work_shape, np.int64))],
+                     dtype=np.int32)
         q = emit("Cast", [pairs], to=onnx.TensorProto.FLOAT)
     else:
-        q = emit("Cast", [_int_tensor(names, f"{base}_q", qt.q, qt.dtype)], to=onnx.TensorProto.FLOAT)
-    blocked = qt.granularity == "block"
-    if four_bit or blocked:
-        work_shape = list(shape)
-        if blocked:
-            work_shape[qt.axis:qt.axis + 1] = [shape[qt.axis] // qt.block_size, qt.block_size]
-        q = emit("Reshape", [q, _const(names, f"{base}_qshape", np.array(work_shape, np.int64))])
+        # Stored already blocked (same bytes): onnxruntime folds the chain at session start and
+        # holds every float intermediate until folding ends, so one float Reshape fewer is
+        # one weight-sized float copy less at load time.
+        stored = _int_tensor(names, f"{base}_q", qt.q.reshape(work_shape), qt.dtype)
+        q = emit("Cast", [stored], to=onnx.TensorProto.FLOAT)
     if zero is not None:
         q = emit("Sub", [q, zero])
     scale = _const(names, f"{base}_scale", qt.scale.reshape(view))

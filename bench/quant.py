@@ -109,6 +109,25 @@ def latency_ratio(reference: Path, candidate: Path, feeds, repeats=30) -> float:
     return statistics.median(ratios)
 
 
+_LOAD_PEAK = """
+import resource, sys
+import onnxruntime as ort
+before = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() // 1024  # resident now
+ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+def load_ratio(reference: Path, candidate: Path) -> float:
+    """Peak memory of creating an onnxruntime session for the candidate over the reference's
+    (each in a fresh process, above what the import left resident): what loading the file costs
+    on a device. onnxruntime folds the arith lowering at this point, so the candidate ends up
+    holding float weights. nan when the reference's is under 1 MB (lost in the import's peak)."""
+    peaks = [int(subprocess.run([sys.executable, "-c", _LOAD_PEAK, str(p)], capture_output=True, text=True,
+                                check=True).stdout) for p in (reference, candidate)]
+    return peaks[1] / peaks[0] if peaks[0] > 1024 else float("nan")
+
+
 def compressed_sizes(path: Path) -> tuple[int, int | None]:
     data = path.read_bytes()
     try:
@@ -124,6 +143,7 @@ DEFAULT = "onnxsurgery int8 (default)"
 PER_TENSOR = ("onnxsurgery int8 tensor sym", "onnxsurgery int8 tensor asym")
 SHRINK_RAY = "onnx_shrink_ray (default)"
 CALIBRATED = "onnxsurgery --calibration"
+VERIFIED = "onnxsurgery int8, verified"
 CALIBRATION_SAMPLES, CALIBRATION_SEED = 16, 1000
 TIMED = {DEFAULT, SHRINK_RAY}  # processing time compared: alternating runs, median ratio
 WALL_REPEATS = 7
@@ -134,6 +154,7 @@ def tools(model: Path, out_dir: Path):
     q = [str(BIN / "onnxsurgery"), "quant", str(model)]
     calib = calibration_file(model, out_dir)
     yield DEFAULT, out_dir / f"{stem}.int8.onnx", lambda o: q + [str(o), "--no-verify"]
+    yield VERIFIED, out_dir / f"{stem}.int8v.onnx", lambda o: q + [str(o)]  # as typed
     yield "onnxsurgery --dtype int4", out_dir / f"{stem}.int4.onnx", \
         lambda o: q + [str(o), "--no-verify", "--dtype", "int4"]
     yield "onnxsurgery int8 channel sym", out_dir / f"{stem}.int8c.onnx", \
@@ -231,27 +252,28 @@ def main() -> None:
             try:
                 rel, agree = errors(model, out, samples)
                 lat = latency_ratio(model, out, samples[0])
+                load = load_ratio(model, out)
                 status = "ok"
             except Exception as e:  # an output onnxruntime cannot load or run
-                rel, agree, lat, status = float("nan"), float("nan"), float("nan"), f"fails: {str(e)[:50]}"
+                rel, agree, lat, load, status = (float("nan"),) * 4 + (f"fails: {str(e)[:50]}",)
             gz, br = compressed_sizes(out)
             gz0, br0 = compressed_sizes(model)
             rows.append({**row, "status": status, "wall_s": wall, "peak_x_input": peak / size,
                          "work_peak_x_input": (peak - baseline[name]) / size,
                          "size_pct": 100 * out.stat().st_size / size, "gzip_pct": 100 * gz / gz0,
                          "brotli_pct": 100 * br / br0 if br and br0 else None,
-                         "rel_l2": rel, "argmax": agree, "latency_x": lat})
+                         "rel_l2": rel, "argmax": agree, "latency_x": lat, "load_x": load})
         print(f"  {model.name} done", flush=True)
 
     print(f"\n{'model':36s} {'tool':28s} {'size%':>6s} {'gzip%':>6s} {'brotli%':>7s} {'relL2':>8s} "
-          f"{'argmax':>7s} {'lat x':>6s} {'wall s':>7s} {'peak/in':>7s} {'-base':>6s}  status")
+          f"{'argmax':>7s} {'lat x':>6s} {'load x':>6s} {'wall s':>7s} {'peak/in':>7s} {'-base':>6s}  status")
     for r in rows:
         if r["status"] == "failed":
             print(f"{r['model']:36s} {r['tool']:28s} failed")
             continue
         br = f"{r['brotli_pct']:7.1f}" if r["brotli_pct"] is not None else "    n/a"
         print(f"{r['model']:36s} {r['tool']:28s} {r['size_pct']:6.1f} {r['gzip_pct']:6.1f} {br} "
-              f"{r['rel_l2']:8.4f} {r['argmax']:7.3f} {r['latency_x']:6.2f} {r['wall_s']:7.2f} "
+              f"{r['rel_l2']:8.4f} {r['argmax']:7.3f} {r['latency_x']:6.2f} {r['load_x']:6.2f} {r['wall_s']:7.2f} "
               f"{r['peak_x_input']:7.2f} {r['work_peak_x_input']:6.2f}  {r['status']}")
     (out_dir / "results.json").write_text(json.dumps(rows, indent=1))
     print_targets(rows)
@@ -278,7 +300,12 @@ def print_targets(rows) -> None:
         i4 = tools_.get("onnxsurgery --dtype int4", {}).get("size_pct", float("nan"))
         print(f"  {model:36s} size {d['size_pct']:4.1f}% (int4 {i4:4.1f}%)  error ratio {ratio:.2f}  "
               f"argmax {d['argmax']:.4f}  latency {d['latency_x']:.2f}x  wall vs shrink_ray {wall}  "
-              f"peak {d['peak_x_input']:.2f}x input ({d['work_peak_x_input']:.2f}x above baseline)")
+              f"peak {d['peak_x_input']:.2f}x input ({d['work_peak_x_input']:.2f}x above baseline)  "
+              f"load {d['load_x']:.2f}x the original's")
+        v = tools_.get(VERIFIED)
+        if v and v["status"] == "ok":
+            print(f"  {'':36s} as typed (verification on): wall {v['wall_s']:.2f} s (--no-verify {d['wall_s']:.2f} s)  "
+                  f"peak {v['peak_x_input']:.2f}x input ({v['work_peak_x_input']:.2f}x above baseline)")
         c = tools_.get(CALIBRATED)
         if c and c["status"] == "ok" and baselines:
             print(f"  {'':36s} with --calibration ({CALIBRATION_SAMPLES} other samples): size {c['size_pct']:4.1f}%  "

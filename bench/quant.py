@@ -110,11 +110,17 @@ def latency_ratio(reference: Path, candidate: Path, feeds, repeats=30) -> float:
 
 
 _LOAD_PEAK = """
-import resource, sys
+import sys
 import onnxruntime as ort
-before = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize() // 1024  # resident now
+
+
+def status(key):  # kB; VmHWM is this process's own peak (ru_maxrss would include the parent's at exec)
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key))
+
+
+before = status("VmRSS:")
 ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+print(status("VmHWM:") - before)
 """
 
 

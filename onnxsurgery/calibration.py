@@ -32,7 +32,7 @@ import onnx
 from onnx import helper
 
 from .errors import InputError
-from .graph_utils import ConstantSite, consumers
+from .graph_utils import ConstantSite, axes_read, choose_axes, consumers
 from .gptq import inverse_cholesky, output_error, quantize_with_factor
 from .quant_math import Quantized
 
@@ -65,7 +65,7 @@ def readers(site: ConstantSite) -> list[Reader] | None:
         if not ok:
             return None
         found.append(Reader(data.name, node.op, dict(node.attrs)))
-    if len({_channel_axis(r, site.shape) for r in found}) > 1:  # readers disagree on the layout
+    if len(axes_read(site)) > 1:  # readers disagree on the layout
         return None
     return found
 
@@ -182,7 +182,7 @@ class Calibration:
             if not found:
                 self.skipped[site.name] = "a reader calibration does not support (in a subgraph, grouped Conv, ...)"
                 continue
-            reading = _Reading.of(found, tuple(site.shape))
+            reading = _Reading.of(found, tuple(site.shape), choose_axes(site)[0])
             if reading not in self._readers:
                 self._readings.append(reading)
                 self._readers[reading] = found
@@ -259,18 +259,14 @@ class _Reading:
 
     readers: tuple[tuple[str, str, str], ...]  # (activation, op, attrs) per reader, sorted
     shape: tuple[int, ...]  # the weight's shape with its output axis set to 1
-    k: int  # input columns
+
+    @property
+    def k(self) -> int:
+        """Input columns."""
+        return math.prod(self.shape)
 
     @staticmethod
-    def of(found: list[Reader], shape: tuple[int, ...]) -> "_Reading":
-        axis = _channel_axis(found[0], shape)
-        reading_shape = tuple(1 if i == axis else n for i, n in enumerate(shape))
+    def of(found: list[Reader], shape: tuple[int, ...], channel_axis: int) -> "_Reading":
+        reading_shape = tuple(1 if i == channel_axis else n for i, n in enumerate(shape))
         return _Reading(tuple(sorted((r.activation, r.op, repr(sorted(r.attrs.items()))) for r in found)),
-                        reading_shape, math.prod(reading_shape))
-
-
-def _channel_axis(reader: Reader, shape: tuple[int, ...]) -> int:
-    """The weight axis along the consumer's outputs (gptq's rows); the rest are input columns."""
-    if reader.op == "Gemm" and reader.attrs.get("transB", 0):
-        return 0
-    return 1 if reader.op in ("MatMul", "Gemm") else 0
+                        reading_shape)

@@ -129,7 +129,7 @@ def inverse_cholesky(hessian: np.ndarray) -> np.ndarray:
         added = damping
         try:
             inverse = _lower_cholesky_inverse(h)
-            del h
+            del h  # freed before triu allocates the result
             return np.triu(inverse[::-1, ::-1])  # triu: exact zeros below
         except np.linalg.LinAlgError:
             damping *= 10

@@ -246,6 +246,37 @@ def consumers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
     return [(n, i) for n in site.value.outputs for i, t in enumerate(n.inputs) if t is site.value]
 
 
+def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
+    """(channel axis, block axis) as each consumer reads the weight: MatMul B per output column
+    with blocks along the reduction axis, Gemm honouring transB, Conv per output channel with
+    blocks along the input channels, ConvTranspose per output channel, Gather per row; (0, last)
+    for any other reader."""
+    rank = len(site.shape)
+    default = (0, rank - 1)
+    rules = set()
+    for node, idx in consumers(site):
+        if node.op == "MatMul" and idx == 1 and rank >= 2:
+            rules.add((rank - 1, rank - 2))
+        elif node.op == "Gemm" and idx == 1 and rank == 2:
+            rules.add((0, 1) if node.attrs.get("transB", 0) else (1, 0))
+        elif node.op == "Conv" and idx == 1 and rank >= 2:
+            rules.add((0, 1))
+        elif node.op == "ConvTranspose" and idx == 1 and rank >= 2:
+            rules.add((1, 0))
+        elif node.op == "Gather" and idx == 0:
+            axis = node.attrs.get("axis", 0) % rank
+            rules.add((axis, rank - 1 if axis != rank - 1 else 0))
+        else:
+            rules.add(default)
+    return rules
+
+
+def choose_axes(site: ConstantSite) -> tuple[int, int]:
+    """(channel axis, block axis) for a weight: its consumers' if they agree, else (0, last)."""
+    rules = axes_read(site)
+    return rules.pop() if len(rules) == 1 else (0, len(site.shape) - 1)
+
+
 def replace_uses(old: gs.Tensor, new: gs.Tensor) -> int:
     """Point every node that reads `old` (in any scope) at `new`. Graph outputs are untouched."""
     count = 0

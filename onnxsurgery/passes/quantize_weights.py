@@ -44,6 +44,7 @@ from ..calibration import Calibration, calibrated_rounding
 from ..errors import UnsupportedModelError
 from ..graph_utils import (
     ConstantSite,
+    choose_axes,
     NameAllocator,
     collect_constants,
     consumers,
@@ -122,28 +123,6 @@ def dq_min_opset(opts: QuantOptions) -> int:
     if opts.four_bit or opts.granularity == "block":
         return 21
     return 13 if opts.granularity == "channel" else 10
-
-
-def choose_axes(site: ConstantSite) -> tuple[int, int]:
-    """(channel axis, block axis) for a weight, from how its consumers read it."""
-    rank = len(site.shape)
-    default = (0, rank - 1)
-    rules = set()
-    for node, idx in consumers(site):
-        if node.op == "MatMul" and idx == 1 and rank >= 2:
-            rules.add((rank - 1, rank - 2))
-        elif node.op == "Gemm" and idx == 1 and rank == 2:
-            rules.add((0, 1) if node.attrs.get("transB", 0) else (1, 0))
-        elif node.op == "Conv" and idx == 1 and rank >= 2:
-            rules.add((0, 1))
-        elif node.op == "ConvTranspose" and idx == 1 and rank >= 2:
-            rules.add((1, 0))
-        elif node.op == "Gather" and idx == 0:
-            axis = node.attrs.get("axis", 0) % rank
-            rules.add((axis, rank - 1 if axis != rank - 1 else 0))
-        else:
-            rules.add(default)
-    return rules.pop() if len(rules) == 1 else default
 
 
 def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 import onnx
 
@@ -14,7 +15,7 @@ from .calibration import Calibration
 from .errors import InputError, UnsupportedModelError, VerificationError
 from .graph_utils import read_values
 from .inventory import inventory
-from .io import check_output_path, copy_file, load_model, save_model
+from .io import check_output_path, copy_file, load_model, save_model, stage_model
 from .npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
 from .passes.constants_to_initializers import constant_nodes_to_initializers
 from .passes.embed import inputs_to_constants
@@ -106,7 +107,6 @@ def shrink_file(
         copy_file(input_path, out)
         report.bytes_after = report.bytes_before
         return report
-    result = ws.export()  # payloads stay in the input file until written
 
     def check(written: Path) -> None:
         report.verification = compare_models(input_path, written)
@@ -116,8 +116,8 @@ def shrink_file(
                 f"(max abs error {report.verification['max_abs_error']:.3g}); nothing written"
             )
 
-    written = save_model(result, out, external_data=external_data, files=ws.files,
-                         check=check if verify else None)
+    # payloads stay in the input file until written
+    written = _write_checked(ws, ws.export, out, external_data, check if verify else None)
     report.bytes_after = sum(p.stat().st_size for p in written)
     if copy_allowed and report.bytes_after > report.bytes_before:
         report.notes.append("the rewritten model was larger than the input; wrote the input as it is")
@@ -275,7 +275,7 @@ def quant_file(
             ws.run(merge_duplicate_constants, min_elements=DEFAULT_MIN_ELEMENTS, keep=ws.keep)
         ws.run(constant_nodes_to_initializers)
         report.passes = ws.reports
-        result = _quantize_dynamic(ws)
+        produce = lambda: _quantize_dynamic(ws)  # noqa: E731
     else:
         quant_options = QuantOptions(**options)
         calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
@@ -293,7 +293,7 @@ def quant_file(
                                 f"from {len(calibration)} calibration sample{'s' * (len(calibration) != 1)}"
                                 + (f" ({len(details['not_calibrated'])} others: see --json, not_calibrated)"
                                    if details["not_calibrated"] else ""))
-        result = ws.export()
+        produce = ws.export
 
     def check(written: Path) -> None:
         report.verification = compare_models(input_path, written, samples=samples, shapes=shapes)
@@ -303,10 +303,25 @@ def quant_file(
                 f"relative L2 output error {worst:.3g} exceeds --max-error {max_error:g}; nothing written"
             )
 
-    written = save_model(result, out, external_data=external_data, files=ws.files,
-                         check=check if verify else None)
+    written = _write_checked(ws, produce, out, external_data, check if verify else None)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
+
+
+def _write_checked(ws: Workspace, produce: Callable[[], onnx.ModelProto], out: Path,
+                   external_data: bool, check: Callable[[Path], None] | None) -> list[Path]:
+    """Stage the model `produce` returns, close the workspace, run `check` on the staged file,
+    then put it in place. The model is produced here, not passed in, so that nothing else holds
+    it: it and the graph are released before `check` creates onnxruntime sessions, which need
+    several times the model's size."""
+    result = produce()
+    staged = stage_model(result, out, external_data=external_data, files=ws.files)
+    del result
+    with staged:
+        ws.close()
+        if check is not None:
+            check(staged.path)
+        return staged.commit()
 
 
 def _literal(name: str) -> str:

@@ -7,7 +7,8 @@
   1.31 refuses. Here each constant is written once, in the innermost graph that encloses all
   its uses, and the input's IR version, opsets, metadata and functions are kept.
 - `save_model` writes atomically (temporary file, then rename), switching to external data
-  when asked or when the protobuf would pass the 2 GB limit.
+  when asked or when the protobuf would pass the 2 GB limit; `stage_model` is its first half,
+  for callers that check the written file before it replaces anything.
 """
 
 from __future__ import annotations
@@ -254,11 +255,25 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
                check: Callable[[Path], None] | None = None) -> list[Path]:
     """Write `model` atomically; returns the files written.
 
+    `check`, if given, is called with the path of the complete result before it replaces
+    anything (and may raise). See `stage_model` for the rest.
+    """
+    with stage_model(model, path, external_data=external_data, files=files) as staged:
+        if check is not None:
+            check(staged.path)
+        return staged.commit()
+
+
+def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data: bool = False,
+                files: ExternalFiles | None = None) -> StagedModel:
+    """Write `model` into a staging directory beside `path`; nothing is replaced until
+    `commit()`. Use it as a context manager: whatever was not committed is removed.
+
     Payloads that `model` still refers to in the input's files (`files`, see `lazy`) are copied
     straight from there. With `external_data`, or automatically when the result would pass
     the 2 GB protobuf limit, tensors of at least 1 KB go to one `<name>.data` file beside the
-    model, page-aligned so that runtimes can memory-map them. `check`, if given, is called
-    with the path of the complete result before it replaces anything (and may raise).
+    model, page-aligned so that runtimes can memory-map them. Once staged, `model` is no longer
+    needed: callers can drop it (and their graph) before checking the staged file.
     """
     path = Path(path)
     buf = memoryview(model.SerializeToString())
@@ -274,24 +289,53 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     except OSError as e:
         raise OutputError(f"cannot write to {path.parent}: {e.strerror or e}") from e
+    staged = StagedModel(path, staging)
     try:
-        written = []
         if plan is not None:
             with open(staging / data_name, "wb") as f:
                 write_data_file(f, plan, files)
-            written.append(data_name)
+            staged.names.append(data_name)
         with open(staging / path.name, "wb") as f:
             write_pieces(f, pieces, files)
-        written.append(path.name)
-        if check is not None:
-            check(staging / path.name)
-        for name in written:
-            os.replace(staging / name, path.parent / name)
-        return [path.parent / name for name in written]
+        staged.names.append(path.name)
     except OSError as e:
+        staged.discard()
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        staged.discard()
+        raise
+    return staged
+
+
+class StagedModel:
+    """A model written beside its destination but not yet in place (see `stage_model`)."""
+
+    def __init__(self, target: Path, staging: Path):
+        self.target, self.staging = target, staging
+        self.names: list[str] = []  # the .data file first: the model never refers to a missing one
+
+    @property
+    def path(self) -> Path:
+        """The staged .onnx, complete and loadable."""
+        return self.staging / self.target.name
+
+    def commit(self) -> list[Path]:
+        """Move the staged files into place; returns their final paths."""
+        try:
+            for name in self.names:
+                os.replace(self.staging / name, self.target.parent / name)
+        except OSError as e:
+            raise OutputError(f"cannot write {self.target}: {e.strerror or e}") from e
+        return [self.target.parent / name for name in self.names]
+
+    def discard(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def __enter__(self) -> StagedModel:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()
 
 
 def copy_file(source: str | os.PathLike, target: str | os.PathLike) -> None:

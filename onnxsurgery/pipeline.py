@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -60,6 +61,16 @@ class Workspace:
     def finish(self) -> onnx.ModelProto:
         """`export`, with every payload read in: a self-contained ModelProto."""
         return self.materialized(self.export())
+
+    def close(self) -> None:
+        """Release the graph, the input's proto and its data files once the result is staged,
+        before verification creates onnxruntime sessions. gs graphs hold reference cycles
+        (nodes and tensors point at each other), hence the collection."""
+        self.graph = None  # type: ignore[assignment]
+        self.template = None
+        if self.files is not None:
+            self.files.close()
+        gc.collect()
 
     def materialized(self, model: onnx.ModelProto) -> onnx.ModelProto:
         """`model` with every payload still in the input's files read back in."""

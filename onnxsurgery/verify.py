@@ -170,21 +170,22 @@ def compare_models(
     """Run both models on the same inputs; returns per-output figures and the worst ones.
 
     Across several samples, errors are the worst seen; argmax agreement is over all samples.
+    The two sessions exist one after the other, never together: the reference's outputs are
+    kept (they are small next to a model) and its session is freed before the candidate's is
+    created, so the peak is the larger session's rather than their sum.
     """
     ref_sess = session(reference)
-    cand_sess = session(candidate)
     names = [o.name for o in ref_sess.get_outputs()]
     if samples is None:
         proto = reference if isinstance(reference, onnx.ModelProto) else None
         samples = [make_inputs(ref_sess, shapes=shapes, seed=seed, model=proto)]
+    expected = [_run(ref_sess, names, feeds) for feeds in samples]
+    del ref_sess
+    cand_sess = session(candidate)
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[float]] = {}
-    for feeds in samples:
-        try:
-            ref = ref_sess.run(names, feeds)
-            got = cand_sess.run(names, feeds)
-        except Exception as e:
-            raise VerificationError(f"onnxruntime failed to run: {str(e).splitlines()[0]}") from e
+    for feeds, ref in zip(samples, expected):
+        got = _run(cand_sess, names, feeds)
         for name, entry in compare_outputs(ref, got, names).items():
             if "argmax_agreement" in entry:
                 agreements.setdefault(name, []).append(entry["argmax_agreement"])
@@ -204,3 +205,10 @@ def compare_models(
         "rel_l2_error": max((e["rel_l2_error"] for e in per_output.values()), default=0.0),
         "outputs": per_output,
     }
+
+
+def _run(sess, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    try:
+        return sess.run(names, feeds)
+    except Exception as e:  # onnxruntime raises its own exception types
+        raise VerificationError(f"onnxruntime failed to run: {str(e).splitlines()[0]}") from e

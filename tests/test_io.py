@@ -98,6 +98,20 @@ def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
 
 
+def test_staged_model_is_in_place_only_after_commit(tmp_path):
+    m = builders.duplicate_initializers()
+    target = tmp_path / "out.onnx"
+    with osio.stage_model(m, target, external_data=True) as staged:
+        assert staged.path.is_file() and not target.exists()
+        assert_same_outputs(m, staged.path)  # complete and loadable before it is in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # not committed: nothing left
+    with osio.stage_model(m, target, external_data=True) as staged:
+        written = staged.commit()
+    assert [p.name for p in written] == ["out.onnx.data", "out.onnx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.onnx", "out.onnx.data"]
+    assert_same_outputs(m, target)
+
+
 @pytest.mark.parametrize("content,message", [
     (None, "input not found"),
     (b"this is not a model", "not an ONNX model"),

@@ -276,6 +276,39 @@ def test_max_error_refuses_and_writes_nothing(tmp_path):
     assert not (tmp_path / "q.onnx").exists()
 
 
+def test_verification_sessions_one_at_a_time_without_the_graph(tmp_path, monkeypatch):
+    """Verification's memory: the reference and candidate sessions never coexist, and the
+    quantized graph is released before the first session is created."""
+    import weakref
+
+    from onnxsurgery import api, verify
+
+    src = tmp_path / "in.onnx"
+    onnx.save(builders.quant_cases(), str(src))
+    graphs, sessions, created = [], weakref.WeakSet(), []
+    real_open, real_session = api.open_workspace, verify.session
+
+    def open_and_track(source):
+        ws = real_open(source)
+        graphs.append(weakref.ref(ws.graph))
+        return ws
+
+    def session_and_track(model, **kw):
+        assert not sessions, "another onnxruntime session is still alive"
+        assert graphs and all(g() is None for g in graphs), "the graph is still in memory"
+        s = real_session(model, **kw)
+        sessions.add(s)
+        created.append(str(model))
+        return s
+
+    monkeypatch.setattr(api, "open_workspace", open_and_track)
+    monkeypatch.setattr(verify, "session", session_and_track)
+    report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024)
+    assert len(created) == 2 and created[0] == str(src)
+    assert report.verification["rel_l2_error"] < 0.05
+    assert (tmp_path / "q.onnx").exists()
+
+
 def test_include_exclude(tmp_path):
     model = builders.quant_cases()
     _, _, report = _quant(tmp_path, model, exclude=("Gather",))

@@ -260,3 +260,14 @@ def pack_nibbles(q: np.ndarray, signed: bool) -> np.ndarray:
     if flat.size % 2:
         flat = np.append(flat, 0)
     return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+
+
+def pack_halves(nibbles: np.ndarray) -> np.ndarray:
+    """An even number of values 0..15 (flattened, C order) two per byte, for the `arith`
+    lowering: byte i holds value i in its low nibble and value i + n/2 in its high one, so that
+    unpacking is two shifts and a Concat, with no interleaving."""
+    flat = nibbles.astype(np.uint8).ravel()
+    if flat.size % 2:
+        raise ValueError("pack_halves needs an even number of values")
+    half = flat.size // 2
+    return flat[:half] | (flat[half:] << 4)

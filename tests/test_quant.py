@@ -9,7 +9,7 @@ import onnxsurgery
 from onnxsurgery.io import all_tensor_protos
 from onnxsurgery.errors import UnsupportedModelError, VerificationError
 from onnxsurgery.passes.quantize_weights import QuantOptions
-from onnxsurgery.quant_math import dequantize, pack_nibbles, quantize
+from onnxsurgery.quant_math import dequantize, pack_halves, pack_nibbles, quantize
 
 # -- the arithmetic, against a plain numpy reference ----------------------------------------
 
@@ -205,6 +205,39 @@ def test_int4_on_opset_11_uses_valid_lowering(tmp_path):
     assert all(t.data_type != onnx.TensorProto.INT4 for t in saved.graph.initializer)
     assert report.verification["rel_l2_error"] < 0.15
     assert report.bytes_after / report.bytes_before < 0.30
+
+
+def test_pack_halves_puts_the_second_half_in_the_high_nibbles():
+    values = np.arange(16, dtype=np.uint8)[::-1].repeat(3)[:40]
+    packed = pack_halves(values)
+    assert packed.dtype == np.uint8 and packed.size == 20
+    assert np.array_equal(np.concatenate([packed & 0x0F, packed >> 4]), values)
+    with pytest.raises(ValueError):
+        pack_halves(values[:5])
+
+
+@pytest.mark.parametrize("granularity", ["channel", "block"])
+def test_int4_arith_unpacks_alike_at_every_opset(tmp_path, granularity):
+    """4-bit values unpack through uint8 BitShift from opset 11 and through int32 before; an odd
+    element count (65 x 65) stores the last value on its own. Both must decode the same
+    integers, in place: y = I @ W gives the dequantized weight itself."""
+    w = builders.rand((65, 65), 5) * 0.1
+    outputs, ops = {}, {}
+    for opset, ir in ((10, 5), (11, 6), (13, 7)):
+        model = builders.model([onnx.helper.make_node("MatMul", ["x", "W"], ["y"])],
+                               [builders.vi("x", shape=[65, 65])], [builders.vi("y", shape=[65, 65])],
+                               [onnx.numpy_helper.from_array(w, "W")], opset=opset, ir=ir)
+        _, out, report = _quant(tmp_path, model, dtype="int4", granularity=granularity, block_size=16)
+        assert report.pass_report("quantize").changed == 1
+        ops[opset] = {n.op_type for n in onnx.load(str(out)).graph.node}
+        outputs[opset] = run(out, {"x": np.eye(65, dtype=np.float32)})[0]
+    assert "BitShift" in ops[11] and "Div" not in ops[11] and "Cast" in ops[11]
+    assert "Div" in ops[10] and "BitShift" not in ops[10]
+    assert np.array_equal(outputs[10], outputs[11]) and np.array_equal(outputs[11], outputs[13])
+    # Within half a step of the weight; a value decoded out of place would be off by several.
+    widest_step = 2 * np.abs(w).max(axis=0) / 15  # per column, no group's step is wider
+    assert np.all(np.abs(outputs[11] - w) <= 0.51 * widest_step)
+    assert np.abs(outputs[11] - w).max() > 0  # it was quantized
 
 
 def test_dq_refused_where_opset_cannot_express_it(tmp_path):

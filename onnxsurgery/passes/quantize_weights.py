@@ -4,8 +4,8 @@ back into float in the graph, so every consumer sees a tensor of the original dt
 Before: W (float32/float16/bfloat16/float64, at least `min_elements` elements) -> consumers.
 After, with the `dq` lowering:    Wq, scale[, zero_point] -> DequantizeLinear [-> Cast] -> consumers
          with the `arith` lowering: Wq -> Cast -> [Sub zp] -> Mul scale [-> Reshape] [-> Cast] -> consumers
-4-bit values under `arith` are stored two per uint8 and unpacked with Cast/Div/Mul/Sub/Concat/
-Reshape, which every opset from 7 on has, so int4 works on models below opset 21.
+4-bit values under `arith` are stored two per uint8 and unpacked with BitShift/Concat/Reshape
+(opset 11 on; Cast/Div/Mul/Sub in int32 before), so int4 works on models below opset 21.
 onnxruntime constant-folds the `arith` chain when the session starts (no run-time cost, float
 weights in memory); it keeps DequantizeLinear, so `dq` runs at every inference except where it
 fuses DQ -> MatMul into MatMulNBits. Measured with onnxruntime 1.31 on six 1024x1024 MatMuls
@@ -54,7 +54,7 @@ from ..graph_utils import (
     replace_uses,
     set_values,
 )
-from ..quant_math import Quantized, has_zero_point, pack_nibbles, quantize, snap_to_levels, weight_error
+from ..quant_math import Quantized, has_zero_point, pack_halves, pack_nibbles, quantize, snap_to_levels, weight_error
 from ..report import PassReport
 
 FLOAT_TYPES = {
@@ -183,9 +183,6 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
             continue
         scheme = choose_scheme(site, options)
         lowering = _lowering(site, options, scheme, opset)
-        if options.four_bit and lowering == "arith" and site.num_elements % 2:
-            report.skip(site.name, "odd element count: 4-bit arith packing needs pairs")
-            continue
         as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and _matches(site, options.fp16_for)
         todo.append((site, scheme, lowering, as_fp16))
     stays_float = bool(options.fp16 or options.levels)
@@ -374,7 +371,7 @@ def _build(site: ConstantSite, qt: Quantized, lowering: str, names: NameAllocato
             attrs["block_size"] = qt.block_size
         out = emit("DequantizeLinear", inputs, shape=shape, **attrs)
     else:
-        out = _build_arith(qt, emit, names, base, shape)
+        out = _build_arith(qt, emit, names, base, shape, opset)
     if site.onnx_dtype != onnx.TensorProto.FLOAT:
         out = emit("Cast", [out], dtype=target, shape=shape, to=site.onnx_dtype)
     return out
@@ -394,7 +391,8 @@ def _broadcast_shape(qt: Quantized, shape: list[int]) -> list[int]:
     return blocked
 
 
-def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str, shape: list[int]) -> gs.Variable:
+def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str, shape: list[int],
+                opset: int) -> gs.Variable:
     four_bit = qt.dtype in ("int4", "uint4")
     view = _broadcast_shape(qt, shape)
     zero = None  # a float tensor to subtract, or None
@@ -411,18 +409,10 @@ def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str,
     if blocked:
         work_shape[qt.axis:qt.axis + 1] = [shape[qt.axis] // qt.block_size, qt.block_size]
     if four_bit:
-        nibbles = qt.q.astype(np.int16) + offset
-        packed = _const(names, f"{base}_q4", pack_nibbles(nibbles, signed=False))
-        p = emit("Cast", [packed], dtype=np.int32, to=onnx.TensorProto.INT32)
-        sixteen = _const(names, f"{base}_16", np.array(16, np.int32))
-        hi = emit("Div", [p, sixteen], dtype=np.int32)
-        lo = emit("Sub", [p, emit("Mul", [hi, sixteen], dtype=np.int32)], dtype=np.int32)
-        column = _const(names, f"{base}_col", np.array([-1, 1], np.int64))
-        pairs = emit("Concat", [emit("Reshape", [lo, column], dtype=np.int32),
-                                emit("Reshape", [hi, column], dtype=np.int32)], dtype=np.int32, axis=1)
-        pairs = emit("Reshape", [pairs, _const(names, f"{base}_qshape", np.array(work_shape, np.int64))],
-                     dtype=np.int32)
-        q = emit("Cast", [pairs], to=onnx.TensorProto.FLOAT)
+        nibbles = (qt.q.astype(np.int16) + offset).ravel()  # C order of the (blocked) work shape
+        q = _unpack_nibbles(nibbles, emit, names, base, opset)
+        q = emit("Reshape", [q, _const(names, f"{base}_qshape", np.array(work_shape, np.int64))], dtype=q.dtype)
+        q = emit("Cast", [q], to=onnx.TensorProto.FLOAT)
     else:
         # Stored already blocked (same bytes): onnxruntime folds the chain at session start and
         # holds every float intermediate until folding ends, so one float Reshape fewer is
@@ -438,3 +428,27 @@ def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str,
     if blocked:
         x = emit("Reshape", [x, _const(names, f"{base}_shape", np.array(shape, np.int64))], shape=shape)
     return x
+
+
+def _unpack_nibbles(nibbles: np.ndarray, emit: _Emitter, names: NameAllocator, base: str,
+                    opset: int) -> gs.Variable:
+    """Store flat values 0..15 two per byte (`pack_halves`) and emit the nodes that unpack
+    them into a flat integer tensor. onnxruntime folds these at session start and holds each
+    intermediate until folding ends, so they stay one byte per value (uint8 BitShift) from
+    opset 11; before that, uint8 has no arithmetic and the split runs in int32."""
+    even = nibbles.size - nibbles.size % 2
+    packed = _const(names, f"{base}_q4", pack_halves(nibbles[:even]))
+    if opset >= 11:
+        dtype, four = np.uint8, _const(names, f"{base}_4", np.array(4, np.uint8))
+        hi = emit("BitShift", [packed, four], dtype=dtype, direction="RIGHT")
+        lo = emit("BitShift", [emit("BitShift", [packed, four], dtype=dtype, direction="LEFT"), four],
+                  dtype=dtype, direction="RIGHT")
+    else:
+        dtype, sixteen = np.int32, _const(names, f"{base}_16", np.array(16, np.int32))
+        p = emit("Cast", [packed], dtype=dtype, to=onnx.TensorProto.INT32)
+        hi = emit("Div", [p, sixteen], dtype=dtype)
+        lo = emit("Sub", [p, emit("Mul", [hi, sixteen], dtype=dtype)], dtype=dtype)
+    parts = [lo, hi]
+    if nibbles.size % 2:  # an odd count: the last value on its own
+        parts.append(_const(names, f"{base}_q4_last", nibbles[even:].astype(dtype)))
+    return emit("Concat", parts, dtype=dtype, axis=0)

@@ -298,11 +298,10 @@ def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_dat
         with open(staging / path.name, "wb") as f:
             write_pieces(f, pieces, files)
         staged.names.append(path.name)
-    except OSError as e:
+    except BaseException as e:
         staged.discard()
-        raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
-    except BaseException:
-        staged.discard()
+        if isinstance(e, OSError):
+            raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
         raise
     return staged
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,11 +236,18 @@ class Calibration:
         if self._session is None:
             acts = {r.activation for found in self._readers.values() for r in found} - self._graph_inputs
             outputs = [helper.make_empty_tensor_value_info(a) for a in sorted(acts - self._graph_outputs)]
-            # Protobuf merges repeated occurrences of a message field, so these outputs join the
-            # model's graph without parsing the model here (which would hold it twice more).
+            # Protobuf merges repeated occurrences of a message field, so these outputs, appended
+            # to a copy of the file, join the model's graph without the model being parsed or
+            # held here: onnxruntime reads the copy itself (given bytes, it keeps them as long
+            # as the session lives).
             extra = onnx.ModelProto(graph=onnx.GraphProto(output=outputs)).SerializeToString()
             path = Path(self.model_path)
-            self._session = session(path.read_bytes() + extra, external_data_dir=path.parent)
+            with tempfile.TemporaryDirectory() as tmp:
+                probe = Path(tmp) / "probe.onnx"
+                shutil.copyfile(path, probe)
+                with open(probe, "ab") as f:
+                    f.write(extra)
+                self._session = session(probe, external_data_dir=path.parent)
         return self._session, self._graph_inputs
 
     def _feeds(self, sess):

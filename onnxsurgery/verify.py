@@ -20,24 +20,22 @@ DEFAULT_BATCH = 1
 DEFAULT_DIM = 32
 
 
-def session(model: str | os.PathLike | onnx.ModelProto | bytes, *, optimize: bool = True,
+def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True,
             external_data_dir: str | os.PathLike | None = None):
-    """An onnxruntime CPU session for a path, a ModelProto (large protos go through a file), or
-    serialized bytes (external data files then in `external_data_dir`)."""
+    """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
+    `external_data_dir`: where a path's external data files are, when not beside it."""
     import onnxruntime as ort
 
-    if not isinstance(model, (onnx.ModelProto, bytes)) and not Path(model).is_file():
+    if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if external_data_dir is not None:
+        opts.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                      str(Path(external_data_dir).resolve()))
     try:
-        if isinstance(model, bytes):
-            if external_data_dir is not None:
-                opts.add_session_config_entry("session.model_external_initializers_file_folder_path",
-                                              str(Path(external_data_dir).resolve()))
-            return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
         if isinstance(model, onnx.ModelProto):
             from .io import needs_external_data
 

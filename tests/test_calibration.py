@@ -275,7 +275,7 @@ def test_weights_reading_the_same_input_share_one_capture(tmp_path):
 
 
 def test_calibration_of_a_model_with_external_data(tmp_path):
-    # the probe session is built from the file's bytes: its external data must still be found
+    # the probe session is built from a copy of the file elsewhere: its external data must still be found
     from onnx.external_data_helper import convert_model_to_external_data
 
     model = _calibration_model()

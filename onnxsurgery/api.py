@@ -296,7 +296,8 @@ def quant_file(
         produce = ws.export
 
     def check(written: Path) -> None:
-        report.verification = compare_models(input_path, written, samples=samples, shapes=shapes)
+        report.verification = compare_models(input_path, written, samples=samples, shapes=shapes,
+                                             fold_candidate=False)
         worst = report.verification["rel_l2_error"]
         if max_error is not None and not worst <= max_error:
             raise VerificationError(
@@ -344,7 +345,8 @@ def _most_sensitive_weights(input_path, options: QuantOptions, merge: bool, targ
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "probe.onnx"
             save_model(ws.export(), path, files=ws.files)
-            err = compare_models(input_path, path, samples=samples, shapes=shapes)["rel_l2_error"]
+            err = compare_models(input_path, path, samples=samples, shapes=shapes,
+                                 fold_candidate=False)["rel_l2_error"]
         return err, names
 
     full, names = output_error(options)

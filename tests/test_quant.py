@@ -331,13 +331,15 @@ def test_verification_sessions_one_at_a_time_without_the_graph(tmp_path, monkeyp
         assert graphs and all(g() is None for g in graphs), "the graph is still in memory"
         s = real_session(model, **kw)
         sessions.add(s)
-        created.append(str(model))
+        created.append((str(model), kw))
         return s
 
     monkeypatch.setattr(api, "open_workspace", open_and_track)
     monkeypatch.setattr(verify, "session", session_and_track)
     report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024)
-    assert len(created) == 2 and created[0] == str(src)
+    # the input's weights mapped from its file; the result loaded without constant folding
+    assert len(created) == 2 and created[0][0] == str(src)
+    assert created[0][1].get("map_weights") is True and created[1][1].get("fold_constants") is False
     assert report.verification["rel_l2_error"] < 0.05
     assert (tmp_path / "q.onnx").exists()
 
@@ -445,3 +447,121 @@ def test_target_error_stores_the_costliest_weights_as_fp16(tmp_path):
     assert 1 <= q.details["schemes"].get("fp16/cast", 0) < 4  # some, not all, went to float16
     assert "float16" in report.notes[0]
     assert report.bytes_after < (tmp_path / "in.onnx").stat().st_size
+
+
+# -- embedding tables: gathered, then dequantized ---------------------------------------------
+
+
+def _embedding_model(table_dtype=np.float32, also_matmul=False):
+    """A table E [300, 64] read by two Gathers (2-D indices, one of them negative); with
+    `also_matmul`, E is also read by a MatMul and must not be gathered."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(table_dtype))
+    e = (np.random.default_rng(40).standard_normal((300, 64)) * 0.1).astype(table_dtype)
+    nodes = [helper.make_node("Gather", ["E", "ids"], ["a"], axis=0),
+             helper.make_node("Gather", ["E", "ids2"], ["b"], axis=0)]
+    inputs = [builders.vi("ids", TensorProto.INT64, [2, 3]), builders.vi("ids2", TensorProto.INT64, [2, 3])]
+    outputs = [builders.vi("a", elem, [2, 3, 64]), builders.vi("b", elem, [2, 3, 64])]
+    if also_matmul:
+        nodes.append(helper.make_node("MatMul", ["x", "E"], ["z"]))
+        inputs.append(builders.vi("x", elem, [1, 300]))
+        outputs.append(builders.vi("z", elem, [1, 64]))
+    return builders.model(nodes, inputs, outputs, [numpy_helper.from_array(e, "E")])
+
+
+def _embedding_feeds(model):
+    feeds = {"ids": np.array([[0, 5, 299], [-1, 17, 150]], np.int64),
+             "ids2": np.array([[2, 2, 3], [298, -300, 7]], np.int64)}
+    if any(i.name == "x" for i in model.graph.input):
+        feeds["x"] = np.random.default_rng(1).standard_normal((1, 300)).astype(np.float32)
+    return feeds
+
+
+@pytest.mark.parametrize("table_dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("scheme", [{}, dict(granularity="channel"), dict(granularity="tensor"),
+                                    dict(dtype="uint8", symmetric=True)],
+                         ids=["defaults", "channel", "tensor", "uint8-sym"])
+def test_embedding_table_stays_integer_and_gathers_exactly(tmp_path, table_dtype, scheme):
+    """Under auto, a table read only by Gather keeps its integers in the graph: each Gather
+    picks integer rows and dequantizes those. The gathered values are bit-identical to
+    dequantizing the whole table first (the arith lowering). (They are graph outputs here: with
+    float16 tables, onnxruntime may run a consumer in float32 and drop the final Cast, which it
+    cannot do once the whole chain is folded.)"""
+    model = _embedding_model(table_dtype)
+    _, out, report = _quant(tmp_path, model, **scheme)
+    (label,) = report.pass_report("quantize").details["schemes"]
+    assert label.startswith(scheme.get("dtype", "int8")) and label.endswith("/gather")
+    graph = onnx.load(str(out)).graph
+    ints = {t.name for t in graph.initializer if t.data_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+            and np.prod(t.dims) == 300 * 64}
+    assert len(ints) == 1
+    readers = [n.op_type for n in graph.node if set(n.input) & ints]
+    assert readers == ["Gather", "Gather"]  # never Cast: no float copy of the whole table
+    whole = tmp_path / "arith.onnx"
+    onnxsurgery.quant_file(tmp_path / "in.onnx", whole, min_elements=1024, lowering="arith", **scheme)
+    feeds = _embedding_feeds(model)
+    for got, expected, original in zip(run(out, feeds), run(whole, feeds), run(model, feeds)):
+        assert got.dtype == table_dtype and got.shape == (2, 3, 64)
+        assert np.array_equal(got, expected)
+        rel = np.linalg.norm(got.astype(np.float64) - original) / np.linalg.norm(original.astype(np.float64))
+        assert 0 < rel < 0.02
+
+
+def test_table_also_read_by_matmul_is_dequantized_whole(tmp_path):
+    model = _embedding_model(also_matmul=True)
+    _, out, report = _quant(tmp_path, model)
+    (label,) = report.pass_report("quantize").details["schemes"]
+    assert label.endswith("/arith")
+    feeds = _embedding_feeds(model)
+    for got, original in zip(run(out, feeds), run(model, feeds)):
+        assert np.linalg.norm(got - original) / np.linalg.norm(original) < 0.02
+
+
+# -- verification's sessions --------------------------------------------------------------------
+
+
+def test_mapped_reference_reads_weights_from_the_file_and_computes_the_same(tmp_path):
+    """The reference session maps its large tensors from the input file (initializers, a
+    Constant node and an If branch's initializer here) and computes exactly what loading the
+    file does."""
+    from onnxsurgery import verify
+
+    model = builders.quant_cases()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    mapped = verify._mapped_session(src, verify.session_settings())  # no fallback on this path
+    plain = verify.session(src)
+    for seed in (0, 1):
+        feeds = {"ids": np.array([3, 77], np.int64), "c": np.array(bool(seed))}
+        assert all(np.array_equal(a, b) for a, b in zip(mapped.run(None, feeds), plain.run(None, feeds)))
+
+
+def test_unfolded_session_keeps_the_dequantization_at_run_time(tmp_path):
+    """What quant's verification relies on: with fold_constants=False onnxruntime leaves the
+    Cast/Sub/Mul chain in the graph (run per inference, not stored as a float weight), and the
+    outputs are those of the folded session."""
+    import onnxruntime as ort
+
+    from onnxsurgery import verify
+
+    model = builders.quant_cases()
+    _, out, _ = _quant(tmp_path, model, lowering="arith")
+    feeds = {"ids": np.array([3, 77], np.int64), "c": np.array(True)}
+    outputs, casts = [], []
+    for fold in (True, False):
+        opts, kwargs = verify.session_settings(fold_constants=fold)
+        opts.optimized_model_filepath = str(tmp_path / f"opt{fold}.onnx")
+        outputs.append(ort.InferenceSession(str(out), opts, **kwargs).run(None, feeds)[0])
+        optimized = onnx.load(str(tmp_path / f"opt{fold}.onnx"))
+        casts.append(sum(n.op_type == "Cast" for g in _graphs(optimized.graph) for n in g.node))
+    assert casts[0] == 0 and casts[1] >= 3
+    assert np.allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
+
+
+def _graphs(graph):
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(a.g)

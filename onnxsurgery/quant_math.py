@@ -263,11 +263,12 @@ def pack_nibbles(q: np.ndarray, signed: bool) -> np.ndarray:
 
 
 def pack_halves(nibbles: np.ndarray) -> np.ndarray:
-    """An even number of values 0..15 (flattened, C order) two per byte, for the `arith`
-    lowering: byte i holds value i in its low nibble and value i + n/2 in its high one, so that
-    unpacking is two shifts and a Concat, with no interleaving."""
-    flat = nibbles.astype(np.uint8).ravel()
-    if flat.size % 2:
+    """Values 0..15 two per byte along the last axis (an even length), for the `arith` and
+    `gather` lowerings: byte i holds value i in its low nibble and value i + n/2 in its high
+    one, so that unpacking is two shifts and a Concat, with no interleaving. A 2-D array is
+    packed row by row (rows can then be gathered before unpacking)."""
+    x = nibbles.astype(np.uint8)
+    if x.shape[-1] % 2:
         raise ValueError("pack_halves needs an even number of values")
-    half = flat.size // 2
-    return flat[:half] | (flat[half:] << 4)
+    half = x.shape[-1] // 2
+    return x[..., :half] | (x[..., half:] << 4)

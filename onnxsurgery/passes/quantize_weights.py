@@ -12,7 +12,8 @@ fuses DQ -> MatMul into MatMulNBits. Measured with onnxruntime 1.31 on six 1024x
 (opset 21), latency relative to float32: int4 blocks as dq 0.26x at 1 token, 1.03x at 128;
 int8 blocks as dq 0.30x and 1.47x; arith about 1.0x at both. `auto` therefore picks `dq` only
 for a blockwise 4-bit weight read by a single MatMul at opset >= 21, and `arith` elsewhere,
-except for an 8-bit embedding table read only by Gather along axis 0: there `auto` picks
+except for an embedding table read only by Gather along axis 0 (8-bit; 4-bit from opset 11,
+packed row by row): there `auto` picks
 `gather`, which gathers the integer rows (and their scales and zero points) first and
 dequantizes only those, at run time. The table then stays 8-bit in the session instead of
 being folded into a float copy (BERT-base's 30522x512 table: 15.6 MB instead of 62.5 MB, plus
@@ -294,7 +295,7 @@ def _lowering(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: 
     if options.lowering != "auto":
         return options.lowering
     readers = consumers(site)
-    if _gatherable(site, readers, options, scheme):
+    if _gatherable(site, readers, options, scheme, opset):
         return "gather"
     block = scheme.block_size or 0
     fusable = (  # what onnxruntime turns into MatMulNBits: blocks of a power of two >= 16
@@ -306,12 +307,15 @@ def _lowering(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: 
     return "dq" if fusable else "arith"
 
 
-def _gatherable(site: ConstantSite, readers, options: QuantOptions, scheme: Scheme) -> bool:
-    """An 8-bit table read only as Gather data along axis 0, in the scope where its nodes go,
-    with no group spanning rows: each gathered row can be dequantized on its own."""
+def _gatherable(site: ConstantSite, readers, options: QuantOptions, scheme: Scheme, opset: int) -> bool:
+    """A table read only as Gather data along axis 0, in the scope where its nodes go, with no
+    group spanning rows: each gathered row can be dequantized on its own. 4-bit rows are
+    packed by halves and split with uint8 BitShift (opset 11), so they need an even length."""
     rank = len(site.shape)
+    row = int(np.prod(site.shape[1:])) if rank >= 1 else 0
     return (
-        options.dtype in ("int8", "uint8") and rank >= 1 and bool(readers)
+        (not options.four_bit or (opset >= 11 and row % 2 == 0))
+        and rank >= 1 and bool(readers)
         and all(n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % rank == 0 for n, i in readers)
         and (scheme.granularity == "tensor" or (scheme.granularity == "channel") == (scheme.axis == 0))
         and all(any(n is m for m in site.scope.graph.nodes) for n, _ in readers)
@@ -405,44 +409,80 @@ def _build(site: ConstantSite, qt: Quantized, lowering: str, names: NameAllocato
 
 
 def _build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator) -> None:
-    """Replace each Gather of the table with: Gather of the integers, of the zero points and of
-    the scales by the same indices, then Cast -> [Sub] -> Mul [-> Reshape] [-> Cast] on the
-    gathered rows only. Zero points and scales keep a leading row axis (a size-1 one per
-    tensor is not gathered), so the gathered ones broadcast against the gathered integers."""
+    """Replace each Gather of the table with: Gather of the integer rows (4-bit: packed rows,
+    then split), of the zero points and of the scales by the same indices, then Cast -> [Sub]
+    -> Mul [-> Reshape] [-> Cast] on the gathered rows only. Zero points and scales keep a
+    leading row axis (per tensor they are scalars, not gathered), so the gathered ones
+    broadcast against the gathered integers."""
     base, shape = site.name, list(site.shape)
     view = _broadcast_shape(qt, shape)
-    blocked = qt.granularity == "block"
-    work_shape = list(shape)
-    if blocked:
-        work_shape[qt.axis:qt.axis + 1] = [shape[qt.axis] // qt.block_size, qt.block_size]
-    q = _int_tensor(names, f"{base}_q", qt.q.reshape(work_shape), qt.dtype)
+    work_shape = _work_shape(qt, shape)
+    four_bit = qt.dtype in ("int4", "uint4")
+    if four_bit:  # [rows, row / 2] bytes
+        rows = (qt.q.astype(np.int16) + _nibble_offset(qt)).reshape(shape[0], -1)
+        table = _const(names, f"{base}_q4", pack_halves(rows))
+    else:
+        table = _int_tensor(names, f"{base}_q", qt.q.reshape(work_shape), qt.dtype)
     scale = _const(names, f"{base}_scale", qt.scale.reshape(view))
-    zero = None
-    if qt.zero_point is not None:
-        zero = _const(names, f"{base}_zero_point", qt.zero_point.reshape(view))
-    row_shape = _const(names, f"{base}_row_shape", np.array(shape[1:], np.int64)) if blocked else None
+    zero = _zero_to_subtract(qt, view, names, base)
     emit = _Emitter(site.scope.graph, names, base)
+
+    def take(tensor: gs.Constant, indices: gs.Tensor) -> gs.Tensor:
+        return tensor if not view else emit("Gather", [tensor, indices], dtype=tensor.values.dtype, axis=0)
+
+    def indexed_shape(indices: gs.Tensor, dims: list[int]) -> gs.Variable:  # [*indices.shape, *dims]
+        tail = _const(names, f"{base}_dims", np.array(dims, np.int64))
+        return emit("Concat", [emit("Shape", [indices], dtype=np.int64), tail], dtype=np.int64, axis=0)
+
     for gather, _ in consumers(site):
         indices, (output,) = gather.inputs[1], list(gather.outputs)
-
-        def take(table: gs.Tensor, dtype) -> gs.Variable:
-            return table if not view else emit("Gather", [table, indices], dtype=dtype, axis=0)
-
-        x = emit("Cast", [emit("Gather", [q, indices], dtype=q.values.dtype, axis=0)], to=onnx.TensorProto.FLOAT)
-        if zero is not None:
-            x = emit("Sub", [x, emit("Cast", [take(zero, zero.values.dtype)], to=onnx.TensorProto.FLOAT)])
-        scales = take(scale, scale.values.dtype)
+        q = emit("Gather", [table, indices], dtype=table.values.dtype, axis=0)
+        if four_bit:
+            q = emit("Concat", list(_split_nibbles(q, emit, names, base)), dtype=np.uint8, axis=-1)
+            if len(work_shape) > 2:
+                q = emit("Reshape", [q, indexed_shape(indices, work_shape[1:])], dtype=np.uint8)
+        x = emit("Cast", [q], to=onnx.TensorProto.FLOAT)
+        if zero is not None:  # integer zero points are gathered; int4's float offset is a scalar
+            as_float = zero.values.dtype == np.float32
+            x = emit("Sub", [x, zero if as_float else emit("Cast", [take(zero, indices)], to=onnx.TensorProto.FLOAT)])
+        scales = take(scale, indices)
         if qt.scale.dtype != np.float32:
             scales = emit("Cast", [scales], to=onnx.TensorProto.FLOAT)
         x = emit("Mul", [x, scales])
-        if blocked:  # [*indices, rows' blocks, block] -> [*indices, row]
-            out_shape = emit("Concat", [emit("Shape", [indices], dtype=np.int64), row_shape], dtype=np.int64, axis=0)
-            x = emit("Reshape", [x, out_shape])
+        if qt.granularity == "block":  # [*indices, blocks, block] -> [*indices, row]
+            x = emit("Reshape", [x, indexed_shape(indices, shape[1:])])
         if site.onnx_dtype != onnx.TensorProto.FLOAT:
             x = emit("Cast", [x], dtype=FLOAT_TYPES[site.onnx_dtype], to=site.onnx_dtype)
         last = x.inputs[0]
         gather.outputs.clear()  # the old Gather goes dead; its output now comes from `last`
         last.outputs[0] = output
+
+
+def _work_shape(qt: Quantized, shape: list[int]) -> list[int]:
+    """The weight's shape with the blocked axis split in two (blocks, block), for the scales to
+    broadcast; the shape itself for other schemes."""
+    work_shape = list(shape)
+    if qt.granularity == "block":
+        work_shape[qt.axis:qt.axis + 1] = [shape[qt.axis] // qt.block_size, qt.block_size]
+    return work_shape
+
+
+def _nibble_offset(qt: Quantized) -> int:
+    """4-bit values are stored as nibbles 0..15: int4 shifted by 8."""
+    return 8 if qt.dtype == "int4" else 0
+
+
+def _zero_to_subtract(qt: Quantized, view: list[int], names: NameAllocator, base: str) -> gs.Constant | None:
+    """What the stored integers have to lose before scaling: the zero points as stored
+    integers (int8/uint8, offset like the nibbles; cast to float in the graph), int4's bare
+    offset of 8 as a float scalar, or None."""
+    offset = _nibble_offset(qt)
+    if qt.zero_point is not None:
+        zp = (qt.zero_point.astype(np.int16) + offset).reshape(view)
+        return _const(names, f"{base}_zero_point", zp.astype(np.int8 if qt.dtype == "int8" else np.uint8))
+    if offset:
+        return _const(names, f"{base}_offset", np.array(offset, np.float32))
+    return None
 
 
 def _broadcast_shape(qt: Quantized, shape: list[int]) -> list[int]:
@@ -463,21 +503,13 @@ def _build_arith(qt: Quantized, emit: _Emitter, names: NameAllocator, base: str,
                 opset: int) -> gs.Variable:
     four_bit = qt.dtype in ("int4", "uint4")
     view = _broadcast_shape(qt, shape)
-    zero = None  # a float tensor to subtract, or None
-    offset = 8 if qt.dtype == "int4" else 0  # 4-bit values are stored as nibbles 0..15
-    if qt.zero_point is not None:
-        # Integer zero points stored as uint8/int8 and cast (folded at session start).
-        zp = (qt.zero_point.astype(np.int16) + offset).reshape(view)
-        stored = zp.astype(np.int8 if qt.dtype == "int8" else np.uint8)
-        zero = emit("Cast", [_const(names, f"{base}_zero_point", stored)], to=onnx.TensorProto.FLOAT)
-    elif offset:
-        zero = _const(names, f"{base}_offset", np.array(offset, np.float32))
+    zero = _zero_to_subtract(qt, view, names, base)
+    if zero is not None and zero.values.dtype != np.float32:  # integers, folded at session start
+        zero = emit("Cast", [zero], to=onnx.TensorProto.FLOAT)
     blocked = qt.granularity == "block"
-    work_shape = list(shape)  # blocks get an axis of their own, for the scales to broadcast
-    if blocked:
-        work_shape[qt.axis:qt.axis + 1] = [shape[qt.axis] // qt.block_size, qt.block_size]
+    work_shape = _work_shape(qt, shape)  # blocks get an axis of their own, for the scales to broadcast
     if four_bit:
-        nibbles = (qt.q.astype(np.int16) + offset).ravel()  # C order of the (blocked) work shape
+        nibbles = (qt.q.astype(np.int16) + _nibble_offset(qt)).ravel()  # C order of the (blocked) work shape
         q = _unpack_nibbles(nibbles, emit, names, base, opset)
         q = emit("Reshape", [q, _const(names, f"{base}_qshape", np.array(work_shape, np.int64))], dtype=q.dtype)
         q = emit("Cast", [q], to=onnx.TensorProto.FLOAT)
@@ -507,10 +539,8 @@ def _unpack_nibbles(nibbles: np.ndarray, emit: _Emitter, names: NameAllocator, b
     even = nibbles.size - nibbles.size % 2
     packed = _const(names, f"{base}_q4", pack_halves(nibbles[:even]))
     if opset >= 11:
-        dtype, four = np.uint8, _const(names, f"{base}_4", np.array(4, np.uint8))
-        hi = emit("BitShift", [packed, four], dtype=dtype, direction="RIGHT")
-        lo = emit("BitShift", [emit("BitShift", [packed, four], dtype=dtype, direction="LEFT"), four],
-                  dtype=dtype, direction="RIGHT")
+        dtype = np.uint8
+        lo, hi = _split_nibbles(packed, emit, names, base)
     else:
         dtype, sixteen = np.int32, _const(names, f"{base}_16", np.array(16, np.int32))
         p = emit("Cast", [packed], dtype=dtype, to=onnx.TensorProto.INT32)
@@ -520,3 +550,12 @@ def _unpack_nibbles(nibbles: np.ndarray, emit: _Emitter, names: NameAllocator, b
     if nibbles.size % 2:  # an odd count: the last value on its own
         parts.append(_const(names, f"{base}_q4_last", nibbles[even:].astype(dtype)))
     return emit("Concat", parts, dtype=dtype, axis=0)
+
+
+def _split_nibbles(packed: gs.Tensor, emit: _Emitter, names: NameAllocator, base: str):
+    """(low nibbles, high nibbles) of uint8 bytes, with uint8 BitShift (opset 11)."""
+    four = _const(names, f"{base}_4", np.array(4, np.uint8))
+    hi = emit("BitShift", [packed, four], dtype=np.uint8, direction="RIGHT")
+    lo = emit("BitShift", [emit("BitShift", [packed, four], dtype=np.uint8, direction="LEFT"), four],
+              dtype=np.uint8, direction="RIGHT")
+    return lo, hi

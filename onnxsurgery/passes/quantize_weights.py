@@ -13,12 +13,11 @@ fuses DQ -> MatMul into MatMulNBits. Measured with onnxruntime 1.31 on six 1024x
 int8 blocks as dq 0.30x and 1.47x; arith about 1.0x at both. `auto` therefore picks `dq` only
 for a blockwise 4-bit weight read by a single MatMul at opset >= 21, and `arith` elsewhere,
 except for an embedding table read only by Gather along axis 0 (8-bit; 4-bit from opset 11,
-packed row by row): there `auto` picks
-`gather`, which gathers the integer rows (and their scales and zero points) first and
-dequantizes only those, at run time. The table then stays 8-bit in the session instead of
-being folded into a float copy (BERT-base's 30522x512 table: 15.6 MB instead of 62.5 MB, plus
-the four float intermediates folding holds at load), and the values are bit-identical: the same
-(q - zp) * scale per element.
+packed row by row): there `auto` picks `gather`, which gathers the integer rows (and their
+scales and zero points) first and dequantizes only those, at run time. The table then stays
+8- or 4-bit in the session instead of being folded into a float copy (BERT's 30522x512 table:
+15.6 MB at int8 instead of 62.5 MB, plus the four float intermediates folding holds at load),
+and the values are bit-identical: the same (q - zp) * scale per element.
 
 Axis: follows the consumer. MatMul B [K, N]: channels along N, blocks along K (the reduction
 axis); Gemm B likewise, honouring transB; Conv W [M, C, ...]: channels along M, blocks along C;

@@ -24,14 +24,9 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import helper
 
 from .errors import InputError
 from .graph_utils import ConstantSite, axes_read, choose_axes, consumers
@@ -235,19 +230,9 @@ class Calibration:
 
         if self._session is None:
             acts = {r.activation for found in self._readers.values() for r in found} - self._graph_inputs
-            outputs = [helper.make_empty_tensor_value_info(a) for a in sorted(acts - self._graph_outputs)]
-            # Protobuf merges repeated occurrences of a message field, so these outputs, appended
-            # to a copy of the file, join the model's graph without the model being parsed or
-            # held here: onnxruntime reads the copy itself (given bytes, it keeps them as long
-            # as the session lives).
-            extra = onnx.ModelProto(graph=onnx.GraphProto(output=outputs)).SerializeToString()
-            path = Path(self.model_path)
-            with tempfile.TemporaryDirectory() as tmp:
-                probe = Path(tmp) / "probe.onnx"
-                shutil.copyfile(path, probe)
-                with open(probe, "ab") as f:
-                    f.write(extra)
-                self._session = session(probe, external_data_dir=path.parent)
+            # read mapped from the file, not copied (verify.session, map_weights)
+            self._session = session(self.model_path, map_weights=True,
+                                    extra_outputs=tuple(sorted(acts - self._graph_outputs)))
         return self._session, self._graph_inputs
 
     def _feeds(self, sess):

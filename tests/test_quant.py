@@ -574,6 +574,31 @@ def test_unfolded_session_keeps_the_dequantization_at_run_time(tmp_path):
     assert np.allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
 
 
+def test_sessions_keep_conv_weights_in_their_own_layout(tmp_path):
+    """Verification's sessions leave Conv in the standard layout (no blocked copy of each
+    weight), which onnxruntime's default settings rewrite to NCHWc on this machine; the
+    outputs are the same function."""
+    import onnxruntime as ort
+
+    from onnxsurgery import verify
+
+    src = tmp_path / "conv.onnx"
+    onnx.save(builders.conv_model(), str(src))
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 8, 8, 8)).astype(np.float32)}
+    domains, outputs = [], []
+    for ours in (False, True):
+        default = (ort.SessionOptions(), {"providers": ["CPUExecutionProvider"]})
+        opts, kwargs = verify.session_settings() if ours else default
+        opts.optimized_model_filepath = str(tmp_path / f"opt{ours}.onnx")
+        opts.log_severity_level = 3
+        outputs.append(ort.InferenceSession(str(src), opts, **kwargs).run(None, feeds)[0])
+        domains.append({n.domain for n in onnx.load(str(tmp_path / f"opt{ours}.onnx")).graph.node})
+    assert domains[1] == {""}
+    assert np.allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
+    if "com.microsoft.nchwc" not in domains[0]:  # the check above then proves nothing
+        pytest.skip("onnxruntime's defaults do not use NCHWc on this CPU (no AVX2)")
+
+
 def _graphs(graph):
     yield graph
     for node in graph.node:

@@ -207,7 +207,7 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
     given = {**load_feeds(model), **(feeds or {})}
     missing = [i for i in sess.get_inputs() if i.name not in given]
     if missing:
-        generated = make_inputs(sess, shapes=shapes, seed=seed)
+        generated = make_inputs(sess, shapes=shapes, seed=seed, model=model)
         given.update({i.name: generated[i.name] for i in missing})
     names = [o.name for o in sess.get_outputs()]
     try:

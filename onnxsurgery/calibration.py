@@ -242,7 +242,7 @@ class Calibration:
         for sample in self.samples:
             missing = [i.name for i in sess.get_inputs() if i.name not in sample]
             if missing and generated is None:
-                generated = make_inputs(sess, shapes=self.shapes)
+                generated = make_inputs(sess, shapes=self.shapes, model=self.model_path)
             yield {**{k: generated[k] for k in missing}, **sample}
 
 

@@ -127,11 +127,22 @@ def parse_shapes(specs: list[str] | tuple[str, ...]) -> dict[str, list[int]]:
     return shapes
 
 
-def _index_bounds(model: onnx.ModelProto | None) -> dict[str, int]:
-    """Graph inputs used as Gather indices -> the gathered table's first dimension."""
+def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str, int]:
+    """Graph inputs used as Gather indices -> the gathered table's first dimension (tables
+    that are initializers or Constant nodes). A path is read without its weights' payloads."""
     if model is None:
         return {}
+    if not isinstance(model, onnx.ModelProto):
+        from .lazy import read_model_skipping_weights
+
+        try:
+            model = read_model_skipping_weights(Path(model))
+        except (OSError, ValueError):  # the session that read it already checked the file
+            return {}
     sizes = {t.name: list(t.dims) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            sizes.update((node.output[0], list(a.t.dims)) for a in node.attribute if a.name == "value")
     bounds: dict[str, int] = {}
     for node in model.graph.node:
         if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in sizes:
@@ -144,7 +155,9 @@ def _index_bounds(model: onnx.ModelProto | None) -> dict[str, int]:
 
 
 def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
-                model: onnx.ModelProto | None = None) -> dict[str, np.ndarray]:
+                model: onnx.ModelProto | str | os.PathLike | None = None) -> dict[str, np.ndarray]:
+    """One sample for `sess` (module doc); with `model` (the session's model), integer inputs
+    that index a table stay below its size."""
     shapes = shapes or {}
     rng = np.random.default_rng(seed)
     bounds = _index_bounds(model)
@@ -227,8 +240,7 @@ def compare_models(
     ref_sess = session(reference, map_weights=True)
     names = [o.name for o in ref_sess.get_outputs()]
     if samples is None:
-        proto = reference if isinstance(reference, onnx.ModelProto) else None
-        samples = [make_inputs(ref_sess, shapes=shapes, seed=seed, model=proto)]
+        samples = [make_inputs(ref_sess, shapes=shapes, seed=seed, model=reference)]
     expected = [_run(ref_sess, names, feeds) for feeds in samples]
     del ref_sess
     cand_sess = session(candidate, fold_constants=fold_candidate)

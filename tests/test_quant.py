@@ -605,3 +605,28 @@ def _graphs(graph):
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
                 yield from _graphs(a.g)
+
+
+def test_generated_token_ids_cover_tables_read_from_a_file(tmp_path):
+    """Generated indices span each gathered table (an initializer stored lazily, a Constant
+    node), not just 0-9, when the model is given as a path; other integers stay small."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnxsurgery import verify
+
+    b = builders
+    nodes = [b.const_node("small", b.rand((20, 4), 2)),
+             helper.make_node("Gather", ["big", "ids"], ["e1"]),
+             helper.make_node("Gather", ["small", "pos"], ["e2"]),
+             helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT)]
+    m = b.model(nodes, [b.vi("ids", TensorProto.INT64, [256]), b.vi("pos", TensorProto.INT64, [256]),
+                        b.vi("n", TensorProto.INT64, [256])],
+                [b.vi("e1", shape=[256, 8]), b.vi("e2", shape=[256, 4]), b.vi("nf", shape=[256])],
+                [numpy_helper.from_array(b.rand((3000, 8), 1), "big")])
+    src = tmp_path / "m.onnx"
+    onnx.save(m, str(src))
+    feeds = verify.make_inputs(verify.session(src), model=src)
+    assert 1000 < feeds["ids"].max() < 3000
+    assert 10 <= feeds["pos"].max() < 20
+    assert feeds["n"].max() < 10
+    assert verify.compare_models(src, src)["exact"]

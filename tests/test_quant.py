@@ -630,3 +630,31 @@ def test_generated_token_ids_cover_tables_read_from_a_file(tmp_path):
     assert 10 <= feeds["pos"].max() < 20
     assert feeds["n"].max() < 10
     assert verify.compare_models(src, src)["exact"]
+
+
+def test_fp16_weight_read_only_inside_if_branches_loads_unfolded(tmp_path):
+    """A float16-stored weight that only subgraphs read gets its Cast inside each reading
+    branch: a Cast in the outer graph read implicitly by the If node makes onnxruntime 1.31
+    fail to load the model with constant folding off (FuseInitializersTransformer)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    b = builders
+
+    def branch(i):
+        return helper.make_graph([helper.make_node("MatMul", ["x", "W"], [f"y{i}"])], f"b{i}", [],
+                                 [b.vi(f"y{i}", shape=[1, 64])])
+
+    m = b.model([helper.make_node("If", ["c"], ["y"], then_branch=branch(1), else_branch=branch(2))],
+                [b.vi("x", shape=[1, 64]), b.vi("c", TensorProto.BOOL, [])], [b.vi("y", shape=[1, 64])],
+                [numpy_helper.from_array(b.rand((64, 64), 5), "W")])
+    src, out, report = _quant(tmp_path, m, fp16=True)  # verification loads the result unfolded
+    assert report.verification["rel_l2_error"] < 1e-3
+    saved = onnx.load(str(out))
+    assert not any(n.op_type == "Cast" for n in saved.graph.node)
+    assert all(sum(n.op_type == "Cast" for n in g.node) == 1 for g in _graphs(saved.graph) if g is not saved.graph)
+    from onnxsurgery import verify
+
+    feeds = {"x": b.rand((1, 64), 6), "c": np.array(False)}
+    got = verify.session(out, fold_constants=False).run(None, feeds)[0]
+    want = feeds["x"] @ b.rand((64, 64), 5).astype(np.float16).astype(np.float32)
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()

@@ -248,10 +248,16 @@ def _store_as_float(site: ConstantSite, values: np.ndarray, options: QuantOption
     snapped in place. Returns the weight error and the bytes now stored."""
     if options.fp16 or as_fp16:
         half = values.astype(np.float16)
-        emit = _Emitter(site.scope.graph, names, site.name)
-        out = emit("Cast", [_const(names, f"{site.name}_fp16", half)], shape=list(site.shape),
-                   to=onnx.TensorProto.FLOAT)
-        replace_uses(site.value, out)
+        stored = _const(names, f"{site.name}_fp16", half)
+        # One Cast in each graph that reads the weight, not one in the scope feeding a
+        # subgraph: onnxruntime's FuseInitializersTransformer (1.31, constant folding off)
+        # fails to load a model whose float16-initializer Cast is read only implicitly by an
+        # If/Loop/Scan node (silero-vad's LSTM weights).
+        for graph, readers in _readers_by_graph(site):
+            out = _Emitter(graph, names, site.name)("Cast", [stored], shape=list(site.shape),
+                                                    to=onnx.TensorProto.FLOAT)
+            for node, index in readers:
+                node.inputs[index] = out
         return _error(values, half.astype(np.float32)), half.nbytes
     snapped = snap_to_levels(values, options.levels, granularity=scheme.granularity, axis=scheme.axis,
                              block_size=scheme.block_size)
@@ -261,6 +267,17 @@ def _store_as_float(site: ConstantSite, values: np.ndarray, options: QuantOption
     else:
         site.node.attrs["value"] = gs.Constant(site.tensor.name, stored)
     return _error(values, stored.astype(np.float32)), site.nbytes
+
+
+def _readers_by_graph(site: ConstantSite) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
+    """The places that read the constant, grouped by the graph (the site's scope or one of its
+    subgraphs) holding the reading node."""
+    graph_of = {id(node): scope.graph for scope in iter_scopes(site.scope.graph) for node in scope.graph.nodes}
+    groups: dict[int, tuple[gs.Graph, list]] = {}
+    for node, index in consumers(site):
+        graph = graph_of[id(node)]
+        groups.setdefault(id(graph), (graph, []))[1].append((node, index))
+    return list(groups.values())
 
 
 def _error(x: np.ndarray, y: np.ndarray) -> dict[str, float]:

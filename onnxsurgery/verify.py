@@ -71,7 +71,7 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True):
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4  # errors reach the user once, as our own one-line message
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     kwargs = {"providers": ["CPUExecutionProvider"], "disabled_optimizers": ["NchwcTransformer"]}
@@ -239,9 +239,17 @@ def compare_models(
     """
     ref_sess = session(reference, map_weights=True)
     names = [o.name for o in ref_sess.get_outputs()]
-    if samples is None:
+    generated = samples is None
+    if generated:
         samples = [make_inputs(ref_sess, shapes=shapes, seed=seed, model=reference)]
-    expected = [_run(ref_sess, names, feeds) for feeds in samples]
+    try:
+        expected = [_run(ref_sess, names, feeds) for feeds in samples]
+    except VerificationError as e:
+        if not generated:
+            raise
+        made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in samples[0].items())
+        raise VerificationError(f"the original model does not run on generated inputs ({made}): give real ones "
+                                f"with --inputs, or dimensions with --shape NAME:DxD ({e})") from e
     del ref_sess
     cand_sess = session(candidate, fold_constants=fold_candidate)
     per_output: dict[str, dict] = {}

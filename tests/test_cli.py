@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import onnx
 from click.testing import CliRunner
 from conftest import assert_same_outputs, builders
@@ -115,3 +116,29 @@ def test_info_estimates_quant_savings(save):
         report = json.loads(invoke("quant", src, str(out), "--no-verify", "--json", *args).output)
         saved = sum(p["bytes_saved"] for p in report["passes"])
         assert data["savings"][method] == saved, method
+
+
+def test_model_that_fails_on_generated_inputs_says_how_to_feed_it(tmp_path):
+    """One line on stderr (onnxruntime's own error log silenced), naming the generated shapes
+    and --inputs/--shape; nothing written. With --shape it goes through."""
+    import subprocess
+    import sys
+
+    from onnx import TensorProto, helper, numpy_helper
+
+    b = builders
+    m = b.model([helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("MatMul", ["r", "W"], ["y"])],
+                [b.vi("x", shape=[1, "n"])], [b.vi("y", shape=[1, 64])],
+                [numpy_helper.from_array(np.array([1, 64], np.int64), "shape"),
+                 numpy_helper.from_array(b.rand((64, 64), 3), "W")])
+    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    onnx.save(m, str(src))
+    cmd = [sys.executable, "-m", "onnxsurgery", "quant", str(src), str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("onnxsurgery: error: ")
+    assert "generated inputs (x:1x32)" in r.stderr and "--shape" in r.stderr and "--inputs" in r.stderr
+    assert not out.exists() and TensorProto.FLOAT == onnx.load(str(src)).graph.initializer[1].data_type
+    r = subprocess.run(cmd + ["--shape", "x:1x64"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert out.exists()

@@ -65,8 +65,8 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True):
 
     The NCHWc layout transformer is off: at session creation it copies every Conv weight into
     a blocked layout, so a convolutional model's weights are held twice, for a speed-up that a
-    few verification inferences do not recover (PP-OCRv4 det, quant as typed: 2.66x -> 2.17x
-    the input above the interpreter's baseline). Both sessions of a comparison get the same
+    few verification inferences do not recover (PP-OCRv4 det, quant as typed: 2.66x -> 2.33x
+    the input above the interpreter's baseline in the bench). Both sessions of a comparison get the same
     settings, so shrink's results stay bit-identical."""
     import onnxruntime as ort
 

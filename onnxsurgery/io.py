@@ -251,16 +251,10 @@ def needs_external_data(model: onnx.ModelProto) -> bool:
 
 
 def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data: bool = False,
-               files: ExternalFiles | None = None,
-               check: Callable[[Path], None] | None = None) -> list[Path]:
-    """Write `model` atomically; returns the files written.
-
-    `check`, if given, is called with the path of the complete result before it replaces
-    anything (and may raise). See `stage_model` for the rest.
-    """
+               files: ExternalFiles | None = None) -> list[Path]:
+    """Write `model` atomically; returns the files written. See `stage_model`, whose callers
+    check the written file before it replaces anything."""
     with stage_model(model, path, external_data=external_data, files=files) as staged:
-        if check is not None:
-            check(staged.path)
         return staged.commit()
 
 

@@ -334,7 +334,7 @@ def _gatherable(site: ConstantSite, readers, options: QuantOptions, scheme: Sche
         and rank >= 1 and bool(readers)
         and all(n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % rank == 0 for n, i in readers)
         and (scheme.granularity == "tensor" or (scheme.granularity == "channel") == (scheme.axis == 0))
-        and all(any(n is m for m in site.scope.graph.nodes) for n, _ in readers)
+        and all(graph is site.scope.graph for graph, _ in _readers_by_graph(site))
     )
 
 

@@ -17,17 +17,23 @@ from .graph_utils import read_values
 from .inventory import inventory
 from .io import check_output_path, copy_file, load_model, save_model, stage_model
 from .npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
+from .passes.bypass_identity import bypass_constant_identities
 from .passes.constants_to_initializers import constant_nodes_to_initializers
 from .passes.embed import inputs_to_constants
 from .passes.externalize import constants_to_inputs, select_constants
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, merge_duplicate_constants
 from .passes.merge_transposed import merge_transposed_constants
-from .passes.quantize_weights import QuantOptions, quantize_weights
+from .opset import upgrade_opset
+from .passes.quantize_weights import QuantOptions, quantize_weights, required_opset
 from .passes.narrow_types import narrow_constants
 from .pipeline import Workspace, open_workspace
 from .report import PassReport, RunReport
 from .verify import compare_models, make_inputs, session
 
+
+
+# An upgraded model may differ from the original by float reassociation in a converted op.
+UPGRADE_TOLERANCE = 1e-5
 
 
 def _describe(source) -> str:
@@ -219,9 +225,10 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
 
 def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
                       calibration: Calibration | None = None) -> None:
+    ws.run(bypass_constant_identities)  # so that the quantizer sees who really reads each weight
     if merge:
         ws.run(merge_duplicate_constants, min_elements=DEFAULT_MIN_ELEMENTS, keep=ws.keep)
-        ws.cleanup()  # constants merged away must not be quantized
+    ws.cleanup()  # constants merged away, Identity nodes bypassed, must not be quantized
     ws.run(quantize_weights, options=options, opset=ws.opsets.get("", 1), keep=ws.keep, calibration=calibration)
 
 
@@ -230,8 +237,12 @@ def quant(model, *, merge: bool = True, **options) -> tuple[onnx.ModelProto, Run
     the fields of `QuantOptions`: dtype (int8), granularity (block), block_size (32),
     symmetric (False), rounding (auto), lowering (auto), min_elements (4096), include, exclude,
     levels, fp16."""
-    result, report, _ = _in_memory(model, "quant",
-                                   lambda ws, report: _run_quant_passes(ws, QuantOptions(**options), merge))
+    quant_options = QuantOptions(**options)
+    if isinstance(model, (str, os.PathLike, onnx.ModelProto)) and required_opset(quant_options) > 1:
+        probe = RunReport("quant", _describe(model))
+        ws = _at_required_opset(open_workspace(model), model, quant_options, probe, verify=False)
+        model = ws.finish()
+    result, report, _ = _in_memory(model, "quant", lambda ws, report: _run_quant_passes(ws, quant_options, merge))
     return result, report
 
 
@@ -278,6 +289,7 @@ def quant_file(
         produce = lambda: _quantize_dynamic(ws)  # noqa: E731
     else:
         quant_options = QuantOptions(**options)
+        ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes)
         calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
         if target_error is not None:
             kept = _most_sensitive_weights(input_path, quant_options, merge, target_error,
@@ -307,6 +319,44 @@ def quant_file(
     written = _write_checked(ws, produce, out, external_data, check if verify else None)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
+
+
+def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunReport, *, verify: bool,
+                       samples=None, shapes=None) -> Workspace:
+    """`ws`, or a workspace on the model upgraded to the opset the lowering needs (opset.py),
+    checked in onnxruntime against the original first when `verify`. Where `auto` asked for the
+    newer opset (4-bit weights) and the upgrade fails, the model stays at its opset and the
+    arith chain is used instead, with a note; an explicit `dq` or keep_quantized refuses."""
+    needed, current = required_opset(options), ws.opsets.get("", 1)
+    if needed <= current or ws.template is None:
+        return ws
+    model = load_model(source) if isinstance(source, (str, os.PathLike)) else ws.materialized(ws.template)
+    try:
+        upgraded = upgrade_opset(model, needed)
+    except UnsupportedModelError as e:
+        if options.lowering == "dq" or options.keep_quantized:
+            raise
+        report.notes.append(f"{e}; kept opset {current}, so 4-bit weights use the arith chain")
+        return ws
+    ws.close()
+    del model
+    note = f"upgraded opset {current} -> {needed} with onnx's version converter"
+    if verify:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "upgraded.onnx"
+            save_model(upgraded, path)
+            check = compare_models(source, path, samples=samples, shapes=shapes)
+        if not check["rel_l2_error"] <= UPGRADE_TOLERANCE:
+            raise VerificationError(f"the model upgraded to opset {needed} computes other outputs than the input "
+                                    f"(relative L2 {check['rel_l2_error']:.3g}); nothing written")
+        note += f", verified in onnxruntime (max abs error {check['max_abs_error']:.3g})"
+    report.notes.append(note)
+    bytes_before = ws.input_bytes
+    ws = open_workspace(upgraded)
+    ws.input_bytes = bytes_before
+    return ws
 
 
 def _write_checked(ws: Workspace, produce: Callable[[], onnx.ModelProto], out: Path,

@@ -212,17 +212,30 @@ def _render_verification(v: dict) -> str:
 @click.option("--granularity", type=click.Choice(["tensor", "channel", "block"]),
               help="One scale per tensor, per output channel, or per block of --block-size elements along the "
               "consumer's reduction axis (per channel where no block size near it divides that axis). "
-              "[default: block; channel with --levels, which compresses better]")
+              "[default: chosen per weight: per output channel (symmetric, scale after the consumer) where "
+              "that is nearly as accurate as blocks, else block; channel with --levels]")
 @click.option("--block-size", type=click.IntRange(min=2), default=QUANT_BLOCK_SIZE, show_default=True)
-@click.option("--symmetric/--asymmetric", default=False, show_default=True,
-              help="Asymmetric stores a zero point per group and uses all 2^bits levels over its range.")
+@click.option("--symmetric/--asymmetric", default=None,
+              help="Asymmetric stores a zero point per group and uses all 2^bits levels over its range. "
+              "[default: asymmetric, symmetric where the lean lowering applies]")
 @click.option("--rounding", type=click.Choice(["auto", "nearest", "balanced"]), default="auto", show_default=True,
               help="balanced: nudge the fewest values one step so that each group's rounding errors sum to "
               "zero (no output shift from inputs with a common offset); auto: balanced for convolution "
               "weights, nearest elsewhere.")
-@click.option("--lowering", type=click.Choice(["auto", "dq", "arith"]), default="auto", show_default=True,
-              help="dq: DequantizeLinear; arith: Cast/Mul (folded by onnxruntime at session start); "
-              "auto: per tensor, what keeps onnxruntime fast and is valid at the model's opset.")
+@click.option("--lowering", type=click.Choice(["auto", "dq", "arith", "scaled"]), default="auto", show_default=True,
+              help="dq: DequantizeLinear (opset upgraded when the scheme needs it); arith: Cast/Mul chain, "
+              "folded at session start into float weights; scaled: int8 Cast, scale after the MatMul/Gemm/Conv "
+              "(one float copy at load); auto: per tensor, lean in memory and about as accurate as blocks.")
+@click.option("--keep-quantized", is_flag=True,
+              help="Keep the weights quantized in memory at run time (DequantizeLinear in the graph, fused by "
+              "onnxruntime into MatMulNBits for MatMul weights; opset upgraded to 21). About 0.4x the float "
+              "model's memory after session creation, but a DequantizeLinear before a Conv, Gemm or LSTM runs at "
+              "every inference and the fused MatMul quantizes activations to int8: choose it where memory is "
+              "the limit (a browser tab, a phone), not latency or the last bit of accuracy. 4-bit weights "
+              "always stay quantized.")
+@click.option("--target", type=click.Choice(["any", "onnxruntime"]), default="any", show_default=True,
+              help="any: standard ai.onnx ops only (loads in any runtime); onnxruntime: MatMul weights become "
+              "com.microsoft MatMulNBits with accuracy_level 0 (weights stay 4/8-bit, arithmetic in float).")
 @click.option("--min-elements", type=click.IntRange(min=1), default=QUANT_MIN_ELEMENTS, show_default=True,
               help="Leave float constants with fewer elements alone (biases, norms, small kernels).")
 @click.option("--include", multiple=True, metavar="GLOB", help="Only tensors whose name or consumer op matches.")
@@ -248,9 +261,9 @@ def _render_verification(v: dict) -> str:
 @_verification_options
 @_common_output_options
 @_handle_errors
-def quant(input_path, output_path, dtype, granularity, block_size, symmetric, rounding, lowering, min_elements, include,
-          exclude, levels, fp16, no_merge, no_verify, dynamic, target_error, max_error, calibration_npz, inputs_npz,
-          shapes, in_place, external_data, as_json):
+def quant(input_path, output_path, dtype, granularity, block_size, symmetric, rounding, lowering, keep_quantized,
+          target, min_elements, include, exclude, levels, fp16, no_merge, no_verify, dynamic, target_error, max_error,
+          calibration_npz, inputs_npz, shapes, in_place, external_data, as_json):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
     if levels and fp16:
@@ -261,7 +274,8 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, ro
         in_place=in_place, external_data=external_data, dynamic=dynamic, target_error=target_error,
         calibration=load_input_samples(calibration_npz) if calibration_npz else None,
         dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric, rounding=rounding,
-        lowering=lowering, min_elements=min_elements, include=include, exclude=exclude, levels=levels, fp16=fp16)
+        lowering=lowering, keep_quantized=keep_quantized, target=target, min_elements=min_elements, include=include,
+        exclude=exclude, levels=levels, fp16=fp16)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return

@@ -246,10 +246,22 @@ def consumers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
     return [(n, i) for n in site.value.outputs for i, t in enumerate(n.inputs) if t is site.value]
 
 
+def readers_by_graph(site: ConstantSite) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
+    """The places that read the constant, grouped by the graph (the site's scope or one of its
+    subgraphs) holding the reading node."""
+    graph_of = {id(node): scope.graph for scope in iter_scopes(site.scope.graph) for node in scope.graph.nodes}
+    groups: dict[int, tuple[gs.Graph, list]] = {}
+    for node, index in consumers(site):
+        graph = graph_of[id(node)]
+        groups.setdefault(id(graph), (graph, []))[1].append((node, index))
+    return list(groups.values())
+
+
 def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
     """(channel axis, block axis) as each consumer reads the weight: MatMul B per output column
     with blocks along the reduction axis, Gemm honouring transB, Conv per output channel with
-    blocks along the input channels, ConvTranspose per output channel, Gather per row; (0, last)
+    blocks along the input channels, ConvTranspose per output channel, LSTM/GRU/RNN W and R per
+    gate row with blocks along the inputs, Gather per row; (0, last)
     for any other reader."""
     rank = len(site.shape)
     default = (0, rank - 1)
@@ -263,6 +275,8 @@ def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
             rules.add((0, 1))
         elif node.op == "ConvTranspose" and idx == 1 and rank >= 2:
             rules.add((1, 0))
+        elif node.op in ("LSTM", "GRU", "RNN") and idx in (1, 2) and rank == 3:
+            rules.add((1, 2))  # [directions, gates * hidden, inputs]: per gate row, blocks along inputs
         elif node.op == "Gather" and idx == 0:
             axis = node.attrs.get("axis", 0) % rank
             rules.add((axis, rank - 1 if axis != rank - 1 else 0))

@@ -199,7 +199,7 @@ def test_fp16_weights_keep_their_dtype(tmp_path):
 
 def test_int4_on_opset_11_uses_valid_lowering(tmp_path):
     model = builders.quant_cases(opset=11, ir=6)
-    _, out, report = _quant(tmp_path, model, dtype="int4", granularity="block", block_size=16)
+    _, out, report = _quant(tmp_path, model, dtype="int4", granularity="block", block_size=16, lowering="arith")
     saved = onnx.load(str(out))
     assert saved.opset_import[0].version == 11 and saved.ir_version == 6
     assert all(t.data_type != onnx.TensorProto.INT4 for t in saved.graph.initializer)
@@ -227,7 +227,8 @@ def test_int4_arith_unpacks_alike_at_every_opset(tmp_path, granularity):
         model = builders.model([onnx.helper.make_node("MatMul", ["x", "W"], ["y"])],
                                [builders.vi("x", shape=[65, 65])], [builders.vi("y", shape=[65, 65])],
                                [onnx.numpy_helper.from_array(w, "W")], opset=opset, ir=ir)
-        _, out, report = _quant(tmp_path, model, dtype="int4", granularity=granularity, block_size=16)
+        _, out, report = _quant(tmp_path, model, dtype="int4", granularity=granularity, block_size=16,
+                                lowering="arith")
         assert report.pass_report("quantize").changed == 1
         ops[opset] = {n.op_type for n in onnx.load(str(out)).graph.node}
         outputs[opset] = run(out, {"x": np.eye(65, dtype=np.float32)})[0]
@@ -240,9 +241,29 @@ def test_int4_arith_unpacks_alike_at_every_opset(tmp_path, granularity):
     assert np.abs(outputs[11] - w).max() > 0  # it was quantized
 
 
-def test_dq_refused_where_opset_cannot_express_it(tmp_path):
-    with pytest.raises(UnsupportedModelError, match="opset 21"):
-        _quant(tmp_path, builders.quant_cases(opset=13), dtype="int4", granularity="block", lowering="dq")
+def test_dq_upgrades_the_opset_and_verifies_it(tmp_path):
+    """Blockwise 4-bit DequantizeLinear needs opset 21: the model is upgraded, not refused."""
+    model = builders.quant_cases(opset=13)
+    _, out, report = _quant(tmp_path, model, dtype="int4", granularity="block", lowering="dq")
+    saved = onnx.load(str(out))
+    assert saved.opset_import[0].version == 21 and saved.ir_version >= 10
+    assert any("upgraded opset 13 -> 21" in n and "verified" in n for n in report.notes)
+    assert any(t.data_type == onnx.TensorProto.INT4 for t in saved.graph.initializer)
+    assert report.verification["rel_l2_error"] < 0.15
+
+
+def test_upgrade_that_fails_names_the_op(tmp_path):
+    """An op the version converter cannot carry to opset 21 is named in a one-line refusal
+    (ImageScaler, an experimental op of old exporters, has no schema it could map)."""
+    from onnx import helper
+
+    nodes = [helper.make_node("ImageScaler", ["x"], ["s"], scale=2.0),
+             helper.make_node("MatMul", ["s", "W"], ["y"])]
+    model = builders.model(nodes, [builders.vi("x", shape=[1, 3, 64, 64])], [builders.vi("y", shape=[1, 3, 64, 64])],
+                           [onnx.numpy_helper.from_array(builders.rand((64, 64), 1), "W")], opset=10, ir=5)
+    with pytest.raises(UnsupportedModelError, match=r"opset 10 to 21.*cannot carry: ImageScaler\)$"):
+        _quant(tmp_path, model, keep_quantized=True)
+    assert not (tmp_path / "q.onnx").exists()
 
 
 def test_conv_per_output_channel_with_zero_and_constant_channels(tmp_path):
@@ -263,14 +284,14 @@ def test_blocks_fit_the_axis_or_fall_back_to_channels(tmp_path):
     mm = builders.model([onnx.helper.make_node("MatMul", ["x", "W"], ["y"])],
                         [builders.vi("x", shape=[2, 200])], [builders.vi("y", shape=[2, 32])],
                         [onnx.numpy_helper.from_array(w, "W")])
-    _, out, report = _quant(tmp_path, mm)
+    _, out, report = _quant(tmp_path, mm, granularity="block")
     q = report.pass_report("quantize")
     assert q.details["schemes"] == {"int8/block25/asym/arith": 1}
     assert report.verification["rel_l2_error"] < 0.01
     scale = next(t for t in onnx.load(str(out)).graph.initializer if t.name.startswith("W_scale"))
     assert list(scale.dims) == [8, 1, 32]  # 200 / 25 blocks per column
     # 8 input channels: no block size in 16..32 divides it, so one scale per output channel
-    _, _, report = _quant(tmp_path, builders.conv_model())
+    _, _, report = _quant(tmp_path, builders.conv_model(), granularity="block")
     q = report.pass_report("quantize")
     assert q.details["per_channel_instead_of_blocks"] == ["Wc"]
     assert q.details["schemes"] == {"int8/channel/asym/arith": 1}
@@ -445,7 +466,7 @@ def test_target_error_stores_the_costliest_weights_as_fp16(tmp_path):
     q = report.pass_report("quantize")
     assert report.verification["rel_l2_error"] <= 0.1
     assert 1 <= q.details["schemes"].get("fp16/cast", 0) < 4  # some, not all, went to float16
-    assert "float16" in report.notes[0]
+    assert any("float16" in n for n in report.notes)
     assert report.bytes_after < (tmp_path / "in.onnx").stat().st_size
 
 
@@ -515,12 +536,16 @@ def test_embedding_table_stays_integer_and_gathers_exactly(tmp_path, table_dtype
 
 
 def test_int4_table_below_opset_11_is_dequantized_whole(tmp_path):
-    """uint8 BitShift needs opset 11: below it a 4-bit table keeps the whole-table chain."""
+    """uint8 BitShift needs opset 11: below it a 4-bit table keeps the whole-table chain (with
+    the arith lowering; auto upgrades the model to opset 21 and gathers it)."""
     model = _embedding_model(opset=10)
-    _, out, report = _quant(tmp_path, model, dtype="int4")
+    _, out, report = _quant(tmp_path, model, dtype="int4", lowering="arith")
     (label,) = report.pass_report("quantize").details["schemes"]
     assert label.endswith("/arith")
     assert report.verification["rel_l2_error"] < 0.15
+    _, out, report = _quant(tmp_path, model, dtype="int4")
+    (label,) = report.pass_report("quantize").details["schemes"]
+    assert label.endswith("/gather") and onnx.load(str(out)).opset_import[0].version == 21
 
 
 def test_table_also_read_by_matmul_is_dequantized_whole(tmp_path):

@@ -57,11 +57,14 @@ from ..graph_utils import (
     graph_outputs_holding,
     iter_scopes,
     read_values,
+    readers_by_graph,
     replace_uses,
     set_values,
 )
 from ..quant_math import Quantized, has_zero_point, pack_halves, pack_nibbles, quantize, snap_to_levels, weight_error
 from ..report import PassReport
+from .matmul_nbits import build_matmul_nbits
+from .scale_after import build_scaled, scale_axis
 
 FLOAT_TYPES = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -78,12 +81,20 @@ _ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
              "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
 
 
+LOWERINGS = ("auto", "arith", "dq", "gather", "scaled", "matmulnbits")
+TARGETS = ("any", "onnxruntime")
+# `auto` keeps a weight on the lean `scaled` lowering unless its per-channel error is more than
+# this many times the block scheme's: weights with outlier rows (MiniLM's FFN output weights:
+# 3.3-4.1x, every other weight 1.5-1.8x) then take the accurate `arith` chain instead.
+LEAN_ERROR_RATIO = 2.5
+
+
 @dataclass
 class QuantOptions:
     dtype: str = "int8"
-    granularity: str | None = None  # None: "block", or "channel" with `levels` (compresses better)
+    granularity: str | None = None  # None: chosen per weight (see `auto_scheme`)
     block_size: int = DEFAULT_BLOCK_SIZE
-    symmetric: bool = False
+    symmetric: bool | None = None  # None: asymmetric, or symmetric where the lowering needs it
     lowering: str = "auto"
     min_elements: int = DEFAULT_MIN_ELEMENTS
     include: tuple[str, ...] = ()
@@ -92,21 +103,40 @@ class QuantOptions:
     levels: int | None = None  # snap weights to N values per group, keeping float storage
     fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
     rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
+    keep_quantized: bool = False  # DequantizeLinear kept in the graph: integers in memory at run time
+    target: str = "any"  # any: standard ai.onnx ops only; onnxruntime: MatMulNBits where it fits
 
     def __post_init__(self):
+        for name, value, choices in (("dtype", self.dtype, tuple(_ONNX_INT)), ("lowering", self.lowering, LOWERINGS),
+                                     ("target", self.target, TARGETS),
+                                     ("granularity", self.granularity, (None, "tensor", "channel", "block")),
+                                     ("rounding", self.rounding, ("auto", "nearest", "balanced"))):
+            if value not in choices:
+                raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
+        # The lean lowering picks its own scheme (per channel, symmetric): only when none was asked for.
+        self.auto_scheme = self.granularity is None and self.symmetric is None and not (self.levels or self.fp16)
         if self.granularity is None:
             self.granularity = "channel" if self.levels else "block"
+        if self.symmetric is None:
+            self.symmetric = False
 
     @property
     def four_bit(self) -> bool:
         return self.dtype in ("int4", "uint4")
 
-    def label(self, scheme: Scheme, lowering: str) -> str:
+    @property
+    def stays_quantized(self) -> bool:
+        """Whether `auto` lowers with DequantizeLinear (kept by onnxruntime, so the integers stay
+        in memory): asked for with keep_quantized, and always for 4-bit weights, whose unpacking
+        chain would otherwise be folded into several byte- and float-sized copies at load."""
+        return (self.keep_quantized or self.four_bit) and not (self.fp16 or self.levels)
+
+    def label(self, scheme: Scheme, lowering: str, symmetric: bool) -> str:
         if self.fp16:
             return "fp16/cast"
         if self.levels:
             return f"levels{self.levels}/{scheme.name}"
-        sym = "sym" if self.symmetric else "asym"
+        sym = "sym" if symmetric else "asym"
         return f"{self.dtype}/{scheme.name}/{sym}/{lowering}"
 
 
@@ -129,6 +159,16 @@ def dq_min_opset(opts: QuantOptions) -> int:
     if opts.four_bit or opts.granularity == "block":
         return 21
     return 13 if opts.granularity == "channel" else 10
+
+
+def required_opset(opts: QuantOptions) -> int:
+    """The opset the lowering asked for needs (the API upgrades a model below it): DequantizeLinear
+    with blocks or 4-bit types needs 21; every other lowering works from opset 7 (or 11)."""
+    if opts.fp16 or opts.levels:
+        return 1
+    if opts.lowering == "dq" or (opts.lowering == "auto" and opts.stays_quantized):
+        return dq_min_opset(opts)
+    return 1
 
 
 def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
@@ -172,11 +212,12 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
         raise UnsupportedModelError(
             f"--lowering dq with {options.dtype}/{options.granularity} needs opset "
             f"{dq_min_opset(options)}; this model is opset {opset}. "
-            "Use --lowering arith or auto."
+            "Upgrade it first (the quant API and CLI do) or use --lowering arith."
         )
     scopes = list(iter_scopes(graph))
     names = NameAllocator(graph)
     errors, schemes, fallbacks, balanced, calibrated = [], {}, [], [], []
+    lean, accurate = [], []  # auto's measured choice between `scaled` and `arith`
     not_calibrated = {}  # weight -> why it kept ordinary rounding
     todo = []
     for site in collect_constants(graph, scopes):
@@ -197,17 +238,20 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
         not_calibrated.update(calibration.skipped)
     for site, scheme, lowering, as_fp16 in todo:
         as_float = stays_float or as_fp16
-        if scheme.granularity != options.granularity:
+        if scheme.granularity != options.granularity and lowering != "lean":
             fallbacks.append(site.name)
         values = read_values(site.tensor).astype(np.float32, copy=False)
         before = site.nbytes
         moments = calibration.moments(site) if calibration is not None and not as_float else None
+        symmetric = options.symmetric
         if as_float:
             err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
             balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
-            common = dict(dtype=options.dtype, granularity=scheme.granularity, block_size=scheme.block_size,
-                          symmetric=options.symmetric, half_scales=lowering != "dq")  # dq: scales of the output type
+            if lowering == "lean":  # per output channel, if nearly as accurate as the scheme asked for
+                lowering, scheme, symmetric = _lean_or_accurate(site, values, options, scheme, balance)
+                (lean if symmetric else accurate).append(site.name)
+            common = _scheme_args(options, scheme, lowering, symmetric)
             qt = quantize(values, axis=scheme.axis, balanced=balance, **common)
             if moments is not None:
                 channel_axis, block_axis = choose_axes(site)
@@ -227,7 +271,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
             after = _stored_bytes(qt, lowering)
         report.changed += 1
         report.bytes_saved += before - after
-        label = "fp16/cast" if as_fp16 else options.label(scheme, lowering)
+        label = "fp16/cast" if as_fp16 else options.label(scheme, lowering, symmetric)
         schemes[label] = schemes.get(label, 0) + 1
         errors.append({"name": site.name, "shape": list(site.shape), "scheme": label, **err})
     errors.sort(key=lambda e: -e["rel_l2_error"])
@@ -236,6 +280,9 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
                       # blocks asked for, but no block size near it divides the blocked axis
                       "per_channel_instead_of_blocks": fallbacks,
                       "balanced_rounding": balanced,
+                      # auto: `scaled` (one float copy at load) kept, or `arith` where it was
+                      # more than LEAN_ERROR_RATIO times less accurate
+                      "lean_lowering": lean, "accurate_lowering": accurate,
                       "calibrated": calibrated,  # GPTQ rounding from calibration inputs
                       "not_calibrated": not_calibrated,  # weight -> why
                       "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
@@ -253,7 +300,7 @@ def _store_as_float(site: ConstantSite, values: np.ndarray, options: QuantOption
         # subgraph: onnxruntime's FuseInitializersTransformer (1.31, constant folding off)
         # fails to load a model whose float16-initializer Cast is read only implicitly by an
         # If/Loop/Scan node (silero-vad's LSTM weights).
-        for graph, readers in _readers_by_graph(site):
+        for graph, readers in readers_by_graph(site):
             out = _Emitter(graph, names, site.name)("Cast", [stored], shape=list(site.shape),
                                                     to=onnx.TensorProto.FLOAT)
             for node, index in readers:
@@ -269,15 +316,30 @@ def _store_as_float(site: ConstantSite, values: np.ndarray, options: QuantOption
     return _error(values, stored.astype(np.float32)), site.nbytes
 
 
-def _readers_by_graph(site: ConstantSite) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
-    """The places that read the constant, grouped by the graph (the site's scope or one of its
-    subgraphs) holding the reading node."""
-    graph_of = {id(node): scope.graph for scope in iter_scopes(site.scope.graph) for node in scope.graph.nodes}
-    groups: dict[int, tuple[gs.Graph, list]] = {}
-    for node, index in consumers(site):
-        graph = graph_of[id(node)]
-        groups.setdefault(id(graph), (graph, []))[1].append((node, index))
-    return list(groups.values())
+def _scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric: bool | None = None) -> dict:
+    """quantize()'s arguments for `scheme` under `lowering` (dq and MatMulNBits: scales of the
+    output type; arith: float16 scales rounded up; scaled: float32 scales, applied at run time)."""
+    return dict(dtype=options.dtype, granularity=scheme.granularity, block_size=scheme.block_size,
+                symmetric=options.symmetric if symmetric is None else symmetric,
+                half_scales=lowering not in ("dq", "matmulnbits", "scaled"))
+
+
+def _lean_or_accurate(site: ConstantSite, values: np.ndarray, options: QuantOptions, scheme: Scheme,
+                      balance: bool) -> tuple[str, Scheme, bool]:
+    """`auto`'s choice for an int8 weight: (lowering, scheme, symmetric). Lean is one scale per
+    output channel, symmetric: `scaled` (one float copy at load) where every reader can take
+    the scale after it, else `arith` Cast -> Mul (two). It is kept unless its error is more than
+    LEAN_ERROR_RATIO times that of `scheme` (blocks, asymmetric) under `arith` (four)."""
+    axis = scale_axis(site)
+    lean = Scheme("channel", choose_axes(site)[0] if axis is None else axis)
+    lowering = "arith" if axis is None else "scaled"
+    lean_error = weight_error(values, quantize(values, axis=lean.axis, balanced=balance,
+                                               **_scheme_args(options, lean, lowering, True)))["rel_l2_error"]
+    accurate_error = weight_error(values, quantize(values, axis=scheme.axis, balanced=balance,
+                                                   **_scheme_args(options, scheme, "arith")))["rel_l2_error"]
+    if lean_error <= LEAN_ERROR_RATIO * accurate_error:
+        return lowering, lean, True
+    return "arith", scheme, options.symmetric
 
 
 def _error(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
@@ -308,19 +370,31 @@ def _refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[
 
 
 def _lowering(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: int) -> str:
+    """`auto`: integers gathered before dequantizing for embedding tables; MatMulNBits for a
+    MatMul weight when the target is onnxruntime; DequantizeLinear when the weights are to stay
+    quantized in memory; the lean `scaled` lowering (int8, the scheme left to us) where every
+    reader can take the scale after it; the `arith` chain elsewhere."""
     if options.lowering != "auto":
         return options.lowering
     readers = consumers(site)
     if _gatherable(site, readers, options, scheme, opset):
         return "gather"
+    if options.target == "onnxruntime" and nbits_fits(site, readers, options, scheme):
+        return "matmulnbits"
+    if options.stays_quantized and opset >= dq_min_opset(options):
+        return "dq"
+    if options.auto_scheme and options.dtype == "int8" and not options.stays_quantized:
+        return "lean"  # measured per weight in _lean_or_accurate
+    return "arith"
+
+
+def nbits_fits(site: ConstantSite, readers, options: QuantOptions, scheme: Scheme) -> bool:
+    """What com.microsoft MatMulNBits takes: a 2-D weight read by one MatMul as B, blocks of a
+    power of two >= 16 along K, from the main graph's scope (MatMulNBits is not a standard op)."""
     block = scheme.block_size or 0
-    fusable = (  # what onnxruntime turns into MatMulNBits: blocks of a power of two >= 16
-        options.four_bit and scheme.granularity == "block" and opset >= 21
-        and block >= 16 and block & (block - 1) == 0
-        and len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1
-        and len(site.shape) == 2 and scheme.axis == 0
-    )
-    return "dq" if fusable else "arith"
+    return (scheme.granularity == "block" and block >= 16 and block & (block - 1) == 0
+            and len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1
+            and len(site.shape) == 2 and scheme.axis == 0 and site.onnx_dtype == onnx.TensorProto.FLOAT)
 
 
 def _gatherable(site: ConstantSite, readers, options: QuantOptions, scheme: Scheme, opset: int) -> bool:
@@ -334,7 +408,7 @@ def _gatherable(site: ConstantSite, readers, options: QuantOptions, scheme: Sche
         and rank >= 1 and bool(readers)
         and all(n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % rank == 0 for n, i in readers)
         and (scheme.granularity == "tensor" or (scheme.granularity == "channel") == (scheme.axis == 0))
-        and all(graph is site.scope.graph for graph, _ in _readers_by_graph(site))
+        and all(graph is site.scope.graph for graph, _ in readers_by_graph(site))
     )
 
 
@@ -350,22 +424,30 @@ def _payload_bytes(elements: int, groups: int, scale_bytes: int, dtype: str, zer
     q_bytes = (elements + 1) // 2 if four_bit else elements
     zp_bytes = 0
     if zero_points:  # 4-bit zero points are packed under dq, one per byte under arith
-        zp_bytes = (groups + 1) // 2 if four_bit and lowering == "dq" else groups
+        zp_bytes = (groups + 1) // 2 if four_bit and lowering in ("dq", "matmulnbits") else groups
     return q_bytes + groups * scale_bytes + zp_bytes
 
 
 def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> int:
     """Payload bytes `site` would take when quantized with `options`, from its shape alone
-    (for `info`: scales assumed to fit float16 under arith; graph overhead of a few small
-    nodes per weight not counted)."""
+    (for `info`: scales assumed to fit float16 under arith; `auto`'s int8 choice assumed lean,
+    which it is unless a weight has outlier rows; the opset is the one quant upgrades to; graph
+    overhead of a few small nodes per weight not counted)."""
     if options.fp16:
         return 2 * site.num_elements
+    opset = max(opset, required_opset(options))
     scheme = choose_scheme(site, options)
     lowering = _lowering(site, options, scheme, opset)
+    symmetric = options.symmetric
+    if lowering == "lean":
+        axis = scale_axis(site)
+        scheme, symmetric = Scheme("channel", choose_axes(site)[0] if axis is None else axis), True
+        lowering = "arith" if axis is None else "scaled"
     groups = {"tensor": 1, "channel": site.shape[scheme.axis] if site.shape else 1,
               "block": site.num_elements // (scheme.block_size or 1)}[scheme.granularity]
-    return _payload_bytes(site.num_elements, groups, 4 if lowering == "dq" else 2, options.dtype,
-                          has_zero_point(options.dtype, options.symmetric), lowering)
+    scale_bytes = 4 if lowering in ("dq", "matmulnbits", "scaled") else 2
+    return _payload_bytes(site.num_elements, groups, scale_bytes, options.dtype,
+                          has_zero_point(options.dtype, symmetric), lowering)
 
 
 # -- graph construction -------------------------------------------------------------------------
@@ -402,6 +484,12 @@ def _build(site: ConstantSite, qt: Quantized, lowering: str, names: NameAllocato
     replaces it, or None when the consumers were rewritten instead (`gather`)."""
     if lowering == "gather":
         _build_gathered(site, qt, names)
+        return None
+    if lowering == "scaled":
+        build_scaled(site, qt, names)
+        return None
+    if lowering == "matmulnbits":
+        build_matmul_nbits(site, qt, names)
         return None
     base = site.name
     emit = _Emitter(site.scope.graph, names, base)

@@ -7,7 +7,7 @@ SAMPLES := build/samples
 LAYERS ?= 12
 HIDDEN ?= 768
 
-.PHONY: install demo test bench lint clean
+.PHONY: install install-web demo test test-web bench lint clean
 
 install: $(VENV)/.installed
 
@@ -25,10 +25,23 @@ demo: install
 test: install
 	$(PY) -m pytest -q
 
-bench: install
+# The browser tests: onnxruntime-web (WASM) in headless Chromium. Needs Node/npm and
+# /usr/bin/chromium (Debian: apt-get install chromium; .ci/run installs it).
+install-web: tests/web/node_modules/.installed
+
+tests/web/node_modules/.installed: tests/web/package.json tests/web/package-lock.json
+	cd tests/web && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test-web: install install-web
+	@test -x /usr/bin/chromium || { echo "test-web: /usr/bin/chromium is missing (apt-get install chromium)"; exit 1; }
+	$(PY) -m pytest -q -m web -s
+
+bench: install install-web
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/run.py --samples $(SAMPLES) --layers $(LAYERS) --hidden $(HIDDEN)
 	$(PY) bench/quant.py --samples $(SAMPLES)
+	$(PY) bench/runtime.py
 
 lint: install
 	$(VENV)/bin/ruff check onnxsurgery tests samples bench

@@ -260,6 +260,7 @@ def quant_file(
     dynamic: bool = False,
     target_error: float | None = None,
     calibration: list[dict[str, np.ndarray]] | None = None,
+    runtime: str = "onnxruntime",
     **options,
 ) -> RunReport:
     """Quantize weights from a file to a file. Unless `verify` is False, the input and the
@@ -277,7 +278,10 @@ def quant_file(
 
     `dynamic` runs onnxruntime's quantize_dynamic instead (activations quantized at run time),
     with subgraphs enabled, after turning Constant-node weights into initializers so that it
-    sees them."""
+    sees them.
+
+    `runtime` ("onnxruntime" or "onnxruntime-web") is where the result will run: verification
+    computes as that runtime does (verify.session_settings), and the report says which."""
     out = check_output_path(input_path, output_path, in_place)
     ws = open_workspace(input_path)
     report = RunReport("quant", str(input_path), output=str(out), bytes_before=ws.input_bytes)
@@ -309,7 +313,7 @@ def quant_file(
 
     def check(written: Path) -> None:
         report.verification = compare_models(input_path, written, samples=samples, shapes=shapes,
-                                             fold_candidate=False)
+                                             fold_candidate=False, runtime=runtime)
         worst = report.verification["rel_l2_error"]
         if max_error is not None and not worst <= max_error:
             raise VerificationError(

@@ -197,7 +197,7 @@ def _verification_options(fn):
 
 
 def _render_verification(v: dict) -> str:
-    lines = ["  verification (onnxruntime, %d sample%s):" % (v["samples"], "s" * (v["samples"] != 1))]
+    lines = ["  verification (%d sample%s; %s):" % (v["samples"], "s" * (v["samples"] != 1), v["runtime"])]
     for name, o in v["outputs"].items():
         agree = f"  argmax agreement {o['argmax_agreement'] * 100:.2f}%" if "argmax_agreement" in o else ""
         lines.append(f"    {name}: max abs error {o['max_abs_error']:.3g}  "
@@ -233,6 +233,10 @@ def _render_verification(v: dict) -> str:
               "every inference and the fused MatMul quantizes activations to int8: choose it where memory is "
               "the limit (a browser tab, a phone), not latency or the last bit of accuracy. 4-bit weights "
               "always stay quantized.")
+@click.option("--runtime", type=click.Choice(["onnxruntime", "onnxruntime-web"]), default="onnxruntime",
+              show_default=True,
+              help="Where the result will run: verification computes as it does (onnxruntime-web computes the "
+              "fused DequantizeLinear -> MatMul with float activations, the CPU build with int8 ones).")
 @click.option("--target", type=click.Choice(["any", "onnxruntime"]), default="any", show_default=True,
               help="any: standard ai.onnx ops only (loads in any runtime); onnxruntime: MatMul weights become "
               "com.microsoft MatMulNBits with accuracy_level 0 (weights stay 4/8-bit, arithmetic in float).")
@@ -262,7 +266,7 @@ def _render_verification(v: dict) -> str:
 @_common_output_options
 @_handle_errors
 def quant(input_path, output_path, dtype, granularity, block_size, symmetric, rounding, lowering, keep_quantized,
-          target, min_elements, include, exclude, levels, fp16, no_merge, no_verify, dynamic, target_error, max_error,
+          runtime, target, min_elements, include, exclude, levels, fp16, no_merge, no_verify, dynamic, target_error, max_error,
           calibration_npz, inputs_npz, shapes, in_place, external_data, as_json):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
@@ -272,7 +276,7 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, ro
         input_path, output_path, merge=not no_merge, verify=not no_verify, max_error=max_error,
         samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
         in_place=in_place, external_data=external_data, dynamic=dynamic, target_error=target_error,
-        calibration=load_input_samples(calibration_npz) if calibration_npz else None,
+        calibration=load_input_samples(calibration_npz) if calibration_npz else None, runtime=runtime,
         dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric, rounding=rounding,
         lowering=lowering, keep_quantized=keep_quantized, target=target, min_elements=min_elements, include=include,
         exclude=exclude, levels=levels, fp16=fp16)

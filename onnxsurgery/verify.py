@@ -20,8 +20,23 @@ DEFAULT_BATCH = 1
 DEFAULT_DIM = 32
 
 
+RUNTIMES = ("onnxruntime", "onnxruntime-web")
+
+
+def runtime_label(runtime: str) -> str:
+    """How a comparison for `runtime` is computed, for the report."""
+    import onnxruntime as ort
+
+    if runtime == "onnxruntime-web":
+        return (f"onnxruntime {ort.__version__} CPU as onnxruntime-web computes: DequantizeLinear -> MatMul "
+                "fused with float activations (qdq_matmulnbits_accuracy_level 0)")
+    return (f"onnxruntime {ort.__version__} CPU, default graph optimizations (DequantizeLinear -> MatMul "
+            "fused into MatMulNBits with int8 activations)")
+
+
 def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True,
-            fold_constants: bool = True, map_weights: bool = False, extra_outputs: tuple[str, ...] = ()):
+            fold_constants: bool = True, map_weights: bool = False, extra_outputs: tuple[str, ...] = (),
+            runtime: str = "onnxruntime"):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -32,10 +47,11 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     those payloads, each tensor an external-data reference to its bytes in the file, as
     `lazy.read_model_skipping_weights` reads it; the computation is the same. With
     `extra_outputs` (values of the graph, by name), those are outputs too (calibration reads
-    activations this way); if the mapped load fails there is then no fallback."""
+    activations this way); if the mapped load fails there is then no fallback. `runtime`:
+    "onnxruntime-web" computes as the WASM build does (see `session_settings`)."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
-    settings = session_settings(optimize=optimize, fold_constants=fold_constants)
+    settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime)
     try:
         if isinstance(model, onnx.ModelProto):
             from .io import needs_external_data
@@ -54,20 +70,26 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             except Exception:  # noqa: BLE001 - whatever the mapped copy trips on, load the file itself
                 if extra_outputs:
                     raise
-                settings = session_settings(optimize=optimize, fold_constants=fold_constants)
+                settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime)
         return _load(str(model), settings)
     except Exception as e:  # onnxruntime raises its own exception types
         raise VerificationError(f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from e
 
 
-def session_settings(*, optimize: bool = True, fold_constants: bool = True):
+def session_settings(*, optimize: bool = True, fold_constants: bool = True, runtime: str = "onnxruntime"):
     """onnxruntime SessionOptions and InferenceSession keyword arguments for `session`.
 
     The NCHWc layout transformer is off: at session creation it copies every Conv weight into
     a blocked layout, so a convolutional model's weights are held twice, for a speed-up that a
     few verification inferences do not recover (PP-OCRv4 det, quant as typed: 2.66x -> 2.33x
     the input above the interpreter's baseline in the bench). Both sessions of a comparison get the same
-    settings, so shrink's results stay bit-identical."""
+    settings, so shrink's results stay bit-identical.
+
+    onnxruntime fuses DequantizeLinear -> MatMul into MatMulNBits, which on the CPU build
+    quantizes activations to int8 by default; onnxruntime-web 1.30 (WASM) computes the same
+    fused op in float. Measured on the sample encoder: the web's outputs are 2.4e-7 (relative)
+    from a CPU session with accuracy level 0 and 1.3e-3 from one with the default, so
+    "onnxruntime-web" sets level 0."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -77,6 +99,8 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True):
     kwargs = {"providers": ["CPUExecutionProvider"], "disabled_optimizers": ["NchwcTransformer"]}
     if not fold_constants:
         kwargs["disabled_optimizers"].append("ConstantFolding")
+    if runtime == "onnxruntime-web":
+        opts.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
     return opts, kwargs
 
 
@@ -229,13 +253,15 @@ def compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[st
 def compare_models(
     reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
     shapes: dict[str, list[int]] | None = None, seed: int = 0, fold_candidate: bool = True,
+    runtime: str = "onnxruntime",
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
 
     Across several samples, errors are the worst seen; argmax agreement is over all samples.
     The two sessions exist one after the other, never together: the reference's outputs are
     kept (they are small next to a model) and its session is freed before the candidate's is
-    created, so the peak is the larger session's rather than their sum.
+    created, so the peak is the larger session's rather than their sum. The candidate runs
+    as `runtime` computes it (`session_settings`); the result says which.
     """
     ref_sess = session(reference, map_weights=True)
     names = [o.name for o in ref_sess.get_outputs()]
@@ -251,7 +277,7 @@ def compare_models(
         raise VerificationError(f"the original model does not run on generated inputs ({made}): give real ones "
                                 f"with --inputs, or dimensions with --shape NAME:DxD ({e})") from e
     del ref_sess
-    cand_sess = session(candidate, fold_constants=fold_candidate)
+    cand_sess = session(candidate, fold_constants=fold_candidate, runtime=runtime)
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[float]] = {}
     for feeds, ref in zip(samples, expected):
@@ -269,6 +295,7 @@ def compare_models(
     for name, values in agreements.items():  # over all samples' positions (equal shapes)
         per_output[name]["argmax_agreement"] = float(np.mean(values))
     return {
+        "runtime": runtime_label(runtime),
         "samples": len(samples),
         "exact": all(e["exact"] for e in per_output.values()),
         "max_abs_error": max((e["max_abs_error"] for e in per_output.values()), default=0.0),

@@ -276,8 +276,8 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, ro
         input_path, output_path, merge=not no_merge, verify=not no_verify, max_error=max_error,
         samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
         in_place=in_place, external_data=external_data, dynamic=dynamic, target_error=target_error,
-        calibration=load_input_samples(calibration_npz) if calibration_npz else None, runtime=runtime,
-        dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric, rounding=rounding,
+        calibration=load_input_samples(calibration_npz) if calibration_npz else None,
+        runtime=runtime, dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric, rounding=rounding,
         lowering=lowering, keep_quantized=keep_quantized, target=target, min_elements=min_elements, include=include,
         exclude=exclude, levels=levels, fp16=fp16)
     if as_json:

@@ -266,8 +266,8 @@ def _render_verification(v: dict) -> str:
 @_common_output_options
 @_handle_errors
 def quant(input_path, output_path, dtype, granularity, block_size, symmetric, rounding, lowering, keep_quantized,
-          runtime, target, min_elements, include, exclude, levels, fp16, no_merge, no_verify, dynamic, target_error, max_error,
-          calibration_npz, inputs_npz, shapes, in_place, external_data, as_json):
+          runtime, target, min_elements, include, exclude, levels, fp16, no_merge, no_verify, dynamic, target_error,
+          max_error, calibration_npz, inputs_npz, shapes, in_place, external_data, as_json):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
     if levels and fp16:
@@ -277,7 +277,8 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, ro
         samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
         in_place=in_place, external_data=external_data, dynamic=dynamic, target_error=target_error,
         calibration=load_input_samples(calibration_npz) if calibration_npz else None,
-        runtime=runtime, dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric, rounding=rounding,
+        runtime=runtime, dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric,
+        rounding=rounding,
         lowering=lowering, keep_quantized=keep_quantized, target=target, min_elements=min_elements, include=include,
         exclude=exclude, levels=levels, fp16=fp16)
     if as_json:

@@ -45,7 +45,7 @@ SENTENCES = ["The quick brown fox jumps over the lazy dog.", "ONNX models are of
              "The cat slept on the warm windowsill all day.", "Scientists discovered a new species of frog."]
 
 VARIANTS = [  # label, onnxsurgery quant arguments
-    ("previous default (int8 blocks, arith chain)", ["--granularity", "block", "--asymmetric", "--lowering", "arith"]),
+    ("previous default (int8 blocks, arith chain)", ["--granularity", "block", "--asymmetric"]),
     ("quant (int8, default)", []),
     ("quant --dtype int4", ["--dtype", "int4"]),
     ("quant --keep-quantized", ["--keep-quantized"]),

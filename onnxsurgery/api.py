@@ -42,10 +42,13 @@ def _describe(source) -> str:
     return f"<{type(source).__name__}>"
 
 
-def _in_memory(model, command: str, run_passes) -> tuple[onnx.ModelProto, RunReport, Workspace]:
-    """Open `model`, run `run_passes(ws, report)`, and return the self-contained result."""
+def _in_memory(model, command: str, run_passes, prepare=None) -> tuple[onnx.ModelProto, RunReport, Workspace]:
+    """Open `model`, let `prepare(ws, report)` swap the workspace if it must (an opset
+    upgrade), run `run_passes(ws, report)`, and return the self-contained result."""
     ws = open_workspace(model)
     report = RunReport(command, _describe(model), bytes_before=ws.input_bytes)
+    if prepare is not None:
+        ws = prepare(ws, report)
     run_passes(ws, report)
     report.passes = ws.reports
     result = ws.finish()
@@ -238,11 +241,9 @@ def quant(model, *, merge: bool = True, **options) -> tuple[onnx.ModelProto, Run
     symmetric (False), rounding (auto), lowering (auto), min_elements (4096), include, exclude,
     levels, fp16."""
     quant_options = QuantOptions(**options)
-    if isinstance(model, (str, os.PathLike, onnx.ModelProto)) and required_opset(quant_options) > 1:
-        probe = RunReport("quant", _describe(model))
-        ws = _at_required_opset(open_workspace(model), model, quant_options, probe, verify=False)
-        model = ws.finish()
-    result, report, _ = _in_memory(model, "quant", lambda ws, report: _run_quant_passes(ws, quant_options, merge))
+    result, report, _ = _in_memory(
+        model, "quant", lambda ws, report: _run_quant_passes(ws, quant_options, merge),
+        prepare=lambda ws, report: _at_required_opset(ws, model, quant_options, report, verify=False))
     return result, report
 
 

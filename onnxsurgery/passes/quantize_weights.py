@@ -249,10 +249,12 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
         else:
             balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
             if lowering == "lean":  # per output channel, if nearly as accurate as the scheme asked for
-                lowering, scheme, symmetric = _lean_or_accurate(site, values, options, scheme, balance)
+                lowering, scheme, symmetric, qt = _lean_or_accurate(site, values, options, scheme, balance)
                 (lean if symmetric else accurate).append(site.name)
+            else:
+                qt = quantize(values, axis=scheme.axis, balanced=balance,
+                              **_scheme_args(options, scheme, lowering, symmetric))
             common = _scheme_args(options, scheme, lowering, symmetric)
-            qt = quantize(values, axis=scheme.axis, balanced=balance, **common)
             if moments is not None:
                 channel_axis, block_axis = choose_axes(site)
                 qt, refused = calibrated_rounding(values, moments, qt, channel_axis=channel_axis,
@@ -324,22 +326,28 @@ def _scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric
                 half_scales=lowering not in ("dq", "matmulnbits", "scaled"))
 
 
-def _lean_or_accurate(site: ConstantSite, values: np.ndarray, options: QuantOptions, scheme: Scheme,
-                      balance: bool) -> tuple[str, Scheme, bool]:
-    """`auto`'s choice for an int8 weight: (lowering, scheme, symmetric). Lean is one scale per
-    output channel, symmetric: `scaled` (one float copy at load) where every reader can take
-    the scale after it, else `arith` Cast -> Mul (two). It is kept unless its error is more than
-    LEAN_ERROR_RATIO times that of `scheme` (blocks, asymmetric) under `arith` (four)."""
+def _lean_scheme(site: ConstantSite) -> tuple[Scheme, str]:
+    """The lean form of an int8 weight: one scale per output channel (symmetric), lowered as
+    `scaled` where every reader can take the scale after it, else as `arith` Cast -> Mul."""
     axis = scale_axis(site)
-    lean = Scheme("channel", choose_axes(site)[0] if axis is None else axis)
-    lowering = "arith" if axis is None else "scaled"
-    lean_error = weight_error(values, quantize(values, axis=lean.axis, balanced=balance,
-                                               **_scheme_args(options, lean, lowering, True)))["rel_l2_error"]
-    accurate_error = weight_error(values, quantize(values, axis=scheme.axis, balanced=balance,
-                                                   **_scheme_args(options, scheme, "arith")))["rel_l2_error"]
+    if axis is None:
+        return Scheme("channel", choose_axes(site)[0]), "arith"
+    return Scheme("channel", axis), "scaled"
+
+
+def _lean_or_accurate(site: ConstantSite, values: np.ndarray, options: QuantOptions, scheme: Scheme,
+                      balance: bool) -> tuple[str, Scheme, bool, Quantized]:
+    """`auto`'s choice for an int8 weight: (lowering, scheme, symmetric, its quantized values).
+    The lean form (`_lean_scheme`: one float copy at load under `scaled`, two under `arith`) is
+    kept unless its error is more than LEAN_ERROR_RATIO times that of `scheme` (blocks,
+    asymmetric) under `arith` (four)."""
+    lean, lowering = _lean_scheme(site)
+    lean_qt = quantize(values, axis=lean.axis, balanced=balance, **_scheme_args(options, lean, lowering, True))
+    accurate_qt = quantize(values, axis=scheme.axis, balanced=balance, **_scheme_args(options, scheme, "arith"))
+    lean_error, accurate_error = (weight_error(values, qt)["rel_l2_error"] for qt in (lean_qt, accurate_qt))
     if lean_error <= LEAN_ERROR_RATIO * accurate_error:
-        return lowering, lean, True
-    return "arith", scheme, options.symmetric
+        return lowering, lean, True, lean_qt
+    return "arith", scheme, options.symmetric, accurate_qt
 
 
 def _error(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
@@ -440,9 +448,7 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
     lowering = _lowering(site, options, scheme, opset)
     symmetric = options.symmetric
     if lowering == "lean":
-        axis = scale_axis(site)
-        scheme, symmetric = Scheme("channel", choose_axes(site)[0] if axis is None else axis), True
-        lowering = "arith" if axis is None else "scaled"
+        (scheme, lowering), symmetric = _lean_scheme(site), True
     groups = {"tensor": 1, "channel": site.shape[scheme.axis] if site.shape else 1,
               "block": site.num_elements // (scheme.block_size or 1)}[scheme.granularity]
     scale_bytes = 4 if lowering in ("dq", "matmulnbits", "scaled") else 2

@@ -29,10 +29,44 @@ def upgrade_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
         detail = f"ops it cannot carry: {', '.join(blocked)}" if blocked else str(e).splitlines()[0]
         raise UnsupportedModelError(f"cannot upgrade the model from opset {source} to {target} "
                                     f"(onnx {onnx.__version__} version converter; {detail})") from e
+    # Declared shapes written for the old opset may contradict what the converted ops infer,
+    # and onnxruntime-web refuses a model whose shapes contradict (Python onnxruntime merges
+    # them leniently). Intermediate shapes are optional: drop them; graph outputs keep theirs
+    # unless the rank is contradicted (_correct_contradicted_output_shapes).
+    for graph in _all_graphs(upgraded.graph):
+        del graph.value_info[:]
+    _correct_contradicted_output_shapes(upgraded)
     needed_ir = helper.find_min_ir_version_for([helper.make_opsetid("", target)])
     upgraded.ir_version = max(model.ir_version, needed_ir)
     log.info("upgraded opset %d -> %d", source, target)
     return upgraded
+
+
+def _correct_contradicted_output_shapes(model: onnx.ModelProto) -> None:
+    """Replace the declared shape of each graph output whose rank the converted ops contradict
+    by the inferred one (unknown dimensions stay unknown).
+    Exporters sometimes declare a wrong output shape (ddddocr: [1, seqlen] for a [T, 1, 8210]
+    output); onnxruntime merges it leniently, but at the newer opset's stricter inference
+    onnxruntime-web refuses the model."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for init in probe.graph.initializer:  # inference needs shapes, not weights (small ones may be shapes)
+        if len(init.raw_data) > 1024:
+            init.ClearField("raw_data")
+    for out in probe.graph.output:
+        out.type.tensor_type.ClearField("shape")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe)
+    except Exception:  # noqa: BLE001 - inference is a courtesy here; the model is verified anyway
+        return
+    shapes = {o.name: o.type.tensor_type.shape for o in inferred.graph.output
+              if o.type.tensor_type.HasField("shape")}
+    for out in model.graph.output:
+        tt = out.type.tensor_type
+        if tt.HasField("shape") and out.name in shapes and len(shapes[out.name].dim) != len(tt.shape.dim):
+            log.info("output %s: declared rank %d, inferred %d; declared the inferred shape", out.name,
+                     len(tt.shape.dim), len(shapes[out.name].dim))
+            tt.shape.CopyFrom(shapes[out.name])
 
 
 def _ops_blocking(model: onnx.ModelProto, target: int) -> list[str]:
@@ -61,11 +95,16 @@ def _ops_blocking(model: onnx.ModelProto, target: int) -> list[str]:
     return blocked
 
 
-def _all_nodes(graph: onnx.GraphProto):
+def _all_graphs(graph: onnx.GraphProto):
+    yield graph
     for node in graph.node:
-        yield node
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _all_nodes(attr.g)
+                yield from _all_graphs(attr.g)
             for g in attr.graphs:
-                yield from _all_nodes(g)
+                yield from _all_graphs(g)
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for g in _all_graphs(graph):
+        yield from g.node

@@ -252,6 +252,26 @@ def test_dq_upgrades_the_opset_and_verifies_it(tmp_path):
     assert report.verification["rel_l2_error"] < 0.15
 
 
+def test_upgrade_clears_an_output_shape_the_new_opset_contradicts(tmp_path):
+    """ddddocr declares a [1, seqlen] output that is [T, 1, 8210]: onnxruntime merges it
+    leniently, onnxruntime-web refuses it at opset 21. The upgrade declares the inferred shape
+    for that output only."""
+    from onnx import helper
+
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Reshape", ["h", "shape"], ["y"]),
+             helper.make_node("Identity", ["h"], ["z"])]
+    model = builders.model(nodes, [builders.vi("x", shape=[2, 64])],
+                           [builders.vi("y", shape=[2, 64]), builders.vi("z", shape=[2, 64])],
+                           [onnx.numpy_helper.from_array(builders.rand((64, 64), 1), "W"),
+                            onnx.numpy_helper.from_array(np.array([2, 8, 8], np.int64), "shape")], opset=13)
+    _, out, report = _quant(tmp_path, model, keep_quantized=True)
+    saved = onnx.load(str(out))
+    onnx.shape_inference.infer_shapes(saved, strict_mode=True)  # raises on the contradiction
+    shapes = {o.name: [d.dim_value for d in o.type.tensor_type.shape.dim] for o in saved.graph.output}
+    assert shapes == {"y": [2, 8, 8], "z": [2, 64]}
+    assert report.verification["rel_l2_error"] < 0.02
+
+
 def test_upgrade_that_fails_names_the_op(tmp_path):
     """An op the version converter cannot carry to opset 21 is named in a one-line refusal
     (ImageScaler, an experimental op of old exporters, has no schema it could map)."""

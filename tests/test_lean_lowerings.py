@@ -48,7 +48,7 @@ def _readers_model():
 
 def test_scaled_lowering_applies_the_scale_after_each_reader(tmp_path):
     model = _readers_model()
-    saved, out, report = _quant(tmp_path, model)
+    saved, out, report = _quant(tmp_path, model, lowering="scaled")
     q = report.pass_report("quantize")
     assert q.details["schemes"] == {"int8/channel/sym/scaled": 3}
     ops = [n.op_type for n in saved.graph.node]
@@ -64,22 +64,36 @@ def test_scaled_lowering_applies_the_scale_after_each_reader(tmp_path):
     assert report.verification["rel_l2_error"] < 0.01
 
 
-def test_weight_with_outlier_rows_keeps_the_accurate_chain(tmp_path):
-    """MiniLM's FFN output weights have rows 30-55x the median: per channel is then over 2.5x
-    less accurate than blocks, and auto keeps blocks for that weight only."""
+def _outlier_model():
     plain = builders.rand((256, 64), 1) * 0.05
     outlier = plain.copy()
     outlier[7] *= 40.0
     nodes = [helper.make_node("MatMul", ["x", "A"], ["h"]),
              helper.make_node("Concat", ["h", "h", "h", "h"], ["h2"], axis=1),
              helper.make_node("MatMul", ["h2", "B"], ["y"])]
-    model = builders.model(nodes, [builders.vi("x", shape=[2, 256])], [builders.vi("y", shape=[2, 64])],
-                           [numpy_helper.from_array(plain, "A"), numpy_helper.from_array(outlier, "B")])
-    _, out, report = _quant(tmp_path, model)
+    return builders.model(nodes, [builders.vi("x", shape=[2, 256])], [builders.vi("y", shape=[2, 64])],
+                          [numpy_helper.from_array(plain, "A"), numpy_helper.from_array(outlier, "B")])
+
+
+def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, monkeypatch):
+    """B has an outlier row (per channel is far less accurate than blocks there, A 1.6x). With
+    room for one weight's accurate chain (three float copies more than lean at load), B gets
+    it; with the default share of two equal weights' bytes there is room for none."""
+    from onnxsurgery.passes import quantize_weights
+
+    model = _outlier_model()
+    _, _, report = _quant(tmp_path, model)
+    q = report.pass_report("quantize").details
+    assert q["lean_lowering"] == ["A", "B"] and q["accurate_lowering"] == []
+    monkeypatch.setattr(quantize_weights, "ACCURATE_MEMORY_SHARE", 2.0)  # 16 bytes a weight element: one chain
+    _, _, report = _quant(tmp_path, model)
     q = report.pass_report("quantize").details
     assert q["lean_lowering"] == ["A"] and q["accurate_lowering"] == ["B"]
     assert q["schemes"] == {"int8/channel/sym/scaled": 1, "int8/block32/asym/arith": 1}
     assert report.verification["rel_l2_error"] < 0.03  # the outlier row amplifies B's error
+    monkeypatch.setattr(quantize_weights, "MIN_ACCURATE_RATIO", 100.0)  # neither loses that much
+    _, _, report = _quant(tmp_path, model)
+    assert report.pass_report("quantize").details["accurate_lowering"] == []
 
 
 @pytest.mark.parametrize("dtype,symmetric", [("int8", False), ("int8", True), ("int4", False), ("int4", True),

@@ -83,10 +83,15 @@ _ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
 
 LOWERINGS = ("auto", "arith", "dq", "gather", "scaled", "matmulnbits")
 TARGETS = ("any", "onnxruntime")
-# `auto` keeps a weight on the lean `scaled` lowering unless its per-channel error is more than
-# this many times the block scheme's: weights with outlier rows (MiniLM's FFN output weights:
-# 3.3-4.1x, every other weight 1.5-1.8x) then take the accurate `arith` chain instead.
-LEAN_ERROR_RATIO = 2.5
+# `auto` (int8) lowers every weight lean (one scale per output channel) and spends a memory
+# budget on the accurate block chain for the weights that lose most by it: those whose lean
+# error is more than MIN_ACCURATE_RATIO times the block scheme's, most lossy first (outlier
+# rows: MiniLM's FFN output weights, 2.2-4.1x; most weights 1.5-1.8x), while the float copies
+# the chain holds at load beyond the lean one fit in ACCURATE_MEMORY_SHARE of the float bytes
+# of all the weights quantized. The float original holds about twice its weights at session
+# creation (proto and tensors) and the lean result about 1.5x, hence about a third.
+MIN_ACCURATE_RATIO = 2.0
+ACCURATE_MEMORY_SHARE = 0.35
 
 
 @dataclass
@@ -232,6 +237,8 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
         lowering = _lowering(site, options, scheme, opset)
         as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and _matches(site, options.fp16_for)
         todo.append((site, scheme, lowering, as_fp16))
+    accurate_ones = _choose_accurate([(site, scheme) for site, scheme, lowering, _ in todo if lowering == "lean"],
+                                     options, total_bytes=sum(site.nbytes for site, *_ in todo))
     stays_float = bool(options.fp16 or options.levels)
     if calibration is not None and not stays_float:
         calibration.plan([site for site, _, _, as_fp16 in todo if not as_fp16])
@@ -248,12 +255,14 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
             err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
             balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
-            if lowering == "lean":  # per output channel, if nearly as accurate as the scheme asked for
-                lowering, scheme, symmetric, qt = _lean_or_accurate(site, values, options, scheme, balance)
-                (lean if symmetric else accurate).append(site.name)
-            else:
-                qt = quantize(values, axis=scheme.axis, balanced=balance,
-                              **_scheme_args(options, scheme, lowering, symmetric))
+            if lowering == "lean" and site.name in accurate_ones:
+                lowering = "arith"
+                accurate.append(site.name)
+            elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight
+                (scheme, lowering), symmetric = _lean_scheme(site), True
+                lean.append(site.name)
+            qt = quantize(values, axis=scheme.axis, balanced=balance,
+                          **_scheme_args(options, scheme, lowering, symmetric))
             common = _scheme_args(options, scheme, lowering, symmetric)
             if moments is not None:
                 channel_axis, block_axis = choose_axes(site)
@@ -282,8 +291,8 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
                       # blocks asked for, but no block size near it divides the blocked axis
                       "per_channel_instead_of_blocks": fallbacks,
                       "balanced_rounding": balanced,
-                      # auto: `scaled` (one float copy at load) kept, or `arith` where it was
-                      # more than LEAN_ERROR_RATIO times less accurate
+                      # auto: lean (`scaled`: one float copy at load) or the accurate chain
+                      # where it gained most within the memory budget (_choose_accurate)
                       "lean_lowering": lean, "accurate_lowering": accurate,
                       "calibrated": calibrated,  # GPTQ rounding from calibration inputs
                       "not_calibrated": not_calibrated,  # weight -> why
@@ -335,19 +344,30 @@ def _lean_scheme(site: ConstantSite) -> tuple[Scheme, str]:
     return Scheme("channel", axis), "scaled"
 
 
-def _lean_or_accurate(site: ConstantSite, values: np.ndarray, options: QuantOptions, scheme: Scheme,
-                      balance: bool) -> tuple[str, Scheme, bool, Quantized]:
-    """`auto`'s choice for an int8 weight: (lowering, scheme, symmetric, its quantized values).
-    The lean form (`_lean_scheme`: one float copy at load under `scaled`, two under `arith`) is
-    kept unless its error is more than LEAN_ERROR_RATIO times that of `scheme` (blocks,
-    asymmetric) under `arith` (four)."""
-    lean, lowering = _lean_scheme(site)
-    lean_qt = quantize(values, axis=lean.axis, balanced=balance, **_scheme_args(options, lean, lowering, True))
-    accurate_qt = quantize(values, axis=scheme.axis, balanced=balance, **_scheme_args(options, scheme, "arith"))
-    lean_error, accurate_error = (weight_error(values, qt)["rel_l2_error"] for qt in (lean_qt, accurate_qt))
-    if lean_error <= LEAN_ERROR_RATIO * accurate_error:
-        return lowering, lean, True, lean_qt
-    return "arith", scheme, options.symmetric, accurate_qt
+def _choose_accurate(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions,
+                     total_bytes: int) -> set[str]:
+    """The lean candidates that get the accurate block chain instead (MIN_ACCURATE_RATIO and
+    ACCURATE_MEMORY_SHARE above): each weight is quantized both ways to measure its errors."""
+    scored = []
+    for site, scheme in candidates:
+        values = read_values(site.tensor).astype(np.float32, copy=False)
+        balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
+        lean, lowering = _lean_scheme(site)
+        lean_error, accurate_error = (
+            weight_error(values, quantize(values, axis=sch.axis, balanced=balance,
+                                          **_scheme_args(options, sch, low, sym)))["rel_l2_error"]
+            for sch, low, sym in ((lean, lowering, True), (scheme, "arith", None)))
+        ratio = lean_error / accurate_error if accurate_error > 0 else 1.0
+        # float copies held at load beyond the lean form's: blocks fold Cast, Sub, Mul and
+        # Reshape (four); `scaled` folds one Cast, lean `arith` Cast and Mul (two)
+        extra = 4 * site.num_elements * (3 if lowering == "scaled" else 2)
+        scored.append((ratio, extra, site.name))
+    budget, chosen = ACCURATE_MEMORY_SHARE * total_bytes, set()
+    for ratio, extra, name in sorted(scored, reverse=True):
+        if ratio > MIN_ACCURATE_RATIO and extra <= budget:
+            chosen.add(name)
+            budget -= extra
+    return chosen
 
 
 def _error(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
@@ -392,7 +412,7 @@ def _lowering(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: 
     if options.stays_quantized and opset >= dq_min_opset(options):
         return "dq"
     if options.auto_scheme and options.dtype == "int8" and not options.stays_quantized:
-        return "lean"  # measured per weight in _lean_or_accurate
+        return "lean"  # or the accurate chain, measured per weight in _choose_accurate
     return "arith"
 
 
@@ -447,7 +467,7 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
     scheme = choose_scheme(site, options)
     lowering = _lowering(site, options, scheme, opset)
     symmetric = options.symmetric
-    if lowering == "lean":
+    if lowering in ("lean", "scaled"):
         (scheme, lowering), symmetric = _lean_scheme(site), True
     groups = {"tensor": 1, "channel": site.shape[scheme.axis] if site.shape else 1,
               "block": site.num_elements // (scheme.block_size or 1)}[scheme.granularity]

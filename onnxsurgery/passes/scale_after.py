@@ -14,7 +14,7 @@ on each reader's output (measured on MiniLM: latency 1.0x the original's).
 
 Limits: float32 weights only; every reader must be MatMul input B (2-D), Gemm input B, or Conv
 input W; per-channel symmetric only, which is less accurate than
-blocks on weights with outlier rows (the quantize pass measures that and picks `arith` there).
+blocks on weights with outlier rows (the quantize pass measures that and spends a memory budget on `arith` there).
 """
 
 from __future__ import annotations

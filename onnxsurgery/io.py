@@ -362,20 +362,21 @@ def _temp_beside(path: Path) -> Path:
     return Path(name)
 
 
-def _graphs_everywhere(graph: onnx.GraphProto):
+def graphs_everywhere(graph: onnx.GraphProto):
+    """`graph` and every subgraph in it (If/Loop/Scan bodies), depth first."""
     yield graph
     for node in graph.node:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs_everywhere(attr.g)
+                yield from graphs_everywhere(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for g in attr.graphs:
-                    yield from _graphs_everywhere(g)
+                    yield from graphs_everywhere(g)
 
 
 def all_tensor_protos(graph: onnx.GraphProto):
     """Initializers and tensor attributes (Constant nodes), in every scope."""
-    for g in _graphs_everywhere(graph):
+    for g in graphs_everywhere(graph):
         yield from g.initializer
         for node in g.node:
             for attr in node.attribute:

@@ -10,6 +10,7 @@ import onnx
 from onnx import helper, version_converter
 
 from .errors import UnsupportedModelError
+from .io import graphs_everywhere
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def upgrade_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     # and onnxruntime-web refuses a model whose shapes contradict (Python onnxruntime merges
     # them leniently). Intermediate shapes are optional: drop them; graph outputs keep theirs
     # unless the rank is contradicted (_correct_contradicted_output_shapes).
-    for graph in _all_graphs(upgraded.graph):
+    for graph in graphs_everywhere(upgraded.graph):
         del graph.value_info[:]
     _correct_contradicted_output_shapes(upgraded)
     needed_ir = helper.find_min_ir_version_for([helper.make_opsetid("", target)])
@@ -95,16 +96,6 @@ def _ops_blocking(model: onnx.ModelProto, target: int) -> list[str]:
     return blocked
 
 
-def _all_graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _all_graphs(attr.g)
-            for g in attr.graphs:
-                yield from _all_graphs(g)
-
-
 def _all_nodes(graph: onnx.GraphProto):
-    for g in _all_graphs(graph):
+    for g in graphs_everywhere(graph):
         yield from g.node

@@ -227,12 +227,13 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
 
 
 def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
-                      calibration: Calibration | None = None) -> None:
+                      calibration: Calibration | None = None, activations: Calibration | None = None) -> None:
     ws.run(bypass_constant_identities)  # so that the quantizer sees who really reads each weight
     if merge:
         ws.run(merge_duplicate_constants, min_elements=DEFAULT_MIN_ELEMENTS, keep=ws.keep)
     ws.cleanup()  # constants merged away, Identity nodes bypassed, must not be quantized
-    ws.run(quantize_weights, options=options, opset=ws.opsets.get("", 1), keep=ws.keep, calibration=calibration)
+    ws.run(quantize_weights, options=options, opset=ws.opsets.get("", 1), keep=ws.keep, calibration=calibration,
+           activations=activations)
 
 
 def quant(model, *, merge: bool = True, **options) -> tuple[onnx.ModelProto, RunReport]:
@@ -302,7 +303,9 @@ def quant_file(
             quant_options.fp16_for = tuple(quant_options.fp16_for) + tuple(_literal(n) for n in kept)
             report.notes.append(f"stored {len(kept)} weights as float16 for --target-error {target_error:g}"
                                 + (f": {', '.join(kept)}" if kept else ""))
-        _run_quant_passes(ws, quant_options, merge, calibrated)
+        # auto's lean-or-accurate choice, measured on what each layer reads (verification's inputs)
+        activations = Calibration(input_path, samples or [{}], shapes=shapes) if quant_options.auto_scheme else None
+        _run_quant_passes(ws, quant_options, merge, calibrated, activations)
         report.passes = ws.reports
         if calibrated is not None:
             details = ws.reports[-1].details

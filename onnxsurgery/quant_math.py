@@ -36,6 +36,10 @@ class Quantized:
     granularity: str
     axis: int | None
     block_size: int | None
+    # The `scaled` lowering's input-side scale: the weight was divided by it along input_axis
+    # before quantizing, and the graph multiplies the reader's input by it (scale_after.py)
+    input_scale: np.ndarray | None = None
+    input_axis: int | None = None
 
     def dequantize(self) -> np.ndarray:
         return dequantize(self)
@@ -227,6 +231,10 @@ def dequantize(qt: Quantized) -> np.ndarray:
     if qt.zero_point is not None:
         view -= z_b  # views of q: q changes in place
     view *= s_b
+    if qt.input_scale is not None:
+        view = [1] * q.ndim
+        view[qt.input_axis] = -1
+        q *= qt.input_scale.reshape(view)
     return q
 
 

@@ -182,7 +182,9 @@ def test_calibrated_file_loads_keeps_its_size_and_has_a_smaller_output_error(tmp
     assert cal.notes[0].startswith("GPTQ rounding for 2 of 3 weights, from 64 calibration samples")
     assert "Conv" in q.details["not_calibrated"]["Wd"]
     assert plain.pass_report("quantize").details["calibrated"] == []
-    assert abs(cal.bytes_after - plain.bytes_after) <= 0.01 * plain.bytes_after  # same integers and scales
+    # same integers and scales; plain also stores the lean lowering's input scales (one float per
+    # input row) and their Mul nodes, which calibration leaves out (GPTQ rounds the weight as it is)
+    assert cal.bytes_after <= plain.bytes_after <= 1.1 * cal.bytes_after
     err_plain = _output_errors(model, tmp_path / "plain.onnx", held_out)
     err_cal = _output_errors(model, tmp_path / "cal.onnx", held_out)
     assert err_cal[0] < 0.8 * err_plain[0], (err_cal, err_plain)  # c: every weight on its path calibrated

@@ -52,7 +52,12 @@ def test_scaled_lowering_applies_the_scale_after_each_reader(tmp_path):
     q = report.pass_report("quantize")
     assert q.details["schemes"] == {"int8/channel/sym/scaled": 3}
     ops = [n.op_type for n in saved.graph.node]
-    assert ops.count("Cast") == 3 and ops.count("Mul") == 3
+    # a Mul after each reader (the output channel's scale) and one before it on its data input
+    # (the input-side equalization; Gemm without transA and a one-group Conv take it too)
+    assert ops.count("Cast") == 3 and ops.count("Mul") == 6
+    before = [n for n in saved.graph.node if n.op_type == "Mul" and "scale_before" in n.name]
+    readers_of = {n.input[0]: n.op_type for n in saved.graph.node if n.op_type in ("MatMul", "Gemm", "Conv")}
+    assert sorted(readers_of[m.output[0]] for m in before) == ["Conv", "Gemm", "MatMul"]
     assert "Sub" not in ops and "Reshape" in ops  # only the model's own Reshape
     int8 = [t for t in saved.graph.initializer if t.data_type == onnx.TensorProto.INT8]
     assert sorted(list(t.dims) for t in int8) == [[32, 16, 3, 3], [64, 128], [256, 128]]
@@ -65,9 +70,12 @@ def test_scaled_lowering_applies_the_scale_after_each_reader(tmp_path):
 
 
 def _outlier_model():
+    """B: in each column one block of 32 input rows is 40x larger, a different block per
+    column, so every row and every column has large values (neither the output channel's
+    scale nor the input-side equalization can separate them) while each block is even."""
     plain = builders.rand((256, 64), 1) * 0.05
-    outlier = plain.copy()
-    outlier[7] *= 40.0
+    rows, cols = np.indices(plain.shape)
+    outlier = plain * np.where(rows // 32 == cols % 8, 40.0, 1.0).astype(np.float32)
     nodes = [helper.make_node("MatMul", ["x", "A"], ["h"]),
              helper.make_node("Concat", ["h", "h", "h", "h"], ["h2"], axis=1),
              helper.make_node("MatMul", ["h2", "B"], ["y"])]
@@ -76,7 +84,7 @@ def _outlier_model():
 
 
 def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, monkeypatch):
-    """B has an outlier row (per channel is far less accurate than blocks there, A 1.6x). With
+    """B has outlier blocks (per channel is far less accurate than blocks there, A 1.4x). With
     room for one weight's accurate chain (three float copies more than lean at load), B gets
     it; with the default share of two equal weights' bytes there is room for none."""
     from onnxsurgery.passes import quantize_weights
@@ -90,10 +98,36 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     q = report.pass_report("quantize").details
     assert q["lean_lowering"] == ["A"] and q["accurate_lowering"] == ["B"]
     assert q["schemes"] == {"int8/channel/sym/scaled": 1, "int8/block32/asym/arith": 1}
-    assert report.verification["rel_l2_error"] < 0.03  # the outlier row amplifies B's error
+    assert report.verification["rel_l2_error"] < 0.03
     monkeypatch.setattr(quantize_weights, "MIN_ACCURATE_RATIO", 100.0)  # neither loses that much
     _, _, report = _quant(tmp_path, model)
     assert report.pass_report("quantize").details["accurate_lowering"] == []
+
+
+def test_input_side_equalization_helps_weights_with_outlier_rows(tmp_path):
+    """A weight whose rows differ in range (row 7 is 40x larger): scaling the reader's input by
+    r and dividing the weight's rows by r quantizes it far better than one scale per output
+    channel alone; the model still computes the same in onnxruntime, within the error reported."""
+    from onnxsurgery.passes.scale_after import EQUALIZE_ALPHA
+    from onnxsurgery.quant_math import quantize, weight_error
+
+    w = builders.rand((256, 64), 1) * 0.05
+    w[7] *= 40.0
+    r = np.abs(w).max(axis=1) ** EQUALIZE_ALPHA
+    plain = weight_error(w, quantize(w, granularity="channel", axis=1, symmetric=True))["rel_l2_error"]
+    qt = quantize(w / r[:, None], granularity="channel", axis=1, symmetric=True)
+    qt.input_scale, qt.input_axis = r.astype(np.float32), 0
+    assert weight_error(w, qt)["rel_l2_error"] < 0.5 * plain
+    model = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[4, 256])],
+                           [builders.vi("y", shape=[4, 64])], [numpy_helper.from_array(w, "W")])
+    saved, out, report = _quant(tmp_path, model)
+    assert report.pass_report("quantize").details["lean_lowering"] == ["W"]
+    (scale_before,) = [n for n in saved.graph.node if "scale_before" in n.name]
+    r_saved = numpy_helper.to_array(next(t for t in saved.graph.initializer if t.name == scale_before.input[1]))
+    np.testing.assert_allclose(r_saved, r, rtol=1e-6)
+    err = report.pass_report("quantize").details["largest_errors"][0]["rel_l2_error"]
+    assert err == pytest.approx(weight_error(w, qt)["rel_l2_error"], rel=1e-3)
+    assert _rel(model, out, builders.feeds_for(model)) < 2 * err + 1e-3
 
 
 @pytest.mark.parametrize("dtype,symmetric", [("int8", False), ("int8", True), ("int4", False), ("int4", True),
@@ -155,3 +189,25 @@ def test_identity_in_front_of_shared_weights_is_bypassed(tmp_path):
 def test_options_are_validated(field, value):
     with pytest.raises(ValueError, match=f"unknown {field} '{value}'; choose one of"):
         QuantOptions(**{field: value})
+
+
+def test_lean_or_accurate_is_measured_on_what_the_layer_reads(tmp_path, monkeypatch):
+    """One weight, two input profiles. Rows 0-31 are 40x larger: one scale per output channel
+    is coarse for the other rows, fine for these. When only rows 0-31 meet non-zero inputs the
+    lean form costs the layer's output nothing more than blocks (kept lean); when only the
+    other rows do, it costs several times more (the accurate chain, budget permitting)."""
+    from onnxsurgery.passes import quantize_weights
+
+    monkeypatch.setattr(quantize_weights, "ACCURATE_MEMORY_SHARE", 4.0)  # room for the chain
+    w = builders.rand((256, 64), 1) * 0.05
+    w[:32] *= 40.0
+    model = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[4, 256])],
+                           [builders.vi("y", shape=[4, 64])], [numpy_helper.from_array(w, "W")])
+    x = builders.rand((4, 256), 2)
+    chosen = {}
+    for profile, rows in (("large rows", slice(32, None)), ("small rows", slice(None, 32))):
+        fed = x.copy()
+        fed[:, rows] = 0.0
+        _, _, report = _quant(tmp_path, model, samples=[{"x": fed}])
+        chosen[profile] = report.pass_report("quantize").details["accurate_lowering"]
+    assert chosen == {"large rows": [], "small rows": ["W"]}

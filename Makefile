@@ -7,7 +7,7 @@ SAMPLES := build/samples
 LAYERS ?= 12
 HIDDEN ?= 768
 
-.PHONY: install install-web demo test test-web bench lint clean
+.PHONY: install install-web demo test test-web test-onnx-suite bench lint clean
 
 install: $(VENV)/.installed
 
@@ -36,6 +36,11 @@ tests/web/node_modules/.installed: tests/web/package.json tests/web/package-lock
 test-web: install install-web
 	@test -x /usr/bin/chromium || { echo "test-web: /usr/bin/chromium is missing (apt-get install chromium)"; exit 1; }
 	$(PY) -m pytest -q -m web -s
+
+# onnx's own operator tests (about 1,500 that onnxruntime runs) through shrink, npy -> embed and
+# quant, generated from the installed onnx: tests/integration/onnx_node_suite.py. About 2 minutes.
+test-onnx-suite: install
+	$(PY) tests/integration/onnx_node_suite.py
 
 bench: install install-web
 	$(PY) -m pip install --quiet -e '.[bench]'

@@ -1,6 +1,7 @@
 """onnxsurgery: make ONNX model files smaller without breaking them."""
 
 from . import npy
+from .logs import route_gs_logging
 from .api import compare, embed_file, info, npy_file, quant, quant_file, run_model, shrink, shrink_file
 from .passes.quantize_weights import QuantOptions
 from .errors import InputError, OnnxSurgeryError, OutputError, UnsupportedModelError, VerificationError
@@ -9,6 +10,8 @@ from .passes.merge_constants import merge_duplicate_constants
 from .passes.merge_transposed import merge_transposed_constants
 from .passes.narrow_types import narrow_constants
 from .report import PassReport, RunReport
+
+route_gs_logging()  # gs's log lines through `logging`, not printed (logs.py)
 
 __version__ = "0.1.0"
 

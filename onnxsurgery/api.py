@@ -16,7 +16,7 @@ from .errors import InputError, UnsupportedModelError, VerificationError
 from .graph_utils import read_values
 from .inventory import inventory
 from .io import check_output_path, copy_file, load_model, save_model, stage_model
-from .npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
+from .npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
 from .passes.bypass_identity import bypass_constant_identities
 from .passes.constants_to_initializers import constant_nodes_to_initializers
 from .passes.embed import inputs_to_constants
@@ -196,9 +196,9 @@ def embed_file(
     out = check_output_path(input_path, output_path, in_place)
     if not Path(input_path).is_file():
         raise InputError(f"input not found: {input_path}")
-    feeds = load_feeds(input_path)
-    if not feeds:
+    if read_manifest(input_path) is None:
         raise InputError(f"no manifest beside {input_path} ({manifest_path(input_path).name}); nothing to embed")
+    feeds = load_feeds(input_path)  # empty when npy moved nothing: the output is then a copy
     ws = open_workspace(input_path)
     report = RunReport("embed", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     ws.run(inputs_to_constants, arrays=feeds)

@@ -362,3 +362,10 @@ def make_names_unique(graph: gs.Graph) -> int:
             renamed.add(id(t))
             t.name = names.new(t.name)
     return len(renamed)
+
+
+def c_order(array: np.ndarray) -> np.ndarray:
+    """`array` in C order, as gs exports it. Not np.ascontiguousarray: that turns a scalar
+    (shape []) into shape [1], which a model reading it as a scalar then refuses."""
+    array = np.asarray(array)
+    return array if array.flags.c_contiguous else array.copy(order="C")

@@ -81,9 +81,37 @@ def open_model(source: str | os.PathLike) -> tuple[onnx.ModelProto, ExternalFile
 
 def import_graph(model: onnx.ModelProto) -> gs.Graph:
     try:
-        return gs.import_onnx(model)
+        graph = gs.import_onnx(model)
     except Exception as e:  # gs raises plain exceptions on malformed graphs
         raise InputError(f"cannot import the graph: {e}") from e
+    _keep_skipped_attributes(model.graph, graph)
+    return graph
+
+
+class RawAttribute:
+    """An attribute gs does not import (TYPE_PROTO: Optional's `type`), carried through as the
+    input model's own AttributeProto and written back as it was."""
+
+    def __init__(self, proto: onnx.AttributeProto):
+        self.proto = proto
+
+    def __repr__(self) -> str:
+        return f"RawAttribute({self.proto.name})"
+
+
+_SKIPPED_BY_GS = (onnx.AttributeProto.TYPE_PROTO, onnx.AttributeProto.TYPE_PROTOS)
+
+
+def _keep_skipped_attributes(source: onnx.GraphProto, graph: gs.Graph) -> None:
+    """gs imports the nodes of each graph in order, so the two node lists pair up."""
+    if len(source.node) != len(graph.nodes):
+        return
+    for proto, node in zip(source.node, graph.nodes):
+        for attr in proto.attribute:
+            if attr.type in _SKIPPED_BY_GS and attr.name not in node.attrs:
+                node.attrs[attr.name] = RawAttribute(attr)
+            elif attr.type == onnx.AttributeProto.GRAPH and isinstance(node.attrs.get(attr.name), gs.Graph):
+                _keep_skipped_attributes(attr.g, node.attrs[attr.name])
 
 
 def inputs_with_defaults(model: onnx.ModelProto) -> frozenset[str]:
@@ -105,7 +133,13 @@ def inputs_with_defaults(model: onnx.ModelProto) -> frozenset[str]:
 class _ScopedExporter:
     """Writes a gs graph into GraphProtos, each constant once, in its owning scope."""
 
-    def __init__(self, graph: gs.Graph):
+    # gs exports these; an optional, map or opaque type it imports as a bare elem type
+    _GS_TYPES = ("tensor_type", "sequence_type", "sparse_tensor_type")
+
+    def __init__(self, graph: gs.Graph, template: onnx.ModelProto | None = None):
+        # The value infos of the model the graph came from, for the types gs cannot write back
+        self.original_types = {v.name: v for g in (graphs_everywhere(template.graph) if template is not None else ())
+                               for v in (*g.input, *g.output, *g.value_info)}
         # Each initializer belongs to the innermost graph enclosing all its uses, which may be
         # a graph whose own nodes never read it (a constant shared by two branches).
         self.initializers: dict[int, list[gs.Constant]] = {}
@@ -119,10 +153,8 @@ class _ScopedExporter:
             target.doc_string = g.doc_string
         for node in g.nodes:
             self.fill_node(target.node.add(), node)
-        target.input.extend(OnnxExporter.export_value_info_proto(t, do_type_check) for t in g.inputs)
-        target.output.extend(
-            OnnxExporter.export_value_info_proto(t, do_type_check) for t in g.outputs
-        )
+        target.input.extend(self.value_info(t, do_type_check) for t in g.inputs)
+        target.output.extend(self.value_info(t, do_type_check) for t in g.outputs)
         for t in self.initializers.get(id(g), []):
             if is_sparse(t):
                 target.sparse_initializer.append(OnnxExporter.export_sparse_tensor_proto(t))
@@ -138,7 +170,17 @@ class _ScopedExporter:
                 and id(t) not in io_ids
                 and (t.dtype is not None or t.shape is not None)
             ):
-                target.value_info.append(OnnxExporter.export_value_info_proto(t, False))
+                target.value_info.append(self.value_info(t, False))
+
+    def value_info(self, t: gs.Tensor, do_type_check: bool) -> onnx.ValueInfoProto:
+        """gs's value info for `t`, or for a type gs cannot write (test_if_opt's optional
+        output) the input model's own, else an untyped one."""
+        if t.dtype is None or getattr(t, "type", "tensor_type") in self._GS_TYPES:
+            return OnnxExporter.export_value_info_proto(t, do_type_check)
+        original = self.original_types.get(t.name)
+        if original is not None:
+            return onnx.ValueInfoProto.FromString(original.SerializeToString())
+        return onnx.helper.make_empty_tensor_value_info(t.name)
 
     def fill_node(self, target: onnx.NodeProto, node: gs.Node) -> None:
         target.op_type = node.op
@@ -149,7 +191,9 @@ class _ScopedExporter:
         target.input.extend(t.name for t in node.inputs)
         target.output.extend(t.name for t in node.outputs)
         for key, value in node.attrs.items():
-            if isinstance(value, gs.Graph):
+            if isinstance(value, RawAttribute):
+                target.attribute.append(value.proto)
+            elif isinstance(value, gs.Graph):
                 attr = target.attribute.add()
                 attr.name = key
                 attr.type = onnx.AttributeProto.GRAPH
@@ -171,7 +215,7 @@ def export_model(
     (overridable initializers).
     """
     model = onnx.ModelProto()
-    _ScopedExporter(graph).fill_graph(model.graph, graph, do_type_check=True)
+    _ScopedExporter(graph, template).fill_graph(model.graph, graph, do_type_check=True)
 
     if template is not None:
         for field in ("ir_version", "producer_name", "producer_version", "domain",

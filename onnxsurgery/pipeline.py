@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -13,7 +14,10 @@ from onnx_graphsurgeon.ir.tensor import LazyValues
 from .graph_utils import collect_constants, make_names_unique
 from .io import all_tensor_protos, export_model, import_graph, inputs_with_defaults, open_model
 from .lazy import ExternalFiles, FileBackedValues, materialize
-from .report import PassReport
+from .report import PassReport, human_bytes
+
+log = logging.getLogger("onnxsurgery")
+MAX_NAMES_LOGGED = 20
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Workspace:
     def run(self, pass_fn: Callable[..., PassReport], **options) -> PassReport:
         report = pass_fn(self.graph, **options)
         self.reports.append(report)
+        _log_report(report)
         return report
 
     def cleanup(self) -> None:
@@ -77,6 +82,19 @@ class Workspace:
         if self.files is not None:
             materialize(model, self.files, all_tensor_protos(model.graph))
         return model
+
+
+def _log_report(report: PassReport) -> None:
+    """-v: what the pass changed, every skip with its reason, and the names it lists."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    log.info("%s: %d changed, %s saved", report.name, report.changed, human_bytes(report.bytes_saved))
+    for skipped in report.skipped:
+        log.info("%s: skipped %s: %s", report.name, skipped.name, skipped.reason)
+    for key, value in report.details.items():
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            more = f" (+{len(value) - MAX_NAMES_LOGGED} more)" if len(value) > MAX_NAMES_LOGGED else ""
+            log.info("%s: %s: %s%s", report.name, key, ", ".join(value[:MAX_NAMES_LOGGED]), more)
 
 
 def open_workspace(source) -> Workspace:

@@ -11,7 +11,7 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ..errors import InputError
-from ..graph_utils import replace_uses
+from ..graph_utils import c_order, replace_uses
 from ..report import PassReport
 
 
@@ -24,7 +24,7 @@ def inputs_to_constants(graph: gs.Graph, *, arrays: dict[str, np.ndarray]) -> Pa
     for name, array in arrays.items():
         var = by_name[name]
         var.name = f"{name}__embedded"
-        const = gs.Constant(name, np.ascontiguousarray(array))
+        const = gs.Constant(name, c_order(array))
         replace_uses(var, const)
         graph.inputs[:] = [t for t in graph.inputs if t is not var]  # by identity: gs == is by name
         report.changed += 1

@@ -39,6 +39,7 @@ scale per channel (`choose_scheme`). Graph outputs and overridable inputs stay f
 from __future__ import annotations
 
 import fnmatch
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +52,7 @@ from ..gptq import output_error
 from ..errors import InputError, UnsupportedModelError
 from ..graph_utils import (
     ConstantSite,
+    c_order,
     choose_axes,
     NameAllocator,
     collect_constants,
@@ -73,6 +75,7 @@ FLOAT_TYPES = {
     onnx.TensorProto.DOUBLE: np.float64,
     onnx.TensorProto.BFLOAT16: None,  # read through onnx; computed in float32
 }
+log = logging.getLogger("onnxsurgery")
 DEFAULT_MIN_ELEMENTS = 4096
 # Blocks of 32 for every dtype, chosen by measurement (README, "Why this default"): blocks of 64
 # lose half of the gain over per-tensor on weights with even channel ranges.
@@ -289,6 +292,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
         label = "fp16/cast" if as_fp16 else options.label(scheme, lowering, symmetric)
         schemes[label] = schemes.get(label, 0) + 1
         errors.append({"name": site.name, "shape": list(site.shape), "scheme": label, **err})
+        log.info("quantize: %s %s as %s, weight error %.3g", site.name, list(site.shape), label, err["rel_l2_error"])
     errors.sort(key=lambda e: -e["rel_l2_error"])
     report.details = {"schemes": schemes, "quantized": [e["name"] for e in errors],
                       "largest_errors": errors[:MAX_ERRORS_REPORTED],
@@ -423,6 +427,8 @@ def _error(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
 def _refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[str]) -> str | None:
     if site.num_elements < options.min_elements:
         return "small"
+    if not site.shape:
+        return "a scalar: nothing to group or gain"
     if options.fp16 and site.onnx_dtype != onnx.TensorProto.FLOAT:
         return "--fp16 applies to float32 weights only"
     if options.levels and site.onnx_dtype == onnx.TensorProto.BFLOAT16:
@@ -526,7 +532,7 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
 
 
 def _const(names: NameAllocator, base: str, array: np.ndarray) -> gs.Constant:
-    return gs.Constant(names.new(base), np.ascontiguousarray(array))
+    return gs.Constant(names.new(base), c_order(array))
 
 
 def _int_tensor(names: NameAllocator, base: str, values: np.ndarray, dtype: str) -> gs.Constant:

@@ -4,6 +4,7 @@ ModelProto and a report out. Nothing here writes files unless it says so."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -176,9 +177,16 @@ def npy_file(
     ws.reports.append(moved_report)
     report.passes = ws.reports
     npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(out)
+    exported = ws.export()  # before anything is written: a failure here leaves nothing behind
+    created = not npy_dir.exists()
     manifest = write_arrays({name: arrays[name] for name, _ in moved}, npy_dir, manifest_path(out))
-    written = save_model(ws.export(), out, files=ws.files)
-    write_manifest(manifest, manifest_path(out))
+    try:
+        written = save_model(exported, out, files=ws.files)
+        write_manifest(manifest, manifest_path(out))
+    except BaseException:
+        if created:  # a failed run leaves no .npy folder of its own behind
+            shutil.rmtree(npy_dir, ignore_errors=True)
+        raise
     report.bytes_after = sum(p.stat().st_size for p in written)
     moved_report.details = {"npy_dir": str(npy_dir), "manifest": str(manifest_path(out)),
                             "inputs": list(manifest["inputs"])}

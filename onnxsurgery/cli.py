@@ -24,6 +24,11 @@ EXIT_ERROR = 2
 EXIT_INTERNAL = 3
 
 
+def _one_line(message: str) -> str:
+    """A message on one line: names from a damaged file may hold newlines or control bytes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def _handle_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -33,7 +38,7 @@ def _handle_errors(fn):
         except click.ClickException:
             raise
         except OnnxSurgeryError as e:
-            click.echo(f"onnxsurgery: error: {e}", err=True)
+            click.echo(f"onnxsurgery: error: {_one_line(str(e))}", err=True)
             sys.exit(EXIT_ERROR)
         except MemoryError:
             click.echo("onnxsurgery: error: out of memory", err=True)

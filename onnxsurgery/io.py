@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -26,7 +27,7 @@ from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 
 from .errors import InputError, OutputError
 from .graph_utils import collect_constants, is_sparse, iter_scopes
-from .lazy import ExternalFiles, complete_external_lengths, materialize, read_model_skipping_weights
+from .lazy import ExternalFiles, complete_external_lengths, external_ref, materialize, read_model_skipping_weights
 from .writer import ExternalPlan, plan_model, write_data_file, write_pieces
 
 PROTOBUF_LIMIT = 2**31 - 1
@@ -66,7 +67,15 @@ def open_model(source: str | os.PathLike) -> tuple[onnx.ModelProto, ExternalFile
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
     if not model.HasField("graph") or not (model.graph.node or model.graph.output):
         raise InputError(f"not an ONNX model (no graph): {path}")
-    external = [t for t in all_tensor_protos(model.graph) if t.data_location == onnx.TensorProto.EXTERNAL]
+    _check_names_are_text(model, path)
+    for t in (*model.graph.input, *model.graph.output):
+        kind = t.type.WhichOneof("value")
+        if kind is None or (kind == "tensor_type" and not t.type.tensor_type.elem_type):
+            raise InputError(f"not a valid ONNX model: graph {'input' if t in model.graph.input else 'output'} "
+                             f"'{t.name}' has no type: {path}")
+    tensors = list(all_tensor_protos(model.graph))
+    _check_tensor_sizes(tensors, path)
+    external = [t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
     data_files = frozenset(e.value for t in external for e in t.external_data if e.key == "location")
     data_files -= {path.name}  # the references the lazy reader made into the .onnx itself
     disk_bytes = path.stat().st_size
@@ -75,8 +84,90 @@ def open_model(source: str | os.PathLike) -> tuple[onnx.ModelProto, ExternalFile
         if not data.is_file():
             raise InputError(f"external data file missing for {path}: {data}")
         disk_bytes += data.stat().st_size
-    complete_external_lengths(external, path.parent)
+    try:
+        complete_external_lengths(external, path.parent)
+    except (KeyError, ValueError) as e:
+        raise InputError(f"malformed external data reference in {path}: {e}") from e
+    _check_external_extents(external, path)
     return model, ExternalFiles(path.parent, data_files), disk_bytes
+
+
+_TYPED_FIELDS = {  # data type -> the repeated field holding one value per element
+    onnx.TensorProto.FLOAT: "float_data", onnx.TensorProto.DOUBLE: "double_data",
+    onnx.TensorProto.INT64: "int64_data", **{t: "int32_data" for t in (
+        onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8, onnx.TensorProto.UINT16,
+        onnx.TensorProto.UINT8, onnx.TensorProto.BOOL, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)},
+}
+_HALF_BYTE_TYPES = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1")
+                    if hasattr(onnx.TensorProto, n)}
+
+
+def _check_tensor_sizes(tensors: list[onnx.TensorProto], path: Path) -> None:
+    """Each tensor's payload holds as many values as its dims say (a damaged file's dims or
+    payload would otherwise fail deep inside numpy). Strings and unusual layouts are left to
+    the readers; external payloads are checked by `_check_external_extents`."""
+    for t in tensors:
+        if any(d < 0 for d in t.dims):
+            raise InputError(f"not a valid ONNX model: tensor '{t.name}' has a negative dimension: {path}")
+        if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type == onnx.TensorProto.STRING:
+            continue
+        count = math.prod(t.dims)
+        if t.HasField("raw_data"):
+            got, want = len(t.raw_data), _payload_bytes(t.data_type, count)
+            if want is not None and got != want:
+                raise InputError(f"not a valid ONNX model: tensor '{t.name}' holds {got} bytes, its dims "
+                                 f"{list(t.dims)} need {want}: {path}")
+            continue
+        field = _TYPED_FIELDS.get(t.data_type)
+        if field is not None and len(getattr(t, field)) != count:
+            raise InputError(f"not a valid ONNX model: tensor '{t.name}' holds {len(getattr(t, field))} values, "
+                             f"its dims {list(t.dims)} need {count}: {path}")
+
+
+def _payload_bytes(data_type: int, count: int) -> int | None:
+    """Bytes `count` values of `data_type` take as raw_data, or None for a type not sized here."""
+    if data_type in _HALF_BYTE_TYPES:
+        return (count + 1) // 2
+    try:
+        return count * onnx.helper.tensor_dtype_to_np_dtype(data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _check_names_are_text(model: onnx.ModelProto, path: Path) -> None:
+    """ONNX's string fields (names, op types, doc strings, metadata) are UTF-8. protobuf (upb)
+    hands one that is not valid UTF-8 back as bytes, on which gs, onnx and onnxruntime fail in
+    their own ways: a damaged file. Walks every message (tensor payloads are bytes or numbers,
+    not strings, so they cost nothing here)."""
+    pending = [model]
+    while pending:
+        message = pending.pop()
+        for field, value in message.ListFields():
+            # protobuf 7 dropped FieldDescriptor.label for is_repeated
+            repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+            if field.type == field.TYPE_STRING:
+                for text in (value if repeated else (value,)):
+                    if not isinstance(text, str):
+                        raise InputError(f"not a valid ONNX model: {field.name} {text[:40]!r} is not UTF-8 text: "
+                                         f"{path}")
+            elif field.type == field.TYPE_MESSAGE:
+                pending.extend(value if repeated else (value,))
+
+
+def _check_external_extents(external: list[onnx.TensorProto], path: Path) -> None:
+    """Every external tensor's bytes lie inside its file: a short or truncated data file is bad
+    input, found from the file sizes alone before any payload is read."""
+    sizes: dict[str, int] = {}
+    for t in external:
+        try:
+            location, offset, length = external_ref(t)
+        except (KeyError, ValueError) as e:
+            raise InputError(f"malformed external data reference for tensor '{t.name}' in {path}: {e}") from e
+        if location not in sizes:
+            sizes[location] = (path.parent / location).stat().st_size
+        if offset < 0 or length < 0 or offset + length > sizes[location]:
+            raise InputError(f"external data file {location} is shorter than {path.name} says: tensor '{t.name}' "
+                             f"needs bytes {offset}..{offset + length}, the file has {sizes[location]}")
 
 
 def import_graph(model: onnx.ModelProto) -> gs.Graph:

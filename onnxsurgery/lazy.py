@@ -54,16 +54,21 @@ def read_model_skipping_weights(path: Path) -> onnx.ModelProto:
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             raise ValueError("empty file")
+        malformed = False
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             buf = memoryview(mm)
             try:
                 pieces = rewrite_tensors(buf, _stub_large_payload(path.name))
                 stripped = bytes(buf) if pieces is None else b"".join(pieces)
                 del pieces  # its slices pin the mapping
-            except (Malformed, IndexError) as e:
-                raise ValueError("malformed protobuf") from e
+            except (Malformed, IndexError, ValueError, UnicodeDecodeError):
+                # raised after the block: the exception's traceback holds frames whose slices
+                # pin the mapping, and closing it then fails with BufferError
+                malformed = True
             finally:
                 buf.release()
+    if malformed:
+        raise ValueError("malformed protobuf")
     return onnx.ModelProto.FromString(stripped)
 
 

@@ -125,3 +125,58 @@ def test_gs_log_lines_stay_off_the_terminal_unless_verbose(tmp_path):
     assert "[W]" not in quiet.stdout + quiet.stderr and "opset" not in quiet.stderr
     assert "[W]" not in loud.stdout + loud.stderr
     assert "onnx_graphsurgeon" in loud.stderr and "opset information" in loud.stderr
+
+
+def _with_short_external_data(tmp_path):
+    model = builders.quant_cases()
+    src = tmp_path / "m.onnx"
+    onnx.save(model, str(src), save_as_external_data=True, all_tensors_to_one_file=True, location="m.data",
+              size_threshold=0)
+    data = tmp_path / "m.data"
+    with open(data, "r+b") as f:
+        f.truncate(data.stat().st_size // 2)
+    return src
+
+
+@pytest.mark.parametrize("command", [["info"], ["npy", "{out}"], ["shrink", "{out}"], ["quant", "{out}"]])
+def test_short_external_data_is_one_line_exit_2_and_leaves_nothing(tmp_path, command):
+    src = _with_short_external_data(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    out = tmp_path / "out.onnx"
+    r = CliRunner().invoke(main, [command[0], str(src), *[a.format(out=out) for a in command[1:]]])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "m.data is shorter than m.onnx says" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no output, no out.npy/ folder
+
+
+def test_a_name_that_is_not_utf8_is_bad_input(tmp_path):
+    data = builders.quant_cases().SerializeToString()
+    at = data.find(b"W_mm")
+    src = tmp_path / "bad.onnx"
+    src.write_bytes(data[:at] + b"\xff" + data[at + 1:])
+    for args in (["info", str(src)], ["shrink", str(src), str(tmp_path / "o.onnx")]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2 and "is not UTF-8 text" in r.stderr, r.output
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_weights_with_nan_or_inf_are_left_alone_without_numpy_warnings(tmp_path):
+    w = builders.rand((64, 64), 1)
+    bad = w.copy()
+    bad[3, 5] = np.nan
+    worse = w.copy() * 1e37  # huge but finite values, and one Inf
+    worse[0, 0] = np.inf
+    nodes = [helper.make_node("MatMul", ["x", n], [f"y{n}"]) for n in ("W", "N", "I")]
+    model = builders.model(nodes, [builders.vi("x", shape=[2, 64])],
+                           [builders.vi(f"y{n}", shape=[2, 64]) for n in ("W", "N", "I")],
+                           [numpy_helper.from_array(a, n) for a, n in ((w, "W"), (bad, "N"), (worse, "I"))])
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    r = CliRunner().invoke(main, ["quant", str(src), str(tmp_path / "q.onnx"), "--min-elements", "16", "--json"])
+    assert r.exit_code == 0 and r.stderr == "", r.output
+    import json
+
+    q = next(p for p in json.loads(r.stdout)["passes"] if p["name"] == "quantize")
+    assert q["details"]["quantized"] == ["W"]
+    assert {s["name"]: s["reason"] for s in q["skipped"]} == {"N": "holds NaN or Inf values",
+                                                               "I": "holds NaN or Inf values"}

@@ -219,6 +219,14 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
     auto's choice between the lean and the accurate lowering is measured in the layers' outputs.
     Raises UnsupportedModelError when the `dq` lowering is asked for at an opset that cannot
     express the scheme."""
+    # Weights with huge (finite) values overflow float32 sums in the error figures; numpy's
+    # warnings about it must not reach the user's terminal (NaN/Inf weights are skipped below)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _quantize_weights(graph, options, opset, keep, calibration, activations)
+
+
+def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: frozenset[str],
+                      calibration: Calibration | None, activations: Calibration | None) -> PassReport:
     report = PassReport("quantize")
     if options.lowering == "dq" and opset < dq_min_opset(options):
         raise UnsupportedModelError(
@@ -235,7 +243,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype not in FLOAT_TYPES:
             continue
-        reason = _refusal(site, scopes, options, keep)
+        reason = _refusal(site, scopes, options, keep) or _non_finite(site)
         if reason:
             if reason != "small":
                 report.skip(site.name, reason)
@@ -422,6 +430,13 @@ def _error(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
     norm = float(np.linalg.norm(x))
     return {"max_abs_error": float(np.abs(diff).max()) if diff.size else 0.0,
             "rel_l2_error": float(np.linalg.norm(diff) / norm) if norm > 0 else 0.0}
+
+
+def _non_finite(site: ConstantSite) -> str | None:
+    """A weight holding NaN or Inf stays as it is: no scale represents it."""
+    if not np.isfinite(read_values(site.tensor)).all():
+        return "holds NaN or Inf values"
+    return None
 
 
 def _refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[str]) -> str | None:

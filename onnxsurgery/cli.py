@@ -292,6 +292,8 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, ro
     click.echo(render_run(report))
     if report.verification is not None:
         click.echo(_render_verification(report.verification))
+    for warning in report.warnings:
+        click.echo(f"onnxsurgery: warning: {warning}", err=True)
 
 
 @main.command()

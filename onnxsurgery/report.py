@@ -39,6 +39,7 @@ class RunReport:
     passes: list[PassReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     verification: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)  # a result written, but worth a second look
 
     def pass_report(self, name: str) -> PassReport | None:
         return next((p for p in self.passes if p.name == name), None)

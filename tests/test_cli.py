@@ -142,3 +142,24 @@ def test_model_that_fails_on_generated_inputs_says_how_to_feed_it(tmp_path):
     r = subprocess.run(cmd + ["--shape", "x:1x64"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert out.exists()
+
+
+def test_quant_warns_when_its_own_verification_is_bad(tmp_path, save):
+    """int4, one scale per tensor, on a weight with an outlier: the outputs differ visibly.
+    The file is written (no --max-error) and the run ends with one warning line on stderr that
+    names the fixes; the default int8 result of the same model gets none."""
+    from onnx import helper, numpy_helper
+
+    w = builders.rand((64, 32), 1) * 0.1
+    w[0, 0] = 20.0
+    model = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[8, 64])],
+                           [builders.vi("y", shape=[8, 32])], [numpy_helper.from_array(w, "W")])
+    src = save(model)
+    r = invoke("quant", src, tmp_path / "bad.onnx", "--dtype", "int4", "--granularity", "tensor",
+               "--min-elements", "16")
+    assert r.exit_code == 0 and (tmp_path / "bad.onnx").exists(), r.output
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("onnxsurgery: warning: relative L2 output error") and "--dtype int8" in line
+    assert "--target-error" in line and "--calibration" in line
+    r = invoke("quant", src, tmp_path / "ok.onnx", "--min-elements", "16")
+    assert r.exit_code == 0 and r.stderr == "", r.output

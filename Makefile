@@ -7,7 +7,7 @@ SAMPLES := build/samples
 LAYERS ?= 12
 HIDDEN ?= 768
 
-.PHONY: install install-web demo test test-web test-onnx-suite bench lint clean
+.PHONY: install install-web demo test test-web test-onnx-suite test-real-models bench lint clean
 
 install: $(VENV)/.installed
 
@@ -41,6 +41,11 @@ test-web: install install-web
 # quant, generated from the installed onnx: tests/integration/onnx_node_suite.py. About 2 minutes.
 test-onnx-suite: install
 	$(PY) tests/integration/onnx_node_suite.py
+
+# Real models from PyPI wheels (silero-vad) through npy -> embed and shrink, bit-identical on a
+# voiced signal: tests/integration/real_models.py. Needs pip's access to PyPI.
+test-real-models: install
+	$(PY) tests/integration/real_models.py
 
 bench: install install-web
 	$(PY) -m pip install --quiet -e '.[bench]'

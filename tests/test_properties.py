@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -93,23 +94,24 @@ def _bit_identical(model, path):
             assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-@SETTINGS
-@given(placed=constants())
-def test_shrink_is_bit_identical(tmp_path_factory, placed):
-    model, tmp = build(placed), tmp_path_factory.mktemp("shrink")
-    onnx.save(model, str(tmp / "in.onnx"))
-    onnxsurgery.shrink_file(tmp / "in.onnx", tmp / "out.onnx", min_elements=1, verify=False)
-    _bit_identical(model, tmp / "out.onnx")
+def _shrink(src, tmp):
+    onnxsurgery.shrink_file(src, tmp / "out.onnx", min_elements=1, verify=False)
+    return tmp / "out.onnx"
 
 
-@SETTINGS
-@given(placed=constants())
-def test_npy_then_embed_is_bit_identical(tmp_path_factory, placed):
-    model, tmp = build(placed), tmp_path_factory.mktemp("npy")
-    onnx.save(model, str(tmp / "in.onnx"))
-    onnxsurgery.npy_file(tmp / "in.onnx", tmp / "moved.onnx", min_elements=1)
+def _npy_then_embed(src, tmp):
+    onnxsurgery.npy_file(src, tmp / "moved.onnx", min_elements=1)
     onnxsurgery.embed_file(tmp / "moved.onnx", tmp / "back.onnx")
-    _bit_identical(model, tmp / "back.onnx")
+    return tmp / "back.onnx"
+
+
+@pytest.mark.parametrize("command", [_shrink, _npy_then_embed], ids=["shrink", "npy-embed"])
+@SETTINGS
+@given(placed=constants())
+def test_lossless_commands_are_bit_identical(tmp_path_factory, command, placed):
+    model, tmp = build(placed), tmp_path_factory.mktemp("lossless")
+    onnx.save(model, str(tmp / "in.onnx"))
+    _bit_identical(model, command(tmp / "in.onnx", tmp))
 
 
 @SETTINGS

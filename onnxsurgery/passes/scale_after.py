@@ -15,8 +15,9 @@ on each reader's output (measured on MiniLM: latency 1.0x the original's).
 Input-side equalization: per-output-channel scales waste resolution on weights whose input
 rows differ in range (outlier rows: a few rows set every column's scale). So the weight is first
 divided by r_k = (max |W_k,:|) ** EQUALIZE_ALPHA along its input axis, and the reader's data
-input is multiplied by r instead (X @ W = (X * r) @ (W / r)), a vector Mul on the activation,
-folded into nothing. Still one float copy at load. Measured with every weight lean (worst
+input is multiplied by r instead (X @ W = (X * r) @ (W / r)): a Mul of the activation by a
+vector at every inference (latency within the bench's noise), no weight-sized copy, so still one
+float copy at load. Measured with every weight lean (worst
 relative L2 over the bench's task inputs): MiniLM 0.032 -> 0.022, ddddocr's convolutions
 0.029 -> 0.018, ALBERT-base 0.038 -> 0.033; alpha 0.25 and 0.75 were worse on MiniLM.
 Not applied to grouped convolutions (r would be the output scale again), to Gemm with transA,

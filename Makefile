@@ -55,7 +55,7 @@ bench: install install-web
 	$(PY) bench/scale.py
 
 lint: install
-	$(VENV)/bin/ruff check onnxsurgery tests samples bench
+	$(VENV)/bin/ruff check onnxsurgery tests samples bench docs
 
 clean:
 	rm -rf build .pytest_cache

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from . import api
+from . import api, progress
 from .errors import OnnxSurgeryError, OutputError
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from .passes.quantize_weights import DEFAULT_BLOCK_SIZE as QUANT_BLOCK_SIZE
@@ -33,6 +33,9 @@ def _handle_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         debug = kwargs.pop("debug", False)
+        ctx = click.get_current_context(silent=True)
+        quiet = bool(ctx and (ctx.find_root().obj or {}).get("quiet"))
+        progress.enable(progress.wanted(quiet, bool(kwargs.get("as_json"))))
         try:
             return fn(*args, **kwargs)
         except click.ClickException:
@@ -81,8 +84,11 @@ def _common_output_options(fn):
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="onnxsurgery")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the passes do.")
-def main(verbose: bool) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars (they show only on a terminal anyway).")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
     """Make ONNX model files smaller without breaking them."""
+    ctx.ensure_object(dict)["quiet"] = quiet
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
 

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 
 from .errors import InputError, VerificationError
+from .progress import progress
 
 DEFAULT_BATCH = 1
 DEFAULT_DIM = 32
@@ -286,7 +287,7 @@ def compare_models(
     cand_sess = session(candidate, fold_constants=fold_candidate, runtime=runtime)
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[float]] = {}
-    for feeds, ref in zip(samples, expected):
+    for feeds, ref in progress(list(zip(samples, expected)), "verify", unit="sample"):
         got = _run(cand_sess, names, feeds)
         for name, entry in compare_outputs(ref, got, names).items():
             if "argmax_agreement" in entry:

@@ -44,6 +44,7 @@ from ..graph_utils import (
     replace_uses,
     stored_bytes,
 )
+from ..progress import progress
 from ..report import PassReport
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def find_duplicate_groups(sites: list[ConstantSite]) -> list[DuplicateGroup]:
         by_layout[(site.onnx_dtype, site.shape)].append(site)
 
     groups: list[DuplicateGroup] = []
-    for bucket in by_layout.values():
+    for bucket in progress(by_layout.values(), "find duplicates", total=len(by_layout), unit="layout"):
         if len(bucket) < 2:
             continue
         by_print: dict[bytes, list[ConstantSite]] = defaultdict(list)

@@ -65,6 +65,7 @@ from ..graph_utils import (
     set_values,
 )
 from ..quant_math import Quantized, has_zero_point, pack_halves, pack_nibbles, quantize, snap_to_levels, weight_error
+from ..progress import progress
 from ..report import PassReport
 from .matmul_nbits import build_matmul_nbits
 from .scale_after import build_scaled, equalize, equalized_axis, scale_axis
@@ -259,7 +260,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
     if calibration is not None and not stays_float:
         calibration.plan([site for site, _, _, as_fp16 in todo if not as_fp16])
         not_calibrated.update(calibration.skipped)
-    for site, scheme, lowering, as_fp16 in todo:
+    for site, scheme, lowering, as_fp16 in progress(todo, "quantize", unit="weight"):
         as_float = stays_float or as_fp16
         if scheme.granularity != options.granularity and lowering != "lean":
             fallbacks.append(site.name)
@@ -399,7 +400,7 @@ def _lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpt
     if activations is not None:
         activations.plan([site for site, _ in candidates])
     scored = []
-    for site, scheme in candidates:
+    for site, scheme in progress(candidates, "measure lean vs accurate", unit="weight"):
         values = read_values(site.tensor).astype(np.float32, copy=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         lean, lowering = _lean_scheme(site)

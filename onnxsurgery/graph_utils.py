@@ -147,15 +147,21 @@ def stored_nbytes(c: gs.Constant) -> int:
     if dt == ONNX_STRING:
         return int(sum(len(s) for s in np.asarray(c.values).ravel()))
     n = int(np.prod(c.shape, dtype=np.int64)) if c.shape is not None else 0
-    bits = _BITS.get(dt)
-    if bits is not None:
-        return (n * bits + 7) // 8
-    return n * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(dt)).itemsize
+    return payload_nbytes(dt, n)
 
 
 _BITS = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}
 if hasattr(onnx.TensorProto, "FLOAT4E2M1"):
     _BITS[onnx.TensorProto.FLOAT4E2M1] = 4
+
+
+def payload_nbytes(data_type: int, count: int) -> int:
+    """Bytes `count` values of ONNX type `data_type` take stored raw (4-bit types packed).
+    Raises KeyError or ValueError for a type numpy has no size for (string, undefined)."""
+    bits = _BITS.get(data_type)
+    if bits is not None:
+        return (count * bits + 7) // 8
+    return count * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
 
 
 def stored_bytes(c: gs.Constant) -> bytes:

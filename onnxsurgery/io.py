@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 
 from .errors import InputError, OutputError
-from .graph_utils import collect_constants, is_sparse, iter_scopes
+from .graph_utils import collect_constants, is_sparse, iter_scopes, payload_nbytes
 from .lazy import ExternalFiles, complete_external_lengths, external_ref, materialize, read_model_skipping_weights
 from .writer import ExternalPlan, plan_model, write_data_file, write_pieces
 
@@ -68,11 +68,7 @@ def open_model(source: str | os.PathLike) -> tuple[onnx.ModelProto, ExternalFile
     if not model.HasField("graph") or not (model.graph.node or model.graph.output):
         raise InputError(f"not an ONNX model (no graph): {path}")
     _check_names_are_text(model, path)
-    for t in (*model.graph.input, *model.graph.output):
-        kind = t.type.WhichOneof("value")
-        if kind is None or (kind == "tensor_type" and not t.type.tensor_type.elem_type):
-            raise InputError(f"not a valid ONNX model: graph {'input' if t in model.graph.input else 'output'} "
-                             f"'{t.name}' has no type: {path}")
+    _check_graph_io_typed(model.graph, path)
     tensors = list(all_tensor_protos(model.graph))
     _check_tensor_sizes(tensors, path)
     external = [t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
@@ -98,8 +94,6 @@ _TYPED_FIELDS = {  # data type -> the repeated field holding one value per eleme
         onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8, onnx.TensorProto.UINT16,
         onnx.TensorProto.UINT8, onnx.TensorProto.BOOL, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)},
 }
-_HALF_BYTE_TYPES = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1")
-                    if hasattr(onnx.TensorProto, n)}
 
 
 def _check_tensor_sizes(tensors: list[onnx.TensorProto], path: Path) -> None:
@@ -125,13 +119,20 @@ def _check_tensor_sizes(tensors: list[onnx.TensorProto], path: Path) -> None:
 
 
 def _payload_bytes(data_type: int, count: int) -> int | None:
-    """Bytes `count` values of `data_type` take as raw_data, or None for a type not sized here."""
-    if data_type in _HALF_BYTE_TYPES:
-        return (count + 1) // 2
+    """graph_utils.payload_nbytes, or None for a type it cannot size."""
     try:
-        return count * onnx.helper.tensor_dtype_to_np_dtype(data_type).itemsize
+        return payload_nbytes(data_type, count)
     except (KeyError, ValueError, TypeError):
         return None
+
+
+def _check_graph_io_typed(graph: onnx.GraphProto, path: Path) -> None:
+    """The main graph's inputs and outputs carry a type (gs cannot write them back otherwise)."""
+    for kind, values in (("input", graph.input), ("output", graph.output)):
+        for t in values:
+            which = t.type.WhichOneof("value")
+            if which is None or (which == "tensor_type" and not t.type.tensor_type.elem_type):
+                raise InputError(f"not a valid ONNX model: graph {kind} '{t.name}' has no type: {path}")
 
 
 def _check_names_are_text(model: onnx.ModelProto, path: Path) -> None:

@@ -48,8 +48,8 @@ import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from ..calibration import Calibration, calibrated_rounding
-from ..gptq import output_error
 from ..errors import InputError, UnsupportedModelError
+from ..gptq import output_error
 from ..graph_utils import (
     ConstantSite,
     c_order,
@@ -64,8 +64,8 @@ from ..graph_utils import (
     replace_uses,
     set_values,
 )
-from ..quant_math import Quantized, has_zero_point, pack_halves, pack_nibbles, quantize, snap_to_levels, weight_error
 from ..progress import progress
+from ..quant_math import Quantized, has_zero_point, pack_halves, pack_nibbles, quantize, snap_to_levels, weight_error
 from ..report import PassReport
 from .matmul_nbits import build_matmul_nbits
 from .scale_after import build_scaled, equalize, equalized_axis, scale_axis

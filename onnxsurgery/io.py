@@ -99,13 +99,22 @@ _TYPED_FIELDS = {  # data type -> the repeated field holding one value per eleme
 def _check_tensor_sizes(tensors: list[onnx.TensorProto], path: Path) -> None:
     """Each tensor's payload holds as many values as its dims say (a damaged file's dims or
     payload would otherwise fail deep inside numpy). Strings and unusual layouts are left to
-    the readers; external payloads are checked by `_check_external_extents`."""
+    the readers. An external payload's stated length must match too (large raw payloads are read
+    as external references into the .onnx itself, `lazy`); whether it lies inside its file is
+    `_check_external_extents`'s job."""
     for t in tensors:
         if any(d < 0 for d in t.dims):
             raise InputError(f"not a valid ONNX model: tensor '{t.name}' has a negative dimension: {path}")
-        if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type == onnx.TensorProto.STRING:
+        if t.data_type == onnx.TensorProto.STRING:
             continue
         count = math.prod(t.dims)
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            stated = next((e.value for e in t.external_data if e.key == "length" and e.value), None)
+            want = _payload_bytes(t.data_type, count)
+            if stated is not None and want is not None and stated.isdigit() and int(stated) != want:
+                raise InputError(f"not a valid ONNX model: tensor '{t.name}' stores {stated} bytes, its dims "
+                                 f"{list(t.dims)} need {want}: {path}")
+            continue
         if t.HasField("raw_data"):
             got, want = len(t.raw_data), _payload_bytes(t.data_type, count)
             if want is not None and got != want:

@@ -180,3 +180,17 @@ def test_weights_with_nan_or_inf_are_left_alone_without_numpy_warnings(tmp_path)
     assert q["details"]["quantized"] == ["W"]
     assert {s["name"]: s["reason"] for s in q["skipped"]} == {"N": "holds NaN or Inf values",
                                                                "I": "holds NaN or Inf values"}
+
+
+def test_a_large_tensor_whose_dims_disagree_with_its_bytes_is_bad_input(tmp_path):
+    """Large payloads are read lazily (as references into the .onnx): their size is checked
+    against the dims too, before anything reads them."""
+    model = builders.quant_cases()
+    big = max(model.graph.initializer, key=lambda t: len(t.raw_data))
+    assert len(big.raw_data) >= 4096
+    big.dims[0] -= 1
+    src = tmp_path / "bad.onnx"
+    onnx.save(model, str(src))
+    for args in (["info", str(src)], ["quant", str(src), str(tmp_path / "q.onnx"), "--min-elements", "1"]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2 and "its dims" in r.stderr, r.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -14,9 +15,11 @@ import numpy as np
 
 from .calibration import Calibration
 from .errors import InputError, UnsupportedModelError, VerificationError
+from .evaluate import METHOD_KEYS, METHODS, measure_methods
 from .graph_utils import read_values
+from .html_report import page_data, render_page
 from .inventory import inventory
-from .io import check_output_path, copy_file, load_model, save_model, stage_model
+from .io import check_output_path, copy_file, load_model, save_model, stage_model, write_atomic
 from .npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
 from .passes.bypass_identity import bypass_constant_identities
 from .passes.constants_to_initializers import constant_nodes_to_initializers
@@ -139,6 +142,41 @@ def shrink_file(
 def info(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMENTS) -> dict:
     """Inventory of a model: large constants, totals, duplicates, and what each method saves."""
     return inventory(model, min_bytes=min_bytes, min_elements=min_elements)
+
+
+def report_file(
+    model_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    methods: tuple[str, ...] = METHOD_KEYS,
+    samples: list[dict[str, np.ndarray]] | None = None,
+    shapes: dict[str, list[int]] | None = None,
+    inputs_file: str | None = None,
+    shape_specs: tuple[str, ...] = (),
+    min_bytes: int = 1024,
+) -> dict:
+    """Make each method's file (in a scratch folder beside the output, removed afterwards),
+    measure it (evaluate.py), and write one self-contained HTML page (html_report.py)
+    atomically. `inputs_file` and `shape_specs` are how the inputs were given on the command
+    line, for the commands the page prints. Returns the page's data."""
+    unknown = [m for m in methods if m not in METHOD_KEYS]
+    if unknown:
+        raise InputError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHOD_KEYS)}")
+    out = check_output_path(model_path, output_path, in_place=False)
+    where = inventory(model_path, min_bytes=min_bytes)
+    chosen = tuple(m for m in METHODS if m.key in methods)
+    with tempfile.TemporaryDirectory(prefix=".onnxsurgery-report-", dir=out.parent) as scratch:
+        rows = measure_methods(model_path, scratch, methods=chosen, samples=samples, shapes=shapes,
+                               inputs_file=inputs_file, shape_specs=shape_specs)
+    if samples is None:
+        described = "one generated sample (seed 0)"
+    else:
+        described = f"{len(samples)} sample{'s' * (len(samples) != 1)}"
+        described += f" from {inputs_file}" if inputs_file else ""
+    data = page_data(str(model_path), where, [r.to_dict() for r in rows], inputs=described, min_bytes=min_bytes)
+    page = render_page(data)
+    write_atomic(out, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+    return data
 
 
 def npy_file(

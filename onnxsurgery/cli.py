@@ -17,7 +17,9 @@ from .errors import OnnxSurgeryError, OutputError
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from .passes.quantize_weights import DEFAULT_BLOCK_SIZE as QUANT_BLOCK_SIZE
 from .passes.quantize_weights import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
+from .evaluate import METHOD_KEYS
 from .render import render_info, render_run
+from .report import human_bytes
 from .verify import load_input_samples, parse_shapes
 
 EXIT_ERROR = 2
@@ -300,6 +302,39 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, ro
         click.echo(_render_verification(report.verification))
     for warning in report.warnings:
         click.echo(f"onnxsurgery: warning: {warning}", err=True)
+
+
+@main.command()
+@click.argument("model")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="The HTML file [default: MODEL without .onnx, plus .report.html].")
+@click.option("--methods", default=",".join(METHOD_KEYS), show_default=True,
+              help="Comma-separated methods to make and measure.")
+@click.option("--min-bytes", type=click.IntRange(min=0), default=1024, show_default=True,
+              help="Draw constants of at least this many bytes as their own boxes.")
+@_verification_options
+@click.option("--json", "as_json", is_flag=True, help="Print the page's figures as JSON.")
+@_handle_errors
+def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
+    """Write one HTML page (self-contained, no network) to look at before shipping: where the
+    bytes are, and for each method its file size (raw, gzip, brotli), output error, latency and
+    memory after session creation, measured here by making each file. Takes a few times as long
+    as one `quant`."""
+    out = Path(output) if output else Path(model).with_suffix("").with_name(Path(model).stem + ".report.html")
+    data = api.report_file(model, out, methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
+                           samples=load_input_samples(inputs_npz) if inputs_npz else None,
+                           shapes=parse_shapes(shapes), inputs_file=inputs_npz, shape_specs=tuple(shapes),
+                           min_bytes=min_bytes)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"{model} -> {out}")
+    for row in data["methods"]:
+        if row["failed"]:
+            click.echo(f"  {row['key']:15s} failed: {row['failed']}")
+            continue
+        error = "identical" if row["exact"] else f"rel L2 {row['rel_l2_error']:.2e}"
+        click.echo(f"  {row['key']:15s} {human_bytes(row['bytes']):>9s}  {error}")
 
 
 @main.command()

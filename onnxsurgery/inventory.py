@@ -28,6 +28,7 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
     )
     shrink_saves = sum(g.bytes_saved for g in groups)
     quant_saves = _quant_estimates(sites, groups, ws.opsets.get("", 1))
+    group_of = {id(m.tensor): i for i, g in enumerate(groups) for m in g.members}
     by_dtype: dict[str, int] = {}
     for s in sites:
         key = onnx.TensorProto.DataType.Name(s.onnx_dtype).lower()
@@ -46,6 +47,9 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
                 "dtype": onnx.TensorProto.DataType.Name(s.onnx_dtype).lower(),
                 "bytes": s.nbytes,
                 "location": s.location,
+                "scope": s.scope.label,
+                "read_by": sorted({n.op for n in s.value.outputs}),
+                "duplicate_group": group_of.get(id(s.tensor)),  # index into duplicate_groups
             }
             for s in large
         ],

@@ -1,6 +1,6 @@
 """Peak resident memory that creating an onnxruntime CPU session adds, in a fresh process.
 
-    python bench/session_memory.py MODEL.onnx   ->  {"peak_growth": bytes, "rss_growth": bytes}
+    python onnxsurgery/session_memory.py MODEL.onnx   ->  {"peak_growth": bytes, "rss_growth": bytes}
 
 The figure is VmHWM after session creation minus VmRSS before it (onnxruntime imported, nothing
 loaded): what loading the file costs on a device, folding and all. Run it in a process of its
@@ -11,6 +11,8 @@ process would hide below the first one's peak.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 
 
@@ -20,6 +22,15 @@ def _status(field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def measure_in_fresh_process(path: str | os.PathLike) -> dict[str, int]:
+    """Run this file on `path` in a new Python process; its figures."""
+    r = subprocess.run([sys.executable, __file__, os.fspath(path)], capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        lines = (r.stderr or r.stdout).strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"exit code {r.returncode}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main(path: str) -> None:

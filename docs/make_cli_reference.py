@@ -22,11 +22,11 @@ def reference() -> str:
     parts = [HEADER]
     settings = dict(main.context_settings, terminal_width=100, max_content_width=100)
     with click.Context(main, info_name="onnxsurgery", **settings) as ctx:
-        parts.append(f"## onnxsurgery\n\n```\n{main.get_help(ctx)}\n```\n")
+        parts.append(f"## onnxsurgery\n\n```text\n{main.get_help(ctx)}\n```\n")
         for name in main.list_commands(ctx):
             command = main.get_command(ctx, name)
             with click.Context(command, info_name=name, parent=ctx, **settings) as sub:
-                parts.append(f"## onnxsurgery {name}\n\n```\n{command.get_help(sub)}\n```\n")
+                parts.append(f"## onnxsurgery {name}\n\n```text\n{command.get_help(sub)}\n```\n")
     return "\n".join(parts)
 
 

@@ -9,6 +9,8 @@ import json
 import math
 from importlib import resources
 
+from .evaluate import BROTLI_QUALITY
+
 PLACEHOLDER = "/*REPORT_DATA*/"
 
 
@@ -32,6 +34,7 @@ def page_data(model_path: str, inventory: dict, rows: list[dict], *, inputs: str
         "versions": {"onnxsurgery": __version__, "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__},
         "inputs": inputs,
         "min_bytes": min_bytes,
+        "compression": {"gzip": 9, "brotli": BROTLI_QUALITY},
         "inventory": inventory,
         "methods": [_finite(r) for r in rows],
     }

@@ -23,6 +23,8 @@ def render_run(report: RunReport, top: int = 5) -> str:
         f"({_pct(report.bytes_before, report.bytes_after)})"
     )
     for p in report.passes:
+        if not p.changed and not p.skipped and p.name != "quantize":
+            continue  # a pass that found nothing to do (merging in a model without copies)
         if p.name == "merge_duplicates":
             d = p.details
             lines.append(f"  merged {d['constants_merged']} constants in {d['groups']} groups, "

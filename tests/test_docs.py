@@ -1,9 +1,33 @@
-"""The docs stay true: docs/cli.md is what the commands' --help says now."""
+"""The docs stay true: docs/cli.md is what the commands' --help says now, and the code blocks
+of the README and of docs/*.md run.
+
+Per page, its blocks run in order in one fresh folder (with `samples` linked in, so a block may
+build a sample model):
+- `console` blocks: each `$ ` line runs (`onnxsurgery ...` through this Python, `python ...` as
+  this Python), must exit 0, and must print the lines shown below it, with every number masked
+  (figures such as errors depend on the CPU; the words and the layout must not change);
+- `python` blocks are executed;
+- `sh` blocks (make and pip lines, which set up the machine) and `text` blocks are not run, and
+  no other language is allowed, so that a block cannot go untested by accident.
+"""
+
+from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+NOT_RUN = {"sh": re.compile(r"^(make|pip) "), "text": None}
 
 
 def test_cli_reference_is_current():
@@ -13,3 +37,61 @@ def test_cli_reference_is_current():
     committed = (ROOT / "docs" / "cli.md").read_text()
     assert committed == module.reference(), "docs/cli.md is stale: run python docs/make_cli_reference.py"
     assert "## onnxsurgery quant" in committed and "--keep-quantized" in committed
+
+
+def _blocks(page: Path) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(page.read_text(encoding="utf-8"))]
+
+
+def _masked(text: str) -> list[str]:
+    return [" ".join(NUMBER.sub("#", line).split()) for line in text.strip("\n").splitlines()]
+
+
+def _run_console(block: str, cwd: Path) -> None:
+    commands: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            assert commands, f"output before any command: {line!r}"
+            commands[-1][1].append(line)
+    for command, expected in commands:
+        args = shlex.split(command)
+        if args[0] == "onnxsurgery":
+            args = [sys.executable, "-m", "onnxsurgery", *args[1:]]
+        elif args[0] == "python":
+            args = [sys.executable, *args[1:]]
+        else:
+            pytest.fail(f"a console block may run onnxsurgery and python only: {command}")
+        proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "100"})
+        assert proc.returncode == 0, f"{command}: {proc.stderr}"
+        assert _masked(proc.stdout) == _masked("\n".join(expected)), f"{command} now prints:\n{proc.stdout}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_code_blocks_run(page, tmp_path):
+    (tmp_path / "samples").symlink_to(ROOT / "samples")
+    for language, code in _blocks(page):
+        if language == "console":
+            _run_console(code, tmp_path)
+        elif language == "python":
+            cwd = os.getcwd()
+            os.chdir(tmp_path)
+            try:
+                exec(compile(code, f"{page.name} python block", "exec"), {"__name__": "__doc_block__"})
+            finally:
+                os.chdir(cwd)
+        elif language == "sh":
+            for line in code.splitlines():
+                assert NOT_RUN["sh"].match(line), f"{page.name}: an sh block may hold make and pip lines only: {line}"
+        else:
+            assert language in NOT_RUN, f"{page.name}: a ```{language} block would go untested"
+
+
+def test_the_readme_is_a_short_guide_that_links_its_docs():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert 100 <= len(readme.splitlines()) <= 160
+    assert "make demo" in readme and "make test" in readme and "pip install" in readme
+    for link in re.findall(r"\]\(((?:docs|bench)/[^)#]+|CHANGELOG\.md)", readme):
+        assert (ROOT / link).exists(), link
+    assert any(lang == "console" for lang, _ in _blocks(ROOT / "README.md"))

@@ -31,7 +31,7 @@ and argmax agreement 98.1% -> 98.8%, because conv inputs are non-negative activa
 a block's error sum into an output shift; det and the encoder sample unchanged; BERT's MatMuls,
 which read LayerNorm outputs, 7% worse, hence Conv only.
 
-Default: int8, asymmetric, blocks of 32, chosen by measurement (README). Blocks
+Default: int8, asymmetric, blocks of 32, chosen by measurement (docs/quantization.md). Blocks
 must tile their axis: a nearby divisor is used when the block size does not divide it, else one
 scale per channel (`choose_scheme`). Graph outputs and overridable inputs stay float.
 """
@@ -78,7 +78,7 @@ FLOAT_TYPES = {
 }
 log = logging.getLogger("onnxsurgery")
 DEFAULT_MIN_ELEMENTS = 4096
-# Blocks of 32 for every dtype, chosen by measurement (README, "Why this default"): blocks of 64
+# Blocks of 32 for every dtype, chosen by measurement (docs/quantization.md): blocks of 64
 # lose half of the gain over per-tensor on weights with even channel ranges.
 DEFAULT_BLOCK_SIZE = 32
 MAX_ERRORS_REPORTED = 10

@@ -29,7 +29,7 @@ from onnxsurgery.errors import OnnxSurgeryError
 from onnxsurgery.npy import load_feeds
 
 COMMANDS = ("shrink", "npy-embed", "quant")
-# Known failures, each with its reason (README, "Known limits"). The run fails if one of these
+# Known failures, each with its reason (docs/limits.md). The run fails if one of these
 # starts passing (take it off the list) as well as on any other failure.
 KNOWN_FAILURES = {
     ("npy-embed", "test_linear_attention_*_expanded"):

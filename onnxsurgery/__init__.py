@@ -2,7 +2,9 @@
 
 from . import npy
 from .logs import route_gs_logging
-from .api import compare, embed_file, info, npy_file, quant, quant_file, run_model, shrink, shrink_file
+from .api import compare, embed_file, info, npy_file, quant, quant_file, report_file, run_model, shrink, shrink_file
+from .graph_api import import_graph, keeps_weights_small, quantize_weights
+from .pipeline import finish
 from .passes.quantize_weights import QuantOptions
 from .errors import InputError, OnnxSurgeryError, OutputError, UnsupportedModelError, VerificationError
 from .io import export_model, load_model, save_model
@@ -21,6 +23,7 @@ __all__ = [
     "quant",
     "quant_file",
     "QuantOptions",
+    "report_file",
     "compare",
     "info",
     "npy_file",
@@ -30,6 +33,10 @@ __all__ = [
     "load_model",
     "save_model",
     "export_model",
+    "import_graph",
+    "finish",
+    "quantize_weights",
+    "keeps_weights_small",
     "merge_duplicate_constants",
     "merge_transposed_constants",
     "narrow_constants",

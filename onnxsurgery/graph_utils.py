@@ -334,6 +334,13 @@ class NameAllocator:
         raise AssertionError("unreachable")
 
 
+def overridable_initializers(graph: gs.Graph) -> frozenset[str]:
+    """Names of the constants listed among the main graph's inputs: defaults a caller may
+    override (gs's import drops them from `graph.inputs`; `onnxsurgery.import_graph` keeps
+    them there). Passes leave them alone."""
+    return frozenset(t.name for t in graph.inputs if isinstance(t, gs.Constant))
+
+
 def make_names_unique(graph: gs.Graph) -> int:
     """Rename tensors so that no two distinct tensor objects share a name in any scope.
 

@@ -11,7 +11,7 @@ import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
-from .graph_utils import collect_constants, make_names_unique
+from .graph_utils import collect_constants, make_names_unique, overridable_initializers
 from .io import all_tensor_protos, export_model, import_graph, inputs_with_defaults, open_model
 from .lazy import ExternalFiles, FileBackedValues, materialize
 from .report import PassReport, human_bytes
@@ -57,11 +57,9 @@ class Workspace:
         self.graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)
 
     def export(self) -> onnx.ModelProto:
-        """Clean up, sort, and export. Large payloads may still be references into the
-        input's files: write with `save_model(..., files=self.files)`."""
-        self.cleanup()
-        self.graph.toposort(recurse_subgraphs=True)
-        return export_model(self.graph, self.template, keep_as_inputs=self.keep)
+        """`finish`. Large payloads may still be references into the input's files: write
+        with `save_model(..., files=self.files)`."""
+        return finish(self.graph, self.template, keep=self.keep)
 
     def finish(self) -> onnx.ModelProto:
         """`export`, with every payload read in: a self-contained ModelProto."""
@@ -84,6 +82,20 @@ class Workspace:
         return model
 
 
+def finish(graph: gs.Graph, template: onnx.ModelProto | None = None, *,
+           keep: frozenset[str] | None = None) -> onnx.ModelProto:
+    """The end of every pipeline: remove what the passes left dead (in all scopes, keeping graph
+    inputs), sort, and export with onnxsurgery's exporter, which writes each constant once in the
+    innermost graph that reads it (gs.export_onnx writes an outer constant again into every
+    subgraph reading it). IR version, opsets, metadata and functions come from `template` (the
+    model the graph was imported from) when given. `keep` (default: the constants listed among
+    the graph's inputs) stay listed as inputs: overridable defaults."""
+    graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)
+    graph.toposort(recurse_subgraphs=True)
+    keep = overridable_initializers(graph) if keep is None else keep
+    return export_model(graph, template, keep_as_inputs=keep)
+
+
 def _log_report(report: PassReport) -> None:
     """-v: what the pass changed, every skip with its reason, and the names it lists."""
     if not log.isEnabledFor(logging.INFO):
@@ -99,7 +111,7 @@ def _log_report(report: PassReport) -> None:
 
 def open_workspace(source) -> Workspace:
     if isinstance(source, gs.Graph):
-        return Workspace(source, None)
+        return Workspace(source, None, keep=overridable_initializers(source))
     files = None
     if isinstance(source, onnx.ModelProto):
         model, size = source, source.ByteSize()

@@ -1,5 +1,5 @@
 """The docs stay true: docs/cli.md is what the commands' --help says now, and the code blocks
-of the README and of docs/*.md run.
+of the README, of docs/*.md and of the examples' READMEs run.
 
 Per page, its blocks run in order in one fresh folder (with `samples` linked in, so a block may
 build a sample model):
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").glob("**/README.md"))]
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 NOT_RUN = {"sh": re.compile(r"^(make|pip) "), "text": None}
@@ -68,7 +68,7 @@ def _run_console(block: str, cwd: Path) -> None:
         assert _masked(proc.stdout) == _masked("\n".join(expected)), f"{command} now prints:\n{proc.stdout}"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_code_blocks_run(page, tmp_path):
     (tmp_path / "samples").symlink_to(ROOT / "samples")
     for language, code in _blocks(page):
@@ -92,6 +92,6 @@ def test_the_readme_is_a_short_guide_that_links_its_docs():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert 100 <= len(readme.splitlines()) <= 160
     assert "make demo" in readme and "make test" in readme and "pip install" in readme
-    for link in re.findall(r"\]\(((?:docs|bench)/[^)#]+|CHANGELOG\.md)", readme):
+    for link in re.findall(r"\]\(((?:docs|bench|examples)/[^)#]+|CHANGELOG\.md)", readme):
         assert (ROOT / link).exists(), link
     assert any(lang == "console" for lang, _ in _blocks(ROOT / "README.md"))

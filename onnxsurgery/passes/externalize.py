@@ -21,7 +21,15 @@ import fnmatch
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import ConstantSite, collect_constants, graph_outputs_holding, is_sparse, iter_scopes, replace_uses
+from ..graph_utils import (
+    ConstantSite,
+    collect_constants,
+    graph_outputs_holding,
+    is_sparse,
+    iter_scopes,
+    overridable_initializers,
+    replace_uses,
+)
 from ..report import PassReport
 
 
@@ -35,9 +43,10 @@ def select_constants(
     min_bytes: int | None = None,
     node_names: list[str] | tuple[str, ...] = (),
     op_types: list[str] | tuple[str, ...] = (),
-    keep: frozenset[str] = frozenset(),
+    keep: frozenset[str] | None = None,
     report: PassReport | None = None,
 ) -> list[ConstantSite]:
+    keep = overridable_initializers(graph) if keep is None else keep
     scopes = list(iter_scopes(graph))
     chosen = []
     by_default = min_bytes is None and not node_names and not op_types

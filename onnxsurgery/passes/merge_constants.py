@@ -31,6 +31,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..graph_utils import (
+    overridable_initializers,
     ConstantSite,
     NameAllocator,
     Scope,
@@ -196,9 +197,10 @@ def merge_duplicate_constants(
     graph: gs.Graph,
     *,
     min_elements: int = DEFAULT_MIN_ELEMENTS,
-    keep: frozenset[str] = frozenset(),
+    keep: frozenset[str] | None = None,
 ) -> PassReport:
     """Merge bit-identical constants in `graph` (all scopes), in place."""
+    keep = overridable_initializers(graph) if keep is None else keep
     report = PassReport("merge_duplicates")
     scopes = list(iter_scopes(graph))
     sites = candidate_sites(graph, scopes, min_elements=min_elements, keep=keep, report=report)

@@ -21,6 +21,7 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ..graph_utils import (
+    overridable_initializers,
     ConstantSite,
     NameAllocator,
     graph_outputs_holding,
@@ -41,8 +42,10 @@ def merge_transposed_constants(
     graph: gs.Graph,
     *,
     min_elements: int = DEFAULT_MIN_ELEMENTS,
-    keep: frozenset[str] = frozenset(),
+    keep: frozenset[str] | None = None,
 ) -> PassReport:
+    """Merge 2-D constants equal to another's transpose, in place (a Transpose node reads the survivor)."""
+    keep = overridable_initializers(graph) if keep is None else keep
     report = PassReport("merge_transposed")
     scopes = list(iter_scopes(graph))
     sites = [

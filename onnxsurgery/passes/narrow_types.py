@@ -22,7 +22,14 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import collect_constants, graph_outputs_holding, iter_scopes, read_values, set_values
+from ..graph_utils import (
+    collect_constants,
+    graph_outputs_holding,
+    iter_scopes,
+    overridable_initializers,
+    read_values,
+    set_values,
+)
 from ..report import PassReport
 
 _NARROWER = {
@@ -42,9 +49,10 @@ NARROWABLE_INPUTS = {
 
 
 def narrow_constants(
-    graph: gs.Graph, *, keep: frozenset[str] = frozenset(), opsets: dict[str, int] | None = None
+    graph: gs.Graph, *, keep: frozenset[str] | None = None, opsets: dict[str, int] | None = None
 ) -> PassReport:
     """Narrow int64/float64 constants in place where every consumer accepts the narrow type."""
+    keep = overridable_initializers(graph) if keep is None else keep
     report = PassReport("narrow")
     opsets = opsets or {"": graph.opset}
     scopes = list(iter_scopes(graph))

@@ -51,6 +51,7 @@ from ..calibration import Calibration, calibrated_rounding
 from ..errors import InputError, UnsupportedModelError
 from ..gptq import output_error
 from ..graph_utils import (
+    overridable_initializers,
     ConstantSite,
     c_order,
     choose_axes,
@@ -123,6 +124,11 @@ class QuantOptions:
                                      ("rounding", self.rounding, ("auto", "nearest", "balanced"))):
             if value not in choices:
                 raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
+        for name, value, low, high in (("block_size", self.block_size, 2, None), ("levels", self.levels, 2, 65536),
+                                       ("min_elements", self.min_elements, 1, None)):
+            if value is not None and not (isinstance(value, int) and value >= low and (high is None or value <= high)):
+                raise ValueError(f"{name} must be an integer from {low}" + (f" to {high}" if high else "")
+                                 + f"; got {value!r}")
         # The lean lowering picks its own scheme (per channel, symmetric): only when none was asked for.
         self.auto_scheme = self.granularity is None and self.symmetric is None and not (self.levels or self.fp16)
         if self.granularity is None:
@@ -212,7 +218,7 @@ def _matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
 
 
 def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
-                     keep: frozenset[str] = frozenset(), calibration: Calibration | None = None,
+                     keep: frozenset[str] | None = None, calibration: Calibration | None = None,
                      activations: Calibration | None = None) -> PassReport:
     """Quantize float weights in place (all scopes). With `calibration`, the integer roundings
     of the weights whose consumers it supports use GPTQ (gptq.py) instead of `rounding`. With
@@ -220,6 +226,7 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
     auto's choice between the lean and the accurate lowering is measured in the layers' outputs.
     Raises UnsupportedModelError when the `dq` lowering is asked for at an opset that cannot
     express the scheme."""
+    keep = overridable_initializers(graph) if keep is None else keep
     # Weights with huge (finite) values overflow float32 sums in the error figures; numpy's
     # warnings about it must not reach the user's terminal (NaN/Inf weights are skipped below)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):

@@ -18,8 +18,7 @@ from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from .passes.quantize_weights import DEFAULT_BLOCK_SIZE as QUANT_BLOCK_SIZE
 from .passes.quantize_weights import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
 from .evaluate import METHOD_KEYS
-from .render import render_info, render_run
-from .report import human_bytes
+from .render import render_info, render_report_summary, render_run
 from .verify import load_input_samples, parse_shapes
 
 EXIT_ERROR = 2
@@ -320,21 +319,12 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
     bytes are, and for each method its file size (raw, gzip, brotli), output error, latency and
     memory after session creation, measured here by making each file. Takes a few times as long
     as one `quant`."""
-    out = Path(output) if output else Path(model).with_suffix("").with_name(Path(model).stem + ".report.html")
+    out = Path(output) if output else Path(model).with_name(Path(model).stem + ".report.html")
     data = api.report_file(model, out, methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
                            samples=load_input_samples(inputs_npz) if inputs_npz else None,
                            shapes=parse_shapes(shapes), inputs_file=inputs_npz, shape_specs=tuple(shapes),
                            min_bytes=min_bytes)
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
-        return
-    click.echo(f"{model} -> {out}")
-    for row in data["methods"]:
-        if row["failed"]:
-            click.echo(f"  {row['key']:15s} failed: {row['failed']}")
-            continue
-        error = "identical" if row["exact"] else f"rel L2 {row['rel_l2_error']:.2e}"
-        click.echo(f"  {row['key']:15s} {human_bytes(row['bytes']):>9s}  {error}")
+    click.echo(json.dumps(data, indent=2) if as_json else render_report_summary(model, str(out), data))
 
 
 @main.command()

@@ -98,3 +98,15 @@ def render_info(path: str, data: dict, top: int = 20) -> str:
     for method, saved in data["savings"].items():
         lines.append(f"  {method:13s} {human_bytes(saved):>9s} ({saved / total * 100 if total else 0:.1f}%)")
     return "\n".join(lines)
+
+
+def render_report_summary(model: str, page: str, data: dict) -> str:
+    """What `report` prints beside the page it writes: one line per method."""
+    lines = [f"{model} -> {page}"]
+    for row in data["methods"]:
+        if row["failed"]:
+            lines.append(f"  {row['key']:15s} failed: {row['failed']}")
+            continue
+        error = "identical" if row["exact"] else f"rel L2 {row['rel_l2_error']:.2e}"
+        lines.append(f"  {row['key']:15s} {human_bytes(row['bytes']):>9s}  {error}")
+    return "\n".join(lines)

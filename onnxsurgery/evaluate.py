@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import statistics
 import time
 import zlib
@@ -19,10 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 from .errors import OnnxSurgeryError, VerificationError
-from .io import all_tensor_protos
+from .io import open_model
 from .progress import progress
 from .session_memory import measure_in_fresh_process
 from .verify import compare_models, make_inputs, session
@@ -103,9 +103,12 @@ def measure_methods(model_path: str | os.PathLike, scratch: str | os.PathLike, *
             _measure_file(row, out, samples)
         except OnnxSurgeryError as e:
             row.failed = str(e)
-        finally:
-            for path in _model_files(out) if out.exists() else ():
-                path.unlink()
+        finally:  # one method's files on disk at a time
+            for path in scratch.iterdir():
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
         rows.append(row)
     # Timed again at the end, so that a machine warming up or slowing down over the run does not
     # favour the methods: the original's median is over both sets of runs.
@@ -115,7 +118,7 @@ def measure_methods(model_path: str | os.PathLike, scratch: str | os.PathLike, *
 
 
 def _make(method: Method, source: Path, out: Path, samples, shapes) -> None:
-    from . import api  # api imports this module's callers; import late
+    from . import api  # api imports this module: import it late
 
     if method.command == "shrink":
         api.shrink_file(source, out, verify=False, **method.options)
@@ -136,11 +139,11 @@ def _measure_file(row: Measurement, path: Path, samples) -> None:
 
 
 def _model_files(path: Path) -> list[Path]:
-    """The model file and the external data files it names."""
-    model = onnx.load(str(path), load_external_data=False)
-    names = {e.value for t in all_tensor_protos(model.graph) if t.data_location == onnx.TensorProto.EXTERNAL
-             for e in t.external_data if e.key == "location"}
-    return [path] + [path.parent / n for n in sorted(names)]
+    """The model file and the external data files it names (read as every command reads a
+    model: the graph parsed, the payloads left in their files)."""
+    _, files, _ = open_model(path)
+    files.close()
+    return [path] + [path.parent / n for n in sorted(files.data_files)]
 
 
 def _compressed_sizes(files: list[Path]) -> tuple[int, int | None]:

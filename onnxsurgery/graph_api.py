@@ -25,6 +25,7 @@ from .graph_utils import make_names_unique
 from .io import import_graph as _import_graph
 from .io import inputs_with_defaults, load_model
 from .passes.bypass_identity import bypass_constant_identities
+from .pipeline import remove_dead
 from .passes.quantize_weights import QuantOptions, required_opset
 from .passes.quantize_weights import quantize_weights as _quantize_weights
 from .report import PassReport
@@ -64,7 +65,7 @@ def quantize_weights(graph: gs.Graph, **options) -> PassReport:
         raise UnsupportedModelError(f"this scheme needs opset {needed}; the graph is opset {graph.opset}: "
                                     "upgrade the model first (onnx.version_converter), or use quant_file, which does")
     bypassed = bypass_constant_identities(graph)
-    graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)
+    remove_dead(graph)  # the bypassed Identity nodes must not count as readers
     report = _quantize_weights(graph, options=quant_options, opset=graph.opset)
     report.details["identities_bypassed"] = bypassed.changed
     return report

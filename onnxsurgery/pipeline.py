@@ -53,8 +53,7 @@ class Workspace:
         return report
 
     def cleanup(self) -> None:
-        """Remove what the passes left dead (e.g. Constant nodes merged away), in all scopes."""
-        self.graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)
+        remove_dead(self.graph)
 
     def export(self) -> onnx.ModelProto:
         """`finish`. Large payloads may still be references into the input's files: write
@@ -82,6 +81,12 @@ class Workspace:
         return model
 
 
+def remove_dead(graph: gs.Graph) -> None:
+    """Remove what the passes left dead (e.g. Constant nodes merged away), in all scopes,
+    keeping every graph input: a caller may still feed one the graph no longer reads."""
+    graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)
+
+
 def finish(graph: gs.Graph, template: onnx.ModelProto | None = None, *,
            keep: frozenset[str] | None = None) -> onnx.ModelProto:
     """The end of every pipeline: remove what the passes left dead (in all scopes, keeping graph
@@ -90,7 +95,7 @@ def finish(graph: gs.Graph, template: onnx.ModelProto | None = None, *,
     subgraph reading it). IR version, opsets, metadata and functions come from `template` (the
     model the graph was imported from) when given. `keep` (default: the constants listed among
     the graph's inputs) stay listed as inputs: overridable defaults."""
-    graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)
+    remove_dead(graph)
     graph.toposort(recurse_subgraphs=True)
     keep = overridable_initializers(graph) if keep is None else keep
     return export_model(graph, template, keep_as_inputs=keep)

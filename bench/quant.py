@@ -92,10 +92,20 @@ def errors(ref_path: Path, out_path: Path, samples) -> tuple[float, float]:
     return rel, float(np.mean(agree)) if agree else float("nan")
 
 
+def timing_session(path: Path) -> ort.InferenceSession:
+    """A CPU session for timing beside another one: its idle threads do not spin. Spinning
+    threads of the session that ran last take one of the machine's two cores from the next
+    one (ddddocr: 28-49 ms per run, alternating sessions, with spinning; 15.7 ms without)."""
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
 def latency_ratio(reference: Path, candidate: Path, feeds, repeats=30) -> float:
     """Median over repeats of (candidate time / reference time), the two sessions run
     alternately in one process so that load from other jobs hits both alike."""
-    sessions = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (reference, candidate)]
+    sessions = [timing_session(p) for p in (reference, candidate)]
     for sess in sessions:
         sess.run(None, feeds)
     ratios = []

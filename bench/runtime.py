@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "web"))
-from quant import text_image  # noqa: E402
+from quant import text_image, timing_session  # noqa: E402
 from run import fetch_rapidocr  # noqa: E402
 
 SENTENCES = ["The quick brown fox jumps over the lazy dog.", "ONNX models are often larger than they need to be.",
@@ -130,16 +130,13 @@ def cpu_memory(path: Path) -> int | None:
 
 def cpu_run(ref: Path, cand: Path, samples) -> tuple[float, float]:
     """(worst relative L2 over samples and outputs, median latency ratio)."""
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    r = ort.InferenceSession(str(ref), opts, providers=["CPUExecutionProvider"])
-    c = ort.InferenceSession(str(cand), opts, providers=["CPUExecutionProvider"])
+    r, c = timing_session(ref), timing_session(cand)
     worst = 0.0
     for feeds in samples:
         for a, b in zip(r.run(None, feeds), c.run(None, feeds)):
             worst = max(worst, float(np.linalg.norm(b - a) / np.linalg.norm(a)))
     ratios = []
-    for _ in range(15):
+    for _ in range(30):
         t = time.perf_counter()
         r.run(None, samples[0])
         a = time.perf_counter() - t

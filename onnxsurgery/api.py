@@ -399,7 +399,7 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
     checked in onnxruntime against the original first when `verify`. Where `auto` asked for the
     newer opset (4-bit weights) and the upgrade fails, the model stays at its opset and the
     arith chain is used instead, with a note; an explicit `dq` or keep_quantized refuses."""
-    needed, current = required_opset(options), ws.opsets.get("", 1)
+    needed, current = required_opset(options, ws.graph), ws.opsets.get("", 1)
     if needed <= current or ws.template is None:
         return ws
     model = load_model(source) if isinstance(source, (str, os.PathLike)) else ws.materialized(ws.template)
@@ -408,7 +408,9 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
     except UnsupportedModelError as e:
         if options.lowering == "dq" or options.keep_quantized:
             raise
-        report.notes.append(f"{e}; kept opset {current}, so 4-bit weights use the arith chain")
+        report.notes.append(f"{e}; kept opset {current}, so "
+                            + ("4-bit weights use" if options.four_bit else "recurrent weights keep")
+                            + " the arith chain")
         return ws
     ws.close()
     del model

@@ -211,3 +211,46 @@ def test_lean_or_accurate_is_measured_on_what_the_layer_reads(tmp_path, monkeypa
         _, _, report = _quant(tmp_path, model, samples=[{"x": fed}])
         chosen[profile] = report.pass_report("quantize").details["accurate_lowering"]
     assert chosen == {"large rows": [], "small rows": ["W"]}
+
+
+def _lstm_model(opset: int) -> onnx.ModelProto:
+    """One LSTM (hidden 32, input 64) whose W and R are initializers, as ddddocr stores them."""
+    hidden, inputs = 32, 64
+    nodes = [helper.make_node("LSTM", ["x", "W", "R", "B"], ["y"], hidden_size=hidden)]
+    inits = [numpy_helper.from_array(builders.rand((1, 4 * hidden, inputs), 1) * 0.2, "W"),
+             numpy_helper.from_array(builders.rand((1, 4 * hidden, hidden), 2) * 0.2, "R"),
+             numpy_helper.from_array(builders.rand((1, 8 * hidden), 3) * 0.1, "B")]
+    return builders.model(nodes, [builders.vi("x", shape=[10, 1, inputs])],
+                          [builders.vi("y", shape=[10, 1, 1, hidden])], inits, opset=opset)
+
+
+def test_recurrent_weights_stay_int8_through_dequantize_linear(tmp_path):
+    """No scale can follow an LSTM (its weights meet an internal state), and Cast -> Mul folds
+    into two float copies at load: the default keeps W and R int8 behind per-channel
+    DequantizeLinear, which onnxruntime does not fold, upgrading an opset-12 model to 13."""
+    saved, out, report = _quant(tmp_path, _lstm_model(opset=12))
+    assert saved.opset_import[0].version == 13
+    assert "upgraded opset 12 -> 13" in " ".join(report.notes)
+    dq = {n.output[0]: n for n in saved.graph.node if n.op_type == "DequantizeLinear"}
+    lstm = next(n for n in saved.graph.node if n.op_type == "LSTM")
+    assert lstm.input[1] in dq and lstm.input[2] in dq
+    for name in (lstm.input[1], lstm.input[2]):
+        node = dq[name]
+        assert helper.get_attribute_value(node.attribute[0]) == 1  # per gate row
+        stored = next(i for i in saved.graph.initializer if i.name == node.input[0])
+        assert stored.data_type == onnx.TensorProto.INT8
+    assert report.pass_report("quantize").details["schemes"] == {"int8/channel/sym/dq": 2}
+    assert report.verification["rel_l2_error"] < 0.01
+
+
+def test_recurrent_weights_below_opset_13_in_a_graph_fall_back_to_cast_and_mul():
+    """The gs-level pass does not upgrade: below opset 13 (no per-channel DequantizeLinear) the
+    recurrent weights get Cast -> Mul, and the graph still computes the same LSTM."""
+    model = _lstm_model(opset=12)
+    graph = onnxsurgery.import_graph(model)
+    report = onnxsurgery.quantize_weights(graph, min_elements=1024)
+    assert report.details["schemes"] == {"int8/channel/sym/arith": 2}
+    result = onnxsurgery.finish(graph)
+    assert "DequantizeLinear" not in [n.op_type for n in result.graph.node]
+    feeds = {"x": builders.rand((10, 1, 64), 9)}
+    assert _rel(model, result, feeds) < 0.01

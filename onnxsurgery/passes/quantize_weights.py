@@ -99,6 +99,14 @@ TARGETS = ("any", "onnxruntime")
 MIN_ACCURATE_RATIO = 2.0
 ACCURATE_MEMORY_SHARE = 0.2
 
+# Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
+# Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float model's memory). Their
+# weights' lean form is per-channel DequantizeLinear (opset 13), which onnxruntime keeps: the
+# integers stay in memory and are dequantized once per inference, a small cost beside the op,
+# which reads each weight once per time step.
+RECURRENT_OPS = ("LSTM", "GRU", "RNN")
+RECURRENT_DQ_OPSET = 13
+
 
 @dataclass
 class QuantOptions:
@@ -177,14 +185,30 @@ def dq_min_opset(opts: QuantOptions) -> int:
     return 13 if opts.granularity == "channel" else 10
 
 
-def required_opset(opts: QuantOptions) -> int:
+def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
     """The opset the lowering asked for needs (the API upgrades a model below it): DequantizeLinear
-    with blocks or 4-bit types needs 21; every other lowering works from opset 7 (or 11)."""
+    with blocks or 4-bit types needs 21; the default's lean form of recurrent weights (in `graph`)
+    needs 13; every other lowering works from opset 7 (or 11)."""
     if opts.fp16 or opts.levels:
         return 1
     if opts.lowering == "dq" or (opts.lowering == "auto" and opts.stays_quantized):
         return dq_min_opset(opts)
+    if graph is not None and _leans_to_dq(opts) and any(
+            recurrent_weight(site) for site in collect_constants(graph, list(iter_scopes(graph)))
+            if site.onnx_dtype == onnx.TensorProto.FLOAT and site.num_elements >= opts.min_elements):
+        return RECURRENT_DQ_OPSET
     return 1
+
+
+def _leans_to_dq(opts: QuantOptions) -> bool:
+    """Whether `auto` lowers recurrent weights with DequantizeLinear (their lean form)."""
+    return opts.lowering == "auto" and opts.auto_scheme and opts.dtype == "int8" and not opts.stays_quantized
+
+
+def recurrent_weight(site: ConstantSite) -> bool:
+    """A weight read only as W or R of LSTM/GRU/RNN."""
+    readers = consumers(site)
+    return bool(readers) and all(n.op in RECURRENT_OPS and i in (1, 2) for n, i in readers)
 
 
 def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
@@ -261,7 +285,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
         as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and _matches(site, options.fp16_for)
         todo.append((site, scheme, lowering, as_fp16))
     accurate_ones = _choose_accurate([(site, scheme) for site, scheme, lowering, _ in todo if lowering == "lean"],
-                                     options, total_bytes=sum(site.nbytes for site, *_ in todo),
+                                     options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
                                      activations=activations)
     stays_float = bool(options.fp16 or options.levels)
     if calibration is not None and not stays_float:
@@ -283,7 +307,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
                 lowering = "arith"
                 accurate.append(site.name)
             elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight
-                (scheme, lowering), symmetric = _lean_scheme(site), True
+                (scheme, lowering), symmetric = _lean_scheme(site, opset), True
                 lean.append(site.name)
             common = _scheme_args(options, scheme, lowering, symmetric)
             qt = _quantize(values, site, scheme, lowering, balance, common, equalized=moments is None)
@@ -371,25 +395,29 @@ def _quantize(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: 
     return qt
 
 
-def _lean_scheme(site: ConstantSite) -> tuple[Scheme, str]:
+def _lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
     """The lean form of an int8 weight: one scale per output channel (symmetric), lowered as
-    `scaled` where every reader can take the scale after it, else as `arith` Cast -> Mul."""
+    `scaled` where every reader can take the scale after it, as DequantizeLinear for recurrent
+    weights (RECURRENT_OPS above), else as `arith` Cast -> Mul."""
     axis = scale_axis(site)
-    if axis is None:
-        return Scheme("channel", choose_axes(site)[0]), "arith"
-    return Scheme("channel", axis), "scaled"
+    if axis is not None:
+        return Scheme("channel", axis), "scaled"
+    channel = Scheme("channel", choose_axes(site)[0])
+    if recurrent_weight(site) and opset >= RECURRENT_DQ_OPSET and site.onnx_dtype == onnx.TensorProto.FLOAT:
+        return channel, "dq"
+    return channel, "arith"
 
 
-def _choose_accurate(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions,
+def _choose_accurate(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions, opset: int,
                      total_bytes: int, activations: Calibration | None = None) -> set[str]:
     """The lean candidates that get the accurate block chain instead (MIN_ACCURATE_RATIO and
     ACCURATE_MEMORY_SHARE above): each weight is quantized both ways to measure its errors, in
     the layer's output over `activations` where they cover the weight (what its readers
     multiply it by), else in the weight itself."""
     try:
-        scored = _lean_costs(candidates, options, activations)
+        scored = _lean_costs(candidates, options, opset, activations)
     except InputError:  # the inputs could not be generated or run: measure in the weights
-        scored = _lean_costs(candidates, options, None)
+        scored = _lean_costs(candidates, options, opset, None)
     budget, chosen = ACCURATE_MEMORY_SHARE * total_bytes, set()
     for ratio, extra, name in sorted(scored, reverse=True):
         if ratio > MIN_ACCURATE_RATIO and extra <= budget:
@@ -398,7 +426,7 @@ def _choose_accurate(candidates: list[tuple[ConstantSite, Scheme]], options: Qua
     return chosen
 
 
-def _lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions,
+def _lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions, opset: int,
                 activations: Calibration | None) -> list[tuple[float, int, str]]:
     """(lean error / accurate error, extra bytes the accurate chain holds at load, name) per
     candidate. Measured in the weight, a weight error far from the readers' large inputs counts
@@ -410,7 +438,7 @@ def _lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpt
     for site, scheme in progress(candidates, "measure lean vs accurate", unit="weight"):
         values = read_values(site.tensor).astype(np.float32, copy=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
-        lean, lowering = _lean_scheme(site)
+        lean, lowering = _lean_scheme(site, opset)
         moments = activations.moments(site) if activations is not None else None
         lean_error, accurate_error = (
             _cost(values, _quantize(values, site, sch, low, balance, _scheme_args(options, sch, low, sym)),
@@ -418,8 +446,8 @@ def _lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpt
             for sch, low, sym in ((lean, lowering, True), (scheme, "arith", None)))
         ratio = lean_error / accurate_error if accurate_error > 0 else 1.0
         # float copies held at load beyond the lean form's: blocks fold Cast, Sub, Mul and
-        # Reshape (four); `scaled` folds one Cast, lean `arith` Cast and Mul (two)
-        extra = 4 * site.num_elements * (3 if lowering == "scaled" else 2)
+        # Reshape (four); `scaled` folds one Cast, lean `arith` Cast and Mul (two), `dq` none
+        extra = 4 * site.num_elements * {"scaled": 3, "arith": 2, "dq": 4}[lowering]
         scored.append((ratio, extra, site.name))
     return scored
 
@@ -537,11 +565,13 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
     if options.fp16:
         return 2 * site.num_elements
     opset = max(opset, required_opset(options))
+    if _leans_to_dq(options) and recurrent_weight(site):  # quant upgrades the model for them
+        opset = max(opset, RECURRENT_DQ_OPSET)
     scheme = choose_scheme(site, options)
     lowering = _lowering(site, options, scheme, opset)
     symmetric = options.symmetric
     if lowering in ("lean", "scaled"):
-        (scheme, lowering), symmetric = _lean_scheme(site), True
+        (scheme, lowering), symmetric = _lean_scheme(site, opset), True
     groups = {"tensor": 1, "channel": site.shape[scheme.axis] if site.shape else 1,
               "block": site.num_elements // (scheme.block_size or 1)}[scheme.granularity]
     scale_bytes = 4 if lowering in ("dq", "matmulnbits", "scaled") else 2

@@ -397,8 +397,9 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
                        samples=None, shapes=None) -> Workspace:
     """`ws`, or a workspace on the model upgraded to the opset the lowering needs (opset.py),
     checked in onnxruntime against the original first when `verify`. Where `auto` asked for the
-    newer opset (4-bit weights) and the upgrade fails, the model stays at its opset and the
-    arith chain is used instead, with a note; an explicit `dq` or keep_quantized refuses."""
+    newer opset (4-bit weights; recurrent weights under the int8 default) and the upgrade fails,
+    the model stays at its opset and the arith chain is used instead, with a note; an explicit
+    `dq` or keep_quantized refuses."""
     needed, current = required_opset(options, ws.graph), ws.opsets.get("", 1)
     if needed <= current or ws.template is None:
         return ws

@@ -102,8 +102,9 @@ ACCURATE_MEMORY_SHARE = 0.2
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
 # Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float model's memory). Their
 # weights' lean form is per-channel DequantizeLinear (opset 13), which onnxruntime keeps: the
-# integers stay in memory and are dequantized once per inference, a small cost beside the op,
-# which reads each weight once per time step.
+# integers stay in memory (ddddocr: 0.85x) and are dequantized at every inference. The cost is
+# latency, mostly because the op can no longer pack its weights once at load (ddddocr: 1.15-1.24x;
+# `--exclude LSTM` keeps them float instead).
 RECURRENT_OPS = ("LSTM", "GRU", "RNN")
 RECURRENT_DQ_OPSET = 13
 

@@ -27,8 +27,7 @@ import onnxsurgery  # noqa: E402
 POOLER_GATHER = "/model/albert/Gather_5_output_0"
 
 
-def session_with_sequence_output(path: Path, sequence: str) -> ort.InferenceSession:
-    model = onnx.load(str(path))
+def session_with_sequence_output(model: onnx.ModelProto, sequence: str) -> ort.InferenceSession:
     model.graph.output.append(helper.make_tensor_value_info(sequence, onnx.TensorProto.FLOAT, None))
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
@@ -47,9 +46,12 @@ def main() -> None:
     if src is None:
         print("block_sizes: ALBERT-base was not exported (transformers/torch missing)")
         return
-    sequence = next(n.input[0] for n in onnx.load(str(src)).graph.node if n.output[0] == POOLER_GATHER)
+    original = onnx.load(str(src))
+    sequence = next(n.input[0] for n in original.graph.node if n.output[0] == POOLER_GATHER)
     samples = task_inputs("albert_base", src, args.models)
-    ref = [session_with_sequence_output(src, sequence).run(None, s) for s in samples]
+    ref_session = session_with_sequence_output(original, sequence)
+    del original
+    ref = [ref_session.run(None, s) for s in samples]
     out = args.models / "block_sizes.onnx"
     print(f"ALBERT-base, onnxruntime {ort.__version__}, worst relative L2 over {len(samples)} inputs of 64 tokens")
     print(f"{'dtype':6s} {'block':>5s} {'':5s} {'logits (2)':>10s} {'sequence (64x768)':>18s}")
@@ -58,7 +60,7 @@ def main() -> None:
             for symmetric in (False, True):
                 onnxsurgery.quant_file(src, out, dtype=dtype, granularity="block", block_size=block,
                                        symmetric=symmetric, verify=False)
-                sess = session_with_sequence_output(out, sequence)
+                sess = session_with_sequence_output(onnx.load(str(out)), sequence)
                 got = [sess.run(None, s) for s in samples]
                 logits = worst_rel_l2([g[0] for g in got], [r[0] for r in ref])
                 seq = worst_rel_l2([g[1] for g in got], [r[1] for r in ref])

@@ -156,6 +156,12 @@ class QuantOptions:
         chain would otherwise be folded into several byte- and float-sized copies at load."""
         return (self.keep_quantized or self.four_bit) and not (self.fp16 or self.levels)
 
+    @property
+    def lean_default(self) -> bool:
+        """Whether `auto` chooses between the lean lowerings and the accurate chain per weight
+        (int8, no scheme asked for, not kept quantized)."""
+        return self.lowering == "auto" and self.auto_scheme and self.dtype == "int8" and not self.stays_quantized
+
     def label(self, scheme: Scheme, lowering: str, symmetric: bool) -> str:
         if self.fp16:
             return "fp16/cast"
@@ -194,22 +200,18 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
         return 1
     if opts.lowering == "dq" or (opts.lowering == "auto" and opts.stays_quantized):
         return dq_min_opset(opts)
-    if graph is not None and _leans_to_dq(opts) and any(
+    if graph is not None and opts.lean_default and any(
             recurrent_weight(site) for site in collect_constants(graph, list(iter_scopes(graph)))
-            if site.onnx_dtype == onnx.TensorProto.FLOAT and site.num_elements >= opts.min_elements):
+            if site.num_elements >= opts.min_elements):
         return RECURRENT_DQ_OPSET
     return 1
 
 
-def _leans_to_dq(opts: QuantOptions) -> bool:
-    """Whether `auto` lowers recurrent weights with DequantizeLinear (their lean form)."""
-    return opts.lowering == "auto" and opts.auto_scheme and opts.dtype == "int8" and not opts.stays_quantized
-
-
 def recurrent_weight(site: ConstantSite) -> bool:
-    """A weight read only as W or R of LSTM/GRU/RNN."""
+    """A float32 weight read only as W or R of LSTM/GRU/RNN (lean form: DequantizeLinear)."""
     readers = consumers(site)
-    return bool(readers) and all(n.op in RECURRENT_OPS and i in (1, 2) for n, i in readers)
+    return (site.onnx_dtype == onnx.TensorProto.FLOAT and bool(readers)
+            and all(n.op in RECURRENT_OPS and i in (1, 2) for n, i in readers))
 
 
 def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
@@ -404,7 +406,7 @@ def _lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
     if axis is not None:
         return Scheme("channel", axis), "scaled"
     channel = Scheme("channel", choose_axes(site)[0])
-    if recurrent_weight(site) and opset >= RECURRENT_DQ_OPSET and site.onnx_dtype == onnx.TensorProto.FLOAT:
+    if recurrent_weight(site) and opset >= RECURRENT_DQ_OPSET:
         return channel, "dq"
     return channel, "arith"
 
@@ -512,7 +514,7 @@ def _lowering(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: 
         return "matmulnbits"
     if options.stays_quantized and opset >= dq_min_opset(options):
         return "dq"
-    if options.auto_scheme and options.dtype == "int8" and not options.stays_quantized:
+    if options.lean_default:
         return "lean"  # or the accurate chain, measured per weight in _choose_accurate
     return "arith"
 
@@ -566,7 +568,7 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
     if options.fp16:
         return 2 * site.num_elements
     opset = max(opset, required_opset(options))
-    if _leans_to_dq(options) and recurrent_weight(site):  # quant upgrades the model for them
+    if options.lean_default and recurrent_weight(site):  # quant upgrades the model for them
         opset = max(opset, RECURRENT_DQ_OPSET)
     scheme = choose_scheme(site, options)
     lowering = _lowering(site, options, scheme, opset)

@@ -5,7 +5,7 @@ from .logs import route_gs_logging
 from .api import compare, embed_file, info, npy_file, quant, quant_file, report_file, run_model, shrink, shrink_file
 from .graph_api import import_graph, keeps_weights_small, quantize_weights
 from .pipeline import finish
-from .passes.quantize_weights import QuantOptions
+from .quant.options import QuantOptions
 from .errors import InputError, OnnxSurgeryError, OutputError, UnsupportedModelError, VerificationError
 from .io import export_model, load_model, save_model
 from .passes.merge_constants import merge_duplicate_constants

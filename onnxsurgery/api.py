@@ -13,7 +13,7 @@ import onnx
 
 import numpy as np
 
-from .calibration import Calibration
+from .quant.calibration import Calibration
 from .errors import InputError, UnsupportedModelError, VerificationError
 from .evaluate import METHOD_KEYS, METHODS, measure_methods
 from .graph_utils import read_values
@@ -28,7 +28,9 @@ from .passes.externalize import constants_to_inputs, select_constants
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, merge_duplicate_constants
 from .passes.merge_transposed import merge_transposed_constants
 from .opset import upgrade_opset
-from .passes.quantize_weights import QuantOptions, quantize_weights, required_opset
+from .passes.quantize_weights import quantize_weights
+from .quant.options import QuantOptions
+from .quant.schemes import required_opset
 from .passes.narrow_types import narrow_constants
 from .pipeline import Workspace, open_workspace
 from .report import PassReport, RunReport

@@ -15,8 +15,8 @@ import numpy as np
 from . import api, progress
 from .errors import OnnxSurgeryError, OutputError
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
-from .passes.quantize_weights import DEFAULT_BLOCK_SIZE as QUANT_BLOCK_SIZE
-from .passes.quantize_weights import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
+from .quant.options import DEFAULT_BLOCK_SIZE as QUANT_BLOCK_SIZE
+from .quant.options import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
 from .evaluate import METHOD_KEYS
 from .render import render_info, render_report_summary, render_run
 from .verify import load_input_samples, parse_shapes

@@ -26,7 +26,8 @@ from .io import import_graph as _import_graph
 from .io import inputs_with_defaults, load_model
 from .passes.bypass_identity import bypass_constant_identities
 from .pipeline import remove_dead
-from .passes.quantize_weights import QuantOptions, required_opset
+from .quant.options import QuantOptions
+from .quant.schemes import required_opset
 from .passes.quantize_weights import quantize_weights as _quantize_weights
 from .report import PassReport
 

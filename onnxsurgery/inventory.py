@@ -6,8 +6,9 @@ import onnx
 
 from .graph_utils import collect_constants, iter_scopes
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, candidate_sites, find_duplicate_groups
-from .passes.quantize_weights import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
-from .passes.quantize_weights import QuantOptions, estimated_bytes
+from .quant.options import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
+from .quant.estimates import estimated_bytes
+from .quant.options import QuantOptions
 from .pipeline import open_workspace
 
 FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
@@ -61,7 +62,7 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
 
 def _quant_estimates(sites, groups, opset: int) -> dict[str, int]:
     """Bytes `quant` would save with its default (int8), with --dtype int4, and with --fp16,
-    after merging: estimated from shapes alone (see quantize_weights.estimated_bytes)."""
+    after merging: estimated from shapes alone (see quant.estimates.estimated_bytes)."""
     merged_away = {id(m.tensor) for g in groups for m in g.members[1:]}
     schemes = {"quant int8": QuantOptions(), "quant int4": QuantOptions(dtype="int4"),
                "quant --fp16": QuantOptions(fp16=True)}

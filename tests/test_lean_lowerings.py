@@ -12,7 +12,7 @@ from onnx import helper, numpy_helper
 import builders
 import onnxsurgery
 from conftest import run
-from onnxsurgery.passes.quantize_weights import QuantOptions
+from onnxsurgery.quant.options import QuantOptions
 
 
 def _quant(tmp_path, model, **options):
@@ -87,19 +87,19 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     """B has outlier blocks (per channel is far less accurate than blocks there, A 1.4x). With
     room for one weight's accurate chain (three float copies more than lean at load), B gets
     it; with the default share of two equal weights' bytes there is room for none."""
-    from onnxsurgery.passes import quantize_weights
+    from onnxsurgery.quant import lean_choice
 
     model = _outlier_model()
     _, _, report = _quant(tmp_path, model)
     q = report.pass_report("quantize").details
     assert q["lean_lowering"] == ["A", "B"] and q["accurate_lowering"] == []
-    monkeypatch.setattr(quantize_weights, "ACCURATE_MEMORY_SHARE", 2.0)  # 16 bytes a weight element: one chain
+    monkeypatch.setattr(lean_choice, "ACCURATE_MEMORY_SHARE", 2.0)  # 16 bytes a weight element: one chain
     _, _, report = _quant(tmp_path, model)
     q = report.pass_report("quantize").details
     assert q["lean_lowering"] == ["A"] and q["accurate_lowering"] == ["B"]
     assert q["schemes"] == {"int8/channel/sym/scaled": 1, "int8/block32/asym/arith": 1}
     assert report.verification["rel_l2_error"] < 0.03
-    monkeypatch.setattr(quantize_weights, "MIN_ACCURATE_RATIO", 100.0)  # neither loses that much
+    monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO", 100.0)  # neither loses that much
     _, _, report = _quant(tmp_path, model)
     assert report.pass_report("quantize").details["accurate_lowering"] == []
 
@@ -108,8 +108,8 @@ def test_input_side_equalization_helps_weights_with_outlier_rows(tmp_path):
     """A weight whose rows differ in range (row 7 is 40x larger): scaling the reader's input by
     r and dividing the weight's rows by r quantizes it far better than one scale per output
     channel alone; the model still computes the same in onnxruntime, within the error reported."""
-    from onnxsurgery.passes.scale_after import EQUALIZE_ALPHA
-    from onnxsurgery.quant_math import quantize, weight_error
+    from onnxsurgery.quant.scaled import EQUALIZE_ALPHA
+    from onnxsurgery.quant.rounding import quantize, weight_error
 
     w = builders.rand((256, 64), 1) * 0.05
     w[7] *= 40.0
@@ -196,9 +196,9 @@ def test_lean_or_accurate_is_measured_on_what_the_layer_reads(tmp_path, monkeypa
     is coarse for the other rows, fine for these. When only rows 0-31 meet non-zero inputs the
     lean form costs the layer's output nothing more than blocks (kept lean); when only the
     other rows do, it costs several times more (the accurate chain, budget permitting)."""
-    from onnxsurgery.passes import quantize_weights
+    from onnxsurgery.quant import lean_choice
 
-    monkeypatch.setattr(quantize_weights, "ACCURATE_MEMORY_SHARE", 4.0)  # room for the chain
+    monkeypatch.setattr(lean_choice, "ACCURATE_MEMORY_SHARE", 4.0)  # room for the chain
     w = builders.rand((256, 64), 1) * 0.05
     w[:32] *= 40.0
     model = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[4, 256])],

@@ -8,8 +8,8 @@ from conftest import builders, run
 import onnxsurgery
 from onnxsurgery.io import all_tensor_protos
 from onnxsurgery.errors import UnsupportedModelError, VerificationError
-from onnxsurgery.passes.quantize_weights import QuantOptions
-from onnxsurgery.quant_math import dequantize, pack_halves, pack_nibbles, quantize
+from onnxsurgery.quant.options import QuantOptions
+from onnxsurgery.quant.rounding import dequantize, pack_halves, pack_nibbles, quantize
 
 # -- the arithmetic, against a plain numpy reference ----------------------------------------
 

@@ -6,7 +6,7 @@ H = sum of x x^T over the calibration inputs, it is trace(dW H dW^T). GPTQ round
 columns of the weight one at a time and moves the error each rounding leaves onto the columns
 not yet rounded, weighted by the inverse of H, so that later roundings cancel it where the
 inputs are correlated (or share an offset). The result is ordinary integers, scales and zero
-points in the layout `quant_math.quantize` produces, so the graph lowering is unchanged.
+points in the layout `rounding.quantize` produces, so the graph lowering is unchanged.
 
 Layout: the weight is viewed as a matrix [rows, columns]: rows along its channel axis (the
 consumer's outputs), columns over every other axis with the block axis innermost, so that each
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .quant_math import RANGES, Quantized, has_zero_point, scale_dtype, scales_for_ranges
+from .rounding import RANGES, Quantized, has_zero_point, scale_dtype, scales_for_ranges
 
 DAMPING = 0.01  # of H's mean diagonal, added to its diagonal (the GPTQ paper's default)
 LAZY_COLUMNS = 128  # columns rounded between updates of the rest (per block for blocks)

@@ -36,7 +36,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..graph_utils import ConstantSite, NameAllocator, consumers, read_values, readers_by_graph
-from ..quant_math import Quantized
+from .rounding import Quantized
 
 EQUALIZE_ALPHA = 0.5
 

@@ -37,7 +37,7 @@ class Quantized:
     axis: int | None
     block_size: int | None
     # The `scaled` lowering's input-side scale: the weight was divided by it along input_axis
-    # before quantizing, and the graph multiplies the reader's input by it (scale_after.py)
+    # before quantizing, and the graph multiplies the reader's input by it (scaled.py)
     input_scale: np.ndarray | None = None
     input_axis: int | None = None
 

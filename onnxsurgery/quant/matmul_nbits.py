@@ -21,7 +21,7 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ..graph_utils import ConstantSite, NameAllocator, consumers, readers_by_graph
-from ..quant_math import Quantized
+from .rounding import Quantized
 
 _OFFSET = {"int8": 128, "uint8": 0, "int4": 8, "uint4": 0}
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InputError
-from .graph_utils import ConstantSite, axes_read, choose_axes, consumers
+from ..errors import InputError
+from ..graph_utils import ConstantSite, axes_read, choose_axes, consumers
 from .gptq import inverse_cholesky, output_error, quantize_with_factor
-from .quant_math import Quantized
+from .rounding import Quantized
 
 DEFAULT_MEMORY_BUDGET = 256 << 20
 _PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
@@ -226,7 +226,7 @@ class Calibration:
 
     def _probe(self):
         """A session of the original model with every planned activation as an output."""
-        from .verify import session
+        from ..verify import session
 
         if self._session is None:
             acts = {r.activation for found in self._readers.values() for r in found} - self._graph_inputs
@@ -236,7 +236,7 @@ class Calibration:
         return self._session, self._graph_inputs
 
     def _feeds(self, sess):
-        from .verify import make_inputs
+        from ..verify import make_inputs
 
         generated = None
         for sample in self.samples:

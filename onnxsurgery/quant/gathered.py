@@ -1,0 +1,65 @@
+"""The `gather` lowering: an embedding table read only by Gather keeps its integer rows; each
+Gather takes the integer rows (and their scales and zero points) first, and only those are
+dequantized, at run time. The table stays 8- or 4-bit in the session instead of being folded
+into a float copy, and the values are bit-identical: the same (q - zp) * scale per element."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+
+from ..graph_utils import ConstantSite, NameAllocator, consumers
+from .nodes import Emitter, broadcast_shape, const, int_tensor, nibble_offset, split_nibbles, blocked_shape, \
+    zero_to_subtract
+from .options import FLOAT_TYPES
+from .rounding import Quantized, pack_halves
+
+def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator) -> None:
+    """Replace each Gather of the table with: Gather of the integer rows (4-bit: packed rows,
+    then split), of the zero points and of the scales by the same indices, then Cast -> [Sub]
+    -> Mul [-> Reshape] [-> Cast] on the gathered rows only. Zero points and scales keep a
+    leading row axis (per tensor they are scalars, not gathered), so the gathered ones
+    broadcast against the gathered integers."""
+    base, shape = site.name, list(site.shape)
+    view = broadcast_shape(qt, shape)
+    work_shape = blocked_shape(qt, shape)
+    four_bit = qt.dtype in ("int4", "uint4")
+    if four_bit:  # [rows, row / 2] bytes
+        rows = (qt.q.astype(np.int16) + nibble_offset(qt)).reshape(shape[0], -1)
+        table = const(names, f"{base}_q4", pack_halves(rows))
+    else:
+        table = int_tensor(names, f"{base}_q", qt.q.reshape(work_shape), qt.dtype)
+    scale = const(names, f"{base}_scale", qt.scale.reshape(view))
+    zero = zero_to_subtract(qt, view, names, base)
+    emit = Emitter(site.scope.graph, names, base)
+
+    def take(tensor: gs.Constant, indices: gs.Tensor) -> gs.Tensor:
+        return tensor if not view else emit("Gather", [tensor, indices], dtype=tensor.values.dtype, axis=0)
+
+    def indexed_shape(indices: gs.Tensor, dims: list[int]) -> gs.Variable:  # [*indices.shape, *dims]
+        tail = const(names, f"{base}_dims", np.array(dims, np.int64))
+        return emit("Concat", [emit("Shape", [indices], dtype=np.int64), tail], dtype=np.int64, axis=0)
+
+    for gather, _ in consumers(site):
+        indices, (output,) = gather.inputs[1], list(gather.outputs)
+        q = emit("Gather", [table, indices], dtype=table.values.dtype, axis=0)
+        if four_bit:
+            q = emit("Concat", list(split_nibbles(q, emit, names, base)), dtype=np.uint8, axis=-1)
+            if len(work_shape) > 2:
+                q = emit("Reshape", [q, indexed_shape(indices, work_shape[1:])], dtype=np.uint8)
+        x = emit("Cast", [q], to=onnx.TensorProto.FLOAT)
+        if zero is not None:  # integer zero points are gathered; int4's float offset is a scalar
+            as_float = zero.values.dtype == np.float32
+            x = emit("Sub", [x, zero if as_float else emit("Cast", [take(zero, indices)], to=onnx.TensorProto.FLOAT)])
+        scales = take(scale, indices)
+        if qt.scale.dtype != np.float32:
+            scales = emit("Cast", [scales], to=onnx.TensorProto.FLOAT)
+        x = emit("Mul", [x, scales])
+        if qt.granularity == "block":  # [*indices, blocks, block] -> [*indices, row]
+            x = emit("Reshape", [x, indexed_shape(indices, shape[1:])])
+        if site.onnx_dtype != onnx.TensorProto.FLOAT:
+            x = emit("Cast", [x], dtype=FLOAT_TYPES[site.onnx_dtype], to=site.onnx_dtype)
+        last = x.inputs[0]
+        gather.outputs.clear()  # the old Gather goes dead; its output now comes from `last`
+        last.outputs[0] = output

@@ -1,0 +1,111 @@
+"""What `quant` is asked for (QuantOptions, validated when constructed) and how one weight is
+grouped (Scheme)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+FLOAT_TYPES = {
+    onnx.TensorProto.FLOAT: np.float32,
+    onnx.TensorProto.FLOAT16: np.float16,
+    onnx.TensorProto.DOUBLE: np.float64,
+    onnx.TensorProto.BFLOAT16: None,  # read through onnx; computed in float32
+}
+DEFAULT_MIN_ELEMENTS = 4096
+# Blocks of 32 for every dtype, chosen by measurement (docs/quantization.md): blocks of 64
+# lose half of the gain over per-tensor on weights with even channel ranges.
+DEFAULT_BLOCK_SIZE = 32
+MAX_ERRORS_REPORTED = 10
+ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
+             "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
+
+
+LOWERINGS = ("auto", "arith", "dq", "gather", "scaled", "matmulnbits")
+TARGETS = ("any", "onnxruntime")
+
+
+@dataclass
+class QuantOptions:
+    dtype: str = "int8"
+    granularity: str | None = None  # None: chosen per weight (see `auto_scheme`)
+    block_size: int = DEFAULT_BLOCK_SIZE
+    symmetric: bool | None = None  # None: asymmetric, or symmetric where the lowering needs it
+    lowering: str = "auto"
+    min_elements: int = DEFAULT_MIN_ELEMENTS
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
+    levels: int | None = None  # snap weights to N values per group, keeping float storage
+    fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
+    rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
+    keep_quantized: bool = False  # DequantizeLinear kept in the graph: integers in memory at run time
+    target: str = "any"  # any: standard ai.onnx ops only; onnxruntime: MatMulNBits where it fits
+
+    def __post_init__(self):
+        for name, value, choices in (("dtype", self.dtype, tuple(ONNX_INT)), ("lowering", self.lowering, LOWERINGS),
+                                     ("target", self.target, TARGETS),
+                                     ("granularity", self.granularity, (None, "tensor", "channel", "block")),
+                                     ("rounding", self.rounding, ("auto", "nearest", "balanced"))):
+            if value not in choices:
+                raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
+        for name, value, low, high in (("block_size", self.block_size, 2, None), ("levels", self.levels, 2, 65536),
+                                       ("min_elements", self.min_elements, 1, None)):
+            if value is not None and not (isinstance(value, int) and value >= low and (high is None or value <= high)):
+                raise ValueError(f"{name} must be an integer from {low}" + (f" to {high}" if high else "")
+                                 + f"; got {value!r}")
+        # The lean lowering picks its own scheme (per channel, symmetric): only when none was asked for.
+        self.auto_scheme = self.granularity is None and self.symmetric is None and not (self.levels or self.fp16)
+        if self.granularity is None:
+            self.granularity = "channel" if self.levels else "block"
+        if self.symmetric is None:
+            self.symmetric = False
+
+    @property
+    def four_bit(self) -> bool:
+        return self.dtype in ("int4", "uint4")
+
+    @property
+    def stays_quantized(self) -> bool:
+        """Whether `auto` lowers with DequantizeLinear (kept by onnxruntime, so the integers stay
+        in memory): asked for with keep_quantized, and always for 4-bit weights, whose unpacking
+        chain would otherwise be folded into several byte- and float-sized copies at load."""
+        return (self.keep_quantized or self.four_bit) and not (self.fp16 or self.levels)
+
+    @property
+    def lean_default(self) -> bool:
+        """Whether `auto` chooses between the lean lowerings and the accurate chain per weight
+        (int8, no scheme asked for, not kept quantized)."""
+        return self.lowering == "auto" and self.auto_scheme and self.dtype == "int8" and not self.stays_quantized
+
+    def label(self, scheme: Scheme, lowering: str, symmetric: bool) -> str:
+        if self.fp16:
+            return "fp16/cast"
+        if self.levels:
+            return f"levels{self.levels}/{scheme.name}"
+        sym = "sym" if symmetric else "asym"
+        return f"{self.dtype}/{scheme.name}/{sym}/{lowering}"
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """How one weight is grouped: one scale per tensor, per channel along `axis`, or per block
+    of `block_size` elements along `axis`."""
+
+    granularity: str
+    axis: int | None = None
+    block_size: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"block{self.block_size}" if self.granularity == "block" else self.granularity
+
+
+def dq_min_opset(opts: QuantOptions) -> int:
+    """The opset at which DequantizeLinear can express the scheme asked for."""
+    if opts.four_bit or opts.granularity == "block":
+        return 21
+    return 13 if opts.granularity == "channel" else 10
+

@@ -1,0 +1,186 @@
+"""Per weight: whether to quantize it, how to group it (Scheme), how to round it and which
+lowering turns it back into float (`lowering_for`). Rules of thumb live here, each with the
+measurement behind it; the measured choice between lean and accurate is lean_choice.py."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+
+from ..graph_utils import ConstantSite, choose_axes, collect_constants, consumers, graph_outputs_holding, \
+    iter_scopes, read_values, readers_by_graph
+from .options import QuantOptions, Scheme, dq_min_opset
+from .rounding import Quantized, quantize
+from .scaled import equalize, scale_axis
+
+# Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
+# Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float model's memory). Their
+# weights' lean form is per-channel DequantizeLinear (opset 13), which onnxruntime keeps: the
+# integers stay in memory (ddddocr: 0.85x) and are dequantized at every inference. The cost is
+# latency, mostly because the op can no longer pack its weights once at load (ddddocr: 1.15-1.24x;
+# `--exclude LSTM` keeps them float instead).
+RECURRENT_OPS = ("LSTM", "GRU", "RNN")
+RECURRENT_DQ_OPSET = 13
+
+
+def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
+    """The opset the lowering asked for needs (the API upgrades a model below it): DequantizeLinear
+    with blocks or 4-bit types needs 21; the default's lean form of recurrent weights (in `graph`)
+    needs 13; every other lowering works from opset 7 (or 11)."""
+    if opts.fp16 or opts.levels:
+        return 1
+    if opts.lowering == "dq" or (opts.lowering == "auto" and opts.stays_quantized):
+        return dq_min_opset(opts)
+    if graph is not None and opts.lean_default and any(
+            recurrent_weight(site) for site in collect_constants(graph, list(iter_scopes(graph)))
+            if site.num_elements >= opts.min_elements):
+        return RECURRENT_DQ_OPSET
+    return 1
+
+
+def recurrent_weight(site: ConstantSite) -> bool:
+    """A float32 weight read only as W or R of LSTM/GRU/RNN (lean form: DequantizeLinear)."""
+    readers = consumers(site)
+    return (site.onnx_dtype == onnx.TensorProto.FLOAT and bool(readers)
+            and all(n.op in RECURRENT_OPS and i in (1, 2) for n, i in readers))
+
+
+def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
+    """The grouping asked for, fitted to the weight. Blocks must tile the blocked axis: when the
+    block size does not divide it, the largest divisor between half the block size and the
+    block size is used instead (200 input channels: blocks of 25 for 32), and when there is
+    none (depthwise and 3-channel convolutions, odd widths), one scale per channel."""
+    channel_axis, block_axis = choose_axes(site)
+    if options.granularity == "tensor":
+        return Scheme("tensor")
+    if options.granularity == "block":
+        n = site.shape[block_axis]
+        fitting = [b for b in range(options.block_size, (options.block_size - 1) // 2, -1) if n % b == 0]
+        if fitting:
+            return Scheme("block", block_axis, fitting[0])
+    return Scheme("channel", channel_axis)
+
+
+def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
+    """Whether `site` gets balanced rounding (module docstring: convolution weights under auto)."""
+    if options.rounding != "auto":
+        return options.rounding == "balanced"
+    readers = consumers(site)
+    return bool(readers) and all(n.op in ("Conv", "ConvTranspose") and i == 1 for n, i in readers)
+
+
+def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
+    ops = {n.op for n, _ in consumers(site)}
+    return any(fnmatch.fnmatchcase(site.name, p) or any(fnmatch.fnmatchcase(op, p) for op in ops)
+               for p in patterns)
+
+
+
+def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric: bool | None = None) -> dict:
+    """quantize()'s arguments for `scheme` under `lowering` (dq and MatMulNBits: scales of the
+    output type; arith: float16 scales rounded up; scaled: float32 scales, applied at run time)."""
+    return dict(dtype=options.dtype, granularity=scheme.granularity, block_size=scheme.block_size,
+                symmetric=options.symmetric if symmetric is None else symmetric,
+                half_scales=lowering not in ("dq", "matmulnbits", "scaled"))
+
+
+def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
+              equalized: bool = True) -> Quantized:
+    """quantize() for `scheme`; under `scaled`, of the weight equalized along its input axis
+    first (scaled.equalize), unless `equalized` is False (GPTQ rounds the weight as it is)."""
+    if lowering != "scaled" or not equalized:
+        return quantize(values, axis=scheme.axis, balanced=balanced, **args)
+    values, r, input_axis = equalize(values, site)
+    qt = quantize(values, axis=scheme.axis, balanced=balanced, **args)
+    qt.input_scale, qt.input_axis = r, input_axis
+    return qt
+
+
+def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
+    """The lean form of an int8 weight: one scale per output channel (symmetric), lowered as
+    `scaled` where every reader can take the scale after it, as DequantizeLinear for recurrent
+    weights (RECURRENT_OPS above), else as `arith` Cast -> Mul."""
+    axis = scale_axis(site)
+    if axis is not None:
+        return Scheme("channel", axis), "scaled"
+    channel = Scheme("channel", choose_axes(site)[0])
+    if recurrent_weight(site) and opset >= RECURRENT_DQ_OPSET:
+        return channel, "dq"
+    return channel, "arith"
+
+
+
+def non_finite(site: ConstantSite) -> str | None:
+    """A weight holding NaN or Inf stays as it is: no scale represents it."""
+    if not np.isfinite(read_values(site.tensor)).all():
+        return "holds NaN or Inf values"
+    return None
+
+
+def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[str]) -> str | None:
+    if site.num_elements < options.min_elements:
+        return "small"
+    if not site.shape:
+        return "a scalar: nothing to group or gain"
+    if options.fp16 and site.onnx_dtype != onnx.TensorProto.FLOAT:
+        return "--fp16 applies to float32 weights only"
+    if options.levels and site.onnx_dtype == onnx.TensorProto.BFLOAT16:
+        return "--levels: bfloat16 weights are left alone"
+    if options.include and not matches(site, options.include):
+        return "not matched by --include"
+    if options.exclude and matches(site, options.exclude):
+        return "matched by --exclude"
+    if site.name in keep:
+        return "overridable graph input"
+    if graph_outputs_holding(scopes, site.value):
+        return "graph output"
+    if not site.value.outputs:
+        return "no consumer"
+    return None
+
+
+def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: int) -> str:
+    """`auto`: integers gathered before dequantizing for embedding tables; MatMulNBits for a
+    MatMul weight when the target is onnxruntime; DequantizeLinear when the weights are to stay
+    quantized in memory; the lean `scaled` lowering (int8, the scheme left to us) where every
+    reader can take the scale after it; the `arith` chain elsewhere."""
+    if options.lowering != "auto":
+        return options.lowering
+    readers = consumers(site)
+    if gatherable(site, readers, options, scheme, opset):
+        return "gather"
+    if options.target == "onnxruntime" and nbits_fits(site, readers, options, scheme):
+        return "matmulnbits"
+    if options.stays_quantized and opset >= dq_min_opset(options):
+        return "dq"
+    if options.lean_default:
+        return "lean"  # or the accurate chain, measured per weight in choose_accurate
+    return "arith"
+
+
+def nbits_fits(site: ConstantSite, readers, options: QuantOptions, scheme: Scheme) -> bool:
+    """What com.microsoft MatMulNBits takes: a 2-D weight read by one MatMul as B, blocks of a
+    power of two >= 16 along K, from the main graph's scope (MatMulNBits is not a standard op)."""
+    block = scheme.block_size or 0
+    return (scheme.granularity == "block" and block >= 16 and block & (block - 1) == 0
+            and len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1
+            and len(site.shape) == 2 and scheme.axis == 0 and site.onnx_dtype == onnx.TensorProto.FLOAT)
+
+
+def gatherable(site: ConstantSite, readers, options: QuantOptions, scheme: Scheme, opset: int) -> bool:
+    """A table read only as Gather data along axis 0, in the scope where its nodes go, with no
+    group spanning rows: each gathered row can be dequantized on its own. 4-bit rows are
+    packed by halves and split with uint8 BitShift (opset 11), so they need an even length."""
+    rank = len(site.shape)
+    row = int(np.prod(site.shape[1:])) if rank >= 1 else 0
+    return (
+        (not options.four_bit or (opset >= 11 and row % 2 == 0))
+        and rank >= 1 and bool(readers)
+        and all(n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % rank == 0 for n, i in readers)
+        and (scheme.granularity == "tensor" or (scheme.granularity == "channel") == (scheme.axis == 0))
+        and all(graph is site.scope.graph for graph, _ in readers_by_graph(site))
+    )
+

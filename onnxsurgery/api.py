@@ -19,7 +19,8 @@ from .evaluate import METHOD_KEYS, METHODS, measure_methods
 from .graph_utils import read_values
 from .html_report import page_data, render_page
 from .inventory import inventory
-from .io import check_output_path, copy_file, load_model, save_model, stage_model, write_atomic
+from .io import (all_tensor_protos, check_output_path, copy_file, load_model, open_model, save_model, stage_model,
+                 write_atomic)
 from .npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
 from .passes.bypass_identity import bypass_constant_identities
 from .passes.constants_to_initializers import constant_nodes_to_initializers
@@ -32,7 +33,9 @@ from .passes.quantize_weights import quantize_weights
 from .quant.options import QuantOptions
 from .quant.schemes import required_opset
 from .passes.narrow_types import narrow_constants
+from .lazy import materialize
 from .pipeline import Workspace, open_workspace
+from .targets.tensorrt import check_tensorrt, operator_list
 from .report import PassReport, RunReport
 from .verify import compare_models, make_inputs, session
 
@@ -282,6 +285,8 @@ def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
     ws.cleanup()  # constants merged away, Identity nodes bypassed, must not be quantized
     ws.run(quantize_weights, options=options, opset=ws.opsets.get("", 1), keep=ws.keep, calibration=calibration,
            activations=activations)
+    if options.target == "tensorrt":  # TensorRT computes in int32: int64 constants narrowed where exact
+        ws.run(narrow_constants, keep=ws.keep, opsets=ws.opsets)
 
 
 def quant(model, *, merge: bool = True, **options) -> tuple[onnx.ModelProto, RunReport]:
@@ -331,8 +336,13 @@ def quant_file(
     sees them.
 
     `runtime` ("onnxruntime" or "onnxruntime-web") is where the result will run: verification
-    computes as that runtime does (verify.session_settings), and the report says which."""
+    computes as that runtime does (verify.session_settings), and the report says which. With
+    target="tensorrt" it is TensorRT: weights dequantized, arithmetic in float. That target also
+    narrows int64 constants where exact and checks the result against onnx-tensorrt's operator
+    list (`check_file`): what TensorRT would refuse becomes warnings and `target_check`."""
     out = check_output_path(input_path, output_path, in_place)
+    if options.get("target") == "tensorrt":
+        runtime = "tensorrt"  # where it runs: verified as TensorRT computes (verify.session_settings)
     ws = open_workspace(input_path)
     report = RunReport("quant", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     if dynamic:
@@ -364,6 +374,10 @@ def quant_file(
         produce = ws.export
 
     def check(written: Path) -> None:
+        if options.get("target") == "tensorrt":
+            _check_for_tensorrt(written, report)
+        if not verify:
+            return
         report.verification = compare_models(input_path, written, samples=samples, shapes=shapes,
                                              fold_candidate=False, runtime=runtime)
         worst = report.verification["rel_l2_error"]
@@ -374,9 +388,40 @@ def quant_file(
         if max_error is None and not worst <= LARGE_OUTPUT_ERROR:
             report.warnings.append(_large_error_warning(report.verification, options.get("dtype", "int8")))
 
-    written = _write_checked(ws, produce, out, external_data, check if verify else None)
+    written = _write_checked(ws, produce, out, external_data, check)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
+
+
+MAX_FINDINGS_LISTED = 20
+SMALL_TENSOR = 65536
+
+
+def check_file(model: str | os.PathLike | onnx.ModelProto, *, target: str = "tensorrt") -> dict:
+    """What the target's parser would refuse in `model` (targets/tensorrt.py): {"target",
+    "source", "retrieved", "refused": one line per finding}. Tensor payloads are not read."""
+    if target != "tensorrt":
+        raise ValueError(f"unknown target {target!r}; choose tensorrt")
+    if not isinstance(model, onnx.ModelProto):
+        model, files, _ = open_model(model)
+        # zero points and axes are checked by value; weights only by type and shape
+        small = [t for t in all_tensor_protos(model.graph) if np.prod(t.dims, dtype=np.int64) <= SMALL_TENSOR]
+        materialize(model, files, small)
+        files.close()
+    listing = operator_list()
+    return {"target": listing["release"], "source": listing["source"], "retrieved": listing["retrieved"],
+            "refused": [str(f) for f in check_tensorrt(model)]}
+
+
+def _check_for_tensorrt(written: Path, report: RunReport) -> None:
+    """The static check of a --target tensorrt result: each op TensorRT's parser would refuse
+    becomes a warning; the findings go to the report's `target_check`."""
+    report.target_check = check_file(written)
+    refused = report.target_check["refused"]
+    for finding in refused[:MAX_FINDINGS_LISTED]:
+        report.warnings.append(f"{report.target_check['target']} would refuse {finding}")
+    if len(refused) > MAX_FINDINGS_LISTED:
+        report.warnings.append(f"... and {len(refused) - MAX_FINDINGS_LISTED} more (--json: target_check)")
 
 
 # Above this relative L2 output error (and with no --max-error), quant warns: int8 results on the

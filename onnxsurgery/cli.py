@@ -249,9 +249,12 @@ def _render_verification(v: dict) -> str:
               show_default=True,
               help="Where the result will run: verification computes as it does (onnxruntime-web computes the "
               "fused DequantizeLinear -> MatMul with float activations, the CPU build with int8 ones).")
-@click.option("--target", type=click.Choice(["any", "onnxruntime"]), default="any", show_default=True,
+@click.option("--target", type=click.Choice(["any", "onnxruntime", "tensorrt"]), default="any", show_default=True,
               help="any: standard ai.onnx ops only (loads in any runtime); onnxruntime: MatMul weights become "
-              "com.microsoft MatMulNBits with accuracy_level 0 (weights stay 4/8-bit, arithmetic in float).")
+              "com.microsoft MatMulNBits with accuracy_level 0 (weights stay 4/8-bit, arithmetic in float); "
+              "tensorrt: what TensorRT's ONNX parser takes: symmetric DequantizeLinear weights (int8 per channel; "
+              "int4 in blocks, MatMul/Gemm only) for Conv, MatMul and Gemm, opset upgraded, int64 constants "
+              "narrowed, and the output checked against onnx-tensorrt's operator list (see `check`).")
 @click.option("--min-elements", type=click.IntRange(min=1), default=QUANT_MIN_ELEMENTS, show_default=True,
               help="Leave float constants with fewer elements alone (biases, norms, small kernels).")
 @click.option("--include", multiple=True, metavar="GLOB", help="Only tensors whose name or consumer op matches.")
@@ -325,6 +328,29 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
                            shapes=parse_shapes(shapes), inputs_file=inputs_npz, shape_specs=tuple(shapes),
                            min_bytes=min_bytes)
     click.echo(json.dumps(data, indent=2) if as_json else render_report_summary(model, str(out), data))
+
+
+@main.command()
+@click.argument("model")
+@click.option("--target", type=click.Choice(["tensorrt"]), default="tensorrt", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@_handle_errors
+def check(model, target, as_json):
+    """Check MODEL statically against what the target's parser takes (tensorrt: onnx-tensorrt's
+    operator list for one TensorRT release, checked into onnxsurgery with its date): each op,
+    its data type, and the attributes and constant inputs the list restricts. One line per
+    finding; exit code 1 when there is any. No TensorRT needed, and no substitute for a real
+    engine build."""
+    result = api.check_file(model, target=target)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        for finding in result["refused"]:
+            click.echo(f"{model}: {finding}")
+        click.echo(f"{model}: {len(result['refused'])} finding{'s' * (len(result['refused']) != 1)} against "
+                   f"{result['target']} (onnx-tensorrt's operator list, retrieved {result['retrieved']})")
+    if result["refused"]:
+        sys.exit(1)
 
 
 @main.command()

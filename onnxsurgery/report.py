@@ -40,6 +40,7 @@ class RunReport:
     notes: list[str] = field(default_factory=list)
     verification: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)  # a result written, but worth a second look
+    target_check: dict[str, Any] | None = None  # --target tensorrt: what its parser would refuse
 
     def pass_report(self, name: str) -> PassReport | None:
         return next((p for p in self.passes if p.name == name), None)

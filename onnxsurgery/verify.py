@@ -21,13 +21,16 @@ DEFAULT_BATCH = 1
 DEFAULT_DIM = 32
 
 
-RUNTIMES = ("onnxruntime", "onnxruntime-web")
+RUNTIMES = ("onnxruntime", "onnxruntime-web", "tensorrt")
 
 
 def runtime_label(runtime: str) -> str:
     """How a comparison for `runtime` is computed, for the report."""
     import onnxruntime as ort
 
+    if runtime == "tensorrt":
+        return (f"onnxruntime {ort.__version__} CPU as TensorRT computes weight-only quantized layers: weights "
+                "dequantized, arithmetic in float (qdq_matmulnbits_accuracy_level 0)")
     if runtime == "onnxruntime-web":
         return (f"onnxruntime {ort.__version__} CPU as onnxruntime-web computes: DequantizeLinear -> MatMul "
                 "fused with float activations (qdq_matmulnbits_accuracy_level 0)")
@@ -90,7 +93,8 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     quantizes activations to int8 by default; onnxruntime-web 1.30 (WASM) computes the same
     fused op in float. Measured on the sample encoder: the web's outputs are 2.4e-7 (relative)
     from a CPU session with accuracy level 0 and 1.3e-3 from one with the default, so
-    "onnxruntime-web" sets level 0."""
+    "onnxruntime-web" sets level 0, and so does "tensorrt": TensorRT runs a layer whose weights
+    alone are dequantized (no QuantizeLinear on its input) in float."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -100,7 +104,7 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     kwargs = {"providers": ["CPUExecutionProvider"], "disabled_optimizers": ["NchwcTransformer"]}
     if not fold_constants:
         kwargs["disabled_optimizers"].append("ConstantFolding")
-    if runtime == "onnxruntime-web":
+    if runtime in ("onnxruntime-web", "tensorrt"):
         opts.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
     return opts, kwargs
 

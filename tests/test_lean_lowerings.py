@@ -185,7 +185,7 @@ def test_identity_in_front_of_shared_weights_is_bypassed(tmp_path):
 
 
 @pytest.mark.parametrize("field,value", [("granularity", "row"), ("lowering", "fast"), ("dtype", "int9"),
-                                         ("target", "tensorrt"), ("rounding", "up")])
+                                         ("target", "tflite"), ("rounding", "up")])
 def test_options_are_validated(field, value):
     with pytest.raises(ValueError, match=f"unknown {field} '{value}'; choose one of"):
         QuantOptions(**{field: value})

@@ -18,13 +18,17 @@ DEFAULT_MIN_ELEMENTS = 4096
 # Blocks of 32 for every dtype, chosen by measurement (docs/quantization.md): blocks of 64
 # lose half of the gain over per-tensor on weights with even channel ranges.
 DEFAULT_BLOCK_SIZE = 32
-MAX_ERRORS_REPORTED = 10
 ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
-             "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
+            "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
 
 
 LOWERINGS = ("auto", "arith", "dq", "gather", "scaled", "matmulnbits")
-TARGETS = ("any", "onnxruntime")
+TARGETS = ("any", "onnxruntime", "tensorrt")
+# What TensorRT's ONNX parser takes as a quantized weight: DequantizeLinear of int8 (per tensor
+# or per channel) or int4 (also in blocks, 2-D), zero point 0, scales as initializers, feeding
+# the layers TensorRT fuses it into (targets/tensorrt.py checks the output).
+TENSORRT_WEIGHT_READERS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+TENSORRT_INT4_READERS = ("MatMul", "Gemm")
 
 
 @dataclass
@@ -42,7 +46,7 @@ class QuantOptions:
     fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
     rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
     keep_quantized: bool = False  # DequantizeLinear kept in the graph: integers in memory at run time
-    target: str = "any"  # any: standard ai.onnx ops only; onnxruntime: MatMulNBits where it fits
+    target: str = "any"  # any: standard ai.onnx ops; onnxruntime: MatMulNBits; tensorrt: what its parser takes
 
     def __post_init__(self):
         for name, value, choices in (("dtype", self.dtype, tuple(ONNX_INT)), ("lowering", self.lowering, LOWERINGS),
@@ -56,12 +60,30 @@ class QuantOptions:
             if value is not None and not (isinstance(value, int) and value >= low and (high is None or value <= high)):
                 raise ValueError(f"{name} must be an integer from {low}" + (f" to {high}" if high else "")
                                  + f"; got {value!r}")
+        if self.target == "tensorrt":
+            self._for_tensorrt()
         # The lean lowering picks its own scheme (per channel, symmetric): only when none was asked for.
         self.auto_scheme = self.granularity is None and self.symmetric is None and not (self.levels or self.fp16)
         if self.granularity is None:
             self.granularity = "channel" if self.levels else "block"
         if self.symmetric is None:
             self.symmetric = False
+
+    def _for_tensorrt(self) -> None:
+        """Fit the options to what TensorRT's parser takes (TENSORRT_WEIGHT_READERS above), or
+        say which one it refuses."""
+        if self.dtype not in ("int8", "int4"):
+            raise ValueError(f"target tensorrt takes dtype int8 or int4 (zero point 0), not {self.dtype}")
+        if self.symmetric is False:
+            raise ValueError("target tensorrt needs symmetric weights: TensorRT refuses a non-zero zero point")
+        if self.lowering not in ("auto", "dq"):
+            raise ValueError(f"target tensorrt lowers with DequantizeLinear; lowering {self.lowering!r} "
+                             "emits integer arithmetic, which TensorRT refuses")
+        if self.dtype == "int8" and self.granularity == "block":
+            raise ValueError("target tensorrt: blocks are for int4 weights; int8 takes granularity tensor or channel")
+        self.symmetric, self.lowering = True, "dq"
+        if self.granularity is None and not (self.levels or self.fp16):
+            self.granularity = "block" if self.dtype == "int4" else "channel"
 
     @property
     def four_bit(self) -> bool:

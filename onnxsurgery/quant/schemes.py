@@ -12,7 +12,7 @@ import onnx_graphsurgeon as gs
 
 from ..graph_utils import ConstantSite, choose_axes, collect_constants, consumers, graph_outputs_holding, \
     iter_scopes, read_values, readers_by_graph
-from .options import QuantOptions, Scheme, dq_min_opset
+from .options import TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions, Scheme, dq_min_opset
 from .rounding import Quantized, quantize
 from .scaled import equalize, scale_axis
 
@@ -139,6 +139,22 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[s
         return "graph output"
     if not site.value.outputs:
         return "no consumer"
+    if options.target == "tensorrt" and not (options.fp16 or options.levels):
+        return tensorrt_refusal(site, options)
+    return None
+
+
+def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
+    """Why a weight stays float under target tensorrt: TensorRT fuses a weight's
+    DequantizeLinear into Conv, ConvTranspose, MatMul and Gemm, and takes 4-bit weights for
+    MatMul and Gemm only (blocks: 2-D)."""
+    ops = {n.op for n, _ in consumers(site)}
+    readers = TENSORRT_INT4_READERS if options.four_bit else TENSORRT_WEIGHT_READERS
+    if not ops <= set(readers):
+        return f"target tensorrt: read by {', '.join(sorted(ops - set(readers)))}; {options.dtype} weights " \
+               f"only for {', '.join(readers)}"
+    if options.four_bit and len(site.shape) != 2:
+        return f"target tensorrt: 4-bit weights must be 2-D; this one is {len(site.shape)}-D"
     return None
 
 

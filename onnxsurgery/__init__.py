@@ -2,7 +2,8 @@
 
 from . import npy
 from .logs import route_gs_logging
-from .api import compare, embed_file, info, npy_file, quant, quant_file, report_file, run_model, shrink, shrink_file
+from .api import (check_file, compare, embed_file, info, npy_file, quant, quant_file, report_file, run_model, shrink,
+                  shrink_file)
 from .graph_api import import_graph, keeps_weights_small, quantize_weights
 from .pipeline import finish
 from .quant.options import QuantOptions
@@ -25,6 +26,7 @@ __all__ = [
     "QuantOptions",
     "report_file",
     "compare",
+    "check_file",
     "info",
     "npy_file",
     "embed_file",

@@ -63,6 +63,10 @@ def render_run(report: RunReport, top: int = 5) -> str:
             lines.append(f"  {p.name}: {p.changed} changed, saving {human_bytes(p.bytes_saved)}")
     for note in report.notes:
         lines.append(f"  note: {note}")
+    if report.target_check is not None:  # the findings themselves are warnings, on stderr
+        found = len(report.target_check["refused"])
+        lines.append(f"  checked against {report.target_check['target']}'s ONNX parser (onnx-tensorrt's operator "
+                     f"list): {found or 'nothing'} it would refuse")
     v = report.verification
     if v is not None and report.command == "shrink":
         if v.get("exact"):

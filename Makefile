@@ -53,6 +53,7 @@ bench: install install-web
 	$(PY) bench/quant.py --samples $(SAMPLES)
 	$(PY) bench/runtime.py
 	$(PY) bench/block_sizes.py
+	$(PY) bench/tensorrt.py
 	$(PY) bench/scale.py
 
 lint: install

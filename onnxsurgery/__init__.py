@@ -4,7 +4,7 @@ from . import npy
 from .logs import route_gs_logging
 from .api import (check_file, compare, embed_file, info, npy_file, quant, quant_file, report_file, run_model, shrink,
                   shrink_file)
-from .graph_api import import_graph, keeps_weights_small, quantize_weights
+from .graph_api import constants_to_npy, embed_npy, import_graph, keeps_weights_small, quantize_weights
 from .pipeline import finish
 from .quant.options import QuantOptions
 from .errors import InputError, OnnxSurgeryError, OutputError, UnsupportedModelError, VerificationError
@@ -38,6 +38,8 @@ __all__ = [
     "import_graph",
     "finish",
     "quantize_weights",
+    "constants_to_npy",
+    "embed_npy",
     "keeps_weights_small",
     "merge_duplicate_constants",
     "merge_transposed_constants",

@@ -16,7 +16,6 @@ import numpy as np
 from .quant.calibration import Calibration
 from .errors import InputError, UnsupportedModelError, VerificationError
 from .evaluate import METHOD_KEYS, METHODS, measure_methods
-from .graph_utils import read_values
 from .html_report import page_data, render_page
 from .inventory import inventory
 from .io import (all_tensor_protos, check_output_path, copy_file, load_model, open_model, save_model, stage_model,
@@ -25,7 +24,7 @@ from .npy import default_npy_dir, load_feeds, manifest_path, read_manifest, writ
 from .passes.bypass_identity import bypass_constant_identities
 from .passes.constants_to_initializers import constant_nodes_to_initializers
 from .passes.embed import inputs_to_constants
-from .passes.externalize import constants_to_inputs, select_constants
+from .passes.externalize import externalize
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, merge_duplicate_constants
 from .passes.merge_transposed import merge_transposed_constants
 from .opset import upgrade_opset
@@ -36,7 +35,7 @@ from .passes.narrow_types import narrow_constants
 from .lazy import materialize
 from .pipeline import Workspace, open_workspace
 from .targets.tensorrt import check_tensorrt, operator_list
-from .report import PassReport, RunReport
+from .report import RunReport
 from .verify import compare_models, make_inputs, session
 
 
@@ -211,18 +210,14 @@ def npy_file(
         report.bytes_after = sum(p.stat().st_size for p in written)
         report.notes.append(f"tensors of 1 KB or more are in {written[0].name}")
         return report
-    moved_report = PassReport("externalize")
     ws.cleanup()  # constants merged away must not be selected
-    sites = select_constants(ws.graph, min_bytes=min_bytes, node_names=names, op_types=ops,
-                             keep=ws.keep, report=moved_report)
-    arrays = {site.name: read_values(site.tensor) for site in sites}
-    moved = constants_to_inputs(ws.graph, sites, moved_report)
+    moved_report, arrays = externalize(ws.graph, min_bytes=min_bytes, node_names=names, op_types=ops, keep=ws.keep)
     ws.reports.append(moved_report)
     report.passes = ws.reports
     npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(out)
     exported = ws.export()  # before anything is written: a failure here leaves nothing behind
     created = not npy_dir.exists()
-    manifest = write_arrays({name: arrays[name] for name, _ in moved}, npy_dir, manifest_path(out))
+    manifest = write_arrays(arrays, npy_dir, manifest_path(out))
     try:
         written = save_model(exported, out, files=ws.files)
         write_manifest(manifest, manifest_path(out))

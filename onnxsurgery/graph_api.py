@@ -10,21 +10,28 @@ cleans up, sorts and exports once, at the end:
     onnxsurgery.quantize_weights(graph)
     graph.fold_constants(should_exclude_node=onnxsurgery.keeps_weights_small)
     onnxsurgery.save_model(onnxsurgery.finish(graph), "small.onnx")
+
+`constants_to_npy(graph, "model.onnx")` moves constants out to .npy files for the model you
+then save there, and `embed_npy(graph, "model.onnx")` puts them back.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
 from .errors import UnsupportedModelError
-from .graph_utils import make_names_unique
+from .graph_utils import make_names_unique, overridable_initializers
 from .io import import_graph as _import_graph
 from .io import inputs_with_defaults, load_model
+from .npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
 from .passes.bypass_identity import bypass_constant_identities
+from .passes.embed import inputs_to_constants
+from .passes.externalize import externalize
 from .pipeline import remove_dead
 from .quant.options import QuantOptions
 from .quant.schemes import required_opset
@@ -83,3 +90,29 @@ def keeps_weights_small(node: gs.Node) -> bool:
             if int(np.prod(t.shape, dtype=np.int64)) >= _MIN_WEIGHT_ELEMENTS:
                 return True
     return False
+
+
+def constants_to_npy(graph: gs.Graph, model_path: str | os.PathLike, *, npy_dir: str | os.PathLike | None = None,
+                     min_bytes: int | None = None, names: tuple[str, ...] = (),
+                     ops: tuple[str, ...] = ()) -> PassReport:
+    """`npy` on a gs.Graph, in place: the selected constants (default: those read more than
+    once; or at least `min_bytes`, or matched by `names` / `ops` globs) become main-graph inputs
+    of the same names, and their arrays .npy files in `npy_dir` (default: `<model>.npy/` beside
+    `model_path`), with the checked manifest that `onnxsurgery run`, `npy.load_feeds` and
+    `embed_npy` read. Save the graph to `model_path` afterwards (`finish`, `save_model`).
+    Overridable initializers, graph outputs, sparse and string tensors stay."""
+    remove_dead(graph)  # constants merged away must not be written out
+    report, arrays = externalize(graph, min_bytes=min_bytes, node_names=names, op_types=ops,
+                                 keep=overridable_initializers(graph))
+    npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(model_path)
+    manifest = write_arrays(arrays, npy_dir, manifest_path(model_path))
+    write_manifest(manifest, manifest_path(model_path))
+    report.details = {"npy_dir": str(npy_dir), "manifest": str(manifest_path(model_path)),
+                      "inputs": list(manifest["inputs"])}
+    return report
+
+
+def embed_npy(graph: gs.Graph, model_path: str | os.PathLike) -> PassReport:
+    """`embed` on a gs.Graph, in place: the inputs listed in the manifest beside `model_path`
+    become initializers again, their arrays read and checked (dtype, shape, sha256)."""
+    return inputs_to_constants(graph, arrays=load_feeds(model_path))

@@ -3,6 +3,7 @@ gs's fold_constants, finish. Outputs checked in onnxruntime from the saved file.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +144,85 @@ def test_import_graph_without_overridable_initializers_gives_the_inputs_as_they_
     """import_graph on a ModelProto with no overridable initializers gives gs's inputs as they are."""
     model = builders.duplicate_initializers()
     assert [t.name for t in onnxsurgery.import_graph(model).inputs] == [i.name for i in model.graph.input]
+
+
+def _outputs(path, feeds):
+    return [a.tobytes() for a in run(path, feeds)]
+
+
+def _encoder_feeds(encoder):
+    from onnxsurgery.verify import make_inputs, session
+
+    return make_inputs(session(encoder), model=encoder)
+
+
+# pass on the gs.Graph, CLI command doing the same to the file
+_INTEROP = {
+    "merge_duplicate_constants": (lambda g: onnxsurgery.merge_duplicate_constants(g), ["shrink"]),
+    "merge_transposed_constants": (lambda g: (onnxsurgery.merge_duplicate_constants(g),
+                                              onnxsurgery.merge_transposed_constants(g)), ["shrink", "--transposed"]),
+    "narrow_constants": (lambda g: (onnxsurgery.merge_duplicate_constants(g), onnxsurgery.narrow_constants(g)),
+                         ["shrink", "--narrow"]),
+    "quantize_weights(target=tensorrt)": (lambda g: (onnxsurgery.quantize_weights(g, target="tensorrt"),
+                                                     onnxsurgery.narrow_constants(g)),  # as the CLI does
+                                          ["quant", "--target", "tensorrt", "--no-merge", "--no-verify"]),
+    "quantize_weights(lowering=arith)": (lambda g: onnxsurgery.quantize_weights(g, lowering="arith"),
+                                         ["quant", "--lowering", "arith", "--no-merge", "--no-verify"]),
+}
+
+
+@pytest.mark.parametrize("name", list(_INTEROP))
+def test_each_pass_through_gs_export_computes_what_the_cli_writes(encoder, tmp_path, name):
+    """The pass on a gs.Graph, exported with gs's own export_onnx, and the CLI on the file:
+    bit-identical outputs in onnxruntime, and the same constants by bytes."""
+    from click.testing import CliRunner
+
+    from onnxsurgery.cli import main
+
+    apply, command = _INTEROP[name]
+    graph = onnxsurgery.import_graph(encoder)
+    apply(graph)
+    graph.cleanup().toposort()
+    via_gs = tmp_path / "gs.onnx"
+    onnx.save(gs.export_onnx(graph), str(via_gs))
+    via_cli = tmp_path / "cli.onnx"
+    result = CliRunner().invoke(main, ["-q", command[0], str(encoder), str(via_cli), *command[1:]])
+    assert result.exit_code == 0, result.output
+    feeds = _encoder_feeds(encoder)
+    assert _outputs(via_gs, feeds) == _outputs(via_cli, feeds)
+
+    def constants(path):
+        m = onnx.load(str(path))
+        return sorted(numpy_helper.to_array(t).tobytes() for t in m.graph.initializer) + sorted(
+            numpy_helper.to_array(a.t).tobytes() for n in m.graph.node if n.op_type == "Constant"
+            for a in n.attribute if a.name == "value")
+
+    assert constants(via_gs) == constants(via_cli)
+
+
+def test_constants_to_npy_and_embed_npy_match_the_cli_and_round_trip(encoder, tmp_path):
+    from click.testing import CliRunner
+
+    from onnxsurgery.cli import main
+
+    graph = onnxsurgery.import_graph(encoder)
+    onnxsurgery.merge_duplicate_constants(graph)
+    report = onnxsurgery.constants_to_npy(graph, tmp_path / "gs.onnx", min_bytes=4096)
+    onnxsurgery.save_model(onnxsurgery.finish(graph), tmp_path / "gs.onnx")
+    assert report.changed == len(report.details["inputs"]) > 0
+    result = CliRunner().invoke(main, ["-q", "npy", str(encoder), str(tmp_path / "cli.onnx"), "--min-bytes", "4096"])
+    assert result.exit_code == 0, result.output
+    gs_manifest = json.loads((tmp_path / "gs.npy.json").read_text())["inputs"]
+    cli_manifest = json.loads((tmp_path / "cli.npy.json").read_text())["inputs"]
+    assert {k: v["sha256"] for k, v in gs_manifest.items()} == {k: v["sha256"] for k, v in cli_manifest.items()}
+    feeds = _encoder_feeds(encoder)
+    reference = _outputs(encoder, feeds)
+    assert [a.tobytes() for a in onnxsurgery.run_model(tmp_path / "gs.onnx", feeds).values()] == reference
+
+    back = onnxsurgery.import_graph(tmp_path / "gs.onnx")
+    embedded = onnxsurgery.embed_npy(back, tmp_path / "gs.onnx")
+    assert embedded.changed == report.changed
+    onnxsurgery.save_model(onnxsurgery.finish(back), tmp_path / "back.onnx")
+    assert [i.name for i in onnx.load(str(tmp_path / "back.onnx")).graph.input] == \
+        [i.name for i in onnx.load(str(encoder)).graph.input]
+    assert _outputs(tmp_path / "back.onnx", feeds) == reference

@@ -167,6 +167,13 @@ def test_check_finds_unsupported_ops_custom_domains_attributes_and_zero_points()
         assert len(findings) >= 1 and any(expected in f for f in findings), (expected, findings)
     clean = _one_node(helper.make_node("Relu", ["x"], ["y"]), [x], [y])
     assert check_tensorrt(clean) == []
+    # activation Q/DQ as TensorRT's explicit quantization writes it: int8 zero points of 0
+    qdq = builders.model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                          helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+                         [x], [builders.vi("y", shape=[1, 4, 8, 8])],
+                         [numpy_helper.from_array(np.float32(0.1), "s"), numpy_helper.from_array(np.int8(0), "z")],
+                         opset=13)
+    assert check_tensorrt(qdq) == []
 
 
 def test_operator_list_is_checked_in_with_its_source_and_date():

@@ -28,6 +28,7 @@ from ..graph_utils import (
     is_sparse,
     iter_scopes,
     overridable_initializers,
+    read_values,
     replace_uses,
 )
 from ..report import PassReport
@@ -96,3 +97,15 @@ def constants_to_inputs(
         report.changed += 1
         report.bytes_saved += site.nbytes
     return moved
+
+
+def externalize(graph: gs.Graph, *, min_bytes: int | None = None, node_names=(), op_types=(),
+                keep: frozenset[str] | None = None) -> tuple[PassReport, dict]:
+    """Select (`select_constants`) and move (`constants_to_inputs`) in one step: the report, and
+    the moved arrays by input name, for the caller to write out."""
+    report = PassReport("externalize")
+    sites = select_constants(graph, min_bytes=min_bytes, node_names=node_names, op_types=op_types, keep=keep,
+                             report=report)
+    arrays = {site.name: read_values(site.tensor) for site in sites}
+    moved = constants_to_inputs(graph, sites, report)
+    return report, {name: arrays[name] for name, _ in moved}

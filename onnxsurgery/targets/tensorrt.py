@@ -35,6 +35,9 @@ _TYPE_NAMES = {T.FLOAT: "FP32", T.FLOAT16: "FP16", T.BFLOAT16: "BF16", T.DOUBLE:
                T.INT64: "INT64", T.INT8: "INT8", T.UINT8: "UINT8", T.BOOL: "BOOL", T.INT4: "INT4",
                T.FLOAT8E4M3FN: "FP8", T.FLOAT4E2M1: "FP4"}
 _QUANTIZED = {"INT8", "INT4", "FP8", "FP4"}
+# Where a tensor of a quantized type may be read: DequantizeLinear's data and zero point,
+# QuantizeLinear's zero point (which gives its output type).
+_QUANTIZED_READERS = {("DequantizeLinear", 0), ("DequantizeLinear", 2), ("QuantizeLinear", 2)}
 # Ops whose list entry is about their output's type (they have no data input), or whose first
 # input is not the data (Where's condition; control flow).
 _TYPE_FROM_OUTPUT = {"Constant", "ConstantOfShape", "RandomNormal", "RandomUniform", "EyeLike"}
@@ -128,7 +131,7 @@ def _check_node(node: onnx.NodeProto, listing: dict, opset: int, types: dict, co
         return
     for index, tensor in enumerate(node.input):
         kind = _TYPE_NAMES.get(types.get(tensor))
-        if kind in _QUANTIZED and not (op == "DequantizeLinear" and index in (0, 2)):
+        if kind in _QUANTIZED and (op, index) not in _QUANTIZED_READERS:
             yield Finding(op, name, f"reads {kind} tensor {tensor!r}: TensorRT takes {kind} only through "
                           "DequantizeLinear")
     allowed = set(entry["types"]) | ({"FP64"} if "FP32" in entry["types"] else set())  # FP64: cast down

@@ -394,7 +394,8 @@ SMALL_TENSOR = 65536
 
 def check_file(model: str | os.PathLike | onnx.ModelProto, *, target: str = "tensorrt") -> dict:
     """What the target's parser would refuse in `model` (targets/tensorrt.py): {"target",
-    "source", "retrieved", "refused": one line per finding}. Tensor payloads are not read."""
+    "source", "retrieved", "refused": one line per finding}. Weights are not read, only their types
+    and shapes (and the values of small tensors: zero points, axes)."""
     if target != "tensorrt":
         raise ValueError(f"unknown target {target!r}; choose tensorrt")
     if not isinstance(model, onnx.ModelProto):

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runtime import fetch_models, task_inputs  # noqa: E402
 
 from onnxsurgery.targets.tensorrt import check_tensorrt  # noqa: E402
+from onnxsurgery.verify import session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -39,15 +39,8 @@ MODELOPT_SPEC = "nvidia-modelopt[onnx]==0.47.0"
 MODELS = ("minilm", "ddddocr_common", "ppocr_rec")
 
 
-def _as_tensorrt_computes(path: Path) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 4
-    opts.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-
-
 def error(ref: Path, cand: Path, samples) -> float:
-    r, c = _as_tensorrt_computes(ref), _as_tensorrt_computes(cand)
+    r, c = session(ref, runtime="tensorrt"), session(cand, runtime="tensorrt")  # as quant verifies
     worst = 0.0
     for feeds in samples:
         for a, b in zip(r.run(None, feeds), c.run(None, feeds)):

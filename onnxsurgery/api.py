@@ -336,7 +336,8 @@ def quant_file(
     narrows int64 constants where exact and checks the result against onnx-tensorrt's operator
     list (`check_file`): what TensorRT would refuse becomes warnings and `target_check`."""
     out = check_output_path(input_path, output_path, in_place)
-    if options.get("target") == "tensorrt":
+    for_tensorrt = options.get("target") == "tensorrt"
+    if for_tensorrt:
         runtime = "tensorrt"  # where it runs: verified as TensorRT computes (verify.session_settings)
     ws = open_workspace(input_path)
     report = RunReport("quant", str(input_path), output=str(out), bytes_before=ws.input_bytes)
@@ -369,7 +370,7 @@ def quant_file(
         produce = ws.export
 
     def check(written: Path) -> None:
-        if options.get("target") == "tensorrt":
+        if for_tensorrt:
             _check_for_tensorrt(written, report)
         if not verify:
             return

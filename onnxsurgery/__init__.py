@@ -5,7 +5,7 @@ from .logs import route_gs_logging
 from .api import (check_file, compare, embed_file, info, npy_file, quant, quant_file, report_file, run_model, shrink,
                   shrink_file)
 from .graph_api import constants_to_npy, embed_npy, import_graph, keeps_weights_small, quantize_weights
-from .pipeline import finish
+from .pipeline import estimate_pipeline, finish, quant_pipeline, run_pipeline, shrink_pipeline
 from .quant.options import QuantOptions
 from .errors import InputError, OnnxSurgeryError, OutputError, UnsupportedModelError, VerificationError
 from .io import export_model, load_model, save_model
@@ -37,6 +37,10 @@ __all__ = [
     "export_model",
     "import_graph",
     "finish",
+    "run_pipeline",
+    "estimate_pipeline",
+    "shrink_pipeline",
+    "quant_pipeline",
     "quantize_weights",
     "constants_to_npy",
     "embed_npy",

@@ -21,19 +21,15 @@ from .inventory import inventory
 from .io import (all_tensor_protos, check_output_path, copy_file, load_model, open_model, save_model, stage_model,
                  write_atomic)
 from .npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
-from .passes.bypass_identity import bypass_constant_identities
 from .passes.constants_to_initializers import constant_nodes_to_initializers
 from .passes.embed import inputs_to_constants
 from .passes.externalize import externalize
-from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, merge_duplicate_constants
-from .passes.merge_transposed import merge_transposed_constants
+from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from .opset import upgrade_opset
-from .passes.quantize_weights import quantize_weights
 from .quant.options import QuantOptions
 from .quant.schemes import required_opset
-from .passes.narrow_types import narrow_constants
 from .lazy import materialize
-from .pipeline import Workspace, open_workspace
+from .pipeline import Workspace, open_workspace, quant_pipeline, shrink_pipeline
 from .targets.tensorrt import check_tensorrt, operator_list
 from .report import RunReport
 from .verify import compare_models, make_inputs, session
@@ -66,11 +62,8 @@ def _in_memory(model, command: str, run_passes, prepare=None) -> tuple[onnx.Mode
 
 def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
                        transposed: bool, narrow: bool) -> None:
-    ws.run(merge_duplicate_constants, min_elements=min_elements, keep=ws.keep)
-    if transposed:
-        ws.run(merge_transposed_constants, min_elements=min_elements, keep=ws.keep)
-    if narrow:
-        ws.run(narrow_constants, keep=ws.keep, opsets=ws.opsets)
+    ws.run_pipeline(shrink_pipeline(min_elements=min_elements, transposed=transposed, narrow=narrow,
+                                    opsets=ws.opsets))
     report.passes = ws.reports
 
 
@@ -203,7 +196,7 @@ def npy_file(
     ws = open_workspace(input_path)
     report = RunReport("npy", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     if merge:
-        ws.run(merge_duplicate_constants, min_elements=min_elements, keep=ws.keep)
+        ws.run_pipeline(shrink_pipeline(min_elements=min_elements))  # each distinct tensor once
     if external_data:
         written = save_model(ws.export(), out, external_data=True, files=ws.files)
         report.passes = ws.reports
@@ -274,14 +267,8 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
 
 def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
                       calibration: Calibration | None = None, activations: Calibration | None = None) -> None:
-    ws.run(bypass_constant_identities)  # so that the quantizer sees who really reads each weight
-    if merge:
-        ws.run(merge_duplicate_constants, min_elements=DEFAULT_MIN_ELEMENTS, keep=ws.keep)
-    ws.cleanup()  # constants merged away, Identity nodes bypassed, must not be quantized
-    ws.run(quantize_weights, options=options, opset=ws.opsets.get("", 1), keep=ws.keep, calibration=calibration,
-           activations=activations)
-    if options.target == "tensorrt":  # TensorRT computes in int32: int64 constants narrowed where exact
-        ws.run(narrow_constants, keep=ws.keep, opsets=ws.opsets)
+    ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, calibration=calibration,
+                                   activations=activations))
 
 
 def quant(model, *, merge: bool = True, **options) -> tuple[onnx.ModelProto, RunReport]:
@@ -343,7 +330,7 @@ def quant_file(
     report = RunReport("quant", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     if dynamic:
         if merge:
-            ws.run(merge_duplicate_constants, min_elements=DEFAULT_MIN_ELEMENTS, keep=ws.keep)
+            ws.run_pipeline(shrink_pipeline())
         ws.run(constant_nodes_to_initializers)
         report.passes = ws.reports
         produce = lambda: _quantize_dynamic(ws)  # noqa: E731

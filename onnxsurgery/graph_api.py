@@ -11,6 +11,9 @@ cleans up, sorts and exports once, at the end:
     graph.fold_constants(should_exclude_node=onnxsurgery.keeps_weights_small)
     onnxsurgery.save_model(onnxsurgery.finish(graph), "small.onnx")
 
+The same steps as data (what the CLI runs): `run_pipeline(graph, quant_pipeline(QuantOptions()))`,
+and `estimate_pipeline` for what they would save, the graph unchanged.
+
 `constants_to_npy(graph, "model.onnx")` moves constants out to .npy files for the model you
 then save there, and `embed_npy(graph, "model.onnx")` puts them back.
 """
@@ -29,13 +32,13 @@ from .graph_utils import make_names_unique, overridable_initializers
 from .io import import_graph as _import_graph
 from .io import inputs_with_defaults, load_model
 from .npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
-from .passes.bypass_identity import bypass_constant_identities
+from .passes.bypass_identity import BypassIdentities
 from .passes.embed import inputs_to_constants
 from .passes.externalize import externalize
-from .pipeline import remove_dead
+from .pipeline import remove_dead, run_pipeline
 from .quant.options import QuantOptions
 from .quant.schemes import required_opset
-from .passes.quantize_weights import quantize_weights as _quantize_weights
+from .passes.quantize_weights import QuantizeWeights
 from .report import PassReport
 
 # Stored narrower than the float32 they stand for: what dequantization or a Cast widens.
@@ -72,9 +75,7 @@ def quantize_weights(graph: gs.Graph, **options) -> PassReport:
     if graph.opset < needed:
         raise UnsupportedModelError(f"this scheme needs opset {needed}; the graph is opset {graph.opset}: "
                                     "upgrade the model first (onnx.version_converter), or use quant_file, which does")
-    bypassed = bypass_constant_identities(graph)
-    remove_dead(graph)  # the bypassed Identity nodes must not count as readers
-    report = _quantize_weights(graph, options=quant_options, opset=graph.opset)
+    bypassed, report = run_pipeline(graph, [BypassIdentities(), QuantizeWeights(quant_options, graph.opset)])
     report.details["identities_bypassed"] = bypassed.changed
     return report
 

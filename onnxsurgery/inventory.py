@@ -5,14 +5,13 @@ from __future__ import annotations
 import onnx
 
 from .graph_utils import collect_constants, iter_scopes
-from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, candidate_sites, find_duplicate_groups
-from .quant.options import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
-from .quant.estimates import estimated_bytes
+from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from .pipeline import estimate_pipeline, open_workspace, quant_pipeline, shrink_pipeline
 from .quant.options import QuantOptions
-from .pipeline import open_workspace
 
-FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-               onnx.TensorProto.DOUBLE}
+# `info`'s estimates: each method's pipeline, asked what it would save
+QUANT_ESTIMATES = {"quant int8": QuantOptions(), "quant int4": QuantOptions(dtype="int4"),
+                   "quant --fp16": QuantOptions(fp16=True)}
 
 
 def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMENTS) -> dict:
@@ -24,11 +23,15 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
     total = ws.input_bytes
     weight_bytes = sum(s.nbytes for s in sites)
     large = sorted((s for s in sites if s.nbytes >= min_bytes), key=lambda s: -s.nbytes)
-    groups = find_duplicate_groups(
-        candidate_sites(graph, scopes, min_elements=min_elements, keep=ws.keep)
-    )
-    shrink_saves = sum(g.bytes_saved for g in groups)
-    quant_saves = _quant_estimates(sites, groups, ws.opsets.get("", 1))
+    memo: dict = {}  # quant's merge step is shrink's: the weights are read once
+    (merge,) = estimate_pipeline(graph, shrink_pipeline(min_elements=min_elements), keep=ws.keep, memo=memo)
+    groups = merge.details["groups"]
+    # quant merges first, so its figures include what shrink saves
+    savings = {"shrink": merge.bytes_saved}
+    for method, options in QUANT_ESTIMATES.items():
+        steps = estimate_pipeline(graph, quant_pipeline(options, opsets=ws.opsets), keep=ws.keep,
+                                  memo=memo)
+        savings[method] = sum(step.bytes_saved for step in steps)
     group_of = {id(m.tensor): i for i, g in enumerate(groups) for m in g.members}
     by_dtype: dict[str, int] = {}
     for s in sites:
@@ -55,24 +58,5 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
             for s in large
         ],
         "duplicate_groups": [g.to_dict() for g in groups],
-        # quant merges first, so its figures include what shrink saves
-        "savings": {"shrink": shrink_saves, **{k: v + shrink_saves for k, v in quant_saves.items()}},
+        "savings": savings,
     }
-
-
-def _quant_estimates(sites, groups, opset: int) -> dict[str, int]:
-    """Bytes `quant` would save with its default (int8), with --dtype int4, and with --fp16,
-    after merging: estimated from shapes alone (see quant.estimates.estimated_bytes)."""
-    merged_away = {id(m.tensor) for g in groups for m in g.members[1:]}
-    schemes = {"quant int8": QuantOptions(), "quant int4": QuantOptions(dtype="int4"),
-               "quant --fp16": QuantOptions(fp16=True)}
-    est = dict.fromkeys(schemes, 0)
-    for site in sites:
-        if (id(site.tensor) in merged_away or site.onnx_dtype not in FLOAT_TYPES
-                or site.num_elements < QUANT_MIN_ELEMENTS or not site.shape):
-            continue
-        for method, options in schemes.items():
-            if method == "quant --fp16" and site.onnx_dtype != onnx.TensorProto.FLOAT:
-                continue
-            est[method] += site.nbytes - estimated_bytes(site, options, opset)
-    return est

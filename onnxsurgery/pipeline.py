@@ -1,4 +1,9 @@
-"""Run passes over a model: import once, rewrite, clean up and sort once, export once."""
+"""Run passes over a model: import once, rewrite, clean up and sort once, export once.
+
+A pipeline is data: a list of steps (passes/base.py), built here once per command
+(`shrink_pipeline`, `quant_pipeline`), run with `run_pipeline` by the API, the CLI and scripts
+on gs graphs alike, and estimated with `estimate_pipeline` by `info` without changing the graph.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,14 @@ from onnx_graphsurgeon.ir.tensor import LazyValues
 from .graph_utils import collect_constants, make_names_unique, overridable_initializers
 from .io import all_tensor_protos, export_model, import_graph, inputs_with_defaults, open_model
 from .lazy import ExternalFiles, FileBackedValues, materialize
+from .passes.base import Estimate, Pass
+from .passes.bypass_identity import BypassIdentities
+from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, MergeDuplicates
+from .passes.merge_transposed import MergeTransposed
+from .passes.narrow_types import Narrow
+from .passes.quantize_weights import QuantizeWeights
+from .quant.calibration import Calibration
+from .quant.options import QuantOptions
 from .report import PassReport, human_bytes
 
 log = logging.getLogger("onnxsurgery")
@@ -52,6 +65,13 @@ class Workspace:
         _log_report(report)
         return report
 
+    def run_pipeline(self, passes: list[Pass]) -> list[PassReport]:
+        reports = run_pipeline(self.graph, passes, keep=self.keep)
+        for report in reports:
+            self.reports.append(report)
+            _log_report(report)
+        return reports
+
     def cleanup(self) -> None:
         remove_dead(self.graph)
 
@@ -79,6 +99,65 @@ class Workspace:
         if self.files is not None:
             materialize(model, self.files, all_tensor_protos(model.graph))
         return model
+
+
+def shrink_pipeline(*, min_elements: int = DEFAULT_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
+                    opsets: dict[str, int] | None = None) -> list[Pass]:
+    """`shrink`: merge identical constants; optionally transposed copies; optionally narrow."""
+    steps: list[Pass] = [MergeDuplicates(min_elements)]
+    if transposed:
+        steps.append(MergeTransposed(min_elements))
+    if narrow:
+        steps.append(Narrow(_frozen(opsets)))
+    return steps
+
+
+def quant_pipeline(options: QuantOptions, *, merge: bool = True, opsets: dict[str, int] | None = None,
+                   calibration: Calibration | None = None, activations: Calibration | None = None) -> list[Pass]:
+    """`quant`: Identity nodes in front of weights bypassed (so that the quantizer sees who
+    reads each weight), identical constants merged, weights quantized; for TensorRT, which
+    computes in int32, int64 constants narrowed where exact."""
+    steps: list[Pass] = [BypassIdentities()]
+    if merge:
+        steps.append(MergeDuplicates())
+    steps.append(QuantizeWeights(options, (opsets or {}).get(""), calibration, activations))
+    if options.target == "tensorrt":
+        steps.append(Narrow(_frozen(opsets)))
+    return steps
+
+
+def _frozen(opsets: dict[str, int] | None) -> tuple[tuple[str, int], ...] | None:
+    return tuple(sorted(opsets.items())) if opsets is not None else None
+
+
+def run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None) -> list[PassReport]:
+    """Apply each step in order, in place; the graph is cleaned up before a step that needs it.
+    `keep` (default: the constants listed among the graph's inputs) is never touched."""
+    keep = overridable_initializers(graph) if keep is None else keep
+    reports = []
+    for step in passes:
+        if step.needs_cleanup:
+            remove_dead(graph)
+        reports.append(step.apply(graph, keep=keep))
+    return reports
+
+
+def estimate_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None,
+                      memo: dict | None = None) -> list[Estimate]:
+    """What each step would save, the graph unchanged: each estimate leaves out the constants
+    the steps before it would remove. Pipelines estimated on one graph may share a `memo`, so
+    that a step they have in common (the merge) reads the weights once."""
+    keep = overridable_initializers(graph) if keep is None else keep
+    memo = {} if memo is None else memo
+    removed: frozenset[int] = frozenset()
+    estimates = []
+    for step in passes:
+        key = (step, removed)
+        if key not in memo:
+            memo[key] = step.estimate(graph, keep=keep, removed=removed)
+        removed |= memo[key].removes
+        estimates.append(memo[key])
+    return estimates
 
 
 def remove_dead(graph: gs.Graph) -> None:

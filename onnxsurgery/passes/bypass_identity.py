@@ -10,10 +10,13 @@ to its generic chain. Limits: an Identity whose output is a graph output is left
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import onnx_graphsurgeon as gs
 
 from ..graph_utils import iter_scopes
 from ..report import PassReport
+from .base import Estimate
 
 
 def bypass_constant_identities(graph: gs.Graph) -> PassReport:
@@ -34,3 +37,18 @@ def bypass_constant_identities(graph: gs.Graph) -> PassReport:
             node.outputs.clear()
             report.changed += 1
     return report
+
+
+@dataclass(frozen=True)
+class BypassIdentities:
+    """`bypass_constant_identities` as a pipeline step (passes/base.py). Saves no bytes itself;
+    it lets the quantize step after it see who reads each weight."""
+
+    name = "bypass_identity"
+    needs_cleanup = False
+
+    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+        return Estimate(self.name)
+
+    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
+        return bypass_constant_identities(graph)

@@ -47,6 +47,7 @@ from ..graph_utils import (
 )
 from ..progress import progress
 from ..report import PassReport
+from .base import Estimate
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +220,27 @@ def merge_duplicate_constants(
         "largest_groups": [g.to_dict() for g in groups[:MAX_GROUPS_REPORTED]],
     }
     return report
+
+
+@dataclass(frozen=True)
+class MergeDuplicates:
+    """`merge_duplicate_constants` as a pipeline step (passes/base.py)."""
+
+    min_elements: int = DEFAULT_MIN_ELEMENTS
+    name = "merge_duplicates"
+    needs_cleanup = False
+
+    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+        """Exact: the same groups the pass merges. details["groups"]: the DuplicateGroups."""
+        sites = [s for s in candidate_sites(graph, list(iter_scopes(graph)), min_elements=self.min_elements, keep=keep)
+                 if id(s.tensor) not in removed]
+        groups = find_duplicate_groups(sites)
+        return Estimate(self.name, sum(g.bytes_saved for g in groups),
+                        removes=frozenset(id(m.tensor) for g in groups for m in g.members[1:]),
+                        details={"groups": groups})
+
+    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
+        return merge_duplicate_constants(graph, min_elements=self.min_elements, keep=keep)
 
 
 def _survivor_value(group: DuplicateGroup, names: NameAllocator) -> gs.Tensor:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 import onnx_graphsurgeon as gs
@@ -31,6 +32,7 @@ from ..graph_utils import (
     stored_bytes,
 )
 from ..report import PassReport
+from .base import Estimate
 from .merge_constants import DEFAULT_MIN_ELEMENTS, candidate_sites
 
 
@@ -47,17 +49,57 @@ def merge_transposed_constants(
     """Merge 2-D constants equal to another's transpose, in place (a Transpose node reads the survivor)."""
     keep = overridable_initializers(graph) if keep is None else keep
     report = PassReport("merge_transposed")
+    pairs, refused = _transposed_pairs(graph, min_elements=min_elements, keep=keep)
+    for name, reason in refused:
+        report.skip(name, reason)
+    names = NameAllocator(graph)
+    merged: list[dict] = []
+    for source, target in pairs:
+        _replace_with_transpose(source, target, names)
+        merged.append({"name": target.name, "transpose_of": source.name, "bytes_saved": target.nbytes})
+        report.bytes_saved += target.nbytes
+    report.changed = len(merged)
+    report.details = {
+        "merged": merged,
+        "cost": f"{len(merged)} Transpose node(s); onnxruntime folds them at session start, "
+        "so the runtime holds both layouts in memory",
+    }
+    return report
+
+
+@dataclass(frozen=True)
+class MergeTransposed:
+    """`merge_transposed_constants` as a pipeline step (passes/base.py)."""
+
+    min_elements: int = DEFAULT_MIN_ELEMENTS
+    name = "merge_transposed"
+    needs_cleanup = False
+
+    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+        """Exact: the pairs the pass would merge (reads the 2-D candidates' bytes)."""
+        pairs, _ = _transposed_pairs(graph, min_elements=self.min_elements, keep=keep, removed=removed)
+        return Estimate(self.name, sum(target.nbytes for _, target in pairs),
+                        removes=frozenset(id(target.tensor) for _, target in pairs))
+
+    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
+        return merge_transposed_constants(graph, min_elements=self.min_elements, keep=keep)
+
+
+def _transposed_pairs(graph: gs.Graph, *, min_elements: int, keep: frozenset[str],
+                      removed: frozenset[int] = frozenset()):
+    """(source, target) pairs where target == source.T and target may read Transpose(source),
+    each target and each source in one pair at most; and (name, reason) for pairs refused."""
     scopes = list(iter_scopes(graph))
     sites = [
         s for s in candidate_sites(graph, scopes, min_elements=min_elements, keep=keep)
-        if len(s.shape) == 2
+        if len(s.shape) == 2 and id(s.tensor) not in removed
     ]
     by_layout: dict[tuple, list[ConstantSite]] = defaultdict(list)
     for s in sites:
         by_layout[(s.onnx_dtype, s.shape)].append(s)
 
-    names = NameAllocator(graph)
-    merged: list[dict] = []
+    pairs: list[tuple[ConstantSite, ConstantSite]] = []
+    refused: list[tuple[str, str]] = []
     merged_away: set[int] = set()
     in_use_as_source: set[int] = set()
     for (dtype, (m, n)), sources in by_layout.items():
@@ -79,22 +121,13 @@ def merge_transposed_constants(
                     continue
                 reason = _refusal(source, target, scopes)
                 if reason:
-                    report.skip(target.name, reason)
+                    refused.append((target.name, reason))
                     break
-                _replace_with_transpose(source, target, names)
+                pairs.append((source, target))
                 merged_away.add(id(target))
                 in_use_as_source.add(id(source))
-                merged.append({"name": target.name, "transpose_of": source.name,
-                               "bytes_saved": target.nbytes})
-                report.bytes_saved += target.nbytes
                 break
-    report.changed = len(merged)
-    report.details = {
-        "merged": merged,
-        "cost": f"{len(merged)} Transpose node(s); onnxruntime folds them at session start, "
-        "so the runtime holds both layouts in memory",
-    }
-    return report
+    return pairs, refused
 
 
 def _refusal(source: ConstantSite, target: ConstantSite, scopes) -> str | None:

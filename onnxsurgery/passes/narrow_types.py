@@ -18,6 +18,8 @@ today narrows blindly, and onnxruntime then refuses the models it writes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
@@ -31,6 +33,7 @@ from ..graph_utils import (
     set_values,
 )
 from ..report import PassReport
+from .base import Estimate
 
 _NARROWER = {
     onnx.TensorProto.INT64: (np.int32, "tensor(int32)"),
@@ -54,20 +57,8 @@ def narrow_constants(
     """Narrow int64/float64 constants in place where every consumer accepts the narrow type."""
     keep = overridable_initializers(graph) if keep is None else keep
     report = PassReport("narrow")
-    opsets = opsets or {"": graph.opset}
-    scopes = list(iter_scopes(graph))
-    saved = 0
     narrowed: list[dict] = []
-    for site in collect_constants(graph, scopes):
-        if site.onnx_dtype not in _NARROWER:
-            continue
-        np_type, type_str = _NARROWER[site.onnx_dtype]
-        reason = _refusal(site, scopes, type_str, keep, opsets)
-        if reason is None:
-            wide = read_values(site.tensor)
-            narrow = wide.astype(np_type)
-            if not np.array_equal(narrow.astype(wide.dtype), wide, equal_nan=wide.dtype.kind == "f"):
-                reason = "values do not survive the round trip"
+    for site, narrow, reason in _narrowings(graph, keep, opsets or {"": graph.opset}):
         if reason is not None:
             report.skip(site.name, reason)
             continue
@@ -78,12 +69,52 @@ def narrow_constants(
             site.node.attrs["value"] = gs.Constant(site.tensor.name, narrow)
             if site.value.dtype is not None:  # only where the type was declared already
                 site.value.dtype = narrow.dtype
-        saved += before - narrow.nbytes
+        report.bytes_saved += before - narrow.nbytes
         narrowed.append({"name": site.name, "to": str(narrow.dtype), "bytes_saved": before - narrow.nbytes})
     report.changed = len(narrowed)
-    report.bytes_saved = saved
     report.details = {"narrowed": narrowed}
     return report
+
+
+@dataclass(frozen=True)
+class Narrow:
+    """`narrow_constants` as a pipeline step (passes/base.py). `opsets` None: the graph's."""
+
+    opsets: tuple[tuple[str, int], ...] | None = None  # a dict's items, so that the step is hashable
+    name = "narrow"
+    needs_cleanup = False
+
+    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+        """Exact: reads the int64/float64 constants to check that their values survive."""
+        saved = sum(site.nbytes // 2 for site, _, reason in _narrowings(graph, keep, self._opsets(graph))
+                    if reason is None and id(site.tensor) not in removed)
+        return Estimate(self.name, saved)
+
+    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
+        return narrow_constants(graph, keep=keep, opsets=self._opsets(graph))
+
+    def _opsets(self, graph: gs.Graph) -> dict[str, int]:
+        return dict(self.opsets) if self.opsets is not None else {"": graph.opset}
+
+
+def _narrowings(graph: gs.Graph, keep: frozenset[str], opsets: dict[str, int]):
+    """(site, narrowed values, None) for each int64/float64 constant that may be narrowed, and
+    (site, None, reason) for each that may not."""
+    scopes = list(iter_scopes(graph))
+    for site in collect_constants(graph, scopes):
+        if site.onnx_dtype not in _NARROWER:
+            continue
+        np_type, type_str = _NARROWER[site.onnx_dtype]
+        reason = _refusal(site, scopes, type_str, keep, opsets)
+        if reason is not None:
+            yield site, None, reason
+            continue
+        wide = read_values(site.tensor)
+        narrow = wide.astype(np_type)
+        if not np.array_equal(narrow.astype(wide.dtype), wide, equal_nan=wide.dtype.kind == "f"):
+            yield site, None, "values do not survive the round trip"
+        else:
+            yield site, narrow, None
 
 
 def _refusal(site, scopes, type_str: str, keep: frozenset[str], opsets: dict[str, int]) -> str | None:

@@ -39,6 +39,7 @@ scale per channel (`choose_scheme`). Graph outputs and overridable inputs stay f
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -59,7 +60,7 @@ from ..graph_utils import (
 )
 from ..progress import progress
 from ..quant.calibration import Calibration, calibrated_rounding
-from ..quant.estimates import stored_bytes
+from ..quant.estimates import estimated_bytes, stored_bytes
 from ..quant.lean_choice import choose_accurate
 from ..quant.lowerings import build
 from ..quant.nodes import Emitter, const
@@ -68,6 +69,7 @@ from ..quant.rounding import snap_to_levels, weight_error
 from ..quant.schemes import balanced_rounding, choose_scheme, lean_scheme, lowering_for, matches, non_finite, \
     quantize_site, refusal, scheme_args
 from ..report import PassReport
+from .base import Estimate
 
 log = logging.getLogger("onnxsurgery")
 MAX_ERRORS_REPORTED = 10
@@ -87,6 +89,35 @@ def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
     # warnings about it must not reach the user's terminal (NaN/Inf weights are skipped below)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         return _quantize_weights(graph, options, opset, keep, calibration, activations)
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizeWeights:
+    """`quantize_weights` as a pipeline step (passes/base.py). `opset` None: the graph's."""
+
+    options: QuantOptions
+    opset: int | None = None
+    calibration: Calibration | None = None
+    activations: Calibration | None = None
+    name = "quantize"
+    needs_cleanup = True  # constants merged away and Identity nodes bypassed must not count
+
+    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+        """From shapes alone (quant.estimates.estimated_bytes): the weights the pass would take,
+        minus the bytes each would store. Weights with NaN or Inf values, which the pass skips,
+        are counted; auto's lean-or-accurate choice is assumed lean."""
+        opset = self.opset or graph.opset
+        scopes = list(iter_scopes(graph))
+        saved = 0
+        for site in collect_constants(graph, scopes):
+            if site.onnx_dtype in FLOAT_TYPES and id(site.tensor) not in removed \
+                    and refusal(site, scopes, self.options, keep) is None:
+                saved += site.nbytes - estimated_bytes(site, self.options, opset)
+        return Estimate(self.name, saved)
+
+    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
+        return quantize_weights(graph, options=self.options, opset=self.opset or graph.opset, keep=keep,
+                                calibration=self.calibration, activations=self.activations)
 
 
 def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: frozenset[str],

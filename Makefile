@@ -7,7 +7,7 @@ SAMPLES := build/samples
 LAYERS ?= 12
 HIDDEN ?= 768
 
-.PHONY: install install-web demo test test-web test-onnx-suite test-real-models bench lint clean
+.PHONY: install install-web demo test test-web test-onnx-suite test-real-models test-trt bench lint clean
 
 install: $(VENV)/.installed
 
@@ -46,6 +46,13 @@ test-onnx-suite: install
 # voiced signal: tests/integration/real_models.py. Needs pip's access to PyPI.
 test-real-models: install
 	$(PY) tests/integration/real_models.py
+
+# A TensorRT engine from each --target tensorrt sample output, compared with onnxruntime
+# (tests/integration/tensorrt_engines.py). Needs an NVIDIA GPU and `pip install tensorrt` in
+# .venv; elsewhere it prints one line saying what is missing and succeeds.
+test-trt: install
+	$(PY) -m pip install --quiet polygraphy
+	$(PY) tests/integration/tensorrt_engines.py
 
 bench: install install-web
 	$(PY) -m pip install --quiet -e '.[bench]'

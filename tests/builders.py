@@ -224,3 +224,26 @@ def conv_model(opset=OPSET) -> onnx.ModelProto:
     nodes = [helper.make_node("Conv", ["x", "Wc"], ["y"], pads=[1, 1, 1, 1])]
     return model(nodes, [vi("x", shape=[1, 8, 8, 8])], [vi("y", shape=[1, 16, 8, 8])],
                  [numpy_helper.from_array(wt.astype(np.float32), "Wc")], opset=opset)
+
+
+def tensorrt_prep_model(opset=12) -> onnx.ModelProto:
+    """What a TensorRT prep script meets: an embedding table (Gather), a MatMul, a Gemm with
+    transB, a Conv and an LSTM, at an opset below what per-channel DequantizeLinear needs."""
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"]),                       # [1, 8, 64]
+             helper.make_node("LSTM", ["emb", "W", "R", "B"], ["seq"], hidden_size=32),   # [8, 1, 1, 32]
+             helper.make_node("Reshape", ["seq", "flat"], ["h"]),                          # [8, 32]
+             helper.make_node("MatMul", ["h", "Wm"], ["m"]),                               # [8, 128]
+             helper.make_node("Gemm", ["m", "Wg"], ["g"], transB=1),                       # [8, 64]
+             helper.make_node("Reshape", ["g", "img_shape"], ["img"]),                     # [2, 16, 4, 4]
+             helper.make_node("Conv", ["img", "Wc"], ["y"], pads=[1, 1, 1, 1])]
+    inits = [numpy_helper.from_array(rand((512, 64), 1), "table"),
+             numpy_helper.from_array(rand((1, 128, 64), 2) * 0.2, "W"),
+             numpy_helper.from_array(rand((1, 128, 32), 3) * 0.2, "R"),
+             numpy_helper.from_array(rand((1, 256), 4) * 0.1, "B"),
+             numpy_helper.from_array(np.array([8, 32], np.int64), "flat"),
+             numpy_helper.from_array(rand((32, 128), 5) * 0.2, "Wm"),
+             numpy_helper.from_array(rand((64, 128), 6) * 0.1, "Wg"),
+             numpy_helper.from_array(np.array([2, 16, 4, 4], np.int64), "img_shape"),
+             numpy_helper.from_array(rand((32, 16, 3, 3), 7) * 0.1, "Wc")]
+    return model(nodes, [vi("ids", TensorProto.INT64, [8, 1])],
+                 [vi("y", shape=[2, 32, 4, 4])], inits, opset=opset)

@@ -19,29 +19,6 @@ from onnxsurgery.cli import main
 from onnxsurgery.targets.tensorrt import check_tensorrt, operator_list
 
 
-def _trt_model(opset=12):
-    """What a TensorRT prep script meets: an embedding table (Gather), a MatMul, a Gemm with
-    transB, a Conv and an LSTM, at an opset below what per-channel DequantizeLinear needs."""
-    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"]),                       # [1, 8, 64]
-             helper.make_node("LSTM", ["emb", "W", "R", "B"], ["seq"], hidden_size=32),   # [8, 1, 1, 32]
-             helper.make_node("Reshape", ["seq", "flat"], ["h"]),                          # [8, 32]
-             helper.make_node("MatMul", ["h", "Wm"], ["m"]),                               # [8, 128]
-             helper.make_node("Gemm", ["m", "Wg"], ["g"], transB=1),                       # [8, 64]
-             helper.make_node("Reshape", ["g", "img_shape"], ["img"]),                     # [2, 16, 4, 4]
-             helper.make_node("Conv", ["img", "Wc"], ["y"], pads=[1, 1, 1, 1])]
-    inits = [numpy_helper.from_array(builders.rand((512, 64), 1), "table"),
-             numpy_helper.from_array(builders.rand((1, 128, 64), 2) * 0.2, "W"),
-             numpy_helper.from_array(builders.rand((1, 128, 32), 3) * 0.2, "R"),
-             numpy_helper.from_array(builders.rand((1, 256), 4) * 0.1, "B"),
-             numpy_helper.from_array(np.array([8, 32], np.int64), "flat"),
-             numpy_helper.from_array(builders.rand((32, 128), 5) * 0.2, "Wm"),
-             numpy_helper.from_array(builders.rand((64, 128), 6) * 0.1, "Wg"),
-             numpy_helper.from_array(np.array([2, 16, 4, 4], np.int64), "img_shape"),
-             numpy_helper.from_array(builders.rand((32, 16, 3, 3), 7) * 0.1, "Wc")]
-    return builders.model(nodes, [builders.vi("ids", TensorProto.INT64, [8, 1])],
-                          [builders.vi("y", shape=[2, 32, 4, 4])], inits, opset=opset)
-
-
 def _feeds():
     return {"ids": np.random.default_rng(0).integers(0, 512, (8, 1)).astype(np.int64)}
 
@@ -67,7 +44,7 @@ def _weights_dequantized(saved):
 
 
 def test_int8_target_is_symmetric_per_channel_dq_for_conv_matmul_gemm_only(tmp_path):
-    model = _trt_model()
+    model = builders.tensorrt_prep_model()
     saved, out, report = _quant(tmp_path, model)
     q = report.pass_report("quantize")
     assert q.details["schemes"] == {"int8/channel/sym/dq": 3}
@@ -95,7 +72,7 @@ def test_int8_target_is_symmetric_per_channel_dq_for_conv_matmul_gemm_only(tmp_p
 
 
 def test_int4_target_blocks_matmul_and_gemm_weights_at_opset_21(tmp_path):
-    model = _trt_model()
+    model = builders.tensorrt_prep_model()
     saved, out, report = _quant(tmp_path, model, dtype="int4")
     q = report.pass_report("quantize")
     assert q.details["schemes"] == {"int4/block32/sym/dq": 2}
@@ -112,7 +89,7 @@ def test_int4_target_blocks_matmul_and_gemm_weights_at_opset_21(tmp_path):
 def test_default_output_is_what_tensorrt_refuses(tmp_path):
     """The default int8 lowering multiplies 8-bit integers after a Cast; int4 under `arith`
     unpacks nibbles with BitShift. The check names both."""
-    model = _trt_model()
+    model = builders.tensorrt_prep_model()
     src, default, int4 = tmp_path / "in.onnx", tmp_path / "q.onnx", tmp_path / "q4.onnx"
     onnx.save(model, str(src))
     onnxsurgery.quant_file(src, default, min_elements=1024)
@@ -186,7 +163,7 @@ def test_operator_list_is_checked_in_with_its_source_and_date():
 
 
 def test_cli_check_prints_one_line_per_finding_and_exits_1(tmp_path):
-    model = _trt_model()
+    model = builders.tensorrt_prep_model()
     src, q = tmp_path / "in.onnx", tmp_path / "q.onnx"
     onnx.save(model, str(src))
     runner = CliRunner()
@@ -204,10 +181,10 @@ def test_cli_check_prints_one_line_per_finding_and_exits_1(tmp_path):
 
 
 def test_graph_api_takes_the_target_at_the_opset_it_needs():
-    graph = onnxsurgery.import_graph(_trt_model(opset=13))
+    graph = onnxsurgery.import_graph(builders.tensorrt_prep_model(opset=13))
     report = onnxsurgery.quantize_weights(graph, target="tensorrt", min_elements=1024)
     assert report.details["schemes"] == {"int8/channel/sym/dq": 3}
     assert check_tensorrt(onnxsurgery.finish(graph)) == []
-    low = onnxsurgery.import_graph(_trt_model(opset=12))
+    low = onnxsurgery.import_graph(builders.tensorrt_prep_model(opset=12))
     with pytest.raises(onnxsurgery.UnsupportedModelError, match="opset 13"):
         onnxsurgery.quantize_weights(low, target="tensorrt", min_elements=1024)

@@ -75,12 +75,14 @@ def test_int4_target_blocks_matmul_and_gemm_weights_at_opset_21(tmp_path):
     model = builders.tensorrt_prep_model()
     saved, out, report = _quant(tmp_path, model, dtype="int4")
     q = report.pass_report("quantize")
-    assert q.details["schemes"] == {"int4/block32/sym/dq": 2}
+    # blocks of 128 along K; Wm's K (32) is one block
+    assert q.details["schemes"] == {"int4/block32/sym/dq": 1, "int4/block128/sym/dq": 1}
     assert saved.opset_import[0].version == 21
     inits, dq, _ = _weights_dequantized(saved)
     for n in dq:
         assert inits[n.input[0]].data_type == TensorProto.INT4 and len(inits[n.input[0]].dims) == 2
         assert len(n.input) == 2
+        assert {a.name for a in n.attribute} >= {"block_size", "axis"}  # blockwise, never per channel
     assert {s.name: s.reason for s in q.skipped}["Wc"].startswith("target tensorrt: read by Conv")
     assert check_tensorrt(saved) == [] and report.target_check["refused"] == []
     assert _rel(model, out) < 0.2

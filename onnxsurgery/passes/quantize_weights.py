@@ -176,8 +176,9 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
             qt = quantize_site(values, site, scheme, lowering, balance, common, equalized=moments is None)
             if moments is not None:
                 channel_axis, block_axis = choose_axes(site)
+                gptq_args = {k: v for k, v in common.items() if k != "search_clip"}  # GPTQ sets its own ranges
                 qt, refused = calibrated_rounding(values, moments, qt, channel_axis=channel_axis,
-                                                  block_axis=block_axis, **common)
+                                                  block_axis=block_axis, **gptq_args)
                 if refused:
                     not_calibrated[site.name] = refused
                 else:

@@ -98,13 +98,15 @@ def quantize(
     levels: int | None = None,
     half_scales: bool = False,
     balanced: bool = False,
+    search_clip: bool = False,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
     near one float32 copy of the tensor. `levels` asks for that many evenly spaced values per
     group instead of an integer type's range; `half_scales` stores scales as float16 where
     they fit; `balanced` makes each channel's or block's rounding errors sum to zero (module
-    docstring; ignored per tensor and for a ragged last block)."""
+    docstring; ignored per tensor and for a ragged last block); `search_clip` narrows each
+    group's range where that lowers its squared error (`_clip_ranges`)."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
@@ -112,6 +114,8 @@ def quantize(
         block_size = None
     x32 = np.asarray(x, dtype=np.float32)
     lo, hi = _ranges(x32, granularity, axis, block_size)
+    if search_clip and granularity != "tensor":
+        lo, hi = _clip_ranges(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size)
     scale, zero = scales_for_ranges(lo, hi, qmin, qmax, symmetric, half_scales)
     view, s_b, z_b = _grouped(x32, scale, zero.astype(np.float32), granularity, axis, block_size)
     with_zero_point = not symmetric or qmin >= 0  # signed symmetric: the zero point is 0
@@ -164,6 +168,45 @@ def _balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis:
         keep = (needed > 0) & movable
         short, needed = short[keep], needed[keep]
     q_rows[...] = q2d.reshape(q_rows.shape)
+
+
+# Ratios `_clip_ranges` tries. Measured with --target tensorrt int4 at blocks of 128 (output
+# relative L2 on the bench's task inputs): MiniLM 0.354 without the search, 0.295 with these,
+# 0.305 stopping at 0.8, 0.311 going on to 0.5 in steps of 0.025 (a range fitted closer to each
+# block's weights, not to what the layer computes); ddddocr 0.058, 0.046, 0.046.
+CLIP_RATIOS = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7)
+
+
+def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool,
+                 granularity: str, axis: int, block_size: int | None):
+    """Each group's range scaled by the ratio in CLIP_RATIOS that gives the smallest squared
+    error over the group: outliers clipped to the range's edge, in exchange for finer steps
+    for every other value. 4-bit grids have so few steps that the exchange usually pays."""
+    if granularity == "block" and x.shape[axis] % block_size:
+        return lo, hi  # ragged last block: left to plain ranges (the pass avoids it)
+    with_zero_point = not symmetric or qmin >= 0
+    best_err = best_ratio = None
+    for ratio in CLIP_RATIOS:
+        scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
+        view, s_b, z_b = _grouped(x, scale.astype(np.float32), zero.astype(np.float32), granularity, axis,
+                                  block_size)
+        q = view / s_b
+        if with_zero_point:
+            q += z_b
+        np.clip(np.rint(q, out=q), qmin, qmax, out=q)
+        if with_zero_point:
+            q -= z_b
+        q *= s_b
+        q -= view
+        np.square(q, out=q)
+        members = (axis + 1,) if granularity == "block" else tuple(a for a in range(x.ndim) if a != axis)
+        err = q.sum(axis=members, dtype=np.float64).reshape(np.shape(lo))
+        if best_err is None:
+            best_err, best_ratio = err, np.ones_like(err)
+        else:
+            better = err < best_err
+            best_err, best_ratio = np.where(better, err, best_err), np.where(better, ratio, best_ratio)
+    return lo * best_ratio, hi * best_ratio
 
 
 def has_zero_point(dtype: str, symmetric: bool) -> bool:

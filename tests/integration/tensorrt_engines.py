@@ -5,7 +5,7 @@ The samples are the encoder from samples/make_encoder.py (2 layers, hidden 64: M
 an embedding table, LayerNorm) and tests/builders.py's `tensorrt_prep_model` (Gather, LSTM,
 MatMul, Gemm with transB, Conv, at opset 12, so that the opset upgrade runs too). Each goes
 through `quant_file(target="tensorrt")` at int8 and at int4. The engine is built with
-Polygraphy's TensorRT loaders (FP32, TF32 off, one optimization profile fixed at the inputs'
+Polygraphy's TensorRT loaders (strongly typed, so FP32; one optimization profile fixed at the inputs'
 shapes) and run next to onnxruntime computing as TensorRT does (`runtime="tensorrt"`: weights
 dequantized, float arithmetic). A result passes when the relative L2 distance of every output
 is within RTOL (1e-2). Not run here: the figures it prints have not been seen yet.
@@ -69,7 +69,10 @@ def engine_outputs(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.nda
     profile = Profile()
     for name, value in feeds.items():
         profile.add(name, min=value.shape, opt=value.shape, max=value.shape)
-    build = EngineFromNetwork(NetworkFromOnnxPath(str(path)), config=CreateConfig(tf32=False, profiles=[profile]))
+    # strongly typed, as TensorRT asks for explicit quantization: the engine computes in the
+    # model's own types (FP32 here), no precision flags
+    network = NetworkFromOnnxPath(str(path), strongly_typed=True)
+    build = EngineFromNetwork(network, config=CreateConfig(profiles=[profile]))
     with TrtRunner(build) as runner:
         return {k: np.asarray(v) for k, v in runner.infer(feeds).items()}
 

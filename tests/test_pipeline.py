@@ -33,6 +33,8 @@ _STEPS = {
     "quantize int8": (QuantizeWeights(QuantOptions(lowering="arith")), builders.quant_cases),
     "quantize int4": (QuantizeWeights(QuantOptions(dtype="int4")), lambda: builders.quant_cases(opset=21, ir=10)),
     "quantize fp16": (QuantizeWeights(QuantOptions(fp16=True)), builders.quant_cases),
+    "quantize tensorrt": (QuantizeWeights(QuantOptions(target="tensorrt", min_elements=1024)),
+                          lambda: builders.tensorrt_prep_model(opset=13)),
 }
 
 

@@ -47,7 +47,8 @@ def test_int8_target_is_symmetric_per_channel_dq_for_conv_matmul_gemm_only(tmp_p
     model = builders.tensorrt_prep_model()
     saved, out, report = _quant(tmp_path, model)
     q = report.pass_report("quantize")
-    assert q.details["schemes"] == {"int8/channel/sym/dq": 3}
+    # table (Gather) and the LSTM's W and R: float16 with a Cast back, no quantized form there
+    assert q.details["schemes"] == {"int8/channel/sym/dq": 3, "fp16/cast": 3}
     assert saved.opset_import[0].version == 13  # upgraded, and verified, for per-channel DQ
     inits, dq, by_output = _weights_dequantized(saved)
     readers = {n.op_type: by_output[n.input[1]] for n in saved.graph.node if n.op_type in ("MatMul", "Gemm", "Conv")}
@@ -59,10 +60,13 @@ def test_int8_target_is_symmetric_per_channel_dq_for_conv_matmul_gemm_only(tmp_p
         assert inits[n.input[0]].data_type == TensorProto.INT8
         assert inits[n.input[1]].data_type == TensorProto.FLOAT  # scales: float32 initializers
         assert len(n.input) == 2  # no zero point: symmetric
-    assert not any(n.op_type in ("Cast", "BitShift", "Sub") for n in saved.graph.node)
-    left = {s.name: s.reason for s in q.skipped}
-    assert left["table"].startswith("target tensorrt: read by Gather")
-    assert left["W"].startswith("target tensorrt: read by LSTM")
+    assert not any(n.op_type in ("BitShift", "Sub") for n in saved.graph.node)
+    casts = [n for n in saved.graph.node if n.op_type == "Cast"]
+    assert sorted(inits[n.input[0]].name for n in casts) == ["R_fp16", "W_fp16", "table_fp16"]
+    assert all(inits[n.input[0]].data_type == TensorProto.FLOAT16 for n in casts)
+    why = q.details["float16_for_tensorrt"]
+    assert why["table"].startswith("target tensorrt: read by Gather")
+    assert why["W"].startswith("target tensorrt: read by LSTM")
     narrow = report.pass_report("narrow")  # int64 constants narrowed where exact and allowed
     assert {s.name: s.reason for s in narrow.skipped}["flat"] == "Reshape input 1 must be tensor(int64)"
     assert report.target_check["refused"] == [] and report.target_check["target"].startswith("TensorRT 10")
@@ -76,14 +80,16 @@ def test_int4_target_blocks_matmul_and_gemm_weights_at_opset_21(tmp_path):
     saved, out, report = _quant(tmp_path, model, dtype="int4")
     q = report.pass_report("quantize")
     # blocks of 128 along K; Wm's K (32) is one block
-    assert q.details["schemes"] == {"int4/block32/sym/dq": 1, "int4/block128/sym/dq": 1}
+    assert {k: v for k, v in q.details["schemes"].items() if k.startswith("int4")} == \
+        {"int4/block32/sym/dq": 1, "int4/block128/sym/dq": 1}
     assert saved.opset_import[0].version == 21
     inits, dq, _ = _weights_dequantized(saved)
     for n in dq:
         assert inits[n.input[0]].data_type == TensorProto.INT4 and len(inits[n.input[0]].dims) == 2
         assert len(n.input) == 2
         assert {a.name for a in n.attribute} >= {"block_size", "axis"}  # blockwise, never per channel
-    assert {s.name: s.reason for s in q.skipped}["Wc"].startswith("target tensorrt: read by Conv")
+    assert q.details["schemes"]["fp16/cast"] == 4  # table, W, R, and Wc: 4-bit weights not for Conv
+    assert q.details["float16_for_tensorrt"]["Wc"].startswith("target tensorrt: read by Conv")
     assert check_tensorrt(saved) == [] and report.target_check["refused"] == []
     assert _rel(model, out) < 0.2
 
@@ -185,8 +191,22 @@ def test_cli_check_prints_one_line_per_finding_and_exits_1(tmp_path):
 def test_graph_api_takes_the_target_at_the_opset_it_needs():
     graph = onnxsurgery.import_graph(builders.tensorrt_prep_model(opset=13))
     report = onnxsurgery.quantize_weights(graph, target="tensorrt", min_elements=1024)
-    assert report.details["schemes"] == {"int8/channel/sym/dq": 3}
+    assert report.details["schemes"] == {"int8/channel/sym/dq": 3, "fp16/cast": 3}
     assert check_tensorrt(onnxsurgery.finish(graph)) == []
     low = onnxsurgery.import_graph(builders.tensorrt_prep_model(opset=12))
     with pytest.raises(onnxsurgery.UnsupportedModelError, match="opset 13"):
         onnxsurgery.quantize_weights(low, target="tensorrt", min_elements=1024)
+
+
+def test_a_weight_beyond_float16s_range_stays_float32_under_tensorrt():
+    """A table TensorRT takes no quantized form of goes float16, unless float16 cannot hold it."""
+    model = builders.tensorrt_prep_model(opset=13)
+    table = next(t for t in model.graph.initializer if t.name == "table")
+    values = numpy_helper.to_array(table).copy()
+    values[0, 0] = 1e6
+    table.CopyFrom(numpy_helper.from_array(values, "table"))
+    graph = onnxsurgery.import_graph(model)
+    report = onnxsurgery.quantize_weights(graph, target="tensorrt", min_elements=1024)
+    assert "table" not in report.details["float16_for_tensorrt"]
+    assert {s.name: s.reason for s in report.skipped}["table"].endswith("values beyond float16's range")
+    assert report.details["schemes"]["fp16/cast"] == 2  # the LSTM's W and R

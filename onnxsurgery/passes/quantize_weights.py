@@ -66,13 +66,14 @@ from ..quant.lowerings import build
 from ..quant.nodes import Emitter, const
 from ..quant.options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
 from ..quant.rounding import snap_to_levels, weight_error
-from ..quant.schemes import balanced_rounding, choose_scheme, lean_scheme, lowering_for, matches, non_finite, \
-    quantize_site, refusal, scheme_args
+from ..quant.schemes import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
+                             matches, non_finite, quantize_site, refusal, scheme_args)
 from ..report import PassReport
 from .base import Estimate
 
 log = logging.getLogger("onnxsurgery")
 MAX_ERRORS_REPORTED = 10
+FLOAT16_MAX = 65504.0
 
 
 def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
@@ -134,6 +135,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
     errors, schemes, fallbacks, balanced, calibrated = [], {}, [], [], []
     lean, accurate = [], []  # auto's measured choice between `scaled` and `arith`
     not_calibrated = {}  # weight -> why it kept ordinary rounding
+    float16_instead = {}  # target tensorrt: weight -> why it has no quantized form there
     todo = []
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype not in FLOAT_TYPES:
@@ -146,6 +148,13 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
         scheme = choose_scheme(site, options)
         lowering = lowering_for(site, options, scheme, opset)
         as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and matches(site, options.fp16_for)
+        no_quantized_form = float16_for_tensorrt(site, options)
+        if no_quantized_form:
+            if np.abs(read_values(site.tensor)).max() > FLOAT16_MAX:
+                report.skip(site.name, f"{no_quantized_form}; values beyond float16's range")
+                continue
+            float16_instead[site.name] = no_quantized_form
+            as_fp16 = True
         todo.append((site, scheme, lowering, as_fp16))
     accurate_ones = choose_accurate([(site, scheme) for site, scheme, lowering, _ in todo if lowering == "lean"],
                                      options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
@@ -208,6 +217,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
                       "lean_lowering": lean, "accurate_lowering": accurate,
                       "calibrated": calibrated,  # GPTQ rounding from calibration inputs
                       "not_calibrated": not_calibrated,  # weight -> why
+                      "float16_for_tensorrt": float16_instead,
                       "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
     return report
 

@@ -148,8 +148,19 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[s
     if not site.value.outputs:
         return "no consumer"
     if options.target == "tensorrt" and not (options.fp16 or options.levels):
-        return tensorrt_refusal(site, options)
+        reason = tensorrt_refusal(site, options)
+        return None if reason and site.onnx_dtype == onnx.TensorProto.FLOAT else reason  # float16 instead
     return None
+
+
+def float16_for_tensorrt(site: ConstantSite, options: QuantOptions) -> str | None:
+    """Why a float32 weight is stored as float16 (with a Cast back) under target tensorrt: it
+    feeds a layer TensorRT takes no quantized weight for (an embedding table read by Gather, an
+    LSTM's weights, a Conv weight at int4), and Cast from float16 is a type conversion
+    TensorRT's parser takes everywhere. None for weights quantized as usual."""
+    if options.target != "tensorrt" or options.fp16 or options.levels or site.onnx_dtype != onnx.TensorProto.FLOAT:
+        return None
+    return tensorrt_refusal(site, options)
 
 
 def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:

@@ -16,7 +16,6 @@ from . import api, progress
 from .errors import OnnxSurgeryError, OutputError
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from .quant.options import DEFAULT_BLOCK_SIZE as QUANT_BLOCK_SIZE
-from .quant.options import TENSORRT_BLOCK_SIZE
 from .quant.options import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
 from .evaluate import METHOD_KEYS
 from .render import render_info, render_report_summary, render_run
@@ -227,9 +226,7 @@ def _render_verification(v: dict) -> str:
               "consumer's reduction axis (per channel where no block size near it divides that axis). "
               "[default: chosen per weight: per output channel (symmetric, scale after the consumer) where "
               "that is nearly as accurate as blocks, else block; channel with --levels]")
-@click.option("--block-size", type=click.IntRange(min=2), default=None,
-              help=f"Elements per block. [default: {QUANT_BLOCK_SIZE}; {TENSORRT_BLOCK_SIZE} for int4 with "
-              "--target tensorrt]")
+@click.option("--block-size", type=click.IntRange(min=2), default=QUANT_BLOCK_SIZE, show_default=True)
 @click.option("--symmetric/--asymmetric", default=None,
               help="Asymmetric stores a zero point per group and uses all 2^bits levels over its range. "
               "[default: asymmetric, symmetric where the lean lowering applies]")

@@ -18,10 +18,8 @@ DEFAULT_MIN_ELEMENTS = 4096
 # Blocks of 32 for every dtype, chosen by measurement (docs/quantization.md): blocks of 64
 # lose half of the gain over per-tensor on weights with even channel ranges.
 DEFAULT_BLOCK_SIZE = 32
-# int4 blocks for TensorRT: 128, as Model Optimizer and TensorRT-LLM default to. Measured on
-# MiniLM (bench/tensorrt.py), with the clipping search: 53.6 MB at output error 0.295, where
-# Model Optimizer's int4 is 53.6 MB at 0.354; blocks of 32 give 0.244 at 54.6 MB.
-TENSORRT_BLOCK_SIZE = 128
+# TensorRT int4 too: blocks of 128 (Model Optimizer's default) saved 2% of MiniLM's file for
+# output error 0.244 -> 0.295, and cost PP-OCRv4 rec 0.150 -> 0.523 (bench/tensorrt.py).
 ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
             "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
 
@@ -39,7 +37,7 @@ TENSORRT_INT4_READERS = ("MatMul", "Gemm")
 class QuantOptions:
     dtype: str = "int8"
     granularity: str | None = None  # None: chosen per weight (see `auto_scheme`)
-    block_size: int | None = None  # None: DEFAULT_BLOCK_SIZE, TENSORRT_BLOCK_SIZE for int4 on TensorRT
+    block_size: int = DEFAULT_BLOCK_SIZE
     symmetric: bool | None = None  # None: asymmetric, or symmetric where the lowering needs it
     lowering: str = "auto"
     min_elements: int = DEFAULT_MIN_ELEMENTS
@@ -66,8 +64,6 @@ class QuantOptions:
                                  + f"; got {value!r}")
         if self.target == "tensorrt":
             self._for_tensorrt()
-        if self.block_size is None:
-            self.block_size = TENSORRT_BLOCK_SIZE if self.target == "tensorrt" else DEFAULT_BLOCK_SIZE
         # The lean lowering picks its own scheme (per channel, symmetric): only when none was asked for.
         self.auto_scheme = self.granularity is None and self.symmetric is None and not (self.levels or self.fp16)
         if self.granularity is None:

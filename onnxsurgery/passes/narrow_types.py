@@ -86,8 +86,8 @@ class Narrow:
 
     def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
         """Exact: reads the int64/float64 constants to check that their values survive."""
-        saved = sum(site.nbytes // 2 for site, _, reason in _narrowings(graph, keep, self._opsets(graph))
-                    if reason is None and id(site.tensor) not in removed)
+        saved = sum(site.nbytes - narrow.nbytes for site, narrow, _ in _narrowings(graph, keep, self._opsets(graph))
+                    if narrow is not None and id(site.tensor) not in removed)
         return Estimate(self.name, saved)
 
     def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:

@@ -105,8 +105,9 @@ class QuantizeWeights:
 
     def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
         """From shapes alone (quant.estimates.estimated_bytes): the weights the pass would take,
-        minus the bytes each would store. Weights with NaN or Inf values, which the pass skips,
-        are counted; auto's lean-or-accurate choice is assumed lean."""
+        minus the bytes each would store. Weights the pass skips for their values (NaN or Inf;
+        beyond float16's range where TensorRT needs float16) are counted; auto's
+        lean-or-accurate choice is assumed lean."""
         opset = self.opset or graph.opset
         scopes = list(iter_scopes(graph))
         saved = 0

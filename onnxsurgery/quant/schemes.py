@@ -164,7 +164,7 @@ def float16_for_tensorrt(site: ConstantSite, options: QuantOptions) -> str | Non
 
 
 def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
-    """Why a weight stays float under target tensorrt: TensorRT fuses a weight's
+    """Why a weight is not quantized under target tensorrt (float16_for_tensorrt): TensorRT fuses a weight's
     DequantizeLinear into Conv, ConvTranspose, MatMul and Gemm, and takes 4-bit weights for
     MatMul and Gemm only (blocks: 2-D)."""
     ops = {n.op for n, _ in consumers(site)}

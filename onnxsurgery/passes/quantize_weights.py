@@ -67,13 +67,12 @@ from ..quant.nodes import Emitter, const
 from ..quant.options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
 from ..quant.rounding import snap_to_levels, weight_error
 from ..quant.schemes import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
-                             matches, non_finite, quantize_site, refusal, scheme_args)
+                             matches, quantize_site, refusal, scheme_args, value_refusal)
 from ..report import PassReport
 from .base import Estimate
 
 log = logging.getLogger("onnxsurgery")
 MAX_ERRORS_REPORTED = 10
-FLOAT16_MAX = 65504.0
 
 
 def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
@@ -141,7 +140,8 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype not in FLOAT_TYPES:
             continue
-        reason = refusal(site, scopes, options, keep) or non_finite(site)
+        no_quantized_form = float16_for_tensorrt(site, options)
+        reason = refusal(site, scopes, options, keep) or value_refusal(site, float16_because=no_quantized_form)
         if reason:
             if reason != "small":
                 report.skip(site.name, reason)
@@ -149,11 +149,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
         scheme = choose_scheme(site, options)
         lowering = lowering_for(site, options, scheme, opset)
         as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and matches(site, options.fp16_for)
-        no_quantized_form = float16_for_tensorrt(site, options)
         if no_quantized_form:
-            if np.abs(read_values(site.tensor)).max() > FLOAT16_MAX:
-                report.skip(site.name, f"{no_quantized_form}; values beyond float16's range")
-                continue
             float16_instead[site.name] = no_quantized_form
             as_fp16 = True
         todo.append((site, scheme, lowering, as_fp16))

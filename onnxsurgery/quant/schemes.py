@@ -121,10 +121,15 @@ def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
 
 
 
-def non_finite(site: ConstantSite) -> str | None:
-    """A weight holding NaN or Inf stays as it is: no scale represents it."""
-    if not np.isfinite(read_values(site.tensor)).all():
+def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str | None:
+    """Why the weight's values keep it as it is, read once: NaN or Inf, which no scale
+    represents; for a weight to be stored as float16 (`float16_because`, the reason it would
+    be), magnitudes float16 cannot hold."""
+    values = read_values(site.tensor)
+    if not np.isfinite(values).all():
         return "holds NaN or Inf values"
+    if float16_because and np.abs(values).max() > np.finfo(np.float16).max:
+        return f"{float16_because}; values beyond float16's range"
     return None
 
 
@@ -147,9 +152,9 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[s
         return "graph output"
     if not site.value.outputs:
         return "no consumer"
-    if options.target == "tensorrt" and not (options.fp16 or options.levels):
-        reason = tensorrt_refusal(site, options)
-        return None if reason and site.onnx_dtype == onnx.TensorProto.FLOAT else reason  # float16 instead
+    float32 = site.onnx_dtype == onnx.TensorProto.FLOAT  # under tensorrt: float16 instead (float16_for_tensorrt)
+    if options.target == "tensorrt" and not (options.fp16 or options.levels or float32):
+        return tensorrt_refusal(site, options)
     return None
 
 

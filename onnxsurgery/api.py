@@ -344,8 +344,10 @@ def quant_file(
             quant_options.fp16_for = tuple(quant_options.fp16_for) + tuple(_literal(n) for n in kept)
             report.notes.append(f"stored {len(kept)} weights as float16 for --target-error {target_error:g}"
                                 + (f": {', '.join(kept)}" if kept else ""))
-        # auto's lean-or-accurate choice, measured on what each layer reads (verification's inputs)
-        activations = Calibration(input_path, samples or [{}], shapes=shapes) if quant_options.auto_scheme else None
+        # auto's choices (lean or accurate, symmetric or not), measured on what each layer reads
+        # (verification's inputs)
+        measured = quant_options.auto_scheme or quant_options.auto_symmetric
+        activations = Calibration(input_path, samples or [{}], shapes=shapes) if measured else None
         _run_quant_passes(ws, quant_options, merge, calibrated, activations)
         report.passes = ws.reports
         if calibrated is not None:

@@ -229,7 +229,8 @@ def _render_verification(v: dict) -> str:
 @click.option("--block-size", type=click.IntRange(min=2), default=QUANT_BLOCK_SIZE, show_default=True)
 @click.option("--symmetric/--asymmetric", default=None,
               help="Asymmetric stores a zero point per group and uses all 2^bits levels over its range. "
-              "[default: asymmetric, symmetric where the lean lowering applies]")
+              "[default: chosen per weight, the one with the smaller error in the layer's output on the "
+              "verification inputs; symmetric where the lean lowering applies]")
 @click.option("--rounding", type=click.Choice(["auto", "nearest", "balanced"]), default="auto", show_default=True,
               help="balanced: nudge the fewest values one step so that each group's rounding errors sum to "
               "zero (no output shift from inputs with a common offset); auto: balanced for convolution "

@@ -69,7 +69,8 @@ def quantize_weights(graph: gs.Graph, **options) -> PassReport:
     nodes in front of weights are bypassed first, so that the quantizer sees their readers.
     The graph's opset must already be what the scheme needs (`quant_file` upgrades files; here
     UnsupportedModelError says which opset). Not verified: compare the result yourself
-    (`onnxsurgery.compare`)."""
+    (`onnxsurgery.compare`). With no model inputs to run, the choices `quant_file` measures in
+    each layer's output (lean or accurate, symmetric or not) are measured in the weights."""
     quant_options = QuantOptions(**options)
     needed = required_opset(quant_options)
     if graph.opset < needed:

@@ -166,8 +166,9 @@ _INTEROP = {
     "quantize_weights(target=tensorrt)": (lambda g: (onnxsurgery.quantize_weights(g, target="tensorrt"),
                                                      onnxsurgery.narrow_constants(g)),  # as the CLI does
                                           ["quant", "--target", "tensorrt", "--no-merge", "--no-verify"]),
-    "quantize_weights(lowering=arith)": (lambda g: onnxsurgery.quantize_weights(g, lowering="arith"),
-                                         ["quant", "--lowering", "arith", "--no-merge", "--no-verify"]),
+    # symmetry pinned: left open, the CLI measures it on the model's inputs, a gs graph in the weights
+    "quantize_weights(lowering=arith)": (lambda g: onnxsurgery.quantize_weights(g, lowering="arith", symmetric=False),
+                                         ["quant", "--lowering", "arith", "--asymmetric", "--no-merge", "--no-verify"]),
 }
 
 

@@ -66,6 +66,7 @@ from ..quant.lowerings import build
 from ..quant.nodes import Emitter, const
 from ..quant.options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
 from ..quant.rounding import snap_to_levels, weight_error
+from ..quant.symmetry_choice import choose_symmetric
 from ..quant.schemes import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
                              matches, quantize_site, refusal, scheme_args, value_refusal)
 from ..report import PassReport
@@ -157,6 +158,9 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
                                      options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
                                      activations=activations)
     stays_float = bool(options.fp16 or options.levels)
+    symmetric_ones = choose_symmetric([(site, scheme, lowering) for site, scheme, lowering, as_fp16 in todo
+                                       if lowering != "lean" and not as_fp16],
+                                      options, activations) if options.auto_symmetric else set()
     if calibration is not None and not stays_float:
         calibration.plan([site for site, _, _, as_fp16 in todo if not as_fp16])
         not_calibrated.update(calibration.skipped)
@@ -167,7 +171,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
         values = read_values(site.tensor).astype(np.float32, copy=False)
         before = site.nbytes
         moments = calibration.moments(site) if calibration is not None and not as_float else None
-        symmetric = options.symmetric
+        symmetric = site.name in symmetric_ones if options.auto_symmetric else options.symmetric
         if as_float:
             err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
@@ -212,6 +216,8 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
                       # auto: lean (`scaled`: one float copy at load) or the accurate chain
                       # where it gained most within the memory budget (choose_accurate)
                       "lean_lowering": lean, "accurate_lowering": accurate,
+                      # --symmetric left to quant: the weights measured more accurate symmetric
+                      "symmetric_chosen": sorted(symmetric_ones),
                       "calibrated": calibrated,  # GPTQ rounding from calibration inputs
                       "not_calibrated": not_calibrated,  # weight -> why
                       "float16_for_tensorrt": float16_instead,

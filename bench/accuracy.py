@@ -18,9 +18,9 @@ float original's (onnxsurgery/session_memory.py). Rows are grouped by the bits t
 take; a tool whose output computes exactly what the original does left the weights float (it
 does not see them: in If branches, or in Conv layers for the MatMul-only tools), and the summary
 leaves it out. Some tools quantize a part only: onnxruntime's skip ALBERT's weights that 11 of
-its 12 layers read through Identity nodes, which is why their ALBERT files are larger than the
-original; the "no larger" comparison is the one that holds them to the same bytes. The summary compares `quant`'s default (int8) and `--dtype int4` with the best
-alternative of the same bits.
+its 12 layers read through Identity nodes, so their ALBERT files are near or above the
+original; the "no larger" comparison is the one that holds them to the same bytes. The summary
+compares `quant`'s default (int8) and `--dtype int4` with the best alternative of the same bits.
 """
 
 from __future__ import annotations
@@ -96,10 +96,10 @@ SPOKEN = ["The quick brown fox jumps over the lazy dog.", "A phone has far less 
           "Please send me the report by Friday afternoon.", "The museum is closed on Mondays."]
 
 
-def spoken(text: str, seed: int, rate: int = 16000) -> np.ndarray | None:
+def spoken(text: str, seed: int, dest: Path, rate: int = 16000) -> np.ndarray | None:
     """`text` spoken by espeak-ng (Debian: apt-get install espeak-ng), resampled to 16 kHz,
     after and before a second of quiet noise; None without espeak-ng."""
-    wav = ROOT / "build" / "models" / "spoken.wav"
+    wav = dest / "spoken.wav"
     try:
         subprocess.run(["espeak-ng", "-w", str(wav), "-s", str(140 + 10 * seed), "-p", str(40 + 10 * seed), text],
                        check=True, capture_output=True)
@@ -176,7 +176,7 @@ def tasks(dest: Path) -> list[Task]:
         found.append(Task("ppocr_cls", cls[0], samples, "argmax", _plain,
                           lambda ref, got: _argmax_agreement([r[0] for r in ref], [g[0] for g in got])))
     silero = _wheel_files("silero-vad==6.2.3", dest, (".onnx",))
-    streams = [spoken(text, seed) for seed, text in enumerate(SPOKEN)]
+    streams = [spoken(text, seed, dest) for seed, text in enumerate(SPOKEN)]
     for name, file in (("silero_vad", "silero_vad.onnx"), ("silero_vad_ifless", "silero_vad_op18_ifless.onnx")):
         vad = next(silero.rglob(file), None) if silero else None
         if vad is None or streams[0] is None:

@@ -26,6 +26,8 @@ from .passes.embed import inputs_to_constants
 from .passes.externalize import externalize
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from .opset import upgrade_opset
+from .progress import progress
+from .quant import allocation
 from .quant.options import QuantOptions
 from .quant.schemes import required_opset
 from .lazy import materialize
@@ -296,6 +298,7 @@ def quant_file(
     external_data: bool = False,
     dynamic: bool = False,
     target_error: float | None = None,
+    target_size: int | None = None,
     calibration: list[dict[str, np.ndarray]] | None = None,
     runtime: str = "onnxruntime",
     **options,
@@ -305,9 +308,11 @@ def quant_file(
     is written; with `max_error`, a result whose relative L2 output error exceeds it is not
     written (VerificationError).
 
-    With `target_error`, the weights whose quantization costs the most output accuracy (each
-    measured alone in onnxruntime) are stored as float16 instead, as few as needed for the
-    relative L2 output error to stay within it.
+    With `target_error` (a relative L2 output error) or `target_size` (bytes of the output
+    file), each weight is stored as int4, int8, float16 or float32: the smallest file whose
+    verified error is within `target_error`, or the smallest error that fits `target_size`. What
+    each weight costs in each format is measured alone in onnxruntime (quant/allocation.py);
+    `report.allocation` holds the format of each weight.
 
     With `calibration` (samples like `samples`, ideally other ones), weights read by MatMul,
     Gemm or single-group Conv get GPTQ rounding: their integers are chosen for a small error in
@@ -336,14 +341,20 @@ def quant_file(
         produce = lambda: _quantize_dynamic(ws)  # noqa: E731
     else:
         quant_options = QuantOptions(**options)
-        ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes)
         calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
-        if target_error is not None:
-            kept = _most_sensitive_weights(input_path, quant_options, merge, target_error,
-                                           samples=samples, shapes=shapes, calibration=calibrated)
-            quant_options.fp16_for = tuple(quant_options.fp16_for) + tuple(_literal(n) for n in kept)
-            report.notes.append(f"stored {len(kept)} weights as float16 for --target-error {target_error:g}"
-                                + (f": {', '.join(kept)}" if kept else ""))
+        if target_error is not None or target_size is not None:
+            if target_error is not None and target_size is not None:
+                raise InputError("give --target-error or --target-size, not both")
+            quant_options, plan, planned_error = _allocate(
+                input_path, quant_options, merge, target_error=target_error, target_size=target_size,
+                samples=samples, shapes=shapes, calibration=calibrated)
+            report.allocation = plan.formats
+            counts = ", ".join(f"{len(plan.names(f))} {f}" for f in (*allocation.FORMATS, "kept") if plan.names(f))
+            goal = f"--target-error {target_error:g}" if target_error is not None else \
+                f"--target-size {target_size / 1e6:g} MB"
+            report.notes.append(f"{goal}: weights stored as {counts or 'nothing to allocate'}; planned output "
+                                f"error {planned_error:.3g}")
+        ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes)
         # auto's choices (lean or accurate, symmetric or not), measured on what each layer reads
         # (verification's inputs)
         measured = quant_options.auto_scheme or quant_options.auto_symmetric
@@ -420,8 +431,8 @@ def _large_error_warning(verification: dict, dtype: str) -> str:
     agreements = [o["argmax_agreement"] for o in verification["outputs"].values() if "argmax_agreement" in o]
     agree = f" (argmax agreement {min(agreements) * 100:.0f}%)" if agreements else ""
     fixes = ["int8 (--dtype int8)"] if dtype in ("int4", "uint4") else []
-    fixes += ["--target-error E (the costliest weights stay float16)", "--calibration FILE (GPTQ rounding)",
-              "--max-error E to refuse such a result"]
+    fixes += ["--target-error E (each weight int4, int8, float16 or float32, by measured cost)",
+              "--calibration FILE (GPTQ rounding)", "--max-error E to refuse such a result"]
     return (f"relative L2 output error {verification['rel_l2_error']:.3g}{agree} is large (over "
             f"{LARGE_OUTPUT_ERROR:g}): the outputs differ visibly. Try {', '.join(fixes)}")
 
@@ -483,48 +494,82 @@ def _write_checked(ws: Workspace, produce: Callable[[], onnx.ModelProto], out: P
         return staged.commit()
 
 
+ALLOCATION_ROUNDS = 4
+
+
 def _literal(name: str) -> str:
     """A glob pattern matching exactly `name`."""
     return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
-def _most_sensitive_weights(input_path, options: QuantOptions, merge: bool, target: float, *,
-                            samples=None, shapes=None, calibration: Calibration | None = None) -> list[str]:
-    """The fewest weights to store as float16 rather than integers so that the output error
-    stays within `target`: each weight's cost as an integer is measured alone, then the
-    costliest go to float16, doubling the count until the target is met and bisecting back."""
+def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: float | None,
+              target_size: int | None, samples=None, shapes=None,
+              calibration: Calibration | None = None) -> tuple[QuantOptions, allocation.Plan, float]:
+    """Options that store each weight as int4, int8 (`options.dtype`, or int8 when that is 4-bit),
+    float16 or float32 so as to meet `target_error` at the smallest size, or `target_size`
+    (bytes of the whole file) at the smallest error (quant/allocation.py). Each weight's error
+    per integer format is measured alone in onnxruntime; a plan for an error whose verified error
+    falls short is tightened and planned again (at most ALLOCATION_ROUNDS times). Returns the
+    options, the plan and its verified output error."""
     import dataclasses
-    import tempfile
 
-    def output_error(opts: QuantOptions) -> tuple[float, list[str]]:
+    from .graph_utils import collect_constants, iter_scopes
+
+    eight_bit = options if not options.four_bit else dataclasses.replace(
+        options, dtype="uint8" if options.dtype.startswith("u") else "int8")
+    base = dataclasses.replace(eight_bit, int4_for=(), fp16_for=())
+
+    def measured(opts: QuantOptions) -> tuple[float, int, int, list[str]]:
+        """(output error, file bytes, bytes the quantizer saved, weights quantized)."""
         ws = open_workspace(input_path)
         _run_quant_passes(ws, opts, merge, calibration)
-        names = ws.reports[-1].details["quantized"]
+        quantize = ws.reports[-1]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "probe.onnx"
             save_model(ws.export(), path, files=ws.files)
             err = compare_models(input_path, path, samples=samples, shapes=shapes,
                                  fold_candidate=False)["rel_l2_error"]
-        return err, names
+            size = path.stat().st_size
+        ws.close()
+        return err, size, quantize.bytes_saved, quantize.details["quantized"]
 
-    full, names = output_error(options)
-    if full <= target:
-        return []
-    cost = {n: output_error(dataclasses.replace(options, include=(_literal(n),)))[0] for n in names}
-    order = sorted(names, key=lambda n: -cost[n])
+    _, full_size, full_saved, names = measured(base)
+    ws = open_workspace(input_path)
+    sites = {site.name: site for site in collect_constants(ws.graph, list(iter_scopes(ws.graph)))}
+    weights, stored_int8 = [], 0
+    for name in progress(names, "measure each weight alone", unit="weight"):
+        site, only = sites[name], (_literal(name),)
+        costs = allocation.WeightCosts(name, {"float32" if site.onnx_dtype == onnx.TensorProto.FLOAT else "kept":
+                                              site.nbytes})
+        if site.onnx_dtype == onnx.TensorProto.FLOAT:
+            costs.bytes["float16"] = 2 * site.num_elements
+        for fmt, opts in (("int8", dataclasses.replace(base, include=only)),
+                          ("int4", dataclasses.replace(base, include=only, int4_for=only))):
+            err, _, saved, done = measured(opts)
+            if done:
+                costs.bytes[fmt], costs.error[fmt] = site.nbytes - saved, err
+        stored_int8 += costs.bytes.get("int8", site.nbytes)
+        weights.append(costs)
+    ws.close()
+    others = full_size - stored_int8  # the graph and what stays float, as the all-int8 file stores it
 
-    def ok(k: int) -> bool:
-        as_fp16 = tuple(options.fp16_for) + tuple(_literal(n) for n in order[:k])
-        return output_error(dataclasses.replace(options, fp16_for=as_fp16))[0] <= target
+    def options_for(plan: allocation.Plan) -> QuantOptions:
+        return dataclasses.replace(
+            base, int4_for=tuple(_literal(n) for n in plan.names("int4")),
+            fp16_for=tuple(options.fp16_for) + tuple(_literal(n) for n in plan.names("float16")),
+            exclude=tuple(options.exclude) + tuple(_literal(n) for n in plan.names("float32") + plan.names("kept")))
 
-    low, high = 0, 1  # ok(low) is False, find the smallest high with ok(high)
-    while high < len(order) and not ok(high):
-        low, high = high, min(2 * high, len(order))
-    high = min(high, len(order))
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if ok(mid) else (mid, high)
-    return order[:high]
+    if target_size is not None:
+        plan = allocation.for_size(weights, target_size - others)
+        return options_for(plan), plan, measured(options_for(plan))[0]
+    goal = target_error
+    for _ in range(ALLOCATION_ROUNDS):
+        plan = allocation.for_error(weights, goal)
+        err = measured(options_for(plan))[0]
+        if err <= target_error or plan.predicted_error == 0:
+            break
+        goal = plan.predicted_error * target_error / err  # the prediction fell short by err / predicted
+    return options_for(plan), plan, err
 
 
 def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:

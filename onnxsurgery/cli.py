@@ -270,9 +270,13 @@ def _render_verification(v: dict) -> str:
 @click.option("--dynamic", is_flag=True,
               help="Use onnxruntime's quantize_dynamic instead (activations too, at run time; "
               "Constant-node weights made initializers first). Often much less accurate.")
-@click.option("--target-error", type=float,
-              help="Store as float16 instead the fewest weights (the costliest, each measured alone in "
-              "onnxruntime) needed for the relative L2 output error to stay within this.")
+@click.option("--target-error", type=click.FloatRange(min=0, min_open=True),
+              help="The smallest file whose relative L2 output error stays within this: each weight stored "
+              "as int4, int8, float16 or float32, by its error measured alone in onnxruntime (slow: two "
+              "quantizations per weight). --json lists the choice under `allocation`.")
+@click.option("--target-size", type=click.FloatRange(min=0, min_open=True), metavar="MB",
+              help="The smallest output error whose file fits in this many MB (10^6 bytes), weights "
+              "allocated as for --target-error.")
 @click.option("--max-error", type=float,
               help="Refuse (write nothing, exit 2) if the relative L2 output error exceeds this.")
 @click.option("--calibration", "calibration_npz", type=click.Path(dir_okay=False),
@@ -283,7 +287,7 @@ def _render_verification(v: dict) -> str:
 @_handle_errors
 def quant(input_path, output_path, dtype, granularity, block_size, symmetric, rounding, lowering, keep_quantized,
           runtime, target, min_elements, include, exclude, levels, fp16, no_merge, no_verify, dynamic, target_error,
-          max_error, calibration_npz, inputs_npz, shapes, in_place, external_data, as_json):
+          target_size, max_error, calibration_npz, inputs_npz, shapes, in_place, external_data, as_json):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
     if levels and fp16:
@@ -292,6 +296,7 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, ro
         input_path, output_path, merge=not no_merge, verify=not no_verify, max_error=max_error,
         samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
         in_place=in_place, external_data=external_data, dynamic=dynamic, target_error=target_error,
+        target_size=int(target_size * 1e6) if target_size else None,
         calibration=load_input_samples(calibration_npz) if calibration_npz else None,
         runtime=runtime, dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric,
         rounding=rounding,

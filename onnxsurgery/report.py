@@ -41,6 +41,7 @@ class RunReport:
     verification: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)  # a result written, but worth a second look
     target_check: dict[str, Any] | None = None  # --target tensorrt: what its parser would refuse
+    allocation: dict[str, str] | None = None  # --target-error / --target-size: weight -> format
 
     def pass_report(self, name: str) -> PassReport | None:
         return next((p for p in self.passes if p.name == name), None)

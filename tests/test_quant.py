@@ -504,20 +504,52 @@ def test_narrow_on_a_large_tensor_read_lazily(tmp_path):
     assert onnx.load(str(out)).graph.initializer[0].data_type == onnx.TensorProto.INT32
 
 
-def test_target_error_stores_the_costliest_weights_as_fp16(tmp_path):
-    model = builders.quant_cases()
+def _allocation_sources(tmp_path):
     src = tmp_path / "in.onnx"
-    onnx.save(model, str(src))
-    loose = onnxsurgery.quant_file(src, tmp_path / "a.onnx", min_elements=1024, dtype="int4",
-                                   granularity="tensor")
-    assert loose.verification["rel_l2_error"] > 0.1
-    report = onnxsurgery.quant_file(src, tmp_path / "b.onnx", min_elements=1024, dtype="int4",
-                                    granularity="tensor", target_error=0.1)
-    q = report.pass_report("quantize")
-    assert report.verification["rel_l2_error"] <= 0.1
-    assert 1 <= q.details["schemes"].get("fp16/cast", 0) < 4  # some, not all, went to float16
-    assert any("float16" in n for n in report.notes)
-    assert report.bytes_after < (tmp_path / "in.onnx").stat().st_size
+    onnx.save(builders.quant_cases(), str(src))
+    runs = {dtype: onnxsurgery.quant_file(src, tmp_path / f"{dtype}.onnx", min_elements=1024, dtype=dtype)
+            for dtype in ("int4", "int8")}
+    return src, {d: (r.bytes_after, r.verification["rel_l2_error"]) for d, r in runs.items()}
+
+
+def test_target_error_meets_the_error_smaller_than_all_int8(tmp_path):
+    src, found = _allocation_sources(tmp_path)
+    four, eight = found["int4"], found["int8"]
+    assert eight[1] < four[1]
+    target = (eight[1] + four[1]) / 2  # int4 everywhere misses it, int8 everywhere meets it
+    report = onnxsurgery.quant_file(src, tmp_path / "t.onnx", min_elements=1024, target_error=target)
+    assert report.verification["rel_l2_error"] <= target
+    assert report.bytes_after < eight[0]  # some weights afforded 4 bits
+    assert set(report.allocation.values()) == {"int4", "int8"}, report.allocation
+    schemes = report.pass_report("quantize").details["schemes"]
+    assert {s.split("/")[0] for s in schemes} == {"int4", "int8"}, schemes  # what the file holds
+    assert any("--target-error" in n for n in report.notes)
+    tight = onnxsurgery.quant_file(src, tmp_path / "u.onnx", min_elements=1024, target_error=eight[1] / 10)
+    assert tight.verification["rel_l2_error"] <= eight[1] / 10  # float16 / float32 where int8 is too coarse
+    assert {"float16", "float32"} & set(tight.allocation.values()), tight.allocation
+
+
+def test_target_size_fits_the_file_at_less_error_than_all_int4(tmp_path):
+    src, found = _allocation_sources(tmp_path)
+    four, eight = found["int4"], found["int8"]
+    budget = (four[0] + eight[0]) // 2
+    report = onnxsurgery.quant_file(src, tmp_path / "s.onnx", min_elements=1024, target_size=budget)
+    assert report.bytes_after <= budget
+    assert report.verification["rel_l2_error"] < four[1]
+    assert set(report.allocation.values()) == {"int4", "int8"}, report.allocation
+
+
+def test_allocation_takes_the_most_error_per_byte_first():
+    from onnxsurgery.quant import allocation
+
+    weights = [allocation.WeightCosts("a", {"int4": 10, "int8": 20, "float32": 80}, {"int4": 0.3, "int8": 0.02}),
+               allocation.WeightCosts("b", {"int4": 10, "int8": 20, "float32": 80}, {"int4": 0.1, "int8": 0.01})]
+    assert allocation.for_size(weights, 30).formats == {"a": "int8", "b": "int4"}
+    plan = allocation.for_error(weights, 0.05)
+    assert plan.formats == {"a": "int8", "b": "int8"} and plan.bytes == 40
+    assert plan.predicted_error == pytest.approx((0.02 ** 2 + 0.01 ** 2) ** 0.5)
+    assert allocation.for_error(weights, 0.015).formats == {"a": "float32", "b": "int8"}
+    assert allocation.for_size(weights, 5).formats == {"a": "int4", "b": "int4"}  # nothing fits: the smallest
 
 
 # -- embedding tables: gathered, then dequantized ---------------------------------------------

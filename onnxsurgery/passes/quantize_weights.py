@@ -68,7 +68,7 @@ from ..quant.options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
 from ..quant.rounding import snap_to_levels, weight_error
 from ..quant.symmetry_choice import choose_symmetric
 from ..quant.schemes import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
-                             matches, quantize_site, refusal, scheme_args, value_refusal)
+                             matches, quantize_site, refusal, scheme_args, site_options, value_refusal)
 from ..report import PassReport
 from .base import Estimate
 
@@ -113,7 +113,7 @@ class QuantizeWeights:
         saved = 0
         for site in collect_constants(graph, scopes):
             if site.onnx_dtype in FLOAT_TYPES and id(site.tensor) not in removed \
-                    and refusal(site, scopes, self.options, keep) is None:
+                    and refusal(site, scopes, site_options(site, self.options), keep) is None:
                 saved += site.nbytes - estimated_bytes(site, self.options, opset)
         return Estimate(self.name, saved)
 
@@ -138,40 +138,42 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
     not_calibrated = {}  # weight -> why it kept ordinary rounding
     float16_instead = {}  # target tensorrt: weight -> why it has no quantized form there
     todo = []
+    four_bit = options.as_four_bit() if options.int4_for else None
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype not in FLOAT_TYPES:
             continue
-        no_quantized_form = float16_for_tensorrt(site, options)
-        reason = refusal(site, scopes, options, keep) or value_refusal(site, float16_because=no_quantized_form)
+        opts = site_options(site, options, four_bit)  # 4-bit for the weights allocated 4 bits
+        no_quantized_form = float16_for_tensorrt(site, opts)
+        reason = refusal(site, scopes, opts, keep) or value_refusal(site, float16_because=no_quantized_form)
         if reason:
             if reason != "small":
                 report.skip(site.name, reason)
             continue
-        scheme = choose_scheme(site, options)
-        lowering = lowering_for(site, options, scheme, opset)
+        scheme = choose_scheme(site, opts)
+        lowering = lowering_for(site, opts, scheme, opset)
         as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and matches(site, options.fp16_for)
         if no_quantized_form:
             float16_instead[site.name] = no_quantized_form
             as_fp16 = True
-        todo.append((site, scheme, lowering, as_fp16))
-    accurate_ones = choose_accurate([(site, scheme) for site, scheme, lowering, _ in todo if lowering == "lean"],
+        todo.append((site, scheme, lowering, as_fp16, opts))
+    accurate_ones = choose_accurate([(site, scheme) for site, scheme, lowering, *_ in todo if lowering == "lean"],
                                      options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
                                      activations=activations)
     stays_float = bool(options.fp16 or options.levels)
-    symmetric_ones = choose_symmetric([(site, scheme, lowering) for site, scheme, lowering, as_fp16 in todo
+    symmetric_ones = choose_symmetric([(site, scheme, lowering, opts) for site, scheme, lowering, as_fp16, opts in todo
                                        if lowering != "lean" and not as_fp16],
-                                      options, activations) if options.auto_symmetric else set()
+                                      activations) if options.auto_symmetric else set()
     if calibration is not None and not stays_float:
-        calibration.plan([site for site, _, _, as_fp16 in todo if not as_fp16])
+        calibration.plan([site for site, _, _, as_fp16, _ in todo if not as_fp16])
         not_calibrated.update(calibration.skipped)
-    for site, scheme, lowering, as_fp16 in progress(todo, "quantize", unit="weight"):
+    for site, scheme, lowering, as_fp16, opts in progress(todo, "quantize", unit="weight"):
         as_float = stays_float or as_fp16
-        if scheme.granularity != options.granularity and lowering != "lean":
+        if scheme.granularity != opts.granularity and lowering != "lean":
             fallbacks.append(site.name)
         values = read_values(site.tensor).astype(np.float32, copy=False)
         before = site.nbytes
         moments = calibration.moments(site) if calibration is not None and not as_float else None
-        symmetric = site.name in symmetric_ones if options.auto_symmetric else options.symmetric
+        symmetric = site.name in symmetric_ones if options.auto_symmetric else opts.symmetric
         if as_float:
             err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
@@ -182,7 +184,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
             elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight
                 (scheme, lowering), symmetric = lean_scheme(site, opset), True
                 lean.append(site.name)
-            common = scheme_args(options, scheme, lowering, symmetric)
+            common = scheme_args(opts, scheme, lowering, symmetric)
             qt = quantize_site(values, site, scheme, lowering, balance, common, equalized=moments is None)
             if moments is not None:
                 channel_axis, block_axis = choose_axes(site)
@@ -203,7 +205,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
             after = stored_bytes(qt, lowering)
         report.changed += 1
         report.bytes_saved += before - after
-        label = "fp16/cast" if as_fp16 else options.label(scheme, lowering, symmetric)
+        label = "fp16/cast" if as_fp16 else opts.label(scheme, lowering, symmetric)
         schemes[label] = schemes.get(label, 0) + 1
         errors.append({"name": site.name, "shape": list(site.shape), "scheme": label, **err})
         log.info("quantize: %s %s as %s, weight error %.3g", site.name, list(site.shape), label, err["rel_l2_error"])

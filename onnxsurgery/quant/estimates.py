@@ -8,7 +8,7 @@ from .options import QuantOptions
 from .rounding import Quantized, has_zero_point
 from .scaled import equalized_axis
 from .schemes import (RECURRENT_DQ_OPSET, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
-                      recurrent_weight, required_opset)
+                      recurrent_weight, required_opset, site_options)
 
 def stored_bytes(qt: Quantized, lowering: str) -> int:
     """Payload bytes of the quantized form (q, scales, zero points), as both lowerings store it."""
@@ -32,6 +32,7 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
     (for `info`: scales assumed to fit float16 under arith; `auto`'s int8 choice assumed lean,
     which it is unless a weight has outlier rows; the opset is the one quant upgrades to; graph
     overhead of a few small nodes per weight not counted)."""
+    options = site_options(site, options)
     if options.fp16 or float16_for_tensorrt(site, options):
         return 2 * site.num_elements
     opset = max(opset, required_opset(options))

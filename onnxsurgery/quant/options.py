@@ -3,6 +3,7 @@ grouped (Scheme)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,7 @@ class QuantOptions:
     fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
     levels: int | None = None  # snap weights to N values per group, keeping float storage
     fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
+    int4_for: tuple[str, ...] = ()  # patterns of weights stored in 4 bits instead (quant/allocation.py)
     rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
     keep_quantized: bool = False  # DequantizeLinear kept in the graph: integers in memory at run time
     target: str = "any"  # any: standard ai.onnx ops; onnxruntime: MatMulNBits; tensorrt: what its parser takes
@@ -89,6 +91,13 @@ class QuantOptions:
         self.symmetric, self.lowering = True, "dq"
         if self.granularity is None and not (self.levels or self.fp16):
             self.granularity = "block" if self.dtype == "int4" else "channel"
+
+    def as_four_bit(self) -> "QuantOptions":
+        """These options for a weight in `int4_for`: the 4-bit dtype of the same signedness, every
+        choice left to quant still left to it."""
+        return dataclasses.replace(self, dtype="uint4" if self.dtype.startswith("u") else "int4", int4_for=(),
+                                   granularity=None if self.auto_scheme else self.granularity,
+                                   symmetric=None if self.auto_symmetric else self.symmetric)
 
     @property
     def four_bit(self) -> bool:

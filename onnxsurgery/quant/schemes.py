@@ -4,6 +4,7 @@ measurement behind it; the measured choice between lean and accurate is lean_cho
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 
 import numpy as np
@@ -32,6 +33,9 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
     needs 13; every other lowering works from opset 7 (or 11)."""
     if opts.fp16 or opts.levels:
         return 1
+    if opts.int4_for:  # the weights allocated 4 bits need what 4-bit options need
+        return max(required_opset(opts.as_four_bit(), graph),
+                   required_opset(dataclasses.replace(opts, int4_for=()), graph))
     if opts.lowering == "dq" or (opts.lowering == "auto" and opts.stays_quantized):
         return dq_min_opset(opts)
     if graph is not None and opts.lean_default and any(
@@ -74,6 +78,14 @@ def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
         return options.rounding == "balanced"
     readers = consumers(site)
     return bool(readers) and all(n.op in ("Conv", "ConvTranspose") and i == 1 for n, i in readers)
+
+
+def site_options(site: ConstantSite, options: QuantOptions, four_bit: QuantOptions | None = None) -> QuantOptions:
+    """The options for `site`: `four_bit` (options.as_four_bit(), computed once by the caller)
+    where the weight is in options.int4_for, else `options`."""
+    if options.int4_for and matches(site, options.int4_for):
+        return four_bit or options.as_four_bit()
+    return options
 
 
 def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:

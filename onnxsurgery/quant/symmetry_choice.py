@@ -27,23 +27,23 @@ from .schemes import balanced_rounding, quantize_site, scheme_args
 SYMMETRIC_MARGIN = 0.9
 
 
-def choose_symmetric(candidates: list[tuple[ConstantSite, Scheme, str]], options: QuantOptions,
+def choose_symmetric(candidates: list[tuple[ConstantSite, Scheme, str, QuantOptions]],
                      activations: Calibration | None = None) -> set[str]:
-    """The names among `candidates` (site, scheme, lowering) that are more accurate symmetric,
-    by SYMMETRIC_MARGIN."""
+    """The names among `candidates` (site, scheme, lowering, the site's options) that are more
+    accurate symmetric, by SYMMETRIC_MARGIN."""
     if not candidates:
         return set()
     try:
-        return _choose(candidates, options, activations)
+        return _choose(candidates, activations)
     except InputError:  # the inputs could not be generated or run: measure in the weights
-        return _choose(candidates, options, None)
+        return _choose(candidates, None)
 
 
-def _choose(candidates, options: QuantOptions, activations: Calibration | None) -> set[str]:
+def _choose(candidates, activations: Calibration | None) -> set[str]:
     if activations is not None:
-        activations.plan([site for site, _, _ in candidates])
+        activations.plan([site for site, *_ in candidates])
     chosen = set()
-    for site, scheme, lowering in progress(candidates, "measure symmetric vs asymmetric", unit="weight"):
+    for site, scheme, lowering, options in progress(candidates, "measure symmetric vs asymmetric", unit="weight"):
         values = read_values(site.tensor).astype(np.float32, copy=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         moments = activations.moments(site) if activations is not None else None

@@ -1,0 +1,82 @@
+"""An error budget or a size budget spread over the weights: each weight is stored as int4,
+int8, float16 or float32, whichever the budget affords it, cheapest error per byte first.
+
+What a weight costs in each format is measured, not guessed: its output error with that weight
+alone quantized (the caller measures it in onnxruntime on the verification inputs), and the
+bytes the format stores (quant.estimates). Errors of separate weights add up roughly as squares
+(independent rounding noise), so a plan's predicted error is sqrt(sum of squares); float16 is
+counted as free of error (its relative rounding, 2^-11, is ~100x below int8's) and float32 is
+exact. The caller verifies the plan in onnxruntime and tightens it if the prediction was short.
+
+The search is greedy on the marginal rate: from the smallest plan, repeatedly take the one step
+(one weight to a larger format) that removes the most squared error per byte added, until the
+error budget is met (`for_error`) or no step fits the size budget (`for_size`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FORMATS = ("int4", "int8", "float16", "float32")  # smallest first
+
+
+@dataclass
+class WeightCosts:
+    """One weight: bytes stored and output error (the weight alone) per format it can take."""
+
+    name: str
+    bytes: dict[str, int]
+    error: dict[str, float] = field(default_factory=dict)
+
+    def formats(self) -> list[str]:
+        return sorted(self.bytes, key=lambda f: (self.bytes[f], FORMATS.index(f)))
+
+
+@dataclass
+class Plan:
+    formats: dict[str, str]  # weight -> format
+    bytes: int  # of the weights planned
+    predicted_error: float
+
+    def names(self, fmt: str) -> list[str]:
+        return sorted(n for n, f in self.formats.items() if f == fmt)
+
+
+def _plan(weights: list[WeightCosts], formats: dict[str, str]) -> Plan:
+    by_name = {w.name: w for w in weights}
+    squared = sum(by_name[n].error.get(f, 0.0) ** 2 for n, f in formats.items())
+    return Plan(dict(formats), sum(by_name[n].bytes[f] for n, f in formats.items()), squared ** 0.5)
+
+
+def _steps(weights: list[WeightCosts], formats: dict[str, str]):
+    """(squared error removed per byte added, bytes added, weight, format) for every one-weight step up."""
+    for w in weights:
+        now = formats[w.name]
+        for fmt in w.formats():
+            added = w.bytes[fmt] - w.bytes[now]
+            removed = w.error.get(now, 0.0) ** 2 - w.error.get(fmt, 0.0) ** 2
+            if added > 0 and removed > 0:
+                yield removed / added, added, w.name, fmt
+
+
+def _grow(weights: list[WeightCosts], done, room=None) -> Plan:
+    formats = {w.name: w.formats()[0] for w in weights}
+    while not done(_plan(weights, formats)):
+        spent = _plan(weights, formats).bytes
+        steps = [s for s in _steps(weights, formats) if room is None or spent + s[1] <= room]
+        if not steps:
+            break
+        _, _, name, fmt = max(steps)
+        formats[name] = fmt
+    return _plan(weights, formats)
+
+
+def for_error(weights: list[WeightCosts], target: float) -> Plan:
+    """The smallest plan whose predicted output error is within `target` (or the most accurate
+    plan, if none is)."""
+    return _grow(weights, lambda plan: plan.predicted_error <= target)
+
+
+def for_size(weights: list[WeightCosts], max_bytes: int) -> Plan:
+    """The plan with the smallest predicted error whose weights fit in `max_bytes` (or the
+    smallest plan, if none does)."""
+    return _grow(weights, lambda plan: False, room=max_bytes)

@@ -1,7 +1,8 @@
 """The weight quantizers a user would pick instead of `onnxsurgery quant`, each run as its
 documented entry point, writing one file per setting: onnxruntime's quantize_dynamic and
 MatMulNBitsQuantizer (RTN), onnx-shrink-ray, and NNCF's compress_weights (in a venv of its
-own, build/nncf-venv: it pins its own onnx). Each yields (label, bits, path or None, why)."""
+own, build/nncf-venv: it pins its own onnx; models below opset 13, which it refuses, upgraded
+with onnx's version converter first, as its error message asks). Each yields (label, bits, path or None, why)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ NNCF_SPEC = "nncf==3.4.0"
 
 _NNCF_SCRIPT = """
 import sys, onnx, nncf
+from onnx import version_converter
 src, dst, mode = sys.argv[1:4]
+model = onnx.load(src)
+if next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) < 13:  # NNCF refuses older ones
+    model = version_converter.convert_version(model, 13)
 extra = dict(group_size=32, ratio=1.0) if "INT4" in mode else {}
-onnx.save(nncf.compress_weights(onnx.load(src), mode=getattr(nncf.CompressWeightsMode, mode), **extra), dst)
+onnx.save(nncf.compress_weights(model, mode=getattr(nncf.CompressWeightsMode, mode), **extra), dst)
 """
 
 

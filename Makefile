@@ -59,6 +59,7 @@ bench: install install-web
 	$(PY) bench/run.py --samples $(SAMPLES) --layers $(LAYERS) --hidden $(HIDDEN)
 	$(PY) bench/quant.py --samples $(SAMPLES)
 	$(PY) bench/runtime.py
+	$(PY) bench/accuracy.py
 	$(PY) bench/block_sizes.py
 	$(PY) bench/tensorrt.py
 	$(PY) bench/scale.py

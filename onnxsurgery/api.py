@@ -357,7 +357,8 @@ def quant_file(
         ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes)
         # auto's choices (lean or accurate, symmetric or not), measured on what each layer reads
         # (verification's inputs)
-        measured = quant_options.auto_scheme or quant_options.auto_symmetric
+        # (under a budget, in the weights, as the plan measured them)
+        measured = (quant_options.auto_scheme or quant_options.auto_symmetric) and report.allocation is None
         activations = Calibration(input_path, samples or [{}], shapes=shapes) if measured else None
         _run_quant_passes(ws, quant_options, merge, calibrated, activations)
         report.passes = ws.reports
@@ -520,8 +521,10 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
     base = dataclasses.replace(eight_bit, int4_for=(), fp16_for=())
 
     def measured(opts: QuantOptions) -> tuple[float, int, int, list[str]]:
-        """(output error, file bytes, bytes the quantizer saved, weights quantized)."""
-        ws = open_workspace(input_path)
+        """(output error, file bytes, bytes the quantizer saved, weights quantized), at the opset
+        the final run will have (4-bit weights: 21, with float32 scales)."""
+        ws = _at_required_opset(open_workspace(input_path), input_path, opts, RunReport("quant", str(input_path)),
+                                verify=False)
         _run_quant_passes(ws, opts, merge, calibration)
         quantize = ws.reports[-1]
         with tempfile.TemporaryDirectory() as tmp:
@@ -533,7 +536,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
         ws.close()
         return err, size, quantize.bytes_saved, quantize.details["quantized"]
 
-    _, full_size, full_saved, names = measured(base)
+    full_error, full_size, _, names = measured(base)
     ws = open_workspace(input_path)
     sites = {site.name: site for site in collect_constants(ws.graph, list(iter_scopes(ws.graph)))}
     weights, stored_int8 = [], 0
@@ -560,8 +563,18 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
             exclude=tuple(options.exclude) + tuple(_literal(n) for n in plan.names("float32") + plan.names("kept")))
 
     if target_size is not None:
-        plan = allocation.for_size(weights, target_size - others)
-        return options_for(plan), plan, measured(options_for(plan))[0]
+        room = target_size - others
+        for _ in range(ALLOCATION_ROUNDS):  # sizes measured alone add up to within a few %: refit
+            plan = allocation.for_size(weights, room)
+            err, size, *_ = measured(options_for(plan))
+            if size <= target_size:
+                break
+            room -= size - target_size
+        if full_size <= target_size and full_error <= err:  # errors need not add up as planned
+            plan = allocation.Plan({w.name: "int8" if "int8" in w.bytes else w.formats()[-1] for w in weights},
+                                   stored_int8, 0.0)
+            err = full_error
+        return options_for(plan), plan, err
     goal = target_error
     for _ in range(ALLOCATION_ROUNDS):
         plan = allocation.for_error(weights, goal)

@@ -345,19 +345,18 @@ def quant_file(
         if target_error is not None or target_size is not None:
             if target_error is not None and target_size is not None:
                 raise InputError("give --target-error or --target-size, not both")
-            quant_options, plan, planned_error = _allocate(
+            quant_options, plan, probed_error = _allocate(
                 input_path, quant_options, merge, target_error=target_error, target_size=target_size,
                 samples=samples, shapes=shapes, calibration=calibrated)
             report.allocation = plan.formats
             counts = ", ".join(f"{len(plan.names(f))} {f}" for f in (*allocation.FORMATS, "kept") if plan.names(f))
             goal = f"--target-error {target_error:g}" if target_error is not None else \
                 f"--target-size {target_size / 1e6:g} MB"
-            report.notes.append(f"{goal}: weights stored as {counts or 'nothing to allocate'}; planned output "
-                                f"error {planned_error:.3g}")
+            report.notes.append(f"{goal}: weights stored as {counts or 'nothing to allocate'} (output error "
+                                f"{probed_error:.3g} when planned)")
         ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes)
         # auto's choices (lean or accurate, symmetric or not), measured on what each layer reads
-        # (verification's inputs)
-        # (under a budget, in the weights, as the plan measured them)
+        # (verification's inputs); under a budget, in the weights, as the plan measured them
         measured = (quant_options.auto_scheme or quant_options.auto_symmetric) and report.allocation is None
         activations = Calibration(input_path, samples or [{}], shapes=shapes) if measured else None
         _run_quant_passes(ws, quant_options, merge, calibrated, activations)

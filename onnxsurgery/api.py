@@ -342,7 +342,8 @@ def quant_file(
     else:
         quant_options = QuantOptions(**options)
         calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
-        if target_error is not None or target_size is not None:
+        budget = target_error is not None or target_size is not None
+        if budget:
             if target_error is not None and target_size is not None:
                 raise InputError("give --target-error or --target-size, not both")
             quant_options, plan, probed_error = _allocate(
@@ -357,7 +358,7 @@ def quant_file(
         ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes)
         # auto's choices (lean or accurate, symmetric or not), measured on what each layer reads
         # (verification's inputs); under a budget, in the weights, as the plan measured them
-        measured = (quant_options.auto_scheme or quant_options.auto_symmetric) and report.allocation is None
+        measured = (quant_options.auto_scheme or quant_options.auto_symmetric) and not budget
         activations = Calibration(input_path, samples or [{}], shapes=shapes) if measured else None
         _run_quant_passes(ws, quant_options, merge, calibrated, activations)
         report.passes = ws.reports
@@ -570,9 +571,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
                 break
             room -= size - target_size
         if full_size <= target_size and full_error <= err:  # errors need not add up as planned
-            plan = allocation.Plan({w.name: "int8" if "int8" in w.bytes else w.formats()[-1] for w in weights},
-                                   stored_int8, 0.0)
-            err = full_error
+            plan, err = allocation.uniform(weights, "int8"), full_error
         return options_for(plan), plan, err
     goal = target_error
     for _ in range(ALLOCATION_ROUNDS):

@@ -550,6 +550,7 @@ def test_allocation_takes_the_most_error_per_byte_first():
     assert plan.predicted_error == pytest.approx((0.02 ** 2 + 0.01 ** 2) ** 0.5)
     assert allocation.for_error(weights, 0.015).formats == {"a": "float32", "b": "int8"}
     assert allocation.for_size(weights, 5).formats == {"a": "int4", "b": "int4"}  # nothing fits: the smallest
+    assert allocation.uniform(weights, "int8").bytes == 40
 
 
 # -- embedding tables: gathered, then dequantized ---------------------------------------------

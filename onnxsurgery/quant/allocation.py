@@ -70,6 +70,11 @@ def _grow(weights: list[WeightCosts], done, room=None) -> Plan:
     return _plan(weights, formats)
 
 
+def uniform(weights: list[WeightCosts], fmt: str) -> Plan:
+    """Every weight in `fmt` (or, where it cannot take it, its largest format)."""
+    return _plan(weights, {w.name: fmt if fmt in w.bytes else w.formats()[-1] for w in weights})
+
+
 def for_error(weights: list[WeightCosts], target: float) -> Plan:
     """The smallest plan whose predicted output error is within `target` (or the most accurate
     plan, if none is)."""

@@ -18,7 +18,7 @@ from onnxsurgery.quant.options import QuantOptions
 def _quant(tmp_path, model, **options):
     src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
     onnx.save(model, str(src))
-    report = onnxsurgery.quant_file(src, out, min_elements=1024, **options)
+    report = onnxsurgery.quant_file(src, out, **{"min_elements": 1024, **options})
     saved = onnx.load(str(out))
     onnx.checker.check_model(saved)
     return saved, out, report
@@ -120,7 +120,7 @@ def test_input_side_equalization_helps_weights_with_outlier_rows(tmp_path):
     assert weight_error(w, qt)["rel_l2_error"] < 0.5 * plain
     model = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[4, 256])],
                            [builders.vi("y", shape=[4, 64])], [numpy_helper.from_array(w, "W")])
-    saved, out, report = _quant(tmp_path, model)
+    saved, out, report = _quant(tmp_path, model, lowering="scaled")  # symmetric: auto might add zero points
     assert report.pass_report("quantize").details["lean_lowering"] == ["W"]
     (scale_before,) = [n for n in saved.graph.node if "scale_before" in n.name]
     r_saved = numpy_helper.to_array(next(t for t in saved.graph.initializer if t.name == scale_before.input[1]))
@@ -128,6 +128,73 @@ def test_input_side_equalization_helps_weights_with_outlier_rows(tmp_path):
     err = report.pass_report("quantize").details["largest_errors"][0]["rel_l2_error"]
     assert err == pytest.approx(weight_error(w, qt)["rel_l2_error"], rel=1e-3)
     assert _rel(model, out, builders.feeds_for(model)) < 2 * err + 1e-3
+
+
+def _offset_readers_model(opset: int) -> onnx.ModelProto:
+    """Every reader the zero-point term handles: MatMul on a 3-D input, Gemm with transA, transB,
+    alpha and C, a 3x3 Conv with pads, stride 2, dilation and bias, and a 1x1 Conv. Each weight
+    has a per-output-channel offset, which a symmetric range spends half its levels on."""
+    def offset(shape, seed, axis):
+        view = [1] * len(shape)
+        view[axis] = shape[axis]
+        return (builders.rand(shape, seed) * 0.05 + builders.rand((shape[axis],), seed + 10).reshape(view)) \
+            .astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "Wm"], ["m"]),  # x [2, 8, 64] -> [2, 8, 96]
+             helper.make_node("Reshape", ["m", "s2"], ["m2"]),  # [16, 96]
+             helper.make_node("Transpose", ["m2"], ["mt"], perm=[1, 0]),  # [96, 16]: A for transA
+             helper.make_node("Gemm", ["mt", "Wg", "C"], ["g"], transA=1, transB=1, alpha=0.5, beta=2.0),
+             helper.make_node("Reshape", ["g", "s4"], ["img"]),  # [1, 16, 32, 32]
+             helper.make_node("Conv", ["img", "Wc", "B"], ["c"], pads=[2, 1, 2, 1], strides=[2, 1],
+                              dilations=[2, 1], kernel_shape=[3, 3]),
+             helper.make_node("Conv", ["c", "W1"], ["y"])]
+    inits = [numpy_helper.from_array(offset((64, 96), 1, 1), "Wm"),
+             numpy_helper.from_array(np.array([16, 96], np.int64), "s2"),
+             numpy_helper.from_array(offset((1024, 96), 2, 0), "Wg"),
+             numpy_helper.from_array(builders.rand((1024,), 3), "C"),
+             numpy_helper.from_array(np.array([1, 16, 32, 32], np.int64), "s4"),
+             numpy_helper.from_array(offset((128, 16, 3, 3), 4, 0), "Wc"),
+             numpy_helper.from_array(builders.rand((128,), 5), "B"),
+             numpy_helper.from_array(offset((64, 128, 1, 1), 6, 0), "W1")]
+    return builders.model(nodes, [builders.vi("x", shape=[2, 8, 64])], [builders.vi("y", shape=[1, 64, 16, 32])],
+                          inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [11, 17])  # ReduceSum's axes: an attribute before 13, an input from 13
+def test_zero_points_follow_each_reader(tmp_path, opset):
+    """--lowering scaled --asymmetric: each reader computes s * (X @ q - sum(X) * z). The saved
+    model holds int8 weights and no DequantizeLinear, and computes what the original does at less
+    than half the symmetric form's output error (a wrong term would be far off: the offsets make
+    sum(X) * z most of each output)."""
+    model = _offset_readers_model(opset)
+    onnx.checker.check_model(model, full_check=True)
+    feeds = builders.feeds_for(model)
+    saved, out, report = _quant(tmp_path, model, lowering="scaled", symmetric=False, min_elements=2048)  # not C
+    assert report.pass_report("quantize").details["schemes"] == {"int8/channel/asym/scaled": 4}
+    ops = [n.op_type for n in saved.graph.node]
+    assert ops.count("ReduceSum") == 4 and "DequantizeLinear" not in ops and ops.count("Conv") == 3  # + the window
+    assert sum(t.data_type == onnx.TensorProto.INT8 for t in saved.graph.initializer) == 4
+    (tmp_path / "sym").mkdir()
+    _, sym_out, _ = _quant(tmp_path / "sym", model, lowering="scaled", symmetric=True, min_elements=2048)
+    err, sym_err = _rel(model, out, feeds), _rel(model, sym_out, feeds)
+    assert err < 0.5 * sym_err
+    assert report.verification["rel_l2_error"] == pytest.approx(err, rel=1e-3) and err < 0.02
+
+
+def test_auto_gives_zero_points_to_matmul_weights_and_blocks_to_small_ones(tmp_path):
+    """auto: the offset MatMul and Gemm weights are more accurate with zero points in their layers'
+    outputs, and get them; the convolutions stay symmetric (lean_choice); the 1x1 Conv's weight
+    (8192 elements, below SMALL_WEIGHT_ELEMENTS) takes the accurate block chain."""
+    from onnxsurgery.quant.lean_choice import SMALL_WEIGHT_ELEMENTS
+
+    model = _offset_readers_model(17)
+    saved, out, report = _quant(tmp_path, model, min_elements=2048)
+    q = report.pass_report("quantize").details
+    assert q["lean_asymmetric"] == ["Wg", "Wm"]
+    assert 64 * 128 < SMALL_WEIGHT_ELEMENTS <= 128 * 16 * 9 and q["accurate_lowering"] == ["W1"]
+    assert q["schemes"]["int8/channel/sym/scaled"] == 1  # Wc
+    (tmp_path / "sym").mkdir()
+    _, _, symmetric = _quant(tmp_path / "sym", model, min_elements=2048, lowering="scaled")
+    assert report.verification["rel_l2_error"] < 0.5 * symmetric.verification["rel_l2_error"]
 
 
 @pytest.mark.parametrize("dtype,symmetric", [("int8", False), ("int8", True), ("int4", False), ("int4", True),
@@ -179,7 +246,8 @@ def test_identity_in_front_of_shared_weights_is_bypassed(tmp_path):
                            [numpy_helper.from_array(w, "W")])
     saved, out, report = _quant(tmp_path, model)
     assert "Identity" not in [n.op_type for n in saved.graph.node]
-    assert report.pass_report("quantize").details["schemes"] == {"int8/channel/sym/scaled": 1}
+    ((scheme, count),) = report.pass_report("quantize").details["schemes"].items()
+    assert count == 1 and scheme.startswith("int8/channel/") and scheme.endswith("/scaled")
     assert report.pass_report("bypass_identity").changed == 2
     assert report.verification["rel_l2_error"] < 0.01
 

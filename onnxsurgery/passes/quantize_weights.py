@@ -61,11 +61,12 @@ from ..graph_utils import (
 from ..progress import progress
 from ..quant.calibration import Calibration, calibrated_rounding
 from ..quant.estimates import estimated_bytes, stored_bytes
-from ..quant.lean_choice import choose_accurate
+from ..quant.lean_choice import choose_lean
 from ..quant.lowerings import build
 from ..quant.nodes import Emitter, const
 from ..quant.options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
 from ..quant.rounding import snap_to_levels, weight_error
+from ..quant.scaled import zero_points_fit
 from ..quant.symmetry_choice import choose_symmetric
 from ..quant.schemes import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
                              matches, quantize_site, refusal, scheme_args, site_options, value_refusal)
@@ -156,12 +157,12 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
             float16_instead[site.name] = no_quantized_form
             as_fp16 = True
         todo.append((site, scheme, lowering, as_fp16, opts))
-    accurate_ones = choose_accurate([(site, scheme) for site, scheme, lowering, *_ in todo if lowering == "lean"],
-                                     options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
-                                     activations=activations)
+    lean_choice = choose_lean([(site, scheme) for site, scheme, lowering, *_ in todo if lowering == "lean"],
+                              options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
+                              activations=activations)
     stays_float = bool(options.fp16 or options.levels)
     symmetric_ones = choose_symmetric([(site, scheme, lowering, opts) for site, scheme, lowering, as_fp16, opts in todo
-                                       if lowering != "lean" and not as_fp16],
+                                       if lowering not in ("lean", "scaled") and not as_fp16],
                                       activations) if options.auto_symmetric else set()
     if calibration is not None and not stays_float:
         calibration.plan([site for site, _, _, as_fp16, _ in todo if not as_fp16])
@@ -178,11 +179,16 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
             err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
             balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
-            if lowering == "lean" and site.name in accurate_ones:
+            if lowering == "lean" and site.name in lean_choice.accurate:
                 lowering = "arith"
                 accurate.append(site.name)
             elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight
-                (scheme, lowering), symmetric = lean_scheme(site, opset), True
+                scheme, lowering = lean_scheme(site, opset)
+                # zero points where measured more accurate, or where asked for (--asymmetric)
+                if options.auto_symmetric:
+                    symmetric = site.name not in lean_choice.asymmetric
+                else:
+                    symmetric = opts.symmetric or not (lowering == "scaled" and zero_points_fit(site))
                 lean.append(site.name)
             common = scheme_args(opts, scheme, lowering, symmetric)
             qt = quantize_site(values, site, scheme, lowering, balance, common, equalized=moments is None)
@@ -220,6 +226,8 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
                       "lean_lowering": lean, "accurate_lowering": accurate,
                       # --symmetric left to quant: the weights measured more accurate symmetric
                       "symmetric_chosen": sorted(symmetric_ones),
+                      # lean weights measured more accurate with zero points (lean_choice.py)
+                      "lean_asymmetric": sorted(lean_choice.asymmetric),
                       "calibrated": calibrated,  # GPTQ rounding from calibration inputs
                       "not_calibrated": not_calibrated,  # weight -> why
                       "float16_for_tensorrt": float16_instead,

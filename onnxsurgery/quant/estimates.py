@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..graph_utils import ConstantSite
 from .options import QuantOptions
 from .rounding import Quantized, has_zero_point
-from .scaled import equalized_axis
+from .scaled import equalized_axis, zero_points_tried
 from .schemes import (RECURRENT_DQ_OPSET, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
                       recurrent_weight, required_opset, site_options)
 
@@ -22,16 +22,19 @@ def payload_bytes(elements: int, groups: int, scale_bytes: int, dtype: str, zero
     four_bit = dtype in ("int4", "uint4")
     q_bytes = (elements + 1) // 2 if four_bit else elements
     zp_bytes = 0
-    if zero_points:  # 4-bit zero points are packed under dq, one per byte under arith
+    if zero_points:  # 4-bit zero points are packed under dq, one per byte under arith, float32 under scaled
         zp_bytes = (groups + 1) // 2 if four_bit and lowering in ("dq", "matmulnbits") else groups
+        if lowering == "scaled":
+            zp_bytes = 4 * groups
     return q_bytes + groups * scale_bytes + zp_bytes
 
 
 def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> int:
     """Payload bytes `site` would take when quantized with `options`, from its shape alone
     (for `info`: scales assumed to fit float16 under arith; `auto`'s int8 choice assumed lean,
-    which it is unless a weight has outlier rows; the opset is the one quant upgrades to; graph
-    overhead of a few small nodes per weight not counted)."""
+    which it is unless a weight has outlier rows, with zero points for MatMul and Gemm; the
+    opset is the one quant upgrades to; graph overhead of a few small nodes per weight not
+    counted)."""
     options = site_options(site, options)
     if options.fp16 or float16_for_tensorrt(site, options):
         return 2 * site.num_elements
@@ -41,8 +44,10 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
     scheme = choose_scheme(site, options)
     lowering = lowering_for(site, options, scheme, opset)
     symmetric = options.symmetric
-    if lowering in ("lean", "scaled"):
-        (scheme, lowering), symmetric = lean_scheme(site, opset), True
+    if lowering in ("lean", "scaled"):  # lean: zero points where auto measures them (assumed to win)
+        auto = lowering == "lean"
+        scheme, lowering = lean_scheme(site, opset)
+        symmetric = not (auto and lowering == "scaled" and zero_points_tried(site))
     groups = {"tensor": 1, "channel": site.shape[scheme.axis] if site.shape else 1,
               "block": site.num_elements // (scheme.block_size or 1)}[scheme.granularity]
     scale_bytes = 4 if lowering in ("dq", "matmulnbits", "scaled") else 2

@@ -1,7 +1,11 @@
-"""auto's measured choice, per int8 weight, between its lean form (one float copy at load or
-none) and the accurate block chain (four float copies at load), under a memory budget."""
+"""auto's measured choices per int8 weight: its lean form symmetric, or asymmetric with the
+zero points' term computed from the reader's input (scaled.py), and then between that lean form
+(one float copy at load or none) and the accurate block chain (four float copies at load),
+under a memory budget."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -12,6 +16,7 @@ from .calibration import Calibration
 from .gptq import output_error
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, weight_error
+from .scaled import zero_points_tried
 from .schemes import balanced_rounding, lean_scheme, quantize_site, scheme_args
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
@@ -23,50 +28,82 @@ from .schemes import balanced_rounding, lean_scheme, quantize_site, scheme_args
 # 0.35 took ALBERT-base to 1.06x the float original's memory, 0.2 keeps it at 0.99x.
 MIN_ACCURATE_RATIO = 2.0
 ACCURATE_MEMORY_SHARE = 0.2
+# Weights below this many elements take the accurate chain first, whatever their measured ratio:
+# their float copies at load are a rounding error of the model's memory, and in vision models
+# they are the early and squeeze-excite convolutions that per-channel scales serve worst (task
+# inputs, relative L2: ddddocr 0.0143 -> 0.0132, PP-OCRv4 rec 0.090 -> 0.077, at +0.3% and
+# +0.0% file; generated inputs had not shown their cost).
+SMALL_WEIGHT_ELEMENTS = 16384
 
 
-def choose_accurate(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions, opset: int,
-                     total_bytes: int, activations: Calibration | None = None) -> set[str]:
-    """The lean candidates that get the accurate block chain instead (MIN_ACCURATE_RATIO and
-    ACCURATE_MEMORY_SHARE above): each weight is quantized both ways to measure its errors, in
-    the layer's output over `activations` where they cover the weight (what its readers
-    multiply it by), else in the weight itself."""
+@dataclass
+class LeanChoice:
+    accurate: set[str] = field(default_factory=set)  # the accurate block chain instead of the lean form
+    asymmetric: set[str] = field(default_factory=set)  # lean, with zero points (scaled.py)
+
+
+@dataclass
+class _Cost:
+    name: str
+    ratio: float  # lean error / accurate error
+    extra: int  # bytes the accurate chain holds at load beyond the lean form
+    asymmetric: bool  # the lean form measured more accurate with zero points
+    small: bool  # below SMALL_WEIGHT_ELEMENTS, with blocks that fit
+
+
+def choose_lean(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions, opset: int,
+                total_bytes: int, activations: Calibration | None = None) -> LeanChoice:
+    """Each lean candidate's form: symmetric or with zero points (scaled.zero_points_tried), then the
+    accurate block chain instead for small weights and where it gains most
+    (SMALL_WEIGHT_ELEMENTS, MIN_ACCURATE_RATIO and ACCURATE_MEMORY_SHARE above). Each weight is
+    quantized each way to measure its errors, in the layer's output over `activations` where
+    they cover the weight (what its readers multiply it by), else in the weight itself."""
     try:
-        scored = lean_costs(candidates, options, opset, activations)
+        costs = lean_costs(candidates, options, opset, activations)
     except InputError:  # the inputs could not be generated or run: measure in the weights
-        scored = lean_costs(candidates, options, opset, None)
-    budget, chosen = ACCURATE_MEMORY_SHARE * total_bytes, set()
-    for ratio, extra, name in sorted(scored, reverse=True):
-        if ratio > MIN_ACCURATE_RATIO and extra <= budget:
-            chosen.add(name)
-            budget -= extra
-    return chosen
+        costs = lean_costs(candidates, options, opset, None)
+    budget, choice = ACCURATE_MEMORY_SHARE * total_bytes, LeanChoice()
+    by_ratio = sorted((c for c in costs if c.ratio > MIN_ACCURATE_RATIO), key=lambda c: c.ratio, reverse=True)
+    small = sorted((c for c in costs if c.small and c.ratio <= MIN_ACCURATE_RATIO), key=lambda c: c.ratio, reverse=True)
+    for cost in by_ratio + small:  # what the budget leaves after the lossiest goes to the small ones
+        if cost.extra <= budget:
+            choice.accurate.add(cost.name)
+            budget -= cost.extra
+    choice.asymmetric = {c.name for c in costs if c.asymmetric and c.name not in choice.accurate}
+    return choice
 
 
 def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions, opset: int,
-                activations: Calibration | None) -> list[tuple[float, int, str]]:
-    """(lean error / accurate error, extra bytes the accurate chain holds at load, name) per
-    candidate. Measured in the weight, a weight error far from the readers' large inputs counts
-    as much as one next to them; PP-OCRv4 rec's conv2d_170 (240x240) loses 1.6x in the weight
-    and 6.6x in the layer output, and it is the one that costs the model's output most."""
+                activations: Calibration | None) -> list[_Cost]:
+    """What each candidate's lean and accurate forms cost. Measured in the weight, a weight
+    error far from the readers' large inputs counts as much as one next to them; PP-OCRv4 rec's
+    conv2d_170 (240x240) loses 1.6x in the weight and 6.6x in the layer output, and it is the
+    one that costs the model's output most."""
     if activations is not None:
         activations.plan([site for site, _ in candidates])
-    scored = []
+    costs = []
     for site, scheme in progress(candidates, "measure lean vs accurate", unit="weight"):
         values = read_values(site.tensor).astype(np.float32, copy=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         lean, lowering = lean_scheme(site, opset)
         moments = activations.moments(site) if activations is not None else None
-        lean_error, accurate_error = (
+        forms = [(lean, lowering, True), (scheme, "arith", None)]
+        if lowering == "scaled" and zero_points_tried(site):
+            forms.append((lean, lowering, False))
+        lean_error, accurate_error, *asymmetric_error = (
             layer_cost(values, quantize_site(values, site, sch, low, balance, scheme_args(options, sch, low, sym)),
-                  site, moments)
-            for sch, low, sym in ((lean, lowering, True), (scheme, "arith", None)))
+                       site, moments)
+            for sch, low, sym in forms)
+        asymmetric = bool(asymmetric_error) and asymmetric_error[0] < lean_error
+        if asymmetric:
+            lean_error = asymmetric_error[0]
         ratio = lean_error / accurate_error if accurate_error > 0 else 1.0
         # float copies held at load beyond the lean form's: blocks fold Cast, Sub, Mul and
         # Reshape (four); `scaled` folds one Cast, lean `arith` Cast and Mul (two), `dq` none
         extra = 4 * site.num_elements * {"scaled": 3, "arith": 2, "dq": 4}[lowering]
-        scored.append((ratio, extra, site.name))
-    return scored
+        small = site.num_elements < SMALL_WEIGHT_ELEMENTS and scheme.granularity == "block"
+        costs.append(_Cost(site.name, ratio, extra, asymmetric, small))
+    return costs
 
 
 def layer_cost(values: np.ndarray, qt: Quantized, site: ConstantSite, moments) -> float:

@@ -24,7 +24,7 @@ def build(site: ConstantSite, qt: Quantized, lowering: str, names: NameAllocator
         build_gathered(site, qt, names)
         return None
     if lowering == "scaled":
-        build_scaled(site, qt, names)
+        build_scaled(site, qt, names, opset)
         return None
     if lowering == "matmulnbits":
         build_matmul_nbits(site, qt, names)

@@ -228,10 +228,10 @@ def main() -> None:
                 continue
             try:
                 sess = _session(path)
-            except Exception as e:  # noqa: BLE001 - the tool's output does not load: a result
-                print(f"{task.name:15s} {label:52s} {bits:4d} fails to load: {str(e).splitlines()[0][:50]}")
+                got = [task.run(sess, s) for s in task.samples]
+            except Exception as e:  # noqa: BLE001 - the tool's output does not load or run: a result
+                print(f"{task.name:15s} {label:52s} {bits:4d} fails in onnxruntime: {str(e).splitlines()[0][:60]}")
                 continue
-            got = [task.run(sess, s) for s in task.samples]
             err = max(float(np.linalg.norm(g - r) / max(np.linalg.norm(r), 1e-30))
                       for rs, gs in zip(ref, got) for r, g in zip(rs, gs))
             agree = task.agreement(ref, got)

@@ -133,8 +133,9 @@ def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset:
     site.scope.graph.nodes.append(gs.Node("Cast", name=names.new(f"{site.name}__Cast"),
                                           attrs={"to": onnx.TensorProto.FLOAT}, inputs=[stored], outputs=[weight]))
     for graph, readers in readers_by_graph(site):
-        constant = _shared_constants(names, site.name)  # one per value and shape in each graph (ALBERT:
-        for node, index in readers:                       # 12 layers read each weight)
+        # scales and zero points made once per graph, not per reader (ALBERT: 12 layers read each weight)
+        constant = _shared_constants(names, site.name)
+        for node, index in readers:
             node.inputs[index] = weight
             if qt.input_scale is not None:
                 _scale_input(graph, node, qt.input_scale, names, site.name, constant)

@@ -180,6 +180,24 @@ def test_zero_points_follow_each_reader(tmp_path, opset):
     assert report.verification["rel_l2_error"] == pytest.approx(err, rel=1e-3) and err < 0.02
 
 
+def test_zero_points_of_one_weight_read_with_two_alphas(tmp_path):
+    """One weight read by MatMul and by Gemm with alpha 0.5: each reader gets its own zero-point
+    term (alpha scales Gemm's), and the scale constant they share is made once."""
+    w = (builders.rand((64, 96), 1) * 0.05 + builders.rand((96,), 11)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["a"]), helper.make_node("Gemm", ["x", "W"], ["b"], alpha=0.5),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    model = builders.model(nodes, [builders.vi("x", shape=[8, 64])], [builders.vi("y", shape=[8, 96])],
+                           [numpy_helper.from_array(w, "W")])
+    saved, out, report = _quant(tmp_path, model, lowering="scaled", symmetric=False)
+    assert report.pass_report("quantize").details["schemes"] == {"int8/channel/asym/scaled": 1}
+    names = [t.name for t in saved.graph.initializer]
+    assert sum("zero_point" in n for n in names) == 2 and sum(n.startswith("W_scale") for n in names) == 1
+    (tmp_path / "sym").mkdir()
+    _, sym_out, _ = _quant(tmp_path / "sym", model, lowering="scaled", symmetric=True)
+    feeds = builders.feeds_for(model)
+    assert _rel(model, out, feeds) < 0.7 * _rel(model, sym_out, feeds)
+
+
 def test_auto_gives_zero_points_to_matmul_weights_and_blocks_to_small_ones(tmp_path):
     """auto: the offset MatMul and Gemm weights are more accurate with zero points in their layers'
     outputs, and get them; the convolutions stay symmetric (lean_choice); the 1x1 Conv's weight

@@ -148,11 +148,11 @@ def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset:
 
 def _shared_constants(names: NameAllocator, base: str):
     """constant(suffix, array): a gs.Constant named base_suffix, the same object again for the
-    same suffix and shape."""
+    same suffix and values (small arrays: one value per channel)."""
     made = {}
 
     def constant(suffix: str, array: np.ndarray) -> gs.Constant:
-        key = (suffix, array.shape)
+        key = (suffix, array.shape, array.dtype.str, array.tobytes())  # Gemm's alpha changes the zero points
         if key not in made:
             made[key] = gs.Constant(names.new(f"{base}_{suffix}"), np.ascontiguousarray(array))
         return made[key]

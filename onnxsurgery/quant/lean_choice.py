@@ -28,11 +28,13 @@ from .schemes import balanced_rounding, lean_scheme, quantize_site, scheme_args
 # 0.35 took ALBERT-base to 1.06x the float original's memory, 0.2 keeps it at 0.99x.
 MIN_ACCURATE_RATIO = 2.0
 ACCURATE_MEMORY_SHARE = 0.2
-# Weights below this many elements take the accurate chain first, whatever their measured ratio:
-# their float copies at load are a rounding error of the model's memory, and in vision models
-# they are the early and squeeze-excite convolutions that per-channel scales serve worst (task
-# inputs, relative L2: ddddocr 0.0143 -> 0.0132, PP-OCRv4 rec 0.090 -> 0.077, at +0.3% and
-# +0.0% file; generated inputs had not shown their cost).
+# Weights below this many elements take the accurate chain with what the budget leaves: their
+# float copies at load are a rounding error of the model's memory, and in vision models they
+# are the early and squeeze-excite convolutions that per-channel scales serve worst (task
+# inputs, relative L2: ddddocr 0.0143 -> 0.0132; PP-OCRv4 rec unchanged, its budget spent on
+# its lossiest weights first, and 0.077 if its small ones took more on top; generated inputs had
+# not shown their cost). 32,768 gave ddddocr 0.0126 at the same memory, but it also takes in
+# every weight of a small transformer (hidden 128: 16,384).
 SMALL_WEIGHT_ELEMENTS = 16384
 
 

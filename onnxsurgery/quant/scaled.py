@@ -51,10 +51,10 @@ EQUALIZE_ALPHA = 0.5
 # auto gives lean MatMul and Gemm weights zero points wherever the layer's output error is
 # smaller with them (a ReduceSum of the input per reader at run time). Measured on task inputs:
 # ALBERT-base's encoder 0.0252 -> 0.0216, MiniLM 0.0219 -> 0.0197. Convolutions stay symmetric:
-# with zero points (and every small weight in blocks), ddddocr gained (0.0132 -> 0.0121) but
-# PP-OCRv4 rec lost (0.077 -> 0.144), and the layer errors did not tell the two apart (rec's
-# conv2d_170, on rec's own text lines: 9.08 against 10.46 with zero points in the layer's output,
-# 0.240 against 0.153 in the model's).
+# with zero points (and every small weight in blocks, budget aside), ddddocr gained (0.0132 ->
+# 0.0121) but PP-OCRv4 rec lost (0.077 -> 0.144), and the layer errors did not tell the two apart
+# (rec's conv2d_170, on rec's own text lines: 9.08 against 10.46 with zero points in the layer's
+# output, 0.240 against 0.153 in the model's).
 ZERO_POINT_READERS = ("MatMul", "Gemm")
 
 

@@ -199,21 +199,54 @@ def test_zero_points_of_one_weight_read_with_two_alphas(tmp_path):
     assert _rel(model, out, feeds) < 0.7 * _rel(model, sym_out, feeds)
 
 
-def test_auto_gives_zero_points_to_matmul_weights_and_blocks_to_small_ones(tmp_path):
+def test_auto_gives_zero_points_to_matmul_weights_and_float16_to_small_ones(tmp_path):
     """auto: the offset MatMul and Gemm weights are more accurate with zero points in their layers'
     outputs, and get them; the convolutions stay symmetric (lean_choice); the 1x1 Conv's weight
-    (8,192 elements, below SMALL_WEIGHT_ELEMENTS) takes the accurate block chain."""
-    from onnxsurgery.quant.lean_choice import SMALL_WEIGHT_ELEMENTS
+    (8,192 elements, below SMALL_WEIGHT_ELEMENTS, 4.5% of the int8 bytes) is stored as float16."""
+    from onnxsurgery.quant.lean_choice import SMALL_FLOAT16_SHARE, SMALL_WEIGHT_ELEMENTS
 
     model = _offset_readers_model(17)
     saved, out, report = _quant(tmp_path, model, min_elements=2048)
     q = report.pass_report("quantize").details
     assert q["lean_asymmetric"] == ["Wg", "Wm"]
-    assert 32 * 256 < SMALL_WEIGHT_ELEMENTS <= 256 * 16 * 9 and q["accurate_lowering"] == ["W1"]
+    assert 32 * 256 < SMALL_WEIGHT_ELEMENTS <= 256 * 16 * 9 and 32 * 256 <= SMALL_FLOAT16_SHARE * 180224
+    assert q["float16_small"] == ["W1"] and q["accurate_lowering"] == [] and q["schemes"]["fp16/cast"] == 1
     assert q["schemes"]["int8/channel/sym/scaled"] == 1  # Wc
+    stored = {t.name: t for t in saved.graph.initializer}
+    assert stored["W1_fp16"].data_type == onnx.TensorProto.FLOAT16 and "W1" not in stored
     (tmp_path / "sym").mkdir()
     _, _, symmetric = _quant(tmp_path / "sym", model, min_elements=2048, lowering="scaled")
     assert report.verification["rel_l2_error"] < symmetric.verification["rel_l2_error"]  # Wc's error dominates
+
+
+def test_float16_for_small_weights_keeps_to_its_share(tmp_path, monkeypatch):
+    """A model made only of small weights: float16 for the lossiest of them (the outlier one
+    first) while their extra byte per element stays within SMALL_FLOAT16_SHARE of the int8
+    bytes; the rest stay int8, so the file stays near the int8 size."""
+    from onnxsurgery.quant import lean_choice
+    from onnxsurgery.quant.lean_choice import SMALL_FLOAT16_SHARE
+
+    nodes, inits, width = [], [], 64
+    for i in range(20):  # 20 MatMuls of 64 x 64 = 4,096 elements
+        w = builders.rand((width, width), i) * 0.1
+        if i == 7:  # outliers scattered over rows and columns: every channel's scale is wasted
+            w[np.arange(width), (np.arange(width) * 7) % width] *= 30.0
+        inits.append(numpy_helper.from_array(w, f"W{i}"))
+        nodes.append(helper.make_node("MatMul", [f"h{i}", f"W{i}"], [f"h{i + 1}"]))
+    model = builders.model(nodes, [builders.vi("h0", shape=[8, width])], [builders.vi("h20", shape=[8, width])],
+                           inits)
+    saved, out, report = _quant(tmp_path, model)
+    q = report.pass_report("quantize").details
+    allowed = int(SMALL_FLOAT16_SHARE * 20 * width * width) // (width * width)  # weights that fit: 1
+    assert allowed == 1 and len(q["float16_small"]) == allowed and q["schemes"]["fp16/cast"] == allowed
+    assert q["float16_small"] == ["W7"]
+    assert sum(t.data_type == onnx.TensorProto.INT8 for t in saved.graph.initializer) == 19
+    monkeypatch.setattr(lean_choice, "SMALL_FLOAT16_SHARE", 0.0)  # every weight int8
+    (tmp_path / "int8").mkdir()
+    _, _, all_int8 = _quant(tmp_path / "int8", model)
+    int8_details = all_int8.pass_report("quantize").details
+    assert int8_details["float16_small"] == [] and int8_details["largest_errors"][0]["name"] == "W7"
+    assert report.verification["rel_l2_error"] < all_int8.verification["rel_l2_error"]
 
 
 @pytest.mark.parametrize("dtype,symmetric", [("int8", False), ("int8", True), ("int4", False), ("int4", True),

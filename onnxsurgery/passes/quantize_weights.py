@@ -160,6 +160,8 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
     lean_choice = choose_lean([(site, scheme) for site, scheme, lowering, *_ in todo if lowering == "lean"],
                               options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
                               activations=activations)
+    todo = [(site, scheme, lowering, as_fp16 or site.name in lean_choice.half, opts)
+            for site, scheme, lowering, as_fp16, opts in todo]
     stays_float = bool(options.fp16 or options.levels)
     symmetric_ones = choose_symmetric([(site, scheme, lowering, opts) for site, scheme, lowering, as_fp16, opts in todo
                                        if lowering not in ("lean", "scaled") and not as_fp16],
@@ -222,7 +224,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
                       "per_channel_instead_of_blocks": fallbacks,
                       "balanced_rounding": balanced,
                       # auto: lean (`scaled`: one float copy at load) or the accurate chain
-                      # where it gained most within the memory budget (choose_accurate)
+                      # where it gained most within the memory budget (choose_lean)
                       "lean_lowering": lean, "accurate_lowering": accurate,
                       # --symmetric left to quant: the weights measured more accurate symmetric
                       "symmetric_chosen": sorted(symmetric_ones),
@@ -231,6 +233,8 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
                       "calibrated": calibrated,  # GPTQ rounding from calibration inputs
                       "not_calibrated": not_calibrated,  # weight -> why
                       "float16_for_tensorrt": float16_instead,
+                      # auto: float32 weights too small to be worth int8 (lean_choice.small_weight)
+                      "float16_small": sorted(lean_choice.half),
                       "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
     return report
 

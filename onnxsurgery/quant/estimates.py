@@ -32,7 +32,8 @@ def payload_bytes(elements: int, groups: int, scale_bytes: int, dtype: str, zero
 def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> int:
     """Payload bytes `site` would take when quantized with `options`, from its shape alone
     (for `info`: scales assumed to fit float16 under arith; `auto`'s int8 choice assumed lean,
-    which it is unless a weight has outlier rows, with zero points for MatMul and Gemm; the
+    which it is unless a weight has outlier rows, with zero points for MatMul and Gemm, and int8
+    for the small weights it may store as float16, which add at most 5% to the bytes; the
     opset is the one quant upgrades to; graph overhead of a few small nodes per weight not
     counted)."""
     options = site_options(site, options)

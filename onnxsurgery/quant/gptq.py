@@ -105,8 +105,13 @@ def quantize_with_factor(
 def output_error(x: np.ndarray, qt: Quantized, hessian: np.ndarray, *, channel_axis: int, block_axis: int) -> float:
     """trace(dW H dW^T): the squared output error of the quantized weight, summed over the
     inputs behind H."""
-    d = np.transpose(qt.dequantize() - np.asarray(x, np.float32), matrix_order(x.ndim, channel_axis, block_axis))
-    d = d.reshape(x.shape[channel_axis], -1)
+    return output_energy(qt.dequantize() - np.asarray(x, np.float32), hessian,
+                         channel_axis=channel_axis, block_axis=block_axis)
+
+
+def output_energy(w: np.ndarray, hessian: np.ndarray, *, channel_axis: int, block_axis: int) -> float:
+    """trace(W H W^T): the squared norm of the layer's output, summed over the inputs behind H."""
+    d = np.transpose(w, matrix_order(w.ndim, channel_axis, block_axis)).reshape(w.shape[channel_axis], -1)
     return float(np.einsum("ij,ij->", d @ hessian.astype(np.float32), d, dtype=np.float64))  # float32: 2x faster
 
 

@@ -1,19 +1,20 @@
 """auto's measured choices per int8 weight: its lean form symmetric, or asymmetric with the
 zero points' term computed from the reader's input (scaled.py), and then between that lean form
 (one float copy at load or none) and the accurate block chain (four float copies at load),
-under a memory budget."""
+under a memory budget; small weights are stored as float16 instead."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
+import onnx
 
 from ..errors import InputError
 from ..graph_utils import ConstantSite, choose_axes, read_values
 from ..progress import progress
 from .calibration import Calibration
-from .gptq import output_error
+from .gptq import output_energy, output_error
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, weight_error
 from .scaled import zero_points_tried
@@ -28,46 +29,57 @@ from .schemes import balanced_rounding, lean_scheme, quantize_site, scheme_args
 # 0.35 took ALBERT-base to 1.06x the float original's memory, 0.2 keeps it at 0.99x.
 MIN_ACCURATE_RATIO = 2.0
 ACCURATE_MEMORY_SHARE = 0.2
-# Weights below this many elements take the accurate chain with what the budget leaves: their
-# float copies at load are a rounding error of the model's memory, and in vision models they
-# are the early and squeeze-excite convolutions that per-channel scales serve worst (task
-# inputs, relative L2: ddddocr 0.0143 -> 0.0132; PP-OCRv4 rec unchanged, its budget spent on
-# its lossiest weights first, and 0.077 if its small ones took more on top; generated inputs had
-# not shown their cost). 32,768 gave ddddocr 0.0126 at the same memory, but it also takes in
-# every weight of a small transformer (hidden 128: 16,384).
+# Float32 weights below this many elements are stored as float16 (Cast back, folded at load into
+# the one float copy the lean form holds too), the lossiest first, while the byte each element
+# costs over int8 stays within SMALL_FLOAT16_SHARE of the int8 bytes of all the weights
+# quantized. In vision and speech models they are the early, squeeze-excite and LSTM-cell
+# weights that per-channel scales serve worst. Task inputs, relative L2, against int8 blocks
+# for them: silero-vad's If-less export 0.0113 -> 0.0042 (file +4%), ddddocr 0.0132 -> 0.0125
+# (+0.4%), PP-OCRv4 rec 0.091 -> 0.079 (+3%). The share keeps a model made only of small
+# weights (PP-OCR cls: +19% for all of them, at an error already 0.00015) mostly int8.
+# 32,768 would take in every weight of a small transformer (hidden 128: 16,384).
 SMALL_WEIGHT_ELEMENTS = 16384
+SMALL_FLOAT16_SHARE = 0.05
 
 
 @dataclass
 class LeanChoice:
     accurate: set[str] = field(default_factory=set)  # the accurate block chain instead of the lean form
     asymmetric: set[str] = field(default_factory=set)  # lean, with zero points (scaled.py)
+    half: set[str] = field(default_factory=set)  # small: float16, with a Cast back
 
 
 @dataclass
 class _Cost:
     name: str
+    error: float  # the lean form's, relative to the layer's output (or the weight)
     ratio: float  # lean error / accurate error
+    small: int  # elements, for a weight that float16 may store (small_weight), else 0
     extra: int  # bytes the accurate chain holds at load beyond the lean form
     asymmetric: bool  # the lean form measured more accurate with zero points
-    small: bool  # below SMALL_WEIGHT_ELEMENTS, with blocks that fit
 
 
 def choose_lean(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions, opset: int,
                 total_bytes: int, activations: Calibration | None = None) -> LeanChoice:
-    """Each lean candidate's form: symmetric or with zero points (scaled.zero_points_tried), then the
-    accurate block chain instead for small weights and where it gains most
-    (SMALL_WEIGHT_ELEMENTS, MIN_ACCURATE_RATIO and ACCURATE_MEMORY_SHARE above). Each weight is
-    quantized each way to measure its errors, in the layer's output over `activations` where
-    they cover the weight (what its readers multiply it by), else in the weight itself."""
+    """Each lean candidate's form: float16 for the lossiest small float32 weights
+    (SMALL_WEIGHT_ELEMENTS, SMALL_FLOAT16_SHARE); for the others symmetric or with zero points
+    (scaled.zero_points_tried), then the accurate block chain instead where it gains most
+    (MIN_ACCURATE_RATIO and ACCURATE_MEMORY_SHARE above). Each weight is quantized each way to
+    measure its errors, in the layer's output over `activations` where they cover the weight
+    (what its readers multiply it by), else in the weight itself."""
     try:
         costs = lean_costs(candidates, options, opset, activations)
     except InputError:  # the inputs could not be generated or run: measure in the weights
         costs = lean_costs(candidates, options, opset, None)
-    budget, choice = ACCURATE_MEMORY_SHARE * total_bytes, LeanChoice()
-    by_ratio = sorted((c for c in costs if c.ratio > MIN_ACCURATE_RATIO), key=lambda c: c.ratio, reverse=True)
-    small = sorted((c for c in costs if c.small and c.ratio <= MIN_ACCURATE_RATIO), key=lambda c: c.ratio, reverse=True)
-    for cost in by_ratio + small:  # what the budget leaves after the lossiest goes to the small ones
+    choice = LeanChoice()
+    room = SMALL_FLOAT16_SHARE * total_bytes / 4  # float32 bytes -> int8 bytes
+    for cost in sorted((c for c in costs if c.small), key=lambda c: c.error, reverse=True):
+        if cost.small <= room:  # float16 stores one byte per element more than int8
+            choice.half.add(cost.name)
+            room -= cost.small
+    costs = [c for c in costs if c.name not in choice.half]
+    budget = ACCURATE_MEMORY_SHARE * total_bytes
+    for cost in sorted((c for c in costs if c.ratio > MIN_ACCURATE_RATIO), key=lambda c: c.ratio, reverse=True):
         if cost.extra <= budget:
             choice.accurate.add(cost.name)
             budget -= cost.extra
@@ -96,6 +108,7 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
             layer_cost(values, quantize_site(values, site, sch, low, balance, scheme_args(options, sch, low, sym)),
                        site, moments)
             for sch, low, sym in forms)
+        reference = layer_norm(values, site, moments)
         asymmetric = bool(asymmetric_error) and asymmetric_error[0] < lean_error
         if asymmetric:
             lean_error = asymmetric_error[0]
@@ -103,9 +116,15 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
         # float copies held at load beyond the lean form's: blocks fold Cast, Sub, Mul and
         # Reshape (four); `scaled` folds one Cast, lean `arith` Cast and Mul (two), `dq` none
         extra = 4 * site.num_elements * {"scaled": 3, "arith": 2, "dq": 4}[lowering]
-        small = site.num_elements < SMALL_WEIGHT_ELEMENTS and scheme.granularity == "block"
-        costs.append(_Cost(site.name, ratio, extra, asymmetric, small))
+        costs.append(_Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,
+                           small=site.num_elements if small_weight(site) else 0, extra=extra,
+                           asymmetric=asymmetric))
     return costs
+
+
+def small_weight(site: ConstantSite) -> bool:
+    """A float32 weight auto stores as float16 (SMALL_WEIGHT_ELEMENTS)."""
+    return site.num_elements < SMALL_WEIGHT_ELEMENTS and site.onnx_dtype == onnx.TensorProto.FLOAT
 
 
 def layer_cost(values: np.ndarray, qt: Quantized, site: ConstantSite, moments) -> float:
@@ -115,4 +134,13 @@ def layer_cost(values: np.ndarray, qt: Quantized, site: ConstantSite, moments) -
         return weight_error(values, qt)["rel_l2_error"]
     channel_axis, block_axis = choose_axes(site)
     return output_error(values, qt, moments.total, channel_axis=channel_axis, block_axis=block_axis) ** 0.5
+
+
+def layer_norm(values: np.ndarray, site: ConstantSite, moments) -> float:
+    """What layer_cost divides by to be relative: the L2 norm of the layer's output over
+    `moments`; 1 without them (layer_cost is relative already)."""
+    if moments is None:
+        return 1.0
+    channel_axis, block_axis = choose_axes(site)
+    return output_energy(values, moments.total, channel_axis=channel_axis, block_axis=block_axis) ** 0.5
 

@@ -209,7 +209,7 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
     if options.stays_quantized and opset >= dq_min_opset(options):
         return "dq"
     if options.lean_default:
-        return "lean"  # or the accurate chain, measured per weight in choose_accurate
+        return "lean"  # or the accurate chain, measured per weight in lean_choice.choose_lean
     return "arith"
 
 

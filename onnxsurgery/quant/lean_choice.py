@@ -52,7 +52,7 @@ class LeanChoice:
 @dataclass
 class _Cost:
     name: str
-    error: float  # the lean form's, relative to the layer's output (or the weight)
+    error: float  # small weights: the lean form's, relative to the layer's output (or the weight)
     ratio: float  # lean error / accurate error
     small: int  # elements, for a weight that float16 may store (small_weight), else 0
     extra: int  # bytes the accurate chain holds at load beyond the lean form
@@ -108,7 +108,6 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
             layer_cost(values, quantize_site(values, site, sch, low, balance, scheme_args(options, sch, low, sym)),
                        site, moments)
             for sch, low, sym in forms)
-        reference = layer_norm(values, site, moments)
         asymmetric = bool(asymmetric_error) and asymmetric_error[0] < lean_error
         if asymmetric:
             lean_error = asymmetric_error[0]
@@ -116,9 +115,10 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
         # float copies held at load beyond the lean form's: blocks fold Cast, Sub, Mul and
         # Reshape (four); `scaled` folds one Cast, lean `arith` Cast and Mul (two), `dq` none
         extra = 4 * site.num_elements * {"scaled": 3, "arith": 2, "dq": 4}[lowering]
+        small = site.num_elements if small_weight(site) else 0
+        reference = layer_norm(values, site, moments) if small else 0.0  # only small weights are ranked by it
         costs.append(_Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,
-                           small=site.num_elements if small_weight(site) else 0, extra=extra,
-                           asymmetric=asymmetric))
+                           small=small, extra=extra, asymmetric=asymmetric))
     return costs
 
 

@@ -267,6 +267,15 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
     return dict(zip(names, values))
 
 
+def _activations(input_path, options: QuantOptions, samples, shapes) -> Calibration | None:
+    """What auto's measured choices (lean or accurate, symmetric or not) read: each layer's
+    input on the verification inputs. The budget's probes use it too, so that their int8 is the
+    default's."""
+    if options.auto_scheme or options.auto_symmetric:
+        return Calibration(input_path, samples or [{}], shapes=shapes)
+    return None
+
+
 def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
                       calibration: Calibration | None = None, activations: Calibration | None = None) -> None:
     ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, calibration=calibration,
@@ -356,11 +365,8 @@ def quant_file(
             report.notes.append(f"{goal}: weights stored as {counts or 'nothing to allocate'} (output error "
                                 f"{probed_error:.3g} when planned)")
         ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes)
-        # auto's choices (lean or accurate, symmetric or not), measured on what each layer reads
-        # (verification's inputs); under a budget, in the weights, as the plan measured them
-        measured = (quant_options.auto_scheme or quant_options.auto_symmetric) and not budget
-        activations = Calibration(input_path, samples or [{}], shapes=shapes) if measured else None
-        _run_quant_passes(ws, quant_options, merge, calibrated, activations)
+        _run_quant_passes(ws, quant_options, merge, calibrated,
+                          _activations(input_path, quant_options, samples, shapes))
         report.passes = ws.reports
         if calibrated is not None:
             details = ws.reports[-1].details
@@ -512,20 +518,19 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
     per integer format is measured alone in onnxruntime; a plan for an error whose verified error
     falls short is tightened and planned again (at most ALLOCATION_ROUNDS times). Returns the
     options, the plan and its verified output error."""
-    import dataclasses
 
     from .graph_utils import collect_constants, iter_scopes
 
-    eight_bit = options if not options.four_bit else dataclasses.replace(
-        options, dtype="uint8" if options.dtype.startswith("u") else "int8")
-    base = dataclasses.replace(eight_bit, int4_for=(), fp16_for=())
+    eight_bit = options if not options.four_bit else options.changed(
+        dtype="uint8" if options.dtype.startswith("u") else "int8")
+    base = eight_bit.changed(int4_for=(), fp16_for=())
 
     def measured(opts: QuantOptions) -> tuple[float, int, int, list[str]]:
         """(output error, file bytes, bytes the quantizer saved, weights quantized), at the opset
         the final run will have (4-bit weights: 21, with float32 scales)."""
         ws = _at_required_opset(open_workspace(input_path), input_path, opts, RunReport("quant", str(input_path)),
                                 verify=False)
-        _run_quant_passes(ws, opts, merge, calibration)
+        _run_quant_passes(ws, opts, merge, calibration, _activations(input_path, opts, samples, shapes))
         quantize = ws.reports[-1]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "probe.onnx"
@@ -546,8 +551,8 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
                                               site.nbytes})
         if site.onnx_dtype == onnx.TensorProto.FLOAT:
             costs.bytes["float16"] = 2 * site.num_elements
-        for fmt, opts in (("int8", dataclasses.replace(base, include=only)),
-                          ("int4", dataclasses.replace(base, include=only, int4_for=only))):
+        for fmt, opts in (("int8", base.changed(include=only)),
+                          ("int4", base.changed(include=only, int4_for=only))):
             err, _, saved, done = measured(opts)
             if done:
                 costs.bytes[fmt], costs.error[fmt] = site.nbytes - saved, err
@@ -557,8 +562,8 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
     others = full_size - stored_int8  # the graph and what stays float, as the all-int8 file stores it
 
     def options_for(plan: allocation.Plan) -> QuantOptions:
-        return dataclasses.replace(
-            base, int4_for=tuple(_literal(n) for n in plan.names("int4")),
+        return base.changed(
+            int4_for=tuple(_literal(n) for n in plan.names("int4")),
             fp16_for=tuple(options.fp16_for) + tuple(_literal(n) for n in plan.names("float16")),
             exclude=tuple(options.exclude) + tuple(_literal(n) for n in plan.names("float32") + plan.names("kept")))
 

@@ -539,6 +539,27 @@ def test_target_size_fits_the_file_at_less_error_than_all_int4(tmp_path):
     assert set(report.allocation.values()) == {"int4", "int8"}, report.allocation
 
 
+def test_target_size_of_the_default_file_is_the_default(tmp_path):
+    """The budget's int8 is the default's lean int8, not the block chain: asked for the default
+    file's own size, it must do at least as well as the default."""
+    src, found = _allocation_sources(tmp_path)
+    size, error = found["int8"]
+    report = onnxsurgery.quant_file(src, tmp_path / "s.onnx", min_elements=1024, target_size=size)
+    assert report.bytes_after <= size
+    assert report.verification["rel_l2_error"] <= error * 1.0001, (report.allocation, error)
+
+
+def test_allocation_leaves_room_for_the_large_weight_step():
+    """Greedy by rate alone would spend the room on b's cheap step and leave a at int4."""
+    from onnxsurgery.quant import allocation
+
+    weights = [allocation.WeightCosts("a", {"int4": 10, "int8": 20}, {"int4": 0.3, "int8": 0.01}),
+               allocation.WeightCosts("b", {"int4": 1, "float16": 2}, {"int4": 0.2})]
+    plan = allocation.for_size(weights, 21)
+    assert plan.formats == {"a": "int8", "b": "int4"} and plan.bytes == 21
+    assert allocation.for_error(weights, 0.25).formats == {"a": "int8", "b": "int4"}
+
+
 def test_allocation_takes_the_most_error_per_byte_first():
     from onnxsurgery.quant import allocation
 

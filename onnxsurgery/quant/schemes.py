@@ -4,7 +4,6 @@ measurement behind it; the measured choice between lean and accurate is lean_cho
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 
 import numpy as np
@@ -35,7 +34,7 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
         return 1
     if opts.int4_for:  # the weights allocated 4 bits need what 4-bit options need
         return max(required_opset(opts.as_four_bit(), graph),
-                   required_opset(dataclasses.replace(opts, int4_for=()), graph))
+                   required_opset(opts.changed(int4_for=()), graph))
     if opts.lowering == "dq" or (opts.lowering == "auto" and opts.stays_quantized):
         return dq_min_opset(opts)
     if graph is not None and opts.lean_default and any(

@@ -18,11 +18,13 @@ NNCF_SPEC = "nncf==3.4.0"
 _NNCF_SCRIPT = """
 import sys, onnx, nncf
 from onnx import version_converter
-src, dst, mode = sys.argv[1:4]
+src, dst, mode, skip = sys.argv[1:5]
 model = onnx.load(src)
 if next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) < 13:  # NNCF refuses older ones
     model = version_converter.convert_version(model, 13)
 extra = dict(group_size=32, ratio=1.0) if "INT4" in mode else {}
+if skip:  # what a user does when NNCF's Conv weights fail to load (see nncf() below)
+    extra["ignored_scope"] = nncf.IgnoredScope(types=skip.split(","))
 onnx.save(nncf.compress_weights(model, mode=getattr(nncf.CompressWeightsMode, mode), **extra), dst)
 """
 
@@ -93,17 +95,26 @@ def nncf_python() -> Path | None:
 
 
 def nncf(src: Path, work: Path):
+    """NNCF 3.4's weight compression, each mode; for a model with Conv nodes, also with Conv left
+    out: NNCF writes a Conv weight's per-channel scales as [C, 1, 1, 1], which DequantizeLinear
+    rejects (a per-axis scale is 1-D), so its output with them does not load in onnxruntime."""
+    import onnx
+
     python = nncf_python()
+    has_conv = any(n.op_type == "Conv" for n in onnx.load(str(src), load_external_data=False).graph.node)
     for mode, bits in (("INT8_ASYM", 8), ("INT8_SYM", 8), ("INT4_SYM", 4), ("INT4_ASYM", 4)):
-        # int4: embeddings and the last layer stay int8, its default; with all_layers=True its
-        # MiniLM output fails to load (it turns the word table's Gather into MatMulNBits)
-        label = f"nncf {mode.lower()}" + (" (groups 32)" if bits == 4 else "")
-        if python is None:
-            yield label, bits, None, f"{NNCF_SPEC} did not install"
-            continue
-        out = work / f"{src.stem}.nncf_{mode.lower()}.onnx"
-        r = subprocess.run([str(python), "-c", _NNCF_SCRIPT, str(src), str(out), mode], capture_output=True, text=True)
-        yield label, bits, out if r.returncode == 0 and out.exists() else None, _first_line(r.stderr)
+        for skip in ("", "Conv") if has_conv else ("",):
+            # int4: embeddings and the last layer stay int8, its default; with all_layers=True its
+            # MiniLM output fails to load (it turns the word table's Gather into MatMulNBits)
+            label = f"nncf {mode.lower()}" + (" (groups 32)" if bits == 4 else "")
+            label += ", Conv left float" if skip else ""
+            if python is None:
+                yield label, bits, None, f"{NNCF_SPEC} did not install"
+                continue
+            out = work / f"{src.stem}.nncf_{mode.lower()}{'_noconv' if skip else ''}.onnx"
+            r = subprocess.run([str(python), "-c", _NNCF_SCRIPT, str(src), str(out), mode, skip],
+                               capture_output=True, text=True)
+            yield label, bits, out if r.returncode == 0 and out.exists() else None, _first_line(r.stderr)
 
 
 def all_alternatives(src: Path, work: Path):

@@ -67,7 +67,7 @@ from ..quant.nodes import Emitter, const
 from ..quant.options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
 from ..quant.rounding import snap_to_levels, weight_error
 from ..quant.scaled import zero_points_fit
-from ..quant.symmetry_choice import choose_symmetric
+from ..quant.symmetry_choice import SymmetryChoice, choose_symmetric
 from ..quant.schemes import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
                              matches, quantize_site, refusal, scheme_args, site_options, value_refusal)
 from ..report import PassReport
@@ -163,9 +163,9 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
     todo = [(site, scheme, lowering, as_fp16 or site.name in lean_choice.half, opts)
             for site, scheme, lowering, as_fp16, opts in todo]
     stays_float = bool(options.fp16 or options.levels)
-    symmetric_ones = choose_symmetric([(site, scheme, lowering, opts) for site, scheme, lowering, as_fp16, opts in todo
-                                       if lowering not in ("lean", "scaled") and not as_fp16],
-                                      activations) if options.auto_symmetric else set()
+    symmetry = choose_symmetric([(site, scheme, lowering, opts) for site, scheme, lowering, as_fp16, opts in todo
+                                 if lowering not in ("lean", "scaled") and not as_fp16],
+                                activations) if options.auto_symmetric else SymmetryChoice()
     if calibration is not None and not stays_float:
         calibration.plan([site for site, _, _, as_fp16, _ in todo if not as_fp16])
         not_calibrated.update(calibration.skipped)
@@ -176,7 +176,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
         values = read_values(site.tensor).astype(np.float32, copy=False)
         before = site.nbytes
         moments = calibration.moments(site) if calibration is not None and not as_float else None
-        symmetric = site.name in symmetric_ones if options.auto_symmetric else opts.symmetric
+        symmetric = site.name in symmetry.symmetric if options.auto_symmetric else opts.symmetric
         if as_float:
             err, after = _store_as_float(site, values, options, scheme, names, as_fp16)
         else:
@@ -192,11 +192,12 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
                 else:
                     symmetric = opts.symmetric or not (lowering == "scaled" and zero_points_fit(site))
                 lean.append(site.name)
-            common = scheme_args(opts, scheme, lowering, symmetric)
+            common = scheme_args(opts, scheme, lowering, symmetric, symmetry.importance.get(site.name))
             qt = quantize_site(values, site, scheme, lowering, balance, common, equalized=moments is None)
             if moments is not None:
                 channel_axis, block_axis = choose_axes(site)
-                gptq_args = {k: v for k, v in common.items() if k != "search_clip"}  # GPTQ sets its own ranges
+                gptq_args = {k: v for k, v in common.items()
+                             if k not in ("search_clip", "importance")}  # GPTQ sets its own ranges
                 qt, refused = calibrated_rounding(values, moments, qt, channel_axis=channel_axis,
                                                   block_axis=block_axis, **gptq_args)
                 if refused:
@@ -227,7 +228,7 @@ def _quantize_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: 
                       # where it gained most within the memory budget (choose_lean)
                       "lean_lowering": lean, "accurate_lowering": accurate,
                       # --symmetric left to quant: the weights measured more accurate symmetric
-                      "symmetric_chosen": sorted(symmetric_ones),
+                      "symmetric_chosen": sorted(symmetry.symmetric),
                       # lean weights measured more accurate with zero points (lean_choice.py)
                       "lean_asymmetric": sorted(lean_choice.asymmetric),
                       "calibrated": calibrated,  # GPTQ rounding from calibration inputs

@@ -99,6 +99,7 @@ def quantize(
     half_scales: bool = False,
     balanced: bool = False,
     search_clip: bool = False,
+    importance: np.ndarray | None = None,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
@@ -106,7 +107,8 @@ def quantize(
     group instead of an integer type's range; `half_scales` stores scales as float16 where
     they fit; `balanced` makes each channel's or block's rounding errors sum to zero (module
     docstring; ignored per tensor and for a ragged last block); `search_clip` narrows each
-    group's range where that lowers its squared error (`_clip_ranges`)."""
+    group's range where that lowers its squared error (`_clip_ranges`), each element's error
+    weighted by `importance` (broadcast to x) where given."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
@@ -115,7 +117,8 @@ def quantize(
     x32 = np.asarray(x, dtype=np.float32)
     lo, hi = _ranges(x32, granularity, axis, block_size)
     if search_clip and granularity != "tensor":
-        lo, hi = _clip_ranges(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size)
+        lo, hi = _clip_ranges(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size,
+                              importance)
     scale, zero = scales_for_ranges(lo, hi, qmin, qmax, symmetric, half_scales)
     view, s_b, z_b = _grouped(x32, scale, zero.astype(np.float32), granularity, axis, block_size)
     with_zero_point = not symmetric or qmin >= 0  # signed symmetric: the zero point is 0
@@ -178,12 +181,16 @@ CLIP_RATIOS = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7)
 
 
 def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool,
-                 granularity: str, axis: int, block_size: int | None):
+                 granularity: str, axis: int, block_size: int | None, importance: np.ndarray | None = None):
     """Each group's range scaled by the ratio in CLIP_RATIOS that gives the smallest squared
-    error over the group: outliers clipped to the range's edge, in exchange for finer steps
-    for every other value. 4-bit grids have so few steps that the exchange usually pays."""
+    error over the group (each element's weighted by `importance` where given): outliers
+    clipped to the range's edge, in exchange for finer steps for every other value. 4-bit
+    grids have so few steps that the exchange usually pays."""
     if granularity == "block" and x.shape[axis] % block_size:
         return lo, hi  # ragged last block: left to plain ranges (the pass avoids it)
+    if importance is not None:  # laid out as _grouped lays out x
+        importance = np.broadcast_to(np.asarray(importance, np.float32), x.shape)
+        importance = _grouped(importance, lo, lo, granularity, axis, block_size)[0]
     with_zero_point = not symmetric or qmin >= 0
     best_err = best_ratio = None
     for ratio in CLIP_RATIOS:
@@ -199,6 +206,8 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
         q *= s_b
         q -= view
         np.square(q, out=q)
+        if importance is not None:
+            q *= importance
         members = (axis + 1,) if granularity == "block" else tuple(a for a in range(x.ndim) if a != axis)
         err = q.sum(axis=members, dtype=np.float64).reshape(np.shape(lo))
         if best_err is None:

@@ -94,16 +94,22 @@ def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
 
 
 
-def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric: bool | None = None) -> dict:
+def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric: bool | None = None,
+                importance: np.ndarray | None = None) -> dict:
     """quantize()'s arguments for `scheme` under `lowering` (dq and MatMulNBits: scales of the
     output type; arith: float16 scales rounded up; scaled: float32 scales, applied at run time).
-    Symmetric 4-bit ranges are searched for a clipping ratio (rounding.CLIP_RATIOS): one outlier
-    sets a symmetric range on both sides, and 15 steps leave little to waste. Asymmetric 4-bit
-    ranges are not: measured on ddddocr, its output error rose from 0.159 to 0.187."""
+    4-bit ranges are searched for a clipping ratio (rounding.CLIP_RATIOS): 15 steps leave little
+    to waste. Where `importance` is given (what each element multiplies in the layer's input,
+    gptq.input_energy on the verification inputs), each element's error is weighted by it, and
+    asymmetric ranges are searched too: MiniLM int4 0.243 -> 0.229, ALBERT-base's encoder 0.255
+    -> 0.243 on task inputs, ddddocr 0.159 either way. Without it only symmetric ranges are, where
+    one outlier sets the range on both sides: unweighted, asymmetric ddddocr rose 0.159 -> 0.187."""
     symmetric = options.symmetric if symmetric is None else symmetric
+    weighted = options.four_bit and importance is not None
     return dict(dtype=options.dtype, granularity=scheme.granularity, block_size=scheme.block_size,
                 symmetric=symmetric, half_scales=lowering not in ("dq", "matmulnbits", "scaled"),
-                search_clip=options.four_bit and bool(symmetric))
+                search_clip=options.four_bit and (bool(symmetric) or weighted),
+                importance=importance if weighted else None)
 
 
 def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,

@@ -11,7 +11,8 @@ exact. The caller verifies the plan in onnxruntime and tightens it if the predic
 The search is greedy on the marginal rate: from the smallest plan, repeatedly take the one step
 (one weight to a larger format) that removes the most squared error per byte added, until the
 error budget is met (`for_error`) or no step fits the size budget (`for_size`); and again from
-each format of the largest weights fixed first (LARGEST_FIRST), keeping the best plan."""
+each uniform plan and from each format of the largest weights fixed first (`_starts`), keeping
+the best plan."""
 
 from __future__ import annotations
 
@@ -81,6 +82,7 @@ LARGEST_FIRST = 8
 
 
 def _starts(weights: list[WeightCosts]):
+    """Formats fixed before growing (None: the smallest plan)."""
     yield None
     for fmt in FORMATS[1:]:
         yield uniform(weights, fmt).formats

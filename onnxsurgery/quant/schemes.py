@@ -101,9 +101,10 @@ def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric:
     4-bit ranges are searched for a clipping ratio (rounding.CLIP_RATIOS): 15 steps leave little
     to waste. Where `importance` is given (what each element multiplies in the layer's input,
     gptq.input_energy on the verification inputs), each element's error is weighted by it, and
-    asymmetric ranges are searched too: MiniLM int4 0.243 -> 0.229, ALBERT-base's encoder 0.255
-    -> 0.243 on task inputs, ddddocr 0.159 either way. Without it only symmetric ranges are, where
-    one outlier sets the range on both sides: unweighted, asymmetric ddddocr rose 0.159 -> 0.187."""
+    asymmetric ranges are searched too: MiniLM int4 0.243 -> 0.228, ALBERT-base's encoder 0.255
+    -> 0.227 on task inputs (symmetry_choice.weighted_clipping: MatMul and Gemm weights). Without
+    it only symmetric ranges are, where one outlier sets the range on both sides: unweighted,
+    asymmetric ddddocr rose 0.159 -> 0.187."""
     symmetric = options.symmetric if symmetric is None else symmetric
     weighted = options.four_bit and importance is not None
     return dict(dtype=options.dtype, granularity=scheme.granularity, block_size=scheme.block_size,

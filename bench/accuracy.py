@@ -193,12 +193,16 @@ def cpu_memory(path: Path) -> int | None:
     return json.loads(r.stdout)["peak_growth"] if r.returncode == 0 else None
 
 
+def run_quant(src: Path, out: Path, args) -> tuple[Path | None, str]:
+    """The CLI's quant: (out, "") or (None, its last stderr line)."""
+    r = subprocess.run([str(BIN / "onnxsurgery"), "-q", "quant", str(src), str(out), *args],
+                       capture_output=True, text=True)
+    return (out, "") if r.returncode == 0 else (None, (r.stderr.strip().splitlines() or [""])[-1][:70])
+
+
 def ours(src: Path, work: Path, quant_args=()):
     for k, (label, bits, args) in enumerate(OURS):
-        out = work / f"{src.stem}.ours{k}.onnx"
-        r = subprocess.run([str(BIN / "onnxsurgery"), "-q", "quant", str(src), str(out), *args, *quant_args],
-                           capture_output=True, text=True)
-        yield label, bits, out if r.returncode == 0 else None, (r.stderr.strip().splitlines() or [""])[-1][:70]
+        yield label, bits, *run_quant(src, work / f"{src.stem}.ours{k}.onnx", [*args, *quant_args])
 
 
 def evaluate(task: Task, ref, base_mem, label: str, bits: int, path: Path | None, why: str) -> list[tuple]:
@@ -237,12 +241,9 @@ def more_accurate_rival(rows):
 
 def at_size(src: Path, work: Path, megabytes: float, quant_args=()):
     """quant --target-size at another file's size: its best error in no more bytes."""
-    out = work / f"{src.stem}.ours_at_size.onnx"
-    size = f"{megabytes:.6f}"
-    r = subprocess.run([str(BIN / "onnxsurgery"), "-q", "quant", str(src), str(out), "--target-size", size,
-                        *quant_args], capture_output=True, text=True)
     label = f"onnxsurgery quant --target-size {megabytes:.2f} (that size)"
-    return label, 8, out if r.returncode == 0 else None, (r.stderr.strip().splitlines() or [""])[-1][:70]
+    return label, 8, *run_quant(src, work / f"{src.stem}.ours_at_size.onnx",
+                                ["--target-size", f"{megabytes:.6f}", *quant_args])
 
 
 def main() -> None:

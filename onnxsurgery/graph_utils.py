@@ -252,6 +252,12 @@ def consumers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
     return [(n, i) for n in site.value.outputs for i, t in enumerate(n.inputs) if t is site.value]
 
 
+def read_only_by(site: ConstantSite, ops: tuple[str, ...]) -> bool:
+    """Whether the constant has readers and every one is one of `ops`."""
+    readers = consumers(site)
+    return bool(readers) and all(node.op in ops for node, _ in readers)
+
+
 def readers_by_graph(site: ConstantSite) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
     """The places that read the constant, grouped by the graph (the site's scope or one of its
     subgraphs) holding the reading node."""

@@ -42,7 +42,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import ConstantSite, NameAllocator, consumers, read_values, readers_by_graph
+from ..graph_utils import ConstantSite, NameAllocator, consumers, read_only_by, read_values, readers_by_graph
 from .nodes import Emitter
 from .rounding import Quantized
 
@@ -225,8 +225,7 @@ def zero_points_fit(site: ConstantSite) -> bool:
 
 def zero_points_tried(site: ConstantSite) -> bool:
     """Whether auto measures `site` with zero points (ZERO_POINT_READERS above)."""
-    readers = consumers(site)
-    return bool(readers) and all(node.op in ZERO_POINT_READERS for node, _ in readers)
+    return read_only_by(site, ZERO_POINT_READERS)
 
 
 def _zero_point_term(graph: gs.Graph, node: gs.Node, zero_point: np.ndarray, names: NameAllocator, base: str,

@@ -251,10 +251,13 @@ def embed_file(
 
 def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = None, *,
               shapes: dict[str, list[int]] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
-    """Run a model in onnxruntime. Arrays externalized by `npy_file` are fed automatically;
-    other inputs come from `feeds`, or are generated from the declared dtypes and shapes."""
-    sess = session(model)
-    given = {**load_feeds(model), **(feeds or {})}
+    """Run a model in onnxruntime. Arrays externalized by `npy_file` go in as the initializers
+    they were (not as feeds: verify._mapped_session says why), so the outputs are bit-identical
+    to the original model's on every CPU; other inputs come from `feeds` (which may also
+    override an externalized array), or are generated from the declared dtypes and shapes."""
+    given = dict(feeds or {})
+    constants = {name: array for name, array in load_feeds(model).items() if name not in given}
+    sess = session(model, initializers=constants)
     missing = [i for i in sess.get_inputs() if i.name not in given]
     if missing:
         generated = make_inputs(sess, shapes=shapes, seed=seed, model=model)

@@ -40,7 +40,7 @@ def runtime_label(runtime: str) -> str:
 
 def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True,
             fold_constants: bool = True, map_weights: bool = False, extra_outputs: tuple[str, ...] = (),
-            runtime: str = "onnxruntime"):
+            runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -52,7 +52,9 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     `lazy.read_model_skipping_weights` reads it; the computation is the same. With
     `extra_outputs` (values of the graph, by name), those are outputs too (calibration reads
     activations this way); if the mapped load fails there is then no fallback. `runtime`:
-    "onnxruntime-web" computes as the WASM build does (see `session_settings`)."""
+    "onnxruntime-web" computes as the WASM build does (see `session_settings`). `initializers`
+    (a path): graph inputs of the model that become initializers holding these arrays, as
+    `onnxsurgery run` gives a model its `.npy` arrays (`_mapped_session` says why)."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
     settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime)
@@ -68,6 +70,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
                 path = Path(d) / "model.onnx"
                 save_model(model, path, external_data=True)
                 return _load(str(path), settings)
+        if initializers:
+            return _mapped_session(Path(model), settings, extra_outputs, initializers)
         if map_weights:
             try:
                 return _mapped_session(Path(model), settings, extra_outputs)
@@ -119,19 +123,73 @@ def _load(source: str | bytes, settings, data_dir: str | os.PathLike | None = No
     return ort.InferenceSession(source, opts, **kwargs)
 
 
-def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = ()):
-    """A session on the model at `path` with its large payloads left in the file (`session`)."""
+def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
+                    initializers: dict[str, np.ndarray] | None = None):
+    """A session on the model at `path` with its large payloads left in the file (`session`).
+
+    Each graph input named in `initializers` becomes an initializer whose bytes are that array,
+    handed to onnxruntime with `add_external_initializers` (the array's own buffer, no copy in
+    the protobuf). Why not feed them as inputs: onnxruntime treats an initializer as a constant
+    (weights pre-packed, constant subgraphs folded at load) and an input as data, and on some
+    CPUs (AVX-512 seen) the two kernel paths round differently in the last bit. As initializers
+    the graph is the one the original model had, so it computes exactly what it computed."""
     from .lazy import read_model_skipping_weights
 
     model = read_model_skipping_weights(path)
     model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(name) for name in extra_outputs)
+    arrays = {name: np.ascontiguousarray(a) for name, a in (initializers or {}).items()}
+    if arrays:
+        _inputs_to_initializers(model.graph, arrays, path)
+        large = {name: a for name, a in arrays.items() if a.nbytes >= INLINE_INITIALIZER_BYTES}
+        values = {name: _ort_value(a) for name, a in large.items()}  # alive until the session holds them
+        settings[0].add_external_initializers(list(values), list(values.values()))
     stub = model.SerializeToString()
     del model
     with tempfile.TemporaryDirectory() as d:
         stub_path = Path(d) / "model.onnx"
         stub_path.write_bytes(stub)
         del stub
-        return _load(str(stub_path), settings, path.parent)  # references are relative to the file's folder
+        sess = _load(str(stub_path), settings, path.parent)  # references are relative to the file's folder
+    if arrays:  # onnxruntime reads the arrays' buffers for the session's life, not a copy of them
+        sess._onnxsurgery_initializers = (arrays, values)
+    return sess
+
+
+# Arrays below this size go into the protobuf itself: onnxruntime's shape inference reads the
+# values of small constants (a Reshape's shape, a Slice's starts) while it loads the graph,
+# and fails on an external one ("Cannot parse data from external tensors").
+INLINE_INITIALIZER_BYTES = 65536
+
+
+def _inputs_to_initializers(graph: onnx.GraphProto, arrays: dict[str, np.ndarray], path: Path) -> None:
+    """Graph inputs named in `arrays` -> initializers: small ones hold their bytes, large ones
+    are external references whose payload onnxruntime takes from the session options
+    (add_external_initializers)."""
+    inputs = {i.name for i in graph.input}
+    unknown = sorted(set(arrays) - inputs)
+    if unknown:
+        raise InputError(f"{path.name} has no input '{unknown[0]}' for its .npy array (is the manifest from "
+                         "another model?)")
+    kept = [i for i in graph.input if i.name not in arrays]
+    del graph.input[:]
+    graph.input.extend(kept)
+    for name, array in arrays.items():
+        if array.nbytes < INLINE_INITIALIZER_BYTES:
+            graph.initializer.append(onnx.numpy_helper.from_array(array, name))
+            continue
+        t = graph.initializer.add()
+        t.name, t.data_type = name, onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+        t.dims.extend(array.shape)
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", path.name), ("offset", "0"), ("length", str(array.nbytes))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+
+
+def _ort_value(array: np.ndarray):
+    import onnxruntime as ort
+
+    return ort.OrtValue.ortvalue_from_numpy(array)
 
 
 _ORT_TYPES = {

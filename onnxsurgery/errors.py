@@ -19,3 +19,9 @@ class VerificationError(OnnxSurgeryError):
 
 class UnsupportedModelError(OnnxSurgeryError):
     """The model uses something this tool cannot process safely."""
+
+
+class UnsafeLocationError(InputError):
+    """A file the model names (an external data location, an npy manifest's file) is given by
+    an absolute path, lies outside the model's folder once `..` and symlinks are followed, or is
+    not a regular file. onnx and onnxruntime refuse these too."""

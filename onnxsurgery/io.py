@@ -28,6 +28,7 @@ from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 from .errors import InputError, OutputError
 from .graph_utils import collect_constants, is_sparse, iter_scopes, payload_nbytes
 from .lazy import ExternalFiles, complete_external_lengths, external_ref, materialize, read_model_skipping_weights
+from .paths import check_external_locations
 from .writer import ExternalPlan, plan_model, write_data_file, write_pieces
 
 PROTOBUF_LIMIT = 2**31 - 1
@@ -74,6 +75,8 @@ def open_model(source: str | os.PathLike) -> tuple[onnx.ModelProto, ExternalFile
     external = [t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
     data_files = frozenset(e.value for t in external for e in t.external_data if e.key == "location")
     data_files -= {path.name}  # the references the lazy reader made into the .onnx itself
+    # before any data file is looked at: the locations come from the file (issue 38)
+    check_external_locations(model, path.parent, path.name)
     disk_bytes = path.stat().st_size
     for name in sorted(data_files):
         data = path.parent / name
@@ -85,7 +88,7 @@ def open_model(source: str | os.PathLike) -> tuple[onnx.ModelProto, ExternalFile
     except (KeyError, ValueError) as e:
         raise InputError(f"malformed external data reference in {path}: {e}") from e
     _check_external_extents(external, path)
-    return model, ExternalFiles(path.parent, data_files), disk_bytes
+    return model, ExternalFiles(path.parent, data_files, model_file=path.name), disk_bytes
 
 
 _TYPED_FIELDS = {  # data type -> the repeated field holding one value per element

@@ -23,6 +23,7 @@ import onnx
 from onnx import numpy_helper
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
+from .paths import confined
 from .wire import DATA_LOCATION, EXTERNAL, RAW_DATA, Malformed, external_fields, fields, rewrite_tensors, varint
 
 LAZY_THRESHOLD = 4096
@@ -77,17 +78,27 @@ def read_model_skipping_weights(path: Path) -> onnx.ModelProto:
 
 class ExternalFiles:
     """Open handles on the files a model's external references point into. `data_files` names
-    those other than the .onnx itself (the input's own external data files)."""
+    those other than the .onnx itself (the input's own external data files); `model_file` is
+    the .onnx's own name, which the user gave, so it is the one location not held to
+    `paths.confined` (`io.open_model` checks the others before this is made; this is the second
+    line, for a reference made or changed since)."""
 
-    def __init__(self, base_dir: Path, data_files: frozenset[str] = frozenset()):
+    def __init__(self, base_dir: Path, data_files: frozenset[str] = frozenset(), *, model_file: str | None = None):
         self.base_dir = base_dir
         self.data_files = data_files
+        self.model_file = model_file
         self._fds: dict[str, int] = {}
 
-    def read(self, location: str, offset: int, length: int) -> bytes:
+    def read(self, location: str, offset: int, length: int, *, tensor: str | None = None) -> bytes:
+        """`length` bytes at `offset` of `location`; `tensor` names the reader in an error."""
         fd = self._fds.get(location)
         if fd is None:
-            fd = self._fds[location] = os.open(self.base_dir / location, os.O_RDONLY)
+            if location == self.model_file:
+                file = self.base_dir / location
+            else:
+                what = f"tensor '{tensor}': external data location" if tensor else "external data location"
+                file = confined(self.base_dir, location, what)
+            fd = self._fds[location] = os.open(file, os.O_RDONLY)
         data = os.pread(fd, length, offset)
         if len(data) != length:
             raise OSError(f"external data file {location} is shorter than the model says")
@@ -133,7 +144,7 @@ class FileBackedValues(LazyValues):
     def read(self, offset: int = 0, length: int | None = None) -> bytes:
         """Stored bytes [offset, offset + length) of the tensor (all of them by default)."""
         length = self.length - offset if length is None else length
-        return self.files.read(self.location, self.offset + offset, length)
+        return self.files.read(self.location, self.offset + offset, length, tensor=self.tensor.name)
 
     def load(self) -> np.ndarray:
         t = _without_external(self.tensor)
@@ -154,7 +165,7 @@ def materialize(model: onnx.ModelProto, files: ExternalFiles, tensors) -> None:
     for t in tensors:
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        data = files.read(*external_ref(t))
+        data = files.read(*external_ref(t), tensor=t.name)
         del t.external_data[:]
         t.ClearField("data_location")
         t.raw_data = data

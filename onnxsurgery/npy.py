@@ -23,6 +23,7 @@ import numpy as np
 
 from .errors import InputError, OutputError
 from .io import write_atomic
+from .paths import confined
 
 MANIFEST_VERSION = 1
 
@@ -92,25 +93,36 @@ def read_manifest(model_path: str | os.PathLike) -> dict | None:
         return None
     try:
         data = json.loads(path.read_text())
-        return data["inputs"]
+        entries = data["inputs"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise InputError(f"unreadable manifest {path}: {e}") from e
+    if not isinstance(entries, dict):
+        raise InputError(f"unreadable manifest {path}: 'inputs' is not an object")
+    for name, entry in entries.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            raise InputError(f"unreadable manifest {path}: input '{name}' names no file")
+    return entries
 
 
 def load_feeds(model_path: str | os.PathLike) -> dict[str, np.ndarray]:
     """The externalized arrays of `model_path`, by input name, each checked against the
-    manifest (dtype, shape, sha256). Empty when the model has no manifest."""
+    manifest (dtype, shape, sha256). Empty when the model has no manifest. Every file must lie
+    inside the manifest's folder (`paths.confined`): the manifest may come with an untrusted
+    model."""
     entries = read_manifest(model_path)
     if entries is None:
         return {}
     base = manifest_path(model_path).parent
+    # every file named, before any is read: the names come from the manifest (issue 38)
+    resolved = {name: confined(base, entry["file"], f"input '{name}': npy manifest file")
+                for name, entry in entries.items()}
     feeds = {}
     for name, entry in entries.items():
-        file = base / entry["file"]
-        if not file.is_file():
+        file = base / entry["file"]  # as the manifest names it, for the messages
+        if not resolved[name].is_file():
             raise InputError(f"missing weights file for input '{name}': {file}")
         try:
-            array = np.load(file, allow_pickle=False)
+            array = np.load(resolved[name], allow_pickle=False)
         except (OSError, ValueError) as e:
             raise InputError(f"cannot read {file}: {e}") from e
         if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:

@@ -137,7 +137,8 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
 
     model = read_model_skipping_weights(path)
     model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(name) for name in extra_outputs)
-    arrays = {name: np.ascontiguousarray(a) for name, a in (initializers or {}).items()}
+    # np.require, not np.ascontiguousarray: that one makes a scalar 1-D
+    arrays = {name: np.require(a, requirements="C") for name, a in (initializers or {}).items()}
     if arrays:
         _inputs_to_initializers(model.graph, arrays, path)
         large = {name: a for name, a in arrays.items() if a.nbytes >= INLINE_INITIALIZER_BYTES}

@@ -52,6 +52,8 @@ def test_npy_then_embed_keeps_every_dtype_and_rank_scalars_included(tmp_path):
         assert saved[name].tobytes() == value.tobytes(), name
     for a, b in zip(run(model, {}), run(back, {})):
         assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    for a, b in zip(run(model, {}), onnxsurgery.run_model(moved).values()):  # scalars stay scalars
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 def test_embed_after_npy_moved_nothing_writes_a_copy(tmp_path, save):

@@ -3,9 +3,8 @@ about 1,900 one-operator models with inputs. Every case that onnxruntime runs go
 command, and the result is checked in onnxruntime on the case's own inputs:
 
 - shrink (min_elements=1): outputs bit-identical;
-- npy (min_elements=1), run with its .npy feeds, then embed: outputs bit-identical, both times
-  (the npy result against the original with graph optimizations off in both: a constant fed
-  as an input is not folded, so onnxruntime fuses differently);
+- npy (min_elements=1), run with `run_model` (the .npy arrays back as initializers), then
+  embed: outputs bit-identical, both times;
 - quant (min_elements=1, no verification): the result loads and runs, with outputs of the
   same types and shapes; a weight that cannot be quantized is skipped, never a crash.
 
@@ -26,16 +25,11 @@ import onnxruntime as ort
 
 import onnxsurgery
 from onnxsurgery.errors import OnnxSurgeryError
-from onnxsurgery.npy import load_feeds
 
 COMMANDS = ("shrink", "npy-embed", "quant")
 # Known failures, each with its reason (docs/limits.md). The run fails if one of these
 # starts passing (take it off the list) as well as on any other failure.
-KNOWN_FAILURES = {
-    ("npy-embed", "test_linear_attention_*_expanded"):
-        "onnxruntime's Scan needs its body outputs' shapes, which it infers from the Reshape "
-        "shape constants npy moves out to inputs",
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}  # none since run_model gives .npy arrays as initializers
 
 
 def known(command: str, name: str) -> str | None:
@@ -62,17 +56,15 @@ def cases():
         yield case.name, case.model, feeds
 
 
-def _session(model: bytes | str, optimize: bool = True):
+def _session(model: bytes | str):
     opts = ort.SessionOptions()
     opts.log_severity_level = 4
-    if not optimize:
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
 
-def _run(model: bytes | str, feeds: dict, optimize: bool = True) -> list | None:
+def _run(model: bytes | str, feeds: dict) -> list | None:
     try:
-        return _session(model, optimize).run(None, feeds)
+        return _session(model).run(None, feeds)
     except Exception:  # noqa: BLE001 - onnxruntime's own types: this case is not one it runs
         return None
 
@@ -113,11 +105,11 @@ def check(command: str, name: str, model: onnx.ModelProto, feeds: dict) -> str |
                 return None if got is not None and all(map(_same, expected, got)) else "outputs differ"
             if command == "npy-embed":
                 onnxsurgery.npy_file(src, out, min_elements=1)
-                # constants fed as inputs are not folded at session creation, so the fusions
-                # differ (an attention's scale): compared as both compute without them
-                got = _run(str(out), {**feeds, **load_feeds(out)}, optimize=False)
-                if got is None or not all(map(_same, _run(str(src), feeds, optimize=False), got)):
-                    return "npy: outputs differ or the model fails"
+                # run_model gives the .npy arrays back as the initializers they were: the
+                # original's graph, so its outputs to the bit (both through run_model's settings)
+                reference, got = (list(onnxsurgery.run_model(p, feeds).values()) for p in (src, out))
+                if not all(map(_same, reference, got)):
+                    return "npy: outputs differ"
                 back = Path(tmp) / "back.onnx"
                 onnxsurgery.embed_file(out, back)
                 got = _run(str(back), feeds)

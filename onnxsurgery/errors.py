@@ -25,3 +25,13 @@ class UnsafeLocationError(InputError):
     """A file the model names (an external data location, an npy manifest's file) is given by
     an absolute path, lies outside the model's folder once `..` and symlinks are followed, or is
     not a regular file. onnx and onnxruntime refuse these too."""
+
+
+class OptionError(OnnxSurgeryError, ValueError):
+    """Options that contradict each other, or a value out of range. Also a ValueError, for
+    callers of the Python API that catch that."""
+
+
+class PlanError(OptionError):
+    """A quantization plan (`quant --plan FILE`) that is malformed, names a weight the model
+    lacks, or asks for something the weight cannot take."""

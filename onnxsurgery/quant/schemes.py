@@ -105,11 +105,18 @@ def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric:
     -> 0.227 on task inputs (symmetry_choice.weighted_clipping: MatMul and Gemm weights). Without
     it only symmetric ranges are, where one outlier sets the range on both sides: unweighted,
     asymmetric ddddocr rose 0.159 -> 0.187."""
-    symmetric = options.symmetric if symmetric is None else symmetric
-    weighted = options.four_bit and importance is not None
-    return dict(dtype=options.dtype, granularity=scheme.granularity, block_size=scheme.block_size,
+    return quantize_args(options.dtype, scheme, lowering, options.symmetric if symmetric is None else symmetric,
+                         importance)
+
+
+def quantize_args(dtype: str, scheme: Scheme, lowering: str, symmetric: bool,
+                  importance: np.ndarray | None = None) -> dict:
+    """`scheme_args` for one weight's settled dtype and symmetry (what a plan record holds)."""
+    four_bit = dtype in ("int4", "uint4")
+    weighted = four_bit and importance is not None
+    return dict(dtype=dtype, granularity=scheme.granularity, block_size=scheme.block_size,
                 symmetric=symmetric, half_scales=lowering not in ("dq", "matmulnbits", "scaled"),
-                search_clip=options.four_bit and (bool(symmetric) or weighted),
+                search_clip=four_bit and (bool(symmetric) or weighted),
                 importance=importance if weighted else None)
 
 

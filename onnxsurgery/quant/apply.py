@@ -1,0 +1,139 @@
+"""Plan -> graph edits: each record's weight quantized and lowered exactly as the record says.
+Nothing is decided here (quant/planner.py decides); the rounding itself may fall back from GPTQ
+to round-to-nearest where the calibration inputs cannot support it, and says so."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+
+from ..graph_utils import (ConstantSite, NameAllocator, choose_axes, collect_constants, iter_scopes, read_values,
+                           readers_by_graph, replace_uses, set_values)
+from ..progress import progress
+from ..report import PassReport
+from .calibration import Calibration, calibrated_rounding
+from .estimates import stored_bytes
+from .lowerings import build
+from .nodes import Emitter, const
+from .options import FLOAT_TYPES, Scheme
+from .plan import Plan, WeightPlan
+from .rounding import snap_to_levels, weight_error
+from .schemes import quantize_args, quantize_site
+
+log = logging.getLogger("onnxsurgery")
+MAX_ERRORS_REPORTED = 10
+
+
+def apply_plan(graph: gs.Graph, plan: Plan, calibration: Calibration | None = None) -> PassReport:
+    """Rewrite `graph` in place as `plan` says; the report lists each weight's error."""
+    # Weights with huge (finite) values overflow float32 sums in the error figures; numpy's
+    # warnings about it must not reach the user's terminal (NaN/Inf weights are never planned)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _apply(graph, plan, calibration)
+
+
+def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None) -> PassReport:
+    report = PassReport("quantize")
+    sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph))) if s.onnx_dtype in FLOAT_TYPES}
+    names = NameAllocator(graph)
+    errors, schemes, balanced, calibrated = [], {}, [], []
+    not_calibrated = dict(plan.details.get("not_calibrated", {}))
+    for record in progress(plan.changed, "quantize", unit="weight"):
+        site = sites[record.name]
+        values = read_values(site.tensor).astype(np.float32, copy=False)
+        stored = record.bytes_after  # exact for float16 and levels; integers: measured below
+        if record.dtype == "float16":
+            err = _store_as_float16(site, values, names)
+        elif record.lowering == "levels":
+            err = _snap(site, values, record)
+        else:
+            err, stored, gptq_refused = _store_as_integers(site, values, record, names, plan, calibration)
+            if record.rounding == "gptq":
+                if gptq_refused:
+                    not_calibrated[record.name] = gptq_refused
+                else:
+                    calibrated.append(record.name)
+            elif record.rounding == "balanced":
+                balanced.append(record.name)
+        report.changed += 1
+        report.bytes_saved += record.bytes_before - stored
+        schemes[record.label] = schemes.get(record.label, 0) + 1
+        errors.append({"name": record.name, "shape": record.shape, "scheme": record.label, **err})
+        log.info("quantize: %s %s as %s, weight error %.3g", record.name, record.shape, record.label,
+                 err["rel_l2_error"])
+    for record in plan.weights:
+        if not record.changes and not record.why.startswith("below --min-elements") and record.why:
+            report.skip(record.name, record.why)
+    errors.sort(key=lambda e: -e["rel_l2_error"])
+    chosen = {r.name: r for r in plan.changed}
+    report.details = {
+        "schemes": schemes, "quantized": [e["name"] for e in errors], "largest_errors": errors[:MAX_ERRORS_REPORTED],
+        **{k: v for k, v in plan.details.items() if k != "not_calibrated"},
+        "balanced_rounding": balanced,
+        # auto: lean (`scaled`: one float copy at load) or the accurate chain (lean_choice.py)
+        "lean_lowering": [n for n, r in chosen.items() if r.why.startswith(("lean", "recurrent"))],
+        "accurate_lowering": [n for n, r in chosen.items() if r.why.startswith("the accurate block chain")],
+        "calibrated": calibrated, "not_calibrated": not_calibrated,
+        "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
+    return report
+
+
+def _store_as_integers(site: ConstantSite, values: np.ndarray, record: WeightPlan, names: NameAllocator,
+                       plan: Plan, calibration: Calibration | None) -> tuple[dict, int, str | None]:
+    """Quantize and lower one weight; returns its error, the bytes it stores (scales may be
+    float32 where the plan counted float16: arith stores them in float16 only where they fit)
+    and why GPTQ was refused, if it was."""
+    scheme = Scheme(record.granularity, record.axis, record.block_size)
+    args = quantize_args(record.dtype, scheme, record.lowering, record.symmetric, plan.importance.get(record.name))
+    moments = calibration.moments(site) if calibration is not None and record.rounding == "gptq" else None
+    qt = quantize_site(values, site, scheme, record.lowering, record.rounding == "balanced", args,
+                       equalized=moments is None)
+    refused = None
+    if moments is not None:
+        channel_axis, block_axis = choose_axes(site)
+        gptq_args = {k: v for k, v in args.items() if k not in ("search_clip", "importance")}  # GPTQ sets its ranges
+        qt, refused = calibrated_rounding(values, moments, qt, channel_axis=channel_axis, block_axis=block_axis,
+                                          **gptq_args)
+    elif record.rounding == "gptq":
+        refused = "no calibration inputs reach it"
+    rebuilt = build(site, qt, record.lowering, names, plan.opset)
+    if rebuilt is not None:
+        replace_uses(site.value, rebuilt)
+    return weight_error(values, qt), stored_bytes(qt, record.lowering), refused
+
+
+def _store_as_float16(site: ConstantSite, values: np.ndarray, names: NameAllocator) -> dict:
+    """float16 storage and a Cast back to float32."""
+    half = values.astype(np.float16)
+    stored = const(names, f"{site.name}_fp16", half)
+    # One Cast in each graph that reads the weight, not one in the scope feeding a subgraph:
+    # onnxruntime's FuseInitializersTransformer (1.31, constant folding off) fails to load a
+    # model whose float16-initializer Cast is read only implicitly by an If/Loop/Scan node
+    # (silero-vad's LSTM weights).
+    for graph, readers in readers_by_graph(site):
+        out = Emitter(graph, names, site.name)("Cast", [stored], shape=list(site.shape), to=onnx.TensorProto.FLOAT)
+        for node, index in readers:
+            node.inputs[index] = out
+    return _error(values, half.astype(np.float32))
+
+
+def _snap(site: ConstantSite, values: np.ndarray, record: WeightPlan) -> dict:
+    """--levels: values snapped in place, storage unchanged."""
+    snapped = snap_to_levels(values, record.levels, granularity=record.granularity, axis=record.axis,
+                             block_size=record.block_size)
+    stored = snapped.astype(values.dtype if site.onnx_dtype == onnx.TensorProto.FLOAT else FLOAT_TYPES[site.onnx_dtype])
+    if site.node is None:
+        set_values(site.tensor, stored)
+    else:
+        site.node.attrs["value"] = gs.Constant(site.tensor.name, stored)
+    return _error(values, stored.astype(np.float32))
+
+
+def _error(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    diff = y.astype(np.float64) - x
+    norm = float(np.linalg.norm(x))
+    return {"max_abs_error": float(np.abs(diff).max()) if diff.size else 0.0,
+            "rel_l2_error": float(np.linalg.norm(diff) / norm) if norm > 0 else 0.0}

@@ -1,0 +1,269 @@
+"""From options to a plan: one record per float constant, every decision made here and nowhere
+else (quant/plan.py says what a record holds).
+
+The default's rules live in the modules this one calls: schemes.py (which weights, grouping,
+lowering by consumer and opset, TensorRT's limits), lean_choice.py (lean form or accurate
+chain, small weights as float16), symmetry_choice.py (symmetric or not). Planning reads weight
+values only where a rule needs them (NaN checks, the measured choices) and writes nothing.
+
+A plan read from a file is checked against the graph here too (`check_plan`): every record must
+name a float constant of the model and ask for something its readers, the opset and the target
+can take; the weights it does not list stay float.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+
+from ..errors import PlanError
+from ..graph_utils import ConstantSite, choose_axes, collect_constants, consumers, iter_scopes
+from .calibration import Calibration
+from .estimates import payload_bytes
+from .lean_choice import choose_lean
+from .options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
+from .plan import Plan, WeightPlan
+from .scaled import equalized_axis, scale_axis, zero_points_fit
+from .schemes import (balanced_rounding, choose_scheme, float16_for_tensorrt, gatherable, lean_scheme, lowering_for,
+                      matches, nbits_fits, refusal, site_options, tensorrt_refusal, value_refusal)
+from .symmetry_choice import SymmetryChoice, choose_symmetric
+
+
+def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: frozenset[str],
+                 activations: Calibration | None = None, calibration: Calibration | None = None) -> Plan:
+    """The plan for every float constant of `graph` (all scopes) under `options` at `opset`.
+    `activations`: the inputs each weight's readers see, for auto's measured choices;
+    `calibration`: GPTQ's inputs (the weights it can round get rounding `gptq`)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # huge finite weights: see apply
+        return _plan(graph, options, opset, keep, activations, calibration)
+
+
+def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibration) -> Plan:
+    scopes = list(iter_scopes(graph))
+    records: dict[str, WeightPlan] = {}
+    todo = []  # (site, scheme, lowering, as_fp16, why, opts) of the weights that change
+    float16_instead, fallbacks = {}, []
+    four_bit = options.as_four_bit() if options.int4_for else None
+    for site in collect_constants(graph, scopes):
+        if site.onnx_dtype not in FLOAT_TYPES:
+            continue
+        opts = site_options(site, options, four_bit)  # 4-bit for the weights allocated 4 bits
+        no_quantized_form = float16_for_tensorrt(site, opts)
+        reason = refusal(site, scopes, opts, keep) or value_refusal(site, float16_because=no_quantized_form)
+        records[site.name] = _record(site, "float")
+        if reason:
+            records[site.name].why = f"below --min-elements ({opts.min_elements})" if reason == "small" else reason
+            continue
+        scheme = choose_scheme(site, opts)
+        lowering = lowering_for(site, opts, scheme, opset)
+        as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and matches(site, options.fp16_for)
+        why = "allocated float16 by the budget" if as_fp16 else ""
+        if no_quantized_form:
+            float16_instead[site.name] = why = no_quantized_form
+            as_fp16 = True
+        if scheme.granularity != opts.granularity and lowering != "lean":
+            fallbacks.append(site.name)
+        todo.append((site, scheme, lowering, as_fp16, why, opts))
+    lean_choice = choose_lean([(site, scheme) for site, scheme, lowering, *_ in todo if lowering == "lean"],
+                              options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
+                              activations=activations)
+    symmetry = SymmetryChoice()
+    if options.auto_symmetric:
+        symmetry = choose_symmetric([(site, scheme, lowering, opts) for site, scheme, lowering, fp16, _, opts in todo
+                                     if lowering not in ("lean", "scaled") and not fp16 and site.name
+                                     not in lean_choice.half], activations)
+    stays_float = bool(options.fp16 or options.levels)
+    gptq_skipped: dict[str, str] = {}
+    if calibration is not None and not stays_float:
+        calibration.plan([site for site, _, _, fp16, _, _ in todo if not fp16 and site.name not in lean_choice.half])
+        gptq_skipped = dict(calibration.skipped)
+    for site, scheme, lowering, as_fp16, why, opts in todo:
+        record = records[site.name]
+        if as_fp16 or site.name in lean_choice.half or options.fp16:
+            record.dtype, record.lowering = "float16", "cast"
+            record.why = why or ("--fp16" if options.fp16 else
+                                 "small: float16 costs little and is more accurate than int8 here")
+        elif options.levels:
+            record.lowering, record.levels = "levels", options.levels
+            record.granularity, record.axis, record.block_size = scheme.granularity, scheme.axis, scheme.block_size
+            record.why = f"--levels {options.levels}"
+        else:
+            _plan_integers(record, site, scheme, lowering, opts, options, opset, lean_choice, symmetry)
+            if calibration is not None:
+                if site.name in gptq_skipped:
+                    record.why += f"; no GPTQ: {gptq_skipped[site.name]}"
+                else:
+                    record.rounding = "gptq"
+        record.bytes_after = planned_bytes(record, site)
+    return Plan(list(records.values()), opset, options.target, importance=dict(symmetry.importance), details={
+        "per_channel_instead_of_blocks": fallbacks,  # blocks asked for, no block size near it divides the axis
+        "float16_for_tensorrt": float16_instead,
+        "float16_small": sorted(lean_choice.half),  # auto: float32 weights too small to be worth int8
+        "symmetric_chosen": sorted(symmetry.symmetric),  # --symmetric left to quant: measured more accurate
+        "lean_asymmetric": sorted(lean_choice.asymmetric),  # lean weights measured better with zero points
+        "not_calibrated": gptq_skipped,  # GPTQ asked for, weight -> why it keeps ordinary rounding
+    })
+
+
+def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lowering: str, opts: QuantOptions,
+                   options: QuantOptions, opset: int, lean_choice, symmetry: SymmetryChoice) -> None:
+    """An integer record: the scheme and lowering the rules chose, symmetry settled."""
+    balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
+    symmetric = site.name in symmetry.symmetric if options.auto_symmetric else opts.symmetric
+    why = "the accurate block chain: the lean form loses most here" if lowering == "lean" else _why(lowering, opts)
+    if lowering == "lean" and site.name in lean_choice.accurate:
+        lowering = "arith"
+    elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight
+        scheme, lowering = lean_scheme(site, opset)
+        why = _why(lowering, opts, lean=True)
+        if options.auto_symmetric:  # zero points where measured more accurate, or where asked for
+            symmetric = site.name not in lean_choice.asymmetric
+        else:
+            symmetric = opts.symmetric or not (lowering == "scaled" and zero_points_fit(site))
+    elif options.auto_symmetric:
+        why += "; symmetric: measured more accurate" if symmetric else ""
+    record.dtype, record.lowering, record.symmetric = opts.dtype, lowering, bool(symmetric)
+    record.granularity, record.block_size, record.axis = scheme.granularity, scheme.block_size, scheme.axis
+    record.rounding = "balanced" if balance else "nearest"
+    record.why = why
+
+
+def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:
+    if opts.target == "tensorrt":
+        return f"TensorRT reads it as {opts.dtype} DequantizeLinear"
+    if lean:
+        return {"scaled": "lean: one scale per output channel, applied after the reader",
+                "dq": "recurrent weight: DequantizeLinear, integers kept in memory",
+                "arith": "lean: one scale per channel (no reader takes the scale after it)"}[lowering]
+    return {"gather": "embedding table: rows gathered, then dequantized",
+            "matmulnbits": "--target onnxruntime: MatMulNBits",
+            "dq": "kept quantized in memory (DequantizeLinear)",
+            "arith": "Cast -> Mul chain, folded at load" if opts.lowering == "auto" else "--lowering arith",
+            "scaled": "--lowering scaled"}.get(lowering, f"--lowering {lowering}")
+
+
+def _record(site: ConstantSite, dtype: str) -> WeightPlan:
+    return WeightPlan(name=site.name, consumers=sorted({n.op for n, _ in consumers(site)}), shape=list(site.shape),
+                      dtype=dtype, bytes_before=site.nbytes, bytes_after=site.nbytes)
+
+
+def planned_bytes(record: WeightPlan, site: ConstantSite) -> int:
+    """The bytes `record` stores for `site` (plan.py's module doc)."""
+    if record.dtype == "float16":
+        return 2 * site.num_elements
+    if record.dtype == "float":
+        return site.nbytes
+    if record.granularity == "tensor":
+        groups = 1
+    elif record.granularity == "channel":
+        groups = site.shape[record.axis]
+    else:
+        groups = site.num_elements // record.block_size
+    scale_bytes = 4 if record.lowering in ("dq", "matmulnbits", "scaled") else 2
+    input_axis = equalized_axis(site) if record.lowering == "scaled" else None
+    input_scales = 4 * site.shape[input_axis] if input_axis is not None else 0
+    zero_points = not record.symmetric or record.dtype.startswith("u")
+    return input_scales + payload_bytes(site.num_elements, groups, scale_bytes, record.dtype, zero_points,
+                                        record.lowering)
+
+
+# -- a plan from a file ---------------------------------------------------------------------------
+
+
+def check_plan(graph: gs.Graph, records: list[WeightPlan], opset: int, keep: frozenset[str],
+               target: str = "any", calibration: Calibration | None = None) -> Plan:
+    """The plan `records` ask for, each checked against `graph` at `opset` (PlanError naming the
+    weight otherwise), completed with the graph's facts (consumers, shape, bytes, axis where left
+    out); float constants the records do not name stay float."""
+    scopes = list(iter_scopes(graph))
+    sites = {s.name: s for s in collect_constants(graph, scopes) if s.onnx_dtype in FLOAT_TYPES}
+    given = {r.name: r for r in records}
+    unknown = [name for name in given if name not in sites]
+    if unknown:
+        raise PlanError(f"plan weight '{unknown[0]}': the model has no float constant of that name")
+    planned = []
+    for name, site in sites.items():
+        record = given.get(name)
+        if record is None:
+            planned.append(_record(site, "float"))
+            planned[-1].why = "not in the plan"
+            continue
+        record.consumers, record.shape, record.bytes_before = (sorted({n.op for n, _ in consumers(site)}),
+                                                               list(site.shape), site.nbytes)
+        if record.changes:
+            _check_record(site, record, scopes, opset, keep, target, calibration)
+        record.bytes_after = planned_bytes(record, site)
+        record.why = record.why or "from the plan"
+        planned.append(record)
+    return Plan(planned, opset, target)
+
+
+def _check_record(site: ConstantSite, r: WeightPlan, scopes, opset: int, keep, target: str,
+                  calibration: Calibration | None) -> None:
+    def refuse(why: str):
+        raise PlanError(f"plan weight '{r.name}': {why}")
+
+    stand_in = QuantOptions(min_elements=1, target="any")  # what refusal() checks beyond the options
+    reason = refusal(site, scopes, stand_in, keep)
+    if reason:
+        refuse(f"cannot be changed: {reason}")
+    if r.dtype == "float16" and site.onnx_dtype != onnx.TensorProto.FLOAT:
+        refuse("float16 storage is for float32 weights")
+    if r.dtype == "float16" or r.lowering == "levels" and target != "tensorrt":
+        if r.lowering == "levels":
+            _check_axis(site, r, refuse)
+        return
+    if r.lowering == "levels":
+        refuse("target tensorrt takes no --levels weights")
+    _check_axis(site, r, refuse)
+    if r.granularity == "block" and site.shape[r.axis] % r.block_size:
+        refuse(f"block_size {r.block_size} does not divide axis {r.axis} ({site.shape[r.axis]})")
+    opts = QuantOptions(dtype=r.dtype, granularity=r.granularity, block_size=r.block_size or 32,
+                        symmetric=r.symmetric, min_elements=1)
+    scheme = Scheme(r.granularity, r.axis, r.block_size)
+    readers = consumers(site)
+    fits = {"dq": lambda: True, "arith": lambda: True,
+            "gather": lambda: gatherable(site, readers, opts, scheme, opset),
+            "scaled": lambda: scale_axis(site) is not None and r.granularity == "channel" and r.axis == scale_axis(site)
+            and r.dtype == "int8",
+            "matmulnbits": lambda: nbits_fits(site, readers, opts, scheme)}[r.lowering]
+    if not fits():
+        refuse(f"lowering {r.lowering} does not fit {r.dtype}/{r.scheme_name} read by {', '.join(r.consumers)}")
+    if r.lowering == "dq" and opset < dq_min_opset(opts):
+        refuse(f"DequantizeLinear with {r.dtype}/{r.granularity} needs opset {dq_min_opset(opts)}")
+    if r.rounding == "gptq" and calibration is None:
+        refuse("rounding gptq needs --calibration")
+    if target == "tensorrt":
+        trt = QuantOptions(dtype=r.dtype, target="tensorrt", symmetric=True, min_elements=1)
+        why = tensorrt_refusal(site, trt) if r.dtype in ("int8", "int4") else f"TensorRT takes no {r.dtype} weights"
+        if why is None and (r.lowering != "dq" or not r.symmetric):
+            why = "TensorRT takes symmetric DequantizeLinear weights only"
+        if why:
+            refuse(why)
+
+
+def _check_axis(site: ConstantSite, r: WeightPlan, refuse) -> None:
+    """Fill in an axis left out (the consumer's, as the default chooses), check one given."""
+    if r.granularity == "tensor":
+        r.axis = None
+        return
+    if r.axis is None:
+        channel_axis, block_axis = choose_axes(site)
+        r.axis = block_axis if r.granularity == "block" else channel_axis
+    if not -len(site.shape) <= r.axis < len(site.shape):
+        refuse(f"axis {r.axis} is out of range for shape {list(site.shape)}")
+    r.axis %= len(site.shape)
+
+
+def plan_opset(records: list[WeightPlan]) -> int:
+    """The opset the records' lowerings need: DequantizeLinear with blocks or 4-bit types 21,
+    per channel 13; 4-bit rows gathered 11 (uint8 BitShift); others any."""
+    need = 1
+    for r in records:
+        if r.lowering == "dq":
+            need = max(need, 21 if r.four_bit or r.granularity == "block" else
+                       13 if r.granularity == "channel" else 10)
+        elif r.lowering == "gather" and r.four_bit:
+            need = max(need, 11)
+    return need

@@ -1,9 +1,10 @@
 """onnxsurgery: make ONNX model files smaller without breaking them."""
 
 from . import npy
+from ._version import __version__ as __version__
 from .logs import route_gs_logging
-from .api import (check_file, compare, embed_file, info, npy_file, quant, quant_file, report_file, run_model, shrink,
-                  shrink_file)
+from .api import check_file, compare, embed_file, info, npy_file, quant, quant_file, run_model, shrink, shrink_file
+from .html_report import report_file
 from .graph_api import constants_to_npy, embed_npy, import_graph, keeps_weights_small, quantize_weights
 from .pipeline import estimate_pipeline, finish, quant_pipeline, run_pipeline, shrink_pipeline
 from .quant.options import QuantOptions
@@ -15,8 +16,6 @@ from .passes.narrow_types import narrow_constants
 from .report import PassReport, RunReport
 
 route_gs_logging()  # gs's log lines through `logging`, not printed (logs.py)
-
-__version__ = "0.1.0"
 
 __all__ = [
     "shrink",

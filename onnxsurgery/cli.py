@@ -18,6 +18,7 @@ from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from .quant.options import DEFAULT_BLOCK_SIZE as QUANT_BLOCK_SIZE
 from .quant.options import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
 from .evaluate import METHOD_KEYS
+from .html_report import report_file
 from .render import render_info, render_report_summary, render_run
 from .verify import load_input_samples, parse_shapes
 
@@ -329,10 +330,10 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
     memory after session creation, measured here by making each file. Takes a few times as long
     as one `quant`."""
     out = Path(output) if output else Path(model).with_name(Path(model).stem + ".report.html")
-    data = api.report_file(model, out, methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
-                           samples=load_input_samples(inputs_npz) if inputs_npz else None,
-                           shapes=parse_shapes(shapes), inputs_file=inputs_npz, shape_specs=tuple(shapes),
-                           min_bytes=min_bytes)
+    data = report_file(model, out, methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
+                       samples=load_input_samples(inputs_npz) if inputs_npz else None,
+                       shapes=parse_shapes(shapes), inputs_file=inputs_npz, shape_specs=tuple(shapes),
+                       min_bytes=min_bytes)
     click.echo(json.dumps(data, indent=2) if as_json else render_report_summary(model, str(out), data))
 
 

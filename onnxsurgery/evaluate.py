@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .api import quant_file, shrink_file
 from .errors import OnnxSurgeryError, VerificationError
 from .io import open_model
 from .progress import progress
@@ -118,12 +119,10 @@ def measure_methods(model_path: str | os.PathLike, scratch: str | os.PathLike, *
 
 
 def _make(method: Method, source: Path, out: Path, samples, shapes) -> None:
-    from . import api  # api imports this module: import it late
-
     if method.command == "shrink":
-        api.shrink_file(source, out, verify=False, **method.options)
+        shrink_file(source, out, verify=False, **method.options)
     else:
-        api.quant_file(source, out, verify=False, samples=samples, shapes=shapes, **method.options)
+        quant_file(source, out, verify=False, samples=samples, shapes=shapes, **method.options)
 
 
 def _measure_file(row: Measurement, path: Path, samples) -> None:

@@ -380,7 +380,8 @@ def test_verification_sessions_one_at_a_time_without_the_graph(tmp_path, monkeyp
     quantized graph is released before the first session is created."""
     import weakref
 
-    from onnxsurgery import api, verify
+    from onnxsurgery import verify
+    from onnxsurgery.api import quantizing as api
 
     src = tmp_path / "in.onnx"
     onnx.save(builders.quant_cases(), str(src))

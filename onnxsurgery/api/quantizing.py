@@ -1,273 +1,34 @@
-"""The Python API: one function per command. Models in (path, ModelProto or gs.Graph), a new
-ModelProto and a report out. Nothing here writes files unless it says so."""
+"""`quant`: weight-only quantization, in memory or from a file to a file (verified in
+onnxruntime before anything is written), with what it takes: the opset upgrade a scheme needs,
+the per-weight allocation for --target-error / --target-size, onnxruntime's quantize_dynamic."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
-
-import onnx
 
 import numpy as np
+import onnx
 
-from .quant.calibration import Calibration
-from .errors import InputError, UnsupportedModelError, VerificationError
-from .evaluate import METHOD_KEYS, METHODS, measure_methods
-from .html_report import page_data, render_page
-from .inventory import inventory
-from .io import (all_tensor_protos, check_output_path, copy_file, load_model, open_model, save_model, stage_model,
-                 write_atomic)
-from .npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
-from .passes.constants_to_initializers import constant_nodes_to_initializers
-from .passes.embed import inputs_to_constants
-from .passes.externalize import externalize
-from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
-from .opset import upgrade_opset
-from .progress import progress
-from .quant import allocation
-from .quant.options import QuantOptions
-from .quant.schemes import required_opset
-from .lazy import materialize
-from .pipeline import Workspace, open_workspace, quant_pipeline, shrink_pipeline
-from .targets.tensorrt import check_tensorrt, operator_list
-from .report import RunReport
-from .verify import compare_models, make_inputs, session
-
+from ..errors import InputError, UnsupportedModelError, VerificationError
+from ..io import check_output_path, load_model, save_model
+from ..opset import upgrade_opset
+from ..passes.constants_to_initializers import constant_nodes_to_initializers
+from ..pipeline import Workspace, open_workspace, quant_pipeline, shrink_pipeline
+from ..progress import progress
+from ..quant import allocation
+from ..quant.calibration import Calibration
+from ..quant.options import QuantOptions
+from ..quant.schemes import required_opset
+from ..report import RunReport
+from ..verify import compare_models
+from ._common import _in_memory, _write_checked
+from .check import _check_for_tensorrt
 
 
 # An upgraded model may differ from the original by float reassociation in a converted op.
 UPGRADE_TOLERANCE = 1e-5
-
-
-def _describe(source) -> str:
-    if isinstance(source, (str, os.PathLike)):
-        return str(source)
-    return f"<{type(source).__name__}>"
-
-
-def _in_memory(model, command: str, run_passes, prepare=None) -> tuple[onnx.ModelProto, RunReport, Workspace]:
-    """Open `model`, let `prepare(ws, report)` swap the workspace if it must (an opset
-    upgrade), run `run_passes(ws, report)`, and return the self-contained result."""
-    ws = open_workspace(model)
-    report = RunReport(command, _describe(model), bytes_before=ws.input_bytes)
-    if prepare is not None:
-        ws = prepare(ws, report)
-    run_passes(ws, report)
-    report.passes = ws.reports
-    result = ws.finish()
-    report.bytes_after = result.ByteSize()
-    return result, report, ws
-
-
-def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
-                       transposed: bool, narrow: bool) -> None:
-    ws.run_pipeline(shrink_pipeline(min_elements=min_elements, transposed=transposed, narrow=narrow,
-                                    opsets=ws.opsets))
-    report.passes = ws.reports
-
-
-def shrink(
-    model,
-    *,
-    min_elements: int = DEFAULT_MIN_ELEMENTS,
-    transposed: bool = False,
-    narrow: bool = False,
-) -> tuple[onnx.ModelProto, RunReport]:
-    """Merge bit-identical constants (all scopes), optionally transposed copies, optionally
-    narrow int64/float64 where safe. Lossless: the result computes exactly what `model` does.
-
-    A gs.Graph is rewritten in place (and also exported). The result is never larger than the
-    input: if it would be, the input is returned unchanged.
-    """
-    result, report, ws = _in_memory(model, "shrink", lambda ws, report: _run_shrink_passes(
-        ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow))
-    if ws.template is not None and report.bytes_after > report.bytes_before:
-        report.notes.append("the rewritten model was larger than the input; input kept as it is")
-        result, report.bytes_after = ws.materialized(ws.template), report.bytes_before
-    elif ws.template is None:
-        report.bytes_before = report.bytes_after + sum(p.bytes_saved for p in report.passes)
-    return result, report
-
-
-def shrink_file(
-    input_path: str | os.PathLike,
-    output_path: str | os.PathLike,
-    *,
-    in_place: bool = False,
-    external_data: bool = False,
-    verify: bool = False,
-    min_elements: int = DEFAULT_MIN_ELEMENTS,
-    transposed: bool = False,
-    narrow: bool = False,
-) -> RunReport:
-    """`shrink` from a file to a file, written atomically.
-
-    With `verify`, input and result run in onnxruntime on generated inputs first, and nothing
-    is written unless every output is bit-identical. When the rewrite would not make the file
-    smaller, the output is a byte-for-byte copy of the input.
-    """
-    out = check_output_path(input_path, output_path, in_place)
-    ws = open_workspace(input_path)
-    report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
-    _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow)
-    copy_allowed = not external_data and not ws.has_external_data_files
-    if copy_allowed and not any(p.changed for p in report.passes):
-        report.notes.append("nothing to shrink: the output is a copy of the input")
-        copy_file(input_path, out)
-        report.bytes_after = report.bytes_before
-        return report
-
-    def check(written: Path) -> None:
-        report.verification = compare_models(input_path, written)
-        if not report.verification["exact"]:
-            raise VerificationError(
-                f"shrunk model differs from {input_path} "
-                f"(max abs error {report.verification['max_abs_error']:.3g}); nothing written"
-            )
-
-    # payloads stay in the input file until written
-    written = _write_checked(ws, ws.export, out, external_data, check if verify else None)
-    report.bytes_after = sum(p.stat().st_size for p in written)
-    if copy_allowed and report.bytes_after > report.bytes_before:
-        report.notes.append("the rewritten model was larger than the input; wrote the input as it is")
-        copy_file(input_path, out)
-        report.bytes_after = report.bytes_before
-    return report
-
-
-def info(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMENTS) -> dict:
-    """Inventory of a model: large constants, totals, duplicates, and what each method saves."""
-    return inventory(model, min_bytes=min_bytes, min_elements=min_elements)
-
-
-def report_file(
-    model_path: str | os.PathLike,
-    output_path: str | os.PathLike,
-    *,
-    methods: tuple[str, ...] = METHOD_KEYS,
-    samples: list[dict[str, np.ndarray]] | None = None,
-    shapes: dict[str, list[int]] | None = None,
-    inputs_file: str | None = None,
-    shape_specs: tuple[str, ...] = (),
-    min_bytes: int = 1024,
-) -> dict:
-    """Make each method's file (in a scratch folder beside the output, removed afterwards),
-    measure it (evaluate.py), and write one self-contained HTML page (html_report.py)
-    atomically. `inputs_file` and `shape_specs` are how the inputs were given on the command
-    line, for the commands the page prints. Returns the page's data."""
-    unknown = [m for m in methods if m not in METHOD_KEYS]
-    if unknown:
-        raise InputError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHOD_KEYS)}")
-    out = check_output_path(model_path, output_path, in_place=False)
-    where = inventory(model_path, min_bytes=min_bytes)
-    chosen = tuple(m for m in METHODS if m.key in methods)
-    with tempfile.TemporaryDirectory(prefix=".onnxsurgery-report-", dir=out.parent) as scratch:
-        rows = measure_methods(model_path, scratch, methods=chosen, samples=samples, shapes=shapes,
-                               inputs_file=inputs_file, shape_specs=shape_specs)
-    if samples is None:
-        described = "one generated sample (seed 0)"
-    else:
-        described = f"{len(samples)} sample{'s' * (len(samples) != 1)}"
-        described += f" from {inputs_file}" if inputs_file else ""
-    data = page_data(str(model_path), where, [r.to_dict() for r in rows], inputs=described, min_bytes=min_bytes)
-    page = render_page(data)
-    write_atomic(out, lambda tmp: tmp.write_text(page, encoding="utf-8"))
-    return data
-
-
-def npy_file(
-    input_path: str | os.PathLike,
-    output_path: str | os.PathLike,
-    *,
-    npy_dir: str | os.PathLike | None = None,
-    min_bytes: int | None = None,
-    names: tuple[str, ...] = (),
-    ops: tuple[str, ...] = (),
-    external_data: bool = False,
-    merge: bool = True,
-    in_place: bool = False,
-    min_elements: int = DEFAULT_MIN_ELEMENTS,
-) -> RunReport:
-    """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
-    inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
-    Identical constants are merged first, so each distinct tensor is written once."""
-    out = check_output_path(input_path, output_path, in_place)
-    ws = open_workspace(input_path)
-    report = RunReport("npy", str(input_path), output=str(out), bytes_before=ws.input_bytes)
-    if merge:
-        ws.run_pipeline(shrink_pipeline(min_elements=min_elements))  # each distinct tensor once
-    if external_data:
-        written = save_model(ws.export(), out, external_data=True, files=ws.files)
-        report.passes = ws.reports
-        report.bytes_after = sum(p.stat().st_size for p in written)
-        report.notes.append(f"tensors of 1 KB or more are in {written[0].name}")
-        return report
-    ws.cleanup()  # constants merged away must not be selected
-    moved_report, arrays = externalize(ws.graph, min_bytes=min_bytes, node_names=names, op_types=ops, keep=ws.keep)
-    ws.reports.append(moved_report)
-    report.passes = ws.reports
-    npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(out)
-    exported = ws.export()  # before anything is written: a failure here leaves nothing behind
-    created = not npy_dir.exists()
-    manifest = write_arrays(arrays, npy_dir, manifest_path(out))
-    try:
-        written = save_model(exported, out, files=ws.files)
-        write_manifest(manifest, manifest_path(out))
-    except BaseException:
-        if created:  # a failed run leaves no .npy folder of its own behind
-            shutil.rmtree(npy_dir, ignore_errors=True)
-        raise
-    report.bytes_after = sum(p.stat().st_size for p in written)
-    moved_report.details = {"npy_dir": str(npy_dir), "manifest": str(manifest_path(out)),
-                            "inputs": list(manifest["inputs"])}
-    return report
-
-
-def embed_file(
-    input_path: str | os.PathLike,
-    output_path: str | os.PathLike,
-    *,
-    in_place: bool = False,
-    external_data: bool = False,
-) -> RunReport:
-    """Put the arrays of a model written by `npy_file` back as initializers."""
-    out = check_output_path(input_path, output_path, in_place)
-    if not Path(input_path).is_file():
-        raise InputError(f"input not found: {input_path}")
-    if read_manifest(input_path) is None:
-        raise InputError(f"no manifest beside {input_path} ({manifest_path(input_path).name}); nothing to embed")
-    feeds = load_feeds(input_path)  # empty when npy moved nothing: the output is then a copy
-    ws = open_workspace(input_path)
-    report = RunReport("embed", str(input_path), output=str(out), bytes_before=ws.input_bytes)
-    ws.run(inputs_to_constants, arrays=feeds)
-    report.passes = ws.reports
-    written = save_model(ws.export(), out, external_data=external_data, files=ws.files)
-    report.bytes_after = sum(p.stat().st_size for p in written)
-    return report
-
-
-def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = None, *,
-              shapes: dict[str, list[int]] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
-    """Run a model in onnxruntime. Arrays externalized by `npy_file` go in as the initializers
-    they were (not as feeds: verify._mapped_session says why), so the outputs are bit-identical
-    to the original model's on every CPU; other inputs come from `feeds` (which may also
-    override an externalized array), or are generated from the declared dtypes and shapes."""
-    given = dict(feeds or {})
-    constants = {name: array for name, array in load_feeds(model).items() if name not in given}
-    sess = session(model, initializers=constants)
-    missing = [i for i in sess.get_inputs() if i.name not in given]
-    if missing:
-        generated = make_inputs(sess, shapes=shapes, seed=seed, model=model)
-        given.update({i.name: generated[i.name] for i in missing})
-    names = [o.name for o in sess.get_outputs()]
-    try:
-        values = sess.run(names, given)
-    except Exception as e:  # onnxruntime's own exception types
-        raise InputError(f"onnxruntime failed to run {model}: {str(e).splitlines()[0]}") from e
-    return dict(zip(names, values))
 
 
 def _activations(input_path, options: QuantOptions, samples, shapes) -> Calibration | None:
@@ -399,38 +160,6 @@ def quant_file(
     return report
 
 
-MAX_FINDINGS_LISTED = 20
-SMALL_TENSOR = 65536
-
-
-def check_file(model: str | os.PathLike | onnx.ModelProto, *, target: str = "tensorrt") -> dict:
-    """What the target's parser would refuse in `model` (targets/tensorrt.py): {"target",
-    "source", "retrieved", "refused": one line per finding}. Weights are not read, only their types
-    and shapes (and the values of small tensors: zero points, axes)."""
-    if target != "tensorrt":
-        raise ValueError(f"unknown target {target!r}; choose tensorrt")
-    if not isinstance(model, onnx.ModelProto):
-        model, files, _ = open_model(model)
-        # zero points and axes are checked by value; weights only by type and shape
-        small = [t for t in all_tensor_protos(model.graph) if np.prod(t.dims, dtype=np.int64) <= SMALL_TENSOR]
-        materialize(model, files, small)
-        files.close()
-    listing = operator_list()
-    return {"target": listing["release"], "source": listing["source"], "retrieved": listing["retrieved"],
-            "refused": [str(f) for f in check_tensorrt(model)]}
-
-
-def _check_for_tensorrt(written: Path, report: RunReport) -> None:
-    """The static check of a --target tensorrt result: each op TensorRT's parser would refuse
-    becomes a warning; the findings go to the report's `target_check`."""
-    report.target_check = check_file(written)
-    refused = report.target_check["refused"]
-    for finding in refused[:MAX_FINDINGS_LISTED]:
-        report.warnings.append(f"{report.target_check['target']} would refuse {finding}")
-    if len(refused) > MAX_FINDINGS_LISTED:
-        report.warnings.append(f"... and {len(refused) - MAX_FINDINGS_LISTED} more (--json: target_check)")
-
-
 # Above this relative L2 output error (and with no --max-error), quant warns: int8 results on the
 # bench's task inputs stay within 0.01-0.13, the int4 results that change a classifier's answers
 # (ALBERT-base: argmax agreement 0%) start around 0.2. A tenth is where outputs differ visibly.
@@ -471,8 +200,6 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
     del model
     note = f"upgraded opset {current} -> {needed} with onnx's version converter"
     if verify:
-        import tempfile
-
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "upgraded.onnx"
             save_model(upgraded, path)
@@ -486,22 +213,6 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
     ws = open_workspace(upgraded)
     ws.input_bytes = bytes_before
     return ws
-
-
-def _write_checked(ws: Workspace, produce: Callable[[], onnx.ModelProto], out: Path,
-                   external_data: bool, check: Callable[[Path], None] | None) -> list[Path]:
-    """Stage the model `produce` returns, close the workspace, run `check` on the staged file,
-    then put it in place. The model is produced here, not passed in, so that nothing else holds
-    it: it and the graph are released before `check` creates onnxruntime sessions, which need
-    several times the model's size."""
-    result = produce()
-    staged = stage_model(result, out, external_data=external_data, files=ws.files)
-    del result
-    with staged:
-        ws.close()
-        if check is not None:
-            check(staged.path)
-        return staged.commit()
 
 
 ALLOCATION_ROUNDS = 4
@@ -522,7 +233,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
     falls short is tightened and planned again (at most ALLOCATION_ROUNDS times). Returns the
     options, the plan and its verified output error."""
 
-    from .graph_utils import collect_constants, iter_scopes
+    from ..graph_utils import collect_constants, iter_scopes
 
     eight_bit = options if not options.four_bit else options.changed(
         dtype="uint8" if options.dtype.startswith("u") else "int8")
@@ -593,8 +304,6 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
 
 def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
     """onnxruntime's quantize_dynamic on the workspace's graph, through temporary files."""
-    import tempfile
-
     from onnxruntime.quantization import quantize_dynamic
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -607,10 +316,3 @@ def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
         # Its output can list nodes out of order around subgraphs that read outer values;
         # one more pass through gs sorts them.
         return open_workspace(load_model(dst)).finish()
-
-
-def compare(reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
-            shapes: dict[str, list[int]] | None = None) -> dict:
-    """Run two models on the same inputs; per output: max abs error, relative L2 error and,
-    where there is a class axis, argmax agreement."""
-    return compare_models(reference, candidate, samples=samples, shapes=shapes)

@@ -1,0 +1,50 @@
+"""What the commands share: opening a model in memory and running passes on it, and writing a
+result that is checked before it is put in place."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import onnx
+
+from ..io import stage_model
+from ..pipeline import Workspace, open_workspace
+from ..report import RunReport
+
+
+def _describe(source) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        return str(source)
+    return f"<{type(source).__name__}>"
+
+
+def _in_memory(model, command: str, run_passes, prepare=None) -> tuple[onnx.ModelProto, RunReport, Workspace]:
+    """Open `model`, let `prepare(ws, report)` swap the workspace if it must (an opset
+    upgrade), run `run_passes(ws, report)`, and return the self-contained result."""
+    ws = open_workspace(model)
+    report = RunReport(command, _describe(model), bytes_before=ws.input_bytes)
+    if prepare is not None:
+        ws = prepare(ws, report)
+    run_passes(ws, report)
+    report.passes = ws.reports
+    result = ws.finish()
+    report.bytes_after = result.ByteSize()
+    return result, report, ws
+
+
+def _write_checked(ws: Workspace, produce: Callable[[], onnx.ModelProto], out: Path,
+                   external_data: bool, check: Callable[[Path], None] | None) -> list[Path]:
+    """Stage the model `produce` returns, close the workspace, run `check` on the staged file,
+    then put it in place. The model is produced here, not passed in, so that nothing else holds
+    it: it and the graph are released before `check` creates onnxruntime sessions, which need
+    several times the model's size."""
+    result = produce()
+    staged = stage_model(result, out, external_data=external_data, files=ws.files)
+    del result
+    with staged:
+        ws.close()
+        if check is not None:
+            check(staged.path)
+        return staged.commit()

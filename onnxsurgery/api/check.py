@@ -1,0 +1,47 @@
+"""`check`: what a target's parser would refuse in a model, and the same check on the result
+of `quant --target tensorrt`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from ..io import all_tensor_protos, open_model
+from ..lazy import materialize
+from ..report import RunReport
+from ..targets.tensorrt import check_tensorrt, operator_list
+
+
+MAX_FINDINGS_LISTED = 20
+SMALL_TENSOR = 65536
+
+
+def check_file(model: str | os.PathLike | onnx.ModelProto, *, target: str = "tensorrt") -> dict:
+    """What the target's parser would refuse in `model` (targets/tensorrt.py): {"target",
+    "source", "retrieved", "refused": one line per finding}. Weights are not read, only their types
+    and shapes (and the values of small tensors: zero points, axes)."""
+    if target != "tensorrt":
+        raise ValueError(f"unknown target {target!r}; choose tensorrt")
+    if not isinstance(model, onnx.ModelProto):
+        model, files, _ = open_model(model)
+        # zero points and axes are checked by value; weights only by type and shape
+        small = [t for t in all_tensor_protos(model.graph) if np.prod(t.dims, dtype=np.int64) <= SMALL_TENSOR]
+        materialize(model, files, small)
+        files.close()
+    listing = operator_list()
+    return {"target": listing["release"], "source": listing["source"], "retrieved": listing["retrieved"],
+            "refused": [str(f) for f in check_tensorrt(model)]}
+
+
+def _check_for_tensorrt(written: Path, report: RunReport) -> None:
+    """The static check of a --target tensorrt result: each op TensorRT's parser would refuse
+    becomes a warning; the findings go to the report's `target_check`."""
+    report.target_check = check_file(written)
+    refused = report.target_check["refused"]
+    for finding in refused[:MAX_FINDINGS_LISTED]:
+        report.warnings.append(f"{report.target_check['target']} would refuse {finding}")
+    if len(refused) > MAX_FINDINGS_LISTED:
+        report.warnings.append(f"... and {len(refused) - MAX_FINDINGS_LISTED} more (--json: target_check)")

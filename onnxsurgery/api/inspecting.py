@@ -1,0 +1,22 @@
+"""Commands that read models and write nothing: `info` (where the bytes are, what each method
+would save) and `compare` (two models' outputs on the same inputs)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..inventory import inventory
+from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from ..verify import compare_models
+
+
+def info(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMENTS) -> dict:
+    """Inventory of a model: large constants, totals, duplicates, and what each method saves."""
+    return inventory(model, min_bytes=min_bytes, min_elements=min_elements)
+
+
+def compare(reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
+            shapes: dict[str, list[int]] | None = None) -> dict:
+    """Run two models on the same inputs; per output: max abs error, relative L2 error and,
+    where there is a class axis, argmax agreement."""
+    return compare_models(reference, candidate, samples=samples, shapes=shapes)

@@ -1,0 +1,112 @@
+"""`npy`, `embed` and `run`: constants out to .npy files and back, and running a model whose
+constants are out."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from ..io import check_output_path, save_model
+from ..npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
+from ..passes.embed import inputs_to_constants
+from ..passes.externalize import externalize
+from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from ..pipeline import open_workspace, shrink_pipeline
+from ..report import RunReport
+from ..verify import make_inputs, session
+
+
+def npy_file(
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    npy_dir: str | os.PathLike | None = None,
+    min_bytes: int | None = None,
+    names: tuple[str, ...] = (),
+    ops: tuple[str, ...] = (),
+    external_data: bool = False,
+    merge: bool = True,
+    in_place: bool = False,
+    min_elements: int = DEFAULT_MIN_ELEMENTS,
+) -> RunReport:
+    """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
+    inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
+    Identical constants are merged first, so each distinct tensor is written once."""
+    out = check_output_path(input_path, output_path, in_place)
+    ws = open_workspace(input_path)
+    report = RunReport("npy", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+    if merge:
+        ws.run_pipeline(shrink_pipeline(min_elements=min_elements))  # each distinct tensor once
+    if external_data:
+        written = save_model(ws.export(), out, external_data=True, files=ws.files)
+        report.passes = ws.reports
+        report.bytes_after = sum(p.stat().st_size for p in written)
+        report.notes.append(f"tensors of 1 KB or more are in {written[0].name}")
+        return report
+    ws.cleanup()  # constants merged away must not be selected
+    moved_report, arrays = externalize(ws.graph, min_bytes=min_bytes, node_names=names, op_types=ops, keep=ws.keep)
+    ws.reports.append(moved_report)
+    report.passes = ws.reports
+    npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(out)
+    exported = ws.export()  # before anything is written: a failure here leaves nothing behind
+    created = not npy_dir.exists()
+    manifest = write_arrays(arrays, npy_dir, manifest_path(out))
+    try:
+        written = save_model(exported, out, files=ws.files)
+        write_manifest(manifest, manifest_path(out))
+    except BaseException:
+        if created:  # a failed run leaves no .npy folder of its own behind
+            shutil.rmtree(npy_dir, ignore_errors=True)
+        raise
+    report.bytes_after = sum(p.stat().st_size for p in written)
+    moved_report.details = {"npy_dir": str(npy_dir), "manifest": str(manifest_path(out)),
+                            "inputs": list(manifest["inputs"])}
+    return report
+
+
+def embed_file(
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    in_place: bool = False,
+    external_data: bool = False,
+) -> RunReport:
+    """Put the arrays of a model written by `npy_file` back as initializers."""
+    out = check_output_path(input_path, output_path, in_place)
+    if not Path(input_path).is_file():
+        raise InputError(f"input not found: {input_path}")
+    if read_manifest(input_path) is None:
+        raise InputError(f"no manifest beside {input_path} ({manifest_path(input_path).name}); nothing to embed")
+    feeds = load_feeds(input_path)  # empty when npy moved nothing: the output is then a copy
+    ws = open_workspace(input_path)
+    report = RunReport("embed", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+    ws.run(inputs_to_constants, arrays=feeds)
+    report.passes = ws.reports
+    written = save_model(ws.export(), out, external_data=external_data, files=ws.files)
+    report.bytes_after = sum(p.stat().st_size for p in written)
+    return report
+
+
+def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = None, *,
+              shapes: dict[str, list[int]] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Run a model in onnxruntime. Arrays externalized by `npy_file` go in as the initializers
+    they were (not as feeds: verify._mapped_session says why), so the outputs are bit-identical
+    to the original model's on every CPU; other inputs come from `feeds` (which may also
+    override an externalized array), or are generated from the declared dtypes and shapes."""
+    given = dict(feeds or {})
+    constants = {name: array for name, array in load_feeds(model).items() if name not in given}
+    sess = session(model, initializers=constants)
+    missing = [i for i in sess.get_inputs() if i.name not in given]
+    if missing:
+        generated = make_inputs(sess, shapes=shapes, seed=seed, model=model)
+        given.update({i.name: generated[i.name] for i in missing})
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        values = sess.run(names, given)
+    except Exception as e:  # onnxruntime's own exception types
+        raise InputError(f"onnxruntime failed to run {model}: {str(e).splitlines()[0]}") from e
+    return dict(zip(names, values))

@@ -1,0 +1,92 @@
+"""`shrink`: merge bit-identical constants, in memory or from a file to a file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+
+from ..errors import VerificationError
+from ..io import check_output_path, copy_file
+from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from ..pipeline import Workspace, open_workspace, shrink_pipeline
+from ..report import RunReport
+from ..verify import compare_models
+from ._common import _in_memory, _write_checked
+
+
+def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
+                       transposed: bool, narrow: bool) -> None:
+    ws.run_pipeline(shrink_pipeline(min_elements=min_elements, transposed=transposed, narrow=narrow,
+                                    opsets=ws.opsets))
+    report.passes = ws.reports
+
+
+def shrink(
+    model,
+    *,
+    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    transposed: bool = False,
+    narrow: bool = False,
+) -> tuple[onnx.ModelProto, RunReport]:
+    """Merge bit-identical constants (all scopes), optionally transposed copies, optionally
+    narrow int64/float64 where safe. Lossless: the result computes exactly what `model` does.
+
+    A gs.Graph is rewritten in place (and also exported). The result is never larger than the
+    input: if it would be, the input is returned unchanged.
+    """
+    result, report, ws = _in_memory(model, "shrink", lambda ws, report: _run_shrink_passes(
+        ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow))
+    if ws.template is not None and report.bytes_after > report.bytes_before:
+        report.notes.append("the rewritten model was larger than the input; input kept as it is")
+        result, report.bytes_after = ws.materialized(ws.template), report.bytes_before
+    elif ws.template is None:
+        report.bytes_before = report.bytes_after + sum(p.bytes_saved for p in report.passes)
+    return result, report
+
+
+def shrink_file(
+    input_path: str | os.PathLike,
+    output_path: str | os.PathLike,
+    *,
+    in_place: bool = False,
+    external_data: bool = False,
+    verify: bool = False,
+    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    transposed: bool = False,
+    narrow: bool = False,
+) -> RunReport:
+    """`shrink` from a file to a file, written atomically.
+
+    With `verify`, input and result run in onnxruntime on generated inputs first, and nothing
+    is written unless every output is bit-identical. When the rewrite would not make the file
+    smaller, the output is a byte-for-byte copy of the input.
+    """
+    out = check_output_path(input_path, output_path, in_place)
+    ws = open_workspace(input_path)
+    report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+    _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow)
+    copy_allowed = not external_data and not ws.has_external_data_files
+    if copy_allowed and not any(p.changed for p in report.passes):
+        report.notes.append("nothing to shrink: the output is a copy of the input")
+        copy_file(input_path, out)
+        report.bytes_after = report.bytes_before
+        return report
+
+    def check(written: Path) -> None:
+        report.verification = compare_models(input_path, written)
+        if not report.verification["exact"]:
+            raise VerificationError(
+                f"shrunk model differs from {input_path} "
+                f"(max abs error {report.verification['max_abs_error']:.3g}); nothing written"
+            )
+
+    # payloads stay in the input file until written
+    written = _write_checked(ws, ws.export, out, external_data, check if verify else None)
+    report.bytes_after = sum(p.stat().st_size for p in written)
+    if copy_allowed and report.bytes_after > report.bytes_before:
+        report.notes.append("the rewritten model was larger than the input; wrote the input as it is")
+        copy_file(input_path, out)
+        report.bytes_after = report.bytes_before
+    return report

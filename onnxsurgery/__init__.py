@@ -1,21 +1,18 @@
-"""onnxsurgery: make ONNX model files smaller without breaking them."""
+"""onnxsurgery: make ONNX model files smaller without breaking them.
 
-from . import npy
+The public names load on first use (PEP 562 `__getattr__`): `import onnxsurgery` and
+`onnxsurgery --help` load neither onnx nor onnxruntime nor the quantizers, and
+`from onnxsurgery import quant_file` or `onnxsurgery.quant_file(...)` imports what that
+function needs. A submodule is an attribute too (`onnxsurgery.io`), loaded when first asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
 from ._version import __version__ as __version__
-from .logs import route_gs_logging
-from .api import check_file, compare, embed_file, info, npy_file, quant, quant_file, run_model, shrink, shrink_file
-from .html_report import report_file
-from .graph_api import constants_to_npy, embed_npy, import_graph, keeps_weights_small, quantize_weights
-from .pipeline import estimate_pipeline, finish, quant_pipeline, run_pipeline, shrink_pipeline
-from .quant.options import QuantOptions
-from .errors import InputError, OnnxSurgeryError, OutputError, UnsupportedModelError, VerificationError
-from .io import export_model, load_model, save_model
-from .passes.merge_constants import merge_duplicate_constants
-from .passes.merge_transposed import merge_transposed_constants
-from .passes.narrow_types import narrow_constants
-from .report import PassReport, RunReport
-
-route_gs_logging()  # gs's log lines through `logging`, not printed (logs.py)
 
 __all__ = [
     "shrink",
@@ -55,3 +52,76 @@ __all__ = [
     "UnsupportedModelError",
     "VerificationError",
 ]
+
+# The module each public name comes from (a submodule of this package), by name.
+_HOMES = {
+    **dict.fromkeys(["shrink", "shrink_file", "quant", "quant_file", "compare", "check_file", "info", "npy_file",
+                     "embed_file", "run_model"], "api"),
+    "report_file": "html_report",
+    "QuantOptions": "quant.options",
+    **dict.fromkeys(["import_graph", "quantize_weights", "constants_to_npy", "embed_npy", "keeps_weights_small"],
+                    "graph_api"),
+    **dict.fromkeys(["finish", "run_pipeline", "estimate_pipeline", "shrink_pipeline", "quant_pipeline"], "pipeline"),
+    **dict.fromkeys(["InputError", "OnnxSurgeryError", "OutputError", "UnsupportedModelError", "VerificationError"],
+                    "errors"),
+    **dict.fromkeys(["export_model", "load_model", "save_model"], "io"),
+    "merge_duplicate_constants": "passes.merge_constants",
+    "merge_transposed_constants": "passes.merge_transposed",
+    "narrow_constants": "passes.narrow_types",
+    **dict.fromkeys(["PassReport", "RunReport"], "report"),
+}
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    elif name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:  # a submodule (`npy`, `io`, `api`, ...)
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """This package's module object, for what Python does when it binds a submodule here
+    (`setattr(onnxsurgery, "io", <module onnxsurgery.io>)`, on that submodule's first import):
+
+    - `onnxsurgery.quant` stays the API function, as it was when everything loaded eagerly: the
+      subpackage of the same name (onnxsurgery/quant/) is not bound over it;
+    - onnx-graphsurgeon's log lines are routed through `logging` (logs.py) as soon as gs is
+      loaded, by whichever submodule loads it, before gs can print anything for onnxsurgery.
+    """
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "quant" and isinstance(value, types.ModuleType):
+            return  # the subpackage is sys.modules["onnxsurgery.quant"], and `from onnxsurgery.quant...` works
+        super().__setattr__(name, value)
+        _route_gs_logging()
+
+
+_gs_logging_routed = False
+
+
+def _route_gs_logging() -> None:
+    """gs's messages through `logging` (logs.py), once gs is loaded; importing it here would cost
+    `import onnxsurgery` a tenth of a second."""
+    global _gs_logging_routed
+    if not _gs_logging_routed and "onnx_graphsurgeon" in sys.modules:
+        _gs_logging_routed = True
+        from .logs import route_gs_logging
+
+        route_gs_logging()
+
+
+sys.modules[__name__].__class__ = _Package
+_route_gs_logging()  # gs imported before onnxsurgery

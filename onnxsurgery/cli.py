@@ -1,4 +1,5 @@
-"""Command line: a thin click layer. Each command parses options, calls one API function and
+"""Command line: a thin click layer. Each command parses options, calls one API function (imported
+then, so that --help loads no onnx, onnxruntime or quantizer: its defaults are in defaults.py) and
 renders its report. Library errors become one line on stderr and exit code 2."""
 
 from __future__ import annotations
@@ -10,17 +11,12 @@ import sys
 from pathlib import Path
 
 import click
-import numpy as np
 
-from . import api, progress
+from . import progress
+from .defaults import MERGE_MIN_ELEMENTS as DEFAULT_MIN_ELEMENTS
+from .defaults import METHOD_KEYS, QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS
 from .errors import OnnxSurgeryError, OutputError
-from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
-from .quant.options import DEFAULT_BLOCK_SIZE as QUANT_BLOCK_SIZE
-from .quant.options import DEFAULT_MIN_ELEMENTS as QUANT_MIN_ELEMENTS
-from .evaluate import METHOD_KEYS
-from .html_report import report_file
 from .render import render_info, render_report_summary, render_run
-from .verify import load_input_samples, parse_shapes
 
 EXIT_ERROR = 2
 EXIT_INTERNAL = 3
@@ -109,6 +105,8 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
 @_handle_errors
 def shrink(paths, min_elements, transposed, narrow, verify, in_place, external_data, as_json):
     """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/."""
+    from . import api
+
     if len(paths) < 2:
         raise click.UsageError("give an INPUT and an OUTPUT")
     reports = []
@@ -134,6 +132,8 @@ def shrink(paths, min_elements, transposed, narrow, verify, in_place, external_d
 @_handle_errors
 def info(path, min_bytes, top, as_json):
     """Show where the bytes are and what each method would save. Writes nothing."""
+    from . import api
+
     data = api.info(path, min_bytes=min_bytes)
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -162,6 +162,8 @@ def npy(input_path, output_path, npy_dir, min_bytes, names, ops, no_merge, in_pl
     sha256. Run the result with `onnxsurgery run`, restore it with `onnxsurgery embed`.
     With --external-data, writes a standard OUTPUT + OUTPUT.data pair instead.
     """
+    from . import api
+
     report = api.npy_file(input_path, output_path, npy_dir=npy_dir, min_bytes=min_bytes,
                           names=names, ops=ops, external_data=external_data, merge=not no_merge,
                           in_place=in_place)
@@ -175,6 +177,8 @@ def npy(input_path, output_path, npy_dir, min_bytes, names, ops, no_merge, in_pl
 @_handle_errors
 def embed(input_path, output_path, in_place, external_data, as_json):
     """Put the .npy arrays of a model written by `npy` back as initializers."""
+    from . import api
+
     report = api.embed_file(input_path, output_path, in_place=in_place, external_data=external_data)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_run(report))
 
@@ -189,6 +193,11 @@ def embed(input_path, output_path, in_place, external_data, as_json):
 @_handle_errors
 def run(model_path, inputs_npz, shapes, save_npz):
     """Run a model in onnxruntime, feeding arrays moved out by `npy` automatically."""
+    import numpy as np
+
+    from . import api
+    from .verify import load_input_samples, parse_shapes
+
     feeds = load_input_samples(inputs_npz)[0] if inputs_npz else None
     outputs = api.run_model(model_path, feeds, shapes=parse_shapes(shapes))
     for name, value in outputs.items():
@@ -291,6 +300,9 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, ro
           target_size, max_error, calibration_npz, inputs_npz, shapes, in_place, external_data, as_json):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
+    from . import api
+    from .verify import load_input_samples, parse_shapes
+
     if levels and fp16:
         raise click.UsageError("--levels and --fp16 are alternatives; pick one")
     report = api.quant_file(
@@ -329,6 +341,9 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
     bytes are, and for each method its file size (raw, gzip, brotli), output error, latency and
     memory after session creation, measured here by making each file. Takes a few times as long
     as one `quant`."""
+    from .html_report import report_file
+    from .verify import load_input_samples, parse_shapes
+
     out = Path(output) if output else Path(model).with_name(Path(model).stem + ".report.html")
     data = report_file(model, out, methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
                        samples=load_input_samples(inputs_npz) if inputs_npz else None,
@@ -348,6 +363,8 @@ def check(model, target, as_json):
     its data type, and the attributes and constant inputs the list restricts. One line per
     finding; exit code 1 when there is any. No TensorRT needed, and no substitute for a real
     engine build."""
+    from . import api
+
     result = api.check_file(model, target=target)
     if as_json:
         click.echo(json.dumps(result, indent=2))
@@ -368,6 +385,9 @@ def check(model, target, as_json):
 @_handle_errors
 def compare(reference, candidate, inputs_npz, shapes, as_json):
     """Run A and B in onnxruntime on the same inputs and compare their outputs."""
+    from . import api
+    from .verify import load_input_samples, parse_shapes
+
     result = api.compare(reference, candidate, shapes=parse_shapes(shapes),
                          samples=load_input_samples(inputs_npz) if inputs_npz else None)
     if as_json:

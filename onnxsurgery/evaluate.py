@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .api import quant_file, shrink_file
+from .defaults import METHOD_KEYS as METHOD_KEYS  # re-exported: what `report` measures
 from .errors import OnnxSurgeryError, VerificationError
 from .io import open_model
 from .progress import progress
@@ -52,7 +53,8 @@ METHODS = (
     Method("levels", "quant", ("--levels", "256"), {"levels": 256},
            "float weights snapped to 256 values per group: same size, compresses well"),
 )
-METHOD_KEYS = tuple(m.key for m in METHODS)
+# METHOD_KEYS (defaults.py: what `report --help` lists without importing this module) names these, in
+# this order; tests/test_layers.py checks that.
 
 
 @dataclass

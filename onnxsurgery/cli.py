@@ -14,9 +14,10 @@ import click
 
 from . import progress
 from .defaults import MERGE_MIN_ELEMENTS as DEFAULT_MIN_ELEMENTS
-from .defaults import METHOD_KEYS, QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS
-from .errors import OnnxSurgeryError, OutputError
-from .render import render_info, render_report_summary, render_run
+from .defaults import METHOD_KEYS
+from .cli_options import request_from, request_options, verification_options
+from .errors import OnnxSurgeryError, OptionError, OutputError
+from .render import render_info, render_report_summary, render_run, render_verification
 
 EXIT_ERROR = 2
 EXIT_INTERNAL = 3
@@ -209,73 +210,15 @@ def run(model_path, inputs_npz, shapes, save_npz):
         np.savez(save_npz, **outputs)
 
 
-def _verification_options(fn):
-    fn = click.option("--inputs", "inputs_npz", type=click.Path(dir_okay=False),
-                      help="Real inputs: an .npz by input name (name__0, name__1, ... for several "
-                      "samples). Default: generated from the declared dtypes and shapes.")(fn)
-    fn = click.option("--shape", "shapes", multiple=True, metavar="NAME:DxD",
-                      help="Fix dynamic dimensions of a generated input, e.g. x:1x3x224x224.")(fn)
-    return fn
-
-
-def _render_verification(v: dict) -> str:
-    lines = ["  verification (%d sample%s; %s):" % (v["samples"], "s" * (v["samples"] != 1), v["runtime"])]
-    for name, o in v["outputs"].items():
-        agree = f"  argmax agreement {o['argmax_agreement'] * 100:.2f}%" if "argmax_agreement" in o else ""
-        lines.append(f"    {name}: max abs error {o['max_abs_error']:.3g}  "
-                     f"relative L2 {o['rel_l2_error']:.3g}{agree}")
-    return "\n".join(lines)
-
-
 @main.command()
 @click.argument("input_path", metavar="INPUT")
-@click.argument("output_path", metavar="OUTPUT")
-@click.option("--dtype", type=click.Choice(["int8", "uint8", "int4", "uint4"]), default="int8", show_default=True)
-@click.option("--granularity", type=click.Choice(["tensor", "channel", "block"]),
-              help="One scale per tensor, per output channel, or per block of --block-size elements along the "
-              "consumer's reduction axis (per channel where no block size near it divides that axis). "
-              "[default: chosen per weight: per output channel (symmetric, scale after the consumer) where "
-              "that is nearly as accurate as blocks, else block; channel with --levels]")
-@click.option("--block-size", type=click.IntRange(min=2), default=QUANT_BLOCK_SIZE, show_default=True)
-@click.option("--symmetric/--asymmetric", default=None,
-              help="Asymmetric stores a zero point per group and uses all 2^bits levels over its range. "
-              "[default: chosen per weight, the one with the smaller error in the layer's output on the "
-              "verification inputs; symmetric where the lean lowering applies]")
-@click.option("--rounding", type=click.Choice(["auto", "nearest", "balanced"]), default="auto", show_default=True,
-              help="balanced: nudge the fewest values one step so that each group's rounding errors sum to "
-              "zero (no output shift from inputs with a common offset); auto: balanced for convolution "
-              "weights, nearest elsewhere.")
-@click.option("--lowering", type=click.Choice(["auto", "dq", "arith", "scaled"]), default="auto", show_default=True,
-              help="dq: DequantizeLinear (opset upgraded when the scheme needs it); arith: Cast/Mul chain, "
-              "folded at session start into float weights; scaled: int8 Cast, scale after the MatMul/Gemm/Conv "
-              "(one float copy at load); auto: per tensor, lean in memory and about as accurate as blocks.")
-@click.option("--keep-quantized", is_flag=True,
-              help="Keep the weights quantized in memory at run time (DequantizeLinear in the graph, fused by "
-              "onnxruntime into MatMulNBits for MatMul weights; opset upgraded to 21). About 0.4x the float "
-              "model's memory after session creation, but a DequantizeLinear before a Conv, Gemm or LSTM runs at "
-              "every inference and the fused MatMul quantizes activations to int8: choose it where memory is "
-              "the limit (a browser tab, a phone), not latency or the last bit of accuracy. 4-bit weights "
-              "always stay quantized.")
+@click.argument("output_path", metavar="[OUTPUT]", required=False)
+@request_options
 @click.option("--runtime", type=click.Choice(["onnxruntime", "onnxruntime-web"]), default="onnxruntime",
               show_default=True,
               help="Where the result will run: verification computes as it does (onnxruntime-web computes the "
               "fused DequantizeLinear -> MatMul with float activations, the CPU build with int8 ones).")
-@click.option("--target", type=click.Choice(["any", "onnxruntime", "tensorrt"]), default="any", show_default=True,
-              help="any: standard ai.onnx ops only (loads in any runtime); onnxruntime: MatMul weights become "
-              "com.microsoft MatMulNBits with accuracy_level 0 (weights stay 4/8-bit, arithmetic in float); "
-              "tensorrt: what TensorRT's ONNX parser takes: symmetric DequantizeLinear weights (int8 per channel; "
-              "int4 in blocks, MatMul/Gemm only) for Conv, MatMul and Gemm, opset upgraded, int64 constants "
-              "narrowed, and the output checked against onnx-tensorrt's operator list (see `check`).")
-@click.option("--min-elements", type=click.IntRange(min=1), default=QUANT_MIN_ELEMENTS, show_default=True,
-              help="Leave float constants with fewer elements alone (biases, norms, small kernels).")
-@click.option("--include", multiple=True, metavar="GLOB", help="Only tensors whose name or consumer op matches.")
-@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip tensors whose name or consumer op matches.")
 @click.option("--no-merge", is_flag=True, help="Do not merge identical weights first.")
-@click.option("--levels", type=click.IntRange(min=2, max=65536),
-              help="Instead of integers: snap each weight group to N evenly spaced float values. "
-              "Same file size, but it compresses far better with gzip or brotli.")
-@click.option("--fp16", is_flag=True,
-              help="Instead of integers: store float32 weights as float16, with a Cast back.")
 @click.option("--no-verify", is_flag=True, help="Skip the onnxruntime comparison.")
 @click.option("--dynamic", is_flag=True,
               help="Use onnxruntime's quantize_dynamic instead (activations too, at run time; "
@@ -292,35 +235,44 @@ def _render_verification(v: dict) -> str:
 @click.option("--calibration", "calibration_npz", type=click.Path(dir_okay=False),
               help="Real inputs (an .npz like --inputs; other samples than those, for an honest check) "
               "to round MatMul, Gemm and Conv weights for a small output error on them (GPTQ).")
-@_verification_options
+@click.option("--dry-run", is_flag=True,
+              help="Print the plan, one record per float weight (what it is stored as, and why), and write "
+              "nothing; OUTPUT may be left out. With --json, the plan as JSON, which --plan takes back.")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Apply this plan (JSON as --dry-run --json writes it, edited by hand or by a script): each "
+              "weight it lists exactly as its record says, the others left float. Refused with one line naming "
+              "the weight if a record does not fit the model.")
+@verification_options
 @_common_output_options
 @_handle_errors
-def quant(input_path, output_path, dtype, granularity, block_size, symmetric, rounding, lowering, keep_quantized,
-          runtime, target, min_elements, include, exclude, levels, fp16, no_merge, no_verify, dynamic, target_error,
-          target_size, max_error, calibration_npz, inputs_npz, shapes, in_place, external_data, as_json):
+def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target_error, target_size, max_error,
+          calibration_npz, dry_run, plan_file, inputs_npz, shapes, in_place, external_data, as_json, **fields):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
     from . import api
+    from .quant.plan import table
     from .verify import load_input_samples, parse_shapes
 
-    if levels and fp16:
-        raise click.UsageError("--levels and --fp16 are alternatives; pick one")
-    report = api.quant_file(
-        input_path, output_path, merge=not no_merge, verify=not no_verify, max_error=max_error,
-        samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
-        in_place=in_place, external_data=external_data, dynamic=dynamic, target_error=target_error,
-        target_size=int(target_size * 1e6) if target_size else None,
-        calibration=load_input_samples(calibration_npz) if calibration_npz else None,
-        runtime=runtime, dtype=dtype, granularity=granularity, block_size=block_size, symmetric=symmetric,
-        rounding=rounding,
-        lowering=lowering, keep_quantized=keep_quantized, target=target, min_elements=min_elements, include=include,
-        exclude=exclude, levels=levels, fp16=fp16)
+    if output_path is None and not dry_run:
+        raise click.UsageError("give an OUTPUT (or --dry-run to see the plan)")
+    common = dict(request=request_from(fields), plan=plan_file, merge=not no_merge,
+                  samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
+                  target_error=target_error, target_size=int(target_size * 1e6) if target_size else None,
+                  calibration=load_input_samples(calibration_npz) if calibration_npz else None)
+    if dry_run:
+        if dynamic:
+            raise OptionError("--dynamic runs onnxruntime's quantize_dynamic, which has no plan to show")
+        plan = api.quant_plan(input_path, **common)
+        click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else table(plan))
+        return
+    report = api.quant_file(input_path, output_path, verify=not no_verify, max_error=max_error, in_place=in_place,
+                            external_data=external_data, dynamic=dynamic, runtime=runtime, **common)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
     click.echo(render_run(report))
     if report.verification is not None:
-        click.echo(_render_verification(report.verification))
+        click.echo(render_verification(report.verification))
     for warning in report.warnings:
         click.echo(f"onnxsurgery: warning: {warning}", err=True)
 
@@ -333,7 +285,7 @@ def quant(input_path, output_path, dtype, granularity, block_size, symmetric, ro
               help="Comma-separated methods to make and measure.")
 @click.option("--min-bytes", type=click.IntRange(min=0), default=1024, show_default=True,
               help="Draw constants of at least this many bytes as their own boxes.")
-@_verification_options
+@verification_options
 @click.option("--json", "as_json", is_flag=True, help="Print the page's figures as JSON.")
 @_handle_errors
 def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
@@ -380,7 +332,7 @@ def check(model, target, as_json):
 @main.command()
 @click.argument("reference", metavar="A")
 @click.argument("candidate", metavar="B")
-@_verification_options
+@verification_options
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @_handle_errors
 def compare(reference, candidate, inputs_npz, shapes, as_json):
@@ -394,4 +346,4 @@ def compare(reference, candidate, inputs_npz, shapes, as_json):
         click.echo(json.dumps(result, indent=2))
     else:
         click.echo(f"{reference} vs {candidate}: " + ("identical outputs" if result["exact"] else "outputs differ"))
-        click.echo(_render_verification(result))
+        click.echo(render_verification(result))

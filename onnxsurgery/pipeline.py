@@ -113,14 +113,17 @@ def shrink_pipeline(*, min_elements: int = DEFAULT_MIN_ELEMENTS, transposed: boo
 
 
 def quant_pipeline(options: QuantOptions, *, merge: bool = True, opsets: dict[str, int] | None = None,
-                   calibration: Calibration | None = None, activations: Calibration | None = None) -> list[Pass]:
+                   calibration: Calibration | None = None, activations: Calibration | None = None,
+                   records=None) -> list[Pass]:
     """`quant`: Identity nodes in front of weights bypassed (so that the quantizer sees who
-    reads each weight), identical constants merged, weights quantized; for TensorRT, which
-    computes in int32, int64 constants narrowed where exact."""
+    reads each weight), identical constants merged, weights quantized (as `records`, a plan
+    read from a file, say, or as the options' plan); for TensorRT, which computes in int32,
+    int64 constants narrowed where exact."""
     steps: list[Pass] = [BypassIdentities()]
     if merge:
         steps.append(MergeDuplicates())
-    steps.append(QuantizeWeights(options, (opsets or {}).get(""), calibration, activations))
+    steps.append(QuantizeWeights(options, (opsets or {}).get(""), calibration, activations,
+                                 tuple(records) if records is not None else None))
     if options.target == "tensorrt":
         steps.append(Narrow(_frozen(opsets)))
     return steps
@@ -140,6 +143,16 @@ def run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | 
             remove_dead(graph)
         reports.append(step.apply(graph, keep=keep))
     return reports
+
+
+def plan_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None):
+    """`quant --dry-run`: the steps before the quantizer applied (on a graph nobody writes), then
+    the quantizer's plan, the graph otherwise unchanged."""
+    keep = overridable_initializers(graph) if keep is None else keep
+    *before, quantize = passes
+    run_pipeline(graph, before, keep=keep)
+    remove_dead(graph)
+    return quantize.plan(graph, keep=keep)
 
 
 def estimate_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None,

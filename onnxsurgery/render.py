@@ -114,3 +114,12 @@ def render_report_summary(model: str, page: str, data: dict) -> str:
         error = "identical" if row["exact"] else f"rel L2 {row['rel_l2_error']:.2e}"
         lines.append(f"  {row['key']:15s} {human_bytes(row['bytes']):>9s}  {error}")
     return "\n".join(lines)
+
+
+def render_verification(v: dict) -> str:
+    lines = ["  verification (%d sample%s; %s):" % (v["samples"], "s" * (v["samples"] != 1), v["runtime"])]
+    for name, o in v["outputs"].items():
+        agree = f"  argmax agreement {o['argmax_agreement'] * 100:.2f}%" if "argmax_agreement" in o else ""
+        lines.append(f"    {name}: max abs error {o['max_abs_error']:.3g}  "
+                     f"relative L2 {o['rel_l2_error']:.3g}{agree}")
+    return "\n".join(lines)

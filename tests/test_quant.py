@@ -150,7 +150,8 @@ def _quant(tmp_path, model, **options):
     src = tmp_path / "in.onnx"
     onnx.save(model, str(src))
     out = tmp_path / "q.onnx"
-    report = onnxsurgery.quant_file(src, out, min_elements=1024, **options)
+    options = options if options.get("dynamic") else {"min_elements": 1024, **options}  # --dynamic takes none
+    report = onnxsurgery.quant_file(src, out, **options)
     onnx.checker.check_model(onnx.load(str(out)))
     return src, out, report
 
@@ -252,7 +253,8 @@ def test_int4_arith_unpacks_alike_at_every_opset(tmp_path, granularity):
         model = builders.model([onnx.helper.make_node("MatMul", ["x", "W"], ["y"])],
                                [builders.vi("x", shape=[65, 65])], [builders.vi("y", shape=[65, 65])],
                                [onnx.numpy_helper.from_array(w, "W")], opset=opset, ir=ir)
-        _, out, report = _quant(tmp_path, model, dtype="int4", granularity=granularity, block_size=16,
+        blocks = {"block_size": 16} if granularity == "block" else {}  # a block size with channels is refused
+        _, out, report = _quant(tmp_path, model, dtype="int4", granularity=granularity, **blocks,
                                 lowering="arith", symmetric=False)  # no clipping search: within half a step
         assert report.pass_report("quantize").changed == 1
         ops[opset] = {n.op_type for n in onnx.load(str(out)).graph.node}
@@ -459,7 +461,7 @@ def test_dynamic_output_that_onnxruntime_refuses_is_not_written(tmp_path):
     src = tmp_path / "in.onnx"
     onnx.save(builders.quant_cases(), str(src))
     with pytest.raises(VerificationError, match="cannot load"):
-        onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, dynamic=True)
+        onnxsurgery.quant_file(src, tmp_path / "q.onnx", dynamic=True)
     assert not (tmp_path / "q.onnx").exists()
 
 

@@ -103,7 +103,7 @@ class QuantizeWeights:
         if self.records is not None:
             return check_plan(graph, list(self.records), opset, keep, self.options.target, self.calibration)
         options = self.options
-        if options.lowering == "dq" and opset < dq_min_opset(options):
+        if options.lowering == "dq" and not (options.fp16 or options.levels) and opset < dq_min_opset(options):
             raise UnsupportedModelError(
                 f"--lowering dq with {options.dtype}/{options.granularity} needs opset "
                 f"{dq_min_opset(options)}; this model is opset {opset}")
@@ -113,4 +113,5 @@ class QuantizeWeights:
         plan = self.plan(graph, keep=keep)
         report = apply_plan(graph, plan, self.calibration)
         report.details["weights"] = plan.to_dict()["weights"]  # the records applied, as --dry-run lists them
+        report.details["plan_notes"] = list(plan.notes)
         return report

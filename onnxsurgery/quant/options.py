@@ -9,16 +9,19 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS
+from ..errors import OptionError
+
 FLOAT_TYPES = {
     onnx.TensorProto.FLOAT: np.float32,
     onnx.TensorProto.FLOAT16: np.float16,
     onnx.TensorProto.DOUBLE: np.float64,
     onnx.TensorProto.BFLOAT16: None,  # read through onnx; computed in float32
 }
-DEFAULT_MIN_ELEMENTS = 4096
+DEFAULT_MIN_ELEMENTS = QUANT_MIN_ELEMENTS
 # Blocks of 32 for every dtype, chosen by measurement (docs/quantization.md): blocks of 64
 # lose half of the gain over per-tensor on weights with even channel ranges.
-DEFAULT_BLOCK_SIZE = 32
+DEFAULT_BLOCK_SIZE = QUANT_BLOCK_SIZE
 # TensorRT int4 too: blocks of 128 (Model Optimizer's default) saved 2% of MiniLM's file for
 # output error 0.244 -> 0.295, and cost PP-OCRv4 rec 0.150 -> 0.523 (bench/tensorrt.py).
 ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
@@ -58,12 +61,13 @@ class QuantOptions:
                                      ("granularity", self.granularity, (None, "tensor", "channel", "block")),
                                      ("rounding", self.rounding, ("auto", "nearest", "balanced"))):
             if value not in choices:
-                raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
+                raise OptionError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
         for name, value, low, high in (("block_size", self.block_size, 2, None), ("levels", self.levels, 2, 65536),
                                        ("min_elements", self.min_elements, 1, None)):
             if value is not None and not (isinstance(value, int) and value >= low and (high is None or value <= high)):
-                raise ValueError(f"{name} must be an integer from {low}" + (f" to {high}" if high else "")
-                                 + f"; got {value!r}")
+                raise OptionError(f"{name} must be an integer from {low}" + (f" to {high}" if high else "")
+                                  + f"; got {value!r}")
+        self._check_combination()
         if self.target == "tensorrt":
             self._for_tensorrt()
         # The lean lowering picks its own scheme (per channel, symmetric): only when none was asked for.
@@ -76,18 +80,32 @@ class QuantOptions:
         if self.symmetric is None:
             self.symmetric = False
 
+    def _check_combination(self) -> None:
+        """Options that contradict each other, or one that another makes meaningless, are
+        refused here, once, for the CLI and the API alike (OptionError: exit 2 on the CLI)."""
+        stays_float = "--fp16" if self.fp16 else f"--levels {self.levels}" if self.levels else None
+        if self.fp16 and self.levels:
+            raise OptionError("--fp16 and --levels are alternatives; pick one")
+        if stays_float and self.dtype != "int8":
+            raise OptionError(f"{stays_float} keeps weights in floating point; --dtype {self.dtype} does not apply")
+        if stays_float and self.keep_quantized:
+            raise OptionError(f"{stays_float} keeps weights in floating point; --keep-quantized keeps integers")
+        if self.keep_quantized and self.lowering not in ("auto", "dq"):
+            raise OptionError(f"--keep-quantized keeps DequantizeLinear in the graph; --lowering {self.lowering} "
+                              "is folded back into float weights at load")
+
     def _for_tensorrt(self) -> None:
         """Fit the options to what TensorRT's parser takes (TENSORRT_WEIGHT_READERS above), or
         say which one it refuses."""
         if self.dtype not in ("int8", "int4"):
-            raise ValueError(f"target tensorrt takes dtype int8 or int4 (zero point 0), not {self.dtype}")
+            raise OptionError(f"target tensorrt takes dtype int8 or int4 (zero point 0), not {self.dtype}")
         if self.symmetric is False:
-            raise ValueError("target tensorrt needs symmetric weights: TensorRT refuses a non-zero zero point")
+            raise OptionError("target tensorrt needs symmetric weights: TensorRT refuses a non-zero zero point")
         if self.lowering not in ("auto", "dq"):
-            raise ValueError(f"target tensorrt lowers with DequantizeLinear; lowering {self.lowering!r} "
+            raise OptionError(f"target tensorrt lowers with DequantizeLinear; lowering {self.lowering!r} "
                              "emits integer arithmetic, which TensorRT refuses")
         if self.dtype == "int8" and self.granularity == "block":
-            raise ValueError("target tensorrt: blocks are for int4 weights; int8 takes granularity tensor or channel")
+            raise OptionError("target tensorrt: blocks are for int4 weights; int8 takes granularity tensor or channel")
         self.symmetric, self.lowering = True, "dq"
         if self.granularity is None and not (self.levels or self.fp16):
             self.granularity = "block" if self.dtype == "int4" else "channel"

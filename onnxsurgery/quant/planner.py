@@ -96,7 +96,8 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
                 else:
                     record.rounding = "gptq"
         record.bytes_after = planned_bytes(record, site)
-    return Plan(list(records.values()), opset, options.target, importance=dict(symmetry.importance), details={
+    return Plan(list(records.values()), opset, options.target, _selection_notes(options, records.values()),
+                importance=dict(symmetry.importance), details={
         "per_channel_instead_of_blocks": fallbacks,  # blocks asked for, no block size near it divides the axis
         "float16_for_tensorrt": float16_instead,
         "float16_small": sorted(lean_choice.half),  # auto: float32 weights too small to be worth int8
@@ -104,6 +105,18 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
         "lean_asymmetric": sorted(lean_choice.asymmetric),  # lean weights measured better with zero points
         "not_calibrated": gptq_skipped,  # GPTQ asked for, weight -> why it keeps ordinary rounding
     })
+
+
+def _selection_notes(options: QuantOptions, records) -> list[str]:
+    """A selection that matches no weight (or every weight) says so: exit 0 with nothing
+    quantized must not look like success."""
+    notes = []
+    large = [r for r in records if not r.why.startswith("below --min-elements")]
+    if options.include and large and all(r.why == "not matched by --include" for r in large):
+        notes.append(f"--include {' '.join(options.include)} matched no weight")
+    if options.exclude and large and all(r.why == "matched by --exclude" for r in large):
+        notes.append(f"--exclude {' '.join(options.exclude)} matched every weight")
+    return notes
 
 
 def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lowering: str, opts: QuantOptions,
@@ -119,6 +132,7 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
         why = _why(lowering, opts, lean=True)
         if options.auto_symmetric:  # zero points where measured more accurate, or where asked for
             symmetric = site.name not in lean_choice.asymmetric
+            why += "" if symmetric else "; zero points: measured more accurate"
         else:
             symmetric = opts.symmetric or not (lowering == "scaled" and zero_points_fit(site))
     elif options.auto_symmetric:

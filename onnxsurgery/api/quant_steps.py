@@ -1,0 +1,102 @@
+"""The steps `quant` is made of, shared by the real run, the dry run and the budget's probes:
+the opset upgrade a plan needs (verified), the quant pipeline, onnxruntime's quantize_dynamic."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import onnx
+
+from ..errors import UnsupportedModelError, VerificationError
+from ..io import load_model, save_model
+from ..opset import upgrade_opset
+from ..pipeline import Workspace, open_workspace, quant_pipeline
+from ..quant.calibration import Calibration
+from ..quant.options import QuantOptions
+from ..quant.planner import plan_opset
+from ..quant.schemes import required_opset
+from ..report import RunReport
+from ..verify import compare_models
+
+# An upgraded model may differ from the original by float reassociation in a converted op.
+UPGRADE_TOLERANCE = 1e-5
+
+
+
+def _activations(input_path, options: QuantOptions, samples, shapes) -> Calibration | None:
+    """What auto's measured choices (lean or accurate, symmetric or not) read: each layer's
+    input on the verification inputs. The budget's probes use it too, so that their int8 is the
+    default's."""
+    if options.auto_scheme or options.auto_symmetric:
+        return Calibration(input_path, samples or [{}], shapes=shapes)
+    return None
+
+
+def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
+                      calibration: Calibration | None = None, activations: Calibration | None = None,
+                      records=None) -> None:
+    ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, calibration=calibration,
+                                   activations=activations, records=records))
+
+
+def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
+    """The opset the quantization asks for: what a plan's records need, or the options'."""
+    return plan_opset(records) if records is not None else required_opset(options, ws.graph)
+
+
+def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunReport, *, verify: bool,
+                       samples=None, shapes=None, records=None) -> Workspace:
+    """`ws`, or a workspace on the model upgraded to the opset the lowering needs (opset.py),
+    checked in onnxruntime against the original first when `verify`. Where `auto` asked for the
+    newer opset (4-bit weights; recurrent weights under the int8 default) and the upgrade fails,
+    the model stays at its opset and the arith chain is used instead, with a note; an explicit
+    `dq`, keep_quantized or a plan's records (`records`) refuse."""
+    needed, current = needed_opset(ws, options, records), ws.opsets.get("", 1)
+    if needed <= current or ws.template is None:
+        return ws
+    model = load_model(source) if isinstance(source, (str, os.PathLike)) else ws.materialized(ws.template)
+    try:
+        upgraded = upgrade_opset(model, needed)
+    except UnsupportedModelError as e:
+        if options.lowering == "dq" or options.keep_quantized or records is not None:
+            raise
+        report.notes.append(f"{e}; kept opset {current}, so "
+                            + ("4-bit weights use" if options.four_bit else "recurrent weights keep")
+                            + " the arith chain")
+        return ws
+    ws.close()
+    del model
+    note = f"upgraded opset {current} -> {needed} with onnx's version converter"
+    if verify:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "upgraded.onnx"
+            save_model(upgraded, path)
+            check = compare_models(source, path, samples=samples, shapes=shapes)
+        if not check["rel_l2_error"] <= UPGRADE_TOLERANCE:
+            raise VerificationError(f"the model upgraded to opset {needed} computes other outputs than the input "
+                                    f"(relative L2 {check['rel_l2_error']:.3g}); nothing written")
+        note += f", verified in onnxruntime (max abs error {check['max_abs_error']:.3g})"
+    report.notes.append(note)
+    bytes_before = ws.input_bytes
+    ws = open_workspace(upgraded)
+    ws.input_bytes = bytes_before
+    return ws
+
+
+
+def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
+    """onnxruntime's quantize_dynamic on the workspace's graph, through temporary files."""
+    from onnxruntime.quantization import quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
+        save_model(ws.export(), src, files=ws.files)
+        try:
+            quantize_dynamic(str(src), str(dst), extra_options={"EnableSubgraph": True})
+        except Exception as e:  # its own errors: report them in one line
+            raise UnsupportedModelError(f"quantize_dynamic failed: {str(e).splitlines()[0]}") from e
+        # Its output can list nodes out of order around subgraphs that read outer values;
+        # one more pass through gs sorts them.
+        return open_workspace(load_model(dst)).finish()

@@ -37,7 +37,7 @@ from .passes.embed import inputs_to_constants
 from .passes.externalize import externalize
 from .pipeline import remove_dead, run_pipeline
 from .quant.options import QuantOptions
-from .quant.schemes import required_opset
+from .quant.choices.rules import required_opset
 from .passes.quantize_weights import QuantizeWeights
 from .report import PassReport
 

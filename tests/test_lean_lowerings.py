@@ -87,7 +87,7 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     """B has outlier blocks (per channel is far less accurate than blocks there, A 1.4x). With
     room for one weight's accurate chain (three float copies more than lean at load), B gets
     it; with the default share of two equal weights' bytes there is room for none."""
-    from onnxsurgery.quant import lean_choice
+    from onnxsurgery.quant.choices import lean as lean_choice
 
     monkeypatch.setattr(lean_choice, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone
     model = _outlier_model()
@@ -109,7 +109,7 @@ def test_input_side_equalization_helps_weights_with_outlier_rows(tmp_path):
     """A weight whose rows differ in range (row 7 is 40x larger): scaling the reader's input by
     r and dividing the weight's rows by r quantizes it far better than one scale per output
     channel alone; the model still computes the same in onnxruntime, within the error reported."""
-    from onnxsurgery.quant.scaled import EQUALIZE_ALPHA
+    from onnxsurgery.quant.lowerings.scaled import EQUALIZE_ALPHA
     from onnxsurgery.quant.rounding import quantize, weight_error
 
     w = builders.rand((256, 64), 1) * 0.05
@@ -203,7 +203,7 @@ def test_auto_gives_zero_points_to_matmul_weights_and_float16_to_small_ones(tmp_
     """auto: the offset MatMul and Gemm weights are more accurate with zero points in their layers'
     outputs, and get them; the convolutions stay symmetric (lean_choice); the 1x1 Conv's weight
     (8,192 elements, below SMALL_WEIGHT_ELEMENTS, 4.5% of the int8 bytes) is stored as float16."""
-    from onnxsurgery.quant.lean_choice import SMALL_FLOAT16_SHARE, SMALL_WEIGHT_ELEMENTS
+    from onnxsurgery.quant.choices.lean import SMALL_FLOAT16_SHARE, SMALL_WEIGHT_ELEMENTS
 
     model = _offset_readers_model(17)
     saved, out, report = _quant(tmp_path, model, min_elements=2048)
@@ -223,8 +223,8 @@ def test_float16_for_small_weights_keeps_to_its_share(tmp_path, monkeypatch):
     """A model made only of small weights: float16 for the lossiest of them (the outlier one
     first) while their extra byte per element stays within SMALL_FLOAT16_SHARE of the int8
     bytes; the rest stay int8, so the file stays near the int8 size."""
-    from onnxsurgery.quant import lean_choice
-    from onnxsurgery.quant.lean_choice import SMALL_FLOAT16_SHARE
+    from onnxsurgery.quant.choices import lean as lean_choice
+    from onnxsurgery.quant.choices.lean import SMALL_FLOAT16_SHARE
 
     nodes, inits, width = [], [], 64
     for i in range(20):  # 20 MatMuls of 64 x 64 = 4,096 elements
@@ -316,7 +316,7 @@ def test_lean_or_accurate_is_measured_on_what_the_layer_reads(tmp_path, monkeypa
     is coarse for the other rows, fine for these. When only rows 0-31 meet non-zero inputs the
     lean form costs the layer's output nothing more than blocks (kept lean); when only the
     other rows do, it costs several times more (the accurate chain, budget permitting)."""
-    from onnxsurgery.quant import lean_choice
+    from onnxsurgery.quant.choices import lean as lean_choice
 
     monkeypatch.setattr(lean_choice, "ACCURATE_MEMORY_SHARE", 4.0)  # room for the chain
     monkeypatch.setattr(lean_choice, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone

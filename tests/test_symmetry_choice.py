@@ -1,5 +1,5 @@
 """`--symmetric` left to quant: each weight keeps whichever of symmetric and asymmetric gives the
-smaller error in its layer's output (quant/symmetry_choice.py). Built so that each way wins
+smaller error in its layer's output (quant/choices/symmetry.py). Built so that each way wins
 once: a lopsided weight (all values positive) wastes half the symmetric levels; a weight that
 already sits on a symmetric 4-bit grid (as after quantization-aware training) is exact
 symmetric and not asymmetric, whose 15 steps span min to max. Each output reads one weight, so

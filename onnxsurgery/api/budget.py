@@ -1,5 +1,5 @@
 """`quant --target-error` / `--target-size`: each weight stored as int4, int8, float16 or float32,
-by its output error in each format measured alone in onnxruntime (quant/allocation.py)."""
+by its output error in each format measured alone in onnxruntime (quant/choices/budget.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import onnx
 from ..io import save_model
 from ..pipeline import open_workspace
 from ..progress import progress
-from ..quant import allocation
+from ..quant.choices import budget as allocation
 from ..quant.calibration import Calibration
 from ..quant.options import QuantOptions
 from ..report import RunReport
@@ -31,7 +31,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
               calibration: Calibration | None = None) -> tuple[QuantOptions, allocation.Plan, float]:
     """Options that store each weight as int4, int8 (`options.dtype`, or int8 when that is 4-bit),
     float16 or float32 so as to meet `target_error` at the smallest size, or `target_size`
-    (bytes of the whole file) at the smallest error (quant/allocation.py). Each weight's error
+    (bytes of the whole file) at the smallest error (quant/choices/budget.py). Each weight's error
     per integer format is measured alone in onnxruntime; a plan for an error whose verified error
     falls short is tightened and planned again (at most ALLOCATION_ROUNDS times). Returns the
     options, the plan and its verified output error."""

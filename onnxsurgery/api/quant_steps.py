@@ -15,8 +15,8 @@ from ..opset import upgrade_opset
 from ..pipeline import Workspace, open_workspace, quant_pipeline
 from ..quant.calibration import Calibration
 from ..quant.options import QuantOptions
-from ..quant.planner import plan_opset
-from ..quant.schemes import required_opset
+from ..quant.choices.planner import plan_opset
+from ..quant.choices.rules import required_opset
 from ..report import RunReport
 from ..verify import compare_models
 

@@ -16,7 +16,7 @@ from ..errors import OptionError, VerificationError
 from ..io import check_output_path
 from ..passes.constants_to_initializers import constant_nodes_to_initializers
 from ..pipeline import open_workspace, plan_pipeline, quant_pipeline, shrink_pipeline
-from ..quant import allocation
+from ..quant.choices import budget as allocation
 from ..quant.calibration import Calibration
 from ..quant.plan import Plan, WeightPlan, read_plan
 from ..quant.request import QuantRequest
@@ -114,7 +114,7 @@ def quant_file(
     With `target_error` (a relative L2 output error) or `target_size` (bytes of the output
     file), each weight is stored as int4, int8, float16 or float32: the smallest file whose
     verified error is within `target_error`, or the smallest error that fits `target_size`. What
-    each weight costs in each format is measured alone in onnxruntime (quant/allocation.py);
+    each weight costs in each format is measured alone in onnxruntime (quant/choices/budget.py);
     `report.allocation` holds the format of each weight.
 
     With `calibration` (samples like `samples`, ideally other ones), weights read by MatMul,

@@ -49,8 +49,8 @@ from ..quant.calibration import Calibration
 from ..quant.estimates import estimated_bytes
 from ..quant.options import FLOAT_TYPES, QuantOptions, dq_min_opset
 from ..quant.plan import Plan, WeightPlan
-from ..quant.planner import check_plan, plan_weights
-from ..quant.schemes import refusal, site_options
+from ..quant.choices.planner import check_plan, plan_weights
+from ..quant.choices.rules import refusal, site_options
 from ..report import PassReport
 from .base import Estimate
 
@@ -58,7 +58,7 @@ from .base import Estimate
 def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
                      keep: frozenset[str] | None = None, calibration: Calibration | None = None,
                      activations: Calibration | None = None) -> PassReport:
-    """Quantize float weights in place (all scopes): plan (quant/planner.py), then apply the
+    """Quantize float weights in place (all scopes): plan (quant/choices/planner.py), then apply the
     plan (quant/apply.py). With `calibration`, the integer roundings of the weights whose
     consumers it supports use GPTQ (gptq.py) instead of `rounding`. With `activations` (the
     inputs each weight's readers see, e.g. from the verification inputs), auto's choice between

@@ -1,5 +1,5 @@
 """Plan -> graph edits: each record's weight quantized and lowered exactly as the record says.
-Nothing is decided here (quant/planner.py decides); the rounding itself may fall back from GPTQ
+Nothing is decided here (quant/choices/ decides); the rounding itself may fall back from GPTQ
 to round-to-nearest where the calibration inputs cannot support it, and says so."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from .nodes import Emitter, const
 from .options import FLOAT_TYPES, Scheme
 from .plan import Plan, WeightPlan
 from .rounding import snap_to_levels, weight_error
-from .schemes import quantize_args, quantize_site
+from .quantize import quantize_args, quantize_site
 
 log = logging.getLogger("onnxsurgery")
 MAX_ERRORS_REPORTED = 10
@@ -73,7 +73,7 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None) -> Pass
         "schemes": schemes, "quantized": [e["name"] for e in errors], "largest_errors": errors[:MAX_ERRORS_REPORTED],
         **{k: v for k, v in plan.details.items() if k != "not_calibrated"},
         "balanced_rounding": balanced,
-        # auto: lean (`scaled`: one float copy at load) or the accurate chain (lean_choice.py)
+        # auto: lean (`scaled`: one float copy at load) or the accurate chain (choices/lean.py)
         "lean_lowering": [n for n, r in chosen.items() if r.why.startswith(("lean", "recurrent"))],
         "accurate_lowering": [n for n, r in chosen.items() if r.why.startswith("the accurate block chain")],
         "calibrated": calibrated, "not_calibrated": not_calibrated,

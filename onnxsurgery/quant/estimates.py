@@ -4,29 +4,31 @@ from the shape alone, for `info` (`estimated_bytes`)."""
 from __future__ import annotations
 
 from ..graph_utils import ConstantSite
-from .options import QuantOptions
+from .lowerings import REGISTRY
+from .lowerings.scaled import equalized_axis, zero_points_tried
+from .options import QuantOptions, Scheme
 from .rounding import Quantized, has_zero_point
-from .scaled import equalized_axis, zero_points_tried
-from .schemes import (RECURRENT_DQ_OPSET, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
+from .choices.rules import (RECURRENT_DQ_OPSET, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
                       recurrent_weight, required_opset, site_options)
 
 def stored_bytes(qt: Quantized, lowering: str) -> int:
-    """Payload bytes of the quantized form (q, scales, zero points), as both lowerings store it."""
-    extra = qt.input_scale.nbytes if qt.input_scale is not None else 0
-    return extra + payload_bytes(qt.q.size, qt.scale.size, qt.scale.itemsize, qt.dtype,
-                                  qt.zero_point is not None, lowering)
+    """Payload bytes of the quantized form (q, scales, zero points, input scales), measured."""
+    return REGISTRY[lowering].stored_bytes(qt.q.size, qt.scale.size, qt.dtype, qt.zero_point is not None,
+                                           input_channels=qt.input_scale.size if qt.input_scale is not None else 0,
+                                           scale_bytes=qt.scale.itemsize)
 
 
-def payload_bytes(elements: int, groups: int, scale_bytes: int, dtype: str, zero_points: bool,
-                   lowering: str) -> int:
-    four_bit = dtype in ("int4", "uint4")
-    q_bytes = (elements + 1) // 2 if four_bit else elements
-    zp_bytes = 0
-    if zero_points:  # 4-bit zero points are packed under dq, one per byte under arith, float32 under scaled
-        zp_bytes = (groups + 1) // 2 if four_bit and lowering in ("dq", "matmulnbits") else groups
-        if lowering == "scaled":
-            zp_bytes = 4 * groups
-    return q_bytes + groups * scale_bytes + zp_bytes
+def planned_bytes(site: ConstantSite, dtype: str, scheme: Scheme, lowering: str, zero_points: bool) -> int:
+    """Payload bytes of `site` quantized as given, from its shape alone (arith: float16 scales)."""
+    if scheme.granularity == "tensor":
+        groups = 1
+    elif scheme.granularity == "channel":
+        groups = site.shape[scheme.axis]
+    else:
+        groups = site.num_elements // scheme.block_size
+    input_axis = equalized_axis(site) if REGISTRY[lowering].equalized else None
+    return REGISTRY[lowering].stored_bytes(site.num_elements, groups, dtype, zero_points,
+                                           input_channels=site.shape[input_axis] if input_axis is not None else 0)
 
 
 def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> int:
@@ -49,13 +51,4 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
         auto = lowering == "lean"
         scheme, lowering = lean_scheme(site, opset)
         symmetric = not (auto and lowering == "scaled" and zero_points_tried(site))
-    groups = {"tensor": 1, "channel": site.shape[scheme.axis] if site.shape else 1,
-              "block": site.num_elements // (scheme.block_size or 1)}[scheme.granularity]
-    scale_bytes = 4 if lowering in ("dq", "matmulnbits", "scaled") else 2
-    input_axis = equalized_axis(site) if lowering == "scaled" else None
-    input_scales = 4 * site.shape[input_axis] if input_axis is not None else 0
-    return input_scales + payload_bytes(site.num_elements, groups, scale_bytes, options.dtype,
-                          has_zero_point(options.dtype, symmetric), lowering)
-
-
-# -- graph construction -------------------------------------------------------------------------
+    return planned_bytes(site, options.dtype, scheme, lowering, has_zero_point(options.dtype, symmetric))

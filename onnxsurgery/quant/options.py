@@ -50,7 +50,7 @@ class QuantOptions:
     fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
     levels: int | None = None  # snap weights to N values per group, keeping float storage
     fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
-    int4_for: tuple[str, ...] = ()  # patterns of weights stored in 4 bits instead (quant/allocation.py)
+    int4_for: tuple[str, ...] = ()  # patterns of weights stored in 4 bits instead (quant/choices/budget.py)
     rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
     keep_quantized: bool = False  # DequantizeLinear kept in the graph: integers in memory at run time
     target: str = "any"  # any: standard ai.onnx ops; onnxruntime: MatMulNBits; tensorrt: what its parser takes
@@ -74,7 +74,7 @@ class QuantOptions:
         self.auto_scheme = self.granularity is None and self.symmetric is None and not (self.levels or self.fp16)
         if self.granularity is None:
             self.granularity = "channel" if self.levels else "block"
-        # Each weight quantized both ways keeps the more accurate (quant/symmetry_choice.py); the
+        # Each weight quantized both ways keeps the more accurate (quant/choices/symmetry.py); the
         # lean lowering is symmetric by construction. `symmetric` is then what estimates assume.
         self.auto_symmetric = self.symmetric is None and not (self.levels or self.fp16)
         if self.symmetric is None:
@@ -164,7 +164,12 @@ class Scheme:
 
 def dq_min_opset(opts: QuantOptions) -> int:
     """The opset at which DequantizeLinear can express the scheme asked for."""
-    if opts.four_bit or opts.granularity == "block":
+    return dq_opset(opts.dtype, opts.granularity)
+
+
+def dq_opset(dtype: str, granularity: str | None) -> int:
+    """DequantizeLinear: per tensor from opset 10, `axis` from 13, `block_size` and 4-bit from 21."""
+    if dtype in ("int4", "uint4") or granularity == "block":
         return 21
-    return 13 if opts.granularity == "channel" else 10
+    return 13 if granularity == "channel" else 10
 

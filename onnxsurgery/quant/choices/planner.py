@@ -1,9 +1,9 @@
 """From options to a plan: one record per float constant, every decision made here and nowhere
 else (quant/plan.py says what a record holds).
 
-The default's rules live in the modules this one calls: schemes.py (which weights, grouping,
-lowering by consumer and opset, TensorRT's limits), lean_choice.py (lean form or accurate
-chain, small weights as float16), symmetry_choice.py (symmetric or not). Planning reads weight
+The default's rules live in the modules this one calls: rules.py (which weights, grouping,
+lowering by consumer and opset, TensorRT's limits), lean.py (lean form or accurate
+chain, small weights as float16), symmetry.py (symmetric or not). Planning reads weight
 values only where a rule needs them (NaN checks, the measured choices) and writes nothing.
 
 A plan read from a file is checked against the graph here too (`check_plan`): every record must
@@ -17,17 +17,18 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..errors import PlanError
-from ..graph_utils import ConstantSite, choose_axes, collect_constants, consumers, iter_scopes
-from .calibration import Calibration
-from .estimates import payload_bytes
-from .lean_choice import choose_lean
-from .options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
-from .plan import Plan, WeightPlan
-from .scaled import equalized_axis, scale_axis, zero_points_fit
-from .schemes import (balanced_rounding, choose_scheme, float16_for_tensorrt, gatherable, lean_scheme, lowering_for,
-                      matches, nbits_fits, refusal, site_options, tensorrt_refusal, value_refusal)
-from .symmetry_choice import SymmetryChoice, choose_symmetric
+from ...errors import PlanError
+from ...graph_utils import ConstantSite, choose_axes, collect_constants, consumers, iter_scopes
+from ..calibration import Calibration
+from ..estimates import planned_bytes as estimated_payload
+from .lean import choose_lean
+from ..lowerings import REGISTRY
+from ..lowerings.scaled import zero_points_fit
+from ..options import FLOAT_TYPES, QuantOptions, Scheme
+from ..plan import Plan, WeightPlan
+from .rules import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for, matches,
+                      refusal, site_options, tensorrt_refusal, value_refusal)
+from .symmetry import SymmetryChoice, choose_symmetric
 
 
 def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: frozenset[str],
@@ -168,18 +169,9 @@ def planned_bytes(record: WeightPlan, site: ConstantSite) -> int:
         return 2 * site.num_elements
     if record.dtype == "float":
         return site.nbytes
-    if record.granularity == "tensor":
-        groups = 1
-    elif record.granularity == "channel":
-        groups = site.shape[record.axis]
-    else:
-        groups = site.num_elements // record.block_size
-    scale_bytes = 4 if record.lowering in ("dq", "matmulnbits", "scaled") else 2
-    input_axis = equalized_axis(site) if record.lowering == "scaled" else None
-    input_scales = 4 * site.shape[input_axis] if input_axis is not None else 0
-    zero_points = not record.symmetric or record.dtype.startswith("u")
-    return input_scales + payload_bytes(site.num_elements, groups, scale_bytes, record.dtype, zero_points,
-                                        record.lowering)
+    scheme = Scheme(record.granularity, record.axis, record.block_size)
+    return estimated_payload(site, record.dtype, scheme, record.lowering,
+                             not record.symmetric or record.dtype.startswith("u"))
 
 
 # -- a plan from a file ---------------------------------------------------------------------------
@@ -224,28 +216,21 @@ def _check_record(site: ConstantSite, r: WeightPlan, scopes, opset: int, keep, t
         refuse(f"cannot be changed: {reason}")
     if r.dtype == "float16" and site.onnx_dtype != onnx.TensorProto.FLOAT:
         refuse("float16 storage is for float32 weights")
-    if r.dtype == "float16" or r.lowering == "levels" and target != "tensorrt":
-        if r.lowering == "levels":
-            _check_axis(site, r, refuse)
+    if r.dtype == "float16":  # a Cast from float16: every target reads it
         return
-    if r.lowering == "levels":
-        refuse("target tensorrt takes no --levels weights")
     _check_axis(site, r, refuse)
+    if r.lowering == "levels":
+        return  # float values snapped in place: the graph is unchanged
     if r.granularity == "block" and site.shape[r.axis] % r.block_size:
         refuse(f"block_size {r.block_size} does not divide axis {r.axis} ({site.shape[r.axis]})")
-    opts = QuantOptions(dtype=r.dtype, granularity=r.granularity, block_size=r.block_size or 32,
-                        symmetric=r.symmetric, min_elements=1)
     scheme = Scheme(r.granularity, r.axis, r.block_size)
-    readers = consumers(site)
-    fits = {"dq": lambda: True, "arith": lambda: True,
-            "gather": lambda: gatherable(site, readers, opts, scheme, opset),
-            "scaled": lambda: scale_axis(site) is not None and r.granularity == "channel" and r.axis == scale_axis(site)
-            and r.dtype == "int8",
-            "matmulnbits": lambda: nbits_fits(site, readers, opts, scheme)}[r.lowering]
-    if not fits():
-        refuse(f"lowering {r.lowering} does not fit {r.dtype}/{r.scheme_name} read by {', '.join(r.consumers)}")
-    if r.lowering == "dq" and opset < dq_min_opset(opts):
-        refuse(f"DequantizeLinear with {r.dtype}/{r.granularity} needs opset {dq_min_opset(opts)}")
+    lowering = REGISTRY[r.lowering]
+    why = lowering.fits(site, scheme, r.dtype, opset)
+    if why:
+        refuse(f"lowering {r.lowering} does not fit: {why}")
+    if opset < lowering.min_opset(r.dtype, r.granularity):
+        refuse(f"lowering {r.lowering} with {r.dtype}/{r.granularity} needs opset "
+               f"{lowering.min_opset(r.dtype, r.granularity)}")
     if r.rounding == "gptq" and calibration is None:
         refuse("rounding gptq needs --calibration")
     if target == "tensorrt":
@@ -271,13 +256,6 @@ def _check_axis(site: ConstantSite, r: WeightPlan, refuse) -> None:
 
 
 def plan_opset(records: list[WeightPlan]) -> int:
-    """The opset the records' lowerings need: DequantizeLinear with blocks or 4-bit types 21,
-    per channel 13; 4-bit rows gathered 11 (uint8 BitShift); others any."""
-    need = 1
-    for r in records:
-        if r.lowering == "dq":
-            need = max(need, 21 if r.four_bit or r.granularity == "block" else
-                       13 if r.granularity == "channel" else 10)
-        elif r.lowering == "gather" and r.four_bit:
-            need = max(need, 11)
-    return need
+    """The opset the records' lowerings need (lowerings.base.Lowering.min_opset)."""
+    return max((REGISTRY[r.lowering].min_opset(r.dtype, r.granularity) for r in records
+                if r.lowering in REGISTRY), default=1)

@@ -1,6 +1,8 @@
-"""The nodes that turn stored integers back into the weight: `dq` (DequantizeLinear) and
-`arith` (Cast -> [Sub] -> Mul [-> Reshape], 4-bit unpacked with BitShift), and the dispatch to
-the lowerings that rewrite the readers instead (gathered.py, scaled.py, matmul_nbits.py)."""
+"""The `arith` lowering: Cast -> [Sub zero point] -> Mul scale [-> Reshape] [-> Cast], with
+4-bit values stored two per uint8 and unpacked with BitShift (opset 11 on; Cast/Div/Mul/Sub in
+int32 before), so any scheme works at any opset. onnxruntime folds the chain at session start:
+no run-time cost, float weights in memory, and while folding it holds every intermediate (four
+weight-sized float copies for blocks with zero points, two for Cast -> Mul)."""
 
 from __future__ import annotations
 
@@ -8,45 +10,20 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import ConstantSite, NameAllocator
-from .gathered import build_gathered
-from .matmul_nbits import build_matmul_nbits
-from .nodes import Emitter, broadcast_shape, const, int_tensor, nibble_offset, unpack_nibbles, blocked_shape, \
+from ...graph_utils import ConstantSite, NameAllocator
+from ..nodes import Emitter, broadcast_shape, const, int_tensor, nibble_offset, unpack_nibbles, blocked_shape, \
     zero_to_subtract
-from .options import FLOAT_TYPES
-from .rounding import Quantized
-from .scaled import build_scaled
+from ..options import FLOAT_TYPES
+from ..rounding import Quantized
+from .base import Lowering, always
 
-def build(site: ConstantSite, qt: Quantized, lowering: str, names: NameAllocator, opset: int) -> gs.Tensor | None:
-    """The nodes that turn the stored integers back into the weight; returns the tensor that
-    replaces it, or None when the consumers were rewritten instead (`gather`)."""
-    if lowering == "gather":
-        build_gathered(site, qt, names)
-        return None
-    if lowering == "scaled":
-        build_scaled(site, qt, names, opset)
-        return None
-    if lowering == "matmulnbits":
-        build_matmul_nbits(site, qt, names)
-        return None
-    base = site.name
-    emit = Emitter(site.scope.graph, names, base)
+
+def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor:
+    emit = Emitter(site.scope.graph, names, site.name)
     shape = list(site.shape)
-    target = FLOAT_TYPES[site.onnx_dtype]
-    if lowering == "dq":
-        inputs = [int_tensor(names, f"{base}_q", qt.q, qt.dtype), const(names, f"{base}_scale", qt.scale)]
-        if qt.zero_point is not None:
-            inputs.append(int_tensor(names, f"{base}_zero_point", qt.zero_point, qt.dtype))
-        attrs = {}
-        if qt.granularity != "tensor":
-            attrs["axis"] = qt.axis
-        if qt.granularity == "block":
-            attrs["block_size"] = qt.block_size
-        out = emit("DequantizeLinear", inputs, shape=shape, **attrs)
-    else:
-        out = build_arith(qt, emit, names, base, shape, opset)
+    out = build_arith(qt, emit, names, site.name, shape, opset)
     if site.onnx_dtype != onnx.TensorProto.FLOAT:
-        out = emit("Cast", [out], dtype=target, shape=shape, to=site.onnx_dtype)
+        out = emit("Cast", [out], dtype=FLOAT_TYPES[site.onnx_dtype], shape=shape, to=site.onnx_dtype)
     return out
 
 
@@ -79,3 +56,12 @@ def build_arith(qt: Quantized, emit: Emitter, names: NameAllocator, base: str, s
     if blocked:
         x = emit("Reshape", [x, const(names, f"{base}_shape", np.array(shape, np.int64))], shape=shape)
     return x
+
+
+def float_copies(granularity: str, zero_points: bool) -> int:
+    """Cast, [Sub], Mul and, for blocks, Reshape: each a weight-sized float copy while folding."""
+    return 2 + zero_points + (granularity == "block")
+
+
+LOWERING = Lowering("arith", "Cast -> Mul chain, folded into a float weight at load", always, build,
+                    float_scales=False, float_copies=float_copies)

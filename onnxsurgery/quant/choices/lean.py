@@ -10,15 +10,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from ..errors import InputError
-from ..graph_utils import ConstantSite, choose_axes, read_values
-from ..progress import progress
-from .calibration import Calibration
-from .gptq import output_energy, output_error
-from .options import QuantOptions, Scheme
-from .rounding import Quantized, weight_error
-from .scaled import zero_points_tried
-from .schemes import balanced_rounding, lean_scheme, quantize_site, scheme_args
+from ...errors import InputError
+from ...graph_utils import ConstantSite, choose_axes, read_values
+from ...progress import progress
+from ..calibration import Calibration
+from ..gptq import output_energy, output_error
+from ..options import QuantOptions, Scheme
+from ..rounding import Quantized, weight_error
+from ..lowerings import REGISTRY
+from ..lowerings.scaled import zero_points_tried
+from ..quantize import quantize_site, scheme_args
+from .rules import balanced_rounding, lean_scheme
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
 # scaled.py) and spends a memory budget on the accurate block chain for the weights that
@@ -114,7 +116,8 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
         ratio = lean_error / accurate_error if accurate_error > 0 else 1.0
         # float copies held at load beyond the lean form's: blocks fold Cast, Sub, Mul and
         # Reshape (four); `scaled` folds one Cast, lean `arith` Cast and Mul (two), `dq` none
-        extra = 4 * site.num_elements * {"scaled": 3, "arith": 2, "dq": 4}[lowering]
+        chain = REGISTRY["arith"].float_copies("block", True)
+        extra = 4 * site.num_elements * (chain - REGISTRY[lowering].float_copies("channel", False))
         small = site.num_elements if small_weight(site) else 0
         reference = layer_norm(values, site, moments) if small else 0.0  # only small weights are ranked by it
         costs.append(_Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,

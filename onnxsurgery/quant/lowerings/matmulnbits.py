@@ -20,8 +20,12 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import ConstantSite, NameAllocator, consumers, readers_by_graph
-from .rounding import Quantized
+from ...graph_utils import ConstantSite, NameAllocator, consumers, readers_by_graph
+import onnx
+
+from ..options import Scheme
+from ..rounding import Quantized
+from .base import Lowering
 
 _OFFSET = {"int8": 128, "uint8": 0, "int4": 8, "uint4": 0}
 
@@ -60,3 +64,24 @@ def build_matmul_nbits(site: ConstantSite, qt: Quantized, names: NameAllocator) 
                    inputs=inputs, outputs=[output])
     (graph, _), = readers_by_graph(site)  # one reader, so one graph
     graph.nodes.append(node)
+
+
+def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
+    """What com.microsoft MatMulNBits takes: a float32 2-D weight read by one MatMul as B, blocks
+    of a power of two >= 16 along K (MatMulNBits is not a standard op)."""
+    readers = consumers(site)
+    block = scheme.block_size or 0
+    if not (len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1 and len(site.shape) == 2
+            and site.onnx_dtype == onnx.TensorProto.FLOAT):
+        return "not a float32 2-D weight read by one MatMul as B"
+    if not (scheme.granularity == "block" and block >= 16 and block & (block - 1) == 0 and scheme.axis == 0):
+        return "MatMulNBits takes blocks of a power of two >= 16 along K (axis 0)"
+    return None
+
+
+def _build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> None:
+    build_matmul_nbits(site, qt, names)
+
+
+LOWERING = Lowering("matmulnbits", "com.microsoft MatMulNBits: the weight stays 4/8-bit in the kernel", fits, _build,
+                    packed_zero_points=True)

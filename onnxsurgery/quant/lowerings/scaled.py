@@ -42,9 +42,11 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import ConstantSite, NameAllocator, consumers, read_only_by, read_values, readers_by_graph
-from .nodes import Emitter
-from .rounding import Quantized
+from ...graph_utils import ConstantSite, NameAllocator, consumers, read_only_by, read_values, readers_by_graph
+from ..nodes import Emitter
+from ..options import Scheme
+from ..rounding import Quantized
+from .base import Lowering
 
 EQUALIZE_ALPHA = 0.5
 
@@ -261,3 +263,18 @@ def _reduce_sum(emit: Emitter, constant, data: gs.Tensor, axis: int, opset: int)
     if opset >= 13:
         return emit("ReduceSum", [data, constant(f"axes{axis}", np.array([axis], np.int64))], keepdims=1)
     return emit("ReduceSum", [data], axes=[axis], keepdims=1)
+
+
+def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
+    """One int8 scale per output channel, every reader able to take it after itself (module doc)."""
+    axis = scale_axis(site)
+    if axis is None:
+        return "a reader cannot take the scale after it (float32 MatMul B, Gemm B or Conv W only)"
+    if dtype != "int8" or scheme.granularity != "channel" or scheme.axis != axis:
+        return f"scaled stores int8 with one scale per output channel (axis {axis})"
+    return None
+
+
+LOWERING = Lowering("scaled", "int8 Cast, the scale applied after the reader: one float copy at load", fits,
+                    lambda site, qt, names, opset: build_scaled(site, qt, names, opset),
+                    float_zero_points=True, float_copies=lambda granularity, zero_points: 1, equalized=True)

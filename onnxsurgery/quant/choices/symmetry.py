@@ -1,6 +1,6 @@
 """`--symmetric` left to quant (symmetric None): each weight outside the lean lowering is
 quantized both ways and keeps the one with the smaller error in its layer's output, measured on
-the verification inputs (lean_choice.layer_cost), or in the weight where they do not reach it.
+the verification inputs (lean.layer_cost), or in the weight where they do not reach it.
 
 Neither way wins everywhere. Asymmetric groups use all 2^bits levels over [min, max];
 symmetric ones waste a level or more on a lopsided group, but their 4-bit ranges are searched
@@ -14,15 +14,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
-from ..graph_utils import ConstantSite, choose_axes, read_only_by, read_values
-from ..progress import progress
-from .calibration import Calibration
-from .gptq import input_energy
-from .lean_choice import layer_cost
-from .options import QuantOptions, Scheme
-from .scaled import ZERO_POINT_READERS
-from .schemes import balanced_rounding, quantize_site, scheme_args
+from ...errors import InputError
+from ...graph_utils import ConstantSite, choose_axes, read_only_by, read_values
+from ...progress import progress
+from ..calibration import Calibration
+from ..gptq import input_energy
+from .lean import layer_cost
+from ..options import QuantOptions, Scheme
+from ..lowerings.scaled import ZERO_POINT_READERS
+from ..quantize import quantize_site, scheme_args
+from .rules import balanced_rounding
 
 # Symmetric only where it beats asymmetric by 10% in the layer's output. With any margin, the
 # choice measured on generated inputs made two real models' int4 output worse (ddddocr 0.159 ->

@@ -1,6 +1,6 @@
 """Per weight: whether to quantize it, how to group it (Scheme), how to round it and which
 lowering turns it back into float (`lowering_for`). Rules of thumb live here, each with the
-measurement behind it; the measured choice between lean and accurate is lean_choice.py."""
+measurement behind it; the measured choice between lean and accurate is lean.py."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import ConstantSite, choose_axes, collect_constants, consumers, graph_outputs_holding, \
-    iter_scopes, read_values, readers_by_graph
-from .options import TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions, Scheme, dq_min_opset
-from .rounding import Quantized, quantize
-from .scaled import equalize, scale_axis
+from ...graph_utils import ConstantSite, choose_axes, collect_constants, consumers, graph_outputs_holding, \
+    iter_scopes, read_values
+from ..options import TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions, Scheme, dq_min_opset
+from ..lowerings import REGISTRY
+from ..lowerings.scaled import scale_axis
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
 # Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float model's memory). Their
@@ -92,44 +92,6 @@ def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(site.name, p) or any(fnmatch.fnmatchcase(op, p) for op in ops)
                for p in patterns)
 
-
-
-def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric: bool | None = None,
-                importance: np.ndarray | None = None) -> dict:
-    """quantize()'s arguments for `scheme` under `lowering` (dq and MatMulNBits: scales of the
-    output type; arith: float16 scales rounded up; scaled: float32 scales, applied at run time).
-    4-bit ranges are searched for a clipping ratio (rounding.CLIP_RATIOS): 15 steps leave little
-    to waste. Where `importance` is given (what each element multiplies in the layer's input,
-    gptq.input_energy on the verification inputs), each element's error is weighted by it, and
-    asymmetric ranges are searched too: MiniLM int4 0.243 -> 0.228, ALBERT-base's encoder 0.255
-    -> 0.227 on task inputs (symmetry_choice.weighted_clipping: MatMul and Gemm weights). Without
-    it only symmetric ranges are, where one outlier sets the range on both sides: unweighted,
-    asymmetric ddddocr rose 0.159 -> 0.187."""
-    return quantize_args(options.dtype, scheme, lowering, options.symmetric if symmetric is None else symmetric,
-                         importance)
-
-
-def quantize_args(dtype: str, scheme: Scheme, lowering: str, symmetric: bool,
-                  importance: np.ndarray | None = None) -> dict:
-    """`scheme_args` for one weight's settled dtype and symmetry (what a plan record holds)."""
-    four_bit = dtype in ("int4", "uint4")
-    weighted = four_bit and importance is not None
-    return dict(dtype=dtype, granularity=scheme.granularity, block_size=scheme.block_size,
-                symmetric=symmetric, half_scales=lowering not in ("dq", "matmulnbits", "scaled"),
-                search_clip=four_bit and (bool(symmetric) or weighted),
-                importance=importance if weighted else None)
-
-
-def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
-              equalized: bool = True) -> Quantized:
-    """quantize() for `scheme`; under `scaled`, of the weight equalized along its input axis
-    first (scaled.equalize), unless `equalized` is False (GPTQ rounds the weight as it is)."""
-    if lowering != "scaled" or not equalized:
-        return quantize(values, axis=scheme.axis, balanced=balanced, **args)
-    values, r, input_axis = equalize(values, site)
-    qt = quantize(values, axis=scheme.axis, balanced=balanced, **args)
-    qt.input_scale, qt.input_axis = r, input_axis
-    return qt
 
 
 def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
@@ -214,38 +176,12 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
     reader can take the scale after it; the `arith` chain elsewhere."""
     if options.lowering != "auto":
         return options.lowering
-    readers = consumers(site)
-    if gatherable(site, readers, options, scheme, opset):
+    if REGISTRY["gather"].fits(site, scheme, options.dtype, opset) is None:
         return "gather"
-    if options.target == "onnxruntime" and nbits_fits(site, readers, options, scheme):
+    if options.target == "onnxruntime" and REGISTRY["matmulnbits"].fits(site, scheme, options.dtype, opset) is None:
         return "matmulnbits"
     if options.stays_quantized and opset >= dq_min_opset(options):
         return "dq"
     if options.lean_default:
-        return "lean"  # or the accurate chain, measured per weight in lean_choice.choose_lean
+        return "lean"  # or the accurate chain, measured per weight in choices.lean.choose_lean
     return "arith"
-
-
-def nbits_fits(site: ConstantSite, readers, options: QuantOptions, scheme: Scheme) -> bool:
-    """What com.microsoft MatMulNBits takes: a 2-D weight read by one MatMul as B, blocks of a
-    power of two >= 16 along K, from the main graph's scope (MatMulNBits is not a standard op)."""
-    block = scheme.block_size or 0
-    return (scheme.granularity == "block" and block >= 16 and block & (block - 1) == 0
-            and len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1
-            and len(site.shape) == 2 and scheme.axis == 0 and site.onnx_dtype == onnx.TensorProto.FLOAT)
-
-
-def gatherable(site: ConstantSite, readers, options: QuantOptions, scheme: Scheme, opset: int) -> bool:
-    """A table read only as Gather data along axis 0, in the scope where its nodes go, with no
-    group spanning rows: each gathered row can be dequantized on its own. 4-bit rows are
-    packed by halves and split with uint8 BitShift (opset 11), so they need an even length."""
-    rank = len(site.shape)
-    row = int(np.prod(site.shape[1:])) if rank >= 1 else 0
-    return (
-        (not options.four_bit or (opset >= 11 and row % 2 == 0))
-        and rank >= 1 and bool(readers)
-        and all(n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % rank == 0 for n, i in readers)
-        and (scheme.granularity == "tensor" or (scheme.granularity == "channel") == (scheme.axis == 0))
-        and all(graph is site.scope.graph for graph, _ in readers_by_graph(site))
-    )
-

@@ -9,11 +9,13 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import ConstantSite, NameAllocator, consumers
-from .nodes import Emitter, broadcast_shape, const, int_tensor, nibble_offset, split_nibbles, blocked_shape, \
+from ...graph_utils import ConstantSite, NameAllocator, consumers, readers_by_graph
+from ..nodes import Emitter, broadcast_shape, const, int_tensor, nibble_offset, split_nibbles, blocked_shape, \
     zero_to_subtract
-from .options import FLOAT_TYPES
-from .rounding import Quantized, pack_halves
+from ..options import FLOAT_TYPES
+from ..options import Scheme
+from ..rounding import Quantized, pack_halves
+from .base import Lowering
 
 def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator) -> None:
     """Replace each Gather of the table with: Gather of the integer rows (4-bit: packed rows,
@@ -63,3 +65,30 @@ def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator) -> N
         last = x.inputs[0]
         gather.outputs.clear()  # the old Gather goes dead; its output now comes from `last`
         last.outputs[0] = output
+
+
+def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
+    """A table read only as Gather data along axis 0, in the scope where its nodes go, with no
+    group spanning rows: each gathered row can be dequantized on its own. 4-bit rows are
+    packed by halves and split with uint8 BitShift (opset 11), so they need an even length."""
+    readers = consumers(site)
+    rank = len(site.shape)
+    row = int(np.prod(site.shape[1:])) if rank >= 1 else 0
+    if not (rank >= 1 and readers and all(n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % rank == 0
+                                          for n, i in readers)):
+        return "not read only as the data of Gather along axis 0"
+    if not all(graph is site.scope.graph for graph, _ in readers_by_graph(site)):
+        return "read from another graph scope than its own"
+    if scheme.granularity != "tensor" and (scheme.granularity == "channel") != (scheme.axis == 0):
+        return "its groups span rows (channels along axis 0, or blocks along another axis, are needed)"
+    if dtype in ("int4", "uint4") and not (opset >= 11 and row % 2 == 0):
+        return "4-bit rows need an even length and opset 11"
+    return None
+
+
+def _build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> None:
+    build_gathered(site, qt, names)
+
+
+LOWERING = Lowering("gather", "embedding table: integer rows gathered, then dequantized", fits, _build,
+                    min_opset=lambda dtype, granularity: 11 if dtype in ("int4", "uint4") else 1, float_scales=False)

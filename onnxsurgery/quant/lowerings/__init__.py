@@ -1,0 +1,32 @@
+"""The lowerings: how stored integers turn back into a weight, one module each behind one small
+protocol (base.Lowering: fits, min_opset, stored_bytes, float_copies, build). `--lowering`,
+`--target`, `--keep-quantized`, the default's choice and a plan's records all name a lowering
+that this registry answers for; nothing else tests a lowering's name for what it can do.
+
+- dq: DequantizeLinear, kept by onnxruntime: integers in memory, dequantized at run time;
+- arith: Cast -> Mul chain, folded at load into a float weight (any scheme, any opset);
+- gather: an embedding table's integer rows gathered first, dequantized after;
+- scaled: int8 per output channel, the scale applied after the reader (one float copy at load);
+- matmulnbits: com.microsoft MatMulNBits (--target onnxruntime).
+"""
+
+from __future__ import annotations
+
+import onnx_graphsurgeon as gs
+
+from ...graph_utils import ConstantSite, NameAllocator
+from ..rounding import Quantized
+from . import arith, dq, gather, matmulnbits, scaled
+from .base import Lowering
+
+REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (dq, arith, gather, scaled, matmulnbits)}
+
+
+def lowering(name: str) -> Lowering:
+    return REGISTRY[name]
+
+
+def build(site: ConstantSite, qt: Quantized, name: str, names: NameAllocator, opset: int) -> gs.Tensor | None:
+    """The nodes that turn the stored integers back into the weight; returns the tensor that
+    replaces it, or None when the lowering rewrote its readers instead."""
+    return REGISTRY[name].build(site, qt, names, opset)

@@ -1,0 +1,41 @@
+"""The `dq` lowering: DequantizeLinear in the graph, which onnxruntime keeps (it does not fold
+it), so the integers stay in memory; it fuses DQ(int4/int8, blocks or channels, axis 0) -> MatMul
+into MatMulNBits, and runs a DequantizeLinear before any other reader at every inference.
+
+Before: W (float) -> readers
+After:  Wq, scale[, zero_point] -> DequantizeLinear(axis, block_size) [-> Cast] -> readers
+
+Opsets: per tensor from 10, per channel (`axis`) from 13, blocks and 4-bit types from 21."""
+
+from __future__ import annotations
+
+import onnx
+import onnx_graphsurgeon as gs
+
+from ...graph_utils import ConstantSite, NameAllocator
+from ..nodes import Emitter, const, int_tensor
+from ..options import FLOAT_TYPES, dq_opset
+from ..rounding import Quantized
+from .base import Lowering, always
+
+
+def build_dq(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor:
+    base = site.name
+    emit = Emitter(site.scope.graph, names, base)
+    shape = list(site.shape)
+    inputs = [int_tensor(names, f"{base}_q", qt.q, qt.dtype), const(names, f"{base}_scale", qt.scale)]
+    if qt.zero_point is not None:
+        inputs.append(int_tensor(names, f"{base}_zero_point", qt.zero_point, qt.dtype))
+    attrs = {}
+    if qt.granularity != "tensor":
+        attrs["axis"] = qt.axis
+    if qt.granularity == "block":
+        attrs["block_size"] = qt.block_size
+    out = emit("DequantizeLinear", inputs, shape=shape, **attrs)
+    if site.onnx_dtype != onnx.TensorProto.FLOAT:
+        out = emit("Cast", [out], dtype=FLOAT_TYPES[site.onnx_dtype], shape=shape, to=site.onnx_dtype)
+    return out
+
+
+LOWERING = Lowering("dq", "DequantizeLinear: integers kept in memory, dequantized at run time", always, build_dq,
+                    min_opset=dq_opset, packed_zero_points=True)

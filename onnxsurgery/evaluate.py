@@ -16,7 +16,7 @@ import shutil
 import statistics
 import time
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ from .defaults import METHOD_KEYS as METHOD_KEYS  # re-exported: what `report` m
 from .errors import OnnxSurgeryError, VerificationError
 from .io import open_model
 from .progress import progress
+from .quant.request import QuantRequest
 from .session_memory import measure_in_fresh_process
 from .verify import compare_models, make_inputs, session
 
@@ -38,19 +39,23 @@ BROTLI_QUALITY = 5  # what servers use compressing on the fly; 9 took 11 s on 16
 class Method:
     key: str
     command: str  # "shrink" or "quant"
-    flags: tuple[str, ...]  # what selects it on the command line ...
-    options: dict = field(default_factory=dict)  # ... and as API keyword arguments
+    request: QuantRequest | None = None  # quant: what is asked (its flags are derived from it)
     what: str = ""
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """What selects it on the command line."""
+        return ("--verify",) if self.command == "shrink" else tuple(self.request.flags())
 
 
 METHODS = (
-    Method("shrink", "shrink", ("--verify",), {}, "identical constants merged; lossless"),
-    Method("int8", "quant", (), {}, "8-bit weights, the default: float weights again at load"),
-    Method("int4", "quant", ("--dtype", "int4"), {"dtype": "int4"}, "4-bit weights, kept 4-bit in memory"),
-    Method("keep-quantized", "quant", ("--keep-quantized",), {"keep_quantized": True},
+    Method("shrink", "shrink", None, "identical constants merged; lossless"),
+    Method("int8", "quant", QuantRequest(), "8-bit weights, the default: float weights again at load"),
+    Method("int4", "quant", QuantRequest(dtype="int4"), "4-bit weights, kept 4-bit in memory"),
+    Method("keep-quantized", "quant", QuantRequest(keep_quantized=True),
            "8-bit weights kept 8-bit in memory (DequantizeLinear)"),
-    Method("fp16", "quant", ("--fp16",), {"fp16": True}, "float16 weights, a Cast back to float32"),
-    Method("levels", "quant", ("--levels", "256"), {"levels": 256},
+    Method("fp16", "quant", QuantRequest(fp16=True), "float16 weights, a Cast back to float32"),
+    Method("levels", "quant", QuantRequest(levels=256),
            "float weights snapped to 256 values per group: same size, compresses well"),
 )
 # METHOD_KEYS (defaults.py: what `report --help` lists without importing this module) names these, in
@@ -122,9 +127,9 @@ def measure_methods(model_path: str | os.PathLike, scratch: str | os.PathLike, *
 
 def _make(method: Method, source: Path, out: Path, samples, shapes) -> None:
     if method.command == "shrink":
-        shrink_file(source, out, verify=False, **method.options)
+        shrink_file(source, out, verify=False)
     else:
-        quant_file(source, out, verify=False, samples=samples, shapes=shapes, **method.options)
+        quant_file(source, out, verify=False, samples=samples, shapes=shapes, request=method.request)
 
 
 def _measure_file(row: Measurement, path: Path, samples) -> None:

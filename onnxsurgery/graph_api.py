@@ -11,7 +11,7 @@ cleans up, sorts and exports once, at the end:
     graph.fold_constants(should_exclude_node=onnxsurgery.keeps_weights_small)
     onnxsurgery.save_model(onnxsurgery.finish(graph), "small.onnx")
 
-The same steps as data (what the CLI runs): `run_pipeline(graph, quant_pipeline(QuantOptions()))`,
+The same steps as data (what the CLI runs): `run_pipeline(graph, quant_pipeline(QuantRequest().resolve()))`,
 and `estimate_pipeline` for what they would save, the graph unchanged.
 
 `constants_to_npy(graph, "model.onnx")` moves constants out to .npy files for the model you
@@ -36,7 +36,7 @@ from .passes.bypass_identity import BypassIdentities
 from .passes.embed import inputs_to_constants
 from .passes.externalize import externalize
 from .pipeline import remove_dead, run_pipeline
-from .quant.options import QuantOptions
+from .quant.request import QuantRequest
 from .quant.choices.rules import required_opset
 from .passes.quantize_weights import QuantizeWeights
 from .report import PassReport
@@ -64,14 +64,15 @@ def import_graph(source: str | os.PathLike | onnx.ModelProto) -> gs.Graph:
 
 
 def quantize_weights(graph: gs.Graph, **options) -> PassReport:
-    """`quant`'s weight quantization on a gs.Graph, in place: `options` as QuantOptions (dtype,
-    granularity, block_size, keep_quantized, ...; ValueError for an unknown choice). Identity
+    """`quant`'s weight quantization on a gs.Graph, in place: `options` as QuantRequest's fields
+    (dtype, granularity, block_size, keep_quantized, ...; OptionError, a ValueError, for an
+    unknown option or choice, or options that contradict each other). Identity
     nodes in front of weights are bypassed first, so that the quantizer sees their readers.
     The graph's opset must already be what the scheme needs (`quant_file` upgrades files; here
     UnsupportedModelError says which opset). Not verified: compare the result yourself
     (`onnxsurgery.compare`). With no model inputs to run, the choices `quant_file` measures in
     each layer's output (lean or accurate, symmetric or not) are measured in the weights."""
-    quant_options = QuantOptions(**options)
+    quant_options = QuantRequest.of(**options).resolve()
     needed = required_opset(quant_options)
     if graph.opset < needed:
         raise UnsupportedModelError(f"this scheme needs opset {needed}; the graph is opset {graph.opset}: "

@@ -3,6 +3,8 @@ the opset upgrade a plan needs (verified), the quant pipeline, onnxruntime's qua
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -19,6 +21,8 @@ from ..quant.choices.planner import plan_opset
 from ..quant.choices.rules import required_opset
 from ..report import RunReport
 from ..verify import compare_models
+
+log = logging.getLogger("onnxsurgery")
 
 # An upgraded model may differ from the original by float reassociation in a converted op.
 UPGRADE_TOLERANCE = 1e-5
@@ -85,7 +89,6 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
     return ws
 
 
-
 def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
     """onnxruntime's quantize_dynamic on the workspace's graph, through temporary files."""
     from onnxruntime.quantization import quantize_dynamic
@@ -94,9 +97,29 @@ def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
         src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
         save_model(ws.export(), src, files=ws.files)
         try:
-            quantize_dynamic(str(src), str(dst), extra_options={"EnableSubgraph": True})
+            with _its_logging_to_ours():
+                quantize_dynamic(str(src), str(dst), extra_options={"EnableSubgraph": True})
         except Exception as e:  # its own errors: report them in one line
             raise UnsupportedModelError(f"quantize_dynamic failed: {str(e).splitlines()[0]}") from e
         # Its output can list nodes out of order around subgraphs that read outer values;
         # one more pass through gs sorts them.
         return open_workspace(load_model(dst)).finish()
+
+
+@contextlib.contextmanager
+def _its_logging_to_ours():
+    """onnxruntime.quantization logs on the root logger (`WARNING root: Please consider to run
+    pre-processing ...`, with a URL): those lines go to onnxsurgery's logger at INFO instead
+    (shown with -v), not to the user's terminal as warnings about a step they did not ask for."""
+    def redirect(record: logging.LogRecord) -> bool:
+        if "onnxruntime" not in record.pathname:
+            return True
+        log.info("quantize_dynamic: %s", record.getMessage())
+        return False
+
+    root = logging.getLogger()
+    root.addFilter(redirect)
+    try:
+        yield
+    finally:
+        root.removeFilter(redirect)

@@ -12,10 +12,12 @@ from .quant.options import QuantOptions
 # `info`'s estimates: each method's pipeline, asked what it would save
 QUANT_ESTIMATES = {"quant int8": QuantOptions(), "quant int4": QuantOptions(dtype="int4"),
                    "quant --fp16": QuantOptions(fp16=True)}
+_PART_NAMES = {"merge_duplicates": "merge", "half_width": "16-bit storage"}
 
 
 def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMENTS) -> dict:
-    """Constants of at least `min_bytes`, totals, and duplicate groups with what `shrink` saves."""
+    """Constants of at least `min_bytes`, totals, duplicate groups, and what `shrink` (its merge
+    and its 16-bit storage) and `quant` would save."""
     ws = open_workspace(model)
     graph = ws.graph
     scopes = list(iter_scopes(graph))
@@ -24,10 +26,13 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
     weight_bytes = sum(s.nbytes for s in sites)
     large = sorted((s for s in sites if s.nbytes >= min_bytes), key=lambda s: -s.nbytes)
     memo: dict = {}  # quant's merge step is shrink's: the weights are read once
-    (merge,) = estimate_pipeline(graph, shrink_pipeline(min_elements=min_elements), keep=ws.keep, memo=memo)
+    shrink_steps = estimate_pipeline(graph, shrink_pipeline(min_elements=min_elements, opsets=ws.opsets),
+                                     keep=ws.keep, memo=memo)
+    merge = shrink_steps[0]
     groups = merge.details["groups"]
-    # quant merges first, so its figures include what shrink saves
-    savings = {"shrink": merge.bytes_saved}
+    # quant merges first, so its figures include what shrink's merge saves
+    savings = {"shrink": sum(step.bytes_saved for step in shrink_steps)}
+    shrink_parts = {_PART_NAMES.get(step.name, step.name): step.bytes_saved for step in shrink_steps}
     for method, options in QUANT_ESTIMATES.items():
         steps = estimate_pipeline(graph, quant_pipeline(options, opsets=ws.opsets), keep=ws.keep,
                                   memo=memo)
@@ -59,4 +64,5 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
         ],
         "duplicate_groups": [g.to_dict() for g in groups],
         "savings": savings,
+        "shrink_parts": shrink_parts,  # what each of shrink's steps adds to savings["shrink"]
     }

@@ -21,6 +21,7 @@ from .io import all_tensor_protos, export_model, import_graph, inputs_with_defau
 from .lazy import ExternalFiles, FileBackedValues, materialize
 from .passes.base import Estimate, Pass
 from .passes.bypass_identity import BypassIdentities
+from .passes.half_width import HalfWidth
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, MergeDuplicates
 from .passes.merge_transposed import MergeTransposed
 from .passes.narrow_types import Narrow
@@ -102,13 +103,16 @@ class Workspace:
 
 
 def shrink_pipeline(*, min_elements: int = DEFAULT_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
-                    opsets: dict[str, int] | None = None) -> list[Pass]:
-    """`shrink`: merge identical constants; optionally transposed copies; optionally narrow."""
+                    half: bool = True, opsets: dict[str, int] | None = None) -> list[Pass]:
+    """`shrink`: merge identical constants; optionally transposed copies; optionally narrow;
+    then, unless `half` is False, float32 constants exact in 16 bits stored in 2 bytes."""
     steps: list[Pass] = [MergeDuplicates(min_elements)]
     if transposed:
         steps.append(MergeTransposed(min_elements))
     if narrow:
         steps.append(Narrow(_frozen(opsets)))
+    if half:
+        steps.append(HalfWidth(min_elements, (opsets or {}).get("")))
     return steps
 
 

@@ -23,7 +23,7 @@ def render_run(report: RunReport, top: int = 5) -> str:
         f"({_pct(report.bytes_before, report.bytes_after)})"
     )
     for p in report.passes:
-        if not p.changed and not p.skipped and p.name != "quantize":
+        if not p.changed and (not p.skipped or p.name == "half_width") and p.name != "quantize":
             continue  # a pass that found nothing to do (merging in a model without copies)
         if p.name == "merge_duplicates":
             d = p.details
@@ -56,6 +56,10 @@ def render_run(report: RunReport, top: int = 5) -> str:
             lines.append(f"  made {p.changed} Constant-node tensors initializers (for quantize_dynamic)")
         elif p.name == "embed":
             lines.append(f"  embedded {p.changed} arrays as initializers")
+        elif p.name == "half_width":
+            kinds = " and ".join(f"{n} as {k}" for k, n in p.details["as"].items() if n)
+            lines.append(f"  stored {p.changed} float32 constants in 2 bytes ({kinds}; exact, a Cast "
+                         f"after each), saving {human_bytes(p.bytes_saved)}")
         elif p.name == "narrow":
             lines.append(f"  narrowed {p.changed} constants, saving {human_bytes(p.bytes_saved)}; "
                          f"left {len(p.skipped)} as they were")
@@ -101,6 +105,9 @@ def render_info(path: str, data: dict, top: int = 20) -> str:
     lines += ["", "What each method would save (quant merges first; its figures are estimated from shapes):"]
     for method, saved in data["savings"].items():
         lines.append(f"  {method:13s} {human_bytes(saved):>9s} ({saved / total * 100 if total else 0:.1f}%)")
+        half = data.get("shrink_parts", {}).get("16-bit storage") if method == "shrink" else None
+        if half:  # like a pass that found nothing, not shown when it saves nothing
+            lines.append(f"    of which float32 stored exactly in 16 bits: {human_bytes(half)}")
     return "\n".join(lines)
 
 

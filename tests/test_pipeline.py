@@ -75,7 +75,7 @@ def test_steps_shared_by_pipelines_are_estimated_once():
     first = estimate_pipeline(graph, shrink_pipeline(), memo=memo)
     second = estimate_pipeline(graph, quant_pipeline(QuantOptions()), memo=memo)
     assert second[1] is first[0]  # quant's merge step is shrink's, asked once
-    assert len(memo) == 3  # merge (shared), bypass, quantize
+    assert len(memo) == 4  # merge (shared), shrink's half-width, bypass, quantize
 
 
 @pytest.mark.parametrize("command, steps", [

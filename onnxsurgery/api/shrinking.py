@@ -17,9 +17,9 @@ from ._common import _in_memory, _write_checked
 
 
 def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
-                       transposed: bool, narrow: bool) -> None:
+                       transposed: bool, narrow: bool, half: bool) -> None:
     ws.run_pipeline(shrink_pipeline(min_elements=min_elements, transposed=transposed, narrow=narrow,
-                                    opsets=ws.opsets))
+                                    half=half, opsets=ws.opsets))
     report.passes = ws.reports
 
 
@@ -29,15 +29,18 @@ def shrink(
     min_elements: int = DEFAULT_MIN_ELEMENTS,
     transposed: bool = False,
     narrow: bool = False,
+    half: bool = True,
 ) -> tuple[onnx.ModelProto, RunReport]:
     """Merge bit-identical constants (all scopes), optionally transposed copies, optionally
-    narrow int64/float64 where safe. Lossless: the result computes exactly what `model` does.
+    narrow int64/float64 where safe, and (`half`) store float32 constants that float16 or
+    bfloat16 holds exactly in 2 bytes with a Cast after. Lossless: the result computes exactly
+    what `model` does.
 
     A gs.Graph is rewritten in place (and also exported). The result is never larger than the
     input: if it would be, the input is returned unchanged.
     """
     result, report, ws = _in_memory(model, "shrink", lambda ws, report: _run_shrink_passes(
-        ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow))
+        ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half))
     if ws.template is not None and report.bytes_after > report.bytes_before:
         report.notes.append("the rewritten model was larger than the input; input kept as it is")
         result, report.bytes_after = ws.materialized(ws.template), report.bytes_before
@@ -56,6 +59,7 @@ def shrink_file(
     min_elements: int = DEFAULT_MIN_ELEMENTS,
     transposed: bool = False,
     narrow: bool = False,
+    half: bool = True,
 ) -> RunReport:
     """`shrink` from a file to a file, written atomically.
 
@@ -66,7 +70,7 @@ def shrink_file(
     out = check_output_path(input_path, output_path, in_place)
     ws = open_workspace(input_path)
     report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
-    _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow)
+    _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half)
     copy_allowed = not external_data and not ws.has_external_data_files
     if copy_allowed and not any(p.changed for p in report.passes):
         report.notes.append("nothing to shrink: the output is a copy of the input")

@@ -1,0 +1,200 @@
+"""Store float32 constants in 2 bytes where that is exact (lossless half-width storage).
+
+Before: a float32 constant (initializer or `Constant` node, any scope) whose every value float16
+or bfloat16 holds exactly, as in an fp32 export of a bf16 or fp16 checkpoint (most LLMs).
+After: the same values stored as float16 (preferred: every runtime reads it) or bfloat16 (only
+from opset 13, where Cast takes it), and a `Cast` to float32 in each graph that reads them. The
+readers see the same float32 values, bit for bit; onnxruntime folds the Cast at session start,
+so no run-time cost and one float32 copy in memory, as before.
+
+One Cast per reading graph, not one in the scope feeding a subgraph: onnxruntime's
+FuseInitializersTransformer (1.31, constant folding off) fails to load a model whose half-width
+initializer's Cast is read only implicitly by an If/Loop/Scan node (see quant/apply.py).
+
+Exactness is a bit-pattern round trip (to 16 bits and back gives the same uint32s), so -0.0,
+infinities and subnormals are kept. A constant is left alone when:
+- it holds a NaN (onnxruntime's Cast may quiet a signalling NaN: not bit-exact);
+- it is a graph output or an overridable input (its type is part of the interface);
+- it has fewer than `min_elements` values, or the 2 bytes saved per value would not pay for the
+  Cast nodes it needs;
+- a reader is outside the default ONNX domain, or a Quantize/DequantizeLinear (an already
+  quantized model's scales: its fusions want the constant itself, not a Cast of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+from onnx_graphsurgeon.ir.tensor import LazyValues
+
+from ..graph_utils import (
+    ConstantSite,
+    NameAllocator,
+    c_order,
+    collect_constants,
+    consumers,
+    graph_outputs_holding,
+    is_file_backed,
+    is_sparse,
+    iter_scopes,
+    read_stored,
+    readers_by_graph,
+    stored_bytes,
+)
+from ..report import PassReport
+from .base import Estimate
+from .merge_constants import DEFAULT_MIN_ELEMENTS
+
+FLOAT16_FROM_OPSET = 6  # Cast with a numeric `to`
+BFLOAT16_FROM_OPSET = 13
+CHUNK_BYTES = 16 * 2**20  # a large weight is checked a slice at a time
+QUANT_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear")
+HALF_NAMES = {onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
+
+
+def cast_overhead(name: str) -> int:
+    """Bytes a Cast node and its output's value info add for a constant called `name` (about:
+    three names, the node's fields, the type)."""
+    return 4 * len(name.encode()) + 64
+
+
+def store_half_width(graph: gs.Graph, *, min_elements: int = DEFAULT_MIN_ELEMENTS,
+                     keep: frozenset[str] = frozenset(), opset: int | None = None) -> PassReport:
+    """Store exactly representable float32 constants as float16/bfloat16 with a Cast, in place."""
+    report = PassReport("half_width")
+    names = NameAllocator(graph)
+    stored: list[dict] = []
+    for site, half_type, reason in _choices(graph, keep, min_elements, opset or graph.opset):
+        if half_type is None:
+            if reason is not None:
+                report.skip(site.name, reason)
+            continue
+        _store(site, half_type, names)
+        saved = site.nbytes // 2
+        report.changed += 1
+        report.bytes_saved += saved
+        stored.append({"name": site.name, "as": HALF_NAMES[half_type], "bytes_saved": saved})
+    report.details = {"stored": stored,
+                      "as": {k: sum(1 for s in stored if s["as"] == k) for k in HALF_NAMES.values()}}
+    return report
+
+
+@dataclass(frozen=True)
+class HalfWidth:
+    """`store_half_width` as a pipeline step (passes/base.py). `opset` None: the graph's."""
+
+    min_elements: int = DEFAULT_MIN_ELEMENTS
+    opset: int | None = None
+    name = "half_width"
+    needs_cleanup = False
+
+    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+        """Exact for the payload: reads the float32 constants to check that they round-trip."""
+        saved = sum(site.nbytes // 2 for site, half_type, _ in
+                    _choices(graph, keep, self.min_elements, self.opset or graph.opset, removed)
+                    if half_type is not None)
+        return Estimate(self.name, saved)
+
+    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
+        return store_half_width(graph, min_elements=self.min_elements, keep=keep, opset=self.opset)
+
+
+def _choices(graph: gs.Graph, keep: frozenset[str], min_elements: int, opset: int,
+             removed: frozenset[int] = frozenset()):
+    """(site, FLOAT16 | BFLOAT16, None) for each float32 constant that may be stored in 2 bytes,
+    (site, None, reason) for one that may not, and (site, None, None) for one not worth a word
+    (too small, dead after a merge)."""
+    if opset < FLOAT16_FROM_OPSET:
+        return
+    scopes = list(iter_scopes(graph))
+    for site in collect_constants(graph, scopes):
+        if site.onnx_dtype != onnx.TensorProto.FLOAT or id(site.tensor) in removed or is_sparse(site.tensor):
+            continue
+        readers = consumers(site)
+        if not readers or site.num_elements < min_elements:
+            continue
+        reason = _refusal(site, scopes, readers, keep)
+        if reason is None and site.nbytes // 2 <= cast_overhead(site.name) * len(readers_by_graph(site)):
+            continue  # too small to pay for its Casts
+        if reason is not None:
+            yield site, None, reason
+            continue
+        half_type, why = exact_half_type(site.tensor, site.nbytes, bfloat16=opset >= BFLOAT16_FROM_OPSET)
+        yield site, half_type, why
+
+
+def _refusal(site: ConstantSite, scopes, readers, keep: frozenset[str]) -> str | None:
+    if site.name in keep:
+        return "overridable graph input"
+    if graph_outputs_holding(scopes, site.value):
+        return "graph output: its type is part of the interface"
+    for node, _ in readers:
+        if (node.domain or "") not in ("", "ai.onnx"):
+            return f"read by {node.op} of domain {node.domain}"
+        if node.op in QUANT_READERS:
+            return f"read by {node.op} (a quantized model's scale or zero point)"
+    return None
+
+
+def exact_half_type(tensor: gs.Constant, nbytes: int, *, bfloat16: bool) -> tuple[int | None, str | None]:
+    """(FLOAT16 or BFLOAT16, None) when every value of the float32 `tensor` survives the round
+    trip through that type bit for bit (float16 preferred), else (None, why). Reads the stored
+    bytes a slice at a time, stopping at the first slice that rules both out."""
+    fp16, bf16 = True, bfloat16
+    for chunk in _chunks(tensor, nbytes):
+        bits = np.frombuffer(chunk, dtype="<u4")
+        x = bits.view("<f4")
+        if np.isnan(x).any():
+            return None, "holds NaN (a Cast may not keep its bits)"
+        # bfloat16 is float32's upper half: exact when the lower 16 bits are zero
+        bf16 = bf16 and not (bits & 0xFFFF).any()
+        if fp16:
+            with np.errstate(over="ignore"):
+                back = x.astype(np.float16).astype("<f4")
+            fp16 = np.array_equal(back.view("<u4"), bits)
+        if not (fp16 or bf16):
+            break
+    if fp16:
+        return onnx.TensorProto.FLOAT16, None
+    if bf16:
+        return onnx.TensorProto.BFLOAT16, None
+    if bfloat16:
+        return None, "values not exact in float16 or bfloat16"
+    return None, f"values not exact in float16 (bfloat16 needs opset {BFLOAT16_FROM_OPSET})"
+
+
+def _chunks(tensor: gs.Constant, nbytes: int):
+    if is_file_backed(tensor):
+        for offset in range(0, nbytes, CHUNK_BYTES):
+            yield read_stored(tensor, offset, min(CHUNK_BYTES, nbytes - offset))
+        return
+    data = memoryview(stored_bytes(tensor))
+    for offset in range(0, nbytes, CHUNK_BYTES):
+        yield data[offset:offset + CHUNK_BYTES]
+
+
+def half_width_constant(name: str, tensor: gs.Constant, nbytes: int, half_type: int) -> gs.Constant:
+    """The float32 `tensor`'s values as a new `half_type` constant called `name`."""
+    bits = np.concatenate([np.frombuffer(c, dtype="<u4") for c in _chunks(tensor, nbytes)]) if nbytes else \
+        np.zeros(0, "<u4")
+    shape = [int(d) for d in tensor.shape]
+    if half_type == onnx.TensorProto.FLOAT16:
+        return gs.Constant(name, c_order(bits.view("<f4").astype(np.float16).reshape(shape)))
+    # gs cannot export a bfloat16 numpy array: a raw TensorProto, as quant does for int4
+    upper = (bits >> 16).astype("<u2")
+    proto = onnx.helper.make_tensor(name, onnx.TensorProto.BFLOAT16, shape, upper.tobytes(), raw=True)
+    return gs.Constant(name, LazyValues(proto))
+
+
+def _store(site: ConstantSite, half_type: int, names: NameAllocator) -> None:
+    half = half_width_constant(names.new(f"{site.name}_{HALF_NAMES[half_type]}"), site.tensor, site.nbytes,
+                               half_type)
+    for graph, readers in readers_by_graph(site):
+        out = gs.Variable(names.new(f"{site.name}__cast"), dtype=np.float32, shape=list(site.shape))
+        graph.nodes.append(gs.Node("Cast", name=names.new(f"{site.name}__Cast"), attrs={"to": onnx.TensorProto.FLOAT},
+                                   inputs=[half], outputs=[out]))
+        for node, index in readers:
+            node.inputs[index] = out

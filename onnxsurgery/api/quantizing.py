@@ -25,7 +25,8 @@ from ..verify import compare_models
 from ._common import _in_memory, _write_checked
 from .budget import _allocate
 from .check import _check_for_tensorrt
-from .quant_steps import _activations, _at_required_opset, _quantize_dynamic, _run_quant_passes, needed_opset
+from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _run_quant_passes, decided_by,
+                          needed_opset)
 
 PlanSource = str | os.PathLike | dict | list
 
@@ -77,7 +78,7 @@ def quant_plan(
         result = plan_pipeline(ws.graph, steps, keep=ws.keep)
     finally:
         ws.close()
-    result.notes[:0] = notes
+    result.notes[:0] = notes + list(filter(None, [decided_by(quant_options, samples, records)]))
     return result
 
 
@@ -167,6 +168,7 @@ def quant_file(
                                 f"weights, from {len(calibration)} calibration sample{'s' * (len(calibration) != 1)}"
                                 + (f" ({len(details['not_calibrated'])} others: see --json, not_calibrated)"
                                    if details["not_calibrated"] else ""))
+        report.notes.extend(filter(None, [decided_by(quant_options, samples, records)]))
         produce = ws.export
 
     def check(written: Path) -> None:

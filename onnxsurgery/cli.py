@@ -262,6 +262,11 @@ def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target
     if dry_run:
         if dynamic:
             raise OptionError("--dynamic runs onnxruntime's quantize_dynamic, which has no plan to show")
+        writes = {"--in-place": in_place, "--external-data": external_data, "--max-error": max_error is not None,
+                  "--no-verify": no_verify, "--runtime": runtime != "onnxruntime"}
+        if any(writes.values()):
+            raise OptionError(f"--dry-run writes and verifies nothing; {next(k for k, v in writes.items() if v)} "
+                              "does not apply")
         plan = api.quant_plan(input_path, **common)
         click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else table(plan))
         return

@@ -132,6 +132,10 @@ def test_weights_a_plan_leaves_out_stay_float(tmp_path, model_path):
     (["--dynamic", "--dtype", "int4"], "--dynamic"),
     (["--dynamic", "--target", "tensorrt"], "--dynamic"),
     (["--plan", "x.json", "--dtype", "int4"], "--plan"),
+    (["--fp16", "--asymmetric"], "--asymmetric does not apply"),
+    (["--levels", "16", "--rounding", "balanced"], "--rounding balanced does not apply"),
+    (["--max-error", "0.1", "--no-verify"], "--max-error"),
+    (["--dry-run", "--external-data"], "--dry-run"),
 ])
 def test_contradicting_options_exit_2_in_one_house_style(tmp_path, model_path, args, words):
     r = _invoke("quant", model_path, tmp_path / "q.onnx", *args)

@@ -136,6 +136,8 @@ def quant_file(
     request = _request(request, options)
     _check_run_options(request, plan=plan, dynamic=dynamic, target_error=target_error, target_size=target_size,
                        calibration=calibration, runtime=runtime)
+    if max_error is not None and not verify:
+        raise OptionError("--max-error needs the verification that --no-verify skips")
     quant_options = request.resolve()
     records = _records(plan)
     out = check_output_path(input_path, output_path, in_place)

@@ -99,8 +99,16 @@ class QuantRequest:
         if self.block_size is not None and self.granularity in ("tensor", "channel"):
             raise OptionError(f"--block-size applies to blocks; --granularity {self.granularity} has none")
         stays_float = "--fp16" if self.fp16 else f"--levels {self.levels}" if self.levels else None
-        if stays_float and self.dtype is not None and not (self.fp16 and self.levels):
-            raise OptionError(f"{stays_float} keeps weights in floating point; --dtype {self.dtype} does not apply")
+        if stays_float and not (self.fp16 and self.levels):  # both: QuantOptions says "alternatives"
+            # what integer storage alone uses (--levels groups its values, so it keeps --granularity)
+            given = {"dtype": self.dtype is not None, "symmetric": self.symmetric is not None,
+                     "rounding": self.rounding != "auto", "lowering": self.lowering != "auto",
+                     "granularity": self.fp16 and self.granularity is not None,
+                     "block_size": self.fp16 and self.block_size is not None}
+            flag = next((name for name, asked in given.items() if asked), None)
+            if flag:
+                spelled = " ".join(dataclasses.replace(QuantRequest(), **{flag: getattr(self, flag)}).flags())
+                raise OptionError(f"{stays_float} keeps weights in floating point; {spelled} does not apply")
         given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for name, default in (("dtype", "int8"), ("block_size", QUANT_BLOCK_SIZE)):
             if given[name] is None:

@@ -7,6 +7,12 @@ Layout for an output `model.onnx` (defaults):
 
 `load_feeds("model.onnx")` returns the arrays to feed, checked against the manifest: a missing
 file, another dtype or shape, or a changed checksum is an error naming the file.
+
+.npy has no bfloat16 (nor float8, nor 4-bit) dtype: numpy writes such an array as opaque
+records (`|V2`) that nothing reads back as numbers. They are stored as unsigned integers of the
+same width holding the raw bits, and the manifest entry says so (`"dtype": "bfloat16",
+"stored_as": "uint16 bit patterns"`, with a top-level `"note"` on how to read them back);
+`load_feeds` hands them back in their own type (ml_dtypes, which onnx uses for them).
 """
 
 from __future__ import annotations
@@ -26,6 +32,13 @@ from .io import write_atomic
 from .paths import confined
 
 MANIFEST_VERSION = 1
+# ml_dtypes' types that .npy cannot describe, stored as their bits
+BIT_PATTERN_DTYPES = frozenset({
+    "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+    "float4_e2m1fn", "int4", "uint4"})
+BIT_PATTERN_NOTE = ("Entries with 'stored_as' hold the raw bits of a type .npy cannot describe, as unsigned "
+                    "integers of the same width; read one back with np.load(file).view(ml_dtypes.<dtype>), "
+                    "e.g. np.load(f).view(ml_dtypes.bfloat16) (4-bit types: one value per byte, low nibble).")
 
 
 def manifest_path(model_path: str | os.PathLike) -> Path:
@@ -40,6 +53,17 @@ def default_npy_dir(model_path: str | os.PathLike) -> Path:
 
 def array_sha256(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+
+
+def _bits_dtype(itemsize: int) -> np.dtype:
+    return np.dtype(f"<u{itemsize}")
+
+
+def _from_bits(bits: np.ndarray, dtype_name: str) -> np.ndarray:
+    """The raw bits read from a .npy as the ml_dtypes type they are."""
+    import ml_dtypes  # onnx's own dependency for these types; loaded only when a model has them
+
+    return bits.view(getattr(ml_dtypes, dtype_name))
 
 
 def _file_name(name: str, used: set[str]) -> str:
@@ -63,13 +87,17 @@ def write_arrays(arrays: dict[str, np.ndarray], npy_dir: Path, manifest: Path) -
     try:
         for name, array in arrays.items():
             fname = _file_name(name, used)
-            np.save(staging / fname, array, allow_pickle=False)
+            as_bits = array.dtype.name in BIT_PATTERN_DTYPES
+            stored = array.view(_bits_dtype(array.dtype.itemsize)) if as_bits else array
+            np.save(staging / fname, stored, allow_pickle=False)
             entries[name] = {
                 "file": os.path.relpath(npy_dir / fname, manifest.parent),
                 "dtype": str(array.dtype),
                 "shape": list(array.shape),
                 "sha256": array_sha256(array),
             }
+            if as_bits:
+                entries[name]["stored_as"] = f"{stored.dtype.name} bit patterns"
         if npy_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{npy_dir.name}.old.", dir=npy_dir.parent))
             os.replace(npy_dir, old / "x")
@@ -79,7 +107,10 @@ def write_arrays(arrays: dict[str, np.ndarray], npy_dir: Path, manifest: Path) -
         raise OutputError(f"cannot write {npy_dir}: {e.strerror or e}") from e
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return {"version": MANIFEST_VERSION, "inputs": entries}
+    manifest: dict = {"version": MANIFEST_VERSION, "inputs": entries}
+    if any("stored_as" in e for e in entries.values()):
+        manifest["note"] = BIT_PATTERN_NOTE
+    return manifest
 
 
 def write_manifest(manifest: dict, path: Path) -> None:
@@ -125,6 +156,8 @@ def load_feeds(model_path: str | os.PathLike) -> dict[str, np.ndarray]:
             array = np.load(resolved[name], allow_pickle=False)
         except (OSError, ValueError) as e:
             raise InputError(f"cannot read {file}: {e}") from e
+        if "stored_as" in entry:
+            array = _bits_as(array, entry, file, name)
         if str(array.dtype) != entry["dtype"] or list(array.shape) != entry["shape"]:
             raise InputError(
                 f"{file} holds {array.dtype}{list(array.shape)}, the manifest says "
@@ -134,3 +167,18 @@ def load_feeds(model_path: str | os.PathLike) -> dict[str, np.ndarray]:
             raise InputError(f"{file} was changed: its checksum does not match the manifest")
         feeds[name] = array
     return feeds
+
+
+def _bits_as(bits: np.ndarray, entry: dict, file: Path, name: str) -> np.ndarray:
+    """An entry stored as bit patterns: the uint array read, viewed as the manifest's type."""
+    dtype = entry.get("dtype")
+    if dtype not in BIT_PATTERN_DTYPES:
+        raise InputError(f"unreadable manifest entry for input '{name}': {dtype!r} is not stored as bit patterns")
+    try:
+        typed = _from_bits(bits, dtype)
+    except ValueError:  # another width than the type's
+        typed = None
+    if bits.dtype.kind != "u" or typed is None or typed.shape != bits.shape:
+        raise InputError(f"{file} holds {bits.dtype}{list(bits.shape)}, the manifest says {dtype}{entry.get('shape')} "
+                         f"stored as {entry['stored_as']} for input '{name}'")
+    return typed

@@ -141,7 +141,7 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     arrays = {name: np.require(a, requirements="C") for name, a in (initializers or {}).items()}
     if arrays:
         _inputs_to_initializers(model.graph, arrays, path)
-        large = {name: a for name, a in arrays.items() if a.nbytes >= INLINE_INITIALIZER_BYTES}
+        large = {name: a for name, a in arrays.items() if not _inline(a)}
         values = {name: _ort_value(a) for name, a in large.items()}  # alive until the session holds them
         settings[0].add_external_initializers(list(values), list(values.values()))
     stub = model.SerializeToString()
@@ -160,6 +160,15 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
 # values of small constants (a Reshape's shape, a Slice's starts) while it loads the graph,
 # and fails on an external one ("Cannot parse data from external tensors").
 INLINE_INITIALIZER_BYTES = 65536
+# ml_dtypes' types numpy cannot hand to onnxruntime itself: their bits go with the ONNX type
+_BITS_ONLY = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+# ... and those onnxruntime wants packed two to a byte (one per byte in numpy): inline, where
+# numpy_helper.from_array packs them
+_PACKED = ("int4", "uint4", "float4_e2m1fn")
+
+
+def _inline(array: np.ndarray) -> bool:
+    return array.nbytes < INLINE_INITIALIZER_BYTES or array.dtype.name in _PACKED
 
 
 def _inputs_to_initializers(graph: onnx.GraphProto, arrays: dict[str, np.ndarray], path: Path) -> None:
@@ -175,7 +184,7 @@ def _inputs_to_initializers(graph: onnx.GraphProto, arrays: dict[str, np.ndarray
     del graph.input[:]
     graph.input.extend(kept)
     for name, array in arrays.items():
-        if array.nbytes < INLINE_INITIALIZER_BYTES:
+        if _inline(array):
             graph.initializer.append(onnx.numpy_helper.from_array(array, name))
             continue
         t = graph.initializer.add()
@@ -190,6 +199,9 @@ def _inputs_to_initializers(graph: onnx.GraphProto, arrays: dict[str, np.ndarray
 def _ort_value(array: np.ndarray):
     import onnxruntime as ort
 
+    if array.dtype.name in _BITS_ONLY:  # no copy: the OrtValue keeps the uint view (and so the array) alive
+        bits = array.view(f"<u{array.dtype.itemsize}")
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.helper.np_dtype_to_tensor_dtype(array.dtype))
     return ort.OrtValue.ortvalue_from_numpy(array)
 
 

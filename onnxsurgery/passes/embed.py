@@ -3,15 +3,22 @@
 Before: main-graph inputs whose values are known (read from .npy files by `npy.load_feeds`).
 After: each is an initializer of the same name, dtype and shape; consumers in every scope
 read it, and the input is gone from the graph's interface.
+
+Arrays of ml_dtypes' types (bfloat16, float8, 4-bit: what `npy.load_feeds` gives back for them)
+become onnx's own TensorProto (4-bit packed two to a byte, which gs cannot export from numpy),
+so the initializer is the one `externalize` took, byte for byte.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import onnx_graphsurgeon as gs
+from onnx import numpy_helper
+from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from ..errors import InputError
 from ..graph_utils import c_order, replace_uses
+from ..npy import BIT_PATTERN_DTYPES
 from ..report import PassReport
 
 
@@ -24,9 +31,15 @@ def inputs_to_constants(graph: gs.Graph, *, arrays: dict[str, np.ndarray]) -> Pa
     for name, array in arrays.items():
         var = by_name[name]
         var.name = f"{name}__embedded"
-        const = gs.Constant(name, c_order(array))
+        const = _constant(name, array)
         replace_uses(var, const)
         graph.inputs[:] = [t for t in graph.inputs if t is not var]  # by identity: gs == is by name
         report.changed += 1
     report.details = {"embedded": list(arrays)}
     return report
+
+
+def _constant(name: str, array: np.ndarray) -> gs.Constant:
+    if array.dtype.name in BIT_PATTERN_DTYPES:
+        return gs.Constant(name, LazyValues(numpy_helper.from_array(c_order(array), name)))
+    return gs.Constant(name, c_order(array))

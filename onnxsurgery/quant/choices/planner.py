@@ -46,12 +46,13 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
     todo = []  # (site, scheme, lowering, as_fp16, why, opts) of the weights that change
     float16_instead, fallbacks = {}, []
     four_bit = options.as_four_bit() if options.int4_for else None
+    qdq = any(node.op == "QuantizeLinear" for scope in scopes for node in scope.graph.nodes)
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype not in FLOAT_TYPES:
             continue
         opts = site_options(site, options, four_bit)  # 4-bit for the weights allocated 4 bits
         no_quantized_form = float16_for_tensorrt(site, opts)
-        reason = refusal(site, scopes, opts, keep) or value_refusal(site, float16_because=no_quantized_form)
+        reason = refusal(site, scopes, opts, keep, qdq) or value_refusal(site, float16_because=no_quantized_form)
         records[site.name] = _record(site, "float")
         if reason:
             records[site.name].why = f"below --min-elements ({opts.min_elements})" if reason == "small" else reason
@@ -110,8 +111,16 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
 
 def _selection_notes(options: QuantOptions, records) -> list[str]:
     """A selection that matches no weight (or every weight) says so: exit 0 with nothing
-    quantized must not look like success."""
+    quantized must not look like success. So do weights left alone as a quantized model's own
+    data or as position tables, and a QDQ model's weights."""
     notes = []
+    for kind, start in (("already quantized (scales and zero points of quantized ops)", "already quantized"),
+                        ("rotary position tables", "a rotary position table"),
+                        ("left float because the model quantizes its activations (QDQ; --include to quantize)",
+                         "the model quantizes its activations")):
+        count = sum(r.why.startswith(start) for r in records)
+        if count:
+            notes.append(f"{count} constant{'s' * (count != 1)} {kind}: left as they are")
     large = [r for r in records if not r.why.startswith("below --min-elements")]
     if options.include and large and all(r.why == "not matched by --include" for r in large):
         notes.append(f"--include {' '.join(options.include)} matched no weight")

@@ -120,7 +120,40 @@ def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str
     return None
 
 
-def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[str]) -> str | None:
+# Ops whose float constant inputs are a quantized model's own data (scales, zero points, lookup
+# tables), not weights: quantizing a scale again breaks the model (a builder int4 export given to
+# quant again: 151 *_scales tensors re-quantized, output rel L2 1.0).
+QUANTIZED_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulNBits",
+                     "GatherBlockQuantized", "MatMulInteger", "ConvInteger", "MatMulIntegerToFloat",
+                     "DynamicQuantizeMatMul", "QAttention", "QGemm", "QEmbedLayerNormalization")
+# Rotary position tables (cos and sin per position and frequency) are read by these ops at these
+# inputs; a graph that computes rotary embedding itself names them so. Position tables, not weights.
+ROTARY_READERS = {"RotaryEmbedding": (2, 3), "GroupQueryAttention": (7, 8)}
+ROTARY_NAMES = ("cos_cache", "sin_cache", "cos_cached", "sin_cached")
+
+
+def already_quantized(site: ConstantSite) -> str | None:
+    """Why `site` is a quantized model's own data rather than a weight (QUANTIZED_READERS)."""
+    ops = sorted({n.op for n, _ in consumers(site) if n.op in QUANTIZED_READERS or n.op.startswith("QLinear")})
+    return f"already quantized: read by {', '.join(ops)}" if ops else None
+
+
+def position_table(site: ConstantSite) -> str | None:
+    """Why `site` is a rotary position table (ROTARY_READERS, ROTARY_NAMES)."""
+    if any(i in ROTARY_READERS.get(n.op, ()) for n, i in consumers(site)) or \
+            any(part in site.name.lower() for part in ROTARY_NAMES):
+        return "a rotary position table (cos/sin cache), not a weight"
+    return None
+
+
+def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[str],
+            activations_quantized: bool = False) -> str | None:
+    """Why `site` is left as it is under `options`, or None. `activations_quantized`: the model
+    quantizes its activations (QuantizeLinear nodes, a QDQ model): its float weights are left
+    alone unless --include names them, since weight rounding would stack on activation rounding."""
+    reason = already_quantized(site) or position_table(site)
+    if reason:
+        return reason
     if site.num_elements < options.min_elements:
         return "small"
     if not site.shape:
@@ -133,6 +166,8 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[s
         return "not matched by --include"
     if options.exclude and matches(site, options.exclude):
         return "matched by --exclude"
+    if activations_quantized and not options.include:
+        return "the model quantizes its activations (QDQ): --include NAME quantizes this weight too"
     if site.name in keep:
         return "overridable graph input"
     if graph_outputs_holding(scopes, site.value):

@@ -1,0 +1,95 @@
+"""What must not be touched, isn't: a quantized model's own data (scales and zero points of
+DequantizeLinear, MatMulNBits, QLinear ops), rotary position tables, and the weights of a model
+that quantizes its activations (QDQ) unless asked for by name. Each is listed in the plan with
+its reason, and the notes count them."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import builders
+import onnxsurgery
+from conftest import run
+
+
+def _plan(tmp_path, model, **options):
+    path = tmp_path / "in.onnx"
+    onnx.save(model, str(path))
+    plan = onnxsurgery.quant_plan(path, **options)
+    return path, plan, {w.name: w for w in plan.weights}
+
+
+def _dq_model(with_quantize_linear=False):
+    """x -> [QuantizeLinear -> DequantizeLinear] -> MatMul(W) -> MatMul(DQ(Wq, scale)) -> y."""
+    rng = np.random.default_rng(0)
+    nodes, inits = [], [numpy_helper.from_array(builders.rand((64, 64), 1), "W"),
+                        numpy_helper.from_array(rng.integers(-127, 127, (64, 64)).astype(np.int8), "Wq"),
+                        numpy_helper.from_array((rng.random(64) * 0.01 + 0.001).astype(np.float32), "Wq_scale")]
+    x = "x"
+    if with_quantize_linear:
+        inits += [numpy_helper.from_array(np.array(0.05, np.float32), "x_scale"),
+                  numpy_helper.from_array(np.array(0, np.int8), "x_zp")]
+        nodes += [helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zp"], ["xq"]),
+                  helper.make_node("DequantizeLinear", ["xq", "x_scale", "x_zp"], ["xd"])]
+        x = "xd"
+    nodes += [helper.make_node("MatMul", [x, "W"], ["h"]),
+              helper.make_node("DequantizeLinear", ["Wq", "Wq_scale"], ["Wd"], axis=1),
+              helper.make_node("MatMul", ["h", "Wd"], ["y"])]
+    return builders.model(nodes, [builders.vi("x", shape=[2, 64])], [builders.vi("y", shape=[2, 64])], inits,
+                          opset=17)
+
+
+def test_scales_of_a_dequantize_linear_are_left_alone_and_counted(tmp_path):
+    path, plan, records = _plan(tmp_path, _dq_model(), min_elements=1)
+    assert records["Wq_scale"].dtype == "float" and records["Wq_scale"].why == \
+        "already quantized: read by DequantizeLinear"
+    assert records["W"].dtype == "int8"  # the float weight beside it is quantized as usual
+    assert "1 constant already quantized (scales and zero points of quantized ops): left as they are" in plan.notes
+    report = onnxsurgery.quant_file(path, tmp_path / "q.onnx", min_elements=1)
+    saved = {t.name: t for t in onnx.load(str(tmp_path / "q.onnx")).graph.initializer}
+    assert numpy_helper.to_array(saved["Wq_scale"]).tobytes() == numpy_helper.to_array(
+        next(t for t in _dq_model().graph.initializer if t.name == "Wq_scale")).tobytes()
+    assert report.verification["rel_l2_error"] < 0.02
+
+
+def test_a_qdq_model_keeps_its_float_weights_unless_named(tmp_path):
+    path, plan, records = _plan(tmp_path, _dq_model(with_quantize_linear=True), min_elements=1)
+    assert records["W"].dtype == "float" and records["W"].why.startswith("the model quantizes its activations")
+    assert records["x_scale"].why.startswith("already quantized")
+    _, _, named = _plan(tmp_path, _dq_model(with_quantize_linear=True), min_elements=1, include=("W",))
+    assert named["W"].dtype == "int8"
+
+
+def test_matmulnbits_scales_are_not_weights(tmp_path):
+    """A MatMulNBits model (onnxruntime's int4 format): its float scales stay exactly as they are."""
+    rng = np.random.default_rng(1)
+    k, n, block = 128, 64, 32
+    inits = [numpy_helper.from_array(rng.integers(0, 255, (n, k // block, block // 2)).astype(np.uint8), "B"),
+             numpy_helper.from_array((rng.random(n * k // block) * 0.02).astype(np.float32), "B_scales")]
+    node = helper.make_node("MatMulNBits", ["x", "B", "B_scales"], ["y"], domain="com.microsoft", K=k, N=n, bits=4,
+                            block_size=block)
+    graph = helper.make_graph([node], "g", [builders.vi("x", shape=[2, k])], [builders.vi("y", shape=[2, n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", builders.OPSET),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = builders.IR
+    path, plan, records = _plan(tmp_path, model, min_elements=1)
+    assert records["B_scales"].why == "already quantized: read by MatMulNBits" and not plan.changed
+    onnxsurgery.quant_file(path, tmp_path / "q.onnx", min_elements=1)
+    feeds = {"x": builders.rand((2, k), 2)}
+    assert run(model, feeds)[0].tobytes() == run(tmp_path / "q.onnx", feeds)[0].tobytes()
+
+
+def test_rotary_tables_are_position_tables(tmp_path):
+    table = np.cos(np.arange(256)[:, None] * np.linspace(0, 1, 32)[None]).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["cos_cache", "pos"], ["c"], axis=0),
+             helper.make_node("Gather", ["E", "pos"], ["e"], axis=0),
+             helper.make_node("Mul", ["c", "e"], ["y"])]
+    model = builders.model(nodes, [builders.vi("pos", TensorProto.INT64, [4])], [builders.vi("y", shape=[4, 32])],
+                           [numpy_helper.from_array(table, "cos_cache"),
+                            numpy_helper.from_array(builders.rand((256, 32), 3), "E")])
+    _, plan, records = _plan(tmp_path, model, min_elements=1024)
+    assert records["cos_cache"].dtype == "float" and records["cos_cache"].why.startswith("a rotary position table")
+    assert records["E"].dtype == "int8"
+    assert "1 constant rotary position tables: left as they are" in plan.notes

@@ -4,7 +4,8 @@ H = sum of x x^T of its consumer's inputs, for GPTQ rounding (gptq.py).
 The original model runs in onnxruntime with each consumer's data input added as a graph
 output. Supported consumers, in the main graph: MatMul (2-D weight as B), Gemm (B, without
 transA) and Conv with one group (the input unfolded into kernel-sized patches). A weight with
-any other reader, or inside a subgraph, is rounded without calibration.
+any other reader, or read inside a subgraph, is rounded without calibration (and its
+choices are made from the weight alone).
 
 Whether GPTQ is worth it for a weight is decided by the pass on held-out samples, not by a
 rule of thumb: leaving weights that saw fewer input rows than they have input columns (a
@@ -29,12 +30,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from ..graph_utils import ConstantSite, axes_read, choose_axes, consumers
+from ..graph_utils import ConstantSite, axes_read, choose_axes, consumers, readers_by_graph
 from .gptq import inverse_cholesky, output_error, quantize_with_factor
 from .rounding import Quantized
 
 DEFAULT_MEMORY_BUDGET = 256 << 20
 _PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
+
+
+def in_subgraph(site: ConstantSite) -> bool:
+    """Whether `site` or one of its readers lives in an If/Loop/Scan body: the values a body
+    computes cannot be asked of onnxruntime as graph outputs (a merged decoder's weights, read
+    in both branches of its `If`, are main-graph initializers read from inside the branches)."""
+    return site.scope.parent is not None or any(graph is not site.scope.graph for graph, _ in readers_by_graph(site))
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class Reader:
 
 def readers(site: ConstantSite) -> list[Reader] | None:
     """How each consumer multiplies `site`, or None when one of them is not supported."""
-    if site.scope.parent is not None or not site.value.outputs:
+    if not site.value.outputs or in_subgraph(site):
         return None
     rank = len(site.shape)
     found = []
@@ -177,7 +185,9 @@ class Calibration:
         for site in sites:
             found = readers(site)
             if not found:
-                self.skipped[site.name] = "a reader calibration does not support (in a subgraph, grouped Conv, ...)"
+                self.skipped[site.name] = ("read inside an If/Loop/Scan body, whose values are not measured"
+                                           if in_subgraph(site) else
+                                           "a reader calibration does not support (grouped Conv, transA, ...)")
                 continue
             reading = _Reading.of(found, tuple(site.shape), choose_axes(site)[0])
             if reading not in self._readers:

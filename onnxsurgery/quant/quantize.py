@@ -7,6 +7,7 @@ and by apply.py."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from ..graph_utils import ConstantSite
 from .lowerings import REGISTRY
@@ -45,6 +46,8 @@ def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, loweri
               equalized: bool = True) -> Quantized:
     """quantize() for `scheme`; under `scaled`, of the weight equalized along its input axis
     first (scaled.equalize), unless `equalized` is False (GPTQ rounds the weight as it is)."""
+    if REGISTRY[lowering].equalized and site.onnx_dtype == onnx.TensorProto.FLOAT16:
+        args = {**args, "half_scales": True}  # scaled applies the scales in the weight's float16
     if not REGISTRY[lowering].equalized or not equalized:
         return quantize(values, axis=scheme.axis, balanced=balanced, **args)
     values, r, input_axis = equalize(values, site)

@@ -30,10 +30,10 @@ own strides, pads and dilations (one-group Conv). Still one float copy at load; 
 ReduceSum, a Mul and a Sub per reader. A symmetric range wastes levels on a lopsided channel;
 zero points use all 256 over [min, max] (ZERO_POINT_READERS below: where auto uses them).
 
-Limits: float32 weights only; every reader must be MatMul input B (2-D), Gemm input B, or Conv
-input W; one scale per channel, which is less accurate than blocks on weights with outlier
-values within a row (the quantize pass measures that and spends a memory budget on `arith`
-there).
+Limits: float32 and float16 weights (float16: scales in float16, no zero points); every reader
+must be MatMul input B (2-D), Gemm input B, or Conv input W; one scale per channel, which is
+less accurate than blocks on weights with outlier values within a row (the quantize pass
+measures that and spends a memory budget on `arith` there).
 """
 
 from __future__ import annotations
@@ -72,9 +72,14 @@ def output_channel_axis(node: gs.Node, rank: int) -> int | None:
     return None
 
 
+# The float types the lowering computes in: the reader's own (Cast int8 -> it, scales in it).
+# bfloat16 is left to the arith chain: onnxruntime's CPU MatMul and Conv take no bfloat16.
+SCALED_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16}
+
+
 def scale_axis(site: ConstantSite) -> int | None:
     """The weight's output-channel axis if every reader can take its scale after it, else None."""
-    if site.onnx_dtype != onnx.TensorProto.FLOAT:
+    if site.onnx_dtype not in SCALED_TYPES:
         return None
     readers = consumers(site)
     if not readers:
@@ -116,7 +121,8 @@ def equalize(values: np.ndarray, site: ConstantSite) -> tuple[np.ndarray, np.nda
         return values, None, None
     others = tuple(i for i in range(values.ndim) if i != axis)
     r = np.abs(values).max(axis=others).astype(np.float64) ** EQUALIZE_ALPHA
-    r = np.where((r > 0) & np.isfinite(r), r, 1.0).astype(np.float32)
+    r = np.where((r > 0) & np.isfinite(r), r, 1.0).astype(SCALED_TYPES.get(site.onnx_dtype, np.float32))
+    r = r.astype(np.float32)  # a float16 weight's r is a float16 value: the graph multiplies by exactly that
     return values / r.reshape(_along(values.ndim, axis)), r, axis
 
 
@@ -129,18 +135,19 @@ def _along(rank: int, axis: int) -> list[int]:
 def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> None:
     """Rewire every reader of `site` to read Cast(int8) and scale its output (module docstring);
     with zero points, subtract their term before the scale (`_zero_point_term`)."""
-    scale = np.where(qt.scale == 0, 1, qt.scale).astype(np.float32).ravel()  # all-zero channels: q is 0 there
+    dtype = SCALED_TYPES[site.onnx_dtype]  # the reader computes in the weight's type: so do the scales
+    scale = np.where(qt.scale == 0, 1, qt.scale).astype(dtype).ravel()  # all-zero channels: q is 0 there
     stored = gs.Constant(names.new(f"{site.name}_q"), np.ascontiguousarray(qt.q))
-    weight = gs.Variable(names.new(f"{site.name}__cast"), dtype=np.float32, shape=list(site.shape))
+    weight = gs.Variable(names.new(f"{site.name}__cast"), dtype=dtype, shape=list(site.shape))
     site.scope.graph.nodes.append(gs.Node("Cast", name=names.new(f"{site.name}__Cast"),
-                                          attrs={"to": onnx.TensorProto.FLOAT}, inputs=[stored], outputs=[weight]))
+                                          attrs={"to": site.onnx_dtype}, inputs=[stored], outputs=[weight]))
     for graph, readers in readers_by_graph(site):
         # scales and zero points made once per graph, not per reader (ALBERT: 12 layers read each weight)
         constant = _shared_constants(names, site.name)
         for node, index in readers:
             node.inputs[index] = weight
             if qt.input_scale is not None:
-                _scale_input(graph, node, qt.input_scale, names, site.name, constant)
+                _scale_input(graph, node, qt.input_scale.astype(dtype), names, site.name, constant)
             _divide_bias(graph, node, scale, names)
             offset = None
             if qt.zero_point is not None:
@@ -220,14 +227,16 @@ def _scale_output(graph: gs.Graph, node: gs.Node, scale: np.ndarray, names: Name
 
 def zero_points_fit(site: ConstantSite) -> bool:
     """Whether every reader's zero-point term can be computed from its data input
-    (`_zero_point_term`): MatMul, Gemm, and Conv with one group."""
-    return all(node.op in ("MatMul", "Gemm") or (node.op == "Conv" and node.attrs.get("group", 1) == 1)
-               for node, _ in consumers(site))
+    (`_zero_point_term`): MatMul, Gemm, and Conv with one group, in float32 (a float16 ReduceSum
+    of a layer's input can overflow)."""
+    return site.onnx_dtype == onnx.TensorProto.FLOAT and all(
+        node.op in ("MatMul", "Gemm") or (node.op == "Conv" and node.attrs.get("group", 1) == 1)
+        for node, _ in consumers(site))
 
 
 def zero_points_tried(site: ConstantSite) -> bool:
     """Whether auto measures `site` with zero points (ZERO_POINT_READERS above)."""
-    return read_only_by(site, ZERO_POINT_READERS)
+    return zero_points_fit(site) and read_only_by(site, ZERO_POINT_READERS)
 
 
 def _zero_point_term(graph: gs.Graph, node: gs.Node, zero_point: np.ndarray, names: NameAllocator, base: str,

@@ -1,0 +1,54 @@
+"""Models that compute in float16: their weights take the lean lowering in their own type (an
+int8 Cast to float16, scales in float16 after the reader), so that onnxruntime folds nothing into
+float32 copies at load; every option works, the opset upgrade checked at float16's precision."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import builders
+import onnxsurgery
+from onnxsurgery.api.quant_steps import upgrade_tolerance
+
+
+def _feeds():
+    return [{"ids": np.array([3, 77], np.int64), "c": np.array(True)}]
+
+
+@pytest.fixture
+def float16_model(tmp_path):
+    path = tmp_path / "in16.onnx"
+    onnx.save(builders.quant_cases(weight_dtype=np.float16), str(path))
+    return path
+
+
+def test_the_default_lowers_float16_weights_in_float16(tmp_path, float16_model):
+    report = onnxsurgery.quant_file(float16_model, tmp_path / "q.onnx", min_elements=1024, samples=_feeds())
+    labels = {e["name"]: e["scheme"] for e in report.pass_report("quantize").details["largest_errors"]}
+    assert labels["W_mm"].endswith("/scaled") and labels["W_const"].endswith("/scaled")
+    graph = onnx.load(str(tmp_path / "q.onnx")).graph
+    int8 = {t.name for t in graph.initializer if t.data_type == onnx.TensorProto.INT8}
+    casts = [n for n in graph.node if n.op_type == "Cast" and set(n.input) & int8]
+    assert casts and all(a.i == onnx.TensorProto.FLOAT16 for n in casts for a in n.attribute if a.name == "to")
+    assert not any(t.data_type == onnx.TensorProto.FLOAT for t in graph.initializer if t.name.endswith("_scale"))
+    # as accurate as the same command on the float32 model, within 1.5x
+    src32 = tmp_path / "in32.onnx"
+    onnx.save(builders.quant_cases(), str(src32))
+    report32 = onnxsurgery.quant_file(src32, tmp_path / "q32.onnx", min_elements=1024, samples=_feeds())
+    assert report.verification["rel_l2_error"] <= 1.5 * report32.verification["rel_l2_error"]
+
+
+@pytest.mark.parametrize("options", [{"dtype": "int4"}, {"keep_quantized": True}, {"target": "tensorrt"},
+                                     {"fp16": False, "levels": 64}, {"lowering": "arith"}, {"dtype": "uint8"}])
+def test_every_option_works_on_a_float16_model(tmp_path, float16_model, options):
+    report = onnxsurgery.quant_file(float16_model, tmp_path / "q.onnx", min_elements=1024, samples=_feeds(),
+                                    **options)
+    assert report.pass_report("quantize").changed >= 3
+    assert report.verification["rel_l2_error"] < 0.15
+
+
+def test_the_upgrade_check_is_as_tight_as_the_models_float_type():
+    m32, m16 = builders.quant_cases(), builders.quant_cases(weight_dtype=np.float16)
+    assert upgrade_tolerance(m32) == 1e-5 and 1e-4 < upgrade_tolerance(m16) < 1e-2

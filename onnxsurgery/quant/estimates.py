@@ -8,8 +8,8 @@ from .lowerings import REGISTRY
 from .lowerings.scaled import equalized_axis, zero_points_tried
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, has_zero_point
-from .choices.rules import (RECURRENT_DQ_OPSET, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
-                      recurrent_weight, required_opset, site_options)
+from .choices.rules import (RECURRENT_DQ_OPSET, TIED_SCHEME, choose_scheme, float16_for_tensorrt, lean_scheme,
+                            lowering_for, recurrent_weight, required_opset, site_options)
 
 def stored_bytes(qt: Quantized, lowering: str) -> int:
     """Payload bytes of the quantized form (q, scales, zero points, input scales), measured."""
@@ -47,7 +47,9 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
     scheme = choose_scheme(site, options)
     lowering = lowering_for(site, options, scheme, opset)
     symmetric = options.symmetric
-    if lowering in ("lean", "scaled"):  # lean: zero points where auto measures them (assumed to win)
+    if lowering == "tied":
+        scheme, symmetric = TIED_SCHEME, True
+    elif lowering in ("lean", "scaled"):  # lean: zero points where auto measures them (assumed to win)
         auto = lowering == "lean"
         scheme, lowering = lean_scheme(site, opset)
         symmetric = not (auto and lowering == "scaled" and zero_points_tried(site))

@@ -26,8 +26,8 @@ from ..lowerings import REGISTRY
 from ..lowerings.scaled import zero_points_fit
 from ..options import FLOAT_TYPES, QuantOptions, Scheme
 from ..plan import Plan, WeightPlan
-from .rules import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for, matches,
-                      refusal, site_options, tensorrt_refusal, value_refusal)
+from .rules import (TIED_SCHEME, balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
+                    matches, refusal, site_options, tensorrt_refusal, value_refusal)
 from .symmetry import SymmetryChoice, choose_symmetric
 
 
@@ -73,7 +73,7 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
     symmetry = SymmetryChoice()
     if options.auto_symmetric:
         symmetry = choose_symmetric([(site, scheme, lowering, opts) for site, scheme, lowering, fp16, _, opts in todo
-                                     if lowering not in ("lean", "scaled") and not fp16 and site.name
+                                     if lowering not in ("lean", "scaled", "tied") and not fp16 and site.name
                                      not in lean_choice.half], activations)
     stays_float = bool(options.fp16 or options.levels)
     gptq_skipped: dict[str, str] = {}
@@ -135,7 +135,9 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
     balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
     symmetric = site.name in symmetry.symmetric if options.auto_symmetric else opts.symmetric
     why = "the accurate block chain: the lean form loses most here" if lowering == "lean" else _why(lowering, opts)
-    if lowering == "lean" and site.name in lean_choice.accurate:
+    if lowering == "tied":
+        scheme, symmetric = TIED_SCHEME, True
+    elif lowering == "lean" and site.name in lean_choice.accurate:
         lowering = "arith"
     elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight
         scheme, lowering = lean_scheme(site, opset)
@@ -164,7 +166,9 @@ def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:
             "matmulnbits": "--target onnxruntime: MatMulNBits",
             "dq": "kept quantized in memory (DequantizeLinear)",
             "arith": "Cast -> Mul chain, folded at load" if opts.lowering == "auto" else "--lowering arith",
-            "scaled": "--lowering scaled"}.get(lowering, f"--lowering {lowering}")
+            "scaled": "--lowering scaled",
+            "tied": "token table and lm_head in one: int8 rows gathered for the one, scaled after the other"
+            }.get(lowering, f"--lowering {lowering}")
 
 
 def _record(site: ConstantSite, dtype: str) -> WeightPlan:

@@ -120,6 +120,8 @@ def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str
     return None
 
 
+TIED_SCHEME = Scheme("channel", 0)  # one scale per row: an output channel of the lm_head
+
 # Ops whose float constant inputs are a quantized model's own data (scales, zero points, lookup
 # tables), not weights: quantizing a scale again breaks the model (a builder int4 export given to
 # quant again: 151 *_scales tensors re-quantized, output rel L2 1.0).
@@ -217,6 +219,8 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
         return "matmulnbits"
     if options.stays_quantized and opset >= dq_min_opset(options):
         return "dq"
+    if options.lean_default and REGISTRY["tied"].fits(site, TIED_SCHEME, "int8", opset) is None:
+        return "tied"  # a token table that is also the lm_head (lowerings/tied.py)
     if options.lean_default:
         return "lean"  # or the accurate chain, measured per weight in choices.lean.choose_lean
     return "arith"

@@ -7,7 +7,8 @@ that this registry answers for; nothing else tests a lowering's name for what it
 - arith: Cast -> Mul chain, folded at load into a float weight (any scheme, any opset);
 - gather: an embedding table's integer rows gathered first, dequantized after;
 - scaled: int8 per output channel, the scale applied after the reader (one float copy at load);
-- matmulnbits: com.microsoft MatMulNBits (--target onnxruntime).
+- matmulnbits: com.microsoft MatMulNBits (--target onnxruntime);
+- tied: a table read by Gather and by the lm_head, int8 rows serving both.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, NameAllocator
 from ..rounding import Quantized
-from . import arith, dq, gather, matmulnbits, scaled
+from . import arith, dq, gather, matmulnbits, scaled, tied
 from .base import Lowering
 
-REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (dq, arith, gather, scaled, matmulnbits)}
+REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (dq, arith, gather, scaled, matmulnbits, tied)}
 
 
 def lowering(name: str) -> Lowering:

@@ -17,12 +17,14 @@ from ..options import Scheme
 from ..rounding import Quantized, pack_halves
 from .base import Lowering
 
-def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator) -> None:
+def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator,
+                   gathers: list[gs.Node] | None = None) -> gs.Constant:
     """Replace each Gather of the table with: Gather of the integer rows (4-bit: packed rows,
     then split), of the zero points and of the scales by the same indices, then Cast -> [Sub]
     -> Mul [-> Reshape] [-> Cast] on the gathered rows only. Zero points and scales keep a
     leading row axis (per tensor they are scalars, not gathered), so the gathered ones
-    broadcast against the gathered integers."""
+    broadcast against the gathered integers. `gathers`: those readers only (default: every
+    reader, all Gathers). Returns the stored integer table (the `tied` lowering reads it too)."""
     base, shape = site.name, list(site.shape)
     view = broadcast_shape(qt, shape)
     work_shape = blocked_shape(qt, shape)
@@ -43,7 +45,7 @@ def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator) -> N
         tail = const(names, f"{base}_dims", np.array(dims, np.int64))
         return emit("Concat", [emit("Shape", [indices], dtype=np.int64), tail], dtype=np.int64, axis=0)
 
-    for gather, _ in consumers(site):
+    for gather in gathers if gathers is not None else [node for node, _ in consumers(site)]:
         indices, (output,) = gather.inputs[1], list(gather.outputs)
         q = emit("Gather", [table, indices], dtype=table.values.dtype, axis=0)
         if four_bit:
@@ -65,6 +67,7 @@ def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator) -> N
         last = x.inputs[0]
         gather.outputs.clear()  # the old Gather goes dead; its output now comes from `last`
         last.outputs[0] = output
+    return table
 
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:

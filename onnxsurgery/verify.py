@@ -1,13 +1,13 @@
 """Run two models in onnxruntime on the same inputs and compare their outputs.
 
-Inputs are generated from the declared dtypes and shapes unless given. Dynamic dimensions are
-1 for the first axis and 32 elsewhere unless fixed with `shapes`; integer inputs that feed a
-Gather (token ids) stay below the gathered table's size.
+Inputs are generated from the declared dtypes and shapes unless given (`feeds.py`); given
+ones are checked against the model's inputs first.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -16,26 +16,50 @@ import onnx
 
 from .errors import InputError, VerificationError
 from .progress import progress
-
-DEFAULT_BATCH = 1
-DEFAULT_DIM = 32
-
+# inputs for a model (generated, read, checked) live in feeds.py; imported here too, as before
+from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, check_samples, load_input_samples,  # noqa: F401
+                      make_inputs, parse_shapes)
 
 RUNTIMES = ("onnxruntime", "onnxruntime-web", "tensorrt")
 
 
-def runtime_label(runtime: str) -> str:
-    """How a comparison for `runtime` is computed, for the report."""
+def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | None = None) -> str:
+    """How a comparison for `runtime` is computed, for the report. With `model` (the candidate),
+    onnxruntime's DequantizeLinear -> MatMul fusion is named only where the model has such an
+    edge (or MatMulNBits nodes of its own)."""
     import onnxruntime as ort
 
+    fused, nbits = _matmul_fusions(model) if model is not None else (True, False)
     if runtime == "tensorrt":
         return (f"onnxruntime {ort.__version__} CPU as TensorRT computes weight-only quantized layers: weights "
                 "dequantized, arithmetic in float (qdq_matmulnbits_accuracy_level 0)")
     if runtime == "onnxruntime-web":
-        return (f"onnxruntime {ort.__version__} CPU as onnxruntime-web computes: DequantizeLinear -> MatMul "
-                "fused with float activations (qdq_matmulnbits_accuracy_level 0)")
-    return (f"onnxruntime {ort.__version__} CPU, default graph optimizations (DequantizeLinear -> MatMul "
-            "fused into MatMulNBits with int8 activations)")
+        how = "DequantizeLinear -> MatMul fused with float activations (qdq_matmulnbits_accuracy_level 0)"
+        return f"onnxruntime {ort.__version__} CPU as onnxruntime-web computes" + (f": {how}" if fused else "")
+    label = f"onnxruntime {ort.__version__} CPU, default graph optimizations"
+    if fused:
+        return label + " (DequantizeLinear -> MatMul fused into MatMulNBits with int8 activations)"
+    if nbits:
+        return label + " (MatMulNBits at the accuracy_level its nodes give)"
+    return label
+
+
+def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, bool]:
+    """(a DequantizeLinear output read by a MatMul, a MatMulNBits node), in any scope. A path
+    is read without its weights' payloads."""
+    from .io import graphs_everywhere
+
+    if not isinstance(model, onnx.ModelProto):
+        from .lazy import read_model_skipping_weights
+
+        try:
+            model = read_model_skipping_weights(Path(model))
+        except (OSError, ValueError):  # the session that read it already checked the file
+            return False, False
+    nodes = [n for g in graphs_everywhere(model.graph) for n in g.node]
+    dequantized = {n.output[0] for n in nodes if n.op_type == "DequantizeLinear" and n.output}
+    fused = any(n.op_type == "MatMul" and dequantized.intersection(n.input) for n in nodes)
+    return fused, any(n.op_type == "MatMulNBits" for n in nodes)
 
 
 def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True,
@@ -205,99 +229,21 @@ def _ort_value(array: np.ndarray):
     return ort.OrtValue.ortvalue_from_numpy(array)
 
 
-_ORT_TYPES = {
-    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-    "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8,
-    "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_, "tensor(int16)": np.int16,
-    "tensor(uint16)": np.uint16, "tensor(uint32)": np.uint32, "tensor(uint64)": np.uint64,
-}
-
-
-def parse_shapes(specs: list[str] | tuple[str, ...]) -> dict[str, list[int]]:
-    """['input_ids:1x128', ...] -> {'input_ids': [1, 128]}"""
-    shapes = {}
-    for spec in specs:
-        name, sep, dims = spec.rpartition(":")
-        try:
-            if not sep or not name:
-                raise ValueError
-            shapes[name] = [int(d) for d in dims.lower().split("x")]
-        except ValueError:
-            raise InputError(f"bad --shape '{spec}': expected NAME:DxDxD, e.g. x:1x3x224x224") from None
-    return shapes
-
-
-def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str, int]:
-    """Graph inputs used as Gather indices -> the gathered table's first dimension (tables
-    that are initializers or Constant nodes). A path is read without its weights' payloads."""
-    if model is None:
-        return {}
-    if not isinstance(model, onnx.ModelProto):
-        from .lazy import read_model_skipping_weights
-
-        try:
-            model = read_model_skipping_weights(Path(model))
-        except (OSError, ValueError):  # the session that read it already checked the file
-            return {}
-    sizes = {t.name: list(t.dims) for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant":
-            sizes.update((node.output[0], list(a.t.dims)) for a in node.attribute if a.name == "value")
-    bounds: dict[str, int] = {}
-    for node in model.graph.node:
-        if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in sizes:
-            dims = sizes[node.input[0]]
-            if dims:
-                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-                n = dims[axis]
-                bounds[node.input[1]] = min(bounds.get(node.input[1], n), n)
-    return bounds
-
-
-def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
-                model: onnx.ModelProto | str | os.PathLike | None = None) -> dict[str, np.ndarray]:
-    """One sample for `sess` (module doc); with `model` (the session's model), integer inputs
-    that index a table stay below its size."""
-    shapes = shapes or {}
-    rng = np.random.default_rng(seed)
-    bounds = _index_bounds(model)
-    feeds = {}
-    for inp in sess.get_inputs():
-        if inp.name in shapes:
-            shape = shapes[inp.name]
-        else:
-            shape = [
-                d if isinstance(d, int) and d > 0 else (DEFAULT_BATCH if i == 0 else DEFAULT_DIM)
-                for i, d in enumerate(inp.shape)
-            ]
-        dtype = _ORT_TYPES.get(inp.type)
-        if dtype is None:
-            raise InputError(f"cannot generate input '{inp.name}' of type {inp.type}; pass --inputs")
-        if dtype is np.bool_:
-            feeds[inp.name] = np.asarray(rng.random(shape) < 0.5)
-        elif np.issubdtype(dtype, np.integer):
-            high = bounds.get(inp.name, 10)
-            feeds[inp.name] = rng.integers(0, high, size=shape).astype(dtype)
-        else:
-            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
-    return feeds
-
-
-def load_input_samples(path: str | os.PathLike) -> list[dict[str, np.ndarray]]:
-    """Read an .npz of inputs. Arrays named `name` give one sample; `name__0`, `name__1`, ...
-    give several samples."""
+def load_error(model: onnx.ModelProto | str | os.PathLike) -> str | None:
+    """None when onnxruntime loads `model`, else the first line of its error. Cheap: graph
+    optimizations off, weights memory-mapped where they can be."""
     try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot read inputs {path}: {e}") from e
-    samples: dict[int, dict[str, np.ndarray]] = {}
-    for key in data.files:
-        name, sep, idx = key.rpartition("__")
-        if sep and idx.isdigit():
-            samples.setdefault(int(idx), {})[name] = data[key]
-        else:
-            samples.setdefault(0, {})[key] = data[key]
-    return [samples[i] for i in sorted(samples)]
+        session(model, optimize=False, map_weights=True)
+    except VerificationError as e:
+        return _first_line(e.__cause__ if e.__cause__ is not None else e)
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    """onnxruntime's message, its first line, without the prefix that repeats the file's name
+    ("[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:")."""
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (Load model from .* failed:)?", "", line).strip() or line
 
 
 def compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str]) -> dict:
@@ -345,9 +291,11 @@ def compare_models(
     created, so the peak is the larger session's rather than their sum. The candidate runs
     as `runtime` computes it (`session_settings`); the result says which.
     """
-    ref_sess = session(reference, map_weights=True)
-    names = [o.name for o in ref_sess.get_outputs()]
     generated = samples is None
+    if not generated:
+        check_samples(reference, samples)
+    ref_sess = _named_session(reference, map_weights=True)
+    names = [o.name for o in ref_sess.get_outputs()]
     if generated:
         samples = [make_inputs(ref_sess, shapes=shapes, seed=seed, model=reference)]
     try:
@@ -359,7 +307,7 @@ def compare_models(
         raise VerificationError(f"the original model does not run on generated inputs ({made}): give real ones "
                                 f"with --inputs, or dimensions with --shape NAME:DxD ({e})") from e
     del ref_sess
-    cand_sess = session(candidate, fold_constants=fold_candidate, runtime=runtime)
+    cand_sess = _named_session(candidate, fold_constants=fold_candidate, runtime=runtime)
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[float]] = {}
     for feeds, ref in progress(list(zip(samples, expected)), "verify", unit="sample"):
@@ -377,13 +325,23 @@ def compare_models(
     for name, values in agreements.items():  # over all samples' positions (equal shapes)
         per_output[name]["argmax_agreement"] = float(np.mean(values))
     return {
-        "runtime": runtime_label(runtime),
+        "runtime": runtime_label(runtime, candidate),
         "samples": len(samples),
         "exact": all(e["exact"] for e in per_output.values()),
         "max_abs_error": max((e["max_abs_error"] for e in per_output.values()), default=0.0),
         "rel_l2_error": max((e["rel_l2_error"] for e in per_output.values()), default=0.0),
         "outputs": per_output,
     }
+
+
+def _named_session(model, **options):
+    """`session`, its error naming the model (a comparison loads two)."""
+    try:
+        return session(model, **options)
+    except VerificationError as e:
+        if isinstance(model, onnx.ModelProto) or e.__cause__ is None:
+            raise
+        raise VerificationError(f"onnxruntime cannot load {model}: {_first_line(e.__cause__)}") from e
 
 
 def _run(sess, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -17,7 +17,7 @@ from ..passes.externalize import externalize
 from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..verify import make_inputs, session
+from ..verify import check_samples, load_error, make_inputs, session
 
 
 def npy_file(
@@ -37,8 +37,11 @@ def npy_file(
     inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
     Identical constants are merged first, so each distinct tensor is written once."""
     out = check_output_path(input_path, output_path, in_place)
+    why = load_error(input_path)  # before the workspace holds the graph: the session's memory comes first
     ws = open_workspace(input_path)
     report = RunReport("npy", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+    if why is not None:
+        report.notes.append(f"onnxruntime cannot load {input_path}, so `run` will not run the result either: {why}")
     if merge:
         ws.run_pipeline(shrink_pipeline(min_elements=min_elements))  # each distinct tensor once
     if external_data:
@@ -98,6 +101,8 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
     to the original model's on every CPU; other inputs come from `feeds` (which may also
     override an externalized array), or are generated from the declared dtypes and shapes."""
     given = dict(feeds or {})
+    if given:
+        check_samples(model, [given], complete=False)  # the model's inputs include the .npy arrays' names
     constants = {name: array for name, array in load_feeds(model).items() if name not in given}
     sess = session(model, initializers=constants)
     missing = [i for i in sess.get_inputs() if i.name not in given]

@@ -12,7 +12,7 @@ from ..io import check_output_path, copy_file
 from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..verify import compare_models
+from ..verify import compare_models, load_error
 from ._common import _in_memory, _write_checked
 
 
@@ -64,27 +64,41 @@ def shrink_file(
     """`shrink` from a file to a file, written atomically.
 
     With `verify`, input and result run in onnxruntime on generated inputs first, and nothing
-    is written unless every output is bit-identical. When the rewrite would not make the file
-    smaller, the output is a byte-for-byte copy of the input.
+    is written unless every output is bit-identical (nor when onnxruntime cannot load the
+    input). Without it, a model onnxruntime cannot load is still shrunk (the rewrite is lossless
+    by construction) with a note saying why it was not checked. When the rewrite would not make
+    the file smaller, the output is a byte-for-byte copy of the input (run in onnxruntime too,
+    with `verify`).
     """
     out = check_output_path(input_path, output_path, in_place)
+    why = None if verify else load_error(input_path)  # before the workspace: one of them in memory at a time
     ws = open_workspace(input_path)
     report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+    if why is not None:
+        report.notes.append(f"not checked in onnxruntime, which cannot load {input_path}: {why}")
     _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half)
     copy_allowed = not external_data and not ws.has_external_data_files
-    if copy_allowed and not any(p.changed for p in report.passes):
-        report.notes.append("nothing to shrink: the output is a copy of the input")
-        copy_file(input_path, out)
-        report.bytes_after = report.bytes_before
-        return report
 
     def check(written: Path) -> None:
-        report.verification = compare_models(input_path, written)
+        try:
+            report.verification = compare_models(input_path, written)
+        except VerificationError as e:
+            raise VerificationError(f"{e}; nothing written (without --verify, shrink writes its lossless "
+                                    "rewrite unchecked)") from e
         if not report.verification["exact"]:
             raise VerificationError(
                 f"shrunk model differs from {input_path} "
                 f"(max abs error {report.verification['max_abs_error']:.3g}); nothing written"
             )
+
+    if copy_allowed and not any(p.changed for p in report.passes):
+        report.notes.append("nothing to shrink: the output is a copy of the input")
+        ws.close()
+        if verify:
+            check(Path(input_path))  # the copy is the input, byte for byte
+        copy_file(input_path, out)
+        report.bytes_after = report.bytes_before
+        return report
 
     # payloads stay in the input file until written
     written = _write_checked(ws, ws.export, out, external_data, check if verify else None)

@@ -95,3 +95,30 @@ def test_weighted_clipping_trades_an_unread_outlier_for_finer_steps():
     weighted = layer_error(quantize(w, search_clip=True, importance=importance, **args))
     assert weighted < 0.8 * layer_error(quantize(w, **args))
     assert weighted < 0.8 * layer_error(quantize(w, search_clip=True, **args))
+
+
+def test_int4_clipping_without_inputs_is_weighted_by_what_a_layer_norm_feeds(tmp_path):
+    """Without --inputs, a 4-bit MatMul weight that reads a LayerNormalization's output weights
+    its clipping search by gamma^2 + beta^2 per input channel (a normalized token's channel mean
+    square); one that reads anything else is searched unweighted."""
+    import onnx_graphsurgeon as gs
+
+    from onnxsurgery.graph_utils import collect_constants
+    from onnxsurgery.quant.choices.symmetry import normalized_input_energy
+
+    gamma = np.linspace(0.1, 3.0, 64).astype(np.float32)
+    beta = np.full(64, 0.5, np.float32)
+    nodes = [helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["n"], axis=-1),
+             helper.make_node("MatMul", ["n", "W1"], ["h"]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "W2"], ["y"])]
+    inits = [numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(beta, "beta"),
+             numpy_helper.from_array(builders.rand((64, 64), 1), "W1"),
+             numpy_helper.from_array(builders.rand((64, 64), 2), "W2")]
+    model = builders.model(nodes, [builders.vi("x", shape=[4, 64])], [builders.vi("y", shape=[4, 64])], inits)
+    sites = {s.name: s for s in collect_constants(gs.import_onnx(model))}
+    np.testing.assert_allclose(normalized_input_energy(sites["W1"]), gamma ** 2 + beta ** 2)
+    assert normalized_input_energy(sites["W2"]) is None  # a Relu's output: the weights do not say
+    onnx.save(model, str(tmp_path / "in.onnx"))
+    plan = onnxsurgery.quant_plan(tmp_path / "in.onnx", dtype="int4", min_elements=1024)
+    assert set(plan.importance) == {"W1"} and plan.importance["W1"].shape == (64, 1)

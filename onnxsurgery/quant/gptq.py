@@ -118,8 +118,13 @@ def output_energy(w: np.ndarray, hessian: np.ndarray, *, channel_axis: int, bloc
 def input_energy(hessian: np.ndarray, shape: tuple[int, ...], *, channel_axis: int, block_axis: int) -> np.ndarray:
     """diag(H) laid out as the weight (its channel axis of size 1): how much of the layer's
     input each weight element multiplies, summed over the inputs behind H."""
+    return energy_layout(np.diagonal(hessian), shape, channel_axis=channel_axis, block_axis=block_axis)
+
+
+def energy_layout(diag: np.ndarray, shape: tuple[int, ...], *, channel_axis: int, block_axis: int) -> np.ndarray:
+    """Per input column energies (matrix_order's column order) laid out as the weight."""
     order = matrix_order(len(shape), channel_axis, block_axis)
-    diag = np.diagonal(hessian).astype(np.float32).reshape([1] + [shape[a] for a in order[1:]])
+    diag = np.asarray(diag, np.float32).reshape([1] + [shape[a] for a in order[1:]])
     return np.transpose(diag, np.argsort(order))
 
 

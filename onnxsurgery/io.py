@@ -8,34 +8,32 @@
   its uses, and the input's IR version, opsets, metadata and functions are kept.
 - `save_model` writes atomically (temporary file, then rename), switching to external data
   when asked or when the protobuf would pass the 2 GB limit; `stage_model` is its first half,
-  for callers that check the written file before it replaces anything.
+  for callers that check the written file before it replaces anything. Both live in
+  `staging.py` (and are importable from here).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Callable
 
 import onnx
 import onnx_graphsurgeon as gs
 from google.protobuf.message import DecodeError
 from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 
-from .errors import InputError, OutputError
+from .errors import InputError
 from .graph_utils import collect_constants, is_sparse, iter_scopes, payload_nbytes
 from .lazy import ExternalFiles, complete_external_lengths, external_ref, materialize, read_model_skipping_weights
 from .paths import check_external_locations
-from .writer import ExternalPlan, plan_model, write_data_file, write_pieces
+from .protos import all_tensor_protos, graphs_everywhere  # noqa: F401 - imported from here by many
+# writing a model lives in staging.py; its names are imported from here too, as before
+from .staging import (EXTERNAL_DATA_ALIGN, EXTERNAL_DATA_THRESHOLD, PROTOBUF_LIMIT, StagedModel,  # noqa: F401
+                      check_output_path, copy_file, save_model, stage_model, write_atomic)
 
-PROTOBUF_LIMIT = 2**31 - 1
 # Leave room for the rest of the message when deciding whether tensors must go external.
 EXTERNAL_DATA_MARGIN = 64 * 2**20
-EXTERNAL_DATA_THRESHOLD = 1024  # tensors smaller than this stay inside the .onnx
-EXTERNAL_DATA_ALIGN = 4096  # page-aligned offsets, so the runtime can memory-map tensors
 
 
 def load_model(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
@@ -359,23 +357,6 @@ def export_model(
 # Saving
 
 
-def check_output_path(input_path: str | os.PathLike | None, output: str | os.PathLike,
-                      in_place: bool) -> Path:
-    out = Path(output)
-    if input_path is not None and not in_place:
-        try:
-            same = out.resolve() == Path(input_path).resolve()
-        except OSError:
-            same = False
-        if same:
-            raise OutputError(f"output is the input file ({out}); pass --in-place to overwrite it")
-    if out.is_dir():
-        raise OutputError(f"output is a directory: {out}")
-    if not out.parent.exists():
-        raise OutputError(f"output folder does not exist: {out.parent}")
-    return out
-
-
 def tensor_payload_bytes(model: onnx.ModelProto) -> int:
     """Bytes of all tensor payloads held inside the message, from dims and dtype (no copy)."""
     total = 0
@@ -396,141 +377,3 @@ def tensor_payload_bytes(model: onnx.ModelProto) -> int:
 
 def needs_external_data(model: onnx.ModelProto) -> bool:
     return tensor_payload_bytes(model) > PROTOBUF_LIMIT - EXTERNAL_DATA_MARGIN
-
-
-def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data: bool = False,
-               files: ExternalFiles | None = None) -> list[Path]:
-    """Write `model` atomically; returns the files written. See `stage_model`, whose callers
-    check the written file before it replaces anything."""
-    with stage_model(model, path, external_data=external_data, files=files) as staged:
-        return staged.commit()
-
-
-def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data: bool = False,
-                files: ExternalFiles | None = None) -> StagedModel:
-    """Write `model` into a staging directory beside `path`; nothing is replaced until
-    `commit()`. Use it as a context manager: whatever was not committed is removed.
-
-    Payloads that `model` still refers to in the input's files (`files`, see `lazy`) are copied
-    straight from there. With `external_data`, or automatically when the result would pass
-    the 2 GB protobuf limit, tensors of at least 1 KB go to one `<name>.data` file beside the
-    model, page-aligned so that runtimes can memory-map them. Once staged, `model` is no longer
-    needed: callers can drop it (and their graph) before checking the staged file.
-    """
-    path = Path(path)
-    buf = memoryview(model.SerializeToString())
-    data_name = path.name + ".data"
-    plan = ExternalPlan(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN) if external_data else None
-    pieces, total = plan_model(buf, plan)
-    if plan is None and total > PROTOBUF_LIMIT:
-        plan = ExternalPlan(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN)
-        pieces, total = plan_model(buf, plan)
-    if total > PROTOBUF_LIMIT:
-        raise OutputError(f"the graph alone is over 2 GB ({total} bytes) even with external data")
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    except OSError as e:
-        raise OutputError(f"cannot write to {path.parent}: {e.strerror or e}") from e
-    staged = StagedModel(path, staging)
-    try:
-        if plan is not None:
-            with open(staging / data_name, "wb") as f:
-                write_data_file(f, plan, files)
-            staged.names.append(data_name)
-        with open(staging / path.name, "wb") as f:
-            write_pieces(f, pieces, files)
-        staged.names.append(path.name)
-    except BaseException as e:
-        staged.discard()
-        if isinstance(e, OSError):
-            raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
-        raise
-    return staged
-
-
-class StagedModel:
-    """A model written beside its destination but not yet in place (see `stage_model`)."""
-
-    def __init__(self, target: Path, staging: Path):
-        self.target, self.staging = target, staging
-        self.names: list[str] = []  # the .data file first: the model never refers to a missing one
-
-    @property
-    def path(self) -> Path:
-        """The staged .onnx, complete and loadable."""
-        return self.staging / self.target.name
-
-    def commit(self) -> list[Path]:
-        """Move the staged files into place; returns their final paths."""
-        try:
-            for name in self.names:
-                os.replace(self.staging / name, self.target.parent / name)
-        except OSError as e:
-            raise OutputError(f"cannot write {self.target}: {e.strerror or e}") from e
-        return [self.target.parent / name for name in self.names]
-
-    def discard(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
-
-    def __enter__(self) -> StagedModel:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.discard()
-
-
-def copy_file(source: str | os.PathLike, target: str | os.PathLike) -> None:
-    """Copy a file atomically (a no-op when both are the same file)."""
-    source, target = Path(source), Path(target)
-    if target.exists() and source.samefile(target):
-        return
-    write_atomic(target, lambda tmp: shutil.copyfile(source, tmp))
-
-
-def write_atomic(target: str | os.PathLike, fill: Callable[[Path], object]) -> None:
-    """Have `fill` write a temporary file beside `target`, then rename it into place."""
-    target = Path(target)
-    tmp = _temp_beside(target)
-    try:
-        fill(tmp)
-        os.replace(tmp, target)
-    except OSError as e:
-        raise OutputError(f"cannot write {target}: {e.strerror or e}") from e
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def _temp_beside(path: Path) -> Path:
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(name, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
-    return Path(name)
-
-
-def graphs_everywhere(graph: onnx.GraphProto):
-    """`graph` and every subgraph in it (If/Loop/Scan bodies), depth first."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from graphs_everywhere(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from graphs_everywhere(g)
-
-
-def all_tensor_protos(graph: onnx.GraphProto):
-    """Initializers and tensor attributes (Constant nodes), in every scope."""
-    for g in graphs_everywhere(graph):
-        yield from g.initializer
-        for node in g.node:
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.TENSOR:
-                    yield attr.t
-                elif attr.type == onnx.AttributeProto.TENSORS:
-                    yield from attr.tensors
-
-

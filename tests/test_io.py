@@ -8,6 +8,7 @@ from conftest import assert_same_outputs, builders
 
 import onnxsurgery
 from onnxsurgery import io as osio
+from onnxsurgery import staging
 from onnxsurgery.errors import InputError, OutputError
 
 
@@ -63,7 +64,7 @@ def test_external_data_output_is_one_aligned_file(tmp_path):
 
 def test_large_model_goes_external_automatically(tmp_path, monkeypatch):
     # Pretend the protobuf limit is tiny, so the ordinary save path would overflow it.
-    monkeypatch.setattr(osio, "PROTOBUF_LIMIT", 2000)
+    monkeypatch.setattr(staging, "PROTOBUF_LIMIT", 2000)  # stage_model's limit (io imports it)
     monkeypatch.setattr(osio, "EXTERNAL_DATA_MARGIN", 0)
     m = builders.duplicate_initializers(n_copies=2, size=32)
     out, _ = onnxsurgery.shrink(m)

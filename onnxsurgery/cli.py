@@ -15,7 +15,7 @@ import click
 from . import progress
 from .defaults import MERGE_MIN_ELEMENTS as DEFAULT_MIN_ELEMENTS
 from .defaults import METHOD_KEYS
-from .cli_options import request_from, request_options, verification_options
+from .cli_options import headline_option, request_from, request_options, verification_options
 from .errors import OnnxSurgeryError, OptionError, OutputError
 from .render import render_info, render_report_summary, render_run, render_verification
 
@@ -102,19 +102,25 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
               help="int64->int32 and float64->float32 where exact and every consumer accepts it.")
 @click.option("--verify", is_flag=True,
               help="Run input and result in onnxruntime; refuse to write unless outputs are identical.")
+@verification_options
 @_common_output_options
 @_handle_errors
-def shrink(paths, min_elements, transposed, narrow, verify, in_place, external_data, as_json):
+def shrink(paths, min_elements, transposed, narrow, verify, inputs_npz, shapes, in_place, external_data, as_json):
     """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/."""
     from . import api
+    from .verify import load_input_samples, parse_shapes
+
+    if (inputs_npz or shapes) and not verify:
+        raise OptionError("--inputs and --shape are what --verify runs on; add --verify")
 
     if len(paths) < 2:
         raise click.UsageError("give an INPUT and an OUTPUT")
     reports = []
     for src, dst in _outputs_for(paths[:-1], paths[-1]):
         report = api.shrink_file(src, dst, in_place=in_place, external_data=external_data,
-                                 verify=verify, min_elements=min_elements,
-                                 transposed=transposed, narrow=narrow)
+                                 verify=verify, min_elements=min_elements, transposed=transposed, narrow=narrow,
+                                 samples=load_input_samples(inputs_npz) if inputs_npz else None,
+                                 shapes=parse_shapes(shapes))
         reports.append(report)
         if not as_json:
             click.echo(render_run(report))
@@ -243,10 +249,12 @@ def run(model_path, inputs_npz, shapes, save_npz):
               "weight it lists exactly as its record says, the others left float. Refused with one line naming "
               "the weight if a record does not fit the model.")
 @verification_options
+@headline_option
 @_common_output_options
 @_handle_errors
 def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target_error, target_size, max_error,
-          calibration_npz, dry_run, plan_file, inputs_npz, shapes, in_place, external_data, as_json, **fields):
+          calibration_npz, dry_run, plan_file, inputs_npz, shapes, outputs, in_place, external_data, as_json,
+          **fields):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
     from . import api
@@ -263,7 +271,7 @@ def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target
         if dynamic:
             raise OptionError("--dynamic runs onnxruntime's quantize_dynamic, which has no plan to show")
         writes = {"--in-place": in_place, "--external-data": external_data, "--max-error": max_error is not None,
-                  "--no-verify": no_verify, "--runtime": runtime != "onnxruntime"}
+                  "--no-verify": no_verify, "--runtime": runtime != "onnxruntime", "--outputs": bool(outputs)}
         if any(writes.values()):
             raise OptionError(f"--dry-run writes and verifies nothing; {next(k for k, v in writes.items() if v)} "
                               "does not apply")
@@ -271,7 +279,8 @@ def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target
         click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else table(plan))
         return
     report = api.quant_file(input_path, output_path, verify=not no_verify, max_error=max_error, in_place=in_place,
-                            external_data=external_data, dynamic=dynamic, runtime=runtime, **common)
+                            external_data=external_data, dynamic=dynamic, runtime=runtime,
+                            outputs=tuple(outputs) or None, **common)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
         return
@@ -338,14 +347,15 @@ def check(model, target, as_json):
 @click.argument("reference", metavar="A")
 @click.argument("candidate", metavar="B")
 @verification_options
+@headline_option
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @_handle_errors
-def compare(reference, candidate, inputs_npz, shapes, as_json):
+def compare(reference, candidate, inputs_npz, shapes, outputs, as_json):
     """Run A and B in onnxruntime on the same inputs and compare their outputs."""
     from . import api
     from .verify import load_input_samples, parse_shapes
 
-    result = api.compare(reference, candidate, shapes=parse_shapes(shapes),
+    result = api.compare(reference, candidate, shapes=parse_shapes(shapes), outputs=tuple(outputs) or None,
                          samples=load_input_samples(inputs_npz) if inputs_npz else None)
     if as_json:
         click.echo(json.dumps(result, indent=2))

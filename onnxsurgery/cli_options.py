@@ -43,6 +43,12 @@ def request_from(kwargs: dict) -> QuantRequest:
     return QuantRequest.of(**{name: kwargs.pop(name) for name in REQUEST_FIELDS})
 
 
+def headline_option(fn):
+    return click.option("--outputs", "outputs", multiple=True, metavar="NAME",
+                        help="The outputs the headline error is over. Repeatable. [default: every output but a "
+                        "KV cache's present*]")(fn)
+
+
 def verification_options(fn):
     fn = click.option("--inputs", "inputs_npz", type=click.Path(dir_okay=False),
                       help="Real inputs: an .npz by input name (name__0, name__1, ... for several "

@@ -1,8 +1,16 @@
 """Inputs for a model: generated from its declared dtypes and shapes, read from an .npz
 (`--inputs`), or checked against the model's inputs.
 
-Dynamic dimensions are 1 for the first axis and 32 elsewhere unless fixed with `shapes`;
-integer inputs that feed a Gather (token ids) stay below the gathered table's size.
+Generated inputs follow what the graph says a model means, so that a model runs on them at all
+(they decide nothing: quant measures its choices on real inputs only):
+- dimensions: one value per dimension name, shared by every input that names it; a batch-like
+  first axis 1, others 32, a cache's past length 8 (never empty, so the cache path runs), and a
+  dimension written as a sum ("past_sequence_length + 1", "total_sequence_length") their total;
+  cache head counts and head sizes left dynamic come from genai_config.json or config.json
+  beside the model; `shapes` (--shape) fixes any input's shape;
+- values: integer inputs that index a table (Gather, EmbedLayerNormalization) stay below its
+  size; attention masks are ones; position ids count up from the past length; a `use_cache`
+  flag is true; other floats are standard normal, other integers below 10.
 """
 
 from __future__ import annotations
@@ -58,6 +66,10 @@ def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str
         if node.op_type == "Constant":
             sizes.update((node.output[0], list(a.t.dims)) for a in node.attribute if a.name == "value")
     bounds: dict[str, int] = {}
+    for node in model.graph.node:  # onnxruntime's fused embedding: input_ids (0) into word_embedding (2)
+        if node.op_type == "EmbedLayerNormalization" and len(node.input) > 2 and sizes.get(node.input[2]):
+            n = sizes[node.input[2]][0]
+            bounds[node.input[0]] = min(bounds.get(node.input[0], n), n)
     for node in model.graph.node:
         if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in sizes:
             dims = sizes[node.input[0]]
@@ -70,31 +82,110 @@ def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str
 
 def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
                 model: onnx.ModelProto | str | os.PathLike | None = None) -> dict[str, np.ndarray]:
-    """One sample for `sess` (module doc); with `model` (the session's model), integer inputs
-    that index a table stay below its size."""
+    """One sample for `sess` (module doc); with `model` (the session's model, or its path),
+    integer inputs that index a table stay below its size and a config beside it is read."""
     shapes = shapes or {}
     rng = np.random.default_rng(seed)
     bounds = _index_bounds(model)
+    inputs = list(sess.get_inputs())
+    dims = _dimension_values(inputs, shapes, _cache_config(model))
+    past = dims.get(_PAST, 0) if any(_is_cache(i.name) for i in inputs) else 0
     feeds = {}
-    for inp in sess.get_inputs():
-        if inp.name in shapes:
-            shape = shapes[inp.name]
-        else:
-            shape = [
-                d if isinstance(d, int) and d > 0 else (DEFAULT_BATCH if i == 0 else DEFAULT_DIM)
-                for i, d in enumerate(inp.shape)
-            ]
+    for inp in inputs:
+        shape = shapes.get(inp.name) or [_dim(d, i, dims) for i, d in enumerate(inp.shape)]
         dtype = _ORT_TYPES.get(inp.type)
         if dtype is None:
             raise InputError(f"cannot generate input '{inp.name}' of type {inp.type}; pass --inputs")
-        if dtype is np.bool_:
-            feeds[inp.name] = np.asarray(rng.random(shape) < 0.5)
+        name = inp.name.lower()
+        if "mask" in name and dtype is not np.bool_:
+            feeds[inp.name] = np.ones(shape, dtype)
+        elif ("position_ids" in name or "cache_position" in name) and np.issubdtype(dtype, np.integer):
+            count = np.arange(past, past + (shape[-1] if shape else 1), dtype=dtype)
+            feeds[inp.name] = np.broadcast_to(count, shape).copy() if shape else count[:1].reshape(())
+        elif dtype is np.bool_:
+            feeds[inp.name] = np.full(shape, bool(past)) if "use_cache" in name else np.asarray(rng.random(shape) < 0.5)
         elif np.issubdtype(dtype, np.integer):
             high = bounds.get(inp.name, 10)
             feeds[inp.name] = rng.integers(0, high, size=shape).astype(dtype)
         else:
             feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
     return feeds
+
+
+_PAST = "\0past"  # the past length's key in `dims`, whatever the model calls it
+PAST_LENGTH = 8
+_CACHE_NAMES = ("past_key", "past_value", "past.", "cache")
+
+
+def _is_cache(name: str) -> bool:
+    return any(part in name.lower() for part in _CACHE_NAMES)
+
+
+def _dim(d, axis: int, dims: dict) -> int:
+    if isinstance(d, int) and d > 0:
+        return d
+    if isinstance(d, str) and d in dims:
+        return dims[d]
+    return DEFAULT_BATCH if axis == 0 else DEFAULT_DIM
+
+
+def _dimension_values(inputs, shapes: dict, config: dict) -> dict:
+    """A value for every dimension name the inputs use (module doc)."""
+    dims: dict = {}
+    for inp in inputs:  # --shape fixes the names of that input's dimensions too
+        for d, value in zip(inp.shape, shapes.get(inp.name, [])):
+            if isinstance(d, str):
+                dims[d] = value
+    for inp in inputs:
+        cache = _is_cache(inp.name)
+        for axis, d in enumerate(inp.shape):
+            if not isinstance(d, str) or d in dims or "+" in d:
+                continue
+            low = d.lower()
+            if axis == 0 or "batch" in low:
+                dims[d] = DEFAULT_BATCH
+            elif cache and "past" in low or low.startswith("past"):
+                dims[d] = dims[_PAST] = dims.get(_PAST, PAST_LENGTH)
+            elif cache and axis == 1 and config.get("heads"):
+                dims[d] = config["heads"]
+            elif cache and axis == len(inp.shape) - 1 and config.get("head_size"):
+                dims[d] = config["head_size"]
+            elif "total" not in low:
+                dims[d] = DEFAULT_DIM
+    new = next((v for k, v in dims.items() if isinstance(k, str) and "sequence" in k.lower()
+                and "past" not in k.lower() and "total" not in k.lower()), DEFAULT_DIM)
+    for inp in inputs:  # sums, and totals: past + new
+        for d in inp.shape:
+            if isinstance(d, str) and d not in dims:
+                if "+" in d:
+                    terms = [t.strip() for t in d.split("+")]
+                    dims[d] = sum(int(t) if t.isdigit() else dims.get(t, DEFAULT_DIM) for t in terms)
+                else:  # "total_sequence_length" and the like
+                    dims[d] = dims.get(_PAST, 0) + new
+    return dims
+
+
+def _cache_config(model) -> dict:
+    """Head count and head size of a KV cache, from genai_config.json (onnxruntime-genai's
+    builder) or config.json (transformers, optimum) beside the model; empty if neither says."""
+    if model is None or isinstance(model, onnx.ModelProto):
+        return {}
+    import json
+
+    folder = Path(model).parent
+    for name in ("genai_config.json", "config.json"):
+        try:
+            data = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        data = data.get("model", {}).get("decoder", data) if name == "genai_config.json" else data
+        heads = data.get("num_key_value_heads") or data.get("num_attention_heads")
+        size = data.get("head_size") or data.get("head_dim")
+        if not size and data.get("hidden_size") and data.get("num_attention_heads"):
+            size = data["hidden_size"] // data["num_attention_heads"]
+        if heads or size:
+            return {"heads": heads, "head_size": size}
+    return {}
 
 
 def load_input_samples(path: str | os.PathLike) -> list[dict[str, np.ndarray]]:

@@ -127,6 +127,7 @@ def render_verification(v: dict) -> str:
     lines = ["  verification (%d sample%s; %s):" % (v["samples"], "s" * (v["samples"] != 1), v["runtime"])]
     for name, o in v["outputs"].items():
         agree = f"  argmax agreement {o['argmax_agreement'] * 100:.2f}%" if "argmax_agreement" in o else ""
+        aside = "" if o.get("headline", True) else "  (not in the headline)"
         lines.append(f"    {name}: max abs error {o['max_abs_error']:.3g}  "
-                     f"relative L2 {o['rel_l2_error']:.3g}{agree}")
+                     f"relative L2 {o['rel_l2_error']:.3g}{agree}{aside}")
     return "\n".join(lines)

@@ -281,9 +281,14 @@ def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[s
 def compare_models(
     reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
     shapes: dict[str, list[int]] | None = None, seed: int = 0, fold_candidate: bool = True,
-    runtime: str = "onnxruntime",
+    runtime: str = "onnxruntime", outputs: tuple[str, ...] | None = None,
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
+
+    The headline (`rel_l2_error`, `max_abs_error`) is over `outputs` (`--outputs`), or by
+    default over the model's outputs other than a KV cache's (`present*`), which a decoder's
+    user does not read; the cache outputs are still listed, without an argmax agreement (their
+    last axis is a head's features, not classes). `exact` is over every output.
 
     Across several samples, errors are the worst seen; argmax agreement is over all samples.
     The two sessions exist one after the other, never together: the reference's outputs are
@@ -322,16 +327,40 @@ def compare_models(
             prev["exact"] = prev["exact"] and entry["exact"]
             for key in ("max_abs_error", "rel_l2_error"):
                 prev[key] = max(prev[key], entry[key])
+    headline = headline_outputs(names, outputs)
     for name, values in agreements.items():  # over all samples' positions (equal shapes)
-        per_output[name]["argmax_agreement"] = float(np.mean(values))
+        if is_cache_output(name) and name not in headline:
+            del per_output[name]["argmax_agreement"]
+        else:
+            per_output[name]["argmax_agreement"] = float(np.mean(values))
+    for name in names:
+        per_output[name]["headline"] = name in headline
+    chosen = [per_output[n] for n in headline]
     return {
         "runtime": runtime_label(runtime, candidate),
         "samples": len(samples),
         "exact": all(e["exact"] for e in per_output.values()),
-        "max_abs_error": max((e["max_abs_error"] for e in per_output.values()), default=0.0),
-        "rel_l2_error": max((e["rel_l2_error"] for e in per_output.values()), default=0.0),
+        "max_abs_error": max((e["max_abs_error"] for e in chosen), default=0.0),
+        "rel_l2_error": max((e["rel_l2_error"] for e in chosen), default=0.0),
+        "headline": headline,
         "outputs": per_output,
     }
+
+
+def is_cache_output(name: str) -> bool:
+    """A KV cache's output (optimum and the genai builder call them present.*, present_*)."""
+    return name.lower().startswith("present")
+
+
+def headline_outputs(names: list[str], asked: tuple[str, ...] | None) -> list[str]:
+    """The outputs the headline error is over (compare_models)."""
+    if asked:
+        unknown = [a for a in asked if a not in names]
+        if unknown:
+            raise InputError(f"--outputs names '{unknown[0]}', which the model does not output; its outputs are: "
+                             f"{', '.join(names)}")
+        return [n for n in names if n in asked]
+    return [n for n in names if not is_cache_output(n)] or list(names)
 
 
 def _named_session(model, **options):

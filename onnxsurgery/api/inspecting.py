@@ -16,7 +16,8 @@ def info(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMEN
 
 
 def compare(reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
-            shapes: dict[str, list[int]] | None = None) -> dict:
+            shapes: dict[str, list[int]] | None = None, outputs: tuple[str, ...] | None = None) -> dict:
     """Run two models on the same inputs; per output: max abs error, relative L2 error and,
-    where there is a class axis, argmax agreement."""
-    return compare_models(reference, candidate, samples=samples, shapes=shapes)
+    where there is a class axis, argmax agreement. The headline is over `outputs`, by default
+    the outputs other than a KV cache's (verify.compare_models)."""
+    return compare_models(reference, candidate, samples=samples, shapes=shapes, outputs=outputs)

@@ -100,6 +100,7 @@ def quant_file(
     target_size: int | None = None,
     calibration: list[dict[str, np.ndarray]] | None = None,
     runtime: str = "onnxruntime",
+    outputs: tuple[str, ...] | None = None,
     **options,
 ) -> RunReport:
     """Quantize weights from a file to a file. What to do is the `request` (or its fields as
@@ -110,7 +111,8 @@ def quant_file(
 
     Unless `verify` is False, the input and the result run in onnxruntime on the same inputs
     (`samples`, or generated ones) before anything is written; with `max_error`, a result whose
-    relative L2 output error exceeds it is not written (VerificationError).
+    relative L2 output error exceeds it is not written (VerificationError). The error is over
+    `outputs` (names), by default every output but a KV cache's `present*` ones.
 
     With `target_error` (a relative L2 output error) or `target_size` (bytes of the output
     file), each weight is stored as int4, int8, float16 or float32: the smallest file whose
@@ -179,7 +181,7 @@ def quant_file(
         if not verify:
             return
         report.verification = compare_models(input_path, written, samples=samples, shapes=shapes,
-                                             fold_candidate=False, runtime=runtime)
+                                             fold_candidate=False, runtime=runtime, outputs=outputs)
         worst = report.verification["rel_l2_error"]
         if max_error is not None and not worst <= max_error:
             raise VerificationError(

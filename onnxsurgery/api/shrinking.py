@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from ..errors import VerificationError
@@ -60,10 +61,13 @@ def shrink_file(
     transposed: bool = False,
     narrow: bool = False,
     half: bool = True,
+    samples: list[dict[str, np.ndarray]] | None = None,
+    shapes: dict[str, list[int]] | None = None,
 ) -> RunReport:
     """`shrink` from a file to a file, written atomically.
 
-    With `verify`, input and result run in onnxruntime on generated inputs first, and nothing
+    With `verify`, input and result run in onnxruntime on `samples` (or generated inputs,
+    `shapes` fixing their dimensions) first, and nothing
     is written unless every output is bit-identical (nor when onnxruntime cannot load the
     input). Without it, a model onnxruntime cannot load is still shrunk (the rewrite is lossless
     by construction) with a note saying why it was not checked. When the rewrite would not make
@@ -81,7 +85,7 @@ def shrink_file(
 
     def check(written: Path) -> None:
         try:
-            report.verification = compare_models(input_path, written)
+            report.verification = compare_models(input_path, written, samples=samples, shapes=shapes)
         except VerificationError as e:
             raise VerificationError(f"{e}; nothing written (without --verify, shrink writes its lossless "
                                     "rewrite unchecked)") from e

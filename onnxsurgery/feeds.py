@@ -210,7 +210,7 @@ def _describe(model) -> str:
 
 
 def check_samples(model: onnx.ModelProto | str | os.PathLike, samples: list[dict[str, np.ndarray]], *,
-                  complete: bool = True) -> None:
+                  complete: bool = True, flag: str = "--inputs") -> None:
     """Every name in `samples` (from --inputs) is an input of `model`, and with `complete` every
     input without a default is given: one line naming the key and the model's inputs, instead of
     onnxruntime's "Invalid input name". A path is read without its weights' payloads."""
@@ -231,8 +231,8 @@ def check_samples(model: onnx.ModelProto | str | os.PathLike, samples: list[dict
     unknown = sorted(given - set(names))
     if unknown:
         keys = ", ".join(f"'{k}'" for k in unknown)
-        raise InputError(f"--inputs has {keys}, which {called} does not take; its inputs are: {listed}")
+        raise InputError(f"{flag} has {keys}, which {called} does not take; its inputs are: {listed}")
     missing = [n for n in required if any(n not in sample for sample in samples)] if complete else []
     if missing:
         keys = ", ".join(f"'{k}'" for k in missing)
-        raise InputError(f"--inputs lacks {keys}, which {called} needs; its inputs are: {listed}")
+        raise InputError(f"{flag} lacks {keys}, which {called} needs; its inputs are: {listed}")

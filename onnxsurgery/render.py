@@ -74,7 +74,7 @@ def render_run(report: RunReport, top: int = 5) -> str:
     v = report.verification
     if v is not None and report.command == "shrink":
         if v.get("exact"):
-            lines.append(f"  verified: outputs bit-identical in onnxruntime ({v['samples']} sample)")
+            lines.append(f"  verified: outputs bit-identical in onnxruntime ({_described(v)})")
         else:
             lines.append(f"  verified: max abs error {v['max_abs_error']:.3g}, "
                          f"relative L2 error {v['rel_l2_error']:.3g}")
@@ -124,10 +124,17 @@ def render_report_summary(model: str, page: str, data: dict) -> str:
 
 
 def render_verification(v: dict) -> str:
-    lines = ["  verification (%d sample%s; %s):" % (v["samples"], "s" * (v["samples"] != 1), v["runtime"])]
+    lines = [f"  verification ({_described(v)}; {v['runtime']}):"]
     for name, o in v["outputs"].items():
         agree = f"  argmax agreement {o['argmax_agreement'] * 100:.2f}%" if "argmax_agreement" in o else ""
         aside = "" if o.get("headline", True) else "  (not in the headline)"
         lines.append(f"    {name}: max abs error {o['max_abs_error']:.3g}  "
                      f"relative L2 {o['rel_l2_error']:.3g}{agree}{aside}")
     return "\n".join(lines)
+
+
+def _described(v: dict) -> str:
+    """How many samples a verification ran, and whether they were generated (errors on real
+    inputs may differ: the user should know)."""
+    n = v["samples"]
+    return f"{n} {'generated ' if v.get('generated') else ''}sample{'s' * (n != 1)}"

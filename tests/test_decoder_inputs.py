@@ -116,3 +116,19 @@ def test_shrink_verifies_on_given_inputs(tmp_path):
     assert json.loads(r.output)["verification"]["exact"]
     r = CliRunner().invoke(main, ["shrink", str(tmp_path / "d.onnx"), str(tmp_path / "s.onnx"), "--shape", "x:1x2"])
     assert r.exit_code == 2 and "add --verify" in r.output
+
+
+def test_reports_say_when_their_inputs_were_generated(tmp_path):
+    onnx.save(_decoder(), str(tmp_path / "d.onnx"))
+    r = CliRunner().invoke(main, ["-q", "quant", str(tmp_path / "d.onnx"), str(tmp_path / "q.onnx"),
+                                  "--min-elements", "128"])
+    assert r.exit_code == 0 and "verification (1 generated sample;" in r.output, r.output
+    feeds = make_inputs(session(tmp_path / "d.onnx"), model=tmp_path / "d.onnx")
+    np.savez(tmp_path / "in.npz", **feeds)
+    np.savez(tmp_path / "bad.npz", ids=feeds["input_ids"])
+    r = CliRunner().invoke(main, ["-q", "quant", str(tmp_path / "d.onnx"), str(tmp_path / "q.onnx"),
+                                  "--min-elements", "128", "--inputs", str(tmp_path / "in.npz")])
+    assert r.exit_code == 0 and "verification (1 sample;" in r.output, r.output
+    r = CliRunner().invoke(main, ["-q", "quant", str(tmp_path / "d.onnx"), str(tmp_path / "q.onnx"),
+                                  "--calibration", str(tmp_path / "bad.npz")])
+    assert r.exit_code == 2 and "--calibration has 'ids', which" in r.output, r.output

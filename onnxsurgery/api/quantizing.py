@@ -21,7 +21,7 @@ from ..quant.calibration import Calibration
 from ..quant.plan import Plan, WeightPlan, read_plan
 from ..quant.request import QuantRequest
 from ..report import RunReport
-from ..verify import compare_models
+from ..verify import check_samples, compare_models
 from ._common import _in_memory, _write_checked
 from .budget import _allocate
 from .check import _check_for_tensorrt
@@ -143,6 +143,8 @@ def quant_file(
     quant_options = request.resolve()
     records = _records(plan)
     out = check_output_path(input_path, output_path, in_place)
+    if calibration is not None:  # a wrong key: one line naming it, not onnxruntime's own words
+        check_samples(input_path, calibration, complete=False, flag="--calibration")
     for_tensorrt = quant_options.target == "tensorrt"
     if for_tensorrt:
         runtime = "tensorrt"  # where it runs: verified as TensorRT computes (verify.session_settings)

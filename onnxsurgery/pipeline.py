@@ -210,10 +210,12 @@ def _log_report(report: PassReport) -> None:
             log.info("%s: %s: %s%s", report.name, key, ", ".join(value[:MAX_NAMES_LOGGED]), more)
 
 
-def open_workspace(source) -> Workspace:
+def open_workspace(source, files: ExternalFiles | None = None) -> Workspace:
+    """A workspace on a path, a ModelProto or a gs.Graph. `files`: where a ModelProto's external
+    references point (a model read by open_model and rewritten, e.g. upgraded, payloads still
+    in the input's files)."""
     if isinstance(source, gs.Graph):
         return Workspace(source, None, keep=overridable_initializers(source))
-    files = None
     if isinstance(source, onnx.ModelProto):
         model, size = source, source.ByteSize()
     else:

@@ -4,10 +4,11 @@
 Generated inputs follow what the graph says a model means, so that a model runs on them at all
 (they decide nothing: quant measures its choices on real inputs only):
 - dimensions: one value per dimension name, shared by every input that names it; a batch-like
-  first axis 1, others 32, a cache's past length 8 (never empty, so the cache path runs), and a
-  dimension written as a sum ("past_sequence_length + 1", "total_sequence_length") their total;
-  cache head counts and head sizes left dynamic come from genai_config.json or config.json
-  beside the model; `shapes` (--shape) fixes any input's shape;
+  first axis 1 (verification adds a sample at batch 2), others 32, a cache's past length 8
+  (never empty, so the cache path runs), and a dimension written as a sum
+  ("past_sequence_length + 1", "total_sequence_length") their total; cache head counts and
+  head sizes left dynamic come from genai_config.json or config.json beside the model;
+  `shapes` (--shape) fixes any input's shape;
 - values: integer inputs that index a table (Gather, EmbedLayerNormalization) stay below its
   size; attention masks are ones; position ids count up from the past length; a `use_cache`
   flag is true; other floats are standard normal, other integers below 10.
@@ -81,14 +82,15 @@ def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str
 
 
 def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
-                model: onnx.ModelProto | str | os.PathLike | None = None) -> dict[str, np.ndarray]:
+                model: onnx.ModelProto | str | os.PathLike | None = None,
+                batch: int = DEFAULT_BATCH) -> dict[str, np.ndarray]:
     """One sample for `sess` (module doc); with `model` (the session's model, or its path),
     integer inputs that index a table stay below its size and a config beside it is read."""
     shapes = shapes or {}
     rng = np.random.default_rng(seed)
     bounds = _index_bounds(model)
     inputs = list(sess.get_inputs())
-    dims = _dimension_values(inputs, shapes, _cache_config(model))
+    dims = _dimension_values(inputs, shapes, _cache_config(model), batch)
     past = dims.get(_PAST, 0) if any(_is_cache(i.name) for i in inputs) else 0
     feeds = {}
     for inp in inputs:
@@ -113,6 +115,7 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
 
 
 _PAST = "\0past"  # the past length's key in `dims`, whatever the model calls it
+_BATCH = "\0batch"  # the batch for unnamed dynamic first axes
 PAST_LENGTH = 8
 _CACHE_NAMES = ("past_key", "past_value", "past.", "cache")
 
@@ -126,12 +129,18 @@ def _dim(d, axis: int, dims: dict) -> int:
         return d
     if isinstance(d, str) and d in dims:
         return dims[d]
-    return DEFAULT_BATCH if axis == 0 else DEFAULT_DIM
+    return dims.get(_BATCH, DEFAULT_BATCH) if axis == 0 else DEFAULT_DIM
 
 
-def _dimension_values(inputs, shapes: dict, config: dict) -> dict:
+def has_dynamic_batch(sess, shapes: dict | None = None) -> bool:
+    """Whether some input's first axis is left dynamic (and not fixed by --shape)."""
+    return any(i.shape and not (isinstance(i.shape[0], int) and i.shape[0] > 0) and i.name not in (shapes or {})
+               for i in sess.get_inputs())
+
+
+def _dimension_values(inputs, shapes: dict, config: dict, batch: int = DEFAULT_BATCH) -> dict:
     """A value for every dimension name the inputs use (module doc)."""
-    dims: dict = {}
+    dims: dict = {_BATCH: batch}
     for inp in inputs:  # --shape fixes the names of that input's dimensions too
         for d, value in zip(inp.shape, shapes.get(inp.name, [])):
             if isinstance(d, str):
@@ -143,7 +152,7 @@ def _dimension_values(inputs, shapes: dict, config: dict) -> dict:
                 continue
             low = d.lower()
             if axis == 0 or "batch" in low:
-                dims[d] = DEFAULT_BATCH
+                dims[d] = batch
             elif cache and "past" in low or low.startswith("past"):
                 dims[d] = dims[_PAST] = dims.get(_PAST, PAST_LENGTH)
             elif cache and axis == 1 and config.get("heads"):

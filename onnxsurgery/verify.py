@@ -17,7 +17,7 @@ import onnx
 from .errors import InputError, VerificationError
 from .progress import progress
 # inputs for a model (generated, read, checked) live in feeds.py; imported here too, as before
-from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, check_samples, load_input_samples,  # noqa: F401
+from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, check_samples, has_dynamic_batch, load_input_samples,  # noqa: F401
                       make_inputs, parse_shapes)
 
 RUNTIMES = ("onnxruntime", "onnxruntime-web", "tensorrt")
@@ -311,6 +311,15 @@ def compare_models(
         made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in samples[0].items())
         raise VerificationError(f"the original model does not run on generated inputs ({made}): give real ones "
                                 f"with --inputs, or dimensions with --shape NAME:DxD ({e})") from e
+    if generated and has_dynamic_batch(ref_sess, shapes):
+        # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
+        # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
+        wider = make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference, batch=2)
+        try:
+            expected.append(_run(ref_sess, names, wider))
+            samples.append(wider)
+        except VerificationError:  # the original itself takes batch 1 only, whatever it declares
+            pass
     del ref_sess
     cand_sess = _named_session(candidate, fold_constants=fold_candidate, runtime=runtime)
     per_output: dict[str, dict] = {}

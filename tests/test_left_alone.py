@@ -93,3 +93,17 @@ def test_rotary_tables_are_position_tables(tmp_path):
     assert records["cos_cache"].dtype == "float" and records["cos_cache"].why.startswith("a rotary position table")
     assert records["E"].dtype == "int8"
     assert "1 constant rotary position tables: left as they are" in plan.notes
+
+
+def test_a_model_with_nothing_to_quantize_is_not_upgraded(tmp_path):
+    """--dtype int4 needs opset 21 for what it writes; when every weight is left alone (here a
+    QDQ model: its scale is the model's own, its float weight kept for the activations' sake),
+    nothing is written that needs it, so the model keeps its opset and its value_info."""
+    model = _dq_model(with_quantize_linear=True)
+    model.graph.value_info.extend([onnx.helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 64])])
+    path = tmp_path / "in.onnx"
+    onnx.save(model, str(path))
+    report = onnxsurgery.quant_file(path, tmp_path / "q.onnx", dtype="int4", min_elements=1)
+    saved = onnx.load(str(tmp_path / "q.onnx"))
+    assert saved.opset_import[0].version == 17 and [v.name for v in saved.graph.value_info] == ["h"]
+    assert not any("upgraded" in n for n in report.notes) and report.verification["exact"]

@@ -18,7 +18,7 @@ from ..pipeline import Workspace, open_workspace, quant_pipeline
 from ..quant.calibration import Calibration
 from ..quant.options import QuantOptions
 from ..quant.choices.planner import plan_opset
-from ..quant.choices.rules import required_opset
+from ..quant.choices.rules import any_weight_to_change, required_opset
 from ..report import RunReport
 from ..verify import compare_models
 
@@ -69,8 +69,11 @@ def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
 
 
 def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
-    """The opset the quantization asks for: what a plan's records need, or the options'."""
-    return plan_opset(records) if records is not None else required_opset(options, ws.graph)
+    """The opset the quantization asks for: what a plan's records need, or the options' when
+    they change any weight at all."""
+    if records is not None:
+        return plan_opset(records)
+    return required_opset(options, ws.graph) if any_weight_to_change(ws.graph, options, ws.keep) else 1
 
 
 def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunReport, *, verify: bool,

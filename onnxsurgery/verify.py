@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .errors import InputError, VerificationError
+from .errors import InputError, UnsafeLocationError, VerificationError
 from .progress import progress
 # inputs for a model (generated, read, checked) live in feeds.py; imported here too, as before
 from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, check_samples, has_dynamic_batch, load_input_samples,  # noqa: F401
@@ -103,9 +103,27 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
                 if extra_outputs:
                     raise
                 settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime)
+        _check_locations(Path(model))
         return _load(str(model), settings)
+    except UnsafeLocationError:
+        raise
     except Exception as e:  # onnxruntime raises its own exception types
         raise VerificationError(f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from e
+
+
+def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
+    """paths.py's rule before onnxruntime opens anything the model names (onnxruntime 1.32
+    refuses the same files, older releases may not): `run` and `compare` read models that
+    nothing else of onnxsurgery opened first."""
+    from .lazy import read_model_skipping_weights
+    from .paths import check_external_locations
+
+    if model is None:
+        try:
+            model = read_model_skipping_weights(path)
+        except (OSError, ValueError):  # not a model: onnxruntime says so in its own words
+            return
+    check_external_locations(model, path.parent, path.name)
 
 
 def session_settings(*, optimize: bool = True, fold_constants: bool = True, runtime: str = "onnxruntime"):
@@ -160,6 +178,7 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     from .lazy import read_model_skipping_weights
 
     model = read_model_skipping_weights(path)
+    _check_locations(path, model)
     model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(name) for name in extra_outputs)
     # np.require, not np.ascontiguousarray: that one makes a scalar 1-D
     arrays = {name: np.require(a, requirements="C") for name, a in (initializers or {}).items()}

@@ -97,7 +97,7 @@ def embed_file(
 def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = None, *,
               shapes: dict[str, list[int]] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
     """Run a model in onnxruntime. Arrays externalized by `npy_file` go in as the initializers
-    they were (not as feeds: verify._mapped_session says why), so the outputs are bit-identical
+    they were (not as feeds: sessions._mapped_session says why), so the outputs are bit-identical
     to the original model's on every CPU; other inputs come from `feeds` (which may also
     override an externalized array), or are generated from the declared dtypes and shapes."""
     given = dict(feeds or {})

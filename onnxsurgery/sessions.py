@@ -1,0 +1,219 @@
+"""onnxruntime sessions for verification, `run` and the measurements: settings that keep the
+comparisons fair (session_settings), large payloads mapped from the file instead of copied,
+`.npy` arrays given back as initializers, and the folder rule (paths.py) applied before
+onnxruntime opens a model."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from .errors import InputError, UnsafeLocationError, VerificationError
+
+
+def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True,
+            fold_constants: bool = True, map_weights: bool = False, extra_outputs: tuple[str, ...] = (),
+            runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None):
+    """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
+
+    `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
+    subgraphs then run at each inference instead of being stored, folded, in the session.
+    `map_weights=True` (a path): onnxruntime reads the large tensors straight from the file,
+    memory-mapped, instead of parsing the whole file and copying every tensor into the session
+    (BERT-base, 115 MB: 66 MB more resident instead of 179 MB). It is given the model without
+    those payloads, each tensor an external-data reference to its bytes in the file, as
+    `lazy.read_model_skipping_weights` reads it; the computation is the same. With
+    `extra_outputs` (values of the graph, by name), those are outputs too (calibration reads
+    activations this way); if the mapped load fails there is then no fallback. `runtime`:
+    "onnxruntime-web" computes as the WASM build does (see `session_settings`). `initializers`
+    (a path): graph inputs of the model that become initializers holding these arrays, as
+    `onnxsurgery run` gives a model its `.npy` arrays (`_mapped_session` says why)."""
+    if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
+        raise InputError(f"input not found: {model}")
+    settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime)
+    try:
+        if isinstance(model, onnx.ModelProto):
+            from .io import needs_external_data
+
+            if not needs_external_data(model):
+                return _load(model.SerializeToString(), settings)
+            with tempfile.TemporaryDirectory() as d:
+                from .io import save_model
+
+                path = Path(d) / "model.onnx"
+                save_model(model, path, external_data=True)
+                return _load(str(path), settings)
+        if initializers:
+            return _mapped_session(Path(model), settings, extra_outputs, initializers)
+        if map_weights:
+            try:
+                return _mapped_session(Path(model), settings, extra_outputs)
+            except Exception:  # noqa: BLE001 - whatever the mapped copy trips on, load the file itself
+                if extra_outputs:
+                    raise
+                settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime)
+        _check_locations(Path(model))
+        return _load(str(model), settings)
+    except UnsafeLocationError:
+        raise
+    except Exception as e:  # onnxruntime raises its own exception types
+        raise VerificationError(f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from e
+
+
+def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
+    """paths.py's rule before onnxruntime opens anything the model names (onnxruntime 1.32
+    refuses the same files, older releases may not): `run` and `compare` read models that
+    nothing else of onnxsurgery opened first."""
+    from .lazy import read_model_skipping_weights
+    from .paths import check_external_locations
+
+    if model is None:
+        try:
+            model = read_model_skipping_weights(path)
+        except (OSError, ValueError):  # not a model: onnxruntime says so in its own words
+            return
+    check_external_locations(model, path.parent, path.name)
+
+
+def session_settings(*, optimize: bool = True, fold_constants: bool = True, runtime: str = "onnxruntime"):
+    """onnxruntime SessionOptions and InferenceSession keyword arguments for `session`.
+
+    The NCHWc layout transformer is off: at session creation it copies every Conv weight into
+    a blocked layout, so a convolutional model's weights are held twice, for a speed-up that a
+    few verification inferences do not recover (PP-OCRv4 det, quant as typed: 2.66x -> 2.33x
+    the input above the interpreter's baseline in the bench). Both sessions of a comparison get the same
+    settings, so shrink's results stay bit-identical.
+
+    onnxruntime fuses DequantizeLinear -> MatMul into MatMulNBits, which on the CPU build
+    quantizes activations to int8 by default; onnxruntime-web 1.30 (WASM) computes the same
+    fused op in float. Measured on the sample encoder: the web's outputs are 2.4e-7 (relative)
+    from a CPU session with accuracy level 0 and 1.3e-3 from one with the default, so
+    "onnxruntime-web" sets level 0, and so does "tensorrt": TensorRT runs a layer whose weights
+    alone are dequantized (no QuantizeLinear on its input) in float."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4  # errors reach the user once, as our own one-line message
+    if not optimize:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    kwargs = {"providers": ["CPUExecutionProvider"], "disabled_optimizers": ["NchwcTransformer"]}
+    if not fold_constants:
+        kwargs["disabled_optimizers"].append("ConstantFolding")
+    if runtime in ("onnxruntime-web", "tensorrt"):
+        opts.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
+    return opts, kwargs
+
+
+def _load(source: str | bytes, settings, data_dir: str | os.PathLike | None = None):
+    import onnxruntime as ort
+
+    opts, kwargs = settings
+    if data_dir is not None:
+        opts.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                      str(Path(data_dir).resolve()))
+    return ort.InferenceSession(source, opts, **kwargs)
+
+
+def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
+                    initializers: dict[str, np.ndarray] | None = None):
+    """A session on the model at `path` with its large payloads left in the file (`session`).
+
+    Each graph input named in `initializers` becomes an initializer whose bytes are that array,
+    handed to onnxruntime with `add_external_initializers` (the array's own buffer, no copy in
+    the protobuf). Why not feed them as inputs: onnxruntime treats an initializer as a constant
+    (weights pre-packed, constant subgraphs folded at load) and an input as data, and on some
+    CPUs (AVX-512 seen) the two kernel paths round differently in the last bit. As initializers
+    the graph is the one the original model had, so it computes exactly what it computed."""
+    from .lazy import read_model_skipping_weights
+
+    model = read_model_skipping_weights(path)
+    _check_locations(path, model)
+    model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(name) for name in extra_outputs)
+    # np.require, not np.ascontiguousarray: that one makes a scalar 1-D
+    arrays = {name: np.require(a, requirements="C") for name, a in (initializers or {}).items()}
+    if arrays:
+        _inputs_to_initializers(model.graph, arrays, path)
+        large = {name: a for name, a in arrays.items() if not _inline(a)}
+        values = {name: _ort_value(a) for name, a in large.items()}  # alive until the session holds them
+        settings[0].add_external_initializers(list(values), list(values.values()))
+    stub = model.SerializeToString()
+    del model
+    with tempfile.TemporaryDirectory() as d:
+        stub_path = Path(d) / "model.onnx"
+        stub_path.write_bytes(stub)
+        del stub
+        sess = _load(str(stub_path), settings, path.parent)  # references are relative to the file's folder
+    if arrays:  # onnxruntime reads the arrays' buffers for the session's life, not a copy of them
+        sess._onnxsurgery_initializers = (arrays, values)
+    return sess
+
+
+# Arrays below this size go into the protobuf itself: onnxruntime's shape inference reads the
+# values of small constants (a Reshape's shape, a Slice's starts) while it loads the graph,
+# and fails on an external one ("Cannot parse data from external tensors").
+INLINE_INITIALIZER_BYTES = 65536
+# ml_dtypes' types numpy cannot hand to onnxruntime itself: their bits go with the ONNX type
+_BITS_ONLY = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+# ... and those onnxruntime wants packed two to a byte (one per byte in numpy): inline, where
+# numpy_helper.from_array packs them
+_PACKED = ("int4", "uint4", "float4_e2m1fn")
+
+
+def _inline(array: np.ndarray) -> bool:
+    return array.nbytes < INLINE_INITIALIZER_BYTES or array.dtype.name in _PACKED
+
+
+def _inputs_to_initializers(graph: onnx.GraphProto, arrays: dict[str, np.ndarray], path: Path) -> None:
+    """Graph inputs named in `arrays` -> initializers: small ones hold their bytes, large ones
+    are external references whose payload onnxruntime takes from the session options
+    (add_external_initializers)."""
+    inputs = {i.name for i in graph.input}
+    unknown = sorted(set(arrays) - inputs)
+    if unknown:
+        raise InputError(f"{path.name} has no input '{unknown[0]}' for its .npy array (is the manifest from "
+                         "another model?)")
+    kept = [i for i in graph.input if i.name not in arrays]
+    del graph.input[:]
+    graph.input.extend(kept)
+    for name, array in arrays.items():
+        if _inline(array):
+            graph.initializer.append(onnx.numpy_helper.from_array(array, name))
+            continue
+        t = graph.initializer.add()
+        t.name, t.data_type = name, onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+        t.dims.extend(array.shape)
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", path.name), ("offset", "0"), ("length", str(array.nbytes))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+
+
+def _ort_value(array: np.ndarray):
+    import onnxruntime as ort
+
+    if array.dtype.name in _BITS_ONLY:  # no copy: the OrtValue keeps the uint view (and so the array) alive
+        bits = array.view(f"<u{array.dtype.itemsize}")
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.helper.np_dtype_to_tensor_dtype(array.dtype))
+    return ort.OrtValue.ortvalue_from_numpy(array)
+
+
+def load_error(model: onnx.ModelProto | str | os.PathLike) -> str | None:
+    """None when onnxruntime loads `model`, else the first line of its error. Cheap: graph
+    optimizations off, weights memory-mapped where they can be."""
+    try:
+        session(model, optimize=False, map_weights=True)
+    except VerificationError as e:
+        return _first_line(e.__cause__ if e.__cause__ is not None else e)
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    """onnxruntime's message, its first line, without the prefix that repeats the file's name
+    ("[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:")."""
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (Load model from .* failed:)?", "", line).strip() or line

@@ -259,7 +259,8 @@ def test_matmul_nbits_dequantizes_like_the_weights(tmp_path, dtype, symmetric):
     w = builders.rand((128, 48), 3) * 0.1
     model = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[128, 128])],
                            [builders.vi("y", shape=[128, 48])], [numpy_helper.from_array(w, "W")])
-    saved, out, report = _quant(tmp_path, model, dtype=dtype, symmetric=symmetric, target="onnxruntime")
+    asked = {} if "4" in dtype else {"lowering": "matmulnbits"}  # int8: only when asked (rules.lowering_for)
+    saved, out, report = _quant(tmp_path, model, dtype=dtype, symmetric=symmetric, target="onnxruntime", **asked)
     node = next(n for n in saved.graph.node if n.op_type == "MatMulNBits")
     assert node.domain == "com.microsoft"
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -275,6 +276,17 @@ def test_matmul_nbits_dequantizes_like_the_weights(tmp_path, dtype, symmetric):
     levels = 15 if "4" in dtype else 255
     step = (np.abs(w).max() * 2) / levels
     assert np.abs(got - w).max() <= 0.51 * step * (2 if symmetric else 1)
+
+
+def test_target_onnxruntime_keeps_8_bit_weights_off_matmul_nbits(tmp_path):
+    """Its 8-bit kernel is far slower than float at one token: int8 takes the lean form."""
+    w = builders.rand((128, 48), 3) * 0.1
+    model = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[1, 128])],
+                           [builders.vi("y", shape=[1, 48])], [numpy_helper.from_array(w, "W")])
+    saved, _, report = _quant(tmp_path, model, target="onnxruntime")
+    assert "MatMulNBits" not in {n.op_type for n in saved.graph.node}
+    (record,) = [r for r in report.weights if r["name"] == "W"]
+    assert record["lowering"] == "scaled" and "not MatMulNBits" in record["why"]
 
 
 def test_keep_quantized_keeps_dequantize_linear_and_upgrades(tmp_path):

@@ -63,8 +63,9 @@ class QuantRequest:
         "phone), not latency or the last bit of accuracy. 4-bit weights always stay quantized.", is_flag=True)
     target: str = _option(
         "any", "--target",
-        "any: standard ai.onnx ops only (loads in any runtime); onnxruntime: MatMul weights become "
-        "com.microsoft MatMulNBits with accuracy_level 0 (weights stay 4/8-bit, arithmetic in float); "
+        "any: standard ai.onnx ops only (loads in any runtime); onnxruntime: 4-bit MatMul weights become "
+        "com.microsoft MatMulNBits with accuracy_level 0 (weights stay 4-bit, arithmetic in float; 8-bit ones "
+        "take the default's lean form: the 8-bit kernel is far slower than float at one token); "
         "tensorrt: what TensorRT's ONNX parser takes: symmetric DequantizeLinear weights (int8 per channel; int4 "
         "in blocks, MatMul/Gemm only) for Conv, MatMul and Gemm, opset upgraded, int64 constants narrowed, and "
         "the output checked against onnx-tensorrt's operator list (see `check`).", choices=TARGETS)

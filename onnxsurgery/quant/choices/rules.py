@@ -225,7 +225,11 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
         return options.lowering
     if REGISTRY["gather"].fits(site, scheme, options.dtype, opset) is None:
         return "gather"
-    if options.target == "onnxruntime" and REGISTRY["matmulnbits"].fits(site, scheme, options.dtype, opset) is None:
+    # 4-bit only: onnxruntime 1.32's 8-bit MatMulNBits ran 11x slower than the float MatMul at
+    # one token (a decoder's step: 8 layers of 576x1536, 31.7 ms against 2.7), the lean int8
+    # form 0.6x; a plan or lowering="matmulnbits" still asks for it
+    if options.target == "onnxruntime" and options.four_bit and \
+            REGISTRY["matmulnbits"].fits(site, scheme, options.dtype, opset) is None:
         return "matmulnbits"
     if options.stays_quantized and opset >= dq_min_opset(options):
         return "dq"

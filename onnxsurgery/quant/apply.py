@@ -68,14 +68,10 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None) -> Pass
         if not record.changes and not record.why.startswith("below --min-elements") and record.why:
             report.skip(record.name, record.why)
     errors.sort(key=lambda e: -e["rel_l2_error"])
-    chosen = {r.name: r for r in plan.changed}
     report.details = {
         "schemes": schemes, "quantized": [e["name"] for e in errors], "largest_errors": errors[:MAX_ERRORS_REPORTED],
         **{k: v for k, v in plan.details.items() if k != "not_calibrated"},
         "balanced_rounding": balanced,
-        # auto: lean (`scaled`: one float copy at load) or the accurate chain (choices/lean.py)
-        "lean_lowering": [n for n, r in chosen.items() if r.why.startswith(("lean", "recurrent"))],
-        "accurate_lowering": [n for n, r in chosen.items() if r.why.startswith("the accurate block chain")],
         "calibrated": calibrated, "not_calibrated": not_calibrated,
         "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
     return report

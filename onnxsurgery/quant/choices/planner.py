@@ -77,6 +77,7 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
                                      not in lean_choice.half], activations)
     stays_float = bool(options.fp16 or options.levels)
     gptq_skipped: dict[str, str] = {}
+    outcomes: dict[str, list[str]] = {}  # auto's lean-or-accurate choice: "lean" / "accurate" -> weights
     if calibration is not None and not stays_float:
         calibration.plan([site for site, _, _, fp16, _, _ in todo if not fp16 and site.name not in lean_choice.half])
         gptq_skipped = dict(calibration.skipped)
@@ -91,7 +92,9 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
             record.granularity, record.axis, record.block_size = scheme.granularity, scheme.axis, scheme.block_size
             record.why = f"--levels {options.levels}"
         else:
-            _plan_integers(record, site, scheme, lowering, opts, options, opset, lean_choice, symmetry)
+            outcome = _plan_integers(record, site, scheme, lowering, opts, options, opset, lean_choice, symmetry)
+            if outcome:
+                outcomes.setdefault(outcome, []).append(site.name)
             if calibration is not None:
                 if site.name in gptq_skipped:
                     record.why += f"; no GPTQ: {gptq_skipped[site.name]}"
@@ -106,6 +109,8 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
         "symmetric_chosen": sorted(symmetry.symmetric),  # --symmetric left to quant: measured more accurate
         "lean_asymmetric": sorted(lean_choice.asymmetric),  # lean weights measured better with zero points
         "not_calibrated": gptq_skipped,  # GPTQ asked for, weight -> why it keeps ordinary rounding
+        # auto: lean (`scaled`: one float copy at load) or the accurate chain (choices/lean.py)
+        "lean_lowering": outcomes.get("lean", []), "accurate_lowering": outcomes.get("accurate", []),
     })
 
 
@@ -130,17 +135,19 @@ def _selection_notes(options: QuantOptions, records) -> list[str]:
 
 
 def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lowering: str, opts: QuantOptions,
-                   options: QuantOptions, opset: int, lean_choice, symmetry: SymmetryChoice) -> None:
-    """An integer record: the scheme and lowering the rules chose, symmetry settled."""
+                   options: QuantOptions, opset: int, lean_choice, symmetry: SymmetryChoice) -> str | None:
+    """An integer record: the scheme and lowering the rules chose, symmetry settled. Returns
+    auto's lean-or-accurate outcome for the weight ("lean", "accurate"), None where it had none."""
+    outcome = None
     balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
     symmetric = site.name in symmetry.symmetric if options.auto_symmetric else opts.symmetric
     why = "the accurate block chain: the lean form loses most here" if lowering == "lean" else _why(lowering, opts)
     if lowering == "tied":
         scheme, symmetric = TIED_SCHEME, True
     elif lowering == "lean" and site.name in lean_choice.accurate:
-        lowering = "arith"
+        lowering, outcome = "arith", "accurate"
     elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight
-        scheme, lowering = lean_scheme(site, opset)
+        scheme, lowering, outcome = *lean_scheme(site, opset), "lean"
         why = _why(lowering, opts, lean=True)
         if options.auto_symmetric:  # zero points where measured more accurate, or where asked for
             symmetric = site.name not in lean_choice.asymmetric
@@ -155,6 +162,7 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
     if opts.target == "onnxruntime" and not opts.four_bit and lowering != "matmulnbits":
         why += "; not MatMulNBits: its 8-bit kernel runs far slower than float at one token"
     record.why = why
+    return outcome
 
 
 def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:

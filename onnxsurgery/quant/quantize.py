@@ -11,7 +11,7 @@ import onnx
 
 from ..graph_utils import ConstantSite
 from .lowerings import REGISTRY
-from .lowerings.scaled import equalize
+from .lowerings.scaled import equalize, through_casts
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, quantize
 
@@ -46,7 +46,7 @@ def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, loweri
               equalized: bool = True) -> Quantized:
     """quantize() for `scheme`; under `scaled`, of the weight equalized along its input axis
     first (scaled.equalize), unless `equalized` is False (GPTQ rounds the weight as it is)."""
-    if REGISTRY[lowering].equalized and site.onnx_dtype == onnx.TensorProto.FLOAT16:
+    if REGISTRY[lowering].equalized and site.onnx_dtype == onnx.TensorProto.FLOAT16 and through_casts(site) is None:
         args = {**args, "half_scales": True}  # scaled applies the scales in the weight's float16
     if not REGISTRY[lowering].equalized or not equalized:
         return quantize(values, axis=scheme.axis, balanced=balanced, **args)

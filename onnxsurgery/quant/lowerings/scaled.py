@@ -77,11 +77,36 @@ def output_channel_axis(node: gs.Node, rank: int) -> int | None:
 SCALED_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16}
 
 
+def through_casts(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
+    """The readers behind a weight stored in a narrower float and read only through Casts to
+    float32 in its own graph (a bfloat16 checkpoint exported as bf16 weights -> Cast -> MatMul):
+    the int8 form can feed them in float32 directly, and the Casts go. None otherwise."""
+    readers = consumers(site)
+    if site.onnx_dtype not in (onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT16) or not readers:
+        return None
+    here = {id(n) for n in site.scope.graph.nodes}
+    found = []
+    for cast, _ in readers:
+        if cast.op != "Cast" or cast.attrs.get("to") != onnx.TensorProto.FLOAT or id(cast) not in here:
+            return None
+        behind = [(node, i) for node in cast.outputs[0].outputs for i, t in enumerate(node.inputs)
+                  if t is cast.outputs[0]]
+        if not behind or any(id(node) not in here for node, _ in behind):
+            return None
+        found += behind
+    return found
+
+
+def effective_readers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
+    """Who multiplies the weight: its readers, or those behind its Casts (through_casts)."""
+    return through_casts(site) or consumers(site)
+
+
 def scale_axis(site: ConstantSite) -> int | None:
     """The weight's output-channel axis if every reader can take its scale after it, else None."""
-    if site.onnx_dtype not in SCALED_TYPES:
+    if site.onnx_dtype not in SCALED_TYPES and through_casts(site) is None:
         return None
-    readers = consumers(site)
+    readers = effective_readers(site)
     if not readers:
         return None
     axes = set()
@@ -109,7 +134,7 @@ def input_channel_axis(node: gs.Node, rank: int) -> int | None:
 
 def equalized_axis(site: ConstantSite) -> int | None:
     """The weight's input axis if every reader can take an input-side scale along it, else None."""
-    axes = {input_channel_axis(node, len(site.shape)) for node, _ in consumers(site)}
+    axes = {input_channel_axis(node, len(site.shape)) for node, _ in effective_readers(site)}
     return axes.pop() if len(axes) == 1 else None
 
 
@@ -135,13 +160,16 @@ def _along(rank: int, axis: int) -> list[int]:
 def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> None:
     """Rewire every reader of `site` to read Cast(int8) and scale its output (module docstring);
     with zero points, subtract their term before the scale (`_zero_point_term`)."""
-    dtype = SCALED_TYPES[site.onnx_dtype]  # the reader computes in the weight's type: so do the scales
+    behind_casts = through_casts(site)
+    to = onnx.TensorProto.FLOAT if behind_casts else site.onnx_dtype  # the type the readers compute in
+    dtype = SCALED_TYPES[to]  # the scales too
     scale = np.where(qt.scale == 0, 1, qt.scale).astype(dtype).ravel()  # all-zero channels: q is 0 there
     stored = gs.Constant(names.new(f"{site.name}_q"), np.ascontiguousarray(qt.q))
     weight = gs.Variable(names.new(f"{site.name}__cast"), dtype=dtype, shape=list(site.shape))
     site.scope.graph.nodes.append(gs.Node("Cast", name=names.new(f"{site.name}__Cast"),
-                                          attrs={"to": site.onnx_dtype}, inputs=[stored], outputs=[weight]))
-    for graph, readers in readers_by_graph(site):
+                                          attrs={"to": to}, inputs=[stored], outputs=[weight]))
+    groups = [(site.scope.graph, behind_casts)] if behind_casts else readers_by_graph(site)
+    for graph, readers in groups:
         # scales and zero points made once per graph, not per reader (ALBERT: 12 layers read each weight)
         constant = _shared_constants(names, site.name)
         for node, index in readers:

@@ -280,7 +280,7 @@ def decode_latency(decs: list[Decoder], long_prompt: list[int], n: int = 20, war
         logits, past = dec.run(long_prompt, None, 0)
         state.append([logits, past, len(long_prompt)])
     times = [[] for _ in decs]
-    for i in range(n + warm):
+    for _ in range(n + warm):
         for dec, st, ts in zip(decs, state, times):
             feeds = dec.feeds([int(np.argmax(st[0]))], st[1], st[2])
             t = time.perf_counter()
@@ -459,8 +459,9 @@ def main() -> None:
                 runs[(fam, label)] = (run_quant(label, cmd, out, cache, args.fresh), out)
                 cache_path.write_text(json.dumps(cache, indent=1))
 
-    rows, header = [], ["| model export | variant | MB | mem x | decode ms (x) | top-1 | rel L2 | quant s | quant peak MB |",
-                        "|---|---|---|---|---|---|---|---|---|"]
+    header = ["| model export | variant | MB | mem x | decode ms (x) | top-1 | rel L2 | quant s | quant peak MB |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     with Stage("measure"):
         for fam in ("optimum", "genai_fp32"):
             src = exports.get(fam)
@@ -480,7 +481,8 @@ def main() -> None:
                     extra.append((label, out if q["rc"] == 0 and out.exists() else None, q))
             for label, path, q in extra:
                 if path is None:
-                    rows.append(f"| {fam} | {label} | failed: {q['msg'][:90]} | | | | | {q['wall']:.1f} | {q['peak']:.0f} |")
+                    rows.append(f"| {fam} | {label} | failed: {q['msg'][:90]} | | | | | "
+                                f"{q['wall']:.1f} | {q['peak']:.0f} |")
                     failures.append(f"{fam} / {label}: {q['msg']}")
                     continue
                 print(f"  {fam} {label}", flush=True)
@@ -494,7 +496,8 @@ def main() -> None:
         "# KV-cache decoder (SmolLM2-135M-Instruct" + ("" if trained else ", RANDOM WEIGHTS") + "): issue 36", "",
         *header, *rows, "",
         "mem x: peak memory growth at session creation (fresh process) / the float export's; decode ms: median "
-        "per token, CPU EP, 2 threads, (x): against the float export timed step-interleaved with it (the machine is shared); top-1 and rel L2: against the float export, teacher-forced on its greedy tokens, "
+        "per token, CPU EP, 2 threads, (x): against the float export timed step-interleaved with it (the machine "
+        "is shared); top-1 and rel L2: against the float export, teacher-forced on its greedy tokens, "
         "held-out prompts; quant s / peak MB: the quantizing process (`/usr/bin/time`).", "",
         *[f"- {n}" for n in notes],
         *[f"- failed: {f}" for f in failures],

@@ -142,8 +142,10 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
     balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
     symmetric = site.name in symmetry.symmetric if options.auto_symmetric else opts.symmetric
     why = "the accurate block chain: the lean form loses most here" if lowering == "lean" else _why(lowering, opts)
-    if lowering == "tied":
-        scheme, symmetric = TIED_SCHEME, True
+    if lowering == "tied":  # int8 whatever the dtype asked (rules.lowering_for says why)
+        scheme, symmetric, opts = TIED_SCHEME, True, opts.changed(dtype="int8")
+        if options.four_bit:
+            why += "; int8, not 4-bit: kept 4-bit it was dequantized whole at every step"
     elif lowering == "lean" and site.name in lean_choice.accurate:
         lowering, outcome = "arith", "accurate"
     elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight

@@ -231,6 +231,12 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
     if options.target == "onnxruntime" and options.four_bit and \
             REGISTRY["matmulnbits"].fits(site, scheme, options.dtype, opset) is None:
         return "matmulnbits"
+    if options.four_bit and not options.keep_quantized and \
+            REGISTRY["tied"].fits(site, TIED_SCHEME, "int8", opset) is None:
+        # a token table that is also the lm_head, kept 4-bit, was dequantized and transposed whole
+        # at every decoding step (SmolLM2-135M: decode 5.1x the float model's); in 8 bits its rows
+        # are gathered and the lm_head reads it as the float model does
+        return "tied"
     if options.stays_quantized and opset >= dq_min_opset(options):
         return "dq"
     if options.lean_default and REGISTRY["tied"].fits(site, TIED_SCHEME, "int8", opset) is None:

@@ -96,3 +96,15 @@ def test_bfloat16_weights_read_through_casts_take_the_lean_form(tmp_path):
     casts = [n for n in saved.node if n.op_type == "Cast"]
     assert len(casts) == 1 and casts[0].attribute[0].i == TensorProto.FLOAT  # the int8 one, feeding both MatMuls
     assert report.verification["rel_l2_error"] < 0.02
+
+
+def test_int4_on_a_model_with_external_data(tmp_path):
+    """Every tensor in a .data file beside the model, small ones too (the onnxruntime-genai
+    builder writes them so): the upgraded, quantized model writes and verifies (it failed with
+    KeyError: 'location' when a bias next to a 4-bit weight was read through gs's `.values`)."""
+    onnx.save(builders.quant_cases(opset=17), str(tmp_path / "m.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="m.onnx.data", size_threshold=0)
+    for options in ({"dtype": "int4"}, {"dtype": "int4", "target": "onnxruntime"}, {}):
+        report = onnxsurgery.quant_file(tmp_path / "m.onnx", tmp_path / "q.onnx", min_elements=1024,
+                                        samples=_feeds(), **options)
+        assert report.pass_report("quantize").changed >= 3 and report.verification["rel_l2_error"] < 0.15

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import onnx_graphsurgeon as gs
 
 from ...errors import InputError
 from ...graph_utils import ConstantSite, choose_axes, consumers, read_only_by, read_values
@@ -97,12 +98,15 @@ def _constant(inputs, index: int) -> np.ndarray | None:
 
 
 def _values(tensor) -> np.ndarray | None:
-    """A constant's values (an initializer or a Constant node's output), else None."""
-    if hasattr(tensor, "values"):
-        return np.asarray(tensor.values)
+    """A constant's values (an initializer or a Constant node's output), else None. Read with
+    read_values, not gs's `.values`: that caches them in the constant, which then exports as an
+    external reference without its location (a bias read here broke int4 on models with
+    external data)."""
+    if isinstance(tensor, gs.Constant):
+        return read_values(tensor)
     producer = tensor.inputs[0] if tensor.inputs else None
-    if producer is not None and producer.op == "Constant" and "value" in producer.attrs:
-        return np.asarray(producer.attrs["value"].values)
+    if producer is not None and producer.op == "Constant" and isinstance(producer.attrs.get("value"), gs.Constant):
+        return read_values(producer.attrs["value"])
     return None
 
 

@@ -63,6 +63,8 @@ bench: install install-web
 	$(PY) bench/block_sizes.py
 	$(PY) bench/tensorrt.py
 	$(PY) bench/scale.py
+	$(PY) bench/defaults.py --no-shrink-ray
+	$(PY) bench/decoder.py
 
 lint: install
 	$(VENV)/bin/ruff check onnxsurgery tests samples bench docs

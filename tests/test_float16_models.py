@@ -76,7 +76,7 @@ def test_bfloat16_weights_read_through_casts_take_the_lean_form(tmp_path):
     """A bfloat16 checkpoint exported as bf16 weights -> Cast to float32 -> MatMul: the int8 form
     feeds the MatMuls in float32 directly (the Casts go), the scale after them, so nothing is
     folded into extra float copies at load (issue 37: 2.38x the bf16 model's memory before)."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
     w = builders.rand((128, 128), 1) * 0.1
     bf16 = helper.make_tensor("W", TensorProto.BFLOAT16, w.shape,

@@ -4,12 +4,13 @@ table with one scale per row serves both, and neither path holds it in float at 
 
 Before: E [V, H] -> Gather(ids) -> ...            and  E -> Transpose -> MatMul(h, E^T) -> logits
 After:  Eq (int8), s [V] -> Gather rows, Cast, Mul (gather.py, only the rows looked up)
-        Eq -> Cast -> Transpose -> MatMul(h, .) -> Mul(s along the vocabulary) -> logits
+        Eq -> Transpose -> Cast -> MatMul(h, .) -> Mul(s along the vocabulary) -> logits
 
 A row of E is an output channel of the lm_head, so its scale commutes with the MatMul (as in
-scaled.py). onnxruntime folds Cast -> Transpose at load into one float copy of the table, what the
-float original holds for its own transposed read; the Gather path dequantizes the looked-up
-rows at run time. Without this, the table's one lowering had to serve both readers: a Cast ->
+scaled.py). onnxruntime folds Transpose -> Cast at load into one float copy of the table, what
+the float original holds for its own transposed read (transposed in int8 first, the fold's peak
+holds a quarter-size copy, not a float one); the Gather path dequantizes the looked-up rows at
+run time. Without this, the table's one lowering had to serve both readers: a Cast ->
 Mul chain folded into float copies (a 135M decoder at 1.35x the float model's memory), or, kept
 quantized, the whole table dequantized and transposed at every decoding step.
 
@@ -69,14 +70,30 @@ def build_tied(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: i
     gathers = [n for n, _ in consumers(site) if n.op == "Gather"]
     table = build_gathered(site, qt, names, gathers)
     scale = np.where(qt.scale == 0, 1, qt.scale).astype(np.float32).ravel()  # all-zero rows: q is 0 there
-    weight = gs.Variable(names.new(f"{site.name}__cast"), dtype=np.float32, shape=list(site.shape))
     graph = site.scope.graph
-    graph.nodes.append(gs.Node("Cast", name=names.new(f"{site.name}__Cast"), attrs={"to": onnx.TensorProto.FLOAT},
-                               inputs=[table], outputs=[weight]))
     factor = gs.Constant(names.new(f"{site.name}_row_scale"), scale)
+
+    def to_float(tensor: gs.Tensor, shape) -> gs.Variable:
+        out = gs.Variable(names.new(f"{site.name}__cast"), dtype=np.float32, shape=shape)
+        graph.nodes.append(gs.Node("Cast", name=names.new(f"{site.name}__Cast"),
+                                   attrs={"to": onnx.TensorProto.FLOAT}, inputs=[tensor], outputs=[out]))
+        return out
+
     for node, index in heads:
-        node.inputs[index] = weight
-        readers = [node] if node.op == "Gemm" else list(node.outputs[0].outputs)
+        if node.op == "Gemm":
+            node.inputs[index] = to_float(table, list(site.shape))
+            readers = [node]
+        else:  # Transpose the int8 table, then Cast: folding at load holds a quarter-size copy, not
+            # a float one, while it makes the float transposed table (the float model holds two)
+            transposed = node.outputs[0]
+            node.inputs[0] = table
+            transposed.dtype = table.values.dtype
+            weight = to_float(transposed, transposed.shape)
+            readers = list(transposed.outputs)
+            for reader in readers:
+                if reader.op != "Cast":
+                    reader.inputs[1] = weight
+            readers = [r for r in readers if r.op != "Cast"]
         for reader in readers:
             _divide_bias(graph, reader, scale, names)
             _scale_output(graph, reader, scale, names, site.name, lambda suffix, array: factor)

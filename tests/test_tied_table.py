@@ -19,7 +19,18 @@ VOCAB, HIDDEN = 512, 64
 
 def _tied_model(head: str) -> onnx.ModelProto:
     """ids -> Gather(E) -> MatMul(W) -> lm_head(E) -> logits; the lm_head reads E through a
-    Transpose (then a MatMul) or as a Gemm's transposed B."""
+    Transpose (then a MatMul) or as a Gemm's transposed B; or, as onnxruntime-genai's builder
+    writes it ("mirrored"), E is stored [hidden, vocab] as the lm_head's B and the embedding
+    gathers from its Transpose."""
+    if head == "mirrored":
+        nodes = [helper.make_node("Transpose", ["E"], ["Et"], perm=[1, 0]),
+                 helper.make_node("Gather", ["Et", "ids"], ["x"], axis=0),
+                 helper.make_node("MatMul", ["x", "W"], ["h"]),
+                 helper.make_node("MatMul", ["h", "E"], ["logits"])]
+        inits = [numpy_helper.from_array(builders.rand((HIDDEN, VOCAB), 1) * 0.1, "E"),
+                 numpy_helper.from_array(builders.rand((HIDDEN, HIDDEN), 2) * 0.1, "W")]
+        return builders.model(nodes, [builders.vi("ids", TensorProto.INT64, [8])],
+                              [builders.vi("logits", shape=[8, VOCAB])], inits)
     nodes = [helper.make_node("Gather", ["E", "ids"], ["x"], axis=0),
              helper.make_node("MatMul", ["x", "W"], ["h"])]
     if head == "transpose":
@@ -33,7 +44,7 @@ def _tied_model(head: str) -> onnx.ModelProto:
                           [builders.vi("logits", shape=[8, VOCAB])], inits)
 
 
-@pytest.mark.parametrize("head", ["transpose", "gemm"])
+@pytest.mark.parametrize("head", ["transpose", "gemm", "mirrored"])
 def test_one_int8_table_serves_the_gather_and_the_lm_head(tmp_path, head):
     model = _tied_model(head)
     onnx.save(model, str(tmp_path / "in.onnx"))
@@ -42,12 +53,13 @@ def test_one_int8_table_serves_the_gather_and_the_lm_head(tmp_path, head):
     labels = {w["name"]: w["lowering"] for w in report.weights}
     assert labels["E"] == "tied"
     graph = onnx.load(str(tmp_path / "q.onnx")).graph
-    tables = [t for t in graph.initializer if list(t.dims) == [VOCAB, HIDDEN]]
+    tables = [t for t in graph.initializer if sorted(t.dims) == sorted([VOCAB, HIDDEN])]
     assert [t.data_type for t in tables] == [TensorProto.INT8]  # stored once, in 8 bits
     readers = sorted(n.op_type for n in graph.node if tables[0].name in n.input)
     # the row lookup, and the lm_head's Transpose of the int8 table (then a Cast) or its Cast (Gemm);
     # folded at load into the one float table the lm_head reads
-    assert readers == (["Gather", "Transpose"] if head == "transpose" else ["Cast", "Gather"])
+    assert readers == {"transpose": ["Gather", "Transpose"], "gemm": ["Cast", "Gather"],
+                       "mirrored": ["Cast", "Transpose"]}[head]
     (a,), (b,) = run(model, feeds), run(tmp_path / "q.onnx", feeds)
     assert np.linalg.norm(b - a) / np.linalg.norm(a) < 0.02
     assert np.mean(a.argmax(-1) == b.argmax(-1)) >= 0.75

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from ..graph_utils import ConstantSite
 from .lowerings import REGISTRY
+from .lowerings.tied import scheme_for as tied_scheme
 from .lowerings.scaled import equalized_axis, zero_points_tried
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, has_zero_point
-from .choices.rules import (RECURRENT_DQ_OPSET, TIED_SCHEME, choose_scheme, float16_for_tensorrt, lean_scheme,
+from .choices.rules import (RECURRENT_DQ_OPSET, choose_scheme, float16_for_tensorrt, lean_scheme,
                             lowering_for, recurrent_weight, required_opset, site_options)
 
 def stored_bytes(qt: Quantized, lowering: str) -> int:
@@ -48,7 +49,7 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
     lowering = lowering_for(site, options, scheme, opset)
     symmetric = options.symmetric
     if lowering == "tied":
-        scheme, symmetric = TIED_SCHEME, True
+        scheme, symmetric = tied_scheme(site), True
     elif lowering in ("lean", "scaled"):  # lean: zero points where auto measures them (assumed to win)
         auto = lowering == "lean"
         scheme, lowering = lean_scheme(site, opset)

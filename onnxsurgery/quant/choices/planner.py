@@ -23,10 +23,11 @@ from ..calibration import Calibration
 from ..estimates import planned_bytes as estimated_payload
 from .lean import choose_lean
 from ..lowerings import REGISTRY
+from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.scaled import zero_points_fit
 from ..options import FLOAT_TYPES, QuantOptions, Scheme
 from ..plan import Plan, WeightPlan
-from .rules import (TIED_SCHEME, balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
+from .rules import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
                     matches, refusal, site_options, tensorrt_refusal, value_refusal)
 from .symmetry import SymmetryChoice, choose_symmetric
 
@@ -143,7 +144,7 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
     symmetric = site.name in symmetry.symmetric if options.auto_symmetric else opts.symmetric
     why = "the accurate block chain: the lean form loses most here" if lowering == "lean" else _why(lowering, opts)
     if lowering == "tied":  # int8 whatever the dtype asked (rules.lowering_for says why)
-        scheme, symmetric, opts = TIED_SCHEME, True, opts.changed(dtype="int8")
+        scheme, symmetric, opts = tied_scheme(site), True, opts.changed(dtype="int8")
         if options.four_bit:
             why += "; int8, not 4-bit: kept 4-bit it was dequantized whole at every step"
     elif lowering == "lean" and site.name in lean_choice.accurate:

@@ -14,6 +14,7 @@ from ...graph_utils import ConstantSite, choose_axes, collect_constants, consume
     iter_scopes, read_values
 from ..options import FLOAT_TYPES, TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions, Scheme, dq_min_opset
 from ..lowerings import REGISTRY
+from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.scaled import scale_axis
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
@@ -120,7 +121,6 @@ def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str
     return None
 
 
-TIED_SCHEME = Scheme("channel", 0)  # one scale per row: an output channel of the lm_head
 
 # Ops whose float constant inputs are a quantized model's own data (scales, zero points, lookup
 # tables), not weights: quantizing a scale again breaks the model (a builder int4 export given to
@@ -232,14 +232,14 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
             REGISTRY["matmulnbits"].fits(site, scheme, options.dtype, opset) is None:
         return "matmulnbits"
     if options.four_bit and not options.keep_quantized and \
-            REGISTRY["tied"].fits(site, TIED_SCHEME, "int8", opset) is None:
+            REGISTRY["tied"].fits(site, tied_scheme(site), "int8", opset) is None:
         # a token table that is also the lm_head, kept 4-bit, was dequantized and transposed whole
         # at every decoding step (SmolLM2-135M: decode 5.1x the float model's); in 8 bits its rows
         # are gathered and the lm_head reads it as the float model does
         return "tied"
     if options.stays_quantized and opset >= dq_min_opset(options):
         return "dq"
-    if options.lean_default and REGISTRY["tied"].fits(site, TIED_SCHEME, "int8", opset) is None:
+    if options.lean_default and REGISTRY["tied"].fits(site, tied_scheme(site), "int8", opset) is None:
         return "tied"  # a token table that is also the lm_head (lowerings/tied.py)
     if options.lean_default:
         return "lean"  # or the accurate chain, measured per weight in choices.lean.choose_lean

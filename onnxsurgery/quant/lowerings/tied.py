@@ -24,6 +24,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, NameAllocator, consumers, readers_by_graph
+from ..nodes import Emitter, int_tensor
 from ..options import Scheme
 from ..rounding import Quantized
 from .base import Lowering
@@ -50,22 +51,55 @@ def _lm_heads(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
     return heads
 
 
+def _mirrored(site: ConstantSite) -> tuple[list[gs.Node], list[gs.Node]] | None:
+    """onnxruntime-genai's layout: the table stored [hidden, vocab] as the lm_head MatMul's B, the
+    token embedding reading it through a Transpose then a Gather. (lm_heads, transposes) or None."""
+    heads, transposes = [], []
+    for node, index in consumers(site):
+        if node.op == "MatMul" and index == 1:
+            heads.append(node)
+        elif _transpose_into_gathers(node):
+            transposes.append(node)
+        else:
+            return None
+    return (heads, transposes) if heads and transposes else None
+
+
+def _transpose_into_gathers(node: gs.Node) -> bool:
+    """A 2-D Transpose whose output only Gathers read, as their data along axis 0."""
+    if node.op != "Transpose" or list(node.attrs.get("perm", [1, 0])) != [1, 0] or len(node.outputs) != 1:
+        return False
+    out = node.outputs[0]
+    return bool(out.outputs) and all(g.op == "Gather" and g.inputs[0] is out and g.attrs.get("axis", 0) % 2 == 0
+                                     for g in out.outputs)
+
+
+def scheme_for(site: ConstantSite) -> Scheme:
+    """One scale per vocabulary entry: a row of the table, or a column in the mirrored layout."""
+    return Scheme("channel", 1 if len(site.shape) == 2 and _mirrored(site) else 0)
+
+
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
     if len(site.shape) != 2 or site.onnx_dtype != onnx.TensorProto.FLOAT:
         return "not a float32 2-D table"
+    if not all(graph is site.scope.graph for graph, _ in readers_by_graph(site)):
+        return "read from another graph scope than its own"
     readers = consumers(site)
     gathers = [n for n, i in readers if n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % 2 == 0]
     heads = _lm_heads(site)
-    if not gathers or not heads or len(gathers) + len(heads) != len(readers):
+    plain = bool(gathers and heads and len(gathers) + len(heads) == len(readers))
+    if not plain and _mirrored(site) is None:
         return "not a table read by Gather and by an lm_head (Transpose -> MatMul, or Gemm with transB)"
-    if not all(graph is site.scope.graph for graph, _ in readers_by_graph(site)):
-        return "read from another graph scope than its own"
-    if dtype != "int8" or scheme.granularity != "channel" or scheme.axis != 0:
-        return "tied stores int8 with one scale per row"
+    if dtype != "int8" or scheme != scheme_for(site):
+        return "tied stores int8 with one scale per vocabulary entry"
     return None
 
 
 def build_tied(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> None:
+    mirrored = _mirrored(site)
+    if mirrored:
+        _build_mirrored(site, qt, names, *mirrored)
+        return
     heads = _lm_heads(site)
     gathers = [n for n, _ in consumers(site) if n.op == "Gather"]
     table = build_gathered(site, qt, names, gathers)
@@ -101,3 +135,30 @@ def build_tied(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: i
 
 LOWERING = Lowering("tied", "a table read by Gather and the lm_head: int8 rows for both, no float copy at run time",
                     fits, build_tied, float_scales=False, float_copies=lambda granularity, zero_points: 1)
+
+
+def _build_mirrored(site: ConstantSite, qt: Quantized, names: NameAllocator, heads: list[gs.Node],
+                    transposes: list[gs.Node]) -> None:
+    """Eq [hidden, vocab] (int8, a scale per column): the lm_head reads Cast(Eq) with the scales
+    after it; each Transpose reads Eq itself (folded at load into an int8 [vocab, hidden] copy),
+    its Gathers take int8 rows, then Cast and the gathered scales."""
+    graph = site.scope.graph
+    emit = Emitter(graph, names, site.name)
+    table = int_tensor(names, f"{site.name}_q", qt.q, qt.dtype)
+    scale = np.where(qt.scale == 0, 1, qt.scale).astype(np.float32).ravel()
+    factor = gs.Constant(names.new(f"{site.name}_col_scale"), scale)
+    rows = gs.Constant(names.new(f"{site.name}_row_scale"), scale.reshape(-1, 1))  # gathered: [*ids, 1]
+    weight = emit("Cast", [table], shape=list(site.shape), to=onnx.TensorProto.FLOAT)
+    for head in heads:
+        head.inputs[1] = weight
+        _scale_output(graph, head, scale, names, site.name, lambda suffix, array: factor)
+    for transpose in transposes:
+        transpose.inputs[0] = table
+        transpose.outputs[0].dtype = np.int8
+        for gather in list(transpose.outputs[0].outputs):
+            (output,) = list(gather.outputs)
+            picked = gs.Variable(names.new(f"{output.name}_int8"), dtype=np.int8)
+            gather.outputs[0] = picked
+            scales = emit("Gather", [rows, gather.inputs[1]], axis=0)
+            emit("Mul", [emit("Cast", [picked], to=onnx.TensorProto.FLOAT), scales])
+            graph.nodes[-1].outputs[0] = output  # the Mul now produces what the Gather did

@@ -62,7 +62,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     except UnsafeLocationError:
         raise
     except Exception as e:  # onnxruntime raises its own exception types
-        raise VerificationError(f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from e
+        raise VerificationError(f"onnxruntime cannot load the model: {_first_line(e)}") from e
 
 
 def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
@@ -214,6 +214,18 @@ def load_error(model: onnx.ModelProto | str | os.PathLike) -> str | None:
 
 def _first_line(error: BaseException) -> str:
     """onnxruntime's message, its first line, without the prefix that repeats the file's name
-    ("[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:")."""
+    ("[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:") or the C++ check's source
+    location; an opset or an operator this onnxruntime does not run said in our words."""
+    import onnxruntime as ort
+
     line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (Load model from .* failed:)?", "", line).strip() or line
+    line = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (Load model from .* failed:)?", "", line).strip() or line
+    newer = re.search(r"Opset (\d+) is under development.*support for domain (\S+) is till opset (\d+)", line)
+    if newer:
+        return (f"the model is {newer[2]} opset {newer[1]}, newer than onnxruntime {ort.__version__} runs (up to "
+                f"opset {newer[3]}): use a newer onnxruntime")
+    missing = re.search(r"Could not find an implementation for (\S+)\((\d+)\) node with name '([^']*)'", line)
+    if missing:
+        return (f"onnxruntime {ort.__version__} has no CPU kernel for {missing[1]} at opset {missing[2]} "
+                f"(node '{missing[3]}')")
+    return re.sub(r"^/\S+:\d+ .*?\) (?=[A-Z])", "", line)  # a C++ check's file, line and function

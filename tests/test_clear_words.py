@@ -148,3 +148,27 @@ def test_the_header_names_the_matmulnbits_fusion_only_where_it_applies(save):
     assert "as onnxruntime-web computes" in web and "DequantizeLinear" not in web
     assert "fused with float activations" in runtime_label("onnxruntime-web", dq_matmul())
     assert "int8 activations" in runtime_label("onnxruntime")  # no model: as before
+
+
+def test_an_opset_newer_than_onnxruntime_runs_is_said_in_one_line(tmp_path):
+    """A model stamped with an opset the installed onnxruntime does not run yet: one line naming
+    the opset and what onnxruntime runs, not its C++ check's file, line and signature."""
+    import onnxruntime
+
+    from onnxsurgery.sessions import _first_line
+
+    newest = onnx.defs.onnx_opset_version()
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [vi("x", shape=[2])],
+                              [vi("y", shape=[2])])
+    newer = helper.make_model(graph, opset_imports=[helper.make_opsetid("", newest + 2)])
+    newer.ir_version = onnx.IR_VERSION
+    onnx.save(newer, str(tmp_path / "new.onnx"))
+    r = CliRunner().invoke(main, ["quant", str(tmp_path / "new.onnx"), str(tmp_path / "q.onnx"), "--min-elements", "1"])
+    assert r.exit_code == 2, r.output
+    (line,) = r.output.strip().splitlines()
+    assert f"opset {newest + 2}, newer than onnxruntime {onnxruntime.__version__} runs" in line
+    assert "onnxruntime_src" not in line and not (tmp_path / "q.onnx").exists()
+    missing = RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for "
+                           "Frob(28) node with name 'n1'")
+    assert _first_line(missing) == f"onnxruntime {onnxruntime.__version__} has no CPU kernel for Frob at opset 28 " \
+                                   "(node 'n1')"

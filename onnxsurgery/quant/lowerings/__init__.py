@@ -23,10 +23,6 @@ from .base import Lowering
 REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (dq, arith, gather, scaled, matmulnbits, tied)}
 
 
-def lowering(name: str) -> Lowering:
-    return REGISTRY[name]
-
-
 def build(site: ConstantSite, qt: Quantized, name: str, names: NameAllocator, opset: int) -> gs.Tensor | None:
     """The nodes that turn the stored integers back into the weight; returns the tensor that
     replaces it, or None when the lowering rewrote its readers instead."""

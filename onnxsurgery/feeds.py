@@ -5,13 +5,14 @@ Generated inputs follow what the graph says a model means, so that a model runs 
 (they decide nothing: quant measures its choices on real inputs only):
 - dimensions: one value per dimension name, shared by every input that names it; a batch-like
   first axis 1 (verification adds a sample at batch 2), others 32, a cache's past length 8
-  (never empty, so the cache path runs), and a dimension written as a sum
+  (never empty, so the cache path runs; `past_length=0` gives the first step's empty cache), and
+  a dimension written as a sum
   ("past_sequence_length + 1", "total_sequence_length") their total; cache head counts and
   head sizes left dynamic come from genai_config.json or config.json beside the model;
   `shapes` (--shape) fixes any input's shape;
 - values: integer inputs that index a table (Gather, EmbedLayerNormalization) stay below its
   size; attention masks are ones; position ids count up from the past length; a `use_cache`
-  flag is true; other floats are standard normal, other integers below 10.
+  flag is true where the past is not empty; other floats are standard normal, other integers below 10.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from .errors import InputError
 
 DEFAULT_BATCH = 1
 DEFAULT_DIM = 32
+_PAST = "\0past"  # the past length's key in `dims`, whatever the model calls it
+_BATCH = "\0batch"  # the batch for unnamed dynamic first axes
+PAST_LENGTH = 8
+_CACHE_NAMES = ("past_key", "past_value", "past.", "cache")
 
 
 _ORT_TYPES = {
@@ -83,14 +88,14 @@ def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str
 
 def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
                 model: onnx.ModelProto | str | os.PathLike | None = None,
-                batch: int = DEFAULT_BATCH) -> dict[str, np.ndarray]:
+                batch: int = DEFAULT_BATCH, past_length: int = PAST_LENGTH) -> dict[str, np.ndarray]:
     """One sample for `sess` (module doc); with `model` (the session's model, or its path),
     integer inputs that index a table stay below its size and a config beside it is read."""
     shapes = shapes or {}
     rng = np.random.default_rng(seed)
     bounds = _index_bounds(model)
     inputs = list(sess.get_inputs())
-    dims = _dimension_values(inputs, shapes, _cache_config(model), batch)
+    dims = _dimension_values(inputs, shapes, _cache_config(model), batch, past_length)
     past = dims.get(_PAST, 0) if any(_is_cache(i.name) for i in inputs) else 0
     feeds = {}
     for inp in inputs:
@@ -114,10 +119,10 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
     return feeds
 
 
-_PAST = "\0past"  # the past length's key in `dims`, whatever the model calls it
-_BATCH = "\0batch"  # the batch for unnamed dynamic first axes
-PAST_LENGTH = 8
-_CACHE_NAMES = ("past_key", "past_value", "past.", "cache")
+def cache_flags(sess) -> list[str]:
+    """The boolean `use_cache*` inputs of `sess`: a merged decoder's switch (optimum's
+    use_cache_branch) between its `If` branches without and with a past."""
+    return [i.name for i in sess.get_inputs() if i.type == "tensor(bool)" and "use_cache" in i.name.lower()]
 
 
 def _is_cache(name: str) -> bool:
@@ -138,7 +143,8 @@ def has_dynamic_batch(sess, shapes: dict | None = None) -> bool:
                for i in sess.get_inputs())
 
 
-def _dimension_values(inputs, shapes: dict, config: dict, batch: int = DEFAULT_BATCH) -> dict:
+def _dimension_values(inputs, shapes: dict, config: dict, batch: int = DEFAULT_BATCH,
+                      past_length: int = PAST_LENGTH) -> dict:
     """A value for every dimension name the inputs use (module doc)."""
     dims: dict = {_BATCH: batch}
     for inp in inputs:  # --shape fixes the names of that input's dimensions too
@@ -154,7 +160,7 @@ def _dimension_values(inputs, shapes: dict, config: dict, batch: int = DEFAULT_B
             if axis == 0 or "batch" in low:
                 dims[d] = batch
             elif cache and "past" in low or low.startswith("past"):
-                dims[d] = dims[_PAST] = dims.get(_PAST, PAST_LENGTH)
+                dims[d] = dims[_PAST] = dims.get(_PAST, past_length)
             elif cache and axis == 1 and config.get("heads"):
                 dims[d] = config["heads"]
             elif cache and axis == len(inp.shape) - 1 and config.get("head_size"):

@@ -119,10 +119,18 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
     return feeds
 
 
-def cache_flags(sess) -> list[str]:
-    """The boolean `use_cache*` inputs of `sess`: a merged decoder's switch (optimum's
-    use_cache_branch) between its `If` branches without and with a past."""
-    return [i.name for i in sess.get_inputs() if i.type == "tensor(bool)" and "use_cache" in i.name.lower()]
+def first_step_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
+                      model: onnx.ModelProto | str | os.PathLike | None = None) -> dict[str, np.ndarray] | None:
+    """A decoder's first step: its KV cache inputs empty (past length 0), a `use_cache` flag false
+    (a merged decoder's If then runs its branch without a past, which holds its own copy of every
+    layer and computes the cross-attention caches). None for a model without a dynamic past
+    length, or whose past --shape fixes."""
+    fixed = set(shapes or {})
+    past = [i for i in sess.get_inputs() if _is_cache(i.name) and i.name not in fixed
+            and any(isinstance(d, str) and "past" in d.lower() for d in i.shape)]
+    if not past:
+        return None
+    return make_inputs(sess, shapes=shapes, seed=seed, model=model, past_length=0)
 
 
 def _is_cache(name: str) -> bool:

@@ -17,7 +17,7 @@ from .progress import progress
 # sessions live in sessions.py; imported here too, as before
 from .sessions import (_first_line, _mapped_session, load_error, session, session_settings)  # noqa: F401
 # inputs for a model (generated, read, checked) live in feeds.py; imported here too, as before
-from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, cache_flags, check_samples, has_dynamic_batch,  # noqa: F401
+from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, check_samples, first_step_inputs, has_dynamic_batch,  # noqa: F401
                     load_input_samples, make_inputs, parse_shapes)
 
 RUNTIMES = ("onnxruntime", "onnxruntime-web", "tensorrt")
@@ -136,10 +136,10 @@ def compare_models(
             samples.append(wider)
         except VerificationError:  # the original itself takes batch 1 only, whatever it declares
             pass
-    if generated and cache_flags(ref_sess):
-        # a merged decoder: the samples above run its If's cache branch only; the first step
-        # (flag false, empty past) runs the other, which holds its own copy of every layer
-        first = make_inputs(ref_sess, shapes=shapes, seed=seed + 2, model=reference, past_length=0)
+    first = first_step_inputs(ref_sess, shapes=shapes, seed=seed + 2, model=reference) if generated else None
+    if first is not None:
+        # the samples above have a past; the first step has none (prompt processing; a merged
+        # decoder's other If branch, which the samples above never run)
         try:
             expected.append(_run(ref_sess, names, first))
             samples.append(first)

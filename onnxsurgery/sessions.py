@@ -18,7 +18,8 @@ from .errors import InputError, UnsafeLocationError, VerificationError
 
 def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True,
             fold_constants: bool = True, map_weights: bool = False, extra_outputs: tuple[str, ...] = (),
-            runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None):
+            runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
+            branches: dict[str, str] | None = None):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -32,7 +33,9 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     activations this way); if the mapped load fails there is then no fallback. `runtime`:
     "onnxruntime-web" computes as the WASM build does (see `session_settings`). `initializers`
     (a path): graph inputs of the model that become initializers holding these arrays, as
-    `onnxsurgery run` gives a model its `.npy` arrays (`_mapped_session` says why)."""
+    `onnxsurgery run` gives a model its `.npy` arrays (`_mapped_session` says why). `branches`
+    (a path, with `map_weights`): main-graph If nodes inlined (`inline_branches`), so that
+    `extra_outputs` may name values inside the branches chosen."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
     settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime)
@@ -52,9 +55,9 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             return _mapped_session(Path(model), settings, extra_outputs, initializers)
         if map_weights:
             try:
-                return _mapped_session(Path(model), settings, extra_outputs)
+                return _mapped_session(Path(model), settings, extra_outputs, branches=branches)
             except Exception:  # noqa: BLE001 - whatever the mapped copy trips on, load the file itself
-                if extra_outputs:
+                if extra_outputs or branches:
                     raise
                 settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime)
         _check_locations(Path(model))
@@ -120,7 +123,7 @@ def _load(source: str | bytes, settings, data_dir: str | os.PathLike | None = No
 
 
 def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
-                    initializers: dict[str, np.ndarray] | None = None):
+                    initializers: dict[str, np.ndarray] | None = None, branches: dict[str, str] | None = None):
     """A session on the model at `path` with its large payloads left in the file (`session`).
 
     Each graph input named in `initializers` becomes an initializer whose bytes are that array,
@@ -133,6 +136,8 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
 
     model = read_model_skipping_weights(path)
     _check_locations(path, model)
+    if branches:
+        inline_branches(model.graph, branches)
     model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(name) for name in extra_outputs)
     # np.require, not np.ascontiguousarray: that one makes a scalar 1-D
     arrays = {name: np.require(a, requirements="C") for name, a in (initializers or {}).items()}
@@ -151,6 +156,41 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     if arrays:  # onnxruntime reads the arrays' buffers for the session's life, not a copy of them
         sess._onnxsurgery_initializers = (arrays, values)
     return sess
+
+
+def inline_branches(graph: onnx.GraphProto, chosen: dict[str, str]) -> None:
+    """Each If node of `graph` named in `chosen` (by its first output) replaced by the nodes of
+    the branch chosen for it ("then_branch" or "else_branch"), followed by an Identity per
+    output whose name differs from the If's: what the model computes on inputs that take that
+    branch, with the branch's values as values of `graph`, which a session can return as
+    outputs (calibration measures the weights read inside a merged decoder's If this way).
+    ValueError where a name the branch defines is already one of `graph`'s (the two would
+    clash once in one graph); optimum's branches name their outputs as the If's, which is kept."""
+    names = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    names |= {o for node in graph.node for o in node.output}
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        key = node.output[0] if node.op_type == "If" and node.output else None
+        if key not in chosen:
+            nodes.append(node)
+            continue
+        branch = next(a.g for a in node.attribute if a.name == chosen[key])
+        same = {b.name for b, o in zip(branch.output, node.output) if b.name == o}
+        defined = [o for n in branch.node for o in n.output if o] + [t.name for t in branch.initializer]
+        clash = next((d for d in defined if d in names and d not in same), None)
+        if clash is not None:
+            raise ValueError(f"'{clash}' inside {node.name or key}.{chosen[key]} is also a name outside it")
+        names.update(defined)
+        nodes.extend(branch.node)
+        graph.initializer.extend(branch.initializer)
+        nodes.extend(onnx.helper.make_node("Identity", [b.name], [o]) for b, o in zip(branch.output, node.output)
+                     if b.name != o)
+    copies = []
+    for node in nodes:  # copied before the field that holds some of them is cleared
+        copies.append(onnx.NodeProto())
+        copies[-1].CopyFrom(node)
+    graph.ClearField("node")
+    graph.node.extend(copies)
 
 
 # Arrays below this size go into the protobuf itself: onnxruntime's shape inference reads the

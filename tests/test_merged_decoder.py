@@ -117,27 +117,34 @@ def test_the_weights_inside_the_branches_are_quantized(quantized, label):
     assert _large_float_weights(path) == []  # nothing float left behind in the file
 
 
-def test_measured_choices_and_calibration_skip_branch_values_with_a_word(tmp_path, encoder_states):
-    """--inputs (measured choices) and --calibration (GPTQ) read activations: those inside the If
-    are not graph values onnxruntime can return, so the weights read there are rounded without
-    calibration, saying why, and the model stays valid."""
+def test_measured_choices_and_calibration_reach_the_weights_inside_the_branches(tmp_path, encoder_states):
+    """--inputs (measured choices) and --calibration (GPTQ) read the activations each weight
+    meets, inside whichever If branch a sample takes (first steps and cache steps here)."""
     sess = ort.InferenceSession(str(WHISPER), providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     arrays = {}
-    for i, states in enumerate(encoder_states[:2]):
+    for i, states in enumerate(encoder_states[:4]):
         first = whisper_step_feeds(sess, [[1, 5, 9]], states, None)
         out = dict(zip(names, sess.run(names, first)))
         past = {"past_key_values" + k[len("present"):]: v for k, v in out.items() if k.startswith("present")}
         for j, feeds in enumerate((first, whisper_step_feeds(sess, [[7]], states, past))):
             arrays.update({f"{k}__{2 * i + j}": v for k, v in feeds.items()})
-    np.savez(tmp_path / "samples.npz", **arrays)
-    report = cli_json("quant", WHISPER, tmp_path / "q.onnx", "--inputs", tmp_path / "samples.npz",
-                      "--calibration", tmp_path / "samples.npz")
+    inputs = {k: v for k, v in arrays.items() if int(k.rpartition("__")[2]) < 4}
+    calibration = {k: v for k, v in arrays.items() if int(k.rpartition("__")[2]) >= 4}
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    np.savez(tmp_path / "calibration.npz", **calibration)
+    report = cli_json("quant", WHISPER, tmp_path / "q.onnx", "--inputs", tmp_path / "inputs.npz",
+                      "--calibration", tmp_path / "calibration.npz")
     onnx.checker.check_model(str(tmp_path / "q.onnx"))
     quantize = next(p for p in report["passes"] if p["name"] == "quantize")["details"]
-    skipped = quantize["not_calibrated"]
-    assert set(_read_only_in_branches()) & set(skipped)
-    assert all("If/Loop/Scan" in skipped[name] for name in _large_float_weights(WHISPER) if name in skipped)
+    assert "measured" in " ".join(report["notes"])
+    calibrated = set(quantize["calibrated"])
+    assert len(calibrated) >= len(_large_float_weights(WHISPER)) // 2  # measured: 15 of 22 (0 before)
+    assert calibrated & _read_only_in_branches()
+    # those left to plain rounding are so by GPTQ's own held-out check, or are the token and
+    # position tables (read by Gather), not for want of values inside the If
+    for name, why in quantize["not_calibrated"].items():
+        assert why.startswith("GPTQ fitted") or ("embed" in name and "reader calibration does not support" in why)
     assert report["verification"]["samples"] == 4 and report["verification"]["rel_l2_error"] < 0.05
 
 

@@ -2,9 +2,14 @@
 H = sum of x x^T of its consumer's inputs, for GPTQ rounding (gptq.py).
 
 The original model runs in onnxruntime with each consumer's data input added as a graph
-output. Supported consumers, in the main graph: MatMul (2-D weight as B), Gemm (B, without
-transA) and Conv with one group (the input unfolded into kernel-sized patches). A weight with
-any other reader, or read inside a subgraph, is rounded without calibration (and its
+output. Supported consumers: MatMul (2-D weight as B), Gemm (B, without transA) and Conv with
+one group (the input unfolded into kernel-sized patches), in the main graph or in a branch of
+a main-graph If (a merged decoder's weights are read in both branches of its If on
+use_cache_branch). Values inside a branch are no graph values onnxruntime can return, so each
+sample runs through a copy of the model whose If is replaced by the branch that sample takes
+(`sessions.inline_branches`; its condition read from the sample, or computed first), and a
+weight's H sums the inputs it meets in whichever branch ran. A weight with any other reader,
+or read inside a Loop/Scan body or a nested If, is rounded without calibration (and its
 choices are made from the weight alone).
 
 Whether GPTQ is worth it for a weight is decided by the pass on held-out samples, not by a
@@ -25,9 +30,11 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from pathlib import Path
+from dataclasses import dataclass, replace
 
 import numpy as np
+import onnx_graphsurgeon as gs
 
 from ..errors import InputError
 from ..graph_utils import ConstantSite, axes_read, choose_axes, consumers, readers_by_graph
@@ -38,11 +45,28 @@ DEFAULT_MEMORY_BUDGET = 256 << 20
 _PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
 
 
-def in_subgraph(site: ConstantSite) -> bool:
-    """Whether `site` or one of its readers lives in an If/Loop/Scan body: the values a body
-    computes cannot be asked of onnxruntime as graph outputs (a merged decoder's weights, read
-    in both branches of its `If`, are main-graph initializers read from inside the branches)."""
-    return site.scope.parent is not None or any(graph is not site.scope.graph for graph, _ in readers_by_graph(site))
+Branch = tuple  # (the If's first output, "then_branch" | "else_branch")
+
+
+def reading_graphs(site: ConstantSite) -> dict[int, Branch | None] | None:
+    """For each graph that reads `site` (by id): None for the main graph, the If branch for a
+    branch of a main-graph If; None overall when a reader lives anywhere else (a Loop/Scan
+    body, an If nested deeper), whose values are not measured."""
+    root = site.scope
+    while root.parent is not None:
+        root = root.parent
+    main = root.graph
+    branches = {id(node.attrs[b]): (node.outputs[0].name, b) for node in main.nodes if node.op == "If" and node.outputs
+                for b in ("then_branch", "else_branch") if isinstance(node.attrs.get(b), gs.Graph)}
+    where: dict[int, Branch | None] = {}
+    for graph, _ in readers_by_graph(site):
+        if graph is main:
+            where[id(graph)] = None
+        elif id(graph) in branches:
+            where[id(graph)] = branches[id(graph)]
+        else:
+            return None
+    return where
 
 
 @dataclass(frozen=True)
@@ -52,12 +76,16 @@ class Reader:
     activation: str
     op: str  # MatMul | Gemm | Conv
     attrs: dict
+    branch: Branch | None = None  # the If branch holding the consumer, None in the main graph
+    node: str = ""  # the consumer's name
 
 
 def readers(site: ConstantSite) -> list[Reader] | None:
     """How each consumer multiplies `site`, or None when one of them is not supported."""
-    if not site.value.outputs or in_subgraph(site):
+    where = reading_graphs(site)
+    if not site.value.outputs or where is None:
         return None
+    graph_of = {id(node): id(graph) for graph, found in readers_by_graph(site) for node, _ in found}
     rank = len(site.shape)
     found = []
     for node, idx in consumers(site):
@@ -69,7 +97,7 @@ def readers(site: ConstantSite) -> list[Reader] | None:
                 and node.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")))
         if not ok:
             return None
-        found.append(Reader(data.name, node.op, dict(node.attrs)))
+        found.append(Reader(data.name, node.op, dict(node.attrs), where[graph_of[id(node)]], node.name))
     if len(axes_read(site)) > 1:  # readers disagree on the layout
         return None
     return found
@@ -171,22 +199,35 @@ class Calibration:
         self._cache: dict[_Reading, Moments] = {}
         self._waiting: dict[_Reading, int] = {}  # weights not yet asked for, per reading
         self.skipped: dict[str, str] = {}  # weight -> why it was not calibrated
-        self._session = None
+        self._sessions: dict[tuple, object] = {}  # probes, by the If branches inlined and the outputs asked
         self._graph_inputs: set[str] = set()
         self._graph_outputs: set[str] = set()
+        self._input_names: list[str] = []
+        self._conditions: dict[str, str] = {}  # a main-graph If (its first output) -> its condition
+        self._file_branches: dict[tuple[str, str], list] | None = None  # (If, branch) -> its nodes in the file
 
     def plan(self, sites: list[ConstantSite]) -> None:
         """The weights to be asked for, in the order they will be asked for."""
         self._planned, self._readings, self._readers, self._waiting, self.skipped = {}, [], {}, {}, {}
-        main = next((s.scope.graph for s in sites if s.scope.parent is None), None)
+        main = sites[0].scope if sites else None
+        while main is not None and main.parent is not None:
+            main = main.parent
         if main is not None:
-            self._graph_inputs = {t.name for t in main.inputs}
-            self._graph_outputs = {t.name for t in main.outputs}
+            self._graph_inputs = {t.name for t in main.graph.inputs}
+            self._graph_outputs = {t.name for t in main.graph.outputs}
+            self._input_names = [t.name for t in main.graph.inputs]
+            self._conditions = {n.outputs[0].name: n.inputs[0].name for n in main.graph.nodes
+                                if n.op == "If" and n.outputs and n.inputs}
         for site in sites:
             found = readers(site)
+            if found and any(r.branch is not None for r in found):
+                found = self._as_in_the_file(found, site.name)
+                if found is None:
+                    self.skipped[site.name] = "read inside an If branch whose values could not be matched to the file"
+                    continue
             if not found:
-                self.skipped[site.name] = ("read inside an If/Loop/Scan body, whose values are not measured"
-                                           if in_subgraph(site) else
+                self.skipped[site.name] = ("read inside a Loop/Scan body or a nested If, whose values are not measured"
+                                           if reading_graphs(site) is None else
                                            "a reader calibration does not support (grouped Conv, transA, ...)")
                 continue
             reading = _Reading.of(found, tuple(site.shape), choose_axes(site)[0])
@@ -195,6 +236,30 @@ class Calibration:
                 self._readers[reading] = found
             self._planned[site.name] = reading
             self._waiting[reading] = self._waiting.get(reading, 0) + 1
+
+    def _as_in_the_file(self, found: list[Reader], weight: str) -> list[Reader] | None:
+        """`found` with the activations of branch readers named as in the model file, which the
+        probes run: the workspace renamed values that both branches define alike (optimum's
+        branches do, `graph_utils.make_names_unique`). A consumer is matched by its name and op
+        in that branch of the file, or else by its op and the weight it reads; None if either
+        is not one node."""
+        if self._file_branches is None:
+            from ..lazy import read_model_skipping_weights
+
+            model = read_model_skipping_weights(Path(self.model_path))
+            self._file_branches = {(n.output[0], a.name): list(a.g.node) for n in model.graph.node
+                                   if n.op_type == "If" and n.output for a in n.attribute if a.g.node}
+        out = []
+        for r in found:
+            if r.branch is not None:
+                nodes = [n for n in self._file_branches.get(r.branch, []) if n.op_type == r.op]
+                match = [n for n in nodes if r.node and n.name == r.node] or [
+                    n for n in nodes if len(n.input) > 1 and n.input[1] == weight]
+                if len(match) != 1 or not match[0].input:
+                    return None
+                r = replace(r, activation=match[0].input[0])
+            out.append(r)
+        return out
 
     def moments(self, site: ConstantSite) -> Moments | None:
         """The Moments of a planned weight (capturing its chunk if needed), else None."""
@@ -218,41 +283,59 @@ class Calibration:
             chunk.append(reading)
             total += 16 * reading.k ** 2
         self._cache = {reading: Moments(reading.k) for reading in chunk}
-        sess, given = self._probe()
-        wanted = sorted({r.activation for reading in chunk for r in self._readers[reading]} - given)
-        for index, feeds in enumerate(self._feeds(sess)):
+        given = self._graph_inputs
+        for index, feeds in enumerate(self._feeds()):
+            chosen = self._branches_taken(feeds)
+            taken = [(reading, [r for r in self._readers[reading] if r.branch is None or chosen.get(r.branch[0]) ==
+                                r.branch[1]]) for reading in chunk]
+            wanted = sorted({r.activation for _, found in taken for r in found} - given)
             try:
-                values = dict(zip(wanted, sess.run(wanted, feeds))) if wanted else {}
+                values = dict(zip(wanted, self._probe(chosen).run(wanted, feeds))) if wanted else {}
             except Exception as e:  # onnxruntime's own exception types: a sample that does not fit
                 raise InputError(f"onnxruntime failed on a calibration sample: {str(e).splitlines()[0]}") from e
             values.update({k: v for k, v in feeds.items() if k in given})
-            for reading in chunk:
+            for reading, found in taken:
                 h = self._cache[reading].folds[index % 2]
-                for r in self._readers[reading]:
+                for r in found:
                     for cols in input_columns(values[r.activation], r, reading.shape):
                         h += cols.T @ cols  # float32 product, accumulated in float64
         if chunk[-1] is self._readings[-1]:
-            self._session = None  # the last chunk: free the probe's copy of the model
+            self._sessions = {}  # the last chunk: free the probes' copies of the model
 
-    def _probe(self):
-        """A session of the original model with every planned activation as an output."""
+    def _branches_taken(self, feeds: dict[str, np.ndarray]) -> dict[str, str]:
+        """The branch each If holding a planned reader takes on `feeds`: its condition is a
+        graph input given there, or a main-graph value computed first."""
+        conditions = {branch[0]: self._conditions[branch[0]] for found in self._readers.values()
+                      for r in found if (branch := r.branch) is not None}
+        if not conditions:
+            return {}
+        computed = sorted(set(conditions.values()) - set(feeds))
+        values = dict(zip(computed, self._probe({}, computed).run(computed, feeds))) if computed else {}
+        return {key: "then_branch" if bool(np.asarray({**feeds, **values}[cond]).reshape(-1)[0]) else "else_branch"
+                for key, cond in conditions.items()}
+
+    def _probe(self, chosen: dict[str, str], outputs: list[str] | None = None):
+        """A session of the original model, its Ifs replaced by the branches `chosen`, with
+        every planned activation found there (or `outputs`) as an output."""
         from ..verify import session
 
-        if self._session is None:
-            acts = {r.activation for found in self._readers.values() for r in found} - self._graph_inputs
+        key = (tuple(sorted(chosen.items())), tuple(outputs or ()))
+        if key not in self._sessions:
+            acts = set(outputs or ()) or {r.activation for found in self._readers.values() for r in found
+                                          if r.branch is None or chosen.get(r.branch[0]) == r.branch[1]}
             # read mapped from the file, not copied (verify.session, map_weights)
-            self._session = session(self.model_path, map_weights=True,
-                                    extra_outputs=tuple(sorted(acts - self._graph_outputs)))
-        return self._session, self._graph_inputs
+            self._sessions[key] = session(self.model_path, map_weights=True, branches=chosen or None,
+                                          extra_outputs=tuple(sorted(acts - self._graph_inputs - self._graph_outputs)))
+        return self._sessions[key]
 
-    def _feeds(self, sess):
+    def _feeds(self):
         from ..verify import make_inputs
 
         generated = None
         for sample in self.samples:
-            missing = [i.name for i in sess.get_inputs() if i.name not in sample]
+            missing = [name for name in self._input_names if name not in sample]
             if missing and generated is None:
-                generated = make_inputs(sess, shapes=self.shapes, model=self.model_path)
+                generated = make_inputs(self._probe({}), shapes=self.shapes, model=self.model_path)
             yield {**{k: generated[k] for k in missing}, **sample}
 
 
@@ -261,7 +344,7 @@ class _Reading:
     """What decides a weight's H: which inputs its readers unfold, and how. Weights that read
     alike (Q, K and V reading one LayerNorm output) share one capture and one factor."""
 
-    readers: tuple[tuple[str, str, str], ...]  # (activation, op, attrs) per reader, sorted
+    readers: tuple[tuple[str, str, str, str], ...]  # (activation, op, attrs, branch) per reader, sorted
     shape: tuple[int, ...]  # the weight's shape with its output axis set to 1
 
     @property
@@ -272,5 +355,5 @@ class _Reading:
     @staticmethod
     def of(found: list[Reader], shape: tuple[int, ...], channel_axis: int) -> "_Reading":
         reading_shape = tuple(1 if i == channel_axis else n for i, n in enumerate(shape))
-        return _Reading(tuple(sorted((r.activation, r.op, repr(sorted(r.attrs.items()))) for r in found)),
-                        reading_shape)
+        return _Reading(tuple(sorted((r.activation, r.op, repr(sorted(r.attrs.items())), repr(r.branch))
+                                     for r in found)), reading_shape)

@@ -203,7 +203,7 @@ class Calibration:
         self._graph_inputs: set[str] = set()
         self._graph_outputs: set[str] = set()
         self._input_names: list[str] = []
-        self._conditions: dict[str, str] = {}  # a main-graph If (its first output) -> its condition
+        self._conditions: dict[str, str] = {}  # a main-graph If (its first output) -> its condition, in the file
         self._file_branches: dict[tuple[str, str], list] | None = None  # (If, branch) -> its nodes in the file
 
     def plan(self, sites: list[ConstantSite]) -> None:
@@ -216,8 +216,6 @@ class Calibration:
             self._graph_inputs = {t.name for t in main.graph.inputs}
             self._graph_outputs = {t.name for t in main.graph.outputs}
             self._input_names = [t.name for t in main.graph.inputs]
-            self._conditions = {n.outputs[0].name: n.inputs[0].name for n in main.graph.nodes
-                                if n.op == "If" and n.outputs and n.inputs}
         for site in sites:
             found = readers(site)
             if found and any(r.branch is not None for r in found):
@@ -249,6 +247,8 @@ class Calibration:
             model = read_model_skipping_weights(Path(self.model_path))
             self._file_branches = {(n.output[0], a.name): list(a.g.node) for n in model.graph.node
                                    if n.op_type == "If" and n.output for a in n.attribute if a.g.node}
+            self._conditions = {n.output[0]: n.input[0] for n in model.graph.node
+                                if n.op_type == "If" and n.output and n.input}
         out = []
         for r in found:
             if r.branch is not None:

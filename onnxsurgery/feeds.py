@@ -133,6 +133,44 @@ def first_step_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed:
     return make_inputs(sess, shapes=shapes, seed=seed, model=model, past_length=0)
 
 
+def with_own_past(sess, sample: dict[str, np.ndarray], *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
+                  model: onnx.ModelProto | str | os.PathLike | None = None) -> dict[str, np.ndarray]:
+    """`sample` with its generated KV cache replaced by the one the model computes itself for
+    as many generated tokens (a first step, `first_step_inputs`, on the same encoder states),
+    wherever a present output has the past input's name and shape. Standard-normal keys and
+    values are no cache a model makes, and its error on them is not the error in use:
+    SmolLM2-135M int8, logits relative L2 0.26 (optimum export) and 0.14 (genai builder) on a
+    random past of 8, 0.014 and 0.026 on its own. Unchanged where the model gives none."""
+    ids = next((i.name for i in sess.get_inputs() if "input_ids" in i.name.lower() and i.name in sample), None)
+    declared = {i.name: i.shape for i in sess.get_inputs()}
+    caches = [name for name in sample if "past" in name.lower() and _is_cache(name)]
+    lengths = set()  # of the past, from the axes named so (a cross-attention cache's is the encoder's)
+    for name in caches:
+        lengths.update(sample[name].shape[a] for a, d in enumerate(declared.get(name, []))
+                       if isinstance(d, str) and "past" in d.lower() and a < sample[name].ndim)
+    if ids is None or len(lengths) != 1 or not min(lengths):
+        return sample
+    fixed = {**(shapes or {}), ids: [sample[ids].shape[0], lengths.pop()]}
+    prefix = first_step_inputs(sess, shapes=fixed, seed=seed, model=model)
+    if prefix is None:
+        return sample
+    for name, value in prefix.items():  # the same encoder states, where the model takes some
+        if not _is_cache(name) and name in sample and sample[name].shape == value.shape and value.dtype.kind == "f":
+            prefix[name] = sample[name]
+    names = [o.name for o in sess.get_outputs()]
+    try:
+        out = dict(zip(names, sess.run(names, prefix)))
+    except Exception:  # noqa: BLE001 - onnxruntime's own types: the random past stays
+        return sample
+    own = dict(sample)
+    for name in caches:
+        for source in (name.replace("past_key_values", "present", 1), name.replace("past", "present", 1)):
+            if source in out and out[source].shape == sample[name].shape and out[source].dtype == sample[name].dtype:
+                own[name] = out[source]
+                break
+    return own
+
+
 def _is_cache(name: str) -> bool:
     return any(part in name.lower() for part in _CACHE_NAMES)
 

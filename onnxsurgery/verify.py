@@ -18,7 +18,7 @@ from .progress import progress
 from .sessions import (_first_line, _mapped_session, load_error, session, session_settings)  # noqa: F401
 # inputs for a model (generated, read, checked) live in feeds.py; imported here too, as before
 from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, check_samples, first_step_inputs, has_dynamic_batch,  # noqa: F401
-                    load_input_samples, make_inputs, parse_shapes)
+                    load_input_samples, make_inputs, parse_shapes, with_own_past)
 
 RUNTIMES = ("onnxruntime", "onnxruntime-web", "tensorrt")
 
@@ -118,7 +118,8 @@ def compare_models(
     ref_sess = _named_session(reference, map_weights=True)
     names = [o.name for o in ref_sess.get_outputs()]
     if generated:
-        samples = [make_inputs(ref_sess, shapes=shapes, seed=seed, model=reference)]
+        samples = [with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed, model=reference),
+                                 shapes=shapes, seed=seed + 3, model=reference)]
     try:
         expected = [_run(ref_sess, names, feeds) for feeds in samples]
     except VerificationError as e:
@@ -130,7 +131,8 @@ def compare_models(
     if generated and has_dynamic_batch(ref_sess, shapes):
         # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
         # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
-        wider = make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference, batch=2)
+        wider = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference, batch=2),
+                              shapes=shapes, seed=seed + 4, model=reference)
         try:
             expected.append(_run(ref_sess, names, wider))
             samples.append(wider)

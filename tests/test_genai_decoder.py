@@ -91,4 +91,4 @@ def test_verification_on_generated_decoder_inputs_is_over_the_logits(runs, label
     assert verification["samples"] >= 2  # with a past, and the first step's empty one
     assert np.isfinite(verification["rel_l2_error"])
     if label == "int8":
-        assert verification["rel_l2_error"] < 0.05  # measured 0.021
+        assert verification["rel_l2_error"] < 0.05  # measured 0.015 (0.021 on a random past of 8)

@@ -120,7 +120,8 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
 
 
 def first_step_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
-                      model: onnx.ModelProto | str | os.PathLike | None = None) -> dict[str, np.ndarray] | None:
+                      model: onnx.ModelProto | str | os.PathLike | None = None,
+                      batch: int = DEFAULT_BATCH) -> dict[str, np.ndarray] | None:
     """A decoder's first step: its KV cache inputs empty (past length 0), a `use_cache` flag false
     (a merged decoder's If then runs its branch without a past, which holds its own copy of every
     layer and computes the cross-attention caches). None for a model without a dynamic past
@@ -130,7 +131,7 @@ def first_step_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed:
             and any(isinstance(d, str) and "past" in d.lower() for d in i.shape)]
     if not past:
         return None
-    return make_inputs(sess, shapes=shapes, seed=seed, model=model, past_length=0)
+    return make_inputs(sess, shapes=shapes, seed=seed, model=model, past_length=0, batch=batch)
 
 
 def with_own_past(sess, sample: dict[str, np.ndarray], *, shapes: dict[str, list[int]] | None = None, seed: int = 0,

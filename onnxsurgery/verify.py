@@ -128,6 +128,7 @@ def compare_models(
         made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in samples[0].items())
         raise VerificationError(f"the original model does not run on generated inputs ({made}): give real ones "
                                 f"with --inputs, or dimensions with --shape NAME:DxD ({e})") from e
+    wider_refused = False
     if generated and has_dynamic_batch(ref_sess, shapes):
         # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
         # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
@@ -136,17 +137,17 @@ def compare_models(
         try:
             expected.append(_run(ref_sess, names, wider))
             samples.append(wider)
-        except VerificationError:  # the original itself takes batch 1 only, whatever it declares
-            pass
-    first = first_step_inputs(ref_sess, shapes=shapes, seed=seed + 2, model=reference) if generated else None
-    if first is not None:
-        # the samples above have a past; the first step has none (prompt processing; a merged
-        # decoder's other If branch, which the samples above never run)
-        try:
-            expected.append(_run(ref_sess, names, first))
-            samples.append(first)
-        except VerificationError:  # an empty past that this model refuses: the cache branch is checked
-            pass
+        except VerificationError:  # batch 1 only, whatever it declares, or only with a past (below)
+            wider_refused = True
+    # the samples above have a past; the first step has none (prompt processing; a merged
+    # decoder's other If branch, which they never run). At batch 2 where the batch-2 sample with
+    # a past was refused: GroupQueryAttention takes batch 1 only with a past ("batch_size must
+    # be 1 when sequence_length > 1 and past context is given"), any batch without one.
+    step = _first_step(ref_sess, names, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
+                       shapes=shapes, seed=seed + 2, model=reference) if generated else None
+    if step is not None:
+        samples.append(step[0])
+        expected.append(step[1])
     del ref_sess
     cand_sess = _named_session(candidate, fold_constants=fold_candidate, runtime=runtime)
     per_output: dict[str, dict] = {}
@@ -182,6 +183,20 @@ def compare_models(
         "headline": headline,
         "outputs": per_output,
     }
+
+
+def _first_step(sess, names: list[str], *, batches: tuple[int, ...], **options):
+    """(feeds, outputs) of a decoder's first step (`first_step_inputs`) that `sess` runs, at the
+    first of `batches` it takes; None for a model without a past, or refusing an empty one."""
+    for batch in batches:
+        feeds = first_step_inputs(sess, batch=batch, **options)
+        if feeds is None:
+            return None
+        try:
+            return feeds, _run(sess, names, feeds)
+        except VerificationError:
+            continue
+    return None
 
 
 def is_cache_output(name: str) -> bool:

@@ -92,3 +92,20 @@ def test_verification_on_generated_decoder_inputs_is_over_the_logits(runs, label
     assert np.isfinite(verification["rel_l2_error"])
     if label == "int8":
         assert verification["rel_l2_error"] < 0.05  # measured 0.015 (0.021 on a random past of 8)
+
+
+def test_batch_two_is_checked_on_the_first_step_where_the_cache_step_refuses_it():
+    """GroupQueryAttention takes batch 1 only with a past, any batch without one: verification's
+    batch-2 sample is then the first step."""
+    from onnxsurgery.feeds import make_inputs, with_own_past
+    from onnxsurgery.verify import VerificationError, _first_step, _run, session
+
+    path = LLAMA / "model.onnx"
+    sess = session(path)
+    names = [o.name for o in sess.get_outputs()]
+    wider = with_own_past(sess, make_inputs(sess, model=path, batch=2), model=path)
+    with pytest.raises(VerificationError, match="batch_size must be 1"):
+        _run(sess, names, wider)
+    feeds, outputs = _first_step(sess, names, batches=(2, 1), model=path)
+    assert feeds["input_ids"].shape[0] == 2 and feeds["past_key_values.0.key"].shape[2] == 0
+    assert outputs[0].shape == (2, feeds["input_ids"].shape[1], VOCAB)

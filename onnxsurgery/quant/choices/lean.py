@@ -83,8 +83,9 @@ def choose_lean(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpt
     (SMALL_WEIGHT_ELEMENTS, SMALL_FLOAT16_SHARE); for the others symmetric or with zero points
     (scaled.zero_points_tried), then the accurate block chain instead where it gains most
     (MIN_ACCURATE_RATIO, MIN_ACCURATE_RATIO_IN_WEIGHT and ACCURATE_MEMORY_SHARE above). Each
-    weight is quantized each way to measure its errors, in the layer's output over `activations` where they cover the weight
-    (what its readers multiply it by), else in the weight itself."""
+    weight is quantized each way to measure its errors, in the layer's output over
+    `activations` where they cover the weight (what its readers multiply it by), else in the
+    weight itself."""
     try:
         costs = lean_costs(candidates, options, opset, activations)
     except InputError:  # the inputs could not be generated or run: measure in the weights

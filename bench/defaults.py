@@ -148,7 +148,7 @@ def main() -> None:
                     help="score on the held-out task samples (default) or on the tune set (module doc)")
     ap.add_argument("--work", type=Path, help="folder for the files made (default: MODELS/defaults)")
     args = ap.parse_args()
-    work = args.work or args.models / "defaults"
+    work = (args.work or args.models / "defaults").resolve()
     work.mkdir(parents=True, exist_ok=True)
     codes = {"after": args.after.resolve(), "before": args.before.resolve() if args.before else None}
     print("| model | code | variant | rel L2 | task | MB | quant s | quant peak MB |")

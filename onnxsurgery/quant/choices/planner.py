@@ -164,7 +164,7 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
     record.rounding = "balanced" if balance else "nearest"
     if opts.target == "onnxruntime" and not opts.four_bit and lowering != "matmulnbits":
         why += "; not MatMulNBits: its 8-bit kernel runs far slower than float at one token"
-    record.why = why
+    record.why = opts.reason or why  # a per-weight rule's reason (choices/int4_paths.py) says it all
     return outcome
 
 
@@ -247,7 +247,7 @@ def _check_record(site: ConstantSite, r: WeightPlan, scopes, opset: int, keep, t
     _check_axis(site, r, refuse)
     if r.lowering == "levels":
         return  # float values snapped in place: the graph is unchanged
-    if r.granularity == "block" and site.shape[r.axis] % r.block_size:
+    if r.granularity == "block" and site.shape[r.axis] % r.block_size and r.lowering != "dq":
         refuse(f"block_size {r.block_size} does not divide axis {r.axis} ({site.shape[r.axis]})")
     scheme = Scheme(r.granularity, r.axis, r.block_size)
     lowering = REGISTRY[r.lowering]

@@ -16,6 +16,7 @@ from ..options import FLOAT_TYPES, TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READER
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.scaled import scale_axis
+from .int4_paths import adapts, int4_form
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
 # Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float model's memory). Their
@@ -82,9 +83,13 @@ def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
 
 def site_options(site: ConstantSite, options: QuantOptions, four_bit: QuantOptions | None = None) -> QuantOptions:
     """The options for `site`: `four_bit` (options.as_four_bit(), computed once by the caller)
-    where the weight is in options.int4_for, else `options`."""
+    where the weight is in options.int4_for; under --dtype int4 with the forms left to quant,
+    int8 where onnxruntime has no fast 4-bit path for the weight's reader (int4_paths.py, with
+    the reason in `reason`); else `options`."""
     if options.int4_for and matches(site, options.int4_for):
         return four_bit or options.as_four_bit()
+    if adapts(options) and site.shape:  # a scalar has no grouping (refusal says so)
+        return int4_form(site, options, choose_scheme(site, options), recurrent_weight(site))
     return options
 
 

@@ -207,8 +207,8 @@ def main() -> None:
             if args.variants and not any(v in label for v in args.variants):
                 continue
             path = work / f"{name}.{len(rows)}.onnx"
-            r = subprocess.run([sys.executable, "-m", "onnxsurgery", "quant", str(src), str(path), "--no-verify", *extra],
-                               capture_output=True, text=True, cwd=ROOT)  # this checkout's package
+            r = subprocess.run([sys.executable, "-m", "onnxsurgery", "quant", str(src), str(path), "--no-verify",
+                                *extra], capture_output=True, text=True, cwd=ROOT)  # this checkout's package
             rows.append((label, path if r.returncode == 0 else None, r.stderr.strip()[:60]))
         if not args.variants:
             rows += alternatives(src, work)

@@ -27,9 +27,10 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
   convolutions int8: 0.96x, 0.91x; below 150,000 elements: 1.12x, 0.64x).
 - larger Conv weights: 4-bit, dequantized at every inference (the why says so): they are most of
   the bytes, read over small feature maps (ddddocr's: 9 ms of its 108 ms).
-- recurrent weights: int8 per channel, Cast -> Mul folded at load into float. ddddocr (its
-  classifier int8 too): 1.22x latency; as int8 DequantizeLinear, dequantized at every step's
-  run, 1.36x; 4-bit 2.0x.
+- recurrent weights: int8 per channel DequantizeLinear, the int8 default's form (integers in
+  memory, dequantized at every inference). ddddocr, its classifier int8 too: 1.36x latency at
+  0.82x memory; 4-bit: 2.0x; int8 Cast -> Mul folded into float at load: 1.22x latency but
+  1.06-1.20x memory, more than the float model.
 - MatMul/Gemm weights onnxruntime does not fuse (several readers, transB, blocks that are not
   a power of two): int8, scale after the reader, float at load (the int8 default's form: ALBERT
   1.06x latency, but 0.98x memory: no standard-op form is both small and fast there).
@@ -37,11 +38,17 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
 
 from __future__ import annotations
 
-from ...graph_utils import ConstantSite, choose_axes, consumers
+import onnx_graphsurgeon as gs
+
+from ...graph_utils import ConstantSite, choose_axes, collect_constants, consumers, iter_scopes
 from ..options import QuantOptions, Scheme
 
 SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module docstring)
+# A model whose convolutions hold at most this share of its weights' bytes gets all of them int8
+# (their float copies cost little memory): ddddocr, 5% ... (module docstring).
+CONV_SHARE = 0.10
 CONV_OPS = ("Conv", "ConvTranspose")
+_conv_share: dict[int, tuple[gs.Graph, float]] = {}  # id(main graph) -> (graph, conv share), planned once
 
 
 def adapts(options: QuantOptions) -> bool:
@@ -87,6 +94,12 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
     lean = f"{eight_bit}, one scale per output channel applied after the reader (float at load), not 4-bit"
     if ops <= set(CONV_OPS) and all(i == 1 for _, i in readers):
         op = "/".join(sorted(ops))
+        share = conv_share(site, options.min_elements)
+        if share <= CONV_SHARE:
+            return options.changed(dtype=eight_bit, lowering="scaled", reason=(
+                f"{lean}: onnxruntime has no 4-bit {op}; a 4-bit weight is dequantized at every inference and "
+                f"the {op} loses its packed weights, and the model's convolutions hold {share:.0%} of its "
+                "weights: their float copies cost little memory"))
         if site.num_elements < SMALL_CONV_ELEMENTS:
             return options.changed(dtype=eight_bit, lowering="scaled", reason=(
                 f"{lean}: onnxruntime has no 4-bit {op}; a 4-bit weight is dequantized at every inference and "
@@ -94,12 +107,30 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
         return options.changed(reason=f"4-bit DequantizeLinear, dequantized at every inference (onnxruntime has "
                                       f"no 4-bit {op}): {site.num_elements} elements, kept small in memory")
     if recurrent:
-        return options.changed(dtype=eight_bit, lowering="arith", granularity="channel", symmetric=True, reason=(
-            f"{eight_bit} per channel, Cast -> Mul folded into float at load, not 4-bit: "
-            f"{'/'.join(sorted(ops))} has no quantized kernel, and dequantized at every inference it cost "
-            "more than its float copy"))
+        return options.changed(dtype=eight_bit, lowering="dq", granularity="channel", reason=(
+            f"{eight_bit} per channel DequantizeLinear, not 4-bit: {'/'.join(sorted(ops))} has no quantized "
+            "kernel, and 4-bit blocks take longest to dequantize at every inference; folded into float at "
+            "load it held more memory than the float model"))
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
         if why:
             return options.changed(dtype=eight_bit, lowering="scaled", reason=f"{lean}: {why}")
     return options
+
+
+def conv_share(site: ConstantSite, min_elements: int) -> float:
+    """The share of the bytes of the model's weights (constants of `min_elements` or more, the
+    whole model's, from `site`'s main graph) that Conv/ConvTranspose weights hold."""
+    scope = site.scope
+    while scope.parent is not None:
+        scope = scope.parent
+    cached = _conv_share.get(id(scope.graph))
+    if cached is None or cached[0] is not scope.graph:
+        sizes = [(s.nbytes, bool(consumers(s)) and all(n.op in CONV_OPS for n, _ in consumers(s)))
+                 for s in collect_constants(scope.graph, list(iter_scopes(scope.graph)))
+                 if s.num_elements >= min_elements]
+        total = sum(n for n, _ in sizes)
+        cached = scope.graph, sum(n for n, conv in sizes if conv) / total if total else 0.0
+        _conv_share.clear()  # one model at a time
+        _conv_share[id(scope.graph)] = cached
+    return cached[1]

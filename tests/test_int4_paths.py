@@ -121,3 +121,23 @@ def test_the_file_runs_and_onnxruntime_fuses_only_the_fast_weight(tmp_path, mode
     readers = {i: n.op_type for n in optimized.graph.node for i in n.input}
     dq_readers = [readers.get(n.output[0]) for n in optimized.graph.node if n.op_type == "DequantizeLinear"]
     assert sorted(dq_readers) == ["Conv", "LSTM", "LSTM"]
+
+
+def test_convolutions_holding_little_of_the_model_are_all_int8(tmp_path):
+    """A large Conv weight stays 4-bit where convolutions are most of the model (above), and
+    goes int8 where they hold at most int4_paths.CONV_SHARE of the weights' bytes."""
+    from onnxsurgery.quant.choices.int4_paths import CONV_SHARE
+
+    conv, matmul = builders.rand((128, 64, 3, 3), 1) * 0.1, builders.rand((1024, 1024), 2) * 0.1
+    nodes = [helper.make_node("Conv", ["img", "W_conv_large"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("MatMul", ["x", "W_big"], ["y"])]
+    m = builders.model(nodes, [builders.vi("img", shape=[1, 64, 4, 4]), builders.vi("x", shape=[2, 1024])],
+                       [builders.vi("c", shape=[1, 128, 4, 4]), builders.vi("y", shape=[2, 1024])],
+                       [numpy_helper.from_array(conv, "W_conv_large"), numpy_helper.from_array(matmul, "W_big")])
+    assert conv.size / (conv.size + matmul.size) <= CONV_SHARE
+    path = tmp_path / "in.onnx"
+    onnx.save(m, str(path))
+    plan = _plan(path, "--dtype", "int4")
+    assert (plan["W_conv_large"]["dtype"], plan["W_conv_large"]["lowering"]) == ("int8", "scaled")
+    assert "convolutions hold 7%" in plan["W_conv_large"]["why"]
+    assert plan["W_big"]["dtype"] == "int4"

@@ -20,11 +20,13 @@ HIDDEN = 32  # LSTM hidden size: W is [1, 128, 64]
 
 
 def mixed_readers() -> onnx.ModelProto:
-    """One weight per case: a MatMul weight (one reader, K = 128), one MatMul weight with
-    K = 120 (no power-of-two block tiles it), one weight read by two MatMuls, a Gemm weight
-    with transB, a small and a large Conv weight, and an LSTM's W and R."""
+    """One weight per case: a MatMul weight (one reader, K = 128), one with K = 48 (blocks of
+    16, a power of two, rather than 24), one with K = 120 (no power-of-two block tiles it), one
+    read by two MatMuls, a Gemm weight without and one with transB, a small and a large Conv
+    weight, and an LSTM's W and R."""
     w = {
         "W_mm": builders.rand((128, 64), 1), "W_k120": builders.rand((120, 64), 2),
+        "W_k48": builders.rand((48, 128), 9), "W_gemm": builders.rand((64, 64), 10),
         "W_shared": builders.rand((64, 64), 3), "W_gemm_t": builders.rand((64, 64), 4),
         "W_conv_small": builders.rand((32, 16, 3, 3), 5), "W_conv_large": builders.rand((128, 64, 3, 3), 6),
         "W_lstm": builders.rand((1, 4 * HIDDEN, 64), 7), "R_lstm": builders.rand((1, 4 * HIDDEN, HIDDEN), 8),
@@ -35,16 +37,19 @@ def mixed_readers() -> onnx.ModelProto:
         helper.make_node("MatMul", ["h1", "W_shared"], ["h3"]),
         helper.make_node("MatMul", ["h2", "W_shared"], ["h4"]),
         helper.make_node("Gemm", ["h3", "W_gemm_t"], ["h5"], transB=1),
-        helper.make_node("Add", ["h4", "h5"], ["y"]),
+        helper.make_node("Gemm", ["h5", "W_gemm"], ["h6"]),
+        helper.make_node("Add", ["h4", "h6"], ["y"]),
+        helper.make_node("MatMul", ["x48", "W_k48"], ["z"]),
         helper.make_node("Conv", ["img", "W_conv_small"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Conv", ["c16", "W_conv_large"], ["c2"], pads=[1, 1, 1, 1]),
         helper.make_node("LSTM", ["seq", "W_lstm", "R_lstm"], ["", "lstm_h"], hidden_size=HIDDEN),
     ]
-    inputs = [builders.vi("x", shape=[4, 128]), builders.vi("x120", shape=[4, 120]),
+    inputs = [builders.vi("x", shape=[4, 128]), builders.vi("x120", shape=[4, 120]), builders.vi("x48", shape=[4, 48]),
               builders.vi("img", shape=[1, 16, 8, 8]), builders.vi("c16", shape=[1, 64, 4, 4]),
               builders.vi("seq", shape=[5, 1, 64])]
-    outputs = [builders.vi("y", shape=[4, 64]), builders.vi("c1", shape=[1, 32, 8, 8]),
-               builders.vi("c2", shape=[1, 128, 4, 4]), builders.vi("lstm_h", shape=[1, 1, HIDDEN])]
+    outputs = [builders.vi("y", shape=[4, 64]), builders.vi("z", shape=[4, 128]),
+               builders.vi("c1", shape=[1, 32, 8, 8]), builders.vi("c2", shape=[1, 128, 4, 4]),
+               builders.vi("lstm_h", shape=[1, 1, HIDDEN])]
     return builders.model(nodes, inputs, outputs,
                           [numpy_helper.from_array(v * 0.1, k) for k, v in w.items()])
 
@@ -65,6 +70,8 @@ def _plan(path, *args) -> dict[str, dict]:
 def test_each_weight_gets_the_form_its_reader_runs_fast_with_the_reason(model_path):
     plan = _plan(model_path, "--dtype", "int4")
     assert (plan["W_mm"]["dtype"], plan["W_mm"]["lowering"], plan["W_mm"]["block_size"]) == ("int4", "dq", 32)
+    assert (plan["W_k48"]["dtype"], plan["W_k48"]["block_size"]) == ("int4", 16)
+    assert (plan["W_gemm"]["dtype"], plan["W_gemm"]["lowering"]) == ("int4", "dq")
     for name, words in (("W_k120", "K = 120"), ("W_shared", "read by 2 MatMul nodes"),
                         ("W_gemm_t", "Gemm with transB"), ("W_conv_small", "no 4-bit Conv")):
         record = plan[name]
@@ -103,7 +110,7 @@ def test_the_int8_default_is_untouched(model_path):
 
 def test_the_file_runs_and_onnxruntime_fuses_only_the_fast_weight(tmp_path, model_path):
     """The saved file: close to the float model in onnxruntime, and in onnxruntime's optimized
-    graph the one DequantizeLinear -> MatMul left 4-bit became MatMulNBits; the DequantizeLinear
+    graph the weights left 4-bit for MatMul and Gemm became MatMulNBits; the DequantizeLinear
     nodes left feed the large convolution and the LSTM."""
     out = tmp_path / "q.onnx"
     r = CliRunner().invoke(main, ["-q", "quant", str(model_path), str(out), "--dtype", "int4", "--no-verify"])
@@ -117,7 +124,7 @@ def test_the_file_runs_and_onnxruntime_fuses_only_the_fast_weight(tmp_path, mode
         assert np.linalg.norm(b - a) / np.linalg.norm(a) < 0.2  # 4-bit and int8 weights, 0.1-scaled normals
     optimized = onnx.load(str(tmp_path / "optimized.onnx"))
     ops = [n.op_type for n in optimized.graph.node]
-    assert ops.count("MatMulNBits") == 1
+    assert ops.count("MatMulNBits") == 3  # W_mm, W_k48, W_gemm
     readers = {i: n.op_type for n in optimized.graph.node for i in n.input}
     dq_readers = [readers.get(n.output[0]) for n in optimized.graph.node if n.op_type == "DequantizeLinear"]
     assert sorted(dq_readers) == ["Conv", "LSTM", "LSTM"]

@@ -247,7 +247,7 @@ def _check_record(site: ConstantSite, r: WeightPlan, scopes, opset: int, keep, t
     _check_axis(site, r, refuse)
     if r.lowering == "levels":
         return  # float values snapped in place: the graph is unchanged
-    if r.granularity == "block" and site.shape[r.axis] % r.block_size and r.lowering != "dq":
+    if r.granularity == "block" and site.shape[r.axis] % r.block_size:
         refuse(f"block_size {r.block_size} does not divide axis {r.axis} ({site.shape[r.axis]})")
     scheme = Scheme(r.granularity, r.axis, r.block_size)
     lowering = REGISTRY[r.lowering]

@@ -30,7 +30,6 @@ import numpy as np
 import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests" / "web"))
 from quant import text_image, timing_session  # noqa: E402
@@ -180,12 +179,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=Path, default=ROOT / "build" / "models")
     ap.add_argument("--only", nargs="*", help="model names to run")
+    ap.add_argument("--variants", nargs="*", help="variant labels to run (substrings); default: all")
+    ap.add_argument("--work", type=Path, help="folder for the quantized files (default: MODELS/runtime)")
+    ap.add_argument("--no-web", action="store_true", help="onnxruntime CPU only (no browser)")
     args = ap.parse_args()
     from browser import run_in_browser
 
     models = fetch_models(args.models)
-    work = args.models / "runtime"
-    work.mkdir(exist_ok=True)
+    work = args.work or args.models / "runtime"
+    work.mkdir(parents=True, exist_ok=True)
     print(f"onnxruntime {ort.__version__} CPU (peak RSS growth over session creation, fresh process); "
           "onnxruntime-web 1.30.0 WASM in headless Chromium (wasm memory after session creation: the instance starts "
           "with the session, and it never shrinks); x = against the float original")
@@ -202,15 +204,19 @@ def main() -> None:
         original.symlink_to(src.resolve())
         rows = [("float original", original, "")]
         for label, extra in VARIANTS:
+            if args.variants and not any(v in label for v in args.variants):
+                continue
             path = work / f"{name}.{len(rows)}.onnx"
-            r = subprocess.run([str(BIN / "onnxsurgery"), "quant", str(src), str(path), "--no-verify", *extra],
-                               capture_output=True, text=True)
+            r = subprocess.run([sys.executable, "-m", "onnxsurgery", "quant", str(src), str(path), "--no-verify",
+                                *extra], capture_output=True, text=True, cwd=ROOT)  # this checkout's package
             rows.append((label, path if r.returncode == 0 else None, r.stderr.strip()[:60]))
-        rows += alternatives(src, work)
+        if not args.variants:
+            rows += alternatives(src, work)
         ok = [(label, path) for label, path, _ in rows if path is not None]
-        web = dict(zip([label for label, _ in ok], run_in_browser(work, [(p.name, samples[0]) for _, p in ok])))
+        web = {} if args.no_web else \
+            dict(zip([label for label, _ in ok], run_in_browser(work, [(p.name, samples[0]) for _, p in ok])))
         base_cpu = cpu_memory(original)
-        web_ref = web["float original"]
+        web_ref = web.get("float original", {})
         for label, path, why in rows:
             mem = cpu_memory(path) if path is not None else None
             if label == "float original":
@@ -220,7 +226,7 @@ def main() -> None:
                       f"{': ' + why if path is None else ''}")
                 continue
             err, lat = cpu_run(src, path, samples) if label != "float original" else (0.0, 1.0)
-            w = web[label]
+            w = web.get(label, {"error": "not run"})
             if w.get("ok"):
                 web_mem = f"{w['memory_after'] / web_ref['memory_after']:.2f}"
                 ref_out, got = list(web_ref["outputs"].values())[0], list(w["outputs"].values())[0]
@@ -230,7 +236,7 @@ def main() -> None:
             print(f"{name:15s} {label:44s} {path.stat().st_size / 1e6:7.1f} {mem / base_cpu:9.2f} {web_mem:>9s} "
                   f"{lat:6.2f} {err:9.4f} {web_err:>9s}", flush=True)
         print(f"{'':15s} (float original: {base_cpu / 2**20:.0f} MB on CPU, "
-              f"{web_ref['memory_after'] / 2**20:.0f} MB in the browser)")
+              f"{web_ref.get('memory_after', 0) / 2**20:.0f} MB in the browser)")
 
 
 if __name__ == "__main__":

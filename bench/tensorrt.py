@@ -7,6 +7,10 @@ with qdq_matmulnbits_accuracy_level 0), how many things onnx-tensorrt's operator
 TensorRT 10.15's parser would refuse (onnxsurgery's static check), and the tool's wall time and
 peak RSS. No TensorRT or GPU here: no engine is built.
 
+silero-vad (the wheel's v5 model, LSTM weights in If branches) is judged as bench/accuracy.py does:
+three sentences spoken by espeak-ng streamed in 512-sample windows with the state carried, worst
+relative L2 of the stream of speech probabilities; quant verifies on a fourth (--inputs).
+
 Model Optimizer needs onnxruntime-gpu, cupy and torch, which would replace the CPU onnxruntime of
 the project's environment, so it is installed into a venv of its own (build/modelopt-venv, a few
 minutes the first time) and run there on the CPU execution provider. Its int4 mode with
@@ -33,23 +37,39 @@ from onnxsurgery.targets.tensorrt import check_tensorrt  # noqa: E402
 from onnxsurgery.verify import session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 MODELOPT_VENV = ROOT / "build" / "modelopt-venv"
 MODELOPT_SPEC = "nvidia-modelopt[onnx]==0.47.0"
-MODELS = ("minilm", "ddddocr_common", "ppocr_rec")
+MODELS = ("minilm", "ddddocr_common", "ppocr_rec", "silero_vad")
 
 
 def error(ref: Path, cand: Path, samples) -> float:
     r, c = session(ref, runtime="tensorrt"), session(cand, runtime="tensorrt")  # as quant verifies
-    worst = 0.0
-    for feeds in samples:
-        for a, b in zip(r.run(None, feeds), c.run(None, feeds)):
-            worst = max(worst, float(np.linalg.norm(b - a) / np.linalg.norm(a)))
-    return worst
+    if ref.stem == "silero_vad":  # speech streams, the state carried window to window
+        from accuracy import _vad_stream
+
+        pairs = [(_vad_stream(r, s)[0], _vad_stream(c, s)[0]) for s in samples]
+    else:
+        pairs = [(a, b) for feeds in samples for a, b in zip(r.run(None, feeds), c.run(None, feeds))]
+    return max(float(np.linalg.norm(b - a) / np.linalg.norm(a)) for a, b in pairs)
+
+
+def silero(work: Path):
+    """silero-vad from its wheel, three spoken sentences and quant's --inputs (a fourth), or None
+    without the wheel or espeak-ng."""
+    from accuracy import SPOKEN, spoken, vad_inputs
+    from runtime import _wheel_files
+
+    found = _wheel_files("silero-vad==6.2.3", ROOT / "build" / "models", (".onnx",))
+    model = next(found.rglob("silero_vad.onnx"), None) if found else None
+    streams = [spoken(text, seed, work) for seed, text in enumerate(SPOKEN)]
+    if model is None or streams[0] is None:
+        return None
+    return model, streams[:3], ["--inputs", str(vad_inputs(work, streams[3]))]
 
 
 def measured(cmd: list[str]) -> dict:
-    r = subprocess.run([sys.executable, str(ROOT / "bench" / "measure.py"), *cmd], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "measure.py"), *cmd], capture_output=True, text=True,
+                       cwd=ROOT)  # python -m onnxsurgery: this checkout's package
     return json.loads(r.stdout)
 
 
@@ -65,13 +85,13 @@ def modelopt_python() -> Path | None:
     return python
 
 
-def variants(src: Path, work: Path, python: Path | None):
+def variants(src: Path, work: Path, python: Path | None, quant_args=()):
     stem = src.stem
     for label, args in (("onnxsurgery quant --target tensorrt", []),
                         ("onnxsurgery quant --target tensorrt --dtype int4", ["--dtype", "int4"])):
         out = work / f"{stem}.trt{'_int4' if args else ''}.onnx"
-        yield label, out, [str(BIN / "onnxsurgery"), "-q", "quant", str(src), str(out), "--target", "tensorrt",
-                           "--no-verify", *args]
+        yield label, out, [sys.executable, "-m", "onnxsurgery", "-q", "quant", str(src), str(out), "--target",
+                           "tensorrt", "--no-verify", *args, *quant_args]
     if python is None:
         return
     for label, mode, method in (("modelopt int4 rtn_dq (weight-only)", "int4", "rtn_dq"),
@@ -86,10 +106,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", type=Path, default=ROOT / "build" / "tensorrt")
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--no-modelopt", action="store_true", help="onnxsurgery's rows only (no Model Optimizer venv)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     models = fetch_models(ROOT / "build" / "models")
-    python = modelopt_python()
+    python = None if args.no_modelopt else modelopt_python()
     import onnxruntime
 
     print(f"\nTensorRT prep, onnxruntime {onnxruntime.__version__} CPU computing as TensorRT runs weight-only "
@@ -97,11 +118,19 @@ def main() -> None:
     header = f"{'model':<15} {'tool':<50} {'MB':>6} {'relL2':>8} {'findings':>9} {'time s':>7} {'peak MB':>8}"
     print(header + "\n" + "-" * len(header))
     for name in args.models.split(","):
-        src = models[name]
-        samples = task_inputs(name, src, ROOT / "build" / "models")
+        quant_args = []
+        if name == "silero_vad":
+            found = silero(args.work)
+            if found is None:
+                print(f"{name:<15} skipped: the silero-vad wheel or espeak-ng is missing")
+                continue
+            src, samples, quant_args = found
+        else:
+            src = models[name]
+            samples = task_inputs(name, src, ROOT / "build" / "models")
         print(f"{name:<15} {'float original':<50} {src.stat().st_size / 1e6:>6.1f} {0.0:>8.4f} "
               f"{len(check_tensorrt(onnx.load(str(src)))):>9}")
-        for label, out, cmd in variants(src, args.work, python):
+        for label, out, cmd in variants(src, args.work, python, quant_args):
             out.unlink(missing_ok=True)
             run = measured(cmd)
             if run["code"] != 0 or not out.exists():

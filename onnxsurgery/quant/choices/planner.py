@@ -164,7 +164,7 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
     record.rounding = "balanced" if balance else "nearest"
     if opts.target == "onnxruntime" and not opts.four_bit and lowering != "matmulnbits":
         why += "; not MatMulNBits: its 8-bit kernel runs far slower than float at one token"
-    record.why = why
+    record.why = opts.reason or why  # a per-weight rule's reason (choices/int4_paths.py) says it all
     return outcome
 
 

@@ -16,6 +16,7 @@ from ..options import FLOAT_TYPES, TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READER
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.scaled import scale_axis
+from .int4_paths import adapts, int4_form
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
 # Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float model's memory). Their
@@ -58,7 +59,8 @@ def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
     block size is used instead (200 input channels: blocks of 25 for 32), and when there is
     none (depthwise and 3-channel convolutions, odd widths), one scale per channel. For
     TensorRT, an axis no longer than the block size is one block: the same scales as per
-    channel, in the blockwise form TensorRT documents for 4-bit weights."""
+    channel, in the blockwise form TensorRT documents for 4-bit weights. A 4-bit MatMul/Gemm
+    weight takes the largest power of two among those divisors, where there is one."""
     channel_axis, block_axis = choose_axes(site)
     if options.granularity == "tensor":
         return Scheme("tensor")
@@ -67,9 +69,19 @@ def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
         if options.target == "tensorrt" and n <= options.block_size:
             return Scheme("block", block_axis, n)
         fitting = [b for b in range(options.block_size, (options.block_size - 1) // 2, -1) if n % b == 0]
+        if options.four_bit and options.target != "tensorrt" and matmul_weight(site):
+            # onnxruntime fuses 4-bit blocks of a power of two >= 16 into MatMulNBits (int4_paths.py):
+            # K = 240 takes blocks of 16 rather than 30 (PP-OCRv4 rec's 240x120 weights)
+            fitting = [b for b in fitting if b >= 16 and not b & (b - 1)] or fitting
         if fitting:
             return Scheme("block", block_axis, fitting[0])
     return Scheme("channel", channel_axis)
+
+
+def matmul_weight(site: ConstantSite) -> bool:
+    """A 2-D weight read only as B of MatMul or Gemm."""
+    readers = consumers(site)
+    return len(site.shape) == 2 and bool(readers) and all(n.op in ("MatMul", "Gemm") and i == 1 for n, i in readers)
 
 
 def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
@@ -82,9 +94,13 @@ def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
 
 def site_options(site: ConstantSite, options: QuantOptions, four_bit: QuantOptions | None = None) -> QuantOptions:
     """The options for `site`: `four_bit` (options.as_four_bit(), computed once by the caller)
-    where the weight is in options.int4_for, else `options`."""
+    where the weight is in options.int4_for; under --dtype int4 with the forms left to quant,
+    int8 where onnxruntime has no fast 4-bit path for the weight's reader (int4_paths.py, with
+    the reason in `reason`); else `options`."""
     if options.int4_for and matches(site, options.int4_for):
         return four_bit or options.as_four_bit()
+    if adapts(options) and site.shape:  # a scalar has no grouping (refusal says so)
+        return int4_form(site, options, choose_scheme(site, options), recurrent_weight(site))
     return options
 
 

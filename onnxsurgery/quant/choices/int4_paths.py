@@ -1,0 +1,138 @@
+"""Which 4-bit weights onnxruntime runs fast, and what `--dtype int4` stores the others as.
+
+onnxruntime 1.32 (CPU; onnxruntime-web runs the same graph optimizers) fuses DequantizeLinear ->
+MatMul into MatMulNBits, whose kernel keeps the weight 4-bit and runs about as fast as float
+(all-MiniLM-L6-v2: 0.69x the float model's latency, 0.27x its memory). It fuses a
+DequantizeLinear read by one MatMul, or by one Gemm without transA/transB, as B, in blocks along
+K of a power of two >= 16 (checked on onnxruntime 1.32's optimized graphs). Every other 4-bit
+DequantizeLinear runs at every inference (5-9 ns per element on the bench machine) and its
+reader loses the weights it packs once at load (Conv: also the NCHWc layout). Measured on the
+bench's models, `--dtype int4` against the float model (latency: median of interleaved runs on
+two shared cores; memory: peak RSS growth over session creation):
+
+- ALBERT-base, its 7 layer weights each read by the 12 MatMuls of its shared layers: 4.5x
+  latency (the MatMuls take B unpacked: 455 -> 911 ms, plus the dequantization, every layer).
+- ddddocr: 3.2x; its classifier (Gemm transB=1, 8210x1024) took 161 ms per inference to
+  dequantize, 1.5x the float model's whole run; its LSTM weights 80 ms.
+- PP-OCRv4 rec: 1.6-2.4x, mostly its convolutions (Conv 72 -> 126 ms) and MatMul weights with
+  K = 120, 240, 360 (blocks of 30 or 24: not fused).
+
+So, under `--dtype int4` with the forms left to quant (no --keep-quantized, which puts memory
+first; no --granularity, --symmetric or --lowering; not for TensorRT), per weight:
+
+- fused readers (above): 4-bit.
+- Conv/ConvTranspose weights below SMALL_CONV_ELEMENTS: int8, scale after the convolution (one
+  float copy at load). They run over the largest feature maps, where unpacked weights cost most,
+  and hold few of the bytes: PP-OCRv4 rec 1.56x -> 1.15x latency at 0.60x memory (all its
+  convolutions int8: 0.96x, 0.91x; below 150,000 elements: 1.12x, 0.64x).
+- larger Conv weights: 4-bit, dequantized at every inference (the why says so): they are most of
+  the bytes, read over small feature maps. Except in a model whose convolutions hold at most
+  CONV_SHARE of its weights' bytes: all int8, whose float copies cost little memory (ddddocr,
+  7%: 1.42x -> 1.12x latency, 0.81x -> 0.85x memory).
+- recurrent weights: int8 per channel DequantizeLinear, the int8 default's form (integers in
+  memory, dequantized at every inference). ddddocr, its classifier int8 too: 1.36x latency at
+  0.82x memory; 4-bit: 2.0x; int8 Cast -> Mul folded into float at load: 1.22x latency but
+  1.06-1.20x memory, more than the float model.
+- MatMul/Gemm weights onnxruntime does not fuse (several readers, transB, blocks that are not
+  a power of two): int8, scale after the reader, float at load (the int8 default's form: ALBERT
+  1.06x latency, but 0.98x memory: no standard-op form is both small and fast there).
+"""
+
+from __future__ import annotations
+
+import onnx_graphsurgeon as gs
+
+from ...graph_utils import ConstantSite, choose_axes, collect_constants, consumers, iter_scopes
+from ..options import QuantOptions, Scheme
+
+SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module docstring)
+# A model whose convolutions hold at most this share of its weights' bytes gets all of them int8
+# (their float copies cost little memory): ddddocr, 7% (module docstring).
+CONV_SHARE = 0.10
+CONV_OPS = ("Conv", "ConvTranspose")
+_conv_share: dict[int, tuple[gs.Graph, float]] = {}  # id(main graph) -> (graph, conv share), planned once
+
+
+def adapts(options: QuantOptions) -> bool:
+    """Whether quant picks each 4-bit weight's form by reader (module docstring): --dtype int4
+    or uint4 with grouping, symmetry and lowering left to it, for onnxruntime or any runtime."""
+    return (options.four_bit and not options.keep_quantized and options.target != "tensorrt"
+            and options.lowering == "auto" and options.auto_scheme and options.auto_symmetric)
+
+
+def unfused_reason(site: ConstantSite, scheme: Scheme) -> str | None:
+    """Why onnxruntime does not fuse `site`'s 4-bit DequantizeLinear (grouped as `scheme`) into
+    MatMulNBits, None where it does (one MatMul, or one Gemm without transA/transB, reads it as
+    B, in blocks along K of a power of two >= 16)."""
+    readers = consumers(site)
+    ops = sorted({n.op for n, _ in readers})
+    if len(readers) > 1:
+        return f"read by {len(readers)} {'/'.join(ops)} nodes: onnxruntime fuses a 4-bit weight into " \
+               "MatMulNBits only for one reader, and dequantizes it at every inference"
+    (node, index), = readers
+    if index != 1 or len(site.shape) != 2:
+        return f"read by {node.op} as input {index}: no 4-bit MatMulNBits path"
+    if node.op == "Gemm" and any(node.attrs.get(a, 0) for a in ("transA", "transB")):
+        return "read by Gemm with transB: onnxruntime does not fuse it into MatMulNBits and " \
+               "dequantizes it at every inference"
+    block = scheme.block_size or 0
+    if scheme.granularity != "block" or block < 16 or block & (block - 1):
+        k = site.shape[choose_axes(site)[1]]
+        return f"K = {k}: no block of a power of two >= 16 tiles it, so onnxruntime does not fuse it " \
+               "into MatMulNBits and dequantizes it at every inference"
+    return None
+
+
+def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurrent: bool) -> QuantOptions:
+    """`options` (4-bit, `adapts`) for a weight onnxruntime runs fast at 4 bits, else the form
+    the module docstring gives its reader, with the reason in `reason` (said in the plan).
+    `scheme`: the weight's grouping under `options` (rules.choose_scheme); `recurrent`: read only
+    as an LSTM/GRU/RNN weight (rules.recurrent_weight)."""
+    readers = consumers(site)
+    ops = {n.op for n, _ in readers}
+    if not readers:
+        return options
+    eight_bit = "uint8" if options.dtype.startswith("u") else "int8"
+    lean = f"{eight_bit}, one scale per output channel applied after the reader (float at load), not 4-bit"
+    if ops <= set(CONV_OPS) and all(i == 1 for _, i in readers):
+        op = "/".join(sorted(ops))
+        share = conv_share(site, options.min_elements)
+        if share <= CONV_SHARE:
+            return options.changed(dtype=eight_bit, lowering="scaled", reason=(
+                f"{lean}: onnxruntime has no 4-bit {op}; a 4-bit weight is dequantized at every inference and "
+                f"the {op} loses its packed weights, and the model's convolutions hold {share:.0%} of its "
+                "weights: their float copies cost little memory"))
+        if site.num_elements < SMALL_CONV_ELEMENTS:
+            return options.changed(dtype=eight_bit, lowering="scaled", reason=(
+                f"{lean}: onnxruntime has no 4-bit {op}; a 4-bit weight is dequantized at every inference and "
+                f"the {op} loses its packed weights, which costs most in the early, small layers"))
+        return options.changed(reason=f"4-bit DequantizeLinear, dequantized at every inference (onnxruntime has "
+                                      f"no 4-bit {op}): {site.num_elements} elements, kept small in memory")
+    if recurrent:
+        return options.changed(dtype=eight_bit, lowering="dq", granularity="channel", reason=(
+            f"{eight_bit} per channel DequantizeLinear, not 4-bit: {'/'.join(sorted(ops))} has no quantized "
+            "kernel, and 4-bit blocks take longest to dequantize at every inference; folded into float at "
+            "load it held more memory than the float model"))
+    if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
+        why = unfused_reason(site, scheme)
+        if why:
+            return options.changed(dtype=eight_bit, lowering="scaled", reason=f"{lean}: {why}")
+    return options
+
+
+def conv_share(site: ConstantSite, min_elements: int) -> float:
+    """The share of the bytes of the model's weights (constants of `min_elements` or more, the
+    whole model's, from `site`'s main graph) that Conv/ConvTranspose weights hold."""
+    scope = site.scope
+    while scope.parent is not None:
+        scope = scope.parent
+    cached = _conv_share.get(id(scope.graph))
+    if cached is None or cached[0] is not scope.graph:
+        sizes = [(s.nbytes, bool(consumers(s)) and all(n.op in CONV_OPS for n, _ in consumers(s)))
+                 for s in collect_constants(scope.graph, list(iter_scopes(scope.graph)))
+                 if s.num_elements >= min_elements]
+        total = sum(n for n, _ in sizes)
+        cached = scope.graph, sum(n for n, conv in sizes if conv) / total if total else 0.0
+        _conv_share.clear()  # one model at a time
+        _conv_share[id(scope.graph)] = cached
+    return cached[1]

@@ -180,7 +180,9 @@ def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:
             "dq": "kept quantized in memory (DequantizeLinear)",
             "arith": "Cast -> Mul chain, folded at load" if opts.lowering == "auto" else "--lowering arith",
             "scaled": "--lowering scaled",
-            "tied": "token table and lm_head in one: int8 rows gathered for the one, scaled after the other"
+            "tied": "token table and lm_head in one: int8 rows gathered for the one, scaled after the other",
+            "tied_nbits": "token table and lm_head in one table: MatMulNBits and GatherBlockQuantized share it"
+            + ("" if opts.target == "onnxruntime" else " (the model already has com.microsoft ops)"),
             }.get(lowering, f"--lowering {lowering}")
 
 

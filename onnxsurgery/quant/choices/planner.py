@@ -162,7 +162,7 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
     record.dtype, record.lowering, record.symmetric = opts.dtype, lowering, bool(symmetric)
     record.granularity, record.block_size, record.axis = scheme.granularity, scheme.block_size, scheme.axis
     record.rounding = "balanced" if balance else "nearest"
-    if opts.target == "onnxruntime" and not opts.four_bit and lowering != "matmulnbits":
+    if opts.target == "onnxruntime" and not opts.four_bit and lowering not in ("matmulnbits", "tied_nbits"):
         why += "; not MatMulNBits: its 8-bit kernel runs far slower than float at one token"
     record.why = opts.reason or why  # a per-weight rule's reason (choices/int4_paths.py) says it all
     return outcome
@@ -180,7 +180,9 @@ def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:
             "dq": "kept quantized in memory (DequantizeLinear)",
             "arith": "Cast -> Mul chain, folded at load" if opts.lowering == "auto" else "--lowering arith",
             "scaled": "--lowering scaled",
-            "tied": "token table and lm_head in one: int8 rows gathered for the one, scaled after the other"
+            "tied": "token table and lm_head in one: int8 rows gathered for the one, scaled after the other",
+            "tied_nbits": "token table and lm_head in one table: MatMulNBits and GatherBlockQuantized share it"
+            + ("" if opts.target == "onnxruntime" else " (the model already has com.microsoft ops)"),
             }.get(lowering, f"--lowering {lowering}")
 
 

@@ -8,7 +8,9 @@ that this registry answers for; nothing else tests a lowering's name for what it
 - gather: an embedding table's integer rows gathered first, dequantized after;
 - scaled: int8 per output channel, the scale applied after the reader (one float copy at load);
 - matmulnbits: com.microsoft MatMulNBits (--target onnxruntime);
-- tied: a table read by Gather and by the lm_head, int8 rows serving both.
+- tied: a table read by Gather and by the lm_head, int8 rows serving both;
+- tied_nbits: that table once in MatMulNBits layout, read by MatMulNBits and GatherBlockQuantized
+  (--target onnxruntime, 4-bit).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, NameAllocator
 from ..rounding import Quantized
-from . import arith, dq, gather, matmulnbits, scaled, tied
+from . import arith, dq, gather, matmulnbits, scaled, tied, tied_nbits
 from .base import Lowering
 
-REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (dq, arith, gather, scaled, matmulnbits, tied)}
+REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING
+                                 for m in (dq, arith, gather, scaled, matmulnbits, tied, tied_nbits)}
 
 
 def build(site: ConstantSite, qt: Quantized, name: str, names: NameAllocator, opset: int) -> gs.Tensor | None:

@@ -271,7 +271,8 @@ def readers_by_graph(site: ConstantSite) -> list[tuple[gs.Graph, list[tuple[gs.N
 
 def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
     """(channel axis, block axis) as each consumer reads the weight: MatMul B per output column
-    with blocks along the reduction axis, Gemm honouring transB, Conv per output channel with
+    with blocks along the reduction axis, Gemm and FusedMatMul honouring transB, Attention's
+    packed QKV weight as MatMul B, Conv per output channel with
     blocks along the input channels, ConvTranspose per output channel, LSTM/GRU/RNN W and R per
     gate row with blocks along the inputs, Gather per row; (0, last)
     for any other reader."""
@@ -281,8 +282,10 @@ def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
     for node, idx in consumers(site):
         if node.op == "MatMul" and idx == 1 and rank >= 2:
             rules.add((rank - 1, rank - 2))
-        elif node.op == "Gemm" and idx == 1 and rank == 2:
+        elif node.op in ("Gemm", "FusedMatMul") and idx == 1 and rank == 2:
             rules.add((0, 1) if node.attrs.get("transB", 0) else (1, 0))
+        elif node.op == "Attention" and idx == 1 and rank == 2:  # com.microsoft: [hidden, 3 * hidden]
+            rules.add((1, 0))
         elif node.op == "Conv" and idx == 1 and rank >= 2:
             rules.add((0, 1))
         elif node.op == "ConvTranspose" and idx == 1 and rank >= 2:

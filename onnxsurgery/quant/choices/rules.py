@@ -95,17 +95,51 @@ def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
 
 
 
+# onnxruntime's fused models (transformers optimizer): through the arith chain, contrib-op
+# weights held two folded float copies at load, as recurrent ones do (all-MiniLM-L6-v2 fused:
+# 1.40x the fused original's memory after session creation). FusedMatMul and Attention take a
+# scale after or before them (`scaled`); any other com.microsoft reader gets DequantizeLinear per
+# channel, which onnxruntime 1.32 keeps unfolded before contrib ops too (the integers stay; a
+# dequantization at every run: measured on Attention, 1.68x latency, hence its scale before).
+# EmbedLayerNormalization's tables are left float instead (CONTRIB_TABLES, `contrib_table`).
+CONTRIB_DOMAIN = "com.microsoft"
+
+
+def contrib_weight(site: ConstantSite) -> bool:
+    """A float32 weight read only by com.microsoft ops that take no scale after them (lean
+    form: DequantizeLinear, like recurrent weights)."""
+    readers = consumers(site)
+    return (site.onnx_dtype == onnx.TensorProto.FLOAT and bool(readers)
+            and all(n.domain == CONTRIB_DOMAIN for n, _ in readers))
+
+
 def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
     """The lean form of an int8 weight: one scale per output channel (symmetric), lowered as
-    `scaled` where every reader can take the scale after it, as DequantizeLinear for recurrent
-    weights (RECURRENT_OPS above), else as `arith` Cast -> Mul."""
+    `scaled` where every reader can take the scale after it (FusedMatMul included), as
+    DequantizeLinear for recurrent weights (RECURRENT_OPS above) and for weights of
+    onnxruntime's contrib ops (`contrib_weight`), else as `arith` Cast -> Mul."""
     axis = scale_axis(site)
     if axis is not None:
         return Scheme("channel", axis), "scaled"
     channel = Scheme("channel", choose_axes(site)[0])
-    if recurrent_weight(site) and opset >= RECURRENT_DQ_OPSET:
+    if (recurrent_weight(site) or contrib_weight(site)) and opset >= RECURRENT_DQ_OPSET:
         return channel, "dq"
     return channel, "arith"
+
+
+# EmbedLayerNormalization gathers rows of its word, position and segment tables (inputs 2-4)
+# itself. No lowering keeps them lean: DequantizeLinear stays in the graph and dequantizes the
+# whole table at every run (fused MiniLM, word table 30522x384: latency 2.3-3.3x, peak memory
+# after a run 1.09x the float model's), the arith chain folds two float copies at load (1.40x).
+CONTRIB_TABLES = {"EmbedLayerNormalization": (2, 3, 4)}
+
+
+def contrib_table(site: ConstantSite) -> str | None:
+    """Why `site` stays float: a table a fused embedding op looks rows up in (CONTRIB_TABLES)."""
+    ops = sorted({n.op for n, i in consumers(site) if i in CONTRIB_TABLES.get(n.op, ())})
+    if ops:
+        return f"a lookup table of {', '.join(ops)}: no lowering keeps it lean (--include NAME quantizes it)"
+    return None
 
 
 
@@ -168,6 +202,8 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[s
         return "not matched by --include"
     if options.exclude and matches(site, options.exclude):
         return "matched by --exclude"
+    if not options.include and contrib_table(site):
+        return contrib_table(site)
     if activations_quantized and not options.include:
         return "the model quantizes its activations (QDQ): --include NAME quantizes this weight too"
     if site.name in keep:

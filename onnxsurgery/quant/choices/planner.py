@@ -176,7 +176,8 @@ def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:
     if lean:
         return {"scaled": "lean: one scale per output channel, applied after the reader",
                 "dq": "no scale can follow its reader (recurrent, contrib op): DequantizeLinear, integers kept",
-                "arith": "lean: one scale per channel (no reader takes the scale after it)"}[lowering]
+                "arith": "lean: one scale per channel (no reader takes the scale after it)",
+                "embed_rows": "EmbedLayerNormalization's word table: int8 rows gathered for its ids"}[lowering]
     return {"gather": "embedding table: rows gathered, then dequantized",
             "matmulnbits": "--target onnxruntime: MatMulNBits",
             "dq": "kept quantized in memory (DequantizeLinear)",

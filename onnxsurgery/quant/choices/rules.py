@@ -15,6 +15,7 @@ from ...graph_utils import ConstantSite, choose_axes, collect_constants, consume
 from ..options import FLOAT_TYPES, TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions, Scheme, dq_min_opset
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
+from ..lowerings.embed_rows import word_table
 from ..lowerings.scaled import scale_axis
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
@@ -121,26 +122,30 @@ def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
     axis = scale_axis(site)
     if axis is not None:
         return Scheme("channel", axis), "scaled"
+    if word_table(site):  # EmbedLayerNormalization: int8 rows gathered for its token ids
+        return Scheme("channel", 0), "embed_rows"
     channel = Scheme("channel", choose_axes(site)[0])
     if (recurrent_weight(site) or contrib_weight(site)) and opset >= RECURRENT_DQ_OPSET:
         return channel, "dq"
     return channel, "arith"
 
 
-# EmbedLayerNormalization gathers rows of its word, position and segment tables (inputs 2-4)
-# itself. No lowering keeps them lean: DequantizeLinear stays in the graph and dequantizes the
-# whole table at every run (fused MiniLM, word table 30522x384: latency 2.3-3.3x, peak memory
-# after a run 1.09x the float model's), the arith chain folds two float copies at load (1.40x).
+# EmbedLayerNormalization looks rows of its word, position and segment tables (inputs 2-4) up
+# itself. DequantizeLinear before it stays in the graph and dequantizes the whole table at every
+# run (fused MiniLM, word table 30522x384: latency 2.3-3.3x, peak memory after a run 1.09x the
+# float model's), the arith chain folds two float copies at load (1.40x). The default's int8
+# word table takes `embed_rows` (lowerings/embed_rows.py: its rows gathered first); the other
+# tables (positions: 512 rows; segments: 2), and every table under 4 bits or --keep-quantized
+# (DequantizeLinear), are left float unless --include names them.
 CONTRIB_TABLES = {"EmbedLayerNormalization": (2, 3, 4)}
 
 
-def contrib_table(site: ConstantSite) -> str | None:
+def contrib_table(site: ConstantSite, options: QuantOptions) -> str | None:
     """Why `site` stays float: a table a fused embedding op looks rows up in (CONTRIB_TABLES)."""
     ops = sorted({n.op for n, i in consumers(site) if i in CONTRIB_TABLES.get(n.op, ())})
-    if ops:
-        return f"a lookup table of {', '.join(ops)}: no lowering keeps it lean (--include NAME quantizes it)"
-    return None
-
+    if not ops or (options.lean_default and word_table(site)):
+        return None
+    return f"a lookup table of {', '.join(ops)}: no lowering keeps it lean here (--include NAME quantizes it)"
 
 
 def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str | None:
@@ -202,8 +207,8 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[s
         return "not matched by --include"
     if options.exclude and matches(site, options.exclude):
         return "matched by --exclude"
-    if not options.include and contrib_table(site):
-        return contrib_table(site)
+    if not options.include and contrib_table(site, options):
+        return contrib_table(site, options)
     if activations_quantized and not options.include:
         return "the model quantizes its activations (QDQ): --include NAME quantizes this weight too"
     if site.name in keep:

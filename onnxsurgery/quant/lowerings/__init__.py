@@ -8,7 +8,8 @@ that this registry answers for; nothing else tests a lowering's name for what it
 - gather: an embedding table's integer rows gathered first, dequantized after;
 - scaled: int8 per output channel, the scale applied after the reader (one float copy at load);
 - matmulnbits: com.microsoft MatMulNBits (--target onnxruntime);
-- tied: a table read by Gather and by the lm_head, int8 rows serving both.
+- tied: a table read by Gather and by the lm_head, int8 rows serving both;
+- embed_rows: EmbedLayerNormalization's word table, int8 rows gathered for its token ids.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, NameAllocator
 from ..rounding import Quantized
-from . import arith, dq, gather, matmulnbits, scaled, tied
+from . import arith, dq, embed_rows, gather, matmulnbits, scaled, tied
 from .base import Lowering
 
-REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (dq, arith, gather, scaled, matmulnbits, tied)}
+REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (dq, arith, gather, scaled, matmulnbits, tied,
+                                                                   embed_rows)}
 
 
 def build(site: ConstantSite, qt: Quantized, name: str, names: NameAllocator, opset: int) -> gs.Tensor | None:

@@ -3,8 +3,10 @@ bfloat16 weights, external data, onnxruntime's quantize_dynamic, matmul_nbits (4
 QDQ (quantize_static) outputs, and fused by onnxruntime's transformer optimizer.
 
 For each form and each command (default, --dtype int4, --keep-quantized): exit code, file MB
-(data file included), memory after session creation (peak RSS growth, fresh process:
-onnxsurgery/session_memory.py) against the same form's original, CPU latency against it
+(data file included), memory after session creation (peak RSS growth, fresh process, as
+onnxsurgery/session_memory.py measures it) and after running the --inputs sentences too (the
+external-data form maps its weights: they count once a run touches them), each against the same
+form's original, CPU latency against it
 (median of interleaved runs, one thread), worst relative L2 over held-out sentences
 (SENTENCES[:8]) against the float32 model and against the form's own original, and what the
 plan left alone. `quant` gets other real sentences (SENTENCES[8:16]) as --inputs: the fused
@@ -189,10 +191,27 @@ def orphans(path: Path) -> list[str]:
     return sorted(p.name for p in path.parent.iterdir() if p.name != path.name and p.name not in locations)
 
 
-def memory(path: Path) -> float | None:
-    r = subprocess.run([sys.executable, str(ROOT / "onnxsurgery" / "session_memory.py"), str(path)],
-                       capture_output=True, text=True)
-    return json.loads(r.stdout)["peak_growth"] / 1e6 if r.returncode == 0 else None
+MEASURE = """
+import json, sys, numpy as np, onnxruntime as ort
+def hwm(field):
+    return next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(field + ":"))
+before = hwm("VmRSS")
+opts = ort.SessionOptions(); opts.log_severity_level = 3
+s = ort.InferenceSession(sys.argv[1], opts, providers=["CPUExecutionProvider"])
+created = hwm("VmHWM") - before
+data = np.load(sys.argv[2]); names = {i.name for i in s.get_inputs()}
+for k in range(len(data.files) // len(names)):
+    s.run(None, {n: data[f"{n}__{k}"] for n in names})
+print(json.dumps([created, hwm("VmHWM") - before]))
+"""
+
+
+def memory(path: Path, inputs: Path) -> tuple[float, float] | None:
+    """(peak RSS growth over session creation, over creation and running `inputs`) in MB, in a
+    fresh process (onnxsurgery/session_memory.py's figure, then the same after the runs: a
+    model whose weights are in a data file maps them, and they count once the runs touch them)."""
+    r = subprocess.run([sys.executable, "-c", MEASURE, str(path), str(inputs)], capture_output=True, text=True)
+    return tuple(m / 1e6 for m in json.loads(r.stdout)) if r.returncode == 0 else None
 
 
 def session(path: Path) -> ort.InferenceSession:
@@ -256,19 +275,21 @@ def main() -> None:
         sys.exit(f"forms: {float32} is missing (bench/runtime.py exports it)")
     held_out, quant_samples = tokenized(SENTENCES[:8]), tokenized(SENTENCES[8:16])
     reference = outputs(session(float32), held_out)
-    lines = ["| form | command | exit | MB | memory MB | memory vs form | latency vs form | rel L2 vs float32 "
-             "| rel L2 vs form | left alone (plan) |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| form | command | exit | MB | memory MB | vs form | after runs MB | vs form | latency vs form "
+             "| rel L2 vs float32 | rel L2 vs form | left alone (plan) |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     print("\n".join(lines), flush=True)
     for form in args.forms:
         folder = WORK / form
         folder.mkdir(parents=True, exist_ok=True)
         original = float32 if FORMS[form] is None else folder / "model.onnx"
+        for stale in folder.glob("model.onnx*"):  # onnx.save appends to an existing data file
+            stale.unlink()
         if FORMS[form] is not None:
             try:
                 FORMS[form](float32, original)
             except Exception as e:  # a form that cannot be built here is a row saying why
-                lines.append(f"| {form} | (not built: {str(e).splitlines()[0][:80]}) | | | | | | | | |")
+                lines.append(f"| {form} | (not built: {str(e).splitlines()[0][:80]}) | | | | | | | | | | |")
                 print(lines[-1], flush=True)
                 continue
         sess = session(original)
@@ -276,29 +297,30 @@ def main() -> None:
         inputs = folder / "inputs.npz"
         np.savez(inputs, **{f"{k}__{i}": v for i, f in enumerate(quant_samples) for k, v in f.items() if k in names})
         own = outputs(sess, held_out)
-        base_mem = statistics.median(m for m in (memory(original) for _ in range(MEMORY_RUNS)) if m is not None)
-        lines.append(f"| {form} | (original) | | {file_bytes(original) / 1e6:.1f} | {base_mem:.0f} | 1.00x | 1.00x "
-                     f"| {worst_rel_l2(reference, own):.2g} | 0 | |")
+        base = [m for m in (memory(original, inputs) for _ in range(MEMORY_RUNS)) if m is not None]
+        base_mem, base_run = (statistics.median(m[k] for m in base) for k in (0, 1))
+        lines.append(f"| {form} | (original) | | {file_bytes(original) / 1e6:.1f} | {base_mem:.0f} | 1.00x "
+                     f"| {base_run:.0f} | 1.00x | 1.00x | {worst_rel_l2(reference, own):.2g} | 0 | |")
         print(lines[-1], flush=True)
         for command in args.commands:
             out = folder / command / "model.onnx"
             code, error, report = run_quant(original, out, COMMANDS[command], inputs)
             if code != 0 or not out.exists():
-                lines.append(f"| {form} | {command} | {code} | | | | | | | {error} |")
+                lines.append(f"| {form} | {command} | {code} | | | | | | | | | {error} |")
                 print(lines[-1], flush=True)
                 continue
             mems = []
             for _ in range(MEMORY_RUNS):  # interleaved with the original, on a shared machine
-                mems.append((memory(original), memory(out)))
-            base = statistics.median(a for a, _ in mems if a)
-            mem = statistics.median(b for _, b in mems if b)
+                mems.append((memory(original, inputs), memory(out, inputs)))
+            base, mem, base_run, mem_run = (statistics.median(pair[side][k] for pair in mems if all(pair))
+                                            for k in (0, 1) for side in (0, 1))
             cand = session(out)
             got = outputs(cand, held_out)
             stray = orphans(out)
             note = left_alone(report) + (f"; orphan files: {', '.join(stray)}" if stray else "")
             lines.append(f"| {form} | {command} | {code} | {file_bytes(out) / 1e6:.1f} | {mem:.0f} | {mem / base:.2f}x "
-                         f"| {latency_ratio(sess, cand, held_out):.2f}x | {worst_rel_l2(reference, got):.3g} "
-                         f"| {worst_rel_l2(own, got):.3g} | {note} |")
+                         f"| {mem_run:.0f} | {mem_run / base_run:.2f}x | {latency_ratio(sess, cand, held_out):.2f}x "
+                         f"| {worst_rel_l2(reference, got):.3g} | {worst_rel_l2(own, got):.3g} | {note} |")
             print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     (ROOT / "build" / "forms_results.md").write_text(text)

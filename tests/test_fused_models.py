@@ -225,3 +225,15 @@ def test_embed_rows_computes_what_the_dequantized_table_does(tmp_path):
     for feeds in samples:
         (a,), (b,) = run(reference, feeds), run(out, feeds)
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+
+
+def test_a_dry_run_plan_with_embed_rows_applies_as_written(tmp_path):
+    model = _fused_model()
+    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    onnx.save(model, str(src))
+    plan = onnxsurgery.quant_plan(src, min_elements=512, samples=_samples()).to_dict()
+    lowerings = {r["name"]: r["lowering"] for r in plan["weights"]}
+    assert lowerings["word"] == "embed_rows" and lowerings["qkv"] == "scaled"
+    report = onnxsurgery.quant_file(src, out, plan=plan, samples=_samples())
+    assert {name: _records(report)[name]["lowering"] for name in lowerings} == lowerings
+    assert _worst_rel(model, out) < 0.05

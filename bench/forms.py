@@ -15,7 +15,8 @@ form's EmbedLayerNormalization does not run on generated token type ids.
 The fused forms: build/models/minilm.onnx (scaled-dot-product attention export) fuses into
 SkipLayerNormalization and BiasGelu only; an eager-attention export of the same weights (needs
 torch and transformers: this interpreter's, else build/optimum-venv's) fuses into Attention and
-EmbedLayerNormalization too. Prints one Markdown table and writes it to build/forms_results.md.
+EmbedLayerNormalization too. Prints one Markdown table and writes it to build/forms_results.md
+(with --forms, the other forms' rows are kept from the file).
 
     python bench/forms.py [--forms float32 fused_eager ...] [--commands default int4 ...]
 """
@@ -322,8 +323,16 @@ def main() -> None:
                          f"| {mem_run:.0f} | {mem_run / base_run:.2f}x | {latency_ratio(sess, cand, held_out):.2f}x "
                          f"| {worst_rel_l2(reference, got):.3g} | {worst_rel_l2(own, got):.3g} | {note} |")
             print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    (ROOT / "build" / "forms_results.md").write_text(text)
+    results = ROOT / "build" / "forms_results.md"
+    if results.exists() and set(args.forms) != set(FORMS):  # keep the other forms' rows from the last run
+        kept = {form: [] for form in FORMS}
+        for line in results.read_text().splitlines()[2:]:
+            form = line.split("|")[1].strip()
+            if form in kept and form not in args.forms:
+                kept[form].append(line)
+        ran = {form: [line for line in lines[2:] if line.split("|")[1].strip() == form] for form in args.forms}
+        lines = lines[:2] + [line for form in FORMS for line in (ran.get(form) or kept[form])]
+    results.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

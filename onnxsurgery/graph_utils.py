@@ -279,7 +279,7 @@ def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
     rank = len(site.shape)
     default = (0, rank - 1)
     rules = set()
-    for node, idx in consumers(site):
+    for node, idx in [read for reader in consumers(site) for read in _behind_cast(*reader)]:
         if node.op == "MatMul" and idx == 1 and rank >= 2:
             rules.add((rank - 1, rank - 2))
         elif node.op in ("Gemm", "FusedMatMul") and idx == 1 and rank == 2:
@@ -298,6 +298,16 @@ def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
         else:
             rules.add(default)
     return rules
+
+
+def _behind_cast(node: gs.Node, index: int) -> list[tuple[gs.Node, int]]:
+    """The readers behind a Cast to float32 (a bfloat16 weight's Cast: its MatMul decides the
+    axes; blocks along the output axis kept MiniLM's bfloat16 --keep-quantized from fusing into
+    MatMulNBits), else the reader itself."""
+    if node.op != "Cast" or node.attrs.get("to") != onnx.TensorProto.FLOAT or not node.outputs:
+        return [(node, index)]
+    out = node.outputs[0]
+    return [(n, i) for n in out.outputs for i, t in enumerate(n.inputs) if t is out] or [(node, index)]
 
 
 def choose_axes(site: ConstantSite) -> tuple[int, int]:

@@ -237,3 +237,37 @@ def test_a_dry_run_plan_with_embed_rows_applies_as_written(tmp_path):
     report = onnxsurgery.quant_file(src, out, plan=plan, samples=_samples())
     assert {name: _records(report)[name]["lowering"] for name in lowerings} == lowerings
     assert _worst_rel(model, out) < 0.05
+
+
+def _bfloat16(name: str, values: np.ndarray) -> onnx.TensorProto:
+    return helper.make_tensor(name, TensorProto.BFLOAT16, values.shape,
+                              (values.view(np.uint32) >> 16).astype(np.uint16).tobytes(), raw=True)
+
+
+def test_bfloat16_weights_kept_quantized_feed_their_readers_directly(tmp_path):
+    """A bfloat16 checkpoint's export (bf16 -> Cast -> MatMul / Gather), --keep-quantized: the
+    MatMul weight's DequantizeLinear feeds the MatMul in float32, blocked along its input axis
+    (what onnxruntime fuses into MatMulNBits); the table stays bfloat16 (a DequantizeLinear
+    would dequantize all of it at every run), and the plan says why."""
+    nodes = [helper.make_node("Cast", ["table_bf16"], ["table"], to=TensorProto.FLOAT),
+             helper.make_node("Gather", ["table", "ids"], ["h"]),
+             helper.make_node("Cast", ["w_bf16"], ["w"], to=TensorProto.FLOAT),
+             helper.make_node("MatMul", ["h", "w"], ["y"])]
+    inits = [_bfloat16("table_bf16", builders.rand((256, 64), 1)),
+             _bfloat16("w_bf16", builders.rand((64, 96), 2) * 0.1)]
+    graph = helper.make_graph(nodes, "g", [builders.vi("ids", TensorProto.INT64, [1, 7])],
+                              [builders.vi("y", shape=[1, 7, 96])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = builders.IR
+    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    onnx.save(model, str(src))
+    ids = np.array([[0, 5, 17, 99, 128, 200, 255]], np.int64)
+    report = onnxsurgery.quant_file(src, out, min_elements=512, keep_quantized=True, samples=[{"ids": ids}])
+    saved = onnx.load(str(out))
+    records = _records(report)
+    assert records["w_bf16"]["lowering"] == "dq" and records["w_bf16"]["axis"] == 0
+    assert records["table_bf16"]["dtype"] == "float" and "through a Cast" in records["table_bf16"]["why"]
+    dq = _producer(saved, _reader(saved, "MatMul").input[1])
+    assert dq.op_type == "DequantizeLinear" and {a.name: a.i for a in dq.attribute}["axis"] == 0
+    (a,), (b,) = run(model, {"ids": ids}), run(out, {"ids": ids})
+    assert np.linalg.norm(b - a) / np.linalg.norm(a) < 0.03

@@ -16,7 +16,7 @@ from ..options import FLOAT_TYPES, TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READER
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.embed_rows import word_table
-from ..lowerings.scaled import scale_axis
+from ..lowerings.scaled import scale_axis, through_casts
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
 # Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float model's memory). Their
@@ -102,7 +102,7 @@ def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
 # scale after or before them (`scaled`); any other com.microsoft reader gets DequantizeLinear per
 # channel, which onnxruntime 1.32 keeps unfolded before contrib ops too (the integers stay; a
 # dequantization at every run: measured on Attention, 1.68x latency, hence its scale before).
-# EmbedLayerNormalization's tables are left float instead (CONTRIB_TABLES, `contrib_table`).
+# EmbedLayerNormalization's tables take `embed_rows` or stay float (CONTRIB_TABLES below).
 CONTRIB_DOMAIN = "com.microsoft"
 
 
@@ -136,16 +136,22 @@ def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
 # float model's), the arith chain folds two float copies at load (1.40x). The default's int8
 # word table takes `embed_rows` (lowerings/embed_rows.py: its rows gathered first); the other
 # tables (positions: 512 rows; segments: 2), and every table under 4 bits or --keep-quantized
-# (DequantizeLinear), are left float unless --include names them.
+# (DequantizeLinear), are left float unless --include names them (`table_refusal`).
 CONTRIB_TABLES = {"EmbedLayerNormalization": (2, 3, 4)}
 
 
-def contrib_table(site: ConstantSite, options: QuantOptions) -> str | None:
-    """Why `site` stays float: a table a fused embedding op looks rows up in (CONTRIB_TABLES)."""
+def table_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
+    """Why `site` stays float: a table a fused embedding op looks rows up in (CONTRIB_TABLES),
+    or, where weights stay quantized (DequantizeLinear), a table read by Gather through a Cast
+    (bfloat16 weights), which the gather lowering does not take (MiniLM with bfloat16 weights,
+    --keep-quantized: 12.7x latency with the word table dequantized whole at every run)."""
     ops = sorted({n.op for n, i in consumers(site) if i in CONTRIB_TABLES.get(n.op, ())})
-    if not ops or (options.lean_default and word_table(site)):
-        return None
-    return f"a lookup table of {', '.join(ops)}: no lowering keeps it lean here (--include NAME quantizes it)"
+    if ops and not (options.lean_default and word_table(site)):
+        return f"a lookup table of {', '.join(ops)}: no lowering keeps it lean here (--include NAME quantizes it)"
+    behind = through_casts(site)
+    if options.stays_quantized and behind and all(n.op == "Gather" for n, _ in behind):
+        return "a table read by Gather through a Cast: DequantizeLinear would dequantize all of it at every run"
+    return None
 
 
 def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str | None:
@@ -207,8 +213,8 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[s
         return "not matched by --include"
     if options.exclude and matches(site, options.exclude):
         return "matched by --exclude"
-    if not options.include and contrib_table(site, options):
-        return contrib_table(site, options)
+    if not options.include and table_refusal(site, options):
+        return table_refusal(site, options)
     if activations_quantized and not options.include:
         return "the model quantizes its activations (QDQ): --include NAME quantizes this weight too"
     if site.name in keep:

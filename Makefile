@@ -64,6 +64,7 @@ bench: install install-web
 	$(PY) bench/tensorrt.py
 	$(PY) bench/scale.py
 	$(PY) bench/defaults.py --no-shrink-ray
+	$(PY) bench/forms.py
 	$(PY) bench/decoder.py
 
 lint: install

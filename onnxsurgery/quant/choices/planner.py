@@ -24,7 +24,7 @@ from ..estimates import planned_bytes as estimated_payload
 from .lean import choose_lean
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
-from ..lowerings.scaled import zero_points_fit
+from ..lowerings.scaled import scaled_before, zero_points_fit
 from ..options import FLOAT_TYPES, QuantOptions, Scheme
 from ..plan import Plan, WeightPlan
 from .rules import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
@@ -152,6 +152,8 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
     elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight
         scheme, lowering, outcome = *lean_scheme(site, opset), "lean"
         why = _why(lowering, opts, lean=True)
+        if lowering == "scaled" and scaled_before(site, scheme.axis):
+            why = "lean: one scale per input row, applied to the reader's data input (Attention)"
         if options.auto_symmetric:  # zero points where measured more accurate, or where asked for
             symmetric = site.name not in lean_choice.asymmetric
             why += "" if symmetric else "; zero points: measured more accurate"
@@ -173,8 +175,9 @@ def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:
         return f"TensorRT reads it as {opts.dtype} DequantizeLinear"
     if lean:
         return {"scaled": "lean: one scale per output channel, applied after the reader",
-                "dq": "recurrent weight: DequantizeLinear, integers kept in memory",
-                "arith": "lean: one scale per channel (no reader takes the scale after it)"}[lowering]
+                "dq": "no scale can follow its reader (recurrent, contrib op): DequantizeLinear, integers kept",
+                "arith": "lean: one scale per channel (no reader takes the scale after it)",
+                "embed_rows": "EmbedLayerNormalization's word table: int8 rows gathered for its ids"}[lowering]
     return {"gather": "embedding table: rows gathered, then dequantized",
             "matmulnbits": "--target onnxruntime: MatMulNBits",
             "dq": "kept quantized in memory (DequantizeLinear)",

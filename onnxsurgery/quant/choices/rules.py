@@ -16,7 +16,8 @@ from ..options import FLOAT_TYPES, TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READER
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.tied_nbits import hidden_axis as tied_hidden_axis
-from ..lowerings.scaled import scale_axis
+from ..lowerings.embed_rows import word_table
+from ..lowerings.scaled import scale_axis, through_casts
 from .int4_paths import adapts, int4_form
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
@@ -115,18 +116,62 @@ def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
 
 
 
+# onnxruntime's fused models (transformers optimizer): through the arith chain, contrib-op
+# weights held two folded float copies at load, as recurrent ones do (all-MiniLM-L6-v2 fused:
+# 1.40x the fused original's memory after session creation). FusedMatMul and Attention take a
+# scale after or before them (`scaled`); any other com.microsoft reader gets DequantizeLinear per
+# channel, which onnxruntime 1.32 keeps unfolded before contrib ops too (the integers stay; a
+# dequantization at every run: measured on Attention, 1.68x latency, hence its scale before).
+# EmbedLayerNormalization's tables take `embed_rows` or stay float (CONTRIB_TABLES below).
+CONTRIB_DOMAIN = "com.microsoft"
+
+
+def contrib_weight(site: ConstantSite) -> bool:
+    """A float32 weight read only by com.microsoft ops that take no scale after them (lean
+    form: DequantizeLinear, like recurrent weights)."""
+    readers = consumers(site)
+    return (site.onnx_dtype == onnx.TensorProto.FLOAT and bool(readers)
+            and all(n.domain == CONTRIB_DOMAIN for n, _ in readers))
+
+
 def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
     """The lean form of an int8 weight: one scale per output channel (symmetric), lowered as
-    `scaled` where every reader can take the scale after it, as DequantizeLinear for recurrent
-    weights (RECURRENT_OPS above), else as `arith` Cast -> Mul."""
+    `scaled` where every reader can take the scale after it (FusedMatMul included), as
+    DequantizeLinear for recurrent weights (RECURRENT_OPS above) and for weights of
+    onnxruntime's contrib ops (`contrib_weight`), else as `arith` Cast -> Mul."""
     axis = scale_axis(site)
     if axis is not None:
         return Scheme("channel", axis), "scaled"
+    if word_table(site):  # EmbedLayerNormalization: int8 rows gathered for its token ids
+        return Scheme("channel", 0), "embed_rows"
     channel = Scheme("channel", choose_axes(site)[0])
-    if recurrent_weight(site) and opset >= RECURRENT_DQ_OPSET:
+    if (recurrent_weight(site) or contrib_weight(site)) and opset >= RECURRENT_DQ_OPSET:
         return channel, "dq"
     return channel, "arith"
 
+
+# EmbedLayerNormalization looks rows of its word, position and segment tables (inputs 2-4) up
+# itself. DequantizeLinear before it stays in the graph and dequantizes the whole table at every
+# run (fused MiniLM, word table 30522x384: latency 2.3-3.3x, peak memory after a run 1.09x the
+# float model's), the arith chain folds two float copies at load (1.40x). The default's int8
+# word table takes `embed_rows` (lowerings/embed_rows.py: its rows gathered first); the other
+# tables (positions: 512 rows; segments: 2), and every table under 4 bits or --keep-quantized
+# (DequantizeLinear), are left float unless --include names them (`table_refusal`).
+CONTRIB_TABLES = {"EmbedLayerNormalization": (2, 3, 4)}
+
+
+def table_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
+    """Why `site` stays float: a table a fused embedding op looks rows up in (CONTRIB_TABLES),
+    or, where weights stay quantized (DequantizeLinear), a table read by Gather through a Cast
+    (bfloat16 weights), which the gather lowering does not take (MiniLM with bfloat16 weights,
+    --keep-quantized: 12.7x latency with the word table dequantized whole at every run)."""
+    ops = sorted({n.op for n, i in consumers(site) if i in CONTRIB_TABLES.get(n.op, ())})
+    if ops and not (options.lean_default and word_table(site)):
+        return f"a lookup table of {', '.join(ops)}: no lowering keeps it lean here (--include NAME quantizes it)"
+    behind = through_casts(site)
+    if options.stays_quantized and behind and all(n.op == "Gather" for n, _ in behind):
+        return "a table read by Gather through a Cast: DequantizeLinear would dequantize all of it at every run"
+    return None
 
 
 def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str | None:
@@ -188,6 +233,8 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[s
         return "not matched by --include"
     if options.exclude and matches(site, options.exclude):
         return "matched by --exclude"
+    if not options.include and table_refusal(site, options):
+        return table_refusal(site, options)
     if activations_quantized and not options.include:
         return "the model quantizes its activations (QDQ): --include NAME quantizes this weight too"
     if site.name in keep:

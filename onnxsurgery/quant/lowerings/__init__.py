@@ -11,6 +11,7 @@ that this registry answers for; nothing else tests a lowering's name for what it
 - tied: a table read by Gather and by the lm_head, int8 rows serving both;
 - tied_nbits: that table once in MatMulNBits layout, read by MatMulNBits and GatherBlockQuantized
   (--target onnxruntime, 4-bit).
+- embed_rows: EmbedLayerNormalization's word table, int8 rows gathered for its token ids.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, NameAllocator
 from ..rounding import Quantized
-from . import arith, dq, gather, matmulnbits, scaled, tied, tied_nbits
+from . import arith, dq, embed_rows, gather, matmulnbits, scaled, tied, tied_nbits
 from .base import Lowering
 
 REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING
-                                 for m in (dq, arith, gather, scaled, matmulnbits, tied, tied_nbits)}
+                                 for m in (dq, arith, gather, scaled, matmulnbits, tied, tied_nbits, embed_rows)}
 
 
 def build(site: ConstantSite, qt: Quantized, name: str, names: NameAllocator, opset: int) -> gs.Tensor | None:

@@ -112,8 +112,10 @@ def test_the_weights_inside_the_branches_are_quantized(quantized, label):
     assert len(weights) == 22 and set(weights) <= _read_only_in_branches()
     records = {w["name"]: w for w in report["weights"]}
     assert all(records[name]["dtype"] != "float" for name in weights)
-    if label == "int4":
-        assert {records[name]["dtype"] for name in weights} == {"int4"}
+    if label == "int4":  # 4-bit where onnxruntime fuses it into MatMulNBits (choices/int4_paths.py)
+        for name in weights:
+            record = records[name]
+            assert record["dtype"] == "int4" or (record["dtype"] == "int8" and "not 4-bit" in record["why"])
     assert _large_float_weights(path) == []  # nothing float left behind in the file
 
 

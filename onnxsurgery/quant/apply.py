@@ -10,8 +10,9 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import (ConstantSite, NameAllocator, choose_axes, collect_constants, iter_scopes, read_values,
+from ..graph_utils import (ConstantSite, NameAllocator, collect_constants, iter_scopes, read_values,
                            readers_by_graph, replace_uses, set_values)
+from .axes import choose_axes
 from ..progress import progress
 from ..report import PassReport
 from .calibration import Calibration, calibrated_rounding

@@ -37,7 +37,8 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ..errors import InputError
-from ..graph_utils import ConstantSite, axes_read, choose_axes, consumers, readers_by_graph
+from ..graph_utils import ConstantSite, consumers, readers_by_graph
+from .axes import axes_read, choose_axes
 from .gptq import inverse_cholesky, output_error, quantize_with_factor
 from .rounding import Quantized
 

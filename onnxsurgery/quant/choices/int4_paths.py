@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, choose_axes, collect_constants, consumers, iter_scopes
+from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scopes
+from ..axes import choose_axes
 from ..options import QuantOptions, Scheme
 
 SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module docstring)

@@ -11,7 +11,8 @@ import numpy as np
 import onnx
 
 from ...errors import InputError
-from ...graph_utils import ConstantSite, choose_axes, read_values
+from ...graph_utils import ConstantSite, read_values
+from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
 from ..gptq import output_energy, output_error

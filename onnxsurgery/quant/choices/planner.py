@@ -18,7 +18,8 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...errors import PlanError
-from ...graph_utils import ConstantSite, choose_axes, collect_constants, consumers, iter_scopes
+from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scopes
+from ..axes import choose_axes
 from ..calibration import Calibration
 from ..estimates import planned_bytes as estimated_payload
 from .lean import choose_lean

@@ -10,8 +10,9 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, choose_axes, collect_constants, consumers, graph_outputs_holding, \
+from ...graph_utils import ConstantSite, collect_constants, consumers, graph_outputs_holding, \
     iter_scopes, read_values
+from ..axes import choose_axes
 from ..options import FLOAT_TYPES, TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions, Scheme, dq_min_opset
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme

@@ -16,7 +16,8 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ...errors import InputError
-from ...graph_utils import ConstantSite, choose_axes, consumers, read_only_by, read_values
+from ...graph_utils import ConstantSite, consumers, read_only_by, read_values
+from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
 from ..gptq import energy_layout, input_energy

@@ -151,9 +151,11 @@ def run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | 
 
 def plan_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None):
     """`quant --dry-run`: the steps before the quantizer applied (on a graph nobody writes), then
-    the quantizer's plan, the graph otherwise unchanged."""
+    the quantizer's plan, the graph otherwise unchanged (steps after it, such as TensorRT's
+    narrowing, change no weight's plan)."""
     keep = overridable_initializers(graph) if keep is None else keep
-    *before, quantize = passes
+    at = next(i for i, step in enumerate(passes) if isinstance(step, QuantizeWeights))
+    before, quantize = passes[:at], passes[at]
     run_pipeline(graph, before, keep=keep)
     remove_dead(graph)
     return quantize.plan(graph, keep=keep)

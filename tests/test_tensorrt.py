@@ -208,3 +208,16 @@ def test_a_weight_beyond_float16s_range_stays_float32_under_tensorrt():
     assert "table" not in report.details["float16_for_tensorrt"]
     assert {s.name: s.reason for s in report.skipped}["table"].endswith("values beyond float16's range")
     assert report.details["schemes"]["fp16/cast"] == 2  # the LSTM's W and R
+
+
+def test_dry_run_under_tensorrt_prints_the_plan_the_run_applies(tmp_path):
+    """--dry-run with the narrowing step after the quantizer (it crashed on that step)."""
+    src = tmp_path / "in.onnx"
+    onnx.save(builders.quant_cases(), str(src))
+    result = CliRunner().invoke(main, ["quant", str(src), "--target", "tensorrt", "--min-elements", "1024",
+                                       "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    planned = json.loads(result.output)["weights"]
+    _, _, report = _quant(tmp_path, builders.quant_cases())
+    assert planned == report.to_dict()["weights"]
+    assert any(w["lowering"] == "dq" for w in planned)

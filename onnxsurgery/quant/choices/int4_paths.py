@@ -35,7 +35,10 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
   1.06-1.20x memory, more than the float model.
 - MatMul/Gemm weights onnxruntime does not fuse (several readers, transB, blocks that are not
   a power of two): int8, scale after the reader, float at load (the int8 default's form: ALBERT
-  1.06x latency, but 0.98x memory: no standard-op form is both small and fast there).
+  1.06x latency, but 0.98x memory: no standard-op form is both small and fast there). A
+  DequantizeLinear per reader does not help: onnxruntime 1.32 fuses none whose integers another
+  node also reads (tried: two MatMuls, each with its own DequantizeLinear of one initializer).
+  A merged decoder's weights, read in both branches of its If, are such weights too.
 """
 
 from __future__ import annotations

@@ -14,8 +14,10 @@ a fingerprint reads a few samples, and a tensor that is dropped is never read at
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +93,21 @@ class ExternalFiles:
 
     def read(self, location: str, offset: int, length: int, *, tensor: str | None = None) -> bytes:
         """`length` bytes at `offset` of `location`; `tensor` names the reader in an error."""
+        data = os.pread(self._fd(location, tensor), length, offset)
+        if len(data) != length:
+            raise OSError(f"external data file {location} is shorter than the model says")
+        return data
+
+    def read_into(self, location: str, offset: int, buffer: memoryview, *, tensor: str | None = None) -> None:
+        """Fill `buffer` (writable, bytes) from `offset` of `location`, with no copy in between."""
+        fd, done, size = self._fd(location, tensor), 0, len(buffer)
+        while done < size:
+            n = os.preadv(fd, [buffer[done:]], offset + done)
+            if n <= 0:
+                raise OSError(f"external data file {location} is shorter than the model says")
+            done += n
+
+    def _fd(self, location: str, tensor: str | None) -> int:
         fd = self._fds.get(location)
         if fd is None:
             if location == self.model_file:
@@ -99,10 +116,7 @@ class ExternalFiles:
                 what = f"tensor '{tensor}': external data location" if tensor else "external data location"
                 file = confined(self.base_dir, location, what)
             fd = self._fds[location] = os.open(file, os.O_RDONLY)
-        data = os.pread(fd, length, offset)
-        if len(data) != length:
-            raise OSError(f"external data file {location} is shorter than the model says")
-        return data
+        return fd
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -147,9 +161,27 @@ class FileBackedValues(LazyValues):
         return self.files.read(self.location, self.offset + offset, length, tensor=self.tensor.name)
 
     def load(self) -> np.ndarray:
+        dtype = _DIRECT_DTYPES.get(self.tensor.data_type)
+        shape = tuple(self.tensor.dims)
+        if dtype is not None and self.length == dtype.itemsize * math.prod(shape):
+            # straight from the file into the array: the copy through a TensorProto and
+            # numpy_helper took 14 of 94 s quantizing a 2.7 GB model (each weight read 3 times)
+            array = np.empty(shape, dtype)
+            self.files.read_into(self.location, self.offset, memoryview(array.reshape(-1).view(np.uint8)),
+                                 tensor=self.tensor.name)
+            return array
         t = _without_external(self.tensor)
         t.raw_data = self.read()
         return np.array(numpy_helper.to_array(t))
+
+
+# Types whose stored bytes are numpy's own layout (ONNX stores little-endian): read as they are.
+# The others (bfloat16, float8, 4-bit, strings) go through numpy_helper's conversions.
+_DIRECT_DTYPES = {} if sys.byteorder != "little" else {
+    getattr(onnx.TensorProto, name): np.dtype(dtype) for name, dtype in (
+        ("FLOAT", np.float32), ("DOUBLE", np.float64), ("FLOAT16", np.float16), ("INT8", np.int8),
+        ("UINT8", np.uint8), ("INT16", np.int16), ("UINT16", np.uint16), ("INT32", np.int32),
+        ("UINT32", np.uint32), ("INT64", np.int64), ("UINT64", np.uint64), ("BOOL", np.bool_))}
 
 
 def _without_external(t: onnx.TensorProto) -> onnx.TensorProto:

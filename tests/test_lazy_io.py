@@ -93,3 +93,38 @@ def test_wire_scanner_rejects_garbage(tmp_path):
     bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f" + b"x" * 10)
     with pytest.raises(ValueError):
         lazy.read_model_skipping_weights(bad)
+
+
+def test_file_backed_values_read_straight_into_arrays_equal_numpy_helpers(tmp_path):
+    """Weights read on demand come out as onnx's own reader gives them, for the types read
+    straight into an array and for those converted (bfloat16), in the file's shape; writable."""
+    from onnxsurgery.graph_utils import collect_constants, read_values
+    from onnxsurgery.pipeline import open_workspace
+
+    rng = np.random.default_rng(3)
+    arrays = {"f32": rng.standard_normal((40, 30)).astype(np.float32),
+              "f16": rng.standard_normal((2, 3, 400)).astype(np.float16),
+              "i64": rng.integers(-9, 9, (700,)).astype(np.int64),
+              "u8": rng.integers(0, 255, (64, 80)).astype(np.uint8),
+              "flags": rng.integers(0, 2, (5000,)).astype(bool)}
+    inits = [numpy_helper.from_array(a, name) for name, a in arrays.items()]
+    bf16 = helper.make_tensor("bf16", onnx.TensorProto.BFLOAT16, [64, 64],
+                              rng.integers(0, 2**16, 64 * 64).astype(np.uint16).tobytes(), raw=True)
+    inits.append(bf16)
+    nodes = [helper.make_node("Identity", [name], [f"{name}_out"]) for name in [*arrays, "bf16"]]
+    outputs = [builders.vi(f"{t.name}_out", t.data_type, list(t.dims)) for t in inits]
+    m = builders.model(nodes, [], outputs, inits)
+    for external in (False, True):
+        path = tmp_path / f"m{external}.onnx"
+        onnx.save(m, str(path), save_as_external_data=external, size_threshold=0)
+        expected = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+        ws = open_workspace(path)
+        try:
+            got = {site.name: read_values(site.tensor) for site in collect_constants(ws.graph)}
+        finally:
+            ws.close()
+        assert set(got) == set(expected)
+        for name, array in got.items():
+            assert array.dtype == expected[name].dtype and array.shape == expected[name].shape, name
+            assert array.tobytes() == expected[name].tobytes(), name
+            assert array.flags.writeable

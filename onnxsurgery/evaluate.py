@@ -16,6 +16,7 @@ import shutil
 import statistics
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -30,8 +31,9 @@ from .quant.request import QuantRequest
 from .session_memory import measure_in_fresh_process
 from .verify import compare_outputs, headline_outputs, is_cache_output, make_inputs, session
 
-# Latency: at least this many timed runs after one warm-up, more while within the time budget.
-MIN_RUNS, MAX_RUNS, LATENCY_BUDGET_S = 3, 20, 2.0
+# Latency: at least this many timed runs after one warm-up, more while within the time budget
+# (2 s before: 20 of 398 s on SmolLM2's export, where one run takes 0.3-0.6 s here).
+MIN_RUNS, MAX_RUNS, LATENCY_BUDGET_S = 3, 20, 1.0
 BROTLI_QUALITY = 5  # what servers use compressing on the fly; 9 took 11 s on 16 MB, 11 took 67 s
 # Compressing whole files took most of `report`'s time on SmolLM2's 540 MB export (398 s in
 # all): gzip -9 runs at 0.7-1.5 MB/s on its float32 weights (bfloat16 values widened: two zero
@@ -114,7 +116,7 @@ def measure_methods(model_path: str | os.PathLike, scratch: str | os.PathLike, *
     original = Measurement("original", "the input, as it is", "")
     original_times = _latencies(original_session, model_path, samples[0])
     del original_session
-    _measure_file(original, model_path)
+    _measure_file(original, model_path)()
     rows = [original]
     for method in progress(list(methods), "report", unit="method"):
         out = scratch / f"{model_path.stem}.{method.key}.onnx"
@@ -122,11 +124,11 @@ def measure_methods(model_path: str | os.PathLike, scratch: str | os.PathLike, *
         row = Measurement(method.key, method.what, " ".join(cli + (extra if method.command == "quant" else [])))
         try:
             _make(method, model_path, out, given, shapes)
+            _measure_file(row, out)()  # before the session: its memory figure is a fresh process's anyway
             candidate = _session(out)
             expected.compare(row, candidate, samples)
             row.latency_ms = statistics.median(_latencies(candidate, out, samples[0])) * 1000
             del candidate
-            _measure_file(row, out)
         except OnnxSurgeryError as e:
             row.failed = str(e)
         finally:  # one method's files on disk at a time
@@ -189,14 +191,23 @@ def _make(method: Method, source: Path, out: Path, samples, shapes) -> None:
         quant_file(source, out, verify=False, samples=samples, shapes=shapes, request=method.request)
 
 
-def _measure_file(row: Measurement, path: Path) -> None:
+def _measure_file(row: Measurement, path: Path):
+    """Fill the row's sizes and memory figure. The fresh process that measures the memory runs
+    while this one compresses the file (neither is timed); call what this returns to wait for it."""
     files = _model_files(path)
     row.bytes = sum(f.stat().st_size for f in files)
+    pool = ThreadPoolExecutor(1)
+    memory = pool.submit(measure_in_fresh_process, path)
+    pool.shutdown(wait=False)
     row.gzip_bytes, row.brotli_bytes, row.compressed_estimated = _compressed_sizes(files)
-    try:
-        row.memory_bytes = measure_in_fresh_process(path)["peak_growth"]
-    except (RuntimeError, OSError, ValueError):  # e.g. no /proc: the other figures still stand
-        row.memory_bytes = None
+
+    def finished() -> None:
+        try:
+            row.memory_bytes = memory.result()["peak_growth"]
+        except (RuntimeError, OSError, ValueError):  # e.g. no /proc: the other figures still stand
+            row.memory_bytes = None
+
+    return finished
 
 
 def _model_files(path: Path) -> list[Path]:

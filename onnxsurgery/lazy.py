@@ -90,9 +90,23 @@ class ExternalFiles:
         self.data_files = data_files
         self.model_file = model_file
         self._fds: dict[str, int] = {}
+        self._held: dict[str, memoryview] = {}
 
-    def read(self, location: str, offset: int, length: int, *, tensor: str | None = None) -> bytes:
-        """`length` bytes at `offset` of `location`; `tensor` names the reader in an error."""
+    def hold(self, payload: np.ndarray | bytes) -> str:
+        """A location whose bytes are `payload` (a C-contiguous array, or bytes), kept until
+        `close`: an exported model refers to a quantized weight there instead of holding a copy
+        (`io.export_model`), and the writer copies it straight into the output. The name holds
+        a NUL, which no file name can: it never stands for a file, and no file's name for it."""
+        location = f"\0held:{len(self._held)}"
+        self._held[location] = memoryview(payload).cast("B") if isinstance(payload, np.ndarray) else memoryview(payload)
+        return location
+
+    def read(self, location: str, offset: int, length: int, *, tensor: str | None = None) -> bytes | memoryview:
+        """`length` bytes at `offset` of `location`; `tensor` names the reader in an error. A
+        location from `hold` gives a view of the array's own bytes."""
+        held = self._held.get(location)
+        if held is not None:
+            return held[offset:offset + length]
         data = os.pread(self._fd(location, tensor), length, offset)
         if len(data) != length:
             raise OSError(f"external data file {location} is shorter than the model says")
@@ -122,6 +136,7 @@ class ExternalFiles:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        self._held.clear()
 
     def __del__(self):
         self.close()
@@ -200,4 +215,4 @@ def materialize(model: onnx.ModelProto, files: ExternalFiles, tensors) -> None:
         data = files.read(*external_ref(t), tensor=t.name)
         del t.external_data[:]
         t.ClearField("data_location")
-        t.raw_data = data
+        t.raw_data = bytes(data)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -26,12 +27,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "onnxsurgery", "-q"]
+BEFORE: Path | None = None  # --before
 
 
-def measured(cmd: list[str]) -> tuple[float, int, int, str]:
-    """(wall s, peak RSS bytes, exit code, last stderr line) of `cmd`, run from this checkout."""
+def measured(cmd: list[str], code: Path | None = None) -> tuple[float, int, int, str]:
+    """(wall s, peak RSS bytes, exit code, last stderr line) of `cmd`, run from this checkout, or
+    with the package of the checkout `code` first on the path (from outside any checkout: `-m`
+    puts the working directory first)."""
+    env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else None
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "measure.py"), *map(str, cmd)], capture_output=True,
-                       text=True, cwd=ROOT, check=True)
+                       text=True, cwd=ROOT if code is None else Path("/"), env=env, check=True)
     out = json.loads(r.stdout)
     return out["wall"], out["peak"], out["code"], out["error"]
 
@@ -41,35 +46,48 @@ def files_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
 
 
-def run_rows(rows: list[tuple[str, list[str], Path | None]], size: int, repeats: int) -> None:
+Row = tuple[str, list, "Path | None", "Path | None"]  # label, command, output, checkout (None: this one)
+
+
+def ours(label: str, args, out: Path | None = None) -> list[Row]:
+    """The rows of one onnxsurgery command: `args(output)` are its arguments. With --before DIR,
+    a "before: " row too, with that checkout's code and an output of its own."""
+    rows = [(label, [*CLI, *args(out)], out, None)]
+    if BEFORE is not None:
+        theirs = out.with_name("before." + out.name) if out is not None else None
+        rows.append((f"before: {label}", [*CLI, *args(theirs)], theirs, BEFORE))
+    return rows
+
+
+def run_rows(rows: list[Row], size: int, repeats: int) -> None:
     """Run each row's command `repeats` times, the rows interleaved (A, B, A, B...); print
     medians of wall time, the largest peak RSS, and the output's bytes."""
-    walls: dict[str, list[float]] = {label: [] for label, _, _ in rows}
-    peaks: dict[str, list[int]] = {label: [] for label, _, _ in rows}
+    walls: dict[str, list[float]] = {row[0]: [] for row in rows}
+    peaks: dict[str, list[int]] = {row[0]: [] for row in rows}
     failed: dict[str, str] = {}
     outputs: dict[str, int] = {}
     for _ in range(repeats):
-        for label, cmd, out in rows:
+        for label, cmd, out, code in rows:
             if label in failed:
                 continue
             if out is not None:
                 for p in out.parent.glob(out.name + "*"):
                     p.unlink() if p.is_file() else shutil.rmtree(p)
-            wall, peak, code, err = measured(cmd)
-            if code != 0:
-                failed[label] = f"exit {code}: {err[:80]}"
+            wall, peak, rc, err = measured(cmd, code)
+            if rc != 0:
+                failed[label] = f"exit {rc}: {err[:80]}"
                 continue
             walls[label].append(wall)
             peaks[label].append(peak)
             if out is not None:
                 outputs[label] = sum(p.stat().st_size if p.is_file() else 0 for p in out.parent.glob(out.name + "*"))
-    print(f"  {'command':44s} {'wall s':>7s} {'runs':>5s} {'peak RSS MB':>12s} {'peak/size':>10s} {'output MB':>10s}")
-    for label, _, _ in rows:
+    print(f"  {'command':52s} {'wall s':>7s} {'runs':>5s} {'peak RSS MB':>12s} {'peak/size':>10s} {'output MB':>10s}")
+    for label, *_ in rows:
         if label in failed:
-            print(f"  {label:44s} failed: {failed[label]}")
+            print(f"  {label:52s} failed: {failed[label]}")
             continue
         out_mb = f"{outputs[label] / 1e6:10.1f}" if label in outputs else f"{'-':>10s}"
-        print(f"  {label:44s} {statistics.median(walls[label]):7.1f} {len(walls[label]):5d} "
+        print(f"  {label:52s} {statistics.median(walls[label]):7.1f} {len(walls[label]):5d} "
               f"{max(peaks[label]) / 1e6:12.0f} {max(peaks[label]) / size:10.2f} {out_mb}", flush=True)
 
 
@@ -82,12 +100,11 @@ def large(args, work: Path) -> None:
                        check=True)
     size = model.stat().st_size + (folder / "large.data").stat().st_size
     print(f"\n## large: {model} {size / 1e9:.2f} GB ({size / 2**30:.2f} GiB, external data)")
-    run_rows([("info", [*CLI, "info", model], None),
-              ("shrink --verify", [*CLI, "shrink", model, work / "shrunk.onnx", "--verify"], work / "shrunk.onnx"),
-              ("quant --no-verify", [*CLI, "quant", model, work / "quant_nv.onnx", "--no-verify"],
-               work / "quant_nv.onnx"),
-              ("quant (verified)", [*CLI, "quant", model, work / "quant.onnx"], work / "quant.onnx"),
-              ("npy", [*CLI, "npy", model, work / "npy.onnx"], work / "npy.onnx")], size, args.repeats)
+    run_rows([*ours("info", lambda o: ["info", model]),
+              *ours("shrink --verify", lambda o: ["shrink", model, o, "--verify"], work / "shrunk.onnx"),
+              *ours("quant --no-verify", lambda o: ["quant", model, o, "--no-verify"], work / "quant_nv.onnx"),
+              *ours("quant (verified)", lambda o: ["quant", model, o], work / "quant.onnx"),
+              *ours("npy", lambda o: ["npy", model, o], work / "npy.onnx")], size, args.repeats)
 
 
 def encoder(args, work: Path) -> None:
@@ -98,10 +115,10 @@ def encoder(args, work: Path) -> None:
     size = model.stat().st_size
     print(f"\n## encoder: {model.name} {size / 1e6:.1f} MB, beside onnx-shrink-ray int8 per channel")
     shrink_ray = work / "shrink_ray"
-    run_rows([("quant (verified)", [*CLI, "quant", model, work / "enc.onnx"], work / "enc.onnx"),
-              ("quant --no-verify", [*CLI, "quant", model, work / "enc_nv.onnx", "--no-verify"], work / "enc_nv.onnx"),
+    run_rows([*ours("quant (verified)", lambda o: ["quant", model, o], work / "enc.onnx"),
+              *ours("quant --no-verify", lambda o: ["quant", model, o, "--no-verify"], work / "enc_nv.onnx"),
               ("onnx-shrink-ray int8 --per-channel",
-               [sys.executable, "-m", "onnx_shrink_ray.shrink", "-o", shrink_ray, "--per-channel", model], None)],
+               [sys.executable, "-m", "onnx_shrink_ray.shrink", "-o", shrink_ray, "--per-channel", model], None, None)],
              size, args.repeats)
 
 
@@ -118,13 +135,14 @@ def decoder(args, work: Path) -> None:
             continue
         size = files_bytes(model)
         print(f"\n## decoder: {family}/model.onnx {size / 1e6:.1f} MB, quant as typed (verified)")
-        run_rows([(f"quant {label}", [*CLI, "quant", model, work / f"{family}.{k}.onnx", *flags],
-                   work / f"{family}.{k}.onnx") for k, (label, flags) in enumerate(VARIANTS)], size, args.repeats)
+        run_rows([row for k, (label, flags) in enumerate(VARIANTS)
+                  for row in ours(f"quant {label}", lambda o, flags=flags, model=model: ["quant", model, o, *flags],
+                                  work / f"{family}.{k}.onnx")], size, args.repeats)
     model = args.decoders / "genai_fp32" / "model.onnx"
     if model.exists():
         print(f"\n## report and info: genai_fp32/model.onnx {files_bytes(model) / 1e6:.1f} MB")
-        run_rows([("info", [*CLI, "info", model], None),
-                  ("report", [*CLI, "report", model, "-o", work / "genai_fp32.report.html"], None)],
+        run_rows([*ours("info", lambda o: ["info", model]),
+                  *ours("report", lambda o: ["report", model, "-o", o], work / "genai_fp32.report.html")],
                  files_bytes(model), args.report_repeats)
 
 
@@ -142,7 +160,11 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=ROOT / "build" / "scale")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--report-repeats", type=int, default=1)
+    ap.add_argument("--before", type=Path, help="a checkout of earlier code (git worktree add DIR <commit>): "
+                    "each onnxsurgery command runs with it too, interleaved")
     args = ap.parse_args()
+    global BEFORE
+    BEFORE = args.before.resolve() if args.before else None
     args.work.mkdir(parents=True, exist_ok=True)
     print("Each command in a fresh process; wall: median of the runs, interleaved; peak RSS: the largest; "
           "peak/size: against the input's bytes on disk")

@@ -133,6 +133,31 @@ def test_quant_rows_measure_choices_on_inputs_only_where_the_user_gave_them(enco
     assert "--inputs x.npz" in rows_given[1].command_line and "--inputs" not in rows[1].command_line
 
 
+def test_a_method_that_fails_gives_its_row_and_the_others_still_measure(encoder, tmp_path, monkeypatch):
+    """Files are measured in the background while the next is made: a method failing between
+    two others leaves their figures whole, says why in its own row, and leaves no file behind."""
+    from onnxsurgery import evaluate
+    from onnxsurgery.errors import UnsupportedModelError
+
+    make = evaluate._make
+
+    def failing(method, source, out, samples, shapes):
+        if method.key == "int4":
+            out.write_bytes(b"half written")
+            raise UnsupportedModelError("int4 refused here")
+        return make(method, source, out, samples, shapes)
+
+    monkeypatch.setattr(evaluate, "_make", failing)
+    chosen = tuple(m for m in evaluate.METHODS if m.key in ("shrink", "int4", "fp16"))
+    rows = {r.key: r for r in evaluate.measure_methods(encoder, tmp_path, methods=chosen)}
+    assert rows["int4"].failed == "int4 refused here" and rows["int4"].bytes is None
+    for key in ("original", "shrink", "fp16"):
+        row = rows[key]
+        assert row.failed is None and row.bytes > 0 and row.gzip_bytes > 0 and row.latency_ms > 0, key
+    assert rows["shrink"].exact and rows["fp16"].bytes < rows["original"].bytes
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_compressed_sizes_of_large_files_are_estimated_from_pieces_and_said_so(tmp_path, monkeypatch):
     """Files over EXACT_COMPRESSION_BYTES: gzip and brotli sizes from evenly spaced pieces,
     within a few percent of compressing them whole, flagged as estimated; a piece may run

@@ -11,7 +11,8 @@ and peak RSS against the input's bytes on disk (issues 33 and 36). Sections (--o
   file, optimum's inline, opset 18 -> 21 for int4); then `report` and `info` on the genai one.
 
 Every command runs as `python -m onnxsurgery` from this checkout. The machine may be shared:
-quote the ratios and medians of --repeats runs, not single figures.
+quote the ratios and medians of --repeats runs, not single figures; CPU s (user + system, the
+command's child processes included) moves less than wall time when other jobs hold the cores.
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ CLI = [sys.executable, "-m", "onnxsurgery", "-q"]
 BEFORE: Path | None = None  # --before
 
 
-def measured(cmd: list[str], code: Path | None = None) -> tuple[float, int, int, str]:
-    """(wall s, peak RSS bytes, exit code, last stderr line) of `cmd`, run from this checkout, or
+def measured(cmd: list[str], code: Path | None = None) -> tuple[float, float, int, int, str]:
+    """(wall s, CPU s, peak RSS bytes, exit code, last stderr line) of `cmd`, run from this checkout, or
     with the package of the checkout `code` first on the path (from outside any checkout: `-m`
     puts the working directory first)."""
     env = dict(os.environ, PYTHONPATH=str(code)) if code is not None else None
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "measure.py"), *map(str, cmd)], capture_output=True,
                        text=True, cwd=ROOT if code is None else Path("/"), env=env, check=True)
     out = json.loads(r.stdout)
-    return out["wall"], out["peak"], out["code"], out["error"]
+    return out["wall"], out["cpu"], out["peak"], out["code"], out["error"]
 
 
 def files_bytes(path: Path) -> int:
@@ -63,6 +64,7 @@ def run_rows(rows: list[Row], size: int, repeats: int) -> None:
     """Run each row's command `repeats` times, the rows interleaved (A, B, A, B...); print
     medians of wall time, the largest peak RSS, and the output's bytes."""
     walls: dict[str, list[float]] = {row[0]: [] for row in rows}
+    cpus: dict[str, list[float]] = {row[0]: [] for row in rows}
     peaks: dict[str, list[int]] = {row[0]: [] for row in rows}
     failed: dict[str, str] = {}
     outputs: dict[str, int] = {}
@@ -73,21 +75,24 @@ def run_rows(rows: list[Row], size: int, repeats: int) -> None:
             if out is not None:
                 for p in out.parent.glob(out.name + "*"):
                     p.unlink() if p.is_file() else shutil.rmtree(p)
-            wall, peak, rc, err = measured(cmd, code)
+            wall, cpu, peak, rc, err = measured(cmd, code)
             if rc != 0:
                 failed[label] = f"exit {rc}: {err[:80]}"
                 continue
             walls[label].append(wall)
+            cpus[label].append(cpu)
             peaks[label].append(peak)
             if out is not None:
                 outputs[label] = sum(p.stat().st_size if p.is_file() else 0 for p in out.parent.glob(out.name + "*"))
-    print(f"  {'command':52s} {'wall s':>7s} {'runs':>5s} {'peak RSS MB':>12s} {'peak/size':>10s} {'output MB':>10s}")
+    print(f"  {'command':52s} {'wall s':>7s} {'CPU s':>7s} {'runs':>5s} {'peak RSS MB':>12s} {'peak/size':>10s} "
+          f"{'output MB':>10s}")
     for label, *_ in rows:
         if label in failed:
             print(f"  {label:52s} failed: {failed[label]}")
             continue
         out_mb = f"{outputs[label] / 1e6:10.1f}" if label in outputs else f"{'-':>10s}"
-        print(f"  {label:52s} {statistics.median(walls[label]):7.1f} {len(walls[label]):5d} "
+        print(f"  {label:52s} {statistics.median(walls[label]):7.1f} {statistics.median(cpus[label]):7.1f} "
+              f"{len(walls[label]):5d} "
               f"{max(peaks[label]) / 1e6:12.0f} {max(peaks[label]) / size:10.2f} {out_mb}", flush=True)
 
 

@@ -170,6 +170,8 @@ def main() -> None:
     args = ap.parse_args()
     global BEFORE
     BEFORE = args.before.resolve() if args.before else None
+    for name in ("large_dir", "encoder", "decoders", "work"):  # the --before runs start from /
+        setattr(args, name, getattr(args, name).resolve())
     args.work.mkdir(parents=True, exist_ok=True)
     print("Each command in a fresh process; wall: median of the runs, interleaved; peak RSS: the largest; "
           "peak/size: against the input's bytes on disk")

@@ -18,7 +18,6 @@ import math
 import os
 from pathlib import Path
 
-import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 from google.protobuf.message import DecodeError
@@ -26,7 +25,7 @@ from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter, dtype_to_onn
 
 from .errors import InputError
 from .graph_utils import collect_constants, is_sparse, iter_scopes, payload_nbytes
-from .lazy import (LAZY_THRESHOLD, ExternalFiles, complete_external_lengths, external_ref, materialize,
+from .lazy import (ExternalFiles, complete_external_lengths, external_ref, held_payload, materialize,
                    read_model_skipping_weights)
 from .paths import check_external_locations
 from .protos import all_tensor_protos, graphs_everywhere  # noqa: F401 - imported from here by many
@@ -278,11 +277,10 @@ class _ScopedExporter:
                 target.value_info.append(self.value_info(t, False))
 
     def tensor_proto(self, t: gs.Constant) -> onnx.TensorProto:
-        """gs's TensorProto for `t`; with a `store`, a large payload held in memory (a quantized
-        weight) is referred to where the store holds it instead of copied in: the writer copies
-        it into the output from there. In the proto and then serialized, each int8 weight was
-        held three times over while writing (a 2.7 GB model's 670 MB output)."""
-        payload = _payload(t) if self.store is not None else None
+        """gs's TensorProto for `t`; with a `store`, a large payload in memory (a quantized weight)
+        is referred to where the store holds it, not copied in: the writer copies it from there.
+        Copied into the proto and serialized, each weight was held three times while writing."""
+        payload = held_payload(t) if self.store is not None else None
         if payload is None:
             return OnnxExporter.export_tensor_proto(t)
         proto = onnx.TensorProto(name=t.name, data_type=int(dtype_to_onnx(t.dtype)), dims=list(t.shape))
@@ -320,20 +318,6 @@ class _ScopedExporter:
                 self.fill_graph(attr.g, value, do_type_check=False)
             else:
                 target.attribute.extend(OnnxExporter.export_attributes({key: value}))
-
-
-def _payload(t: gs.Constant) -> np.ndarray | None:
-    """The bytes of an initializer held in memory as a numpy array of at least LAZY_THRESHOLD
-    bytes, stored as they are (no dtype conversion on export), as a flat C-contiguous array;
-    None for any other."""
-    values = t._values
-    if not isinstance(values, np.ndarray) or values.nbytes < LAZY_THRESHOLD:
-        return None
-    if t.export_dtype is not None and dtype_to_onnx(t.export_dtype) != dtype_to_onnx(t.dtype):
-        return None
-    if values.dtype.newbyteorder("<") != values.dtype or values.dtype.kind not in "biuf":
-        return None  # big-endian or an object / string array: gs's own conversion
-    return np.ascontiguousarray(values).reshape(-1)
 
 
 def export_model(

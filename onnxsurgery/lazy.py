@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import numpy_helper
+from onnx_graphsurgeon.exporters.onnx_exporter import dtype_to_onnx
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from .paths import confined
@@ -216,3 +217,17 @@ def materialize(model: onnx.ModelProto, files: ExternalFiles, tensors) -> None:
         del t.external_data[:]
         t.ClearField("data_location")
         t.raw_data = bytes(data)
+
+
+def held_payload(t) -> np.ndarray | None:
+    """What `ExternalFiles.hold` may hold for the gs Constant `t`: its in-memory numpy values of
+    at least LAZY_THRESHOLD bytes, stored as they are (no dtype conversion on export), as a flat
+    C-contiguous array; None for any other (gs's own export then)."""
+    values = t._values
+    if not isinstance(values, np.ndarray) or values.nbytes < LAZY_THRESHOLD:
+        return None
+    if t.export_dtype is not None and dtype_to_onnx(t.export_dtype) != dtype_to_onnx(t.dtype):
+        return None
+    if values.dtype.newbyteorder("<") != values.dtype or values.dtype.kind not in "biuf":
+        return None  # big-endian or an object / string array: gs's own conversion
+    return np.ascontiguousarray(values).reshape(-1)

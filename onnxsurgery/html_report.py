@@ -18,7 +18,8 @@ import numpy as np
 
 from ._version import __version__
 from .errors import InputError
-from .evaluate import BROTLI_QUALITY, METHOD_KEYS, METHODS, measure_methods
+from .evaluate import (BROTLI_QUALITY, EXACT_COMPRESSION_BYTES, METHOD_KEYS, METHODS, SAMPLE_PIECE_BYTES,
+                       SAMPLE_PIECES, measure_methods)
 from .inventory import inventory
 from .io import check_output_path, write_atomic
 
@@ -78,7 +79,8 @@ def page_data(model_path: str, inventory: dict, rows: list[dict], *, inputs: str
         "versions": {"onnxsurgery": __version__, "onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__},
         "inputs": inputs,
         "min_bytes": min_bytes,
-        "compression": {"gzip": 9, "brotli": BROTLI_QUALITY},
+        "compression": {"gzip": 9, "brotli": BROTLI_QUALITY, "exact_up_to": EXACT_COMPRESSION_BYTES,
+                        "sample": f"{SAMPLE_PIECES} evenly spaced pieces of {SAMPLE_PIECE_BYTES // 1024} KB"},
         "inventory": inventory,
         "methods": [_finite(r) for r in rows],
     }

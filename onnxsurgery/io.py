@@ -21,11 +21,12 @@ from pathlib import Path
 import onnx
 import onnx_graphsurgeon as gs
 from google.protobuf.message import DecodeError
-from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
+from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter, dtype_to_onnx
 
 from .errors import InputError
 from .graph_utils import collect_constants, is_sparse, iter_scopes, payload_nbytes
-from .lazy import ExternalFiles, complete_external_lengths, external_ref, materialize, read_model_skipping_weights
+from .lazy import (ExternalFiles, complete_external_lengths, external_ref, held_payload, materialize,
+                   read_model_skipping_weights)
 from .paths import check_external_locations
 from .protos import all_tensor_protos, graphs_everywhere  # noqa: F401 - imported from here by many
 # writing a model lives in staging.py; its names are imported from here too, as before
@@ -238,7 +239,8 @@ class _ScopedExporter:
     # gs exports these; an optional, map or opaque type it imports as a bare elem type
     _GS_TYPES = ("tensor_type", "sequence_type", "sparse_tensor_type")
 
-    def __init__(self, graph: gs.Graph, template: onnx.ModelProto | None = None):
+    def __init__(self, graph: gs.Graph, template: onnx.ModelProto | None = None, store: ExternalFiles | None = None):
+        self.store = store
         # The value infos of the model the graph came from, for the types gs cannot write back
         self.original_types = {v.name: v for g in (graphs_everywhere(template.graph) if template is not None else ())
                                for v in (*g.input, *g.output, *g.value_info)}
@@ -261,7 +263,7 @@ class _ScopedExporter:
             if is_sparse(t):
                 target.sparse_initializer.append(OnnxExporter.export_sparse_tensor_proto(t))
             else:
-                target.initializer.append(OnnxExporter.export_tensor_proto(t))
+                target.initializer.append(self.tensor_proto(t))
         tensors = g.tensors()
         io_ids = {id(t) for t in g.inputs} | {id(t) for t in g.outputs}
         produced_here = {id(t) for n in g.nodes for t in n.outputs}
@@ -273,6 +275,20 @@ class _ScopedExporter:
                 and (t.dtype is not None or t.shape is not None)
             ):
                 target.value_info.append(self.value_info(t, False))
+
+    def tensor_proto(self, t: gs.Constant) -> onnx.TensorProto:
+        """gs's TensorProto for `t`; with a `store`, a large payload in memory (a quantized weight)
+        is referred to where the store holds it, not copied in: the writer copies it from there.
+        Copied into the proto and serialized, each weight was held three times while writing."""
+        payload = held_payload(t) if self.store is not None else None
+        if payload is None:
+            return OnnxExporter.export_tensor_proto(t)
+        proto = onnx.TensorProto(name=t.name, data_type=int(dtype_to_onnx(t.dtype)), dims=list(t.shape))
+        proto.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", self.store.hold(payload)), ("offset", "0"), ("length", str(payload.nbytes))):
+            entry = proto.external_data.add()
+            entry.key, entry.value = key, value
+        return proto
 
     def value_info(self, t: gs.Tensor, do_type_check: bool) -> onnx.ValueInfoProto:
         """gs's value info for `t`, or for a type gs cannot write (test_if_opt's optional
@@ -309,15 +325,18 @@ def export_model(
     template: onnx.ModelProto | None = None,
     *,
     keep_as_inputs: frozenset[str] = frozenset(),
+    store: ExternalFiles | None = None,
 ) -> onnx.ModelProto:
     """Export `graph` as a ModelProto, taking IR version, opsets, metadata and functions from
     `template` (the model it was imported from) when given.
 
     `keep_as_inputs` names main-graph constants that must also be listed as graph inputs
-    (overridable initializers).
+    (overridable initializers). With `store` (the files the graph's payloads are read from),
+    large in-memory payloads stay where they are, referred to through `store.hold`: write the
+    result with `files=store` (or `materialize` it) before the store is closed.
     """
     model = onnx.ModelProto()
-    _ScopedExporter(graph, template).fill_graph(model.graph, graph, do_type_check=True)
+    _ScopedExporter(graph, template, store).fill_graph(model.graph, graph, do_type_check=True)
 
     if template is not None:
         for field in ("ir_version", "producer_name", "producer_version", "domain",

@@ -77,9 +77,10 @@ class Workspace:
         remove_dead(self.graph)
 
     def export(self) -> onnx.ModelProto:
-        """`finish`. Large payloads may still be references into the input's files: write
-        with `save_model(..., files=self.files)`."""
-        return finish(self.graph, self.template, keep=self.keep)
+        """`finish`. Large payloads may still be references into the input's files, or to
+        arrays the files hold (`ExternalFiles.hold`): write with `save_model(..., files=self.files)`
+        before `close`."""
+        return finish(self.graph, self.template, keep=self.keep, store=self.files)
 
     def finish(self) -> onnx.ModelProto:
         """`export`, with every payload read in: a self-contained ModelProto."""
@@ -186,17 +187,18 @@ def remove_dead(graph: gs.Graph) -> None:
 
 
 def finish(graph: gs.Graph, template: onnx.ModelProto | None = None, *,
-           keep: frozenset[str] | None = None) -> onnx.ModelProto:
+           keep: frozenset[str] | None = None, store: ExternalFiles | None = None) -> onnx.ModelProto:
     """The end of every pipeline: remove what the passes left dead (in all scopes, keeping graph
     inputs), sort, and export with onnxsurgery's exporter, which writes each constant once in the
     innermost graph that reads it (gs.export_onnx writes an outer constant again into every
     subgraph reading it). IR version, opsets, metadata and functions come from `template` (the
     model the graph was imported from) when given. `keep` (default: the constants listed among
-    the graph's inputs) stay listed as inputs: overridable defaults."""
+    the graph's inputs) stay listed as inputs: overridable defaults. With `store`, large
+    in-memory payloads are referred to where it holds them (`io.export_model`)."""
     remove_dead(graph)
     graph.toposort(recurse_subgraphs=True)
     keep = overridable_initializers(graph) if keep is None else keep
-    return export_model(graph, template, keep_as_inputs=keep)
+    return export_model(graph, template, keep_as_inputs=keep, store=store)
 
 
 def _log_report(report: PassReport) -> None:

@@ -93,3 +93,81 @@ def test_wire_scanner_rejects_garbage(tmp_path):
     bad.write_bytes(b"\x0a\xff\xff\xff\xff\x0f" + b"x" * 10)
     with pytest.raises(ValueError):
         lazy.read_model_skipping_weights(bad)
+
+
+def test_file_backed_values_read_straight_into_arrays_equal_numpy_helpers(tmp_path):
+    """Weights read on demand come out as onnx's own reader gives them, for the types read
+    straight into an array and for those converted (bfloat16), in the file's shape; writable,
+    and writing into them leaves the file as it was."""
+    from onnxsurgery.graph_utils import collect_constants, read_values
+    from onnxsurgery.pipeline import open_workspace
+
+    rng = np.random.default_rng(3)
+    arrays = {"f32": rng.standard_normal((40, 30)).astype(np.float32),
+              "f16": rng.standard_normal((2, 3, 400)).astype(np.float16),
+              "i64": rng.integers(-9, 9, (700,)).astype(np.int64),
+              "u8": rng.integers(0, 255, (64, 80)).astype(np.uint8),
+              "flags": rng.integers(0, 2, (5000,)).astype(bool)}
+    inits = [numpy_helper.from_array(a, name) for name, a in arrays.items()]
+    bf16 = helper.make_tensor("bf16", onnx.TensorProto.BFLOAT16, [64, 64],
+                              rng.integers(0, 2**16, 64 * 64).astype(np.uint16).tobytes(), raw=True)
+    inits.append(bf16)
+    nodes = [helper.make_node("Identity", [name], [f"{name}_out"]) for name in [*arrays, "bf16"]]
+    outputs = [builders.vi(f"{t.name}_out", t.data_type, list(t.dims)) for t in inits]
+    m = builders.model(nodes, [], outputs, inits)
+    for external in (False, True):
+        path = tmp_path / f"m{external}.onnx"
+        onnx.save(m, str(path), save_as_external_data=external, size_threshold=0)
+        expected = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+        for _ in range(2):  # the second time after writing into the first arrays: the file is unchanged
+            ws = open_workspace(path)
+            try:
+                got = {site.name: read_values(site.tensor) for site in collect_constants(ws.graph)}
+            finally:
+                ws.close()
+            assert set(got) == set(expected)
+            for name, array in got.items():
+                assert array.dtype == expected[name].dtype and array.shape == expected[name].shape, name
+                assert array.tobytes() == expected[name].tobytes(), name
+                assert array.flags.writeable
+                array.fill(1)
+
+
+def test_arrays_held_by_the_export_are_written_as_gs_would_write_them(tmp_path):
+    """In-memory payloads (a pass's new int8, float16, int64 and bool arrays) are exported as
+    references to where the input's files hold them, then written straight from there: the
+    files written, inline or with external data, and the materialized model are those of
+    gs's own export; small and non-contiguous arrays too."""
+    from onnxsurgery.graph_utils import collect_constants, set_values
+    from onnxsurgery.io import save_model
+    from onnxsurgery.pipeline import finish, open_workspace
+
+    rng = np.random.default_rng(5)
+    new = {"W": rng.integers(-127, 127, (64, 64)).astype(np.int8),
+           "else_W": rng.standard_normal((64, 64)).astype(np.float16).T,  # in a branch, not C-contiguous
+           "ids": rng.integers(0, 9, (3000,)).astype(np.int64), "flags": np.ones((2, 3), bool)}  # small: inline
+    m = big_model_with_subgraph_and_constant_nodes()
+    for name in ("ids", "flags"):
+        m.graph.initializer.append(numpy_helper.from_array(np.zeros(new[name].shape, new[name].dtype), name))
+        m.graph.node.append(helper.make_node("Identity", [name], [f"{name}_out"]))
+        m.graph.output.append(builders.vi(f"{name}_out", m.graph.initializer[-1].data_type, list(new[name].shape)))
+    src = tmp_path / "m.onnx"
+    onnx.save(m, str(src))
+    ws = open_workspace(src)
+    try:
+        for site in collect_constants(ws.graph):
+            if site.node is None:
+                set_values(site.tensor, new[site.name])
+        ours = ws.export()
+        held = {t.name for t in onnxsurgery.io.all_tensor_protos(ours.graph)
+                if t.data_location == onnx.TensorProto.EXTERNAL and lazy.external_ref(t)[0].startswith("\0")}
+        assert held == {"W", "else_W", "ids"}
+        gs_own = finish(ws.graph, ws.template, keep=ws.keep)  # no store: payloads copied in
+        for external in (False, True):
+            a, b = tmp_path / f"ours{external}.onnx", tmp_path / f"gs{external}.onnx"
+            save_model(ours, a, external_data=external, files=ws.files)
+            save_model(gs_own, b, external_data=external, files=ws.files)
+            assert onnx.load(str(a)).SerializeToString() == onnx.load(str(b)).SerializeToString()
+        assert ws.finish().SerializeToString() == ws.materialized(gs_own).SerializeToString()
+    finally:
+        ws.close()

@@ -107,6 +107,85 @@ def test_bad_input_is_one_line_and_writes_nothing(encoder, tmp_path):
     assert garbage.read_bytes() == b"\x08\x07not a model"
 
 
+def test_quant_rows_measure_choices_on_inputs_only_where_the_user_gave_them(encoder, tmp_path, monkeypatch):
+    """A row's file is what its command makes: without --inputs, `quant` makes its choices from
+    the weights alone, so the report's generated sample must not reach the quantizer; given
+    samples do (the printed command carries --inputs)."""
+    import numpy as np
+
+    from onnxsurgery import evaluate
+
+    seen = []
+
+    def recording(*args, samples=None, **kwargs):
+        seen.append(samples)
+        return evaluate.quant_file.__wrapped__(*args, samples=samples, **kwargs)
+
+    recording.__wrapped__ = evaluate.quant_file
+    monkeypatch.setattr(evaluate, "quant_file", recording)
+    int8 = tuple(m for m in evaluate.METHODS if m.key == "int8")
+    rows = evaluate.measure_methods(encoder, tmp_path, methods=int8)
+    given = [{"input_ids": np.random.default_rng(s).integers(0, 100, (1, 128)).astype(np.int64)} for s in (1, 2)]
+    rows_given = evaluate.measure_methods(encoder, tmp_path, methods=int8, samples=given, inputs_file="x.npz")
+    assert seen == [None, given]
+    for row in (*rows, *rows_given):
+        assert row.failed is None and row.rel_l2_error is not None and row.latency_ms > 0
+    assert "--inputs x.npz" in rows_given[1].command_line and "--inputs" not in rows[1].command_line
+
+
+def test_a_method_that_fails_gives_its_row_and_the_others_still_measure(encoder, tmp_path, monkeypatch):
+    """Files are measured in the background while the next is made: a method failing between
+    two others leaves their figures whole, says why in its own row, and leaves no file behind."""
+    from onnxsurgery import evaluate
+    from onnxsurgery.errors import UnsupportedModelError
+
+    make = evaluate._make
+
+    def failing(method, source, out, samples, shapes):
+        if method.key == "int4":
+            out.write_bytes(b"half written")
+            raise UnsupportedModelError("int4 refused here")
+        return make(method, source, out, samples, shapes)
+
+    monkeypatch.setattr(evaluate, "_make", failing)
+    chosen = tuple(m for m in evaluate.METHODS if m.key in ("shrink", "int4", "fp16"))
+    rows = {r.key: r for r in evaluate.measure_methods(encoder, tmp_path, methods=chosen)}
+    assert rows["int4"].failed == "int4 refused here" and rows["int4"].bytes is None
+    for key in ("original", "shrink", "fp16"):
+        row = rows[key]
+        assert row.failed is None and row.bytes > 0 and row.gzip_bytes > 0 and row.latency_ms > 0, key
+    assert rows["shrink"].exact and rows["fp16"].bytes < rows["original"].bytes
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compressed_sizes_of_large_files_are_estimated_from_pieces_and_said_so(tmp_path, monkeypatch):
+    """Files over EXACT_COMPRESSION_BYTES: gzip and brotli sizes from evenly spaced pieces,
+    within a few percent of compressing them whole, flagged as estimated; a piece may run
+    over from the .onnx into its data file."""
+    import numpy as np
+
+    from onnxsurgery import evaluate
+
+    rng = np.random.default_rng(0)
+    model, data = tmp_path / "m.onnx", tmp_path / "m.onnx.data"
+    model.write_bytes(rng.integers(0, 4, 50_000).astype(np.uint8).tobytes())  # most of a piece: runs over
+    # int8-like weights: compressible, unevenly (a third of the file compresses far better)
+    body = np.clip(rng.standard_normal(3_000_000) * np.repeat([30.0, 4.0, 30.0], 1_000_000), -127, 127)
+    data.write_bytes(body.astype(np.int8).tobytes())
+    files = [model, data]
+    exact = evaluate._compressed_sizes(files)
+    assert exact[2] is False  # under the default threshold: compressed whole
+    monkeypatch.setattr(evaluate, "EXACT_COMPRESSION_BYTES", 1 << 20)
+    monkeypatch.setattr(evaluate, "SAMPLE_PIECES", 32)
+    estimated = evaluate._compressed_sizes(files)
+    assert estimated[2] is True
+    for got, whole in zip(estimated[:2], exact[:2]):
+        if whole is not None:
+            assert abs(got / whole - 1) < 0.05, (got, whole)
+    pieces = list(evaluate._sampled(files, sum(f.stat().st_size for f in files)))
+    assert len(pieces) == 32 and all(len(p) == evaluate.SAMPLE_PIECE_BYTES for p in pieces)
+
+
 @pytest.mark.web
 def test_page_draws_in_chromium_without_errors_or_network(made):
     """The page in headless Chromium with the network refused: no console errors, no requests,

@@ -130,7 +130,8 @@ def _snap(site: ConstantSite, values: np.ndarray, record: WeightPlan) -> dict:
 
 
 def _error(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    diff = y.astype(np.float64) - x
+    diff = y.astype(np.float64)
+    diff -= x  # in place, and the largest |diff| without an array of them: 2 of 3 temporaries fewer
     norm = float(np.linalg.norm(x))
-    return {"max_abs_error": float(np.abs(diff).max()) if diff.size else 0.0,
+    return {"max_abs_error": float(max(diff.max(), -diff.min())) if diff.size else 0.0,
             "rel_l2_error": float(np.linalg.norm(diff) / norm) if norm > 0 else 0.0}

@@ -399,3 +399,27 @@ def test_recurrent_weights_below_opset_13_in_a_graph_fall_back_to_cast_and_mul()
     assert "DequantizeLinear" not in [n.op_type for n in result.graph.node]
     feeds = {"x": builders.rand((10, 1, 64), 9)}
     assert _rel(model, result, feeds) < 0.01
+
+
+def test_a_large_weight_is_measured_on_evenly_spaced_whole_channels():
+    """Measured in the weight, the lean-or-accurate ratio of a weight of 4M elements or more is
+    taken on about 1M of them (choices.lean.channel_sample): whole output channels, first and
+    last included; smaller weights whole."""
+    import onnx_graphsurgeon as gs
+
+    from onnxsurgery.graph_utils import collect_constants
+    from onnxsurgery.quant.choices.lean import SAMPLED_ELEMENTS, channel_sample
+
+    def site_of(w):
+        x, y = gs.Variable("x", np.float32, [1, w.shape[0]]), gs.Variable("y", np.float32, [1, w.shape[1]])
+        graph = gs.Graph(nodes=[gs.Node("MatMul", inputs=[x, gs.Constant("W", w)], outputs=[y])],
+                         inputs=[x], outputs=[y])
+        return collect_constants(graph)[0]
+
+    w = np.random.default_rng(0).standard_normal((1024, 4096)).astype(np.float32)
+    sample = channel_sample(w, site_of(w))
+    assert sample.shape == (1024, SAMPLED_ELEMENTS // 1024)  # MatMul B [K, N]: output channels are columns
+    for column in (0, 4095):
+        assert any(np.array_equal(sample[:, j], w[:, column]) for j in (0, -1))
+    small = w[:, :2048]
+    assert channel_sample(small, site_of(small)) is small

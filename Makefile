@@ -66,6 +66,7 @@ bench: install install-web
 	$(PY) bench/defaults.py --no-shrink-ray
 	$(PY) bench/forms.py
 	$(PY) bench/decoder.py
+	$(PY) bench/decoder_genai.py
 
 lint: install
 	$(VENV)/bin/ruff check onnxsurgery tests samples bench docs

@@ -79,11 +79,18 @@ def scheme_for(site: ConstantSite) -> Scheme:
     return Scheme("channel", 1 if len(site.shape) == 2 and _mirrored(site) else 0)
 
 
-def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
+def not_a_table(site: ConstantSite) -> str | None:
+    """Why `site` cannot be a tied table whoever reads it (this lowering's and tied_nbits')."""
     if len(site.shape) != 2 or site.onnx_dtype != onnx.TensorProto.FLOAT:
         return "not a float32 2-D table"
     if not all(graph is site.scope.graph for graph, _ in readers_by_graph(site)):
         return "read from another graph scope than its own"
+    return None
+
+
+def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
+    if not_a_table(site):
+        return not_a_table(site)
     readers = consumers(site)
     gathers = [n for n, i in readers if n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % 2 == 0]
     heads = _lm_heads(site)

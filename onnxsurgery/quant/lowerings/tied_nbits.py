@@ -27,16 +27,15 @@ a Gemm lm_head only with alpha 1 and no C. Not standard ops: onnxruntime runs th
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, NameAllocator, consumers, readers_by_graph
+from ...graph_utils import ConstantSite, NameAllocator, consumers
 from ..nodes import Emitter, const
 from ..options import Scheme
 from ..rounding import Quantized
 from .base import Lowering
 from .matmulnbits import _OFFSET, _pack
-from .tied import _lm_heads, _mirrored
+from .tied import _lm_heads, _mirrored, not_a_table
 
 
 def tied_readers(site: ConstantSite) -> tuple[list[gs.Node], list[gs.Node], int] | None:
@@ -67,10 +66,8 @@ def hidden_axis(site: ConstantSite) -> int | None:
 
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
-    if len(site.shape) != 2 or site.onnx_dtype != onnx.TensorProto.FLOAT:
-        return "not a float32 2-D table"
-    if not all(graph is site.scope.graph for graph, _ in readers_by_graph(site)):
-        return "read from another graph scope than its own"
+    if not_a_table(site):
+        return not_a_table(site)
     readers = tied_readers(site)
     if readers is None:
         return "not a table read by Gather and by an lm_head (Transpose -> MatMul, or Gemm with transB)"

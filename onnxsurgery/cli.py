@@ -75,7 +75,8 @@ def _common_output_options(fn):
     fn = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(fn)
     fn = click.option("--external-data", is_flag=True,
                       help="Write tensors to one <output>.data file beside the output "
-                      "(automatic above the 2 GB protobuf limit).")(fn)
+                      "(automatic above the 2 GB protobuf limit, and for shrink and quant when "
+                      "the input keeps its weights in a data file).")(fn)
     fn = click.option("--in-place", is_flag=True, help="Allow the output to be the input file.")(fn)
     return fn
 

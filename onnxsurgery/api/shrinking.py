@@ -82,6 +82,9 @@ def shrink_file(
         report.notes.append(f"not checked in onnxruntime, which cannot load {input_path}: {why}")
     _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half)
     copy_allowed = not external_data and not ws.has_external_data_files
+    # weights that came in a data file go out in one, `<output>.data`, as quant writes them:
+    # onnxruntime then maps it instead of holding a parsed copy
+    external_data = external_data or ws.has_external_data_files
 
     def check(written: Path) -> None:
         try:

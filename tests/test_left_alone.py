@@ -107,3 +107,18 @@ def test_a_model_with_nothing_to_quantize_is_not_upgraded(tmp_path):
     saved = onnx.load(str(tmp_path / "q.onnx"))
     assert saved.opset_import[0].version == 17 and [v.name for v in saved.graph.value_info] == ["h"]
     assert not any("upgraded" in n for n in report.notes) and report.verification["exact"]
+
+
+def test_a_model_with_nothing_to_change_is_copied_as_it_is(tmp_path):
+    """Nothing merged or quantized: the output is the input byte for byte (a re-export changed
+    only the initializers' order, and onnxruntime's memory with it), still verified."""
+    path, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    onnx.save(_dq_model(with_quantize_linear=True), str(path))
+    report = onnxsurgery.quant_file(path, out, min_elements=1)
+    assert out.read_bytes() == path.read_bytes()
+    assert "nothing to quantize: the output is a copy of the input" in report.notes
+    assert report.verification["exact"] and report.bytes_after == report.bytes_before
+    # one weight to quantize: rewritten
+    changed = onnxsurgery.quant_file(path, tmp_path / "q2.onnx", min_elements=1, include=("*",))
+    assert (tmp_path / "q2.onnx").read_bytes() != path.read_bytes()
+    assert "nothing to quantize: the output is a copy of the input" not in changed.notes

@@ -234,8 +234,8 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[s
         return "not matched by --include"
     if options.exclude and matches(site, options.exclude):
         return "matched by --exclude"
-    if not options.include and table_refusal(site, options):
-        return table_refusal(site, options)
+    if not options.include and (table := table_refusal(site, options)):
+        return table
     if activations_quantized and not options.include:
         return "the model quantizes its activations (QDQ): --include NAME quantizes this weight too"
     if site.name in keep:

@@ -89,8 +89,8 @@ def not_a_table(site: ConstantSite) -> str | None:
 
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
-    if not_a_table(site):
-        return not_a_table(site)
+    if reason := not_a_table(site):
+        return reason
     readers = consumers(site)
     gathers = [n for n, i in readers if n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % 2 == 0]
     heads = _lm_heads(site)

@@ -66,8 +66,8 @@ def hidden_axis(site: ConstantSite) -> int | None:
 
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
-    if not_a_table(site):
-        return not_a_table(site)
+    if reason := not_a_table(site):
+        return reason
     readers = tied_readers(site)
     if readers is None:
         return "not a table read by Gather and by an lm_head (Transpose -> MatMul, or Gemm with transB)"

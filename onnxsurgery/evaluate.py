@@ -29,7 +29,7 @@ from .io import open_model
 from .progress import progress
 from .quant.request import QuantRequest
 from .session_memory import measure_in_fresh_process
-from .verify import compare_outputs, headline_outputs, is_cache_output, make_inputs, session
+from .verify import compare_outputs, headline_outputs, is_cache_output, runnable_inputs, session
 
 # Latency: at least this many timed runs after one warm-up, more while within the time budget
 # (2 s before: 20 of 398 s on SmolLM2's export, where one run takes 0.3-0.6 s here).
@@ -110,7 +110,9 @@ def measure_methods(model_path: str | os.PathLike, scratch: str | os.PathLike, *
     given = samples
     original_session = _session(model_path)
     if samples is None:
-        samples = [make_inputs(original_session, shapes=shapes, model=model_path)]
+        names = [o.name for o in original_session.get_outputs()]
+        samples = [runnable_inputs(original_session, lambda feeds, s=original_session: s.run(names, feeds),
+                                   shapes=shapes, model=model_path)[0]]
     expected = Outputs(original_session, samples)
     extra = ([f"--inputs {shlex.quote(inputs_file)}"] if inputs_file else []) + [f"--shape {s}" for s in shape_specs]
     original = Measurement("original", "the input, as it is", "")

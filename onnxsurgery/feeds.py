@@ -4,14 +4,18 @@
 Generated inputs follow what the graph says a model means, so that a model runs on them at all
 (they decide nothing: quant measures its choices on real inputs only):
 - dimensions: one value per dimension name, shared by every input that names it; a batch-like
-  first axis 1 (verification adds a sample at batch 2), others 32, a cache's past length 8
+  first axis 1 (verification adds a sample at batch 2), and so an unnamed second axis after a
+  fixed first one over 1 (a recurrent state's [directions, batch, hidden]); others 32, or 512 where
+  the model refuses 32 (`LENGTHS`: silero-vad's reflect padding needs more samples than
+  32), a cache's past length 8
   (never empty, so the cache path runs; `past_length=0` gives the first step's empty cache), and
   a dimension written as a sum
   ("past_sequence_length + 1", "total_sequence_length") their total; cache head counts and
   head sizes left dynamic come from genai_config.json or config.json beside the model;
   `shapes` (--shape) fixes any input's shape;
 - values: integer inputs that index a table (Gather, EmbedLayerNormalization) stay below its
-  size; attention masks are ones; position ids count up from the past length; a `use_cache`
+  size; an integer input that the graph compares with a constant (silero-vad: `sr == 16000`) is that
+  constant; attention masks are ones; position ids count up from the past length; a `use_cache`
   flag is true where the past is not empty; other floats are standard normal, other integers below 10.
 """
 
@@ -22,13 +26,16 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 
 from .errors import InputError
 
 DEFAULT_BATCH = 1
 DEFAULT_DIM = 32
+LENGTHS = (DEFAULT_DIM, 512)  # tried in turn by whoever runs generated inputs (module doc)
 _PAST = "\0past"  # the past length's key in `dims`, whatever the model calls it
 _BATCH = "\0batch"  # the batch for unnamed dynamic first axes
+_LENGTH = "\0length"  # the value of dimensions that nothing else sizes
 PAST_LENGTH = 8
 _CACHE_NAMES = ("past_key", "past_value", "past.", "cache")
 
@@ -55,18 +62,48 @@ def parse_shapes(specs: list[str] | tuple[str, ...]) -> dict[str, list[int]]:
     return shapes
 
 
-def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str, int]:
-    """Graph inputs used as Gather indices -> the gathered table's first dimension (tables
-    that are initializers or Constant nodes). A path is read without its weights' payloads."""
+def _structure(model: onnx.ModelProto | str | os.PathLike | None) -> onnx.ModelProto | None:
+    """The model, a path read without its weights' payloads (None where it cannot be read: the
+    session that read it already checked the file)."""
+    if model is None or isinstance(model, onnx.ModelProto):
+        return model
+    from .lazy import read_model_skipping_weights
+
+    try:
+        return read_model_skipping_weights(Path(model))
+    except (OSError, ValueError):
+        return None
+
+
+def _compared_constants(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str, int]:
+    """Graph inputs that an Equal compares with a one-element constant -> that constant: the
+    value the graph expects (silero-vad branches on `sr == 16000`, and other rates fail)."""
+    model = _structure(model)
     if model is None:
         return {}
-    if not isinstance(model, onnx.ModelProto):
-        from .lazy import read_model_skipping_weights
+    constants = {t.name: t for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL}
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            constants.update((node.output[0], a.t) for a in node.attribute if a.name == "value")
+    inputs = {i.name for i in model.graph.input}
+    found: dict[str, int] = {}
+    for node in model.graph.node:
+        if node.op_type != "Equal" or len(node.input) != 2:
+            continue
+        for this, other in (node.input, reversed(node.input)):
+            if this in inputs and other in constants:
+                value = onnx.numpy_helper.to_array(constants[other])
+                if value.size == 1 and np.issubdtype(value.dtype, np.integer):
+                    found.setdefault(this, int(value.reshape(-1)[0]))
+    return found
 
-        try:
-            model = read_model_skipping_weights(Path(model))
-        except (OSError, ValueError):  # the session that read it already checked the file
-            return {}
+
+def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str, int]:
+    """Graph inputs used as Gather indices -> the gathered table's first dimension (tables
+    that are initializers or Constant nodes)."""
+    model = _structure(model)
+    if model is None:
+        return {}
     sizes = {t.name: list(t.dims) for t in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type == "Constant":
@@ -88,18 +125,20 @@ def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str
 
 def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
                 model: onnx.ModelProto | str | os.PathLike | None = None,
-                batch: int = DEFAULT_BATCH, past_length: int = PAST_LENGTH) -> dict[str, np.ndarray]:
-    """One sample for `sess` (module doc); with `model` (the session's model, or its path),
-    integer inputs that index a table stay below its size and a config beside it is read."""
+                batch: int = DEFAULT_BATCH, past_length: int = PAST_LENGTH,
+                length: int = DEFAULT_DIM) -> dict[str, np.ndarray]:
+    """One sample for `sess` (module doc), `length` for dimensions nothing else sizes; with
+    `model` (the session's model, or its path), integer inputs that index a table stay below its
+    size, those compared with a constant take it, and a config beside it is read."""
     shapes = shapes or {}
     rng = np.random.default_rng(seed)
-    bounds = _index_bounds(model)
+    bounds, compared = _index_bounds(model), _compared_constants(model)
     inputs = list(sess.get_inputs())
-    dims = _dimension_values(inputs, shapes, _cache_config(model), batch, past_length)
+    dims = _dimension_values(inputs, shapes, _cache_config(model), batch, past_length, length)
     past = dims.get(_PAST, 0) if any(_is_cache(i.name) for i in inputs) else 0
     feeds = {}
     for inp in inputs:
-        shape = shapes.get(inp.name) or [_dim(d, i, dims) for i, d in enumerate(inp.shape)]
+        shape = shapes.get(inp.name) or [_dim(d, i, dims, inp.shape) for i, d in enumerate(inp.shape)]
         dtype = _ORT_TYPES.get(inp.type)
         if dtype is None:
             raise InputError(f"cannot generate input '{inp.name}' of type {inp.type}; pass --inputs")
@@ -111,6 +150,8 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
             feeds[inp.name] = np.broadcast_to(count, shape).copy() if shape else count[:1].reshape(())
         elif dtype is np.bool_:
             feeds[inp.name] = np.full(shape, bool(past)) if "use_cache" in name else np.asarray(rng.random(shape) < 0.5)
+        elif np.issubdtype(dtype, np.integer) and inp.name in compared:
+            feeds[inp.name] = np.full(shape, compared[inp.name], dtype)
         elif np.issubdtype(dtype, np.integer):
             high = bounds.get(inp.name, 10)
             feeds[inp.name] = rng.integers(0, high, size=shape).astype(dtype)
@@ -119,9 +160,29 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
     return feeds
 
 
+def runnable_inputs(sess, run, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
+                    model: onnx.ModelProto | str | os.PathLike | None = None):
+    """(sample, run(sample), length, None) for the first of LENGTHS whose generated sample (with
+    a decoder's own past, `with_own_past`) `run` takes; (the first sample, None, length, the
+    exception it raised) where none is taken. A length that changes no input is not tried."""
+    first = tried = None
+    for length in LENGTHS:
+        sample = with_own_past(sess, make_inputs(sess, shapes=shapes, seed=seed, model=model, length=length),
+                               shapes=shapes, seed=seed + 3, model=model, length=length)
+        sizes = {name: value.shape for name, value in sample.items()}
+        if sizes == tried:
+            break
+        tried = sizes
+        try:
+            return sample, run(sample), length, None
+        except Exception as e:  # noqa: BLE001 - onnxruntime's own types, or the caller's wrapping
+            first = first or (sample, None, LENGTHS[0], e)
+    return first
+
+
 def first_step_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
                       model: onnx.ModelProto | str | os.PathLike | None = None,
-                      batch: int = DEFAULT_BATCH) -> dict[str, np.ndarray] | None:
+                      batch: int = DEFAULT_BATCH, length: int = DEFAULT_DIM) -> dict[str, np.ndarray] | None:
     """A decoder's first step: its KV cache inputs empty (past length 0), a `use_cache` flag false
     (a merged decoder's If then runs its branch without a past, which holds its own copy of every
     layer and computes the cross-attention caches). None for a model without a dynamic past
@@ -131,11 +192,12 @@ def first_step_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed:
             and any(isinstance(d, str) and "past" in d.lower() for d in i.shape)]
     if not past:
         return None
-    return make_inputs(sess, shapes=shapes, seed=seed, model=model, past_length=0, batch=batch)
+    return make_inputs(sess, shapes=shapes, seed=seed, model=model, past_length=0, batch=batch, length=length)
 
 
 def with_own_past(sess, sample: dict[str, np.ndarray], *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
-                  model: onnx.ModelProto | str | os.PathLike | None = None) -> dict[str, np.ndarray]:
+                  model: onnx.ModelProto | str | os.PathLike | None = None,
+                  length: int = DEFAULT_DIM) -> dict[str, np.ndarray]:
     """`sample` with its generated KV cache replaced by the one the model computes itself for
     as many generated tokens (a first step, `first_step_inputs`, on the same encoder states),
     wherever a present output has the past input's name and shape. Standard-normal keys and
@@ -152,7 +214,7 @@ def with_own_past(sess, sample: dict[str, np.ndarray], *, shapes: dict[str, list
     if ids is None or len(lengths) != 1 or not min(lengths):
         return sample
     fixed = {**(shapes or {}), ids: [sample[ids].shape[0], lengths.pop()]}
-    prefix = first_step_inputs(sess, shapes=fixed, seed=seed, model=model)
+    prefix = first_step_inputs(sess, shapes=fixed, seed=seed, model=model, length=length)
     if prefix is None:
         return sample
     for name, value in prefix.items():  # the same encoder states, where the model takes some
@@ -176,12 +238,15 @@ def _is_cache(name: str) -> bool:
     return any(part in name.lower() for part in _CACHE_NAMES)
 
 
-def _dim(d, axis: int, dims: dict) -> int:
+def _dim(d, axis: int, dims: dict, declared) -> int:
     if isinstance(d, int) and d > 0:
         return d
     if isinstance(d, str) and d in dims:
         return dims[d]
-    return dims.get(_BATCH, DEFAULT_BATCH) if axis == 0 else DEFAULT_DIM
+    # [2, ?, hidden]: a (bidirectional or stacked) recurrent state's batch; a fixed first axis of 1
+    # is more often a fixed batch, whose next axis is then a length
+    after_fixed = axis == 1 and len(declared) >= 3 and isinstance(declared[0], int) and declared[0] > 1
+    return dims.get(_BATCH, DEFAULT_BATCH) if axis == 0 or after_fixed else dims[_LENGTH]
 
 
 def has_dynamic_batch(sess, shapes: dict | None = None) -> bool:
@@ -191,9 +256,9 @@ def has_dynamic_batch(sess, shapes: dict | None = None) -> bool:
 
 
 def _dimension_values(inputs, shapes: dict, config: dict, batch: int = DEFAULT_BATCH,
-                      past_length: int = PAST_LENGTH) -> dict:
+                      past_length: int = PAST_LENGTH, length: int = DEFAULT_DIM) -> dict:
     """A value for every dimension name the inputs use (module doc)."""
-    dims: dict = {_BATCH: batch}
+    dims: dict = {_BATCH: batch, _LENGTH: length}
     for inp in inputs:  # --shape fixes the names of that input's dimensions too
         for d, value in zip(inp.shape, shapes.get(inp.name, [])):
             if isinstance(d, str):
@@ -213,15 +278,15 @@ def _dimension_values(inputs, shapes: dict, config: dict, batch: int = DEFAULT_B
             elif cache and axis == len(inp.shape) - 1 and config.get("head_size"):
                 dims[d] = config["head_size"]
             elif "total" not in low:
-                dims[d] = DEFAULT_DIM
+                dims[d] = length
     new = next((v for k, v in dims.items() if isinstance(k, str) and "sequence" in k.lower()
-                and "past" not in k.lower() and "total" not in k.lower()), DEFAULT_DIM)
+                and "past" not in k.lower() and "total" not in k.lower()), length)
     for inp in inputs:  # sums, and totals: past + new
         for d in inp.shape:
             if isinstance(d, str) and d not in dims:
                 if "+" in d:
                     terms = [t.strip() for t in d.split("+")]
-                    dims[d] = sum(int(t) if t.isdigit() else dims.get(t, DEFAULT_DIM) for t in terms)
+                    dims[d] = sum(int(t) if t.isdigit() else dims.get(t, length) for t in terms)
                 else:  # "total_sequence_length" and the like
                     dims[d] = dims.get(_PAST, 0) + new
     return dims

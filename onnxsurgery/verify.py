@@ -17,8 +17,8 @@ from .progress import progress
 # sessions live in sessions.py; imported here too, as before
 from .sessions import (_first_line, _mapped_session, load_error, session, session_settings)  # noqa: F401
 # inputs for a model (generated, read, checked) live in feeds.py; imported here too, as before
-from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, check_samples, first_step_inputs, has_dynamic_batch,  # noqa: F401
-                    load_input_samples, make_inputs, parse_shapes, with_own_past)
+from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, LENGTHS, check_samples, first_step_inputs,  # noqa: F401
+                    has_dynamic_batch, load_input_samples, make_inputs, parse_shapes, runnable_inputs, with_own_past)
 
 RUNTIMES = ("onnxruntime", "onnxruntime-web", "tensorrt")
 
@@ -117,23 +117,24 @@ def compare_models(
         check_samples(reference, samples)
     ref_sess = _named_session(reference, map_weights=True)
     names = [o.name for o in ref_sess.get_outputs()]
+    length = LENGTHS[0]
     if generated:
-        samples = [with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed, model=reference),
-                                 shapes=shapes, seed=seed + 3, model=reference)]
-    try:
+        sample, computed, length, error = runnable_inputs(ref_sess, lambda feeds, s=ref_sess: _run(s, names, feeds),
+                                                         shapes=shapes, seed=seed, model=reference)
+        if error is not None:
+            made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in sample.items())
+            raise VerificationError(f"the original model does not run on generated inputs ({made}): give real "
+                                    f"ones with --inputs, or dimensions with --shape NAME:DxD ({error})") from error
+        samples, expected = [sample], [computed]
+    else:
         expected = [_run(ref_sess, names, feeds) for feeds in samples]
-    except VerificationError as e:
-        if not generated:
-            raise
-        made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in samples[0].items())
-        raise VerificationError(f"the original model does not run on generated inputs ({made}): give real ones "
-                                f"with --inputs, or dimensions with --shape NAME:DxD ({e})") from e
     wider_refused = False
     if generated and has_dynamic_batch(ref_sess, shapes):
         # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
         # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
-        wider = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference, batch=2),
-                              shapes=shapes, seed=seed + 4, model=reference)
+        wider = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
+                                                    batch=2, length=length),
+                              shapes=shapes, seed=seed + 4, model=reference, length=length)
         try:
             expected.append(_run(ref_sess, names, wider))
             samples.append(wider)
@@ -144,7 +145,7 @@ def compare_models(
     # a past was refused: GroupQueryAttention takes batch 1 only with a past ("batch_size must
     # be 1 when sequence_length > 1 and past context is given"), any batch without one.
     step = _first_step(ref_sess, names, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
-                       shapes=shapes, seed=seed + 2, model=reference) if generated else None
+                       shapes=shapes, seed=seed + 2, model=reference, length=length) if generated else None
     if step is not None:
         samples.append(step[0])
         expected.append(step[1])

@@ -1,0 +1,88 @@
+"""Generated inputs that a streaming audio model means (silero-vad's shape): a sample-rate input
+the graph compares with a constant takes that constant, a recurrent state's unnamed second axis
+is the batch, and a window too short for the model's reflect padding is tried again longer
+(feeds.LENGTHS), so that quant verifies such a model without --inputs instead of exiting 2."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+
+import builders
+from onnxsurgery.cli import main
+from onnxsurgery.feeds import LENGTHS, make_inputs, runnable_inputs
+from onnxsurgery.verify import session
+
+HIDDEN = 16
+
+
+def _vad(pad: int = 40) -> onnx.ModelProto:
+    """input [batch, samples], state [2, ?, HIDDEN], sr scalar -> If sr == 16000: reflect-pad the
+    window by `pad` (refused for windows of `pad` samples or fewer), project, add the state; else
+    a branch that fails (a Reshape to a size no window has)."""
+    v = builders.vi
+    then_nodes = [
+        helper.make_node("Pad", ["input", "pads"], ["padded"], mode="reflect"),
+        helper.make_node("ReduceMean", ["padded"], ["level"], axes=[1], keepdims=1),  # [batch, 1]
+        helper.make_node("MatMul", ["level", "W"], ["proj"]),  # [batch, HIDDEN]
+        helper.make_node("Add", ["state", "proj"], ["then_state"]),  # [2, batch, HIDDEN]
+    ]
+    then = helper.make_graph(then_nodes, "then", [], [v("then_state", shape=[2, None, HIDDEN])])
+    other = helper.make_graph([helper.make_node("Reshape", ["state", "bad_shape"], ["else_state"])], "else", [],
+                              [v("else_state", shape=[7, None, 3])])
+    nodes = [
+        builders.const_node("rate", np.array(16000, np.int64)),
+        helper.make_node("Equal", ["sr", "rate"], ["is16k"]),
+        helper.make_node("If", ["is16k"], ["stateN"], then_branch=then, else_branch=other),
+        helper.make_node("ReduceSum", ["stateN", "axes0"], ["output"], keepdims=0),  # [batch, HIDDEN]
+    ]
+    inits = [onnx.numpy_helper.from_array(a, n) for n, a in (
+        ("pads", np.array([0, 0, 0, pad], np.int64)),
+        ("W", builders.rand((1, HIDDEN), 1) * 50), ("bad_shape", np.array([7, -1, 3], np.int64)),
+        ("axes0", np.array([0], np.int64)))]
+    inputs = [v("input", shape=["batch", "samples"]), v("state", shape=[2, None, HIDDEN]),
+              v("sr", TensorProto.INT64, [])]
+    outputs = [v("output", shape=["batch", HIDDEN]), v("stateN", shape=[2, None, HIDDEN])]
+    return builders.model(nodes, inputs, outputs, inits)
+
+
+def test_graph_read_values(tmp_path):
+    path = tmp_path / "vad.onnx"
+    onnx.save(_vad(), path)
+    sess = session(str(path))
+    feeds = make_inputs(sess, model=str(path), batch=3)
+    assert int(feeds["sr"]) == 16000  # the constant Equal compares it with, not a random 0-9
+    assert feeds["state"].shape == (2, 3, HIDDEN)  # the unnamed axis after a fixed one is the batch
+    assert feeds["input"].shape == (3, LENGTHS[0])
+
+
+def test_a_window_too_short_is_tried_longer(tmp_path):
+    path = tmp_path / "vad.onnx"
+    onnx.save(_vad(pad=40), path)
+    sess = session(str(path))
+    names = [o.name for o in sess.get_outputs()]
+    sample, outputs, length, error = runnable_inputs(sess, lambda f: sess.run(names, f), model=str(path))
+    assert error is None and length == LENGTHS[1] > 40 >= LENGTHS[0]
+    assert sample["input"].shape[-1] == length and outputs[0].shape == (1, HIDDEN)
+
+
+def test_quant_verifies_it_without_inputs(tmp_path):
+    path, out = tmp_path / "vad.onnx", tmp_path / "q.onnx"
+    onnx.save(_vad(pad=40), path)
+    before = path.read_bytes()
+    r = CliRunner().invoke(main, ["quant", str(path), str(out), "--min-elements", "1"])
+    assert r.exit_code == 0, r.output
+    assert "verification (2 generated samples" in r.output  # batch 1 and batch 2, both at the longer window
+    assert path.read_bytes() == before and out.exists()
+
+
+def test_a_model_no_length_fits_still_exits_2_in_one_line(tmp_path):
+    path, out = tmp_path / "vad.onnx", tmp_path / "q.onnx"
+    onnx.save(_vad(pad=4096), path)  # longer than every generated window
+    r = CliRunner().invoke(main, ["quant", str(path), str(out)])
+    assert r.exit_code == 2
+    line = r.output.strip().splitlines()[-1]
+    assert "does not run on generated inputs (input:1x32" in line and "--inputs" in line
+    assert not out.exists()

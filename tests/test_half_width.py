@@ -12,6 +12,7 @@ from builders import const_node, feeds_for, model, rand, vi
 from conftest import all_tensors, assert_same_outputs, run
 from onnx import TensorProto, helper, numpy_helper
 
+from onnxsurgery.protos import graphs_everywhere
 import onnxsurgery
 from onnxsurgery.passes.half_width import exact_half_type
 from onnxsurgery.pipeline import estimate_pipeline, open_workspace, shrink_pipeline
@@ -141,7 +142,7 @@ def test_subgraph_readers_get_a_cast_each_and_run_identically():
               [numpy_helper.from_array(w, "W")])
     result, report = onnxsurgery.shrink(m)
     assert report.pass_report("half_width").changed == 2
-    casts = [n for g in _graphs(result.graph) for n in g.node if n.op_type == "Cast"]
+    casts = [n for g in graphs_everywhere(result.graph) for n in g.node if n.op_type == "Cast"]
     assert len(casts) == 4  # W: main, then, else; K: else
     assert sorted(stored_types(result).values()) == [FP16, BF16]
     for seed in (0, 1):
@@ -149,13 +150,6 @@ def test_subgraph_readers_get_a_cast_each_and_run_identically():
         for a, b in zip(run(m, feeds), run(result, feeds)):
             assert a.tobytes() == b.tobytes()
 
-
-def _graphs(g):
-    yield g
-    for n in g.node:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(a.g)
 
 
 def test_info_shows_what_16_bit_storage_saves(save):

@@ -5,6 +5,7 @@ import onnx
 import pytest
 from conftest import builders, run
 
+from onnxsurgery.protos import graphs_everywhere
 import onnxsurgery
 from onnxsurgery.io import all_tensor_protos
 from onnxsurgery.errors import UnsupportedModelError, VerificationError
@@ -702,7 +703,7 @@ def test_unfolded_session_keeps_the_dequantization_at_run_time(tmp_path):
         opts.optimized_model_filepath = str(tmp_path / f"opt{fold}.onnx")
         outputs.append(ort.InferenceSession(str(out), opts, **kwargs).run(None, feeds)[0])
         optimized = onnx.load(str(tmp_path / f"opt{fold}.onnx"))
-        casts.append(sum(n.op_type == "Cast" for g in _graphs(optimized.graph) for n in g.node))
+        casts.append(sum(n.op_type == "Cast" for g in graphs_everywhere(optimized.graph) for n in g.node))
     assert casts[0] == 0 and casts[1] >= 3
     assert np.allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
 
@@ -731,13 +732,6 @@ def test_sessions_keep_conv_weights_in_their_own_layout(tmp_path):
     if "com.microsoft.nchwc" not in domains[0]:  # the check above then proves nothing
         pytest.skip("onnxruntime's defaults do not use NCHWc on this CPU (no AVX2)")
 
-
-def _graphs(graph):
-    yield graph
-    for node in graph.node:
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(a.g)
 
 
 def test_generated_token_ids_cover_tables_read_from_a_file(tmp_path):
@@ -784,7 +778,8 @@ def test_fp16_weight_read_only_inside_if_branches_loads_unfolded(tmp_path):
     assert report.verification["rel_l2_error"] < 1e-3
     saved = onnx.load(str(out))
     assert not any(n.op_type == "Cast" for n in saved.graph.node)
-    assert all(sum(n.op_type == "Cast" for n in g.node) == 1 for g in _graphs(saved.graph) if g is not saved.graph)
+    branches = [g for g in graphs_everywhere(saved.graph) if g is not saved.graph]
+    assert all(sum(n.op_type == "Cast" for n in g.node) == 1 for g in branches)
     from onnxsurgery import verify
 
     feeds = {"x": b.rand((1, 64), 6), "c": np.array(False)}

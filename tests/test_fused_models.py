@@ -283,6 +283,29 @@ def test_embed_rows_computes_what_the_dequantized_table_does(tmp_path):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
 
 
+def test_four_bit_embed_rows_compute_what_the_dequantized_table_does(tmp_path):
+    """4-bit rows (packed two a byte, split in the graph) for batch 2 give the outputs of the
+    model with the stored nibbles dequantized in numpy (symmetric: (nibble - 8) * scale)."""
+    model = _fused_model(batch=2)
+    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    onnx.save(model, str(src))
+    samples = _samples(batch=2)
+    report = onnxsurgery.quant_file(src, out, samples=samples, min_elements=512, include=("word",),
+                                    dtype="int4", symmetric=True)
+    assert (_records(report)["word"]["lowering"], _records(report)["word"]["dtype"]) == ("embed_rows", "int4")
+    inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer}
+    packed = next(v for v in inits.values() if v.dtype == np.uint8 and v.shape == (VOCAB, HIDDEN // 2))
+    scale = next(v for v in inits.values() if v.size == VOCAB and v.dtype in (np.float16, np.float32))
+    nibbles = np.concatenate([packed & 15, packed >> 4], axis=1).astype(np.float32)
+    dequantized = (nibbles - 8) * scale.astype(np.float32).reshape(VOCAB, 1)
+    reference = onnx.load(str(src))
+    word = next(t for t in reference.graph.initializer if t.name == "word")
+    word.CopyFrom(numpy_helper.from_array(dequantized, "word"))
+    for feeds in samples:
+        (a,), (b,) = run(reference, feeds), run(out, feeds)
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+
+
 def test_a_dry_run_plan_with_embed_rows_applies_as_written(tmp_path):
     model = _fused_model()
     src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"

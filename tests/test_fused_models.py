@@ -63,6 +63,7 @@ def _samples(n=4, batch=1) -> list[dict[str, np.ndarray]]:
 
 
 def _quant(tmp_path, model, **options):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
     onnx.save(model, str(src))
     report = onnxsurgery.quant_file(src, out, samples=_samples(), **{"min_elements": 512, **options})
@@ -132,29 +133,84 @@ def test_default_gives_each_contrib_weight_its_lean_lowering(tmp_path):
     assert report.verification["rel_l2_error"] == pytest.approx(error, rel=0.5, abs=1e-3)
 
 
-@pytest.mark.parametrize("options", [{"dtype": "int4"}, {"keep_quantized": True}], ids=["int4", "keep-quantized"])
-def test_quantized_forms_keep_contrib_weights_in_dequantize_linear(tmp_path, options):
+def _row_bytes(saved: onnx.ModelProto, ids: str, vocab: int) -> int:
+    """Bytes a row of the stored integer table that a Gather reads by `ids` (embed_rows: the rows
+    gathered first) takes: its length for 8-bit values, half of it for 4-bit ones."""
+    inits = {t.name: t for t in saved.graph.initializer}
+    tables = [inits[n.input[0]] for n in saved.graph.node
+              if n.op_type == "Gather" and n.input[1] == ids and n.input[0] in inits]
+    table = next(t for t in tables if t.dims[0] == vocab and t.data_type in (TensorProto.INT8, TensorProto.UINT8))
+    return int(np.prod(table.dims[1:]))
+
+
+def test_int4_keeps_fused_weights_in_the_forms_onnxruntime_runs_fast(tmp_path):
+    """--dtype int4 on a fused model: the word table 4-bit rows gathered for the ids (not float),
+    Attention's and FusedMatMul's weights the int8 default's lean form (a 4-bit DequantizeLinear
+    before them runs at every inference), FusedGemm's int8 DequantizeLinear per channel, the MatMul
+    4-bit; the plan says which fell back; the file is smaller than the int8 default's."""
     model = _fused_model()
-    saved, out, report = _quant(tmp_path, model, **options)
+    saved, out, report = _quant(tmp_path / "int4", model, dtype="int4")
+    _, int8_out, _ = _quant(tmp_path / "int8", model)
+    records = _records(report)
+    names = ("word", "qkv", "dense", "up", "down")
+    forms = {name: (records[name]["dtype"], records[name]["lowering"]) for name in names}
+    assert forms == {"word": ("int4", "embed_rows"), "qkv": ("int8", "scaled"), "dense": ("int8", "scaled"),
+                     "up": ("int8", "dq"), "down": ("int4", "dq")}
+    for name in ("qkv", "dense", "up"):
+        assert "not 4-bit" in records[name]["why"] and "every inference" in records[name]["why"], name
+    assert "rows gathered" in records["word"]["why"]
+    assert records["position"]["dtype"] == "float"
+    # no DequantizeLinear before a com.microsoft op: Attention reads Cast(int8), EmbedLayerNormalization its rows
+    attention = _reader(saved, "Attention")
+    assert _producer(saved, attention.input[1]).op_type == "Cast"
+    embed = _reader(saved, "EmbedLayerNormalization")
+    assert _producer(saved, embed.input[2]).op_type == "Reshape"
+    assert "word" not in {t.name for t in saved.graph.initializer}
+    assert _row_bytes(saved, "input_ids", VOCAB) == HIDDEN // 2  # two 4-bit values a byte
+    assert out.stat().st_size < int8_out.stat().st_size
+    error = _worst_rel(model, out)
+    assert error < 0.3
+    assert report.verification["rel_l2_error"] == pytest.approx(error, rel=0.5, abs=1e-3)
+
+
+def test_keep_quantized_gathers_the_word_table_and_dequantizes_the_rest(tmp_path):
+    """--keep-quantized: contrib weights in DequantizeLinear; the word table's int8 rows gathered
+    for the ids (a DequantizeLinear before EmbedLayerNormalization would dequantize all of it at
+    every run), integers kept in the file."""
+    model = _fused_model()
+    saved, out, report = _quant(tmp_path, model, keep_quantized=True)
     records = _records(report)
     for name in ("qkv", "dense", "up", "down"):
         assert records[name]["lowering"] == "dq", name
     for op in ("Attention", "FusedMatMul", "FusedGemm"):
         assert _producer(saved, _reader(saved, op).input[1]).op_type == "DequantizeLinear", op
-    # a DequantizeLinear before EmbedLayerNormalization would dequantize the whole table every run
-    assert records["word"]["dtype"] == "float" and "lookup table" in records["word"]["why"]
+    assert (records["word"]["dtype"], records["word"]["lowering"]) == ("int8", "embed_rows")
+    assert "rows gathered" in records["word"]["why"]
+    embed = _reader(saved, "EmbedLayerNormalization")
+    assert _producer(saved, embed.input[2]).op_type == "Reshape"
+    assert not any(n.op_type == "DequantizeLinear" and embed.input[2] in n.output for n in saved.graph.node)
+    assert _row_bytes(saved, "input_ids", VOCAB) == HIDDEN
     error = _worst_rel(model, out)
-    assert error < (0.3 if "dtype" in options else 0.05)
+    assert error < 0.05
     assert report.verification["rel_l2_error"] == pytest.approx(error, rel=0.5, abs=1e-3)
 
 
+def test_an_explicit_lowering_leaves_the_word_table_float(tmp_path):
+    """--lowering dq asks for DequantizeLinear everywhere: before EmbedLayerNormalization that
+    would dequantize the whole table at every run, so the table stays float and the plan says so."""
+    _, _, report = _quant(tmp_path, _fused_model(), lowering="dq", dtype="int4")
+    word = _records(report)["word"]
+    assert word["dtype"] == "float" and "lookup table" in word["why"]
+
+
 def test_include_quantizes_an_embed_table_anyway(tmp_path):
+    """--include names the position table, which embed_rows does not take: DequantizeLinear."""
     model = _fused_model()
-    saved, out, report = _quant(tmp_path, model, include=("word",), keep_quantized=True)
+    saved, out, report = _quant(tmp_path, model, include=("position",), keep_quantized=True)
     records = _records(report)
-    assert records["word"]["lowering"] == "dq" and records["qkv"]["dtype"] == "float"
+    assert records["position"]["lowering"] == "dq" and records["qkv"]["dtype"] == "float"
     embed = _reader(saved, "EmbedLayerNormalization")
-    assert _producer(saved, embed.input[2]).op_type == "DequantizeLinear"
+    assert _producer(saved, embed.input[3]).op_type == "DequantizeLinear"
     assert _worst_rel(model, out) < 0.05
 
 
@@ -227,6 +283,29 @@ def test_embed_rows_computes_what_the_dequantized_table_does(tmp_path):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
 
 
+def test_four_bit_embed_rows_compute_what_the_dequantized_table_does(tmp_path):
+    """4-bit rows (packed two a byte, split in the graph) for batch 2 give the outputs of the
+    model with the stored nibbles dequantized in numpy (symmetric: (nibble - 8) * scale)."""
+    model = _fused_model(batch=2)
+    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    onnx.save(model, str(src))
+    samples = _samples(batch=2)
+    report = onnxsurgery.quant_file(src, out, samples=samples, min_elements=512, include=("word",),
+                                    dtype="int4", symmetric=True)
+    assert (_records(report)["word"]["lowering"], _records(report)["word"]["dtype"]) == ("embed_rows", "int4")
+    inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer}
+    packed = next(v for v in inits.values() if v.dtype == np.uint8 and v.shape == (VOCAB, HIDDEN // 2))
+    scale = next(v for v in inits.values() if v.size == VOCAB and v.dtype in (np.float16, np.float32))
+    nibbles = np.concatenate([packed & 15, packed >> 4], axis=1).astype(np.float32)
+    dequantized = (nibbles - 8) * scale.astype(np.float32).reshape(VOCAB, 1)
+    reference = onnx.load(str(src))
+    word = next(t for t in reference.graph.initializer if t.name == "word")
+    word.CopyFrom(numpy_helper.from_array(dequantized, "word"))
+    for feeds in samples:
+        (a,), (b,) = run(reference, feeds), run(out, feeds)
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+
+
 def test_a_dry_run_plan_with_embed_rows_applies_as_written(tmp_path):
     model = _fused_model()
     src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
@@ -244,11 +323,8 @@ def _bfloat16(name: str, values: np.ndarray) -> onnx.TensorProto:
                               (values.view(np.uint32) >> 16).astype(np.uint16).tobytes(), raw=True)
 
 
-def test_bfloat16_weights_kept_quantized_feed_their_readers_directly(tmp_path):
-    """A bfloat16 checkpoint's export (bf16 -> Cast -> MatMul / Gather), --keep-quantized: the
-    MatMul weight's DequantizeLinear feeds the MatMul in float32, blocked along its input axis
-    (what onnxruntime fuses into MatMulNBits); the table stays bfloat16 (a DequantizeLinear
-    would dequantize all of it at every run), and the plan says why."""
+def _bfloat16_model() -> onnx.ModelProto:
+    """A bfloat16 checkpoint's export: bf16 -> Cast -> Gather (a table), bf16 -> Cast -> MatMul."""
     nodes = [helper.make_node("Cast", ["table_bf16"], ["table"], to=TensorProto.FLOAT),
              helper.make_node("Gather", ["table", "ids"], ["h"]),
              helper.make_node("Cast", ["w_bf16"], ["w"], to=TensorProto.FLOAT),
@@ -259,15 +335,36 @@ def test_bfloat16_weights_kept_quantized_feed_their_readers_directly(tmp_path):
                               [builders.vi("y", shape=[1, 7, 96])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = builders.IR
-    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    return model
+
+
+BF16_IDS = np.array([[0, 5, 17, 99, 128, 200, 255]], np.int64)
+
+
+@pytest.mark.parametrize("options, bits", [({"keep_quantized": True}, 8), ({"dtype": "int4"}, 4)],
+                         ids=["keep-quantized", "int4"])
+def test_bfloat16_weights_kept_quantized_feed_their_readers_directly(tmp_path, options, bits):
+    """A bfloat16 checkpoint's export, weights kept quantized: the MatMul weight's
+    DequantizeLinear feeds the MatMul in float32, blocked along its input axis (what onnxruntime
+    fuses into MatMulNBits); the table's integer rows are gathered for the ids behind its Cast
+    (a DequantizeLinear would dequantize all of it at every run), in the bits asked for; the
+    bfloat16 table and its Cast are gone, and the file is smaller than the default int8's."""
+    model = _bfloat16_model()
+    src, out, int8_out = tmp_path / "in.onnx", tmp_path / "q.onnx", tmp_path / "int8.onnx"
     onnx.save(model, str(src))
-    ids = np.array([[0, 5, 17, 99, 128, 200, 255]], np.int64)
-    report = onnxsurgery.quant_file(src, out, min_elements=512, keep_quantized=True, samples=[{"ids": ids}])
+    report = onnxsurgery.quant_file(src, out, min_elements=512, samples=[{"ids": BF16_IDS}], **options)
+    onnxsurgery.quant_file(src, int8_out, min_elements=512, samples=[{"ids": BF16_IDS}])
     saved = onnx.load(str(out))
     records = _records(report)
     assert records["w_bf16"]["lowering"] == "dq" and records["w_bf16"]["axis"] == 0
-    assert records["table_bf16"]["dtype"] == "float" and "through a Cast" in records["table_bf16"]["why"]
+    table = records["table_bf16"]
+    assert table["lowering"] == "embed_rows" and table["dtype"] == ("int8" if bits == 8 else "int4")
+    assert "rows gathered" in table["why"] and "Gather through a Cast" in table["why"]
     dq = _producer(saved, _reader(saved, "MatMul").input[1])
     assert dq.op_type == "DequantizeLinear" and {a.name: a.i for a in dq.attribute}["axis"] == 0
-    (a,), (b,) = run(model, {"ids": ids}), run(out, {"ids": ids})
-    assert np.linalg.norm(b - a) / np.linalg.norm(a) < 0.03
+    assert not any(t.data_type == TensorProto.BFLOAT16 for t in saved.graph.initializer)
+    assert _row_bytes(saved, "ids", 256) == 64 * bits // 8
+    if bits == 4:
+        assert out.stat().st_size < int8_out.stat().st_size
+    (a,), (b,) = run(model, {"ids": BF16_IDS}), run(out, {"ids": BF16_IDS})
+    assert np.linalg.norm(b - a) / np.linalg.norm(a) < (0.03 if bits == 8 else 0.3)

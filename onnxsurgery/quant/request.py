@@ -32,8 +32,9 @@ class QuantRequest:
     dtype: str | None = _option(
         None, "--dtype",
         "Integer type of the stored weights. int4/uint4: 4-bit where onnxruntime runs the reader fast (a MatMul "
-        "weight it fuses into MatMulNBits, a large Conv weight); 8-bit where it has no fast 4-bit path (small "
-        "Conv weights, LSTM/GRU/RNN, MatMul/Gemm weights it does not fuse), said in the plan; --keep-quantized "
+        "weight it fuses into MatMulNBits, a large Conv weight, an embedding table); 8-bit where it has no fast 4-bit "
+        "path (small Conv weights, LSTM/GRU/RNN, MatMul/Gemm weights it does not fuse, com.microsoft ops' weights "
+        "such as Attention's), said in the plan; --keep-quantized "
         "or an explicit --granularity/--lowering: 4-bit everywhere.", choices=INTEGER_DTYPES, shown="int8")
     granularity: str | None = _option(
         None, "--granularity",

@@ -18,7 +18,8 @@ from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.tied_nbits import hidden_axis as tied_hidden_axis
 from ..lowerings.embed_rows import word_table
-from ..lowerings.scaled import scale_axis, through_casts
+from .fused_forms import contrib_weight, fused_form, table_refusal
+from ..lowerings.scaled import scale_axis
 from .int4_paths import adapts, int4_form
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
@@ -105,6 +106,8 @@ def site_options(site: ConstantSite, options: QuantOptions, four_bit: QuantOptio
     the reason in `reason`); else `options`."""
     if options.int4_for and matches(site, options.int4_for):
         return four_bit or options.as_four_bit()
+    if (fused := fused_form(site, options)) is not None:  # com.microsoft readers, looked-up tables
+        return fused
     if adapts(options) and site.shape:  # a scalar has no grouping (refusal says so)
         return int4_form(site, options, choose_scheme(site, options), recurrent_weight(site))
     return options
@@ -123,16 +126,7 @@ def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
 # scale after or before them (`scaled`); any other com.microsoft reader gets DequantizeLinear per
 # channel, which onnxruntime 1.32 keeps unfolded before contrib ops too (the integers stay; a
 # dequantization at every run: measured on Attention, 1.68x latency, hence its scale before).
-# EmbedLayerNormalization's tables take `embed_rows` or stay float (CONTRIB_TABLES below).
-CONTRIB_DOMAIN = "com.microsoft"
-
-
-def contrib_weight(site: ConstantSite) -> bool:
-    """A float32 weight read only by com.microsoft ops that take no scale after them (lean
-    form: DequantizeLinear, like recurrent weights)."""
-    readers = consumers(site)
-    return (site.onnx_dtype == onnx.TensorProto.FLOAT and bool(readers)
-            and all(n.domain == CONTRIB_DOMAIN for n, _ in readers))
+# EmbedLayerNormalization's tables, and what int4 and --keep-quantized store: fused_forms.py.
 
 
 def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
@@ -149,30 +143,6 @@ def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
     if (recurrent_weight(site) or contrib_weight(site)) and opset >= RECURRENT_DQ_OPSET:
         return channel, "dq"
     return channel, "arith"
-
-
-# EmbedLayerNormalization looks rows of its word, position and segment tables (inputs 2-4) up
-# itself. DequantizeLinear before it stays in the graph and dequantizes the whole table at every
-# run (fused MiniLM, word table 30522x384: latency 2.3-3.3x, peak memory after a run 1.09x the
-# float model's), the arith chain folds two float copies at load (1.40x). The default's int8
-# word table takes `embed_rows` (lowerings/embed_rows.py: its rows gathered first); the other
-# tables (positions: 512 rows; segments: 2), and every table under 4 bits or --keep-quantized
-# (DequantizeLinear), are left float unless --include names them (`table_refusal`).
-CONTRIB_TABLES = {"EmbedLayerNormalization": (2, 3, 4)}
-
-
-def table_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
-    """Why `site` stays float: a table a fused embedding op looks rows up in (CONTRIB_TABLES),
-    or, where weights stay quantized (DequantizeLinear), a table read by Gather through a Cast
-    (bfloat16 weights), which the gather lowering does not take (MiniLM with bfloat16 weights,
-    --keep-quantized: 12.7x latency with the word table dequantized whole at every run)."""
-    ops = sorted({n.op for n, i in consumers(site) if i in CONTRIB_TABLES.get(n.op, ())})
-    if ops and not (options.lean_default and word_table(site)):
-        return f"a lookup table of {', '.join(ops)}: no lowering keeps it lean here (--include NAME quantizes it)"
-    behind = through_casts(site)
-    if options.stays_quantized and behind and all(n.op == "Gather" for n, _ in behind):
-        return "a table read by Gather through a Cast: DequantizeLinear would dequantize all of it at every run"
-    return None
 
 
 def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str | None:
@@ -304,6 +274,10 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
         return options.lowering
     if REGISTRY["gather"].fits(site, scheme, options.dtype, opset) is None:
         return "gather"
+    # a table looked up by EmbedLayerNormalization or by Gather through a Cast, kept quantized
+    # (choices/fused_forms.py; the default reaches it through lean_scheme)
+    if not options.lean_default and REGISTRY["embed_rows"].fits(site, scheme, options.dtype, opset) is None:
+        return "embed_rows"
     # 4-bit only: onnxruntime 1.32's 8-bit MatMulNBits ran 11x slower than the float MatMul at
     # one token (a decoder's step: 8 layers of 576x1536, 31.7 ms against 2.7), the lean int8
     # form 0.6x; a plan or lowering="matmulnbits" still asks for it

@@ -18,13 +18,14 @@ from ..rounding import Quantized, pack_halves
 from .base import Lowering
 
 def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator,
-                   gathers: list[gs.Node] | None = None) -> gs.Constant:
+                   gathers: list[gs.Node] | None = None, out_type: int | None = None) -> gs.Constant:
     """Replace each Gather of the table with: Gather of the integer rows (4-bit: packed rows,
     then split), of the zero points and of the scales by the same indices, then Cast -> [Sub]
     -> Mul [-> Reshape] [-> Cast] on the gathered rows only. Zero points and scales keep a
     leading row axis (per tensor they are scalars, not gathered), so the gathered ones
     broadcast against the gathered integers. `gathers`: those readers only (default: every
-    reader, all Gathers). Returns the stored integer table (the `tied` lowering reads it too)."""
+    reader, all Gathers); `out_type`: the rows' type (default: the table's own). Returns the
+    stored integer table (the `tied` lowering reads it too)."""
     base, shape = site.name, list(site.shape)
     view = broadcast_shape(qt, shape)
     work_shape = blocked_shape(qt, shape)
@@ -62,8 +63,9 @@ def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator,
         x = emit("Mul", [x, scales])
         if qt.granularity == "block":  # [*indices, blocks, block] -> [*indices, row]
             x = emit("Reshape", [x, indexed_shape(indices, shape[1:])])
-        if site.onnx_dtype != onnx.TensorProto.FLOAT:
-            x = emit("Cast", [x], dtype=FLOAT_TYPES[site.onnx_dtype], to=site.onnx_dtype)
+        to = site.onnx_dtype if out_type is None else out_type
+        if to != onnx.TensorProto.FLOAT:
+            x = emit("Cast", [x], dtype=FLOAT_TYPES[to], to=to)
         last = x.inputs[0]
         gather.outputs.clear()  # the old Gather goes dead; its output now comes from `last`
         last.outputs[0] = output

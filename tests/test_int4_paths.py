@@ -148,3 +148,97 @@ def test_convolutions_holding_little_of_the_model_are_all_int8(tmp_path):
     assert (plan["W_conv_large"]["dtype"], plan["W_conv_large"]["lowering"]) == ("int8", "scaled")
     assert "convolutions hold 7%" in plan["W_conv_large"]["why"]
     assert plan["W_big"]["dtype"] == "int4"
+
+
+def test_shared_weights_stay_4_bit_under_target_onnxruntime(model_path):
+    """A weight read by several MatMuls is int8 under the default target (no standard-op form
+    is both 4-bit and fast), and its why names the way out; --target onnxruntime keeps it 4-bit
+    as one MatMulNBits per reader."""
+    default = _plan(model_path, "--dtype", "int4")["W_shared"]
+    assert default["dtype"] == "int8" and "--target onnxruntime keeps it 4-bit" in default["why"]
+    ort_plan = _plan(model_path, "--dtype", "int4", "--target", "onnxruntime")
+    shared = ort_plan["W_shared"]
+    assert (shared["dtype"], shared["lowering"]) == ("int4", "matmulnbits")
+    assert "one per reader over one packed weight (2 readers)" in shared["why"]
+    assert ort_plan["W_k120"]["dtype"] == "int8"  # no power-of-two block tiles K = 120: no MatMulNBits
+    gemm_t = ort_plan["W_gemm_t"]  # Gemm with transB: [N, K], MatMulNBits's own order
+    assert (gemm_t["dtype"], gemm_t["lowering"], gemm_t["axis"]) == ("int4", "matmulnbits", 1)
+
+
+def shared_in_branches() -> onnx.ModelProto:
+    """W [64, 64], read by a main-graph MatMul and by a MatMul in each branch of an If (the
+    shape of a merged decoder's weights): x [3, 64] -> MatMul W2 [64, 64] -> If -> y."""
+    w = builders.rand((64, 64), 11) * 0.1
+    then_g = helper.make_graph([helper.make_node("MatMul", ["h", "W"], ["t"])], "then", [],
+                               [builders.vi("t", shape=[3, 64])])
+    else_g = helper.make_graph([helper.make_node("MatMul", ["h", "W"], ["e0"]),
+                                helper.make_node("Relu", ["e0"], ["e"])], "else", [], [builders.vi("e", shape=[3, 64])])
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    return builders.model(nodes, [builders.vi("c", onnx.TensorProto.BOOL, []), builders.vi("x", shape=[3, 64])],
+                          [builders.vi("y", shape=[3, 64])], [numpy_helper.from_array(w, "W")])
+
+
+def _dequantized_nbits(graph: onnx.GraphProto, k: int, n: int, block: int) -> np.ndarray:
+    """The [K, N] weight a MatMulNBits computes with: B's nibbles (low first) less the zero
+    points (8 when absent), times the scales (lowerings/matmulnbits.py's layout)."""
+    init = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    b = next(v for name, v in init.items() if name.endswith("_nbits"))
+    scales = next(v for name, v in init.items() if name.endswith("_scales")).reshape(n, k // block)
+    q = np.stack([b & 15, b >> 4], axis=-1).reshape(n, k // block, block).astype(np.float32)
+    zps = [v for name, v in init.items() if name.endswith("_zero_points")]
+    if zps:
+        packed = zps[0].reshape(n, -1)
+        zero = np.stack([packed & 15, packed >> 4], axis=-1).reshape(n, -1)[:, :k // block].astype(np.float32)
+    else:
+        zero = np.full((n, k // block), 8.0, np.float32)
+    return ((q - zero[..., None]) * scales[..., None]).reshape(n, k).T
+
+
+def test_one_packed_weight_serves_readers_in_every_scope(tmp_path):
+    """The saved file: the weight is stored once, in the main graph, every MatMul (main graph
+    and both branches) became a MatMulNBits over it, and onnxruntime computes exactly what the
+    stored 4-bit weight gives in numpy, on both branches."""
+    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    onnx.save(shared_in_branches(), str(src))
+    r = CliRunner().invoke(main, ["-q", "quant", str(src), str(out), "--dtype", "int4", "--target", "onnxruntime",
+                                  "--min-elements", "1024"])
+    assert r.exit_code == 0, r.output
+    m = onnx.load(str(out))
+    branches = [a.g for node in m.graph.node if node.op_type == "If" for a in node.attribute]
+    ops = [n.op_type for g in [m.graph, *branches] for n in g.node]
+    assert ops.count("MatMulNBits") == 3 and "MatMul" not in ops
+    stored = [t.name for g in [m.graph, *branches] for t in g.initializer]
+    assert sum(name.endswith("_nbits") for name in stored) == 1
+    assert all(not g.initializer for g in branches)
+    w = _dequantized_nbits(m.graph, 64, 64, 32)
+    x = builders.rand((3, 64), 12)
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    h = x @ w
+    for cond, expected in ((True, h @ w), (False, np.maximum(h @ w, 0))):
+        y, = session.run(None, {"c": np.array(cond), "x": x})
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias_shape", [None, (48,), (1, 48)])
+def test_a_gemm_with_trans_b_and_bias_becomes_matmul_nbits(tmp_path, bias_shape):
+    """Gemm(x, W[N, K], C; transB=1) under --target onnxruntime --dtype int4: one MatMulNBits
+    with C as its bias, computing x @ W^T + C with the stored 4-bit weight."""
+    w, c = builders.rand((48, 64), 13) * 0.1, builders.rand(bias_shape or (48,), 14)
+    inputs, inits = ["x", "W"], [numpy_helper.from_array(w, "W")]
+    if bias_shape:
+        inputs.append("C")
+        inits.append(numpy_helper.from_array(c, "C"))
+    m = builders.model([helper.make_node("Gemm", inputs, ["y"], transB=1)], [builders.vi("x", shape=[3, 64])],
+                       [builders.vi("y", shape=[3, 48])], inits)
+    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    onnx.save(m, str(src))
+    r = CliRunner().invoke(main, ["-q", "quant", str(src), str(out), "--dtype", "int4", "--target", "onnxruntime",
+                                  "--min-elements", "1024"])
+    assert r.exit_code == 0, r.output
+    q = onnx.load(str(out))
+    assert [n.op_type for n in q.graph.node] == ["MatMulNBits"]
+    x = builders.rand((3, 64), 15)
+    expected = x @ _dequantized_nbits(q.graph, 64, 48, 32) + (c.reshape(-1) if bias_shape else 0)
+    y, = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)

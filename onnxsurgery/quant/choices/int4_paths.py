@@ -38,7 +38,10 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
   1.06x latency, but 0.98x memory: no standard-op form is both small and fast there). A
   DequantizeLinear per reader does not help: onnxruntime 1.32 fuses none whose integers another
   node also reads (tried: two MatMuls, each with its own DequantizeLinear of one initializer).
-  A merged decoder's weights, read in both branches of its If, are such weights too.
+  A merged decoder's weights, read in both branches of its If, are such weights too. Under
+  `--target onnxruntime` such a weight (several MatMul readers, a Gemm with transB) stays 4-bit
+  instead: one com.microsoft MatMulNBits per reader over one packed weight
+  (lowerings/matmulnbits.py).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scopes
 from ..axes import choose_axes
+from ..lowerings.matmulnbits import LOWERING as MATMULNBITS
 from ..options import QuantOptions, Scheme
 
 SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module docstring)
@@ -119,8 +123,13 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
             "load it held more memory than the float model"))
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
+        nbits = MATMULNBITS.fits(site, scheme, options.dtype, 0) is None  # (lowerings/matmulnbits.py)
+        if why and nbits and options.target == "onnxruntime":
+            return options.changed(reason="--target onnxruntime: 4-bit MatMulNBits" + (
+                f", one per reader over one packed weight ({len(readers)} readers)" if len(readers) > 1 else ""))
         if why:
-            return options.changed(dtype=eight_bit, lowering="scaled", reason=f"{lean}: {why}")
+            return options.changed(dtype=eight_bit, lowering="scaled", reason=f"{lean}: {why}" + (
+                "; --target onnxruntime keeps it 4-bit (com.microsoft MatMulNBits)" if nbits else ""))
     return options
 
 

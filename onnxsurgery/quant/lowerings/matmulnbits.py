@@ -2,8 +2,14 @@
 com.microsoft MatMulNBits, which keeps the weight 4- or 8-bit in memory and dequantizes it
 block by block inside the kernel.
 
-Before: X -> MatMul(X, W[K, N]) -> Y
-After:  X -> MatMulNBits(X, B, scales[, zero_points]; K, N, bits, block_size, accuracy_level=0) -> Y
+Before: X -> MatMul(X, W[K, N]) -> Y     (or Gemm(X, W[K, N] or, with transB, W[N, K], C[N]))
+After:  X -> MatMulNBits(X, B, scales[, zero_points][, bias = C]; K, N, bits, block_size, accuracy_level=0) -> Y
+
+A weight read by several MatMuls (ALBERT's shared layers, a merged decoder's weights read in
+both branches of its If) is stored once: every reader becomes its own MatMulNBits over the same
+B, scales and zero points, in the graph that held the reader. DequantizeLinear -> MatMul fuses
+for one reader only, so this is the form that keeps such a weight 4-bit and fast (ALBERT-shaped
+sample, 12 readers per weight: figures in docs/quantization.md).
 
 Layout (onnxruntime's contrib op spec): B is uint8 [N, K / block, block * bits / 8], each
 column's blocks in a row, 4-bit values two per byte, the first in the low nibble; scales float
@@ -40,42 +46,80 @@ def _pack(values: np.ndarray, bits: int) -> np.ndarray:
     return values[..., 0::2] | (values[..., 1::2] << 4)
 
 
+def reduction_axis(node: gs.Node) -> int | None:
+    """The axis of B that `node` (reading it as input 1) reduces over, where a MatMulNBits can
+    stand in for the node, else None: MatMul (0); Gemm with transA 0, alpha and beta 1 and a C,
+    if any, that is a constant of N values (it becomes MatMulNBits's bias): 0, or 1 with transB."""
+    if node.op == "MatMul":
+        return 0
+    if node.op != "Gemm" or node.attrs.get("transA", 0) or node.attrs.get("alpha", 1.0) != 1.0 \
+            or node.attrs.get("beta", 1.0) != 1.0:
+        return None
+    if len(node.inputs) > 2 and node.inputs[2].name:
+        c = node.inputs[2]
+        if not isinstance(c, gs.Constant) or len(c.shape) > 2 or (len(c.shape) == 2 and c.shape[0] != 1):
+            return None
+    return 1 if node.attrs.get("transB", 0) else 0
+
+
+def _bias(node: gs.Node, n: int, names: NameAllocator) -> gs.Tensor | None:
+    """A Gemm's C as MatMulNBits's bias [N] (reduction_axis checked that it is a constant row)."""
+    if node.op != "Gemm" or len(node.inputs) < 3 or not node.inputs[2].name:
+        return None
+    c = node.inputs[2]
+    if tuple(c.shape) == (n,):
+        return c
+    row = np.broadcast_to(np.asarray(c.values).reshape(-1), (n,))
+    return gs.Constant(names.new(f"{c.name}_bias"), np.ascontiguousarray(row))
+
+
 def build_matmul_nbits(site: ConstantSite, qt: Quantized, names: NameAllocator) -> None:
-    """Replace the MatMul reading `site` (one reader, blocks along K) with MatMulNBits."""
-    (matmul, _), = consumers(site)
-    k, n = site.shape
+    """Replace every MatMul/Gemm reading `site` (as B, blocks along K) with a MatMulNBits, all
+    of them reading one packed weight."""
+    transposed = qt.axis == 1  # Gemm transB: the weight is [N, K] already, MatMulNBits's order
+    n, k = site.shape if transposed else site.shape[::-1]
     bits = 4 if qt.dtype in ("int4", "uint4") else 8
     block = qt.block_size
     blocks = k // block
     offset = _OFFSET[qt.dtype]
-    unsigned = (qt.q.astype(np.int16) + offset).T.reshape(n, blocks, block)  # [N, blocks, block]
-    inputs = [matmul.inputs[0],
-              gs.Constant(names.new(f"{site.name}_nbits"), np.ascontiguousarray(_pack(unsigned, bits))),
+
+    def by_column(a: np.ndarray) -> np.ndarray:  # [K or blocks, N] -> [N, ...]; [N, ...] as it is
+        return a if transposed else a.T
+
+    grid = (n, blocks) if transposed else (blocks, n)  # how scales and zero points are held
+    unsigned = by_column(qt.q.astype(np.int16) + offset).reshape(n, blocks, block)
+    inputs = [gs.Constant(names.new(f"{site.name}_nbits"), np.ascontiguousarray(_pack(unsigned, bits))),
               gs.Constant(names.new(f"{site.name}_scales"),
-                          np.ascontiguousarray(qt.scale.astype(np.float32).reshape(blocks, n).T.ravel()))]
+                          np.ascontiguousarray(by_column(qt.scale.astype(np.float32).reshape(grid)).ravel()))]
     if qt.zero_point is not None:
-        zero = (qt.zero_point.astype(np.int16) + offset).reshape(blocks, n).T  # [N, blocks]
-        packed = np.ascontiguousarray(_pack(zero, bits).ravel())
-        inputs.append(gs.Constant(names.new(f"{site.name}_zero_points"), packed))
-    output = matmul.outputs[0]
-    matmul.outputs.clear()  # the MatMul goes dead; cleanup removes it
-    node = gs.Node("MatMulNBits", name=names.new(f"{site.name}__MatMulNBits"), domain="com.microsoft",
-                   attrs={"K": k, "N": n, "bits": bits, "block_size": block, "accuracy_level": 0},
-                   inputs=inputs, outputs=[output])
-    (graph, _), = readers_by_graph(site)  # one reader, so one graph
-    graph.nodes.append(node)
+        zero = _pack(by_column((qt.zero_point.astype(np.int16) + offset).reshape(grid)), bits)
+        inputs.append(gs.Constant(names.new(f"{site.name}_zero_points"), np.ascontiguousarray(zero.ravel())))
+    attrs = {"K": k, "N": n, "bits": bits, "block_size": block, "accuracy_level": 0}
+    for graph, readers in readers_by_graph(site):  # a node goes into the graph of the reader it replaces
+        for reader, _ in readers:
+            extra = []
+            bias = _bias(reader, n, names)
+            if bias is not None:  # zero points and g_idx stay empty where absent
+                extra = [*([gs.Variable.empty()] * (4 - len(inputs))), bias]
+            output = reader.outputs[0]
+            reader.outputs.clear()  # the reader goes dead; cleanup removes it
+            graph.nodes.append(gs.Node("MatMulNBits", name=names.new(f"{site.name}__MatMulNBits"),
+                                       domain="com.microsoft", attrs=dict(attrs),
+                                       inputs=[reader.inputs[0], *inputs, *extra], outputs=[output]))
 
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
-    """What com.microsoft MatMulNBits takes: a float32 2-D weight read by one MatMul as B, blocks
-    of a power of two >= 16 along K (MatMulNBits is not a standard op)."""
+    """What com.microsoft MatMulNBits takes: a float32 2-D weight read only as B by MatMuls or
+    plain Gemms (reduction_axis), one MatMulNBits each, all reducing over the same axis, in
+    blocks of a power of two >= 16 along it (MatMulNBits is not a standard op)."""
     readers = consumers(site)
     block = scheme.block_size or 0
-    if not (len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1 and len(site.shape) == 2
+    axes = {reduction_axis(node) if index == 1 else None for node, index in readers}
+    if not (readers and len(axes) == 1 and None not in axes and len(site.shape) == 2
             and site.onnx_dtype == onnx.TensorProto.FLOAT):
-        return "not a float32 2-D weight read by one MatMul as B"
-    if not (scheme.granularity == "block" and block >= 16 and block & (block - 1) == 0 and scheme.axis == 0):
-        return "MatMulNBits takes blocks of a power of two >= 16 along K (axis 0)"
+        return "not a float32 2-D weight read only as B by MatMuls or plain Gemms that agree on its layout"
+    if not (scheme.granularity == "block" and block >= 16 and block & (block - 1) == 0 and scheme.axis in axes):
+        return "MatMulNBits takes blocks of a power of two >= 16 along K"
     return None
 
 

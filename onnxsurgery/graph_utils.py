@@ -258,10 +258,16 @@ def read_only_by(site: ConstantSite, ops: tuple[str, ...]) -> bool:
     return bool(readers) and all(node.op in ops for node, _ in readers)
 
 
+def node_graphs(site: ConstantSite) -> dict[int, gs.Graph]:
+    """id(node) -> the graph holding it, for every node of the site's scope and its subgraphs:
+    where a lowering puts the nodes that replace a reader."""
+    return {id(node): scope.graph for scope in iter_scopes(site.scope.graph) for node in scope.graph.nodes}
+
+
 def readers_by_graph(site: ConstantSite) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
     """The places that read the constant, grouped by the graph (the site's scope or one of its
     subgraphs) holding the reading node."""
-    graph_of = {id(node): scope.graph for scope in iter_scopes(site.scope.graph) for node in scope.graph.nodes}
+    graph_of = node_graphs(site)
     groups: dict[int, tuple[gs.Graph, list]] = {}
     for node, index in consumers(site):
         graph = graph_of[id(node)]

@@ -23,6 +23,7 @@ VARIANTS = {
     "default": [],
     "int4": ["--dtype", "int4"],
     "onnxruntime": ["--target", "onnxruntime"],
+    "onnxruntime-int4": ["--target", "onnxruntime", "--dtype", "int4"],
     "no-verify": ["--no-verify"],
 }
 MIN_ELEMENTS = 4096  # quant's default --min-elements
@@ -57,7 +58,7 @@ def _rel(a, b) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(a))
 
 
-@pytest.mark.parametrize("label", ["default", "int4", "onnxruntime"])
+@pytest.mark.parametrize("label", ["default", "int4", "onnxruntime", "onnxruntime-int4"])
 def test_both_branches_logits_are_within_the_reported_error(quantized, encoder_states, float_runs, label):
     path, report = quantized[label]
     onnx.checker.check_model(str(path))
@@ -75,7 +76,7 @@ def test_int8_greedy_tokens_agree_on_most_sequences(quantized, encoder_states, f
     assert sum(t == ref for t, (ref, _) in zip(got, float_runs)) >= MOST
 
 
-@pytest.mark.parametrize("label", ["default", "int4", "onnxruntime"])
+@pytest.mark.parametrize("label", ["default", "int4", "onnxruntime", "onnxruntime-int4"])
 def test_verification_headline_is_the_logits_over_both_branches(quantized, label):
     verification = quantized[label][1]["verification"]
     assert verification["headline"] == ["logits"]
@@ -105,7 +106,7 @@ def _read_only_in_branches() -> set[str]:
     return {t.name for t in model.graph.initializer if t.name not in main_inputs}
 
 
-@pytest.mark.parametrize("label", ["default", "int4", "onnxruntime"])
+@pytest.mark.parametrize("label", ["default", "int4", "onnxruntime", "onnxruntime-int4"])
 def test_the_weights_inside_the_branches_are_quantized(quantized, label):
     path, report = quantized[label]
     weights = _large_float_weights(WHISPER)
@@ -116,7 +117,30 @@ def test_the_weights_inside_the_branches_are_quantized(quantized, label):
         for name in weights:
             record = records[name]
             assert record["dtype"] == "int4" or (record["dtype"] == "int8" and "not 4-bit" in record["why"])
+    if label == "onnxruntime-int4":  # one MatMulNBits per branch over one packed weight
+        assert all(records[name]["dtype"] == "int4" for name in weights)
     assert _large_float_weights(path) == []  # nothing float left behind in the file
+
+
+TABLE = "model.decoder.embed_tokens.weight_merged_0"  # the token table, also the lm_head, read in both branches
+
+
+@pytest.mark.parametrize("label, lowering", [("default", "tied"), ("int4", "tied"), ("onnxruntime", "tied_nbits"),
+                                             ("onnxruntime-int4", "tied_nbits")])
+def test_the_tied_table_read_in_both_branches_keeps_integer_rows(quantized, label, lowering):
+    """The token table is looked up by a Gather and read by the lm_head in each branch: its
+    rows stay integer for both readers in both branches (not an arith chain folded to float, not
+    a DequantizeLinear of the whole table at every step), and no branch stores a copy of it."""
+    path, report = quantized[label]
+    assert {w["name"]: w for w in report["weights"]}[TABLE]["lowering"] == lowering
+    model = onnx.load(str(path))
+    branches = [a.g for node in model.graph.node if node.op_type == "If" for a in node.attribute]
+    assert not any(t.name.startswith(TABLE) for g in branches for t in g.initializer)
+    ops = [n.op_type for g in branches for n in g.node]
+    if lowering == "tied_nbits":
+        assert ops.count("GatherBlockQuantized") == 2 and "DequantizeLinear" not in ops
+    else:  # Gather of int8 rows, and the lm_head's scale after it, in each branch
+        assert sum(n.op_type == "Gather" and n.input[0].startswith(f"{TABLE}_q") for g in branches for n in g.node) == 2
 
 
 def test_measured_choices_and_calibration_reach_the_weights_inside_the_branches(tmp_path, encoder_states):

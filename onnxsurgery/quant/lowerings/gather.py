@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, NameAllocator, consumers, readers_by_graph
+from ...graph_utils import ConstantSite, NameAllocator, consumers, node_graphs
 from ..nodes import Emitter, broadcast_shape, const, int_tensor, nibble_offset, split_nibbles, blocked_shape, \
     zero_to_subtract
 from ..options import FLOAT_TYPES
@@ -37,32 +37,35 @@ def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator,
         table = int_tensor(names, f"{base}_q", qt.q.reshape(work_shape), qt.dtype)
     scale = const(names, f"{base}_scale", qt.scale.reshape(view))
     zero = zero_to_subtract(qt, view, names, base)
-    emit = Emitter(site.scope.graph, names, base)
+    graphs = node_graphs(site)  # each Gather's nodes go into its own graph (an If branch's, say)
 
-    def take(tensor: gs.Constant, indices: gs.Tensor) -> gs.Tensor:
+    def take(emit: Emitter, tensor: gs.Constant, indices: gs.Tensor) -> gs.Tensor:
         return tensor if not view else emit("Gather", [tensor, indices], dtype=tensor.values.dtype, axis=0)
 
-    def indexed_shape(indices: gs.Tensor, dims: list[int]) -> gs.Variable:  # [*indices.shape, *dims]
+    def indexed_shape(emit: Emitter, indices: gs.Tensor, dims: list[int]) -> gs.Variable:  # [*indices.shape, *dims]
         tail = const(names, f"{base}_dims", np.array(dims, np.int64))
         return emit("Concat", [emit("Shape", [indices], dtype=np.int64), tail], dtype=np.int64, axis=0)
 
     for gather in gathers if gathers is not None else [node for node, _ in consumers(site)]:
+        # a stand-in Gather that no graph holds (embed_rows') puts its nodes in the table's graph
+        emit = Emitter(graphs.get(id(gather), site.scope.graph), names, base)
         indices, (output,) = gather.inputs[1], list(gather.outputs)
         q = emit("Gather", [table, indices], dtype=table.values.dtype, axis=0)
         if four_bit:
             q = emit("Concat", list(split_nibbles(q, emit, names, base)), dtype=np.uint8, axis=-1)
             if len(work_shape) > 2:
-                q = emit("Reshape", [q, indexed_shape(indices, work_shape[1:])], dtype=np.uint8)
+                q = emit("Reshape", [q, indexed_shape(emit, indices, work_shape[1:])], dtype=np.uint8)
         x = emit("Cast", [q], to=onnx.TensorProto.FLOAT)
         if zero is not None:  # integer zero points are gathered; int4's float offset is a scalar
             as_float = zero.values.dtype == np.float32
-            x = emit("Sub", [x, zero if as_float else emit("Cast", [take(zero, indices)], to=onnx.TensorProto.FLOAT)])
-        scales = take(scale, indices)
+            x = emit("Sub", [x, zero if as_float else emit("Cast", [take(emit, zero, indices)],
+                                                              to=onnx.TensorProto.FLOAT)])
+        scales = take(emit, scale, indices)
         if qt.scale.dtype != np.float32:
             scales = emit("Cast", [scales], to=onnx.TensorProto.FLOAT)
         x = emit("Mul", [x, scales])
         if qt.granularity == "block":  # [*indices, blocks, block] -> [*indices, row]
-            x = emit("Reshape", [x, indexed_shape(indices, shape[1:])])
+            x = emit("Reshape", [x, indexed_shape(emit, indices, shape[1:])])
         to = site.onnx_dtype if out_type is None else out_type
         if to != onnx.TensorProto.FLOAT:
             x = emit("Cast", [x], dtype=FLOAT_TYPES[to], to=to)
@@ -73,8 +76,8 @@ def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator,
 
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
-    """A table read only as Gather data along axis 0, in the scope where its nodes go, with no
-    group spanning rows: each gathered row can be dequantized on its own. 4-bit rows are
+    """A table read only as Gather data along axis 0 (in any scope: each Gather's nodes go into
+    its own graph), with no group spanning rows: each gathered row can be dequantized on its own. 4-bit rows are
     packed by halves and split with uint8 BitShift (opset 11), so they need an even length."""
     readers = consumers(site)
     rank = len(site.shape)
@@ -82,8 +85,6 @@ def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | No
     if not (rank >= 1 and readers and all(n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % rank == 0
                                           for n, i in readers)):
         return "not read only as the data of Gather along axis 0"
-    if not all(graph is site.scope.graph for graph, _ in readers_by_graph(site)):
-        return "read from another graph scope than its own"
     if scheme.granularity != "tensor" and (scheme.granularity == "channel") != (scheme.axis == 0):
         return "its groups span rows (channels along axis 0, or blocks along another axis, are needed)"
     if dtype in ("int4", "uint4") and not (opset >= 11 and row % 2 == 0):

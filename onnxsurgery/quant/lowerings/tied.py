@@ -14,7 +14,10 @@ run time. Without this, the table's one lowering had to serve both readers: a Ca
 Mul chain folded into float copies (a 135M decoder at 1.35x the float model's memory), or, kept
 quantized, the whole table dequantized and transposed at every decoding step.
 
-Limits: int8, symmetric, per row; a 2-D table whose readers are all in its own graph.
+Readers may sit in subgraphs (a merged decoder reads its table in both branches of an If): the
+nodes replacing each reader go into the reader's own graph.
+
+Limits: int8, symmetric, per row; a 2-D table.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, NameAllocator, consumers, readers_by_graph
+from ...graph_utils import ConstantSite, NameAllocator, consumers, node_graphs
 from ..nodes import Emitter, int_tensor
 from ..options import Scheme
 from ..rounding import Quantized
@@ -83,8 +86,6 @@ def not_a_table(site: ConstantSite) -> str | None:
     """Why `site` cannot be a tied table whoever reads it (this lowering's and tied_nbits')."""
     if len(site.shape) != 2 or site.onnx_dtype != onnx.TensorProto.FLOAT:
         return "not a float32 2-D table"
-    if not all(graph is site.scope.graph for graph, _ in readers_by_graph(site)):
-        return "read from another graph scope than its own"
     return None
 
 
@@ -111,33 +112,34 @@ def build_tied(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: i
     gathers = [n for n, _ in consumers(site) if n.op == "Gather"]
     table = build_gathered(site, qt, names, gathers)
     scale = np.where(qt.scale == 0, 1, qt.scale).astype(np.float32).ravel()  # all-zero rows: q is 0 there
-    graph = site.scope.graph
+    graphs = node_graphs(site)
     factor = gs.Constant(names.new(f"{site.name}_row_scale"), scale)
 
-    def to_float(tensor: gs.Tensor, shape) -> gs.Variable:
+    def to_float(graph: gs.Graph, tensor: gs.Tensor, shape) -> gs.Variable:
         out = gs.Variable(names.new(f"{site.name}__cast"), dtype=np.float32, shape=shape)
         graph.nodes.append(gs.Node("Cast", name=names.new(f"{site.name}__Cast"),
                                    attrs={"to": onnx.TensorProto.FLOAT}, inputs=[tensor], outputs=[out]))
         return out
 
     for node, index in heads:
+        graph = graphs[id(node)]
         if node.op == "Gemm":
-            node.inputs[index] = to_float(table, list(site.shape))
+            node.inputs[index] = to_float(graph, table, list(site.shape))
             readers = [node]
         else:  # Transpose the int8 table, then Cast: folding at load holds a quarter-size copy, not
             # a float one, while it makes the float transposed table (the float model holds two)
             transposed = node.outputs[0]
             node.inputs[0] = table
             transposed.dtype = table.values.dtype
-            weight = to_float(transposed, transposed.shape)
+            weight = to_float(graph, transposed, transposed.shape)
             readers = list(transposed.outputs)
             for reader in readers:
                 if reader.op != "Cast":
                     reader.inputs[1] = weight
             readers = [r for r in readers if r.op != "Cast"]
         for reader in readers:
-            _divide_bias(graph, reader, scale, names)
-            _scale_output(graph, reader, scale, names, site.name, lambda suffix, array: factor)
+            _divide_bias(graphs[id(reader)], reader, scale, names)
+            _scale_output(graphs[id(reader)], reader, scale, names, site.name, lambda suffix, array: factor)
 
 
 LOWERING = Lowering("tied", "a table read by Gather and the lm_head: int8 rows for both, no float copy at run time",
@@ -149,8 +151,8 @@ def _build_mirrored(site: ConstantSite, qt: Quantized, names: NameAllocator, hea
     """Eq [hidden, vocab] (int8, a scale per column): the lm_head reads Cast(Eq) with the scales
     after it; each Transpose reads Eq itself (folded at load into an int8 [vocab, hidden] copy),
     its Gathers take int8 rows, then Cast and the gathered scales."""
-    graph = site.scope.graph
-    emit = Emitter(graph, names, site.name)
+    graphs = node_graphs(site)
+    emit = Emitter(site.scope.graph, names, site.name)
     table = int_tensor(names, f"{site.name}_q", qt.q, qt.dtype)
     scale = np.where(qt.scale == 0, 1, qt.scale).astype(np.float32).ravel()
     factor = gs.Constant(names.new(f"{site.name}_col_scale"), scale)
@@ -158,14 +160,15 @@ def _build_mirrored(site: ConstantSite, qt: Quantized, names: NameAllocator, hea
     weight = emit("Cast", [table], shape=list(site.shape), to=onnx.TensorProto.FLOAT)
     for head in heads:
         head.inputs[1] = weight
-        _scale_output(graph, head, scale, names, site.name, lambda suffix, array: factor)
+        _scale_output(graphs[id(head)], head, scale, names, site.name, lambda suffix, array: factor)
     for transpose in transposes:
         transpose.inputs[0] = table
         transpose.outputs[0].dtype = np.int8
         for gather in list(transpose.outputs[0].outputs):
+            emit = Emitter(graphs[id(gather)], names, site.name)
             (output,) = list(gather.outputs)
             picked = gs.Variable(names.new(f"{output.name}_int8"), dtype=np.int8)
             gather.outputs[0] = picked
             scales = emit("Gather", [rows, gather.inputs[1]], axis=0)
             emit("Mul", [emit("Cast", [picked], to=onnx.TensorProto.FLOAT), scales])
-            graph.nodes[-1].outputs[0] = output  # the Mul now produces what the Gather did
+            emit.graph.nodes[-1].outputs[0] = output  # the Mul now produces what the Gather did

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, NameAllocator, consumers
+from ...graph_utils import ConstantSite, NameAllocator, consumers, node_graphs
 from ..nodes import Emitter, const
 from ..options import Scheme
 from ..rounding import Quantized
@@ -99,24 +99,25 @@ def build_tied_nbits(site: ConstantSite, qt: Quantized, names: NameAllocator, op
     zeros = None
     if zero is not None:  # [V, ceil(blocks * bits / 8)], packed like the integers
         zeros = const(names, f"{site.name}_zero_points", _pack(zero.astype(np.int16) + offset, bits))
-    graph = site.scope.graph
-    emit = Emitter(graph, names, site.name)
+    graphs = node_graphs(site)  # each reader's replacement goes into the reader's graph
+    emit = Emitter(site.scope.graph, names, site.name)
     attrs = {"K": hidden, "N": vocab, "bits": bits, "block_size": block, "accuracy_level": 4 if bits == 8 else 0}
     for head in heads:
         output = head.outputs[0]
         head.outputs.clear()  # the MatMul (Gemm) goes dead; cleanup removes it and the Transpose
         inputs = [head.inputs[0], table, scales] + ([zeros] if zeros is not None else [])
-        graph.nodes.append(gs.Node("MatMulNBits", name=names.new(f"{site.name}__MatMulNBits"),
-                                   domain="com.microsoft", attrs=attrs, inputs=inputs, outputs=[output]))
+        graphs[id(head)].nodes.append(gs.Node("MatMulNBits", name=names.new(f"{site.name}__MatMulNBits"),
+                                              domain="com.microsoft", attrs=attrs, inputs=inputs, outputs=[output]))
     rows = emit("Reshape", [table, const(names, f"{site.name}_rows_shape", np.array([vocab, -1], np.int64))],
                 dtype=np.uint8, shape=[vocab, hidden * bits // 8])
     for gather in gathers:
         output = gather.outputs[0]
         gather.outputs.clear()
         inputs = [rows, gather.inputs[1], scales] + ([zeros] if zeros is not None else [])
-        graph.nodes.append(gs.Node("GatherBlockQuantized", name=names.new(f"{site.name}__GatherBlockQuantized"),
-                                   domain="com.microsoft", inputs=inputs, outputs=[output],
-                                   attrs={"bits": bits, "block_size": block, "gather_axis": 0, "quantize_axis": 1}))
+        graphs[id(gather)].nodes.append(gs.Node(
+            "GatherBlockQuantized", name=names.new(f"{site.name}__GatherBlockQuantized"), domain="com.microsoft",
+            inputs=inputs, outputs=[output],
+            attrs={"bits": bits, "block_size": block, "gather_axis": 0, "quantize_axis": 1}))
 
 
 LOWERING = Lowering("tied_nbits", "a table read by Gather and the lm_head, stored once in MatMulNBits layout: "

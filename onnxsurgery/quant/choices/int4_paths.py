@@ -39,9 +39,10 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
   DequantizeLinear per reader does not help: onnxruntime 1.32 fuses none whose integers another
   node also reads (tried: two MatMuls, each with its own DequantizeLinear of one initializer).
   A merged decoder's weights, read in both branches of its If, are such weights too. Under
-  `--target onnxruntime` such a weight (several MatMul readers, a Gemm with transB) stays 4-bit
-  instead: one com.microsoft MatMulNBits per reader over one packed weight
-  (lowerings/matmulnbits.py).
+  `--target onnxruntime` a weight read by several MatMuls stays 4-bit instead: one com.microsoft
+  MatMulNBits per reader over one packed weight (lowerings/matmulnbits.py). Gemm weights with
+  transB stay int8 there too: most are classifier heads, where 4 bits cost most (ddddocr's
+  classifier as MatMulNBits: 0.0144 -> 0.0368 on rendered text); a plan can still ask for it.
 """
 
 from __future__ import annotations
@@ -123,13 +124,16 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
             "load it held more memory than the float model"))
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
-        nbits = MATMULNBITS.fits(site, scheme, options.dtype, 0) is None  # (lowerings/matmulnbits.py)
+        # MatMul readers only: a Gemm is most often a classifier head, where 4 bits cost most (with
+        # MatMulNBits: ddddocr's 8210x1024 classifier 0.0144 -> 0.0368 on rendered text, ALBERT's
+        # pooler 0.29 -> 0.43 on generated ids); a plan record with lowering matmulnbits still takes it
+        nbits = ops == {"MatMul"} and MATMULNBITS.fits(site, scheme, options.dtype, 0) is None
         if why and nbits and options.target == "onnxruntime":
             return options.changed(reason="--target onnxruntime: 4-bit MatMulNBits" + (
                 f", one per reader over one packed weight ({len(readers)} readers)" if len(readers) > 1 else ""))
         if why:
             return options.changed(dtype=eight_bit, lowering="scaled", reason=f"{lean}: {why}" + (
-                "; --target onnxruntime keeps it 4-bit (com.microsoft MatMulNBits)" if nbits else ""))
+                "; --target onnxruntime keeps it 4-bit (one com.microsoft MatMulNBits per reader)" if nbits else ""))
     return options
 
 

@@ -77,8 +77,9 @@ def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator,
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
     """A table read only as Gather data along axis 0 (in any scope: each Gather's nodes go into
-    its own graph), with no group spanning rows: each gathered row can be dequantized on its own. 4-bit rows are
-    packed by halves and split with uint8 BitShift (opset 11), so they need an even length."""
+    its own graph), with no group spanning rows: each gathered row can be dequantized on its
+    own. 4-bit rows are packed by halves and split with uint8 BitShift (opset 11), so they need
+    an even length."""
     readers = consumers(site)
     rank = len(site.shape)
     row = int(np.prod(site.shape[1:])) if rank >= 1 else 0

@@ -165,10 +165,10 @@ def _build_mirrored(site: ConstantSite, qt: Quantized, names: NameAllocator, hea
         transpose.inputs[0] = table
         transpose.outputs[0].dtype = np.int8
         for gather in list(transpose.outputs[0].outputs):
-            emit = Emitter(graphs[id(gather)], names, site.name)
+            beside = Emitter(graphs[id(gather)], names, site.name)  # in the Gather's own graph
             (output,) = list(gather.outputs)
             picked = gs.Variable(names.new(f"{output.name}_int8"), dtype=np.int8)
             gather.outputs[0] = picked
-            scales = emit("Gather", [rows, gather.inputs[1]], axis=0)
-            emit("Mul", [emit("Cast", [picked], to=onnx.TensorProto.FLOAT), scales])
-            emit.graph.nodes[-1].outputs[0] = output  # the Mul now produces what the Gather did
+            scales = beside("Gather", [rows, gather.inputs[1]], axis=0)
+            beside("Mul", [beside("Cast", [picked], to=onnx.TensorProto.FLOAT), scales])
+            beside.graph.nodes[-1].outputs[0] = output  # the Mul now produces what the Gather did

@@ -73,10 +73,14 @@ def test_each_weight_gets_the_form_its_reader_runs_fast_with_the_reason(model_pa
     assert (plan["W_k48"]["dtype"], plan["W_k48"]["block_size"]) == ("int4", 16)
     assert (plan["W_gemm"]["dtype"], plan["W_gemm"]["lowering"]) == ("int4", "dq")
     for name, words in (("W_k120", "K = 120"), ("W_shared", "read by 2 MatMul nodes"),
-                        ("W_gemm_t", "Gemm with transB"), ("W_conv_small", "no 4-bit Conv")):
+                        ("W_conv_small", "no 4-bit Conv")):
         record = plan[name]
         assert (record["dtype"], record["granularity"], record["lowering"]) == ("int8", "channel", "scaled"), name
         assert words in record["why"] and "not 4-bit" in record["why"], (name, record["why"])
+    # a classifier-like Gemm with transB: int8 blocks, stored transposed for the fusion (test below)
+    gemm_t = plan["W_gemm_t"]
+    assert (gemm_t["dtype"], gemm_t["granularity"], gemm_t["lowering"]) == ("int8", "block", "dq")
+    assert "stored transposed" in gemm_t["why"] and "not 4-bit" in gemm_t["why"]
     large = plan["W_conv_large"]
     assert (large["dtype"], large["lowering"]) == ("int4", "dq")
     assert "dequantized at every inference" in large["why"] and "73728 elements" in large["why"]
@@ -110,8 +114,9 @@ def test_the_int8_default_is_untouched(model_path):
 
 def test_the_file_runs_and_onnxruntime_fuses_only_the_fast_weight(tmp_path, model_path):
     """The saved file: close to the float model in onnxruntime, and in onnxruntime's optimized
-    graph the weights left 4-bit for MatMul and Gemm became MatMulNBits; the DequantizeLinear
-    nodes left feed the large convolution and the LSTM."""
+    graph the weights left 4-bit for MatMul and Gemm, and the int8 blocks of the Gemm with
+    transB (stored transposed), became MatMulNBits; the DequantizeLinear nodes left feed the
+    large convolution and the LSTM."""
     out = tmp_path / "q.onnx"
     r = CliRunner().invoke(main, ["-q", "quant", str(model_path), str(out), "--dtype", "int4", "--no-verify"])
     assert r.exit_code == 0, r.output
@@ -124,7 +129,7 @@ def test_the_file_runs_and_onnxruntime_fuses_only_the_fast_weight(tmp_path, mode
         assert np.linalg.norm(b - a) / np.linalg.norm(a) < 0.2  # 4-bit and int8 weights, 0.1-scaled normals
     optimized = onnx.load(str(tmp_path / "optimized.onnx"))
     ops = [n.op_type for n in optimized.graph.node]
-    assert ops.count("MatMulNBits") == 3  # W_mm, W_k48, W_gemm
+    assert ops.count("MatMulNBits") == 4  # W_mm, W_k48, W_gemm, W_gemm_t
     readers = {i: n.op_type for n in optimized.graph.node for i in n.input}
     dq_readers = [readers.get(n.output[0]) for n in optimized.graph.node if n.op_type == "DequantizeLinear"]
     assert sorted(dq_readers) == ["Conv", "LSTM", "LSTM"]

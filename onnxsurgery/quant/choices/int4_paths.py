@@ -47,6 +47,7 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
 
 from __future__ import annotations
 
+import onnx
 import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scopes
@@ -59,6 +60,7 @@ SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module
 # (their float copies cost little memory): ddddocr, 7% (module docstring).
 CONV_SHARE = 0.10
 CONV_OPS = ("Conv", "ConvTranspose")
+BIAS_INPUTS = {"Conv": 2, "ConvTranspose": 2, "Gemm": 2, "LSTM": 3, "GRU": 3, "RNN": 3}  # op -> its bias input
 _conv_share: dict[int, tuple[gs.Graph, float]] = {}  # id(main graph) -> (graph, conv share), planned once
 
 
@@ -81,8 +83,8 @@ def unfused_reason(site: ConstantSite, scheme: Scheme) -> str | None:
     (node, index), = readers
     if index != 1 or len(site.shape) != 2:
         return f"read by {node.op} as input {index}: no 4-bit MatMulNBits path"
-    if node.op == "Gemm" and any(node.attrs.get(a, 0) for a in ("transA", "transB")):
-        return "read by Gemm with transB: onnxruntime does not fuse it into MatMulNBits and " \
+    if node.op == "Gemm" and node.attrs.get("transA", 0):
+        return "read by Gemm with transA: onnxruntime does not fuse it into MatMulNBits and " \
                "dequantizes it at every inference"
     block = scheme.block_size or 0
     if scheme.granularity != "block" or block < 16 or block & (block - 1):
@@ -101,6 +103,12 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
     ops = {n.op for n, _ in readers}
     if not readers:
         return options
+    if site.onnx_dtype == onnx.TensorProto.FLOAT and (len(site.shape) == 1 or all(
+            i == BIAS_INPUTS.get(n.op) for n, i in readers)):
+        # per channel a 1-D weight's scales alone take as many bytes as float32; in blocks a bias is
+        # added unscaled (ddddocr's LSTM bias: 8% weight error in 4-bit blocks). dtype: what --fp16 takes
+        return options.changed(fp16=True, dtype="int8", reason="float16, not 4-bit: a bias or 1-D weight has "
+                                                               "no channels to share a scale, and float16 costs little")
     eight_bit = "uint8" if options.dtype.startswith("u") else "int8"
     lean = f"{eight_bit}, one scale per output channel applied after the reader (float at load), not 4-bit"
     if ops <= set(CONV_OPS) and all(i == 1 for _, i in readers):
@@ -124,6 +132,11 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
             "load it held more memory than the float model"))
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
+        if why is None and ops == {"Gemm"} and readers[0][0].attrs.get("transB", 0):
+            return options.changed(dtype=eight_bit, lowering="dq", granularity="block", symmetric=True, reason=(
+                f"{eight_bit} blocks in a DequantizeLinear, stored transposed so that onnxruntime fuses it with "
+                "the Gemm into MatMulNBits (integers stay in memory), not 4-bit: a Gemm with transB is most "
+                "often a classifier head, where 4 bits cost most"))
         # MatMul readers only: a Gemm is most often a classifier head, where 4 bits cost most (with
         # MatMulNBits: ddddocr's 8210x1024 classifier 0.0144 -> 0.0368 on rendered text, ALBERT's
         # pooler 0.29 -> 0.43 on generated ids); a plan record with lowering matmulnbits still takes it

@@ -63,6 +63,8 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
         lowering = lowering_for(site, opts, scheme, opset)
         as_fp16 = site.onnx_dtype == onnx.TensorProto.FLOAT and matches(site, options.fp16_for)
         why = "allocated float16 by the budget" if as_fp16 else ""
+        if opts.fp16 and not options.fp16:  # a per-weight rule's float16 (choices/int4_paths.py)
+            as_fp16, why = True, opts.reason
         if no_quantized_form:
             float16_instead[site.name] = why = no_quantized_form
             as_fp16 = True

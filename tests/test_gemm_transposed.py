@@ -1,0 +1,104 @@
+"""A Gemm weight read with transB=1 (a classifier head, torch's Linear) in blocks is stored
+transposed, [K, N] with blocks along axis 0, and its Gemms get transB=0: onnxruntime fuses
+DequantizeLinear only into a Gemm without transB (quant/lowerings/dq.py). Under --dtype int4
+such a weight is int8 blocks, and a bias stays float16 (quant/choices/int4_paths.py)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from click.testing import CliRunner
+from onnx import helper, numpy_helper
+
+import builders
+from onnxsurgery.cli import main
+
+N, K = 96, 64
+
+
+def gemms(shared: bool) -> onnx.ModelProto:
+    """y = x @ W.T + B; with `shared`, a second Gemm reads W (transB=1) too."""
+    w, b = builders.rand((N, K), 1) * 0.1, builders.rand((N,), 2) * 0.1
+    nodes = [helper.make_node("Gemm", ["x", "W", "B"], ["y"], transB=1)]
+    outputs = [builders.vi("y", shape=[4, N])]
+    if shared:
+        nodes.append(helper.make_node("Gemm", ["x", "W"], ["y2"], transB=1, alpha=0.5))
+        outputs.append(builders.vi("y2", shape=[4, N]))
+    return builders.model(nodes, [builders.vi("x", shape=[4, K])], outputs,
+                          [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")])
+
+
+def _quant(tmp_path, model, *args):
+    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    onnx.save(model, str(src))
+    r = CliRunner().invoke(main, ["-q", "quant", str(src), str(out), "--min-elements", "100", *args])
+    assert r.exit_code == 0, r.output
+    return src, out
+
+
+def _dequantized(model: onnx.ModelProto, dq: onnx.NodeProto) -> np.ndarray:
+    """What the DequantizeLinear computes, from its stored integers, in numpy."""
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    q, scale = inits[dq.input[0]].astype(np.float32), inits[dq.input[1]]
+    zero = inits[dq.input[2]].astype(np.float32) if len(dq.input) > 2 else np.zeros_like(scale)
+    attrs = {a.name: helper.get_attribute_value(a) for a in dq.attribute}
+    axis, block = attrs["axis"], attrs["block_size"]
+    return (q - np.repeat(zero, block, axis=axis)) * np.repeat(scale, block, axis=axis)
+
+
+@pytest.mark.parametrize("args, shared", [
+    (["--keep-quantized"], False), (["--keep-quantized", "--dtype", "int4"], False), (["--dtype", "int4"], False),
+    (["--keep-quantized"], True), (["--keep-quantized", "--dtype", "int4"], True),
+    # (--dtype int4 gives a weight read by two Gemms the lean int8 form: not fused either way)
+])
+def test_the_weight_is_stored_transposed_and_computes_what_its_integers_say(tmp_path, args, shared):
+    src, out = _quant(tmp_path, gemms(shared), *args)
+    model = onnx.load(str(out))
+    dq = next(n for n in model.graph.node if n.op_type == "DequantizeLinear" and
+              any(r.op_type == "Gemm" and r.input[1] == n.output[0] for r in model.graph.node))
+    readers = [n for n in model.graph.node if n.op_type == "Gemm"]
+    assert len(readers) == (2 if shared else 1)
+    assert all(n.input[1] == dq.output[0] and {a.name: a.i for a in n.attribute}.get("transB", 0) == 0
+               for n in readers)
+    w_kn = _dequantized(model, dq)
+    assert w_kn.shape == (K, N)
+    # unoptimized, onnxruntime computes exactly the stored integers' weight, in the [K, N] layout
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    feeds = builders.feeds_for(onnx.load(str(src)), 0)
+    got = ort.InferenceSession(str(out), plain, providers=["CPUExecutionProvider"]).run(None, feeds)
+    bias = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feeds)[0] - \
+        feeds["x"] @ numpy_helper.to_array(onnx.load(str(src)).graph.initializer[0]).T
+    np.testing.assert_allclose(got[0], feeds["x"] @ w_kn + bias, rtol=1e-4, atol=1e-4)
+    if shared:
+        np.testing.assert_allclose(got[1], 0.5 * feeds["x"] @ w_kn, rtol=1e-4, atol=1e-4)
+
+
+def test_onnxruntime_fuses_the_single_reader_into_matmulnbits(tmp_path):
+    """What the transposition is for: in onnxruntime's optimized graph no DequantizeLinear is
+    left (it would run at every inference), and the output stays close to the float model's."""
+    src, out = _quant(tmp_path, gemms(False), "--keep-quantized")
+    opts = ort.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    feeds = builders.feeds_for(onnx.load(str(src)), 0)
+    got = ort.InferenceSession(str(out), opts, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    ref = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    ops = [n.op_type for n in onnx.load(str(tmp_path / "optimized.onnx")).graph.node]
+    assert "MatMulNBits" in ops and "DequantizeLinear" not in ops, ops
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 0.02
+
+
+def test_int4_keeps_a_bias_in_float16(tmp_path):
+    src = tmp_path / "in.onnx"
+    onnx.save(gemms(False), str(src))
+    r = CliRunner().invoke(main, ["-q", "quant", str(src), "--dtype", "int4", "--min-elements", "16",
+                                  "--dry-run", "--json"])
+    assert r.exit_code == 0, r.output
+    plan = {w["name"]: w for w in json.loads(r.output)["weights"]}
+    assert (plan["B"]["dtype"], plan["B"]["lowering"]) == ("float16", "cast")
+    assert "a bias" in plan["B"]["why"]
+    assert (plan["W"]["dtype"], plan["W"]["granularity"], plan["W"]["lowering"]) == ("int8", "block", "dq")

@@ -79,7 +79,7 @@ def test_each_weight_gets_the_form_its_reader_runs_fast_with_the_reason(model_pa
         assert words in record["why"] and "not 4-bit" in record["why"], (name, record["why"])
     # a classifier-like Gemm with transB: int8 blocks, stored transposed for the fusion (test below)
     gemm_t = plan["W_gemm_t"]
-    assert (gemm_t["dtype"], gemm_t["granularity"], gemm_t["lowering"]) == ("int8", "block", "dq")
+    assert (gemm_t["dtype"], gemm_t["granularity"], gemm_t["lowering"]) == ("int8", "block", "dq_transposed")
     assert "stored transposed" in gemm_t["why"] and "not 4-bit" in gemm_t["why"]
     large = plan["W_conv_large"]
     assert (large["dtype"], large["lowering"]) == ("int4", "dq")

@@ -133,7 +133,7 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
         if why is None and ops == {"Gemm"} and readers[0][0].attrs.get("transB", 0):
-            return options.changed(dtype=eight_bit, lowering="dq", granularity="block", symmetric=True, reason=(
+            return options.changed(dtype=eight_bit, lowering="dq_transposed", granularity="block", reason=(
                 f"{eight_bit} blocks in a DequantizeLinear, stored transposed so that onnxruntime fuses it with "
                 "the Gemm into MatMulNBits (integers stay in memory), not 4-bit: a Gemm with transB is most "
                 "often a classifier head, where 4 bits cost most"))

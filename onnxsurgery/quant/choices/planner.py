@@ -184,6 +184,8 @@ def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:
     return {"gather": "embedding table: rows gathered, then dequantized",
             "matmulnbits": "--target onnxruntime: MatMulNBits",
             "dq": "kept quantized in memory (DequantizeLinear)",
+            "dq_transposed": "kept quantized in memory, stored [K, N] for its Gemms without transB (fused into "
+                             "MatMulNBits by onnxruntime)",
             "arith": "Cast -> Mul chain, folded at load" if opts.lowering == "auto" else "--lowering arith",
             "scaled": "--lowering scaled",
             "tied": "token table and lm_head in one: int8 rows gathered for the one, scaled after the other",

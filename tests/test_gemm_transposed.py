@@ -129,3 +129,31 @@ def test_int4_keeps_a_bias_in_float16(tmp_path):
     assert (plan["B"]["dtype"], plan["B"]["lowering"]) == ("float16", "cast")
     assert "a bias" in plan["B"]["why"]
     assert (plan["W"]["dtype"], plan["W"]["granularity"], plan["W"]["lowering"]) == ("int8", "block", "dq_transposed")
+
+
+def test_the_int8_default_takes_it_and_upgrades_the_opset_for_it(tmp_path):
+    """The default int8 stores the classifier-like weight the same way (opset 17 -> 21): in
+    onnxruntime's optimized graph it is MatMulNBits, and the output is close to the float one."""
+    src, out = _quant(tmp_path, gemms(False))
+    model = onnx.load(str(out))
+    assert {o.domain: o.version for o in model.opset_import}[""] == 21
+    assert {a.name: a.i for a in next(n for n in model.graph.node if n.op_type == "Gemm").attribute}["transB"] == 0
+    opts = ort.SessionOptions()
+    opts.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    feeds = builders.feeds_for(onnx.load(str(src)), 0)
+    got = ort.InferenceSession(str(out), opts, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    ref = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert "MatMulNBits" in [n.op_type for n in onnx.load(str(tmp_path / "optimized.onnx")).graph.node]
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 0.02
+
+
+def test_the_int8_default_leaves_a_gemm_it_cannot_fuse_lean_at_its_opset(tmp_path):
+    """K = 120: no power-of-two block tiles it, so no fusion: the lean form, opset kept."""
+    w = builders.rand((N, 120), 1) * 0.1
+    model = builders.model([helper.make_node("Gemm", ["x", "W"], ["y"], transB=1)],
+                           [builders.vi("x", shape=[4, 120])], [builders.vi("y", shape=[4, N])],
+                           [numpy_helper.from_array(w, "W")])
+    _, out = _quant(tmp_path, model)
+    quantized = onnx.load(str(out))
+    assert {o.domain: o.version for o in quantized.opset_import}[""] == 17
+    assert "DequantizeLinear" not in [n.op_type for n in quantized.graph.node]

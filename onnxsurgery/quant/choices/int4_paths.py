@@ -94,6 +94,15 @@ def unfused_reason(site: ConstantSite, scheme: Scheme) -> str | None:
     return None
 
 
+def transposed_gemm_fuses(site: ConstantSite, scheme: Scheme) -> bool:
+    """Whether `site` (grouped as `scheme`) is B of one Gemm with transB=1 that onnxruntime fuses
+    into MatMulNBits once the weight is stored transposed (lowerings/dq_transposed.py)."""
+    readers = consumers(site)
+    return (len(site.shape) == 2 and len(readers) == 1 and readers[0][0].op == "Gemm"
+            and bool(readers[0][0].attrs.get("transB", 0)) and site.onnx_dtype == onnx.TensorProto.FLOAT
+            and unfused_reason(site, scheme) is None)
+
+
 def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurrent: bool) -> QuantOptions:
     """`options` (4-bit, `adapts`) for a weight onnxruntime runs fast at 4 bits, else the form
     the module docstring gives its reader, with the reason in `reason` (said in the plan).
@@ -132,7 +141,7 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
             "load it held more memory than the float model"))
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
-        if why is None and ops == {"Gemm"} and readers[0][0].attrs.get("transB", 0):
+        if transposed_gemm_fuses(site, scheme):
             return options.changed(dtype=eight_bit, lowering="dq_transposed", granularity="block", reason=(
                 f"{eight_bit} blocks in a DequantizeLinear, stored transposed so that onnxruntime fuses it with "
                 "the Gemm into MatMulNBits (integers stay in memory), not 4-bit: a Gemm with transB is most "

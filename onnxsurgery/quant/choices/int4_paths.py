@@ -13,7 +13,8 @@ two shared cores; memory: peak RSS growth over session creation):
 - ALBERT-base, its 7 layer weights each read by the 12 MatMuls of its shared layers: 4.5x
   latency (the MatMuls take B unpacked: 455 -> 911 ms, plus the dequantization, every layer).
 - ddddocr: 3.2x; its classifier (Gemm transB=1, 8210x1024) took 161 ms per inference to
-  dequantize, 1.5x the float model's whole run; its LSTM weights 80 ms.
+  dequantize, 1.5x the float model's whole run (onnxruntime fuses no Gemm with transB); its
+  LSTM weights 80 ms.
 - PP-OCRv4 rec: 1.6-2.4x, mostly its convolutions (Conv 72 -> 126 ms) and MatMul weights with
   K = 120, 240, 360 (blocks of 30 or 24: not fused).
 
@@ -33,8 +34,14 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
   memory, dequantized at every inference). ddddocr, its classifier int8 too: 1.36x latency at
   0.82x memory; 4-bit: 2.0x; int8 Cast -> Mul folded into float at load: 1.22x latency but
   1.06-1.20x memory, more than the float model.
-- MatMul/Gemm weights onnxruntime does not fuse (several readers, transB, blocks that are not
-  a power of two): int8, scale after the reader, float at load (the int8 default's form: ALBERT
+- a weight read by one Gemm with transB (a classifier head, most often): int8 blocks, stored
+  transposed for a Gemm without transB, which onnxruntime fuses into MatMulNBits
+  (lowerings/dq_transposed.py; ddddocr: 0.86x -> 0.50x memory, 1.20x -> 0.96-1.07x latency,
+  rel L2 0.0144 -> 0.0145; at 4 bits its classifier alone went 0.0029 -> 0.042).
+- biases and other 1-D weights: float16 (per channel, one scale per element outweighs the
+  integers; in 4-bit blocks ddddocr's LSTM bias lost 8%).
+- MatMul/Gemm weights onnxruntime does not fuse (several readers, blocks that are not a power
+  of two): int8, scale after the reader, float at load (the int8 default's form: ALBERT
   1.06x latency, but 0.98x memory: no standard-op form is both small and fast there). A
   DequantizeLinear per reader does not help: onnxruntime 1.32 fuses none whose integers another
   node also reads (tried: two MatMuls, each with its own DequantizeLinear of one initializer).
@@ -42,7 +49,8 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
   `--target onnxruntime` a weight read by several MatMuls stays 4-bit instead: one com.microsoft
   MatMulNBits per reader over one packed weight (lowerings/matmulnbits.py). Gemm weights with
   transB stay int8 there too: most are classifier heads, where 4 bits cost most (ddddocr's
-  classifier as MatMulNBits: 0.0144 -> 0.0368 on rendered text); a plan can still ask for it.
+  classifier as 4-bit MatMulNBits: 0.0144 -> 0.0368 on rendered text); a plan can still ask
+  for it.
 """
 
 from __future__ import annotations

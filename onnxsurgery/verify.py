@@ -45,8 +45,8 @@ def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | Non
 
 
 def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, bool]:
-    """(a DequantizeLinear output read by a MatMul, a MatMulNBits node), in any scope. A path
-    is read without its weights' payloads."""
+    """(a DequantizeLinear output read by a MatMul, or as B by a Gemm without transA/transB, a
+    MatMulNBits node), in any scope. A path is read without its weights' payloads."""
     from .io import graphs_everywhere
 
     if not isinstance(model, onnx.ModelProto):
@@ -58,7 +58,9 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, b
             return False, False
     nodes = [n for g in graphs_everywhere(model.graph) for n in g.node]
     dequantized = {n.output[0] for n in nodes if n.op_type == "DequantizeLinear" and n.output}
-    fused = any(n.op_type == "MatMul" and dequantized.intersection(n.input) for n in nodes)
+    fused = any(n.op_type == "MatMul" and dequantized.intersection(n.input) for n in nodes) or any(
+        n.op_type == "Gemm" and len(n.input) > 1 and n.input[1] in dequantized and
+        not any(a.name in ("transA", "transB") and a.i for a in n.attribute) for n in nodes)  # dq_transposed
     return fused, any(n.op_type == "MatMulNBits" for n in nodes)
 
 

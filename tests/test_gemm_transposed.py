@@ -17,6 +17,7 @@ from onnx import helper, numpy_helper
 
 import builders
 from onnxsurgery.cli import main
+from onnxsurgery.verify import runtime_label
 
 N, K = 96, 64
 
@@ -103,6 +104,7 @@ def test_keep_quantized_keeps_the_layout_it_had(tmp_path):
     model = onnx.load(str(out))
     gemm = next(n for n in model.graph.node if n.op_type == "Gemm")
     assert {a.name: a.i for a in gemm.attribute}["transB"] == 1
+    assert "fused" not in runtime_label("onnxruntime", out)
 
 
 def test_onnxruntime_fuses_the_single_reader_into_matmulnbits(tmp_path):
@@ -145,6 +147,7 @@ def test_the_int8_default_takes_it_and_upgrades_the_opset_for_it(tmp_path):
     ref = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     assert "MatMulNBits" in [n.op_type for n in onnx.load(str(tmp_path / "optimized.onnx")).graph.node]
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 0.02
+    assert "fused into MatMulNBits" in runtime_label("onnxruntime", out)  # the verification header
 
 
 def test_the_int8_default_leaves_a_gemm_it_cannot_fuse_lean_at_its_opset(tmp_path):

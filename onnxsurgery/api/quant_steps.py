@@ -103,8 +103,8 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
         if options.lowering == "dq" or options.keep_quantized or records is not None:
             raise
         report.notes.append(f"{e}; kept opset {current}, so "
-                            + ("4-bit weights use" if options.four_bit else "recurrent weights keep")
-                            + " the arith chain")
+                            + ("4-bit weights use the arith chain" if options.four_bit else
+                               "recurrent weights keep the arith chain, and Gemm weights the lean form"))
         if files is not None:
             files.close()
         return ws

@@ -34,7 +34,8 @@ class QuantRequest:
         "Integer type of the stored weights. int4/uint4: 4-bit where onnxruntime runs the reader fast (a MatMul "
         "weight it fuses into MatMulNBits, a large Conv weight, an embedding table); 8-bit where it has no fast 4-bit "
         "path (small Conv weights, LSTM/GRU/RNN, MatMul/Gemm weights it does not fuse, com.microsoft ops' weights "
-        "such as Attention's), said in the plan; --keep-quantized "
+        "such as Attention's) and for a Gemm with transB (a classifier head), biases float16, said in the plan; "
+        "--keep-quantized "
         "or an explicit --granularity/--lowering: 4-bit everywhere.", choices=INTEGER_DTYPES, shown="int8")
     granularity: str | None = _option(
         None, "--granularity",

@@ -247,3 +247,28 @@ def tensorrt_prep_model(opset=12) -> onnx.ModelProto:
              numpy_helper.from_array(rand((32, 16, 3, 3), 7) * 0.1, "Wc")]
     return model(nodes, [vi("ids", TensorProto.INT64, [8, 1])],
                  [vi("y", shape=[2, 32, 4, 4])], inits, opset=opset)
+
+
+def in_float_arithmetic(model) -> onnx.ModelProto:
+    """A copy of `model` (ModelProto or path) whose com.microsoft MatMulNBits nodes compute in
+    float (accuracy_level 0): the outputs of dequantizing the stored integers first, for tests
+    that check those integers exactly. quant writes accuracy_level 4 (int8 activations)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model if isinstance(model, onnx.ModelProto) else onnx.load(str(model)))
+    for node in matmul_nbits_nodes(copy):
+        for attr in node.attribute:
+            if attr.name == "accuracy_level":
+                attr.i = 0
+    return copy
+
+
+def matmul_nbits_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Every MatMulNBits node of `model`, subgraphs included."""
+    found, graphs = [], [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        for node in graph.node:
+            if node.op_type == "MatMulNBits":
+                found.append(node)
+            graphs += [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+    return found

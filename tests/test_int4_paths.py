@@ -202,8 +202,8 @@ def _dequantized_nbits(graph: onnx.GraphProto, k: int, n: int, block: int) -> np
 
 def test_one_packed_weight_serves_readers_in_every_scope(tmp_path):
     """The saved file: the weight is stored once, in the main graph, every MatMul (main graph
-    and both branches) became a MatMulNBits over it, and onnxruntime computes exactly what the
-    stored 4-bit weight gives in numpy, on both branches."""
+    and both branches) became a MatMulNBits over it (accuracy_level 4), and onnxruntime, in float
+    arithmetic, computes exactly what the stored 4-bit weight gives in numpy, on both branches."""
     src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
     onnx.save(shared_in_branches(), str(src))
     r = CliRunner().invoke(main, ["-q", "quant", str(src), str(out), "--dtype", "int4", "--target", "onnxruntime",
@@ -216,9 +216,11 @@ def test_one_packed_weight_serves_readers_in_every_scope(tmp_path):
     stored = [t.name for g in [m.graph, *branches] for t in g.initializer]
     assert sum(name.endswith("_nbits") for name in stored) == 1
     assert all(not g.initializer for g in branches)
+    assert {a.i for n in builders.matmul_nbits_nodes(m) for a in n.attribute if a.name == "accuracy_level"} == {4}
     w = _dequantized_nbits(m.graph, 64, 64, 32)
     x = builders.rand((3, 64), 12)
-    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(builders.in_float_arithmetic(m).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
     h = x @ w
     for cond, expected in ((True, h @ w), (False, np.maximum(h @ w, 0))):
         y, = session.run(None, {"c": np.array(cond), "x": x})
@@ -247,5 +249,6 @@ def test_a_gemm_with_trans_b_and_bias_becomes_matmul_nbits(tmp_path, bias_shape)
     assert [n.op_type for n in q.graph.node] == ["MatMulNBits"]
     x = builders.rand((3, 64), 15)
     expected = x @ _dequantized_nbits(q.graph, 64, 48, 32) + (c.reshape(-1) if bias_shape else 0)
-    y, = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    y, = ort.InferenceSession(builders.in_float_arithmetic(q).SerializeToString(),
+                              providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)

@@ -3,7 +3,7 @@ com.microsoft MatMulNBits, which keeps the weight 4- or 8-bit in memory and dequ
 block by block inside the kernel.
 
 Before: X -> MatMul(X, W[K, N]) -> Y     (or Gemm(X, W[K, N] or, with transB, W[N, K], C[N]))
-After:  X -> MatMulNBits(X, B, scales[, zero_points][, bias = C]; K, N, bits, block_size, accuracy_level=0) -> Y
+After:  X -> MatMulNBits(X, B, scales[, zero_points][, bias = C]; K, N, bits, block_size, accuracy_level=4) -> Y
 
 A weight read by several MatMuls (ALBERT's shared layers, a merged decoder's weights read in
 both branches of its If) is stored once: every reader becomes its own MatMulNBits over the same
@@ -15,8 +15,7 @@ Layout (onnxruntime's contrib op spec): B is uint8 [N, K / block, block * bits /
 column's blocks in a row, 4-bit values two per byte, the first in the low nibble; scales float
 [N * K / block]; zero points uint8 [N * ceil(blocks * bits / 8)], packed the same way (absent:
 2^(bits - 1)). Signed integers are stored with that offset, so they need no zero point when
-symmetric. accuracy_level 0 keeps the arithmetic in float: the same outputs as dequantizing
-first, unlike the DequantizeLinear -> MatMul fusion, whose default quantizes activations to int8.
+symmetric. ACCURACY_LEVEL below: how the kernel computes.
 
 Limits: not a standard op, so only onnxruntime runs the result (hence behind --target).
 """
@@ -34,6 +33,13 @@ from ..rounding import Quantized
 from .base import Lowering
 
 _OFFSET = {"int8": 128, "uint8": 0, "int4": 8, "uint4": 0}
+# accuracy_level 4: the kernel quantizes each block of the activations to int8 and multiplies in
+# integers, as onnxruntime-genai's builder export and onnxruntime's DequantizeLinear -> MatMul
+# fusion do. Level 0 (float arithmetic, the outputs of dequantizing first) ran 1.06-1.14x the
+# float model's latency against 0.80-0.86x (ALBERT-base, MiniLM; rel L2 0.7298 -> 0.7275, 0.2223
+# -> 0.2245 on the bench's inputs) and decoded SmolLM2-135M 1.45-1.75x slower than the builder's
+# int4 export; 8-bit at level 0 ran 13x slower than the float MatMul at one token.
+ACCURACY_LEVEL = 4
 
 
 def _pack(values: np.ndarray, bits: int) -> np.ndarray:
@@ -94,7 +100,7 @@ def build_matmul_nbits(site: ConstantSite, qt: Quantized, names: NameAllocator) 
     if qt.zero_point is not None:
         zero = _pack(by_column((qt.zero_point.astype(np.int16) + offset).reshape(grid)), bits)
         inputs.append(gs.Constant(names.new(f"{site.name}_zero_points"), np.ascontiguousarray(zero.ravel())))
-    attrs = {"K": k, "N": n, "bits": bits, "block_size": block, "accuracy_level": 0}
+    attrs = {"K": k, "N": n, "bits": bits, "block_size": block, "accuracy_level": ACCURACY_LEVEL}
     for graph, readers in readers_by_graph(site):  # a node goes into the graph of the reader it replaces
         for reader, _ in readers:
             extra = []

@@ -16,10 +16,10 @@ model's decode on SmolLM2-135M) each op reads the integers in its kernel. Gather
 takes its data 2-D with scales of the same rank, MatMulNBits 3-D: the Reshape of the integers
 is folded at load, as in the builder's export.
 
-accuracy_level 0 at 4 bits: arithmetic in float, the outputs of dequantizing first. At 8 bits
-onnxruntime 1.32's float kernel is unusable (a 576x49152 lm_head at one token: 1010 ms against
-3 ms), so 4: the hidden state is quantized to int8 per block inside the kernel (SmolLM2-135M's
-logits: relative L2 0.058 against the float model, 0.059 with the `tied` int8 table).
+accuracy_level 4, as in matmulnbits.py: the hidden state is quantized to int8 per block inside
+the kernel. At 8 bits onnxruntime 1.32's float kernel (level 0) is unusable (a 576x49152 lm_head
+at one token: 1010 ms against 3 ms); SmolLM2-135M's logits at level 4: relative L2 0.058 against
+the float model, 0.059 with the `tied` int8 table.
 Limits: float32 2-D table, blocks of a power of two >= 16 along the hidden axis, 4 or 8 bits;
 a Gemm lm_head only with alpha 1 and no C. Not standard ops: onnxruntime runs the result.
 """
@@ -34,7 +34,7 @@ from ..nodes import Emitter, const
 from ..options import Scheme
 from ..rounding import Quantized
 from .base import Lowering
-from .matmulnbits import _OFFSET, _pack
+from .matmulnbits import _OFFSET, ACCURACY_LEVEL, _pack
 from .tied import _lm_heads, _mirrored, not_a_table
 
 
@@ -101,7 +101,7 @@ def build_tied_nbits(site: ConstantSite, qt: Quantized, names: NameAllocator, op
         zeros = const(names, f"{site.name}_zero_points", _pack(zero.astype(np.int16) + offset, bits))
     graphs = node_graphs(site)  # each reader's replacement goes into the reader's graph
     emit = Emitter(site.scope.graph, names, site.name)
-    attrs = {"K": hidden, "N": vocab, "bits": bits, "block_size": block, "accuracy_level": 4 if bits == 8 else 0}
+    attrs = {"K": hidden, "N": vocab, "bits": bits, "block_size": block, "accuracy_level": ACCURACY_LEVEL}
     for head in heads:
         output = head.outputs[0]
         head.outputs.clear()  # the MatMul (Gemm) goes dead; cleanup removes it and the Transpose

@@ -286,9 +286,10 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
     # (choices/fused_forms.py; the default reaches it through lean_scheme)
     if not options.lean_default and REGISTRY["embed_rows"].fits(site, scheme, options.dtype, opset) is None:
         return "embed_rows"
-    # 4-bit only: onnxruntime 1.32's 8-bit MatMulNBits ran 11x slower than the float MatMul at
-    # one token (a decoder's step: 8 layers of 576x1536, 31.7 ms against 2.7), the lean int8
-    # form 0.6x; a plan or lowering="matmulnbits" still asks for it
+    # 4-bit only: onnxruntime 1.32's 8-bit MatMulNBits ran 11-13x slower than the float MatMul at
+    # one token in float arithmetic (a decoder's step: 8 layers of 576x1536), and at
+    # accuracy_level 4 lost more of SmolLM2's greedy text than the lean int8 form (2/8 prompts
+    # against 3/8); a plan or lowering="matmulnbits" still asks for it
     if options.target == "onnxruntime" and options.four_bit and \
             REGISTRY["matmulnbits"].fits(site, scheme, options.dtype, opset) is None:
         return "matmulnbits"

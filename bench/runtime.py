@@ -214,7 +214,7 @@ def alternatives(src: Path, work: Path) -> list[tuple[str, Path | None, str]]:
             path = work / f"{src.stem}.{suffix}.onnx"
             path.unlink(missing_ok=True)
             q.model.save_model_to_file(str(path), use_external_data_format=False)
-            COVERAGE[label] = matmul_coverage(onnx.load(str(path), load_external_data=False))
+            COVERAGE[label] = matmul_coverage(q.model.model)  # the model just saved, in memory
             out.append((label, path, ""))
     except Exception as e:  # noqa: BLE001 - its own errors, reported in the table
         out.append(("ort matmul_nbits_quantizer int4", None, str(e).splitlines()[0][:60]))

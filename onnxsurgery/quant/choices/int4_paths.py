@@ -60,6 +60,7 @@ import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scopes
 from ..axes import choose_axes
+from ..lowerings.dq_transposed import LOWERING as DQ_TRANSPOSED
 from ..lowerings.matmulnbits import LOWERING as MATMULNBITS
 from ..options import QuantOptions, Scheme
 
@@ -105,10 +106,8 @@ def unfused_reason(site: ConstantSite, scheme: Scheme) -> str | None:
 def transposed_gemm_fuses(site: ConstantSite, scheme: Scheme) -> bool:
     """Whether `site` (grouped as `scheme`) is B of one Gemm with transB=1 that onnxruntime fuses
     into MatMulNBits once the weight is stored transposed (lowerings/dq_transposed.py)."""
-    readers = consumers(site)
-    return (len(site.shape) == 2 and len(readers) == 1 and readers[0][0].op == "Gemm"
-            and bool(readers[0][0].attrs.get("transB", 0)) and site.onnx_dtype == onnx.TensorProto.FLOAT
-            and unfused_reason(site, scheme) is None)
+    return (len(consumers(site)) == 1 and site.onnx_dtype == onnx.TensorProto.FLOAT
+            and DQ_TRANSPOSED.fits(site, scheme, "int8", 21) is None and unfused_reason(site, scheme) is None)
 
 
 def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurrent: bool) -> QuantOptions:

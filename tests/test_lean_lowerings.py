@@ -15,6 +15,16 @@ from conftest import run
 from onnxsurgery.quant.options import QuantOptions
 
 
+@pytest.fixture(autouse=True)
+def _lean_forms_alone(monkeypatch):
+    """These tests are about the lean forms themselves. On their tiny models, which have no
+    embedding table to save memory elsewhere, the load-memory rule (quant/choices/load_memory.py,
+    tests/test_load_memory.py) would keep the MatMul weights quantized in memory instead."""
+    from onnxsurgery.quant.choices import load_memory
+
+    monkeypatch.setattr(load_memory, "EXTRA_AT_LOAD", {})
+
+
 def _quant(tmp_path, model, **options):
     src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
     onnx.save(model, str(src))

@@ -22,11 +22,12 @@ from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scop
 from ..axes import choose_axes
 from ..calibration import Calibration
 from ..estimates import planned_bytes as estimated_payload
-from .lean import choose_lean
+from .lean import choose_lean, small_weight
+from .load_memory import KEPT_REASON, applies as memory_rule_applies, kept_in_memory, kept_scheme
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.scaled import scaled_before, zero_points_fit
-from ..options import FLOAT_TYPES, QuantOptions, Scheme
+from ..options import FLOAT_TYPES, QuantOptions, Scheme, dq_opset
 from ..plan import Plan, WeightPlan
 from .rules import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
                     matches, refusal, site_options, tensorrt_refusal, value_refusal)
@@ -71,6 +72,8 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
         if scheme.granularity != opts.granularity and lowering != "lean":
             fallbacks.append(site.name)
         todo.append((site, scheme, lowering, as_fp16, why, opts))
+    if memory_rule_applies(graph, options) and opset >= dq_opset("int8", "channel"):
+        todo = _keep_in_memory(todo)
     lean_choice = choose_lean([(site, scheme) for site, scheme, lowering, *_ in todo if lowering == "lean"],
                               options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
                               activations=activations)
@@ -116,6 +119,15 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
         # auto: lean (`scaled`: one float copy at load) or the accurate chain (choices/lean.py)
         "lean_lowering": outcomes.get("lean", []), "accurate_lowering": outcomes.get("accurate", []),
     })
+
+
+def _keep_in_memory(todo: list) -> list:
+    """`todo` with the MatMul weights that load_memory keeps quantized in memory lowered as `dq`."""
+    planned = [(site, "cast" if fp16 else lowering) for site, _, lowering, fp16, *_ in todo]
+    kept = {site.name for site in kept_in_memory(planned, left_lean=small_weight)}
+    return [(site, kept_scheme(site), "dq", fp16, why, opts.changed(reason=KEPT_REASON))
+            if site.name in kept else (site, scheme, lowering, fp16, why, opts)
+            for site, scheme, lowering, fp16, why, opts in todo]
 
 
 def _selection_notes(options: QuantOptions, records) -> list[str]:

@@ -1,0 +1,107 @@
+"""The int8 default's promise on memory: after session creation, onnxruntime holds no more for
+the quantized model than for the float one. Most lean forms do not keep it on their own: a
+`scaled` weight is folded at load into a float copy while its integers are held too, so a model
+made of convolutions and MatMuls (PP-OCRv4 rec: 1.13x the float model's memory) ends above its
+original unless something else in the plan saves: gathered embedding tables, DequantizeLinear
+kept before recurrent ops, weights onnxruntime fuses into MatMulNBits.
+
+So the planner estimates what each weight's form holds at load beyond what the float weight
+held (EXTRA_AT_LOAD, in float bytes of the weight), and where the sum is above zero it keeps the
+largest MatMul weights quantized in memory instead (`dq`: onnxruntime fuses DequantizeLinear ->
+MatMul into an 8-bit MatMulNBits, integers packed once), until the sum is not. The price is the
+fused kernel's int8 activations: PP-OCRv4 rec (its seven MatMul weights kept), memory 1.13x ->
+0.98x the float model's, relative L2 on rendered text 0.0719 -> 0.0758, latency 1.02x as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import onnx
+
+from ...graph_utils import ConstantSite, consumers
+from ..lowerings.scaled import through_casts
+from ..options import Scheme
+from ..axes import choose_axes
+
+# What a weight's form holds after session creation beyond what the float weight held, per float
+# byte of the weight, onnxruntime 1.32 CPU (peak RSS growth over session creation, fresh process):
+# eight 1024x1024 MatMul weights in a chain, input [batch, sequence, 1024], held 1.14x the float
+# model's memory as `scaled` and 0.83x as DequantizeLinear fused into 8-bit MatMulNBits (0.95x
+# with half of each); a 1024x1024x3x3 convolution weight 0.25x of its bytes more as `scaled`
+# than as float; a 30000x256 table read by Gather 1.4x of its bytes less gathered as int8. A
+# single 1024x4096 MatMul weight gave larger figures both ways (+0.5, -0.73): the rule below
+# only needs their sign and rough size. Forms not listed hold about what the float weight held.
+EXTRA_AT_LOAD = {
+    ("scaled", "other"): 0.25,
+    ("cast", "other"): 0.25,  # float16, Cast folded at load: 2 bytes beside 4, as int8 beside 4
+    ("dq_fused", "MatMul"): -0.25,
+    ("dq_transposed", "Gemm"): -0.25,
+    ("gather", "Gather"): -1.4,
+    ("tied", "other"): -0.7,  # a token table that is also the lm_head: rows gathered, half of it
+    ("tied_nbits", "other"): -1.0,
+    ("embed_rows", "other"): -1.0,  # EmbedLayerNormalization's word table, int8 rows gathered
+    ("dq", "other"): -1.0,  # DequantizeLinear kept before recurrent or contrib ops: integers only
+}
+FUSED_K_MIN = 16  # MatMulNBits' smallest block; onnxruntime fuses a per-channel weight in blocks of 32
+
+
+def extra_at_load(site: ConstantSite, lowering: str) -> float:
+    """Bytes the weight's form holds at load beyond the float weight (EXTRA_AT_LOAD)."""
+    ops = {n.op for n, _ in consumers(site)}
+    op = ops.pop() if len(ops) == 1 else "other"
+    if lowering == "dq" and fuses_into_nbits(site):
+        lowering = "dq_fused"
+    ratio = EXTRA_AT_LOAD.get((lowering, op), EXTRA_AT_LOAD.get((lowering, "other"), 0.0))
+    return ratio * site.nbytes
+
+
+def fuses_into_nbits(site: ConstantSite) -> bool:
+    """Whether DequantizeLinear per output channel of `site` fuses with its reader into
+    MatMulNBits: a 2-D float32 weight read once, as B of a MatMul, with K >= FUSED_K_MIN."""
+    readers = consumers(site)
+    # Not always fused even so (the integers stay in memory either way): in small test models
+    # onnxruntime 1.32 left some such DequantizeLinear to run at every inference (one read from
+    # a graph input; one behind a Transpose it folded into the MatMul first), while it fused
+    # all nine of PP-OCRv4 rec's, its head behind a Transpose too.
+    return (len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1 and len(site.shape) == 2
+            and site.shape[0] >= FUSED_K_MIN and site.onnx_dtype == onnx.TensorProto.FLOAT
+            and through_casts(site) is None)
+
+
+def applies(graph, options) -> bool:
+    """Whether the rule is the plan's: the int8 default for any runtime (under --target
+    onnxruntime, 8-bit weights stay off MatMulNBits: rules.lowering_for says why), and not for a
+    decoder with a KV cache, whose greedy text the fused kernel's int8 activations cost (SmolLM2-135M:
+    2 of 8 prompts against the lean form's 3)."""
+    return (options.lean_default and options.target == "any"
+            and not any(inp.name.lower().startswith("past") for inp in graph.inputs))
+
+
+def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
+                   left_lean: Callable[[ConstantSite], bool] = lambda site: False) -> list[ConstantSite]:
+    """The weights to lower as `dq` instead of their lean form (`lean` or `scaled` in `planned`,
+    pairs of a weight and the lowering planned for it), largest first, until the plan's
+    estimated extra at load is not above zero (module docstring); [] where it is not already.
+    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16)."""
+    planned = [(site, "scaled" if lowering == "lean" else lowering) for site, lowering in planned]
+    extra = sum(extra_at_load(site, lowering) for site, lowering in planned)
+    kept = []
+    movable = sorted((site for site, lowering in planned if lowering == "scaled" and fuses_into_nbits(site)
+                      and not left_lean(site)),
+                     key=lambda site: -site.nbytes)
+    for site in movable:
+        if extra <= 0:
+            break
+        extra += extra_at_load(site, "dq") - extra_at_load(site, "scaled")
+        kept.append(site)
+    return kept
+
+
+def kept_scheme(site: ConstantSite) -> Scheme:
+    """One scale per output channel (onnxruntime fuses it in blocks along K)."""
+    return Scheme("channel", choose_axes(site)[0])
+
+
+KEPT_REASON = ("kept quantized in memory (DequantizeLinear, fused by onnxruntime into MatMulNBits with int8 "
+               "activations): the lean forms alone would hold more than the float model at load")

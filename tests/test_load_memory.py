@@ -1,0 +1,115 @@
+"""The int8 default keeps the largest MatMul weights quantized in memory (DequantizeLinear, fused
+by onnxruntime into MatMulNBits) where its lean forms alone would hold more at load than the
+float model, and only there (quant/choices/load_memory.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+import builders
+import onnxsurgery
+from conftest import run
+from onnxsurgery.quant.choices.load_memory import KEPT_REASON
+
+HIDDEN = 64
+
+
+def matmuls(table_rows: int = 0, past: bool = False, opset: int = 12) -> onnx.ModelProto:
+    """Three MatMuls (64x256, 256x64, 64x64) on a sequence; with `table_rows`, a token table
+    gathered for ids and added to the sequence first; with `past`, an input named like a KV
+    cache concatenated in front of the sequence."""
+    inits = [numpy_helper.from_array(builders.rand((HIDDEN, 4 * HIDDEN), 2) * 0.1, "Up"),
+             numpy_helper.from_array(builders.rand((4 * HIDDEN, HIDDEN), 3) * 0.1, "Down"),
+             numpy_helper.from_array(builders.rand((HIDDEN, HIDDEN), 4) * 0.1, "Head")]
+    nodes, inputs, h = [], [builders.vi("seq", shape=[1, 16, HIDDEN])], "seq"
+    if table_rows:
+        inits.append(numpy_helper.from_array(builders.rand((table_rows, HIDDEN), 5), "Table"))
+        nodes += [helper.make_node("Gather", ["Table", "ids"], ["emb"]), helper.make_node("Add", [h, "emb"], ["h0"])]
+        inputs.append(builders.vi("ids", onnx.TensorProto.INT64, [1, 16]))
+        h = "h0"
+    if past:
+        nodes.append(helper.make_node("Concat", ["past_key_values.0.key", h], ["hp"], axis=1))
+        inputs.append(builders.vi("past_key_values.0.key", shape=[1, 2, HIDDEN]))
+        h = "hp"
+    nodes += [helper.make_node("MatMul", [h, "Up"], ["u"]), helper.make_node("Relu", ["u"], ["r"]),
+              helper.make_node("MatMul", ["r", "Down"], ["d"]), helper.make_node("MatMul", ["d", "Head"], ["y"])]
+    return builders.model(nodes, inputs, [builders.vi("y", shape=[1, None, HIDDEN])], inits, opset=opset)
+
+
+def _quant(tmp_path, model, **options):
+    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
+    onnx.save(model, str(src))
+    report = onnxsurgery.quant_file(src, out, **{"min_elements": 1024, **options})
+    return {w["name"]: w for w in report.weights}, out, report
+
+
+def _optimized_ops(path) -> list[str]:
+    """The ops of the graph onnxruntime runs for `path` (default CPU optimizations)."""
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(path) + ".optimized.onnx"
+    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return [n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node]
+
+
+def test_a_model_without_savings_keeps_its_largest_matmul_weights_quantized(tmp_path):
+    """No table saves memory: the two 64x256 weights are kept as DequantizeLinear (the sum is
+    then below zero; the 64x64 head stays lean), the opset goes 12 -> 13 for
+    per-channel DequantizeLinear, onnxruntime keeps both as integers (Down fused into
+    MatMulNBits; Up, read from the graph input, it leaves a DequantizeLinear run at every
+    inference), and the output is within the verified error of the float model's."""
+    model = matmuls()
+    records, out, report = _quant(tmp_path, model)
+    kept = {name for name, r in records.items() if r["lowering"] == "dq"}
+    assert kept == {"Up", "Down"}
+    assert all(records[n]["why"] == KEPT_REASON and records[n]["granularity"] == "channel" for n in kept)
+    assert records["Head"]["lowering"] == "scaled"
+    saved = onnx.load(str(out))
+    assert next(o.version for o in saved.opset_import if o.domain in ("", "ai.onnx")) == 13
+    ops = _optimized_ops(out)  # no float copy folded: each kept weight's integers read at run time
+    assert ops.count("MatMulNBits") >= 1 and ops.count("MatMulNBits") + ops.count("DequantizeLinear") == 2
+    feeds = builders.feeds_for(model)
+    (a,), (b,) = run(model, feeds), run(out, feeds)
+    assert 0 < np.linalg.norm(b - a) / np.linalg.norm(a) < 0.02
+    assert report.verification["rel_l2_error"] < 0.02
+
+
+def test_a_gathered_table_pays_for_the_lean_forms(tmp_path):
+    """A 2048-row table gathered as int8 saves more at load than the lean forms add: nothing is
+    kept, and the model keeps its opset."""
+    records, out, _ = _quant(tmp_path, matmuls(table_rows=2048))
+    assert records["Table"]["lowering"] == "gather"
+    assert not [n for n, r in records.items() if r["lowering"] == "dq"]
+    assert next(o.version for o in onnx.load(str(out)).opset_import if o.domain in ("", "ai.onnx")) == 12
+
+
+def test_not_for_decoders_nor_for_target_onnxruntime(tmp_path):
+    """A model with a KV cache input keeps the lean forms (the fused kernel's int8 activations
+    cost a decoder's greedy text), and so does --target onnxruntime, whose 8-bit weights stay off
+    MatMulNBits; --dtype int4 and --keep-quantized have forms of their own."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    decoder, _, _ = _quant(tmp_path / "a", matmuls(past=True))
+    onnxruntime, _, _ = _quant(tmp_path / "b", matmuls(), target="onnxruntime")
+    for records in (decoder, onnxruntime):
+        assert {records[n]["lowering"] for n in ("Up", "Down", "Head")} == {"scaled"}
+
+
+def test_the_estimate_keeps_the_largest_first_and_stops_at_zero():
+    """kept_in_memory's arithmetic on its own: scaled weights add a quarter of their bytes,
+    a gathered table saves 1.4 times its own, a kept one half of its own; weights are kept
+    largest first until the sum is not above zero."""
+    import onnx_graphsurgeon as gs
+
+    from onnxsurgery.graph_utils import collect_constants, iter_scopes
+    from onnxsurgery.quant.choices.load_memory import kept_in_memory
+
+    graph = gs.import_onnx(matmuls(table_rows=64))
+    sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph)))}
+    lean = [(sites[n], "lean") for n in ("Up", "Down", "Head")]
+    assert [s.name for s in kept_in_memory(lean)] == ["Up", "Down"]  # a quarter of 64 + 64 + 16 KB: +36 KB
+    assert kept_in_memory(lean + [(sites["Table"], "gather")]) == [sites["Up"]]  # a 16 KB table: -22.4 KB
+    assert kept_in_memory(lean, left_lean=lambda site: site.name == "Up") == [sites["Down"], sites["Head"]]
+    assert kept_in_memory([(sites["Table"], "gather"), (sites["Head"], "scaled")]) == []  # below zero already

@@ -23,11 +23,11 @@ from ..axes import choose_axes
 from ..calibration import Calibration
 from ..estimates import planned_bytes as estimated_payload
 from .lean import choose_lean, small_weight
-from .load_memory import KEPT_REASON, applies as memory_rule_applies, kept_in_memory, kept_scheme
+from .load_memory import KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies, kept_in_memory, kept_scheme
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.scaled import scaled_before, zero_points_fit
-from ..options import FLOAT_TYPES, QuantOptions, Scheme, dq_opset
+from ..options import FLOAT_TYPES, QuantOptions, Scheme
 from ..plan import Plan, WeightPlan
 from .rules import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
                     matches, refusal, site_options, tensorrt_refusal, value_refusal)
@@ -72,7 +72,7 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
         if scheme.granularity != opts.granularity and lowering != "lean":
             fallbacks.append(site.name)
         todo.append((site, scheme, lowering, as_fp16, why, opts))
-    if memory_rule_applies(graph, options) and opset >= dq_opset("int8", "channel"):
+    if memory_rule_applies(graph, options) and opset >= KEPT_OPSET:
         todo = _keep_in_memory(todo)
     lean_choice = choose_lean([(site, scheme) for site, scheme, lowering, *_ in todo if lowering == "lean"],
                               options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),

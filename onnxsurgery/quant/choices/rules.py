@@ -21,7 +21,7 @@ from ..lowerings.embed_rows import word_table
 from .fused_forms import contrib_weight, fused_form, table_refusal
 from ..lowerings.scaled import scale_axis
 from .int4_paths import adapts, int4_form, transposed_gemm_fuses
-from .load_memory import applies as memory_rule_applies, kept_in_memory
+from .load_memory import KEPT_OPSET, applies as memory_rule_applies, kept_in_memory
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
 # Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float model's memory). Their
@@ -56,10 +56,10 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
             return TRANSPOSED_GEMM_OPSET
         if any(recurrent_weight(site) for site in weights):
             return RECURRENT_DQ_OPSET
-        planned = ((site, lowering_for(site, opts, choose_scheme(site, opts), RECURRENT_DQ_OPSET))
+        planned = ((site, lowering_for(site, opts, choose_scheme(site, opts), KEPT_OPSET))
                    for site in weights if site.onnx_dtype in FLOAT_TYPES and site.shape)
         if memory_rule_applies(graph, opts) and kept_in_memory(planned):
-            return RECURRENT_DQ_OPSET  # per-channel DequantizeLinear (load_memory.py)
+            return KEPT_OPSET  # per-channel DequantizeLinear (load_memory.py)
     return 1
 
 

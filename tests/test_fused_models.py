@@ -158,7 +158,9 @@ def test_int4_keeps_fused_weights_in_the_forms_onnxruntime_runs_fast(tmp_path):
     """--dtype int4 on a fused model: the word table 4-bit rows gathered for the ids (not float),
     Attention's and FusedMatMul's weights the int8 default's lean form (a 4-bit DequantizeLinear
     before them runs at every inference), FusedGemm's int8 DequantizeLinear per channel, the MatMul
-    4-bit; the plan says which fell back; the file is smaller than the int8 default's."""
+    4-bit as MatMulNBits (a model with com.microsoft ops runs in onnxruntime only:
+    int4_paths.runs_matmulnbits); the plan says which fell back; the file is smaller than the
+    int8 default's."""
     model = _fused_model()
     saved, out, report = _quant(tmp_path / "int4", model, dtype="int4")
     _, int8_out, _ = _quant(tmp_path / "int8", model)
@@ -166,7 +168,7 @@ def test_int4_keeps_fused_weights_in_the_forms_onnxruntime_runs_fast(tmp_path):
     names = ("word", "qkv", "dense", "up", "down")
     forms = {name: (records[name]["dtype"], records[name]["lowering"]) for name in names}
     assert forms == {"word": ("int4", "embed_rows"), "qkv": ("int8", "scaled"), "dense": ("int8", "scaled"),
-                     "up": ("int8", "dq"), "down": ("int4", "dq")}
+                     "up": ("int8", "dq"), "down": ("int4", "matmulnbits")}
     for name in ("qkv", "dense", "up"):
         assert "not 4-bit" in records[name]["why"] and "every inference" in records[name]["why"], name
     assert "rows gathered" in records["word"]["why"]

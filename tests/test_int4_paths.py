@@ -170,6 +170,36 @@ def test_shared_weights_stay_4_bit_under_target_onnxruntime(model_path):
     assert gemm_t["dtype"] == "int8" and "Gemm with transB" in gemm_t["why"]
 
 
+def test_a_model_onnxruntime_alone_runs_gets_matmul_nbits_under_the_default_target(tmp_path):
+    """With a com.microsoft op already in the model (a genai builder export), only onnxruntime
+    runs it: 4-bit MatMul weights are written as MatMulNBits, as --target onnxruntime writes them,
+    instead of a DequantizeLinear onnxruntime fuses at load (int4_paths.runs_matmulnbits). The
+    file runs in onnxruntime and stays close to the float model."""
+    model = mixed_readers()
+    (last,) = [n for n in model.graph.node if n.output[0] == "z"]
+    last.output[0] = "z0"
+    model.graph.node.append(helper.make_node("Gelu", ["z0"], ["z"], domain="com.microsoft"))
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    path, out = tmp_path / "ms.onnx", tmp_path / "q.onnx"
+    onnx.save(model, str(path))
+    plan = _plan(path, "--dtype", "int4")
+    for name in ("W_mm", "W_k48", "W_gemm", "W_shared"):
+        assert (plan[name]["dtype"], plan[name]["lowering"]) == ("int4", "matmulnbits"), name
+        assert "the model already has com.microsoft ops" in plan[name]["why"]
+    assert plan["W_k120"]["dtype"] == "int8"  # no power-of-two block: no MatMulNBits either way
+    assert _plan(path, "--dtype", "int4", "--lowering", "dq")["W_mm"]["lowering"] == "dq"  # asked for
+    r = CliRunner().invoke(main, ["-q", "quant", str(path), str(out), "--dtype", "int4", "--no-verify"])
+    assert r.exit_code == 0, r.output
+    saved = onnx.load(str(out))
+    nbits = [n for n in saved.graph.node if n.op_type == "MatMulNBits"]
+    assert len(nbits) == 5  # W_mm, W_k48, W_gemm (no transB), and W_shared's two readers over one weight
+    original = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    quantized = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    feeds = builders.feeds_for(model, 0)
+    for a, b in zip(original.run(None, feeds), quantized.run(None, feeds)):
+        assert np.linalg.norm(b - a) / np.linalg.norm(a) < 0.2
+
+
 def shared_in_branches() -> onnx.ModelProto:
     """W [64, 64], read by a main-graph MatMul and by a MatMul in each branch of an If (the
     shape of a merged decoder's weights): x [3, 64] -> MatMul W2 [64, 64] -> If -> y."""

@@ -157,13 +157,38 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
         # MatMulNBits: ddddocr's 8210x1024 classifier 0.0144 -> 0.0368 on rendered text, ALBERT's
         # pooler 0.29 -> 0.43 on generated ids); a plan record with lowering matmulnbits still takes it
         nbits = ops == {"MatMul"} and MATMULNBITS.fits(site, scheme, options.dtype, 0) is None
-        if why and nbits and options.target == "onnxruntime":
-            return options.changed(reason="--target onnxruntime: 4-bit MatMulNBits" + (
+        if why and nbits and runs_matmulnbits(site, options):
+            return options.changed(reason=f"{matmulnbits_because(options)}: 4-bit MatMulNBits" + (
                 f", one per reader over one packed weight ({len(readers)} readers)" if len(readers) > 1 else ""))
         if why:
             return options.changed(dtype=eight_bit, lowering="scaled", reason=f"{lean}: {why}" + (
                 "; --target onnxruntime keeps it 4-bit (one com.microsoft MatMulNBits per reader)" if nbits else ""))
     return options
+
+
+def onnxruntime_only(site: ConstantSite) -> bool:
+    """Whether the model already holds com.microsoft ops (onnxruntime-genai's builder export:
+    GroupQueryAttention, SkipSimplifiedLayerNormalization), so that only onnxruntime runs it."""
+    scope = site.scope
+    while scope.parent is not None:
+        scope = scope.parent
+    return any(node.domain == "com.microsoft" for s in iter_scopes(scope.graph) for node in s.graph.nodes)
+
+
+def runs_matmulnbits(site: ConstantSite, options: QuantOptions) -> bool:
+    """Whether 4-bit MatMul weights are written as com.microsoft MatMulNBits rather than as a
+    DequantizeLinear onnxruntime fuses into one: under --target onnxruntime, and under the default
+    target in a model that only onnxruntime runs already (`onnxruntime_only`). There the fusion
+    at load costs memory the written op does not: SmolLM2-135M's genai export, --dtype int4,
+    0.26x the float model's memory after session creation as DequantizeLinear against 0.22x as
+    MatMulNBits (the builder's own int4 export: 0.21x), decode alike (two runs: 12.7 against
+    15.4 ms, 20.5 against 14.1)."""
+    return options.target == "onnxruntime" or (options.target == "any" and onnxruntime_only(site))
+
+
+def matmulnbits_because(options: QuantOptions) -> str:
+    """Why `runs_matmulnbits` holds, for the plan's `why`."""
+    return "--target onnxruntime" if options.target == "onnxruntime" else "the model already has com.microsoft ops"
 
 
 def conv_share(site: ConstantSite, min_elements: int) -> float:

@@ -22,6 +22,7 @@ from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scop
 from ..axes import choose_axes
 from ..calibration import Calibration
 from ..estimates import planned_bytes as estimated_payload
+from .int4_paths import matmulnbits_because
 from .lean import choose_lean, small_weight
 from .load_memory import KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies, kept_in_memory, kept_scheme
 from ..lowerings import REGISTRY
@@ -194,7 +195,8 @@ def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:
                 "arith": "lean: one scale per channel (no reader takes the scale after it)",
                 "embed_rows": "EmbedLayerNormalization's word table: int8 rows gathered for its ids"}[lowering]
     return {"gather": "embedding table: rows gathered, then dequantized",
-            "matmulnbits": "--target onnxruntime: MatMulNBits",
+            "matmulnbits": f"{matmulnbits_because(opts)}: MatMulNBits" if opts.lowering == "auto"
+            else "--lowering matmulnbits",
             "dq": "kept quantized in memory (DequantizeLinear)",
             "dq_transposed": "kept quantized in memory, stored [K, N] for its Gemms without transB (fused into "
                              "MatMulNBits by onnxruntime)",

@@ -20,7 +20,7 @@ from ..lowerings.tied_nbits import hidden_axis as tied_hidden_axis
 from ..lowerings.embed_rows import word_table
 from .fused_forms import contrib_weight, fused_form, table_refusal
 from ..lowerings.scaled import scale_axis
-from .int4_paths import adapts, int4_form, transposed_gemm_fuses
+from .int4_paths import adapts, int4_form, runs_matmulnbits, transposed_gemm_fuses
 from .load_memory import KEPT_OPSET, applies as memory_rule_applies, kept_in_memory
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
@@ -267,20 +267,11 @@ def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
     return None
 
 
-def onnxruntime_only(site: ConstantSite) -> bool:
-    """Whether the model already holds com.microsoft ops (onnxruntime-genai's builder export:
-    GroupQueryAttention, SkipSimplifiedLayerNormalization), so that only onnxruntime runs it."""
-    scope = site.scope
-    while scope.parent is not None:
-        scope = scope.parent
-    return any(node.domain == "com.microsoft" for s in iter_scopes(scope.graph) for node in s.graph.nodes)
-
-
 def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: int) -> str:
-    """`auto`: integers gathered before dequantizing for embedding tables; MatMulNBits for a
-    MatMul weight when the target is onnxruntime, and for a tied token table MatMulNBits with
-    GatherBlockQuantized on the one table, 4-bit or the default int8 (also for a model that
-    only onnxruntime runs); DequantizeLinear when the weights are to stay quantized in memory;
+    """`auto`: integers gathered before dequantizing for embedding tables; for a model only
+    onnxruntime runs (--target onnxruntime, or com.microsoft ops already: int4_paths.runs_matmulnbits)
+    MatMulNBits for a 4-bit MatMul weight, and for a tied token table MatMulNBits with
+    GatherBlockQuantized on the one table, 4-bit or the default int8; DequantizeLinear when the weights are to stay quantized in memory;
     the lean `scaled` lowering (int8, the scheme left to us) where every reader can take the
     scale after it; the `arith` chain elsewhere."""
     if options.lowering != "auto":
@@ -295,15 +286,14 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
     # one token in float arithmetic (a decoder's step: 8 layers of 576x1536), and at
     # accuracy_level 4 lost more of SmolLM2's greedy text than the lean int8 form (2/8 prompts
     # against 3/8); a plan or lowering="matmulnbits" still asks for it
-    if options.target == "onnxruntime" and options.four_bit and \
+    if options.four_bit and runs_matmulnbits(site, options) and \
             REGISTRY["matmulnbits"].fits(site, scheme, options.dtype, opset) is None:
         return "matmulnbits"
     # a tied token table read in their kernels by both ops (lowerings/tied_nbits.py), where only
     # onnxruntime runs the model: 4-bit, or 8-bit for the default int8 (SmolLM2-135M's genai
     # export, int8: 0.72x the float model's memory against 0.95x with `tied`, decode and logits' error alike)
-    if (options.four_bit or options.lean_default) and options.target in ("onnxruntime", "any") and \
-            REGISTRY["tied_nbits"].fits(site, scheme, options.dtype, opset) is None and \
-            (options.target == "onnxruntime" or onnxruntime_only(site)):
+    if (options.four_bit or options.lean_default) and runs_matmulnbits(site, options) and \
+            REGISTRY["tied_nbits"].fits(site, scheme, options.dtype, opset) is None:
         return "tied_nbits"
     if options.four_bit and not options.keep_quantized and \
             REGISTRY["tied"].fits(site, tied_scheme(site), "int8", opset) is None:

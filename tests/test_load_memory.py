@@ -113,3 +113,46 @@ def test_the_estimate_keeps_the_largest_first_and_stops_at_zero():
     assert kept_in_memory(lean + [(sites["Table"], "gather")]) == [sites["Up"]]  # a 16 KB table: -22.4 KB
     assert kept_in_memory(lean, left_lean=lambda site: site.name == "Up") == [sites["Down"], sites["Head"]]
     assert kept_in_memory([(sites["Table"], "gather"), (sites["Head"], "scaled")]) == []  # below zero already
+
+
+def _loud_blocks(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with each MatMul weight's columns holding one block of 32 rows 50x louder than the
+    rest, so that per-channel scales lose far more than blocks: the accurate chain's case."""
+    rng = np.random.default_rng(7)
+    for init in model.graph.initializer:
+        if init.name in ("Up", "Down", "Head"):
+            values = numpy_helper.to_array(init).copy()
+            for column in range(values.shape[1]):
+                start = 32 * rng.integers(0, values.shape[0] // 32)
+                values[start:start + 32, column] *= 50
+            init.CopyFrom(numpy_helper.from_array(values, init.name))
+    return model
+
+
+def _with_wide_weight(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with a 64x8192 MatMul weight of plain values read from the sequence too (a second
+    output): it stays lean, and makes the chain's share of the weights' bytes large."""
+    model.graph.initializer.append(numpy_helper.from_array(builders.rand((HIDDEN, 8192), 9) * 0.1, "Wide"))
+    model.graph.node.append(helper.make_node("MatMul", [model.graph.node[-4].input[0], "Wide"], ["w"]))
+    model.graph.output.append(builders.vi("w", shape=[1, None, 8192]))
+    return model
+
+
+def test_a_decoder_spends_on_the_accurate_chain_only_what_its_plan_saves_at_load(monkeypatch):
+    """With a KV cache no weight is kept in memory (test above), so nothing pays for the accurate
+    chain's float copies: it takes only what the plan's other forms save at load
+    (load_memory.room_at_load), however large its share of the weights' bytes. Without a table
+    nothing is saved, and every weight stays lean; without that bound the chain is taken; a
+    gathered table saves enough for it."""
+    def lowerings(model):
+        plan = onnxsurgery.quant_plan(model, min_elements=1024)
+        return {w.name: w.lowering for w in plan.weights if w.name in ("Up", "Down", "Wide")}
+
+    decoder = _with_wide_weight(_loud_blocks(matmuls(past=True, opset=13)))
+    assert lowerings(decoder) == {"Up": "scaled", "Down": "scaled", "Wide": "scaled"}
+    with_table = _with_wide_weight(_loud_blocks(matmuls(table_rows=16384, past=True, opset=13)))
+    assert lowerings(with_table) == {"Up": "arith", "Down": "arith", "Wide": "scaled"}
+    from onnxsurgery.quant.choices import planner
+
+    monkeypatch.setattr(planner, "room_at_load", lambda planned: float("inf"))
+    assert lowerings(decoder) == {"Up": "arith", "Down": "arith", "Wide": "scaled"}

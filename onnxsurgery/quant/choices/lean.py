@@ -82,14 +82,16 @@ class _Cost:
 
 
 def choose_lean(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions, opset: int,
-                total_bytes: int, activations: Calibration | None = None) -> LeanChoice:
+                total_bytes: int, activations: Calibration | None = None,
+                room_at_load: float | None = None) -> LeanChoice:
     """Each lean candidate's form: float16 for the lossiest small float32 weights
     (SMALL_WEIGHT_ELEMENTS, SMALL_FLOAT16_SHARE); for the others symmetric or with zero points
     (scaled.zero_points_tried), then the accurate block chain instead where it gains most
     (MIN_ACCURATE_RATIO, MIN_ACCURATE_RATIO_IN_WEIGHT and ACCURATE_MEMORY_SHARE above). Each
     weight is quantized each way to measure its errors, in the layer's output over
     `activations` where they cover the weight (what its readers multiply it by), else in the
-    weight itself."""
+    weight itself. `room_at_load`: where given, the budget is at most that many bytes (what the
+    plan's other forms save at load, where no weight is kept in memory to pay for the chain)."""
     try:
         costs = lean_costs(candidates, options, opset, activations)
     except InputError:  # the inputs could not be generated or run: measure in the weights
@@ -102,6 +104,8 @@ def choose_lean(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpt
             room -= cost.small
     costs = [c for c in costs if c.name not in choice.half]
     budget = ACCURATE_MEMORY_SHARE * total_bytes
+    if room_at_load is not None:
+        budget = min(budget, room_at_load)
     for cost in sorted((c for c in costs if c.loses_enough), key=lambda c: c.ratio, reverse=True):
         if cost.extra <= budget:
             choice.accurate.add(cost.name)

@@ -38,8 +38,12 @@ EXTRA_AT_LOAD = {
     ("dq_fused", "MatMul"): -0.25,
     ("dq_transposed", "Gemm"): -0.25,
     ("gather", "Gather"): -1.4,
-    ("tied", "other"): -0.7,  # a token table that is also the lm_head: rows gathered, half of it
-    ("tied_nbits", "other"): -1.0,
+    # a token table that is also the lm_head, alone quantized in SmolLM2-135M's exports (median of
+    # five): `tied` (optimum's, int8 rows gathered, a float copy for the lm_head) -0.1 of the
+    # table's bytes; `tied_nbits` (the genai builder's, one table for MatMulNBits and
+    # GatherBlockQuantized) -2.0: that float model held the table more than twice
+    ("tied", "other"): -0.1,
+    ("tied_nbits", "other"): -2.0,
     ("embed_rows", "other"): -1.0,  # EmbedLayerNormalization's word table, int8 rows gathered
     ("dq", "other"): -1.0,  # DequantizeLinear kept before recurrent or contrib ops: integers only
 }
@@ -75,8 +79,22 @@ def applies(graph, options) -> bool:
     onnxruntime, 8-bit weights stay off MatMulNBits: rules.lowering_for says why), and not for a
     decoder with a KV cache, whose greedy text the fused kernel's int8 activations cost (SmolLM2-135M:
     2 of 8 prompts against the lean form's 3)."""
-    return (options.lean_default and options.target == "any"
-            and not any(inp.name.lower().startswith("past") for inp in graph.inputs))
+    return options.lean_default and options.target == "any" and not has_kv_cache(graph)
+
+
+def has_kv_cache(graph) -> bool:
+    """A decoder fed its own past (past_key_values.*, past_key_*): greedy text is what its
+    user reads, so no weight takes the fused kernel's int8 activations (`applies`), and the
+    accurate chain spends only what the plan saves at load (`room_at_load`)."""
+    return any(inp.name.lower().startswith("past") for inp in graph.inputs)
+
+
+def room_at_load(planned: Iterable[tuple[ConstantSite, str]]) -> float:
+    """Bytes the forms in `planned` (pairs of a weight and its lowering) hold at load below what
+    the float weights held, by EXTRA_AT_LOAD; 0 where they hold more. What the accurate chain
+    may spend where no weight is kept in memory to pay for it (choices/lean.py)."""
+    planned = [(site, "scaled" if lowering == "lean" else lowering) for site, lowering in planned]
+    return max(0.0, -sum(extra_at_load(site, lowering) for site, lowering in planned))
 
 
 def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],

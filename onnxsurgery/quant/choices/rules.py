@@ -269,11 +269,12 @@ def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
 
 def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: int) -> str:
     """`auto`: integers gathered before dequantizing for embedding tables; for a model only
-    onnxruntime runs (--target onnxruntime, or com.microsoft ops already: int4_paths.runs_matmulnbits)
-    MatMulNBits for a 4-bit MatMul weight, and for a tied token table MatMulNBits with
-    GatherBlockQuantized on the one table, 4-bit or the default int8; DequantizeLinear when the weights are to stay quantized in memory;
-    the lean `scaled` lowering (int8, the scheme left to us) where every reader can take the
-    scale after it; the `arith` chain elsewhere."""
+    onnxruntime runs (--target onnxruntime, or com.microsoft ops already:
+    int4_paths.runs_matmulnbits) MatMulNBits for a 4-bit MatMul weight, and for a tied token
+    table MatMulNBits with GatherBlockQuantized on the one table, 4-bit or the default int8;
+    DequantizeLinear when the weights are to stay quantized in memory; the lean `scaled` lowering
+    (int8, the scheme left to us) where every reader can take the scale after it; the `arith`
+    chain elsewhere."""
     if options.lowering != "auto":
         return options.lowering
     if REGISTRY["gather"].fits(site, scheme, options.dtype, opset) is None:

@@ -74,7 +74,7 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
         if scheme.granularity != opts.granularity and lowering != "lean":
             fallbacks.append(site.name)
         todo.append((site, scheme, lowering, as_fp16, why, opts))
-    room = None  # what the accurate chain may spend at load beyond ACCURATE_MEMORY_SHARE (lean.py)
+    room = None  # a cap on what the accurate chain spends at load (lean.py); None: its share alone
     if memory_rule_applies(graph, options) and opset >= KEPT_OPSET:
         todo = _keep_in_memory(todo)
     elif options.lean_default and has_kv_cache(graph):  # nothing kept in memory to pay for the chain:

@@ -22,7 +22,7 @@ from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scop
 from ..axes import choose_axes
 from ..calibration import Calibration
 from ..estimates import planned_bytes as estimated_payload
-from .int4_paths import matmulnbits_because
+from .int4_paths import forget_model_facts, matmulnbits_because
 from .lean import choose_lean, small_weight
 from .load_memory import (KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies, has_kv_cache, kept_in_memory,
                           kept_scheme, room_at_load)
@@ -41,6 +41,7 @@ def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: froze
     """The plan for every float constant of `graph` (all scopes) under `options` at `opset`.
     `activations`: the inputs each weight's readers see, for auto's measured choices;
     `calibration`: GPTQ's inputs (the weights it can round get rounding `gptq`)."""
+    forget_model_facts()  # of an earlier run on this graph
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # huge finite weights: see apply
         return _plan(graph, options, opset, keep, activations, calibration)
 

@@ -20,7 +20,7 @@ from ..lowerings.tied_nbits import hidden_axis as tied_hidden_axis
 from ..lowerings.embed_rows import word_table
 from .fused_forms import contrib_weight, fused_form, table_refusal
 from ..lowerings.scaled import scale_axis
-from .int4_paths import adapts, int4_form, runs_matmulnbits, transposed_gemm_fuses
+from .int4_paths import adapts, forget_model_facts, int4_form, runs_matmulnbits, transposed_gemm_fuses
 from .load_memory import KEPT_OPSET, applies as memory_rule_applies, kept_in_memory
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
@@ -42,6 +42,7 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
     """The opset the lowering asked for needs (the API upgrades a model below it): DequantizeLinear
     with blocks or 4-bit types needs 21; the default's lean form of recurrent weights (in `graph`)
     needs 13; every other lowering works from opset 7 (or 11)."""
+    forget_model_facts()  # of an earlier run on this graph
     if opts.fp16 or opts.levels:
         return 1
     if opts.int4_for:  # the weights allocated 4 bits need what 4-bit options need
@@ -237,6 +238,7 @@ def any_weight_to_change(graph: gs.Graph, options: QuantOptions, keep: frozenset
     """Whether `options` would change any weight of `graph` (a model whose weights are all
     quantized already, or all excluded, needs no opset upgrade: its rewrite alone moved an
     already-quantized MiniLM's batch-4 outputs by 8.4%)."""
+    forget_model_facts()  # of an earlier run on this graph
     scopes = list(iter_scopes(graph))
     qdq = any(node.op == "QuantizeLinear" for scope in scopes for node in scope.graph.nodes)
     return any(refusal(site, scopes, site_options(site, options), keep, qdq) is None

@@ -93,8 +93,17 @@ def room_at_load(planned: Iterable[tuple[ConstantSite, str]]) -> float:
     """Bytes the forms in `planned` (pairs of a weight and its lowering) hold at load below what
     the float weights held, by EXTRA_AT_LOAD; 0 where they hold more. What the accurate chain
     may spend where no weight is kept in memory to pay for it (choices/lean.py)."""
-    planned = [(site, "scaled" if lowering == "lean" else lowering) for site, lowering in planned]
-    return max(0.0, -sum(extra_at_load(site, lowering) for site, lowering in planned))
+    return max(0.0, -plan_extra(_as_lean(planned)))
+
+
+def plan_extra(planned: list[tuple[ConstantSite, str]]) -> float:
+    """What the forms in `planned` hold at load beyond the float weights (EXTRA_AT_LOAD)."""
+    return sum(extra_at_load(site, lowering) for site, lowering in planned)
+
+
+def _as_lean(planned: Iterable[tuple[ConstantSite, str]]) -> list[tuple[ConstantSite, str]]:
+    """`planned` with the planner's `lean` (lean form or accurate chain, not chosen yet) as `scaled`."""
+    return [(site, "scaled" if lowering == "lean" else lowering) for site, lowering in planned]
 
 
 def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
@@ -103,8 +112,8 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     pairs of a weight and the lowering planned for it), largest first, until the plan's
     estimated extra at load is not above zero (module docstring); [] where it is not already.
     `left_lean`: weights never kept (the planner's: small ones, more accurate as float16)."""
-    planned = [(site, "scaled" if lowering == "lean" else lowering) for site, lowering in planned]
-    extra = sum(extra_at_load(site, lowering) for site, lowering in planned)
+    planned = _as_lean(planned)
+    extra = plan_extra(planned)
     kept = []
     movable = sorted((site for site, lowering in planned if lowering == "scaled" and fuses_into_nbits(site)
                       and not left_lean(site)),

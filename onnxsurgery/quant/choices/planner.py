@@ -76,12 +76,13 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
             fallbacks.append(site.name)
         todo.append((site, scheme, lowering, as_fp16, why, opts))
     room = None  # a cap on what the accurate chain spends at load (lean.py); None: its share alone
+    planned = [(site, "cast" if fp16 else lowering) for site, _, lowering, fp16, *_ in todo]  # for load_memory
     if memory_rule_applies(graph, options) and opset >= KEPT_OPSET:
-        todo = _keep_in_memory(todo)
+        todo = _keep_in_memory(todo, planned)
     elif options.lean_default and has_kv_cache(graph):  # nothing kept in memory to pay for the chain:
         # it spends only what the plan saves at load (SmolLM2-135M's optimum export, int8: 1.18x ->
         # 1.04x the float model's memory, top-1 97.1% -> 98.5% on held-out prompts)
-        room = room_at_load((site, "cast" if fp16 else lowering) for site, _, lowering, fp16, *_ in todo)
+        room = room_at_load(planned)
     lean_choice = choose_lean([(site, scheme) for site, scheme, lowering, *_ in todo if lowering == "lean"],
                               options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
                               activations=activations, room_at_load=room)
@@ -129,9 +130,9 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
     })
 
 
-def _keep_in_memory(todo: list) -> list:
-    """`todo` with the MatMul weights that load_memory keeps quantized in memory lowered as `dq`."""
-    planned = [(site, "cast" if fp16 else lowering) for site, _, lowering, fp16, *_ in todo]
+def _keep_in_memory(todo: list, planned: list) -> list:
+    """`todo` with the MatMul weights that load_memory keeps quantized in memory lowered as `dq`
+    (`planned`: each weight of `todo` with its lowering, `cast` for float16)."""
     kept = {site.name for site in kept_in_memory(planned, left_lean=small_weight)}
     return [(site, kept_scheme(site), "dq", fp16, why, opts.changed(reason=KEPT_REASON))
             if site.name in kept else (site, scheme, lowering, fp16, why, opts)

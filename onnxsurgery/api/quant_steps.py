@@ -68,7 +68,7 @@ def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
                       calibration: Calibration | None = None, activations: Calibration | None = None,
                       records=None) -> None:
     ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, calibration=calibration,
-                                   activations=activations, records=records))
+                                   activations=activations, records=records, mapped=ws.has_external_data_files))
 
 
 def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
@@ -76,7 +76,9 @@ def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
     they change any weight at all."""
     if records is not None:
         return plan_opset(records)
-    return required_opset(options, ws.graph) if any_weight_to_change(ws.graph, options, ws.keep) else 1
+    if not any_weight_to_change(ws.graph, options, ws.keep):
+        return 1
+    return required_opset(options, ws.graph, mapped=ws.has_external_data_files)
 
 
 def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunReport, *, verify: bool,

@@ -74,7 +74,7 @@ def quant_plan(
         opset = max(ws.opsets.get("", 1), needed_opset(ws, quant_options, records))
         activations = _activations(input_path, quant_options, samples, shapes) if records is None else None
         steps = quant_pipeline(quant_options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibrated,
-                               activations=activations, records=records)
+                               activations=activations, records=records, mapped=ws.has_external_data_files)
         result = plan_pipeline(ws.graph, steps, keep=ws.keep)
     finally:
         ws.close()

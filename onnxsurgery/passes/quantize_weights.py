@@ -80,6 +80,7 @@ class QuantizeWeights:
     calibration: Calibration | None = None
     activations: Calibration | None = None
     records: tuple[WeightPlan, ...] | None = None
+    mapped: bool = False  # the model's weights are in a data file, which onnxruntime maps (load_memory.py)
     name = "quantize"
     needs_cleanup = True  # constants merged away and Identity nodes bypassed must not count
 
@@ -107,7 +108,7 @@ class QuantizeWeights:
             raise UnsupportedModelError(
                 f"--lowering dq with {options.dtype}/{options.granularity} needs opset "
                 f"{dq_min_opset(options)}; this model is opset {opset}")
-        return plan_weights(graph, options, opset, keep, self.activations, self.calibration)
+        return plan_weights(graph, options, opset, keep, self.activations, self.calibration, self.mapped)
 
     def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
         plan = self.plan(graph, keep=keep)

@@ -37,16 +37,18 @@ from .symmetry import SymmetryChoice, choose_symmetric
 
 
 def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: frozenset[str],
-                 activations: Calibration | None = None, calibration: Calibration | None = None) -> Plan:
+                 activations: Calibration | None = None, calibration: Calibration | None = None,
+                 mapped: bool = False) -> Plan:
     """The plan for every float constant of `graph` (all scopes) under `options` at `opset`.
     `activations`: the inputs each weight's readers see, for auto's measured choices;
-    `calibration`: GPTQ's inputs (the weights it can round get rounding `gptq`)."""
+    `calibration`: GPTQ's inputs (the weights it can round get rounding `gptq`); `mapped`: the
+    model's weights are in a data file, which onnxruntime maps (load_memory.py)."""
     forget_model_facts()  # of an earlier run on this graph
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # huge finite weights: see apply
-        return _plan(graph, options, opset, keep, activations, calibration)
+        return _plan(graph, options, opset, keep, activations, calibration, mapped)
 
 
-def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibration) -> Plan:
+def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibration, mapped: bool) -> Plan:
     scopes = list(iter_scopes(graph))
     records: dict[str, WeightPlan] = {}
     todo = []  # (site, scheme, lowering, as_fp16, why, opts) of the weights that change
@@ -76,13 +78,15 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
             fallbacks.append(site.name)
         todo.append((site, scheme, lowering, as_fp16, why, opts))
     room = None  # a cap on what the accurate chain spends at load (lean.py); None: its share alone
-    planned = [(site, "cast" if fp16 else lowering) for site, _, lowering, fp16, *_ in todo]  # for load_memory
     if memory_rule_applies(graph, options) and opset >= KEPT_OPSET:
-        todo = _keep_in_memory(todo, planned)
+        todo = _keep_in_memory(todo, _planned(todo), mapped)
+        if mapped:  # the original's untouched table pages pay for nothing: the chain spends only what
+            # the plan saves at load (all-MiniLM-L6-v2 with a data file: see load_memory.py)
+            room = room_at_load(_planned(todo), mapped)
     elif options.lean_default and has_kv_cache(graph):  # nothing kept in memory to pay for the chain:
         # it spends only what the plan saves at load (SmolLM2-135M's optimum export, int8: 1.18x ->
         # 1.04x the float model's memory, top-1 97.1% -> 98.5% on held-out prompts)
-        room = room_at_load(planned)
+        room = room_at_load(_planned(todo), mapped)
     lean_choice = choose_lean([(site, scheme) for site, scheme, lowering, *_ in todo if lowering == "lean"],
                               options, opset, total_bytes=sum(site.nbytes for site, *_ in todo),
                               activations=activations, room_at_load=room)
@@ -130,10 +134,15 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
     })
 
 
-def _keep_in_memory(todo: list, planned: list) -> list:
+def _planned(todo: list) -> list:
+    """Each weight of `todo` with its lowering, `cast` for float16: what load_memory estimates."""
+    return [(site, "cast" if fp16 else lowering) for site, _, lowering, fp16, *_ in todo]
+
+
+def _keep_in_memory(todo: list, planned: list, mapped: bool) -> list:
     """`todo` with the MatMul weights that load_memory keeps quantized in memory lowered as `dq`
-    (`planned`: each weight of `todo` with its lowering, `cast` for float16)."""
-    kept = {site.name for site in kept_in_memory(planned, left_lean=small_weight)}
+    (`planned`: `_planned(todo)`; `mapped`: see plan_weights)."""
+    kept = {site.name for site in kept_in_memory(planned, left_lean=small_weight, mapped=mapped)}
     return [(site, kept_scheme(site), "dq", fp16, why, opts.changed(reason=KEPT_REASON))
             if site.name in kept else (site, scheme, lowering, fp16, why, opts)
             for site, scheme, lowering, fp16, why, opts in todo]

@@ -38,16 +38,16 @@ RECURRENT_DQ_OPSET = 13
 TRANSPOSED_GEMM_OPSET = 21
 
 
-def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
+def required_opset(opts: QuantOptions, graph: gs.Graph | None = None, mapped: bool = False) -> int:
     """The opset the lowering asked for needs (the API upgrades a model below it): DequantizeLinear
     with blocks or 4-bit types needs 21; the default's lean form of recurrent weights (in `graph`)
-    needs 13; every other lowering works from opset 7 (or 11)."""
+    needs 13; every other lowering works from opset 7 (or 11). `mapped`: as plan_weights'."""
     forget_model_facts()  # of an earlier run on this graph
     if opts.fp16 or opts.levels:
         return 1
     if opts.int4_for:  # the weights allocated 4 bits need what 4-bit options need
-        return max(required_opset(opts.as_four_bit(), graph),
-                   required_opset(opts.changed(int4_for=()), graph))
+        return max(required_opset(opts.as_four_bit(), graph, mapped),
+                   required_opset(opts.changed(int4_for=()), graph, mapped))
     if opts.lowering == "dq" or (opts.lowering == "auto" and opts.stays_quantized):
         return dq_min_opset(opts)
     if graph is not None and opts.lean_default:
@@ -59,7 +59,7 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
             return RECURRENT_DQ_OPSET
         planned = ((site, lowering_for(site, opts, choose_scheme(site, opts), KEPT_OPSET))
                    for site in weights if site.onnx_dtype in FLOAT_TYPES and site.shape)
-        if memory_rule_applies(graph, opts) and kept_in_memory(planned):
+        if memory_rule_applies(graph, opts) and kept_in_memory(planned, mapped=mapped):
             return KEPT_OPSET  # per-channel DequantizeLinear (load_memory.py)
     return 1
 

@@ -193,3 +193,32 @@ def test_memory_after_session_creation_not_above_the_float_original(tmp_path):
     before, after = measure_in_fresh_process(src), measure_in_fresh_process(out)
     for key in ("peak_growth", "rss_growth"):
         assert after[key] <= before[key] * 1.05 + 2**20, (key, before, after)
+
+
+@pytest.mark.parametrize("make, half_type", [(bf16_exact, BF16), (fp16_exact, FP16)])
+def test_a_gathered_table_casts_the_rows_and_stays_two_bytes_in_memory(save, tmp_path, make, half_type):
+    """A table read only as the data of Gather nodes: each Gather reads the 2-byte table and a
+    Cast follows it, so onnxruntime has no table-sized Cast to fold at load (its optimized graph
+    still holds the table in 2 bytes), and the outputs are bit-identical to the float original's."""
+    import onnxruntime as ort
+
+    table = make((512, 64), 5)
+    nodes = [helper.make_node("Gather", ["T", "ids"], ["e"]), helper.make_node("Gather", ["T", "ids2"], ["e2"]),
+             helper.make_node("Add", ["e", "e2"], ["y"])]
+    m = model(nodes, [vi("ids", TensorProto.INT64, [2, 7]), vi("ids2", TensorProto.INT64, [2, 7])],
+              [vi("y", shape=[2, 7, 64])], [numpy_helper.from_array(table, "T")])
+    src, out = save(m), tmp_path / "small.onnx"
+    report = onnxsurgery.shrink_file(src, out, verify=True)
+    assert report.verification["exact"]
+    shrunk = onnx.load(str(out))
+    assert [t.data_type for t in shrunk.graph.initializer] == [half_type]
+    gathers = [n for n in shrunk.graph.node if n.op_type == "Gather"]
+    assert len(gathers) == 2 and all(n.input[0] == shrunk.graph.initializer[0].name for n in gathers)
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(str(out), options, providers=["CPUExecutionProvider"])
+    assert {t.data_type for t in onnx.load(options.optimized_model_filepath).graph.initializer} == {half_type}
+    rng = np.random.default_rng(0)
+    feeds = {"ids": rng.integers(0, 512, (2, 7)), "ids2": rng.integers(-512, 512, (2, 7))}  # negative ids too
+    (a,), (b,) = run(m, feeds), run(out, feeds)
+    assert a.dtype == b.dtype == np.float32 and np.array_equal(a.view(np.uint32), b.view(np.uint32))

@@ -60,19 +60,20 @@ EXTRA_AT_LOAD = {
 # uint8 alike (none of its pages read). Four mapped 2048x2048 MatMul weights in a chain: `scaled`
 # +0.13-0.19 of their bytes, DequantizeLinear fused into MatMulNBits -0.49 (the same weights
 # inline: +0.25 and -0.39).
-MAPPED_AT_LOAD = {("gather", "Gather"): 0.0, ("scaled", "other"): 0.15, ("dq_fused", "MatMul"): -0.5}
+MAPPED_AT_LOAD = {**EXTRA_AT_LOAD,
+                  ("gather", "Gather"): 0.0, ("scaled", "other"): 0.15, ("dq_fused", "MatMul"): -0.5}
 KEPT_OPSET = dq_opset("int8", "channel")  # DequantizeLinear per channel: 13
 FUSED_K_MIN = 16  # MatMulNBits' smallest block; onnxruntime fuses a per-channel weight in blocks of 32
 
 
 def extra_at_load(site: ConstantSite, lowering: str, mapped: bool = False) -> float:
     """Bytes the weight's form holds at load beyond the float weight (EXTRA_AT_LOAD; with
-    `mapped`, against an original whose data file onnxruntime maps: MAPPED_AT_LOAD first)."""
+    `mapped`, against an original whose data file onnxruntime maps: MAPPED_AT_LOAD)."""
     ops = {n.op for n, _ in consumers(site)}
     op = ops.pop() if len(ops) == 1 else "other"
     if lowering == "dq" and fuses_into_nbits(site):
         lowering = "dq_fused"
-    table = {**EXTRA_AT_LOAD, **MAPPED_AT_LOAD} if mapped else EXTRA_AT_LOAD
+    table = MAPPED_AT_LOAD if mapped else EXTRA_AT_LOAD
     ratio = table.get((lowering, op), table.get((lowering, "other"), 0.0))
     return ratio * site.nbytes
 

@@ -73,10 +73,11 @@ def _outputs_for(inputs: tuple[str, ...], output: str) -> list[tuple[Path, Path]
 
 def _common_output_options(fn):
     fn = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(fn)
-    fn = click.option("--external-data", is_flag=True,
-                      help="Write tensors to one <output>.data file beside the output "
-                      "(automatic above the 2 GB protobuf limit, and for shrink and quant when "
-                      "the input keeps its weights in a data file).")(fn)
+    fn = click.option("--external-data/--one-file", default=None,
+                      help="Write tensors to one <output>.data file beside the output, or keep them in "
+                      "the .onnx [default: a data file above the 2 GB protobuf limit, for shrink and "
+                      "quant when the input keeps its weights in one, and for quant of a decoder with "
+                      "a KV cache].")(fn)
     fn = click.option("--in-place", is_flag=True, help="Allow the output to be the input file.")(fn)
     return fn
 
@@ -173,7 +174,7 @@ def npy(input_path, output_path, npy_dir, min_bytes, names, ops, no_merge, in_pl
     from . import api
 
     report = api.npy_file(input_path, output_path, npy_dir=npy_dir, min_bytes=min_bytes,
-                          names=names, ops=ops, external_data=external_data, merge=not no_merge,
+                          names=names, ops=ops, external_data=bool(external_data), merge=not no_merge,
                           in_place=in_place)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_run(report))
 
@@ -187,7 +188,7 @@ def embed(input_path, output_path, in_place, external_data, as_json):
     """Put the .npy arrays of a model written by `npy` back as initializers."""
     from . import api
 
-    report = api.embed_file(input_path, output_path, in_place=in_place, external_data=external_data)
+    report = api.embed_file(input_path, output_path, in_place=in_place, external_data=bool(external_data))
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_run(report))
 
 
@@ -271,7 +272,8 @@ def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target
     if dry_run:
         if dynamic:
             raise OptionError("--dynamic runs onnxruntime's quantize_dynamic, which has no plan to show")
-        writes = {"--in-place": in_place, "--external-data": external_data, "--max-error": max_error is not None,
+        writes = {"--in-place": in_place, "--external-data/--one-file": external_data is not None,
+                  "--max-error": max_error is not None,
                   "--no-verify": no_verify, "--runtime": runtime != "onnxruntime", "--outputs": bool(outputs)}
         if any(writes.values()):
             raise OptionError(f"--dry-run writes and verifies nothing; {next(k for k, v in writes.items() if v)} "

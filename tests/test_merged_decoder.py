@@ -11,10 +11,13 @@ which is what the encoder's final LayerNorm gives a random-weight model.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from onnx import numpy_helper
 
 from decoder_runs import (LLAMA, NEW_TOKENS, WHISPER, builder_logits, cli_json, prompts, whisper_greedy,
                           whisper_step_feeds)
@@ -90,8 +93,34 @@ def test_verification_headline_is_the_logits_over_both_branches(quantized, label
 
 
 def test_no_verify_writes_the_same_model(quantized):
+    """The same bytes, the graph's reference to its data file aside (named after each output)."""
     assert quantized["no-verify"][1]["verification"] is None
-    assert quantized["no-verify"][0].read_bytes() == quantized["default"][0].read_bytes()
+    unverified, default = quantized["no-verify"][0], quantized["default"][0]
+
+    def graph_bytes(path: Path) -> bytes:
+        model = onnx.load(str(path), load_external_data=False)
+        for tensor in onnx.external_data_helper._get_all_tensors(model):  # If branches' too
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    entry.value = "model.onnx.data"
+        return model.SerializeToString()
+
+    assert graph_bytes(unverified) == graph_bytes(default)
+    assert Path(f"{unverified}.data").read_bytes() == Path(f"{default}.data").read_bytes()
+
+
+def test_a_decoder_is_written_with_a_data_file_unless_asked_for_one_file(quantized, tmp_path):
+    """A KV-cache decoder's weights go to `<output>.data`, as the genai builder writes them
+    (onnxruntime maps it rather than holding a parsed copy); --one-file keeps them inside,
+    with the same values."""
+    path = quantized["default"][0]
+    assert Path(f"{path}.data").stat().st_size > 0
+    one = tmp_path / "one.onnx"
+    cli_json("quant", WHISPER, one, "--one-file", "--no-verify")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.onnx"]
+    inline, mapped = onnx.load(str(one)), onnx.load(str(path))
+    assert {t.name: numpy_helper.to_array(t).tobytes() for t in inline.graph.initializer} == \
+        {t.name: numpy_helper.to_array(t).tobytes() for t in mapped.graph.initializer}
 
 
 def _large_float_weights(path) -> list[str]:

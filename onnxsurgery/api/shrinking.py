@@ -55,7 +55,7 @@ def shrink_file(
     output_path: str | os.PathLike,
     *,
     in_place: bool = False,
-    external_data: bool = False,
+    external_data: bool | None = None,
     verify: bool = False,
     min_elements: int = DEFAULT_MIN_ELEMENTS,
     transposed: bool = False,
@@ -64,7 +64,8 @@ def shrink_file(
     samples: list[dict[str, np.ndarray]] | None = None,
     shapes: dict[str, list[int]] | None = None,
 ) -> RunReport:
-    """`shrink` from a file to a file, written atomically.
+    """`shrink` from a file to a file, written atomically. `external_data` None: a data file
+    where the input has one (True: always; False: one file, below the 2 GB protobuf limit).
 
     With `verify`, input and result run in onnxruntime on `samples` (or generated inputs,
     `shapes` fixing their dimensions) first, and nothing
@@ -81,10 +82,10 @@ def shrink_file(
     if why is not None:
         report.notes.append(f"not checked in onnxruntime, which cannot load {input_path}: {why}")
     _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half)
+    # unless asked otherwise, weights that came in a data file go out in one, `<output>.data`, as
+    # quant writes them: onnxruntime then maps it instead of holding a parsed copy
+    external_data = ws.has_external_data_files if external_data is None else external_data
     copy_allowed = not external_data and not ws.has_external_data_files
-    # weights that came in a data file go out in one, `<output>.data`, as quant writes them:
-    # onnxruntime then maps it instead of holding a parsed copy
-    external_data = external_data or ws.has_external_data_files
 
     def check(written: Path) -> None:
         try:

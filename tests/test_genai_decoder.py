@@ -89,6 +89,14 @@ def test_the_files_hold_what_their_options_ask(runs):
         others = [w for w in runs[label][1]["weights"] if w["lowering"] and w["name"] != "lm_head.MatMul.weight"]
         assert others and all(w["lowering"] == "matmulnbits" for w in others)
     assert "DequantizeLinear" not in ops("int4")
+    # int8: 8-bit MatMulNBits in symmetric blocks (rules.decoder_nbits: a KV-cache decoder that
+    # only onnxruntime runs), not the lean per-channel form
+    others = [w for w in runs["int8"][1]["weights"] if w["lowering"] and w["name"] != "lm_head.MatMul.weight"]
+    assert others and all((w["lowering"], w["dtype"], w["symmetric"]) == ("matmulnbits", "int8", True)
+                          for w in others)
+    model = onnx.load(str(runs["int8"][0] / "model.onnx"), load_external_data=False)
+    bits = {next(a.i for a in n.attribute if a.name == "bits") for n in model.graph.node if n.op_type == "MatMulNBits"}
+    assert bits == {8}
     for label in VARIANTS:  # weights stay in a data file beside the model, as the builder wrote them
         assert (runs[label][0] / "model.onnx.data").stat().st_size < (LLAMA / "model.onnx.data").stat().st_size
 

@@ -299,7 +299,7 @@ def test_matmul_nbits_dequantizes_like_the_weights(tmp_path, dtype, symmetric):
 
 
 def test_target_onnxruntime_keeps_8_bit_weights_off_matmul_nbits(tmp_path):
-    """Its 8-bit kernel is far slower than float at one token: int8 takes the lean form."""
+    """Outside a KV-cache decoder int8 takes the lean form (rules.decoder_nbits says why)."""
     w = builders.rand((128, 48), 3) * 0.1
     model = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[1, 128])],
                            [builders.vi("y", shape=[1, 48])], [numpy_helper.from_array(w, "W")])
@@ -307,6 +307,39 @@ def test_target_onnxruntime_keeps_8_bit_weights_off_matmul_nbits(tmp_path):
     assert "MatMulNBits" not in {n.op_type for n in saved.graph.node}
     (record,) = [r for r in report.weights if r["name"] == "W"]
     assert record["lowering"] == "scaled" and "not MatMulNBits" in record["why"]
+
+
+def _kv_decoder_step(tmp_path) -> onnx.ModelProto:
+    """A decoder's step in miniature: a MatMul weight and a KV cache input (past_key) whose
+    present output the step appends to."""
+    w = builders.rand((128, 48), 3) * 0.1
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"]),
+             helper.make_node("Concat", ["past_key", "y"], ["present_key"], axis=0)]
+    return builders.model(nodes, [builders.vi("x", shape=[1, 128]), builders.vi("past_key", shape=["past", 48])],
+                          [builders.vi("y", shape=[1, 48]), builders.vi("present_key", shape=["total", 48])],
+                          [numpy_helper.from_array(w, "W")])
+
+
+def test_a_kv_cache_decoder_for_onnxruntime_gets_8_bit_matmul_nbits(tmp_path):
+    """rules.decoder_nbits: under --target onnxruntime a KV-cache decoder's int8 MatMul weight is
+    8-bit MatMulNBits, symmetric blocks of 32 along K (no zero points), accuracy_level 4; the same
+    model under the default target (standard ops: it may run in onnxruntime-web) keeps the lean form."""
+    model = _kv_decoder_step(tmp_path)
+    saved, out, report = _quant(tmp_path, model, target="onnxruntime")
+    (record,) = [r for r in report.weights if r["name"] == "W"]
+    assert (record["lowering"], record["dtype"], record["granularity"], record["block_size"], record["symmetric"]) \
+        == ("matmulnbits", "int8", "block", 32, True)
+    assert "KV-cache decoder" in record["why"]
+    (node,) = [n for n in saved.graph.node if n.op_type == "MatMulNBits"]
+    attrs = {a.name: a.i for a in node.attribute}
+    assert (attrs["bits"], attrs["block_size"], attrs["accuracy_level"]) == (8, 32, 4) and len(node.input) == 3
+    feeds = builders.feeds_for(model)
+    (want, _), (got, _) = run(model, feeds), run(out, feeds)
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.02 and report.verification["rel_l2_error"] < 0.02
+    (tmp_path / "any").mkdir()
+    saved_any, _, report_any = _quant(tmp_path / "any", model)
+    assert "MatMulNBits" not in {n.op_type for n in saved_any.graph.node}
+    assert [r["lowering"] for r in report_any.weights if r["name"] == "W"] == ["scaled"]
 
 
 def test_keep_quantized_keeps_dequantize_linear_and_upgrades(tmp_path):

@@ -71,8 +71,9 @@ class QuantRequest:
         "any", "--target",
         "any: standard ai.onnx ops only (loads in any runtime); onnxruntime: 4-bit MatMul weights become "
         "com.microsoft MatMulNBits with accuracy_level 4 (weights stay 4-bit, activations quantized to int8 per "
-        "block inside the kernel, as onnxruntime-genai's builder does; 8-bit ones take the default's lean form: "
-        "the 8-bit kernel is slow in float and loses accuracy in int8); "
+        "block inside the kernel, as onnxruntime-genai's builder does; 8-bit ones too in a decoder with a KV "
+        "cache, elsewhere the default's lean form: there int8 activations cost accuracy, and the 8-bit kernel is "
+        "slow in float); "
         "tensorrt: what TensorRT's ONNX parser takes: symmetric DequantizeLinear weights (int8 per channel; int4 "
         "in blocks, MatMul/Gemm only) for Conv, MatMul and Gemm, opset upgraded, int64 constants narrowed, and "
         "the output checked against onnx-tensorrt's operator list (see `check`).", choices=TARGETS)

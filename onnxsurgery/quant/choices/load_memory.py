@@ -93,16 +93,19 @@ def fuses_into_nbits(site: ConstantSite) -> bool:
 
 def applies(graph, options) -> bool:
     """Whether the rule is the plan's: the int8 default for any runtime (under --target
-    onnxruntime, 8-bit weights stay off MatMulNBits: rules.lowering_for says why), and not for a
-    decoder with a KV cache, whose greedy text the fused kernel's int8 activations cost (SmolLM2-135M:
-    2 of 8 prompts against the lean form's 3)."""
+    onnxruntime, 8-bit weights stay off MatMulNBits outside decoders: rules.decoder_nbits), and
+    not for a decoder with a KV cache. A standard-op decoder may run in onnxruntime-web, whose
+    8-bit MatMulNBits is slower than its float MatMul; on onnxruntime CPU the fused kernel's
+    int8 activations kept SmolLM2-135M's greedy text as often as the lean form (6 of 20 prompts
+    either way, rules.decoder_nbits), where an earlier count on 8 had it 2 against 3."""
     return options.lean_default and options.target == "any" and not has_kv_cache(graph)
 
 
 def has_kv_cache(graph) -> bool:
-    """A decoder fed its own past (past_key_values.*, past_key_*): greedy text is what its
-    user reads, so no weight takes the fused kernel's int8 activations (`applies`), and the
-    accurate chain spends only what the plan saves at load (`room_at_load`)."""
+    """A decoder fed its own past (past_key_values.*, past_key_*): the memory rule does not keep
+    its weights in DequantizeLinear under the default target (`applies`), the accurate chain
+    spends only what the plan saves at load (`room_at_load`), and where only onnxruntime runs it
+    its MatMul weights are 8-bit MatMulNBits (rules.decoder_nbits)."""
     return any(inp.name.lower().startswith("past") for inp in graph.inputs)
 
 

@@ -94,7 +94,7 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
     if options.auto_symmetric:
         symmetry = choose_symmetric([(site, scheme, lowering, opts) for site, scheme, lowering, fp16, _, opts in todo
                                      if lowering not in ("lean", "scaled", "tied") and not fp16 and site.name
-                                     not in lean_choice.half], activations)
+                                     not in lean_choice.half and not _decoder_nbits(lowering, opts)], activations)
     stays_float = bool(options.fp16 or options.levels)
     gptq_skipped: dict[str, str] = {}
     outcomes: dict[str, list[str]] = {}  # auto's lean-or-accurate choice: "lean" / "accurate" -> weights
@@ -192,15 +192,23 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
             why += "" if symmetric else "; zero points: measured more accurate"
         else:
             symmetric = opts.symmetric or not (lowering == "scaled" and zero_points_fit(site))
+    elif _decoder_nbits(lowering, opts):
+        symmetric = True  # lean_default: the symmetry was left to quant
+        why += " (8 bits in a KV-cache decoder, symmetric blocks: rules.decoder_nbits)"
     elif options.auto_symmetric:
         why += "; symmetric: measured more accurate" if symmetric else ""
     record.dtype, record.lowering, record.symmetric = opts.dtype, lowering, bool(symmetric)
     record.granularity, record.block_size, record.axis = scheme.granularity, scheme.block_size, scheme.axis
     record.rounding = "balanced" if balance else "nearest"
     if opts.target == "onnxruntime" and not opts.four_bit and lowering not in ("matmulnbits", "tied_nbits"):
-        why += "; not MatMulNBits: its 8-bit kernel runs far slower than float at one token"
+        why += "; not MatMulNBits: at 8 bits outside a KV-cache decoder, the lean form (rules.decoder_nbits)"
     record.why = opts.reason or why  # a per-weight rule's reason (choices/int4_paths.py) says it all
     return outcome
+
+
+def _decoder_nbits(lowering: str, opts: QuantOptions) -> bool:
+    """An 8-bit MatMulNBits record of the int8 default (rules.decoder_nbits chose it)."""
+    return lowering == "matmulnbits" and not opts.four_bit and opts.lean_default
 
 
 def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:

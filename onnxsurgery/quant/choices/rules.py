@@ -20,8 +20,8 @@ from ..lowerings.tied_nbits import hidden_axis as tied_hidden_axis
 from ..lowerings.embed_rows import word_table
 from .fused_forms import contrib_weight, fused_form, table_refusal
 from ..lowerings.scaled import scale_axis
-from .int4_paths import adapts, forget_model_facts, int4_form, runs_matmulnbits, transposed_gemm_fuses
-from .load_memory import KEPT_OPSET, applies as memory_rule_applies, kept_in_memory
+from .int4_paths import adapts, forget_model_facts, int4_form, model_fact, runs_matmulnbits, transposed_gemm_fuses
+from .load_memory import KEPT_OPSET, applies as memory_rule_applies, has_kv_cache, kept_in_memory
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
 # Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float model's memory). Their
@@ -269,6 +269,25 @@ def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
     return None
 
 
+def decoder_nbits(site: ConstantSite, options: QuantOptions) -> bool:
+    """Whether the int8 default writes `site` as 8-bit MatMulNBits (symmetric blocks along K,
+    accuracy_level 4: the activations quantized to int8 per block in the kernel), where it fits:
+    in a decoder with a KV cache that only onnxruntime runs (int4_paths.runs_matmulnbits).
+
+    SmolLM2-135M's genai export against the lean per-channel form, one run each (2026-11-27):
+    memory after session creation 0.33x against 0.81x the float model's, decode 0.43x against
+    0.91x, logits' rel L2 0.042 against 0.057, top-1 97.8% against 98.5% over 136 held-out
+    positions, the float model's greedy text on 6 of 20 prompts either way. With zero points:
+    top-1 95.6%, decode 0.49x. Its 8-bit float kernel (accuracy_level 0) is 11-13x slower than
+    the float MatMul at one token, so that level is no option. Elsewhere the lean form stays:
+    a standard-op model may run in onnxruntime-web, whose 8-bit MatMulNBits is slower than its
+    float MatMul (ddddocr's classifier: 1.58x latency), and an encoder loses accuracy to the int8
+    activations (all-MiniLM-L6-v2 under --target onnxruntime, every MatMul weight so: rel L2
+    0.033 against 0.023 on real sentences, at 0.69x latency against 1.09x)."""
+    return options.lean_default and runs_matmulnbits(site, options) and \
+        model_fact(site, "kv_cache", has_kv_cache)
+
+
 def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: int) -> str:
     """`auto`: integers gathered before dequantizing for embedding tables; for a model only
     onnxruntime runs (--target onnxruntime, or com.microsoft ops already:
@@ -285,11 +304,9 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
     # (choices/fused_forms.py; the default reaches it through lean_scheme)
     if not options.lean_default and REGISTRY["embed_rows"].fits(site, scheme, options.dtype, opset) is None:
         return "embed_rows"
-    # 4-bit only: onnxruntime 1.32's 8-bit MatMulNBits ran 11-13x slower than the float MatMul at
-    # one token in float arithmetic (a decoder's step: 8 layers of 576x1536), and at
-    # accuracy_level 4 lost more of SmolLM2's greedy text than the lean int8 form (2/8 prompts
-    # against 3/8); a plan or lowering="matmulnbits" still asks for it
-    if options.four_bit and runs_matmulnbits(site, options) and \
+    # 4-bit, and the int8 default's weights in a KV-cache decoder (decoder_nbits); a plan or
+    # lowering="matmulnbits" asks for it anywhere
+    if (options.four_bit or decoder_nbits(site, options)) and runs_matmulnbits(site, options) and \
             REGISTRY["matmulnbits"].fits(site, scheme, options.dtype, opset) is None:
         return "matmulnbits"
     # a tied token table read in their kernels by both ops (lowerings/tied_nbits.py), where only

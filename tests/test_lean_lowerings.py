@@ -309,7 +309,7 @@ def test_target_onnxruntime_keeps_8_bit_weights_off_matmul_nbits(tmp_path):
     assert record["lowering"] == "scaled" and "not MatMulNBits" in record["why"]
 
 
-def _kv_decoder_step(tmp_path) -> onnx.ModelProto:
+def _kv_decoder_step() -> onnx.ModelProto:
     """A decoder's step in miniature: a MatMul weight and a KV cache input (past_key) whose
     present output the step appends to."""
     w = builders.rand((128, 48), 3) * 0.1
@@ -324,7 +324,7 @@ def test_a_kv_cache_decoder_for_onnxruntime_gets_8_bit_matmul_nbits(tmp_path):
     """rules.decoder_nbits: under --target onnxruntime a KV-cache decoder's int8 MatMul weight is
     8-bit MatMulNBits, symmetric blocks of 32 along K (no zero points), accuracy_level 4; the same
     model under the default target (standard ops: it may run in onnxruntime-web) keeps the lean form."""
-    model = _kv_decoder_step(tmp_path)
+    model = _kv_decoder_step()
     saved, out, report = _quant(tmp_path, model, target="onnxruntime")
     (record,) = [r for r in report.weights if r["name"] == "W"]
     assert (record["lowering"], record["dtype"], record["granularity"], record["block_size"], record["symmetric"]) \

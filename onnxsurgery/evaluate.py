@@ -29,7 +29,7 @@ from .io import open_model
 from .progress import progress
 from .quant.request import QuantRequest
 from .session_memory import measure_in_fresh_process
-from .verify import compare_outputs, headline_outputs, is_cache_output, runnable_inputs, session
+from .verify import compare_outputs, headline_outputs, is_cache_output, pooled_agreement, runnable_inputs, session
 
 # Latency: at least this many timed runs after one warm-up, more while within the time budget
 # (2 s before: 20 of 398 s on SmolLM2's export, where one run takes 0.3-0.6 s here).
@@ -169,9 +169,9 @@ class Outputs:
                     worst_l2 = max(worst_l2, entry["rel_l2_error"])
                     worst_abs = max(worst_abs, entry["max_abs_error"])
                 if "argmax_agreement" in entry and (name in headline or not is_cache_output(name)):
-                    agreements.setdefault(name, []).append(entry["argmax_agreement"])
+                    agreements.setdefault(name, []).append(entry)
         row.exact, row.rel_l2_error, row.max_abs_error = exact, worst_l2, worst_abs
-        row.argmax_agreement = min(float(np.mean(v)) for v in agreements.values()) if agreements else None
+        row.argmax_agreement = min(pooled_agreement(v) for v in agreements.values()) if agreements else None
 
 
 def _session(path: Path):

@@ -71,6 +71,14 @@ def compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[st
         return _compare_outputs(ref, got, names)
 
 
+def pooled_agreement(entries: list[dict]) -> float:
+    """The argmax agreement over every position of several samples' entries (compare_outputs):
+    each sample weighs as many positions as it has, so a decoder's one-token step does not count
+    as much as a whole prompt."""
+    positions = [max(1, int(np.prod(e["shape"][:-1]))) for e in entries]
+    return float(np.average([e["argmax_agreement"] for e in entries], weights=positions))
+
+
 def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str]) -> dict:
     result = {}
     for name, a, b in zip(names, ref, got):
@@ -154,12 +162,12 @@ def compare_models(
     del ref_sess
     cand_sess = _named_session(candidate, fold_constants=fold_candidate, runtime=runtime)
     per_output: dict[str, dict] = {}
-    agreements: dict[str, list[float]] = {}
+    agreements: dict[str, list[dict]] = {}
     for feeds, ref in progress(list(zip(samples, expected)), "verify", unit="sample"):
         got = _run(cand_sess, names, feeds)
         for name, entry in compare_outputs(ref, got, names).items():
             if "argmax_agreement" in entry:
-                agreements.setdefault(name, []).append(entry["argmax_agreement"])
+                agreements.setdefault(name, []).append({k: entry[k] for k in ("argmax_agreement", "shape")})
             prev = per_output.get(name)
             if prev is None:
                 per_output[name] = entry
@@ -168,11 +176,11 @@ def compare_models(
             for key in ("max_abs_error", "rel_l2_error"):
                 prev[key] = max(prev[key], entry[key])
     headline = headline_outputs(names, outputs)
-    for name, values in agreements.items():  # over all samples' positions (equal shapes)
+    for name, entries in agreements.items():  # over all samples' positions
         if is_cache_output(name) and name not in headline:
             per_output[name].pop("argmax_agreement", None)  # absent where the first sample's was empty
         else:
-            per_output[name]["argmax_agreement"] = float(np.mean(values))
+            per_output[name]["argmax_agreement"] = pooled_agreement(entries)
     for name in names:
         per_output[name]["headline"] = name in headline
     chosen = [per_output[n] for n in headline]

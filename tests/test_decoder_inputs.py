@@ -134,3 +134,24 @@ def test_reports_say_when_their_inputs_were_generated(tmp_path):
     r = CliRunner().invoke(main, ["-q", "quant", str(tmp_path / "d.onnx"), str(tmp_path / "q.onnx"),
                                   "--calibration", str(tmp_path / "bad.npz")])
     assert r.exit_code == 2 and "--calibration has 'ids', which" in r.output, r.output
+
+
+def test_argmax_agreement_counts_positions_not_samples(tmp_path):
+    """A decoder's samples are a prompt (many positions) and one-token steps: agreement is pooled
+    over positions, so a step that flips counts as one position (9 of 10 agree), not as half the
+    samples (the mean of per-sample figures would say 50%)."""
+    from onnxsurgery.verify import compare_models
+
+    def model(path, shift):
+        nodes = [helper.make_node("Add", ["x", "shift"], ["y"])]
+        inits = [numpy_helper.from_array(np.array(shift, np.float32), "shift")]
+        onnx.save(builders.model(nodes, [builders.vi("x", shape=[1, "positions", 4])],
+                                 [builders.vi("y", shape=[1, "positions", 4])], inits), str(path))
+        return path
+
+    a, b = model(tmp_path / "a.onnx", [0, 0, 0, 0]), model(tmp_path / "b.onnx", [0, 0.5, 0, 0])
+    prompt = np.zeros((1, 9, 4), np.float32)
+    prompt[..., 0] = 10  # class 0 by far: the shift does not flip it
+    step = np.array([[[1, 0.8, 0, 0]]], np.float32)  # class 0 by 0.2: the shift flips it to 1
+    result = compare_models(a, b, samples=[{"x": prompt}, {"x": step}])
+    assert abs(result["outputs"]["y"]["argmax_agreement"] - 0.9) < 1e-12

@@ -67,6 +67,7 @@ bench: install install-web
 	$(PY) bench/forms.py
 	$(PY) bench/decoder.py
 	$(PY) bench/decoder_genai.py
+	$(PY) bench/decoder_step.py
 
 lint: install
 	$(VENV)/bin/ruff check onnxsurgery tests samples bench docs

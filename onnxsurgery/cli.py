@@ -225,7 +225,8 @@ def run(model_path, inputs_npz, shapes, save_npz):
 @click.option("--runtime", type=click.Choice(["onnxruntime", "onnxruntime-web"]), default="onnxruntime",
               show_default=True,
               help="Where the result will run: verification computes as it does (onnxruntime-web computes the "
-              "fused DequantizeLinear -> MatMul with float activations, the CPU build with int8 ones).")
+              "fused DequantizeLinear -> MatMul with float activations, the CPU build with int8 ones), and the "
+              "plan avoids what it runs slowly (a KV-cache decoder's 8-bit MatMulNBits in WASM).")
 @click.option("--no-merge", is_flag=True, help="Do not merge identical weights first.")
 @click.option("--no-verify", is_flag=True, help="Skip the onnxruntime comparison.")
 @click.option("--dynamic", is_flag=True,
@@ -274,11 +275,11 @@ def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target
             raise OptionError("--dynamic runs onnxruntime's quantize_dynamic, which has no plan to show")
         writes = {"--in-place": in_place, "--external-data/--one-file": external_data is not None,
                   "--max-error": max_error is not None,
-                  "--no-verify": no_verify, "--runtime": runtime != "onnxruntime", "--outputs": bool(outputs)}
+                  "--no-verify": no_verify, "--outputs": bool(outputs)}
         if any(writes.values()):
             raise OptionError(f"--dry-run writes and verifies nothing; {next(k for k, v in writes.items() if v)} "
                               "does not apply")
-        plan = api.quant_plan(input_path, **common)
+        plan = api.quant_plan(input_path, runtime=runtime, **common)
         click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else table(plan))
         return
     report = api.quant_file(input_path, output_path, verify=not no_verify, max_error=max_error, in_place=in_place,

@@ -4,14 +4,18 @@ Identity bypass, and option validation. Results are checked in a real onnxruntim
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
+from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
 import builders
 import onnxsurgery
 from conftest import run
+from onnxsurgery.cli import main
 from onnxsurgery.quant.options import QuantOptions
 
 
@@ -340,6 +344,23 @@ def test_a_kv_cache_decoder_for_onnxruntime_gets_8_bit_matmul_nbits(tmp_path):
     saved_any, _, report_any = _quant(tmp_path / "any", model)
     assert "MatMulNBits" not in {n.op_type for n in saved_any.graph.node}
     assert [r["lowering"] for r in report_any.weights if r["name"] == "W"] == ["scaled"]
+
+
+def test_a_kv_cache_decoder_for_onnxruntime_web_keeps_the_lean_form(tmp_path):
+    """--runtime onnxruntime-web: its WASM 8-bit MatMulNBits is 7x slower than the lean form at one
+    token (rules.decoder_nbits), so the plan keeps the lean form, in the dry run as in the file."""
+    model = _kv_decoder_step()
+    saved, _, report = _quant(tmp_path, model, target="onnxruntime", runtime="onnxruntime-web")
+    assert "MatMulNBits" not in {n.op_type for n in saved.graph.node}
+    assert [r["lowering"] for r in report.weights if r["name"] == "W"] == ["scaled"]
+    args = ["quant", str(tmp_path / "in.onnx"), "--dry-run", "--json", "--min-elements", "1024",
+            "--target", "onnxruntime"]
+    lowerings = []
+    for extra in ([], ["--runtime", "onnxruntime-web"]):
+        r = CliRunner().invoke(main, args + extra)
+        assert r.exit_code == 0, r.output
+        lowerings += [w["lowering"] for w in json.loads(r.output)["weights"] if w["name"] == "W"]
+    assert lowerings == ["matmulnbits", "scaled"]
 
 
 def test_keep_quantized_keeps_dequantize_linear_and_upgrades(tmp_path):

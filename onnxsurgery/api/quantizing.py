@@ -55,6 +55,7 @@ def quant_plan(
     target_error: float | None = None,
     target_size: int | None = None,
     calibration: list[dict[str, np.ndarray]] | None = None,
+    runtime: str = "onnxruntime",
     **options,
 ) -> Plan:
     """What `quant_file` with the same arguments would do to each weight (`quant --dry-run`),
@@ -62,8 +63,8 @@ def quant_plan(
     upgrading it; with `plan`, that plan is checked against the model."""
     request = _request(request, options)
     _check_run_options(request, plan=plan, target_error=target_error, target_size=target_size,
-                       calibration=calibration)
-    quant_options = request.resolve()
+                       calibration=calibration, runtime=runtime)
+    quant_options = request.resolve(runtime)
     records = _records(plan)
     calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
     notes = []
@@ -145,7 +146,7 @@ def quant_file(
                        calibration=calibration, runtime=runtime)
     if max_error is not None and not verify:
         raise OptionError("--max-error needs the verification that --no-verify skips")
-    quant_options = request.resolve()
+    quant_options = request.resolve(runtime)
     records = _records(plan)
     out = check_output_path(input_path, output_path, in_place)
     if calibration is not None:  # a wrong key: one line naming it, not onnxruntime's own words

@@ -13,8 +13,9 @@ Generated inputs follow what the graph says a model means, so that a model runs 
   ("past_sequence_length + 1", "total_sequence_length") their total; cache head counts and
   head sizes left dynamic come from genai_config.json or config.json beside the model;
   `shapes` (--shape) fixes any input's shape;
-- values: integer inputs that index a table (Gather, EmbedLayerNormalization) stay below its
-  size; an integer input that the graph compares with a constant (silero-vad: `sr == 16000`) is that
+- values: integer inputs that index a table (Gather, GatherBlockQuantized,
+  EmbedLayerNormalization; the table a constant, or a Transpose or Reshape of one) stay below
+  its size; an integer input that the graph compares with a constant (silero-vad: `sr == 16000`) is that
   constant; attention masks are ones; position ids count up from the past length; a `use_cache`
   flag is true where the past is not empty; other floats are standard normal, other integers below 10.
 """
@@ -99,28 +100,47 @@ def _compared_constants(model: onnx.ModelProto | str | os.PathLike | None) -> di
 
 
 def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str, int]:
-    """Graph inputs used as Gather indices -> the gathered table's first dimension (tables
-    that are initializers or Constant nodes)."""
+    """Graph inputs used as Gather (or com.microsoft GatherBlockQuantized) indices -> the
+    gathered table's size along the gathered axis (tables that are initializers or Constant
+    nodes, or a Transpose of one: the genai builder's tied table, stored as the lm_head's
+    [hidden, vocab] and transposed for the lookup, where ids below 10 were all special tokens)."""
     model = _structure(model)
     if model is None:
         return {}
     sizes = {t.name: list(t.dims) for t in model.graph.initializer}
+    small = {t.name: t for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL}
     for node in model.graph.node:
         if node.op_type == "Constant":
             sizes.update((node.output[0], list(a.t.dims)) for a in node.attribute if a.name == "value")
+        elif node.op_type == "Transpose" and sizes.get(node.input[0]):
+            dims = sizes[node.input[0]]
+            perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), list(range(len(dims)))[::-1])
+            sizes[node.output[0]] = [dims[i] for i in perm]
+        elif node.op_type == "Reshape" and sizes.get(node.input[0]) and node.input[1] in small:
+            # a quantized tied table: MatMulNBits' [vocab, blocks, bytes] viewed [vocab, bytes] for the lookup
+            sizes[node.output[0]] = _reshaped(sizes[node.input[0]], onnx.numpy_helper.to_array(small[node.input[1]]))
     bounds: dict[str, int] = {}
     for node in model.graph.node:  # onnxruntime's fused embedding: input_ids (0) into word_embedding (2)
         if node.op_type == "EmbedLayerNormalization" and len(node.input) > 2 and sizes.get(node.input[2]):
             n = sizes[node.input[2]][0]
             bounds[node.input[0]] = min(bounds.get(node.input[0], n), n)
     for node in model.graph.node:
-        if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in sizes:
+        if node.op_type in ("Gather", "GatherBlockQuantized") and len(node.input) > 1 and node.input[0] in sizes:
             dims = sizes[node.input[0]]
             if dims:
-                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                axis = next((a.i for a in node.attribute if a.name in ("axis", "gather_axis")), 0)
                 n = dims[axis]
                 bounds[node.input[1]] = min(bounds.get(node.input[1], n), n)
     return bounds
+
+
+def _reshaped(dims: list[int], shape: np.ndarray) -> list[int]:
+    """Reshape's output dimensions (0 copies the input's, -1 takes the rest)."""
+    out = [dims[i] if v == 0 and i < len(dims) else int(v) for i, v in enumerate(shape.reshape(-1).tolist())]
+    if -1 in out:
+        known = int(np.prod([d for d in out if d != -1]))
+        out[out.index(-1)] = int(np.prod(dims)) // known if known else 0
+    return out
 
 
 def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,

@@ -155,3 +155,20 @@ def test_argmax_agreement_counts_positions_not_samples(tmp_path):
     step = np.array([[[1, 0.8, 0, 0]]], np.float32)  # class 0 by 0.2: the shift flips it to 1
     result = compare_models(a, b, samples=[{"x": prompt}, {"x": step}])
     assert abs(result["outputs"]["y"]["argmax_agreement"] - 0.9) < 1e-12
+
+
+def test_generated_ids_span_a_tied_table_read_through_a_transpose(tmp_path):
+    """The genai builder stores a tied table as the lm_head's [hidden, vocab] B and gathers the
+    token rows from its Transpose: generated ids span the vocabulary there too (below 10 they
+    were SmolLM2's special tokens alone, a sequence no text has), and so they do behind the
+    GatherBlockQuantized of a quantized one."""
+    from test_tied_table import VOCAB, _tied_model
+
+    onnx.save(_tied_model("mirrored"), str(tmp_path / "tied.onnx"))
+    feeds = make_inputs(session(tmp_path / "tied.onnx"), model=tmp_path / "tied.onnx", seed=0)
+    assert 10 <= feeds["ids"].max() < VOCAB
+    onnxsurgery.quant_file(tmp_path / "tied.onnx", tmp_path / "q.onnx", target="onnxruntime", dtype="int4",
+                           min_elements=1024, verify=False)
+    assert "GatherBlockQuantized" in {n.op_type for n in onnx.load(str(tmp_path / "q.onnx")).graph.node}
+    feeds = make_inputs(session(tmp_path / "q.onnx"), model=tmp_path / "q.onnx", seed=0)
+    assert 10 <= feeds["ids"].max() < VOCAB

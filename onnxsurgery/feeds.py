@@ -102,8 +102,9 @@ def _compared_constants(model: onnx.ModelProto | str | os.PathLike | None) -> di
 def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str, int]:
     """Graph inputs used as Gather (or com.microsoft GatherBlockQuantized) indices -> the
     gathered table's size along the gathered axis (tables that are initializers or Constant
-    nodes, or a Transpose of one: the genai builder's tied table, stored as the lm_head's
-    [hidden, vocab] and transposed for the lookup, where ids below 10 were all special tokens)."""
+    nodes, or a Transpose or Reshape of one: the genai builder's tied table, stored as the
+    lm_head's [hidden, vocab] and transposed for the lookup, or quantized and reshaped for
+    GatherBlockQuantized; ids below 10 were all special tokens there)."""
     model = _structure(model)
     if model is None:
         return {}

@@ -31,8 +31,8 @@ from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.scaled import scaled_before, zero_points_fit
 from ..options import FLOAT_TYPES, QuantOptions, Scheme
 from ..plan import Plan, WeightPlan
-from .rules import (balanced_rounding, choose_scheme, float16_for_tensorrt, lean_scheme, lowering_for,
-                    matches, refusal, site_options, tensorrt_refusal, value_refusal)
+from .rules import (balanced_rounding, choose_scheme, decoder_nbits, float16_for_tensorrt, lean_scheme,
+                    lowering_for, matches, refusal, site_options, tensorrt_refusal, value_refusal)
 from .symmetry import SymmetryChoice, choose_symmetric
 
 
@@ -94,7 +94,7 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
     if options.auto_symmetric:
         symmetry = choose_symmetric([(site, scheme, lowering, opts) for site, scheme, lowering, fp16, _, opts in todo
                                      if lowering not in ("lean", "scaled", "tied") and not fp16 and site.name
-                                     not in lean_choice.half and not _decoder_nbits(lowering, opts)], activations)
+                                     not in lean_choice.half and not _decoder_nbits(site, lowering, opts)], activations)
     stays_float = bool(options.fp16 or options.levels)
     gptq_skipped: dict[str, str] = {}
     outcomes: dict[str, list[str]] = {}  # auto's lean-or-accurate choice: "lean" / "accurate" -> weights
@@ -192,7 +192,7 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
             why += "" if symmetric else "; zero points: measured more accurate"
         else:
             symmetric = opts.symmetric or not (lowering == "scaled" and zero_points_fit(site))
-    elif _decoder_nbits(lowering, opts):
+    elif _decoder_nbits(site, lowering, opts):
         symmetric = True  # lean_default: the symmetry was left to quant
         why += " (8 bits in a KV-cache decoder, symmetric blocks: rules.decoder_nbits)"
     elif options.auto_symmetric:
@@ -206,9 +206,9 @@ def _plan_integers(record: WeightPlan, site: ConstantSite, scheme: Scheme, lower
     return outcome
 
 
-def _decoder_nbits(lowering: str, opts: QuantOptions) -> bool:
-    """An 8-bit MatMulNBits record of the int8 default (rules.decoder_nbits chose it)."""
-    return lowering == "matmulnbits" and not opts.four_bit and opts.lean_default
+def _decoder_nbits(site: ConstantSite, lowering: str, opts: QuantOptions) -> bool:
+    """Whether rules.decoder_nbits chose `lowering` for `site`: an 8-bit MatMulNBits of the int8 default."""
+    return lowering == "matmulnbits" and not opts.four_bit and decoder_nbits(site, opts)
 
 
 def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:

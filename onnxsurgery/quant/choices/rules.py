@@ -281,11 +281,11 @@ def decoder_nbits(site: ConstantSite, options: QuantOptions) -> bool:
     top-1 95.6%, decode 0.49x. Its 8-bit float kernel (accuracy_level 0) is 11-13x slower than
     the float MatMul at one token, so that level is no option. Elsewhere the lean form stays:
     a standard-op model may run in onnxruntime-web, whose 8-bit MatMulNBits is slower than its
-    float MatMul (8 layers of 576x1536 and back at one token, onnxruntime-web 1.30 WASM: 20.5-20.8
-    ms against 3.0-3.7 as the lean form, float 2.6-2.8; so not with --runtime onnxruntime-web
-    either), and an encoder loses accuracy to the int8
-    activations (all-MiniLM-L6-v2 under --target onnxruntime, every MatMul weight so: rel L2
-    0.033 against 0.023 on real sentences, at 0.69x latency against 1.09x)."""
+    float MatMul (bench/decoder_step.py: 8 layers of 576x1536 and back at one token in WASM, 20.4
+    ms against 3.0 as the lean form and 2.6 in float; so not with --runtime onnxruntime-web
+    either), and an encoder loses accuracy to the int8 activations (all-MiniLM-L6-v2 under
+    --target onnxruntime, every MatMul weight so: rel L2 0.033 against 0.023 on real sentences,
+    at 0.69x latency against 1.09x)."""
     return options.lean_default and options.runtime != "onnxruntime-web" and runs_matmulnbits(site, options) \
         and model_fact(site, "kv_cache", has_kv_cache)
 

@@ -75,6 +75,13 @@ EVAL_PROMPTS = [  # held out: evaluation only
     "What is the difference between weather and climate?",
     "How many minutes are in a day? Explain.",
 ]
+GREEDY_PROMPTS = [  # held out too: more prompts for greedy text, whose count moves by 3-5 on 8 alone
+    "What is photosynthesis?", "Write a short poem about the sea.", "How does a bicycle stay upright?",
+    "Name three famous painters.", "What should I pack for a weekend hike?", "Explain recursion to a child.",
+    "What is the boiling point of water at sea level?", "Give me a recipe idea with eggs and spinach.",
+    "Why do cats purr?", "What is machine learning?", "Describe a sunset in two sentences.",
+    "How do vaccines work?",
+]
 
 
 def _last_line(text: str) -> str:

@@ -7,9 +7,10 @@ For each quantized copy of the builder's float export that bench/decoder.py made
 (RUNS/q/genai_fp32.*.onnx, with their .data files), a folder is put together the way a user
 ships one: the quantized model as the file genai_config.json names, beside the float export's
 genai_config.json and tokenizer files (links). onnxruntime-genai then decodes bench/decoder.py's
-held-out prompts greedily (its tokenization, chat template applied; --tokens new tokens), and each text is compared
-with the float export's: the prompts whose text is identical, and the tokens before the first
-difference, on average. The builder's own int4 export is decoded the same way as a peer.
+held-out prompts and its further GREEDY_PROMPTS greedily (its tokenization, chat template
+applied; --tokens new tokens), and each text is compared with the float export's: the prompts
+whose text is identical, per set and in all, and the tokens before the first difference, on
+average. The builder's own int4 export is decoded the same way as a peer.
 Prints one Markdown table and writes it to RUNS/decoder_genai_results.md.
 """
 
@@ -24,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from decoder import EVAL_PROMPTS, WORK, tokenize  # noqa: E402
+from decoder import EVAL_PROMPTS, GREEDY_PROMPTS, WORK, tokenize  # noqa: E402
 
 FLOAT = WORK / "genai_fp32"
 BUILDER_INT4 = WORK / "genai_int4"
@@ -84,6 +85,17 @@ def agreement(reference: list[list[int]], got: list[list[int]]) -> tuple[int, fl
     return same, sum(prefix) / len(prefix)
 
 
+def row(label: str, reference: list[list[int]], got: list[list[int]], seconds: float) -> str:
+    """A table row: prompts with the reference's text on bench/decoder.py's evaluation prompts,
+    on the further greedy prompts, and on both; tokens before the first difference."""
+    n = len(EVAL_PROMPTS)
+    first, _ = agreement(reference[:n], got[:n])
+    more, _ = agreement(reference[n:], got[n:])
+    same, prefix = agreement(reference, got)
+    return f"| {label} | {first}/{n} + {more}/{len(reference) - n} = {same}/{len(reference)} | {prefix:.1f} " \
+           f"| {seconds:.2f} |"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, default=WORK, help="bench/decoder.py's --out (its q/ folder)")
@@ -98,10 +110,9 @@ def main() -> None:
         print(f"decoder_genai: {FLOAT} is missing (run bench/decoder.py first): skipped")
         return
     work = args.runs / "genai_folders"
-    prompts = tokenize(EVAL_PROMPTS, True)
+    prompts = tokenize(EVAL_PROMPTS + GREEDY_PROMPTS, True)
     reference, float_s = greedy_texts(FLOAT, prompts, args.tokens)
-    same, prefix = agreement(reference, reference)  # the new tokens it made (fewer where it stopped)
-    rows = [f"| float32 export | {same}/{len(EVAL_PROMPTS)} | {prefix:.1f} | {float_s:.2f} |"]
+    rows = [row("float32 export", reference, reference, float_s)]
     models = [("genai builder -p int4 (own export)", BUILDER_INT4)] if BUILDER_INT4.exists() else []
     models += [(path.name.split(".")[1], path) for path in sorted((args.runs / "q").glob("genai_fp32.*.onnx"))]
     for label, path in models:
@@ -111,11 +122,12 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - a model genai cannot run is a row, not a crash
             rows.append(f"| {label} | failed: {str(e).splitlines()[0][:100]} | | |")
             continue
-        same, prefix = agreement(reference, got)
-        rows.append(f"| {label} | {same}/{len(EVAL_PROMPTS)} | {prefix:.1f} | {seconds:.2f} |")
+        rows.append(row(label, reference, got, seconds))
     text = "\n".join([
-        f"# onnxruntime-genai greedy text, {len(EVAL_PROMPTS)} held-out prompts x {args.tokens} new tokens", "",
-        "| model | prompts with the float model's text | tokens before the first difference (mean) "
+        f"# onnxruntime-genai greedy text, {len(EVAL_PROMPTS)} + {len(GREEDY_PROMPTS)} held-out prompts x "
+        f"{args.tokens} new tokens", "",
+        f"| model | prompts with the float model's text: the {len(EVAL_PROMPTS)} evaluation prompts + the "
+        f"{len(GREEDY_PROMPTS)} more = all | tokens before the first difference (mean, all) "
         "| s per prompt (median) |", "|---|---|---|---|", *rows, "",
         "Variant names are bench/decoder.py's files (q/genai_fp32.NAME.onnx): default (int8), inputs (int8 "
         "--inputs), int4, ort8 / ort4 (--target onnxruntime), nbits4 (onnxruntime's MatMulNBits quantizer).", ""])

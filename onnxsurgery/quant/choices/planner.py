@@ -79,7 +79,7 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
         todo.append((site, scheme, lowering, as_fp16, why, opts))
     room = None  # a cap on what the accurate chain spends at load (lean.py); None: its share alone
     if memory_rule_applies(graph, options) and opset >= KEPT_OPSET:
-        todo = _keep_in_memory(todo, _planned(todo), mapped)
+        todo = _keep_in_memory(todo, mapped)
         if mapped:  # the original's untouched table pages pay for nothing: the chain spends only what
             # the plan saves at load (all-MiniLM-L6-v2 with a data file: see load_memory.py)
             room = room_at_load(_planned(todo), mapped)
@@ -139,10 +139,10 @@ def _planned(todo: list) -> list:
     return [(site, "cast" if fp16 else lowering) for site, _, lowering, fp16, *_ in todo]
 
 
-def _keep_in_memory(todo: list, planned: list, mapped: bool) -> list:
+def _keep_in_memory(todo: list, mapped: bool) -> list:
     """`todo` with the MatMul weights that load_memory keeps quantized in memory lowered as `dq`
-    (`planned`: `_planned(todo)`; `mapped`: see plan_weights)."""
-    kept = {site.name for site in kept_in_memory(planned, left_lean=small_weight, mapped=mapped)}
+    (`mapped`: see plan_weights)."""
+    kept = {site.name for site in kept_in_memory(_planned(todo), left_lean=small_weight, mapped=mapped)}
     return [(site, kept_scheme(site), "dq", fp16, why, opts.changed(reason=KEPT_REASON))
             if site.name in kept else (site, scheme, lowering, fp16, why, opts)
             for site, scheme, lowering, fp16, why, opts in todo]

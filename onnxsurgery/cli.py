@@ -227,6 +227,10 @@ def run(model_path, inputs_npz, shapes, save_npz):
               help="Where the result will run: verification computes as it does (onnxruntime-web computes the "
               "fused DequantizeLinear -> MatMul with float activations, the CPU build with int8 ones), and the "
               "plan avoids what it runs slowly (a KV-cache decoder's 8-bit MatMulNBits in WASM).")
+@click.option("--memory", type=click.FloatRange(min=0, min_open=True), metavar="GB",
+              help="Memory where the result will run, in GB (10^9 bytes) [default: this machine's]. Where the "
+              "model's float weights would not fit, its MatMul weights stay quantized at load (DequantizeLinear "
+              "fused into MatMulNBits) instead of a form that turns float at load.")
 @click.option("--no-merge", is_flag=True, help="Do not merge identical weights first.")
 @click.option("--no-verify", is_flag=True, help="Skip the onnxruntime comparison.")
 @click.option("--dynamic", is_flag=True,
@@ -255,7 +259,7 @@ def run(model_path, inputs_npz, shapes, save_npz):
 @headline_option
 @_common_output_options
 @_handle_errors
-def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target_error, target_size, max_error,
+def quant(input_path, output_path, runtime, memory, no_merge, no_verify, dynamic, target_error, target_size, max_error,
           calibration_npz, dry_run, plan_file, inputs_npz, shapes, outputs, in_place, external_data, as_json,
           **fields):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
@@ -267,6 +271,7 @@ def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target
     if output_path is None and not dry_run:
         raise click.UsageError("give an OUTPUT (or --dry-run to see the plan)")
     common = dict(request=request_from(fields), plan=plan_file, merge=not no_merge,
+                  memory=int(memory * 1e9) if memory else None,
                   samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
                   target_error=target_error, target_size=int(target_size * 1e6) if target_size else None,
                   calibration=load_input_samples(calibration_npz) if calibration_npz else None)

@@ -119,16 +119,17 @@ def shrink_pipeline(*, min_elements: int = DEFAULT_MIN_ELEMENTS, transposed: boo
 
 def quant_pipeline(options: QuantOptions, *, merge: bool = True, opsets: dict[str, int] | None = None,
                    calibration: Calibration | None = None, activations: Calibration | None = None,
-                   records=None, mapped: bool = False) -> list[Pass]:
+                   records=None, mapped: bool = False, store: ExternalFiles | None = None) -> list[Pass]:
     """`quant`: Identity nodes in front of weights bypassed (so that the quantizer sees who
     reads each weight), identical constants merged, weights quantized (as `records`, a plan
     read from a file, say, or as the options' plan); for TensorRT, which computes in int32,
-    int64 constants narrowed where exact. `mapped`: the model's weights are in a data file."""
+    int64 constants narrowed where exact. `mapped`: the model's weights are in a data file.
+    `store`: where the quantizer moves its payloads as they accumulate (`ExternalFiles.offload`)."""
     steps: list[Pass] = [BypassIdentities()]
     if merge:
         steps.append(MergeDuplicates())
     steps.append(QuantizeWeights(options, (opsets or {}).get(""), calibration, activations,
-                                 tuple(records) if records is not None else None, mapped))
+                                 tuple(records) if records is not None else None, mapped, store))
     if options.target == "tensorrt":
         steps.append(Narrow(_frozen(opsets)))
     return steps

@@ -35,6 +35,7 @@ LAZY_THRESHOLD = 4096
 SPILL_LOCATION = "\0spill"
 SPILL_ALIGN = 4096
 COPY_CHUNK_BYTES = 16 * 2**20
+OFFLOAD_EVERY_BYTES = 32 * 2**20
 
 
 def _stub_large_payload(location: str):
@@ -98,6 +99,7 @@ class ExternalFiles:
         self._fds: dict[str, int] = {}
         self._held: dict[str, memoryview] = {}
         self._spill: tuple[int, int] | None = None  # (fd, bytes written) of `spill_into`'s file
+        self._pending = 0  # bytes a pass reported `produced` since the last offload
 
     def hold(self, payload: np.ndarray | bytes) -> str:
         """A location whose bytes are `payload` (a C-contiguous array, or bytes), kept until
@@ -122,6 +124,13 @@ class ExternalFiles:
     def spilling(self) -> bool:
         return self._spill is not None
 
+    def produced(self, graph, nbytes: int) -> None:
+        """A pass made `nbytes` of new payloads in memory; once OFFLOAD_EVERY_BYTES of them have
+        gathered, `offload` them (one walk over the graph's constants per batch, not per tensor)."""
+        self._pending += nbytes
+        if self._pending >= OFFLOAD_EVERY_BYTES:
+            self.offload(graph)
+
     def offload(self, graph) -> int:
         """Move each initializer of `graph` (all scopes) whose payload of at least
         LAZY_THRESHOLD bytes is held in memory (an array, or a proto's raw_data: packed 4-bit
@@ -133,7 +142,7 @@ class ExternalFiles:
             return 0
         from .graph_utils import collect_constants
 
-        moved = 0
+        moved, self._pending = 0, 0
         for site in collect_constants(graph):
             if site.node is not None:
                 continue  # Constant nodes are small; their attributes are written as they are

@@ -76,6 +76,12 @@ class Workspace:
     def cleanup(self) -> None:
         remove_dead(self.graph)
 
+    @property
+    def store(self) -> ExternalFiles | None:
+        """Where passes move the payloads they make (`ExternalFiles.offload`): the input's files
+        once `spill_into` a folder, else None (everything stays in memory)."""
+        return self.files if self.files is not None and self.files.spilling else None
+
     def export(self) -> onnx.ModelProto:
         """`finish`. Large payloads may still be references into the input's files, or to
         arrays the files hold (`ExternalFiles.hold`): write with `save_model(..., files=self.files)`
@@ -104,16 +110,18 @@ class Workspace:
 
 
 def shrink_pipeline(*, min_elements: int = DEFAULT_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
-                    half: bool = True, opsets: dict[str, int] | None = None) -> list[Pass]:
+                    half: bool = True, opsets: dict[str, int] | None = None,
+                    store: ExternalFiles | None = None) -> list[Pass]:
     """`shrink`: merge identical constants; optionally transposed copies; optionally narrow;
-    then, unless `half` is False, float32 constants exact in 16 bits stored in 2 bytes."""
+    then, unless `half` is False, float32 constants exact in 16 bits stored in 2 bytes (moved
+    to `store` as they accumulate, `ExternalFiles.offload`)."""
     steps: list[Pass] = [MergeDuplicates(min_elements)]
     if transposed:
         steps.append(MergeTransposed(min_elements))
     if narrow:
         steps.append(Narrow(_frozen(opsets)))
     if half:
-        steps.append(HalfWidth(min_elements, (opsets or {}).get("")))
+        steps.append(HalfWidth(min_elements, (opsets or {}).get(""), store))
     return steps
 
 

@@ -69,7 +69,7 @@ def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
                       records=None) -> None:
     ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, calibration=calibration,
                                    activations=activations, records=records, mapped=ws.has_external_data_files,
-                                   store=ws.files if ws.files is not None and ws.files.spilling else None))
+                                   store=ws.store))
 
 
 def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:

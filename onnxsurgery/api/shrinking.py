@@ -20,7 +20,7 @@ from ._common import _in_memory, _write_checked
 def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
                        transposed: bool, narrow: bool, half: bool) -> None:
     ws.run_pipeline(shrink_pipeline(min_elements=min_elements, transposed=transposed, narrow=narrow,
-                                    half=half, opsets=ws.opsets))
+                                    half=half, opsets=ws.opsets, store=ws.store))
     report.passes = ws.reports
 
 
@@ -81,6 +81,8 @@ def shrink_file(
     report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     if why is not None:
         report.notes.append(f"not checked in onnxruntime, which cannot load {input_path}: {why}")
+    if ws.files is not None:
+        ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
     _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half)
     # unless asked otherwise, weights that came in a data file go out in one, `<output>.data`, as
     # quant writes them: onnxruntime then maps it instead of holding a parsed copy

@@ -28,11 +28,6 @@ log = logging.getLogger("onnxsurgery")
 MAX_ERRORS_REPORTED = 10
 
 
-# With a store, what the weights quantized so far hold in memory is moved out once it passes this
-# (one walk over the graph's constants each time, not one per weight)
-OFFLOAD_EVERY_BYTES = 128 * 2**20
-
-
 def apply_plan(graph: gs.Graph, plan: Plan, calibration: Calibration | None = None, store=None) -> PassReport:
     """Rewrite `graph` in place as `plan` says; the report lists each weight's error. `store`
     (lazy.ExternalFiles with `spill_into`): the quantized payloads are moved out of memory as
@@ -49,7 +44,6 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     names = NameAllocator(graph)
     errors, schemes, balanced, calibrated = [], {}, [], []
     not_calibrated = dict(plan.details.get("not_calibrated", {}))
-    pending = 0  # bytes stored in memory since the last offload
     for record in progress(plan.changed, "quantize", unit="weight"):
         site = sites[record.name]
         values = read_values(site.tensor).astype(np.float32, copy=False)
@@ -68,10 +62,8 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
             elif record.rounding == "balanced":
                 balanced.append(record.name)
         del values
-        pending += stored
-        if store is not None and pending >= OFFLOAD_EVERY_BYTES:
-            store.offload(graph)
-            pending = 0
+        if store is not None:
+            store.produced(graph, stored)
         report.changed += 1
         report.bytes_saved += record.bytes_before - stored
         schemes[record.label] = schemes.get(record.label, 0) + 1

@@ -174,7 +174,9 @@ def float_weights_fit(sites: Iterable[ConstantSite], memory: int | None) -> bool
     """Whether the float weights among `sites` (every float constant of the model) fit in
     `memory` bytes (None: this machine's). Where they do not, a lean form, which onnxruntime
     folds back into float at load, would make a result that cannot load there either: the
-    planner keeps every MatMul weight onnxruntime fuses quantized at load instead (FIT_REASON).
+    planner keeps every weight quantized at load instead (FIT_REASON): DequantizeLinear, which
+    onnxruntime fuses into MatMulNBits where one MatMul reads the weight, and otherwise runs at
+    each inference, one float weight at a time.
     The float original could not be loaded there anyway, so no accuracy is given up against
     anything that runs."""
     total = sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_DTYPES)
@@ -182,8 +184,8 @@ def float_weights_fit(sites: Iterable[ConstantSite], memory: int | None) -> bool
 
 
 FLOAT_DTYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
-FIT_REASON = ("kept quantized at load (DequantizeLinear -> MatMulNBits): float weights {size} > memory where it "
-              "runs {memory} (--memory)")
+FIT_REASON = ("kept quantized at load ({how}): float weights {size} > memory where it runs {memory} (--memory)")
+FIT_HOW = {True: "DequantizeLinear -> MatMulNBits", False: "DequantizeLinear, run at each inference"}
 
 
 KEPT_REASON = ("kept quantized in memory (DequantizeLinear, fused by onnxruntime into MatMulNBits with int8 "

@@ -24,7 +24,7 @@ from ..calibration import Calibration
 from ..estimates import planned_bytes as estimated_payload
 from .int4_paths import forget_model_facts, matmulnbits_because
 from .lean import choose_lean, small_weight
-from .load_memory import (FIT_REASON, FLOAT_DTYPES, KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies,
+from .load_memory import (FIT_HOW, FIT_REASON, FLOAT_DTYPES, KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies,
                           float_weights_fit, fuses_into_nbits, has_kv_cache, kept_in_memory, kept_scheme,
                           machine_memory, room_at_load)
 from ..lowerings import REGISTRY
@@ -153,16 +153,17 @@ def _keep_in_memory(todo: list, mapped: bool) -> list:
 
 
 def _keep_to_fit(todo: list, sites, memory: int | None) -> list:
-    """`todo` with every MatMul weight that onnxruntime fuses into MatMulNBits, planned in a
-    form that turns float at load (lean, scaled, arith, float16's Cast), lowered as `dq` per
-    channel instead: the float weights would not fit where the model runs (load_memory)."""
+    """`todo` with every weight planned in a form that turns float at load (lean, scaled, arith,
+    float16's Cast) lowered as `dq` per channel instead: the float weights would not fit where
+    the model runs (load_memory.float_weights_fit)."""
     from ...report import human_bytes
 
     size = human_bytes(sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_DTYPES))
-    reason = FIT_REASON.format(size=size, memory=human_bytes(machine_memory() if memory is None else memory))
+    where = human_bytes(machine_memory() if memory is None else memory)
     kept = []
     for site, scheme, lowering, fp16, why, opts in todo:
-        if lowering in ("lean", "scaled", "arith") and not opts.four_bit and fuses_into_nbits(site):
+        if lowering in ("lean", "scaled", "arith") and not opts.four_bit and site.onnx_dtype == onnx.TensorProto.FLOAT:
+            reason = FIT_REASON.format(how=FIT_HOW[fuses_into_nbits(site)], size=size, memory=where)
             kept.append((site, kept_scheme(site), "dq", False, reason, opts.changed(reason=reason)))
         else:
             kept.append((site, scheme, lowering, fp16, why, opts))

@@ -355,7 +355,9 @@ def check(model, target, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @_handle_errors
 def compare(reference, candidate, inputs_npz, shapes, outputs, as_json):
-    """Run A and B in onnxruntime on the same inputs and compare their outputs."""
+    """Run A and B in onnxruntime on the same inputs and compare their outputs.
+
+    A model written by `npy` runs with its .npy arrays, as `run` runs it."""
     from . import api
     from .verify import load_input_samples, parse_shapes
 
@@ -365,4 +367,8 @@ def compare(reference, candidate, inputs_npz, shapes, outputs, as_json):
         click.echo(json.dumps(result, indent=2))
     else:
         click.echo(f"{reference} vs {candidate}: " + ("identical outputs" if result["exact"] else "outputs differ"))
+        for side, name in (("reference", reference), ("candidate", candidate)):
+            if side in result.get("npy_arrays", {}):
+                click.echo(f"  {name}: its {result['npy_arrays'][side]} .npy arrays given as initializers, as `run` "
+                           "gives them")
         click.echo(render_verification(result))

@@ -319,3 +319,28 @@ def tf2onnx_shape_copies(hidden=128, opset=OPSET) -> onnx.ModelProto:
                  [vi("h2", shape=[4, hidden]), vi("s0_all", TensorProto.INT64, [5]), vi("r", shape=split),
                   vi("t_sum", shape=[2, 8]), vi("t_prod", shape=[16]), vi("branch", shape=[4, hidden])],
                  inits, opset=opset)
+
+
+def qdq_static(hidden=64, opset=OPSET) -> onnx.ModelProto:
+    """An int8 QDQ model as static quantization writes it: activations through QuantizeLinear ->
+    DequantizeLinear with one scale and zero point shared by every pair (read more than once,
+    so `npy` selects them by default), weights int8 behind DequantizeLinear."""
+    w0, w1 = rand((hidden, hidden), 31) * 0.1, rand((hidden, hidden), 32) * 0.1
+    sw = np.float32(0.002)
+    q = lambda w: np.clip(np.round(w / sw), -127, 127).astype(np.int8)  # noqa: E731
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s_a", "z_a"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "s_a", "z_a"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["W0_q", "s_w", "z_w"], ["W0"]),
+        helper.make_node("MatMul", ["xd", "W0"], ["h"]),
+        helper.make_node("QuantizeLinear", ["h", "s_a", "z_a"], ["hq"]),
+        helper.make_node("DequantizeLinear", ["hq", "s_a", "z_a"], ["hd"]),
+        helper.make_node("DequantizeLinear", ["W1_q", "s_w", "z_w"], ["W1"]),
+        helper.make_node("MatMul", ["hd", "W1"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0.02, np.float32), "s_a"),
+             numpy_helper.from_array(np.array(3, np.uint8), "z_a"),
+             numpy_helper.from_array(np.array(sw, np.float32), "s_w"),
+             numpy_helper.from_array(np.array(0, np.int8), "z_w"),
+             numpy_helper.from_array(q(w0), "W0_q"), numpy_helper.from_array(q(w1), "W1_q")]
+    return model(nodes, [vi("x", shape=[4, hidden])], [vi("y", shape=[4, hidden])], inits, opset=opset)

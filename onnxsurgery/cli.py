@@ -108,7 +108,10 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
 @_common_output_options
 @_handle_errors
 def shrink(paths, min_elements, transposed, narrow, verify, inputs_npz, shapes, in_place, external_data, as_json):
-    """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/."""
+    """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/.
+
+    Also merges copies under another shape (through a Reshape) and replaces a constant read
+    only by Shape nodes with its shape."""
     from . import api
     from .verify import load_input_samples, parse_shapes
 

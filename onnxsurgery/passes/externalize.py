@@ -49,9 +49,9 @@ def _quantized_refusal(site: ConstantSite) -> str | None:
     onnxruntime fuses Q/DQ patterns (DequantizeLinear -> MatMul into MatMulNBits, QDQ groups
     into integer kernels) only where the scale and zero point, and for MatMulNBits the weight,
     are constants: fed as graph inputs they are data, the pattern runs unfused in float, and the
-    outputs change (an int8 QDQ classifier: a probability 0.077 -> 0.321). Scales and zero
+    outputs change (reported on an int8 QDQ classifier: a probability 0.077 -> 0.321). Scales and zero
     points are a few bytes: they stay. A quantized weight moves (`run`, `compare` and `embed`
-    give it back as the initializer it was), except inside a subgraph: onnxruntime (1.2x) then
+    give it back as the initializer it was), except inside a subgraph: onnxruntime 1.32 then
     fails to load the fused MatMulNBits whose weight is an initializer of the main graph."""
     for node, index in ((n, i) for n in site.value.outputs for i, t in enumerate(n.inputs) if t is site.value):
         if node.op not in QUANT_OPS:

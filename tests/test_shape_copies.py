@@ -190,3 +190,51 @@ def test_quant_does_not_store_shape_only_copies(save, tmp_path):
     feeds = builders.feeds_for(m)
     for a, b in zip(run(m, feeds), run(out, feeds)):
         assert a.shape == b.shape
+
+
+def test_reshaped_copies_in_sibling_branches_and_under_an_outer_weight(save, tmp_path):
+    """If branches: the then-branch's Constant [1, 4096] is the outer W [64, 64] reshaped; the
+    else-branch's [4096] Constant equals it too. Both branches end up reading W through a
+    Reshape of their own; the outer W is kept."""
+    w = builders.rand((64, 64), 9)
+    then_g = helper.make_graph(
+        [builders.const_node("then_C", w.reshape(1, 4096)), helper.make_node("Add", ["v", "then_C"], ["t"])],
+        "then", [], [builders.vi("t", shape=[1, 4096])])
+    else_g = helper.make_graph(
+        [builders.const_node("else_C", w.reshape(4096)), helper.make_node("Mul", ["v", "else_C"], ["e"])],
+        "else", [], [builders.vi("e", shape=[1, 4096])])
+    m = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"]),
+                        helper.make_node("If", ["c"], ["z"], then_branch=then_g, else_branch=else_g)],
+                       [builders.vi("x", shape=[2, 64]), builders.vi("v", shape=[1, 4096]),
+                        builders.vi("c", TensorProto.BOOL, [])],
+                       [builders.vi("y", shape=[2, 64]), builders.vi("z", shape=[1, 4096])],
+                       [numpy_helper.from_array(w, "W")])
+    src, out = save(m), tmp_path / "out.onnx"
+    report = onnxsurgery.shrink_file(src, out, verify=True)
+    assert report.pass_report("merge_reshaped").changed == 2
+    saved = onnx.load(str(out))
+    assert [tuple(t.dims) for t in all_tensors(saved) if np.prod(t.dims) == 4096] == [(64, 64)]
+    assert out.stat().st_size < src.stat().st_size - 2 * 4096 * 4 + 1024
+    assert_same_outputs(m, out)
+
+
+def test_same_bytes_in_sibling_branches_only(save, tmp_path):
+    """Neither branch sees the other's constant: the kept one becomes an initializer of the
+    main graph, read by both (one through a Reshape)."""
+    w = builders.rand((32, 64), 10)
+    then_g = helper.make_graph(
+        [builders.const_node("then_C", w), helper.make_node("MatMul", ["x", "then_C"], ["t"])],
+        "then", [], [builders.vi("t", shape=[2, 64])])
+    else_g = helper.make_graph(
+        [builders.const_node("else_C", w.reshape(64, 32)), helper.make_node("MatMul", ["x2", "else_C"], ["e0"]),
+         helper.make_node("Concat", ["e0", "e0"], ["e"], axis=1)],
+        "else", [], [builders.vi("e", shape=[2, 64])])
+    m = builders.model([helper.make_node("If", ["c"], ["z"], then_branch=then_g, else_branch=else_g)],
+                       [builders.vi("x", shape=[2, 32]), builders.vi("x2", shape=[2, 64]),
+                        builders.vi("c", TensorProto.BOOL, [])],
+                       [builders.vi("z", shape=[2, 64])])
+    src, out = save(m), tmp_path / "out.onnx"
+    report = onnxsurgery.shrink_file(src, out, verify=True)
+    assert report.pass_report("merge_reshaped").changed == 1
+    assert sum(np.prod(t.dims) == 2048 for t in all_tensors(onnx.load(str(out)))) == 1
+    assert_same_outputs(m, out)

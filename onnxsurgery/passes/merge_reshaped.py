@@ -174,7 +174,10 @@ def merge_reshaped_constants(graph: gs.Graph, *, min_elements: int = DEFAULT_MIN
         by_source[id(merge.source)].append(merge)
     for group in by_source.values():
         # what every member can see: the source itself, or an initializer sharing its bytes
-        survivor = _survivor_value(DuplicateGroup([group[0].source, *(m.target for m in group)]), names)
+        source = group[0].source
+        survivor = _survivor_value(DuplicateGroup([source, *(m.target for m in group)]), names)
+        if survivor is not source.value:  # a Constant node no other member sees: now an initializer
+            _redirect(Merge(source, source), survivor, names)
         for merge in group:
             _redirect(merge, survivor, names)
     return report

@@ -102,16 +102,19 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
               help="Also merge a 2-D constant equal to another's transpose (adds a Transpose node).")
 @click.option("--narrow", is_flag=True,
               help="int64->int32 and float64->float32 where exact and every consumer accepts it.")
+@click.option("--reshaped", is_flag=True,
+              help="Also merge a constant holding another's bytes under another shape (adds a Reshape node; "
+                   "onnxruntime's fold of it holds one more copy in memory).")
 @click.option("--verify", is_flag=True,
               help="Run input and result in onnxruntime; refuse to write unless outputs are identical.")
 @verification_options
 @_common_output_options
 @_handle_errors
-def shrink(paths, min_elements, transposed, narrow, verify, inputs_npz, shapes, in_place, external_data, as_json):
+def shrink(paths, min_elements, transposed, narrow, reshaped, verify, inputs_npz, shapes, in_place, external_data,
+           as_json):
     """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/.
 
-    Also merges copies under another shape (through a Reshape) and replaces a constant read
-    only by Shape nodes with its shape."""
+    A constant read only by Shape nodes is replaced by its shape."""
     from . import api
     from .verify import load_input_samples, parse_shapes
 
@@ -124,7 +127,7 @@ def shrink(paths, min_elements, transposed, narrow, verify, inputs_npz, shapes, 
     for src, dst in _outputs_for(paths[:-1], paths[-1]):
         report = api.shrink_file(src, dst, in_place=in_place, external_data=external_data,
                                  verify=verify, min_elements=min_elements, transposed=transposed, narrow=narrow,
-                                 samples=load_input_samples(inputs_npz) if inputs_npz else None,
+                                 reshaped=reshaped, samples=load_input_samples(inputs_npz) if inputs_npz else None,
                                  shapes=parse_shapes(shapes))
         reports.append(report)
         if not as_json:

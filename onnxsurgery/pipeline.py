@@ -106,11 +106,11 @@ class Workspace:
 
 
 def shrink_pipeline(*, min_elements: int = DEFAULT_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
-                    half: bool = True, reshaped: bool = True, opsets: dict[str, int] | None = None) -> list[Pass]:
-    """`shrink`: constants read only by Shape become their shape; identical constants merged,
-    and (unless `reshaped` is False) those equal under another shape, through a Reshape;
-    optionally transposed copies; optionally narrow; then, unless `half` is False, float32
-    constants exact in 16 bits stored in 2 bytes."""
+                    half: bool = True, reshaped: bool = False, opsets: dict[str, int] | None = None) -> list[Pass]:
+    """`shrink`: constants read only by Shape become their shape; identical constants merged;
+    optionally (`reshaped`) those equal under another shape, through a Reshape; optionally
+    transposed copies; optionally narrow; then, unless `half` is False, float32 constants exact
+    in 16 bits stored in 2 bytes."""
     steps: list[Pass] = [FoldShapeOnly(), MergeDuplicates(min_elements)]
     if reshaped:
         steps.append(MergeReshaped(min_elements))

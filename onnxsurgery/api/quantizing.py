@@ -163,8 +163,8 @@ def quant_file(
     if external_data is None:
         external_data = ws.has_external_data_files or has_kv_cache(ws.graph)
     if dynamic:
-        if merge:  # no Reshape in front of a weight: quantize_dynamic would leave it float
-            ws.run_pipeline(shrink_pipeline(reshaped=False))
+        if merge:
+            ws.run_pipeline(shrink_pipeline())
         ws.run(constant_nodes_to_initializers)
         report.passes = ws.reports
         produce = lambda: _quantize_dynamic(ws)  # noqa: E731

@@ -57,6 +57,7 @@ from .merge_constants import (
     DEFAULT_MIN_ELEMENTS,
     DuplicateGroup,
     _confirm_equal,
+    _survivor_rank,
     _survivor_value,
     candidate_sites,
     fingerprint,
@@ -83,10 +84,16 @@ def reshape_cost(site: ConstantSite) -> int:
 
 @dataclass
 class Merge:
-    """`target`'s readers will read `source` under target's shape."""
+    """`target`'s readers will read `source` under target's shape; `cost`: the bytes that adds
+    (`reshape_cost`, none for the same shape)."""
 
     source: ConstantSite
     target: ConstantSite
+    cost: int = 0
+
+    @classmethod
+    def of(cls, source: ConstantSite, target: ConstantSite) -> Merge:
+        return cls(source, target, reshape_cost(target) if source.shape != target.shape else 0)
 
     @property
     def reshaped(self) -> bool:
@@ -94,7 +101,7 @@ class Merge:
 
     @property
     def bytes_saved(self) -> int:
-        return self.target.nbytes - (reshape_cost(self.target) if self.reshaped else 0)
+        return self.target.nbytes - self.cost
 
     def to_dict(self) -> dict:
         return {"name": self.target.name, "shape": list(self.target.shape), "reshape_of": self.source.name,
@@ -127,7 +134,7 @@ def find_reshaped_merges(graph: gs.Graph, *, min_elements: int, keep: frozenset[
 
 
 def _plan(group: DuplicateGroup, scopes: list[Scope], merges: list[Merge], refused: list[tuple[str, str]]) -> None:
-    members = sorted(group.members, key=lambda s: (s.scope.depth, s.node is not None))
+    members = sorted(group.members, key=_survivor_rank)  # as merge_duplicates keeps one
     usable = []
     for site in members:
         reason = _refusal(site, scopes)
@@ -139,7 +146,7 @@ def _plan(group: DuplicateGroup, scopes: list[Scope], merges: list[Merge], refus
         return
     source = usable[0]
     for target in usable[1:]:
-        merge = Merge(source, target)
+        merge = Merge.of(source, target)
         if merge.bytes_saved > 0:
             merges.append(merge)
         elif merge.reshaped:

@@ -102,13 +102,19 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
               help="Also merge a 2-D constant equal to another's transpose (adds a Transpose node).")
 @click.option("--narrow", is_flag=True,
               help="int64->int32 and float64->float32 where exact and every consumer accepts it.")
+@click.option("--reshaped", is_flag=True,
+              help="Also merge a constant holding another's bytes under another shape (adds a Reshape node; "
+                   "onnxruntime's fold of it holds one more copy in memory).")
 @click.option("--verify", is_flag=True,
               help="Run input and result in onnxruntime; refuse to write unless outputs are identical.")
 @verification_options
 @_common_output_options
 @_handle_errors
-def shrink(paths, min_elements, transposed, narrow, verify, inputs_npz, shapes, in_place, external_data, as_json):
-    """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/."""
+def shrink(paths, min_elements, transposed, narrow, reshaped, verify, inputs_npz, shapes, in_place, external_data,
+           as_json):
+    """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/.
+
+    A constant read only by Shape nodes is replaced by its shape."""
     from . import api
     from .verify import load_input_samples, parse_shapes
 
@@ -121,7 +127,7 @@ def shrink(paths, min_elements, transposed, narrow, verify, inputs_npz, shapes, 
     for src, dst in _outputs_for(paths[:-1], paths[-1]):
         report = api.shrink_file(src, dst, in_place=in_place, external_data=external_data,
                                  verify=verify, min_elements=min_elements, transposed=transposed, narrow=narrow,
-                                 samples=load_input_samples(inputs_npz) if inputs_npz else None,
+                                 reshaped=reshaped, samples=load_input_samples(inputs_npz) if inputs_npz else None,
                                  shapes=parse_shapes(shapes))
         reports.append(report)
         if not as_json:
@@ -360,7 +366,9 @@ def check(model, target, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @_handle_errors
 def compare(reference, candidate, inputs_npz, shapes, outputs, as_json):
-    """Run A and B in onnxruntime on the same inputs and compare their outputs."""
+    """Run A and B in onnxruntime on the same inputs and compare their outputs.
+
+    A model written by `npy` runs with its .npy arrays, as `run` runs it."""
     from . import api
     from .verify import load_input_samples, parse_shapes
 
@@ -370,4 +378,8 @@ def compare(reference, candidate, inputs_npz, shapes, outputs, as_json):
         click.echo(json.dumps(result, indent=2))
     else:
         click.echo(f"{reference} vs {candidate}: " + ("identical outputs" if result["exact"] else "outputs differ"))
+        for side, name in (("reference", reference), ("candidate", candidate)):
+            if side in result.get("npy_arrays", {}):
+                click.echo(f"  {name}: its {result['npy_arrays'][side]} .npy arrays given as initializers, as `run` "
+                           "gives them")
         click.echo(render_verification(result))

@@ -135,6 +135,41 @@ def read_manifest(model_path: str | os.PathLike) -> dict | None:
     return entries
 
 
+class NpyModel(os.PathLike):
+    """A model written by `npy`, its manifest beside it, as `compare` hands it on: a session of
+    it (`sessions.session`) takes its arrays as the initializers they were, as `run` gives them,
+    and `--inputs` need not hold them (`feeds.check_samples`). Anything else reads the path."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"NpyModel({str(self.path)!r})"
+
+    @property
+    def npy_names(self) -> frozenset[str]:
+        """The graph inputs its arrays fill."""
+        return frozenset(read_manifest(self.path) or {})
+
+    def npy_arrays(self) -> dict[str, np.ndarray]:
+        """Its arrays, checked against the manifest (`load_feeds`)."""
+        return load_feeds(self.path)
+
+
+def with_npy_arrays(model):
+    """`model` as an NpyModel where it is a path with a manifest beside it, else as it is."""
+    if isinstance(model, (str, os.PathLike)) and not isinstance(model, NpyModel) and Path(model).is_file() \
+            and read_manifest(model) is not None:
+        return NpyModel(model)
+    return model
+
+
 def load_feeds(model_path: str | os.PathLike) -> dict[str, np.ndarray]:
     """The externalized arrays of `model_path`, by input name, each checked against the
     manifest (dtype, shape, sha256). Empty when the model has no manifest. Every file must lie

@@ -78,7 +78,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     activations this way); if the mapped load fails there is then no fallback. `runtime`:
     "onnxruntime-web" computes as the WASM build does (see `session_settings`). `initializers`
     (a path): graph inputs of the model that become initializers holding these arrays, as
-    `onnxsurgery run` gives a model its `.npy` arrays (`_mapped_session` says why). `branches`
+    `onnxsurgery run` gives a model its `.npy` arrays (`_mapped_session` says why); an
+    `npy.NpyModel` (what `compare` makes of a model `npy` wrote) brings its own. `branches`
     (a path, with `map_weights`): main-graph If nodes inlined (`inline_branches`), so that
     `extra_outputs` may name values inside the branches chosen. A path of STREAM_BYTES or more
     runs streamed (module doc), its weights mapped whatever `map_weights` says; `streamed`
@@ -88,6 +89,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     `open_model` leaves them; nothing is copied, and the folder rule applies to them."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
+    if initializers is None and hasattr(model, "npy_arrays"):  # npy.NpyModel: its arrays as `run` gives them
+        initializers = model.npy_arrays()
     if payloads_beside is not None and isinstance(model, onnx.ModelProto):
         return _stub_session(model, Path(payloads_beside), optimize=optimize, fold_constants=fold_constants,
                              runtime=runtime, streamed=streams(payloads_beside) if streamed is None else streamed)

@@ -130,10 +130,10 @@ def constants_to_inputs(
 def externalize(graph: gs.Graph, *, min_bytes: int | None = None, node_names=(), op_types=(),
                 keep: frozenset[str] | None = None) -> tuple[PassReport, dict]:
     """Select (`select_constants`) and move (`constants_to_inputs`) in one step: the report, and
-    the moved arrays by input name, for the caller to write out."""
+    for each moved constant, by input name, a function that reads its array, for the caller to
+    write out one at a time (a model's weights are never all in memory at once)."""
     report = PassReport("externalize")
     sites = select_constants(graph, min_bytes=min_bytes, node_names=node_names, op_types=op_types, keep=keep,
                              report=report)
-    arrays = {site.name: read_values(site.tensor) for site in sites}
     moved = constants_to_inputs(graph, sites, report)
-    return report, {name: arrays[name] for name, _ in moved}
+    return report, {name: (lambda tensor=tensor: read_values(tensor)) for name, tensor in moved}

@@ -185,9 +185,9 @@ def with_npy_arrays(model):
 
 def load_feeds(model_path: str | os.PathLike) -> dict[str, np.ndarray]:
     """The externalized arrays of `model_path`, by input name, each checked against the
-    manifest (dtype, shape, sha256), memory-mapped read-only from their files. Empty when the model has no manifest. Every file must lie
-    inside the manifest's folder (`paths.confined`): the manifest may come with an untrusted
-    model."""
+    manifest (dtype, shape, sha256), memory-mapped read-only from their files. Empty when the
+    model has no manifest. Every file must lie inside the manifest's folder (`paths.confined`):
+    the manifest may come with an untrusted model."""
     entries = read_manifest(model_path)
     if entries is None:
         return {}

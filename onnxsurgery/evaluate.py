@@ -28,7 +28,8 @@ from .errors import OnnxSurgeryError, VerificationError
 from .io import open_model
 from .progress import progress
 from .quant.request import QuantRequest
-from .session_memory import measure_in_fresh_process
+from .session_memory import OverLimit, measure_in_fresh_process
+from .sessions import streams
 from .verify import compare_outputs, headline_outputs, is_cache_output, pooled_agreement, runnable_inputs, session
 
 # Latency: at least this many timed runs after one warm-up, more while within the time budget
@@ -42,6 +43,10 @@ BROTLI_QUALITY = 5  # what servers use compressing on the fly; 9 took 11 s on 16
 # says so. (gzip's window is 32 KB, brotli's at quality 5 4 MB: pieces of 64 KB leave gzip's
 # figure unchanged and brotli's within a few percent; measured below in tests and the bench.)
 EXACT_COMPRESSION_BYTES = 32 * 2**20
+# A file that runs streamed (sessions.STREAM_BYTES) has its default session's memory measured up
+# to this much, then stopped, the row saying so: that session holds every weight, and on a model
+# larger than the machine the measurement alone would not fit.
+MEMORY_LIMIT = 2**30
 SAMPLE_PIECES, SAMPLE_PIECE_BYTES = 64, 2**16
 
 
@@ -87,6 +92,7 @@ class Measurement:
     argmax_agreement: float | None = None  # the lowest over outputs that have one
     latency_ms: float | None = None
     memory_bytes: int | None = None
+    memory_note: str | None = None  # why memory_bytes is None: stopped over MEMORY_LIMIT
     failed: str | None = None  # why there are no figures
 
     def to_dict(self) -> dict:
@@ -210,7 +216,8 @@ class _Measuring:
     def start(self, row: Measurement, path: Path, remove: bool = False) -> None:
         files = _model_files(path)
         row.bytes = sum(f.stat().st_size for f in files)
-        self.pending = (row, path, remove, self.pool.submit(measure_in_fresh_process, path),
+        limit = MEMORY_LIMIT if streams(path) else None
+        self.pending = (row, path, remove, self.pool.submit(measure_in_fresh_process, path, limit),
                         self.pool.submit(_compressed_sizes, files))
 
     def wait(self) -> None:
@@ -221,6 +228,8 @@ class _Measuring:
             row.gzip_bytes, row.brotli_bytes, row.compressed_estimated = sizes.result()
             try:
                 row.memory_bytes = memory.result()["peak_growth"]
+            except OverLimit as e:
+                row.memory_bytes, row.memory_note = None, str(e)
             except (RuntimeError, OSError, ValueError):  # e.g. no /proc: the other figures still stand
                 row.memory_bytes = None
         finally:

@@ -14,6 +14,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 
 
 def _status(field: str) -> int:
@@ -24,13 +26,43 @@ def _status(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def measure_in_fresh_process(path: str | os.PathLike) -> dict[str, int]:
-    """Run this file on `path` in a new Python process; its figures."""
-    r = subprocess.run([sys.executable, __file__, os.fspath(path)], capture_output=True, text=True, check=False)
-    if r.returncode != 0:
-        lines = (r.stderr or r.stdout).strip().splitlines()
-        raise RuntimeError(lines[-1] if lines else f"exit code {r.returncode}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+class OverLimit(RuntimeError):
+    """The session being measured held more than the limit it was given, and was stopped."""
+
+
+def measure_in_fresh_process(path: str | os.PathLike, limit: int | None = None) -> dict[str, int]:
+    """Run this file on `path` in a new Python process; its figures. With `limit` (bytes), the
+    process is stopped once its anonymous memory passes it (OverLimit): what a default session
+    holds grows with the model (every weight prepacked), and `report` on a model of several GB
+    must not hold that much to find out."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, __file__, os.fspath(path)], stdout=out, stderr=err, text=True)
+        over = False
+        while proc.poll() is None:
+            if limit is not None and _anon(proc.pid) > limit:
+                proc.kill()
+                over = True
+            time.sleep(0.02)
+        if over:
+            raise OverLimit(f"a session holds more than {limit / 1e9:.1f} GB")
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if proc.returncode != 0:
+        lines = (stderr or stdout).strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"exit code {proc.returncode}")
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def _anon(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def main(path: str) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import shutil
@@ -105,7 +106,9 @@ class Bench:
         self.bound = 1 * GB + 4 * self.largest
 
     def measure(self, label: str, cmd: list, *, throughput: bool = False, cli: bool = True,
-                note: str = "") -> Measurement:
+                note: str = "", output: Path | None = None) -> Measurement:
+        """Run and record one command; `output`: the file it writes (with its .data or .npy
+        companions, counted as its size), deleted by the caller."""
         full = [sys.executable, "-m", "onnxsurgery", *map(str, cmd)] if cli else list(map(str, cmd))
         load = os.getloadavg()[0]  # a shared machine: wall times stretch with the load, CPU times less
         # cwd: the output folder, so that `-m` finds onnxsurgery on PYTHONPATH, not in a checkout at cwd
@@ -118,6 +121,9 @@ class Bench:
                "peak_per_bound": round(m.peak_anon / self.bound, 3),
                "within_bound": m.peak_anon <= self.bound, "load_before": round(load, 2),
                "load_after": round(os.getloadavg()[0], 2), "note": note}
+        if output is not None and output.parent.exists():
+            stem = output.name.split(".")[0]
+            row["output_bytes"] = sum(q.stat().st_size for q in output.parent.rglob(stem + "*") if q.is_file())
         if throughput:
             row["mb_per_s"] = round(self.size / 1e6 / m.wall, 1)
         if not m.ok:
@@ -145,27 +151,27 @@ class Bench:
 
 def run_commands(b: Bench, *, keep_model: bool) -> None:
     m, o = b.model, b.out
+
+    def writes(label: str, args: list, name: str, then=None) -> None:
+        """`onnxsurgery ARGS MODEL OUT/name`, its output measured (and `then(out)`), then deleted."""
+        b.measure(label, [*args, m, o / name], throughput=True, output=o / name)
+        if then and (o / name).exists():
+            then(o / name)
+        _rm(o / name)
+
     b.cp()
     b.measure("info", ["info", m])
     b.measure("run", ["run", m])
-    b.measure("shrink", ["shrink", m, o / "shrink.onnx"], throughput=True)
-    b.measure("compare (original, shrink's output)", ["compare", m, o / "shrink.onnx"])
-    _rm(o / "shrink.onnx")
-    b.measure("shrink --verify", ["shrink", "--verify", m, o / "shrink.onnx"], throughput=True)
-    _rm(o / "shrink.onnx")
-    b.measure("quant (int8, verified)", ["quant", m, o / "q8.onnx"], throughput=True)
-    b.measure("run (quant int8 output)", ["run", o / "q8.onnx"])
-    _rm(o / "q8.onnx")
-    b.measure("quant --no-verify", ["quant", "--no-verify", m, o / "q8.onnx"], throughput=True)
-    _rm(o / "q8.onnx")
-    b.measure("quant --dtype int4 --no-verify", ["quant", "--dtype", "int4", "--no-verify", m, o / "q4.onnx"],
-              throughput=True)
-    _rm(o / "q4.onnx")
-    b.measure("quant --dtype int4 (verified)", ["quant", "--dtype", "int4", m, o / "q4.onnx"], throughput=True)
-    _rm(o / "q4.onnx")
-    b.measure("quant --dtype int4 --target onnxruntime",
-              ["quant", "--dtype", "int4", "--target", "onnxruntime", m, o / "q4ort.onnx"], throughput=True)
-    _rm(o / "q4ort.onnx")
+    writes("shrink", ["shrink"], "shrink.onnx",
+           then=lambda out: b.measure("compare (original, shrink's output)", ["compare", m, out]))
+    writes("shrink --verify", ["shrink", "--verify"], "shrink.onnx")
+    writes("quant (int8, verified)", ["quant"], "q8.onnx",
+           then=lambda out: b.measure("run (quant int8 output)", ["run", out]))
+    writes("quant --no-verify", ["quant", "--no-verify"], "q8.onnx")
+    writes("quant --dtype int4 --no-verify", ["quant", "--dtype", "int4", "--no-verify"], "q4.onnx")
+    writes("quant --dtype int4 (verified)", ["quant", "--dtype", "int4"], "q4.onnx")
+    writes("quant --dtype int4 --target onnxruntime", ["quant", "--dtype", "int4", "--target", "onnxruntime"],
+           "q4ort.onnx")
     b.measure("quant --dry-run", ["quant", "--dry-run", m])
     if b.args.report:
         b.measure("report --methods int8", ["report", "--methods", "int8", "-o", o / "report.html", m])
@@ -177,17 +183,19 @@ def run_commands(b: Bench, *, keep_model: bool) -> None:
         b.measure("onnxruntime matmul_nbits_quantizer (int4)",
                   [sys.executable, "-m", "onnxruntime.quantization.matmul_nbits_quantizer", "--input_model", m,
                    "--output_model", o / "ort_q4" / "model.onnx", "--block_size", "32", "--bits", "4"],
-                  cli=False, throughput=True, note="loads the whole model (onnx.load)")
+                  cli=False, throughput=True, output=o / "ort_q4" / "model.onnx",
+                  note="loads the whole model (onnx.load)")
     except ImportError:
         print("  onnxruntime matmul_nbits_quantizer: skipped (pip install onnx-ir)")
     _rm(o / "ort_q4")
-    b.measure("npy --min-bytes 1048576", ["npy", "--min-bytes", "1048576", m, o / "npy.onnx"], throughput=True)
+    b.measure("npy --min-bytes 1048576", ["npy", "--min-bytes", "1048576", m, o / "npy.onnx"], throughput=True,
+              output=o / "npy.onnx")
     b.measure("run (npy's output)", ["run", o / "npy.onnx"])
     if not keep_model:  # at most ~3 model sizes on disk: the original goes before embed writes
         _rm(m.parent)
-    b.measure("embed (npy's output)", ["embed", o / "npy.onnx", o / "embedded.onnx"], throughput=True)
-    _rm(o / "npy.onnx", o / "npy.npy", o / "embedded.onnx")
-    for p in o.glob("npy*"):
+    b.measure("embed (npy's output)", ["embed", o / "npy.onnx", o / "embedded.onnx"], throughput=True,
+              output=o / "embedded.onnx")
+    for p in list(o.iterdir()):
         _rm(p)
 
 
@@ -197,7 +205,7 @@ def run_large(b: Bench) -> None:
     b.measure("info", ["info", m])
     for label, extra, name in (("quant int8 (verified)", [], "q8.onnx"),
                                ("quant --dtype int4 (verified)", ["--dtype", "int4"], "q4.onnx")):
-        b.measure(label, ["quant", *extra, m, o / name], throughput=True)
+        b.measure(label, ["quant", *extra, m, o / name], throughput=True, output=o / name)
         if (o / name).exists():
             b.measure(f"run ({label} output)", ["run", o / name])
         _rm(o / name)
@@ -218,6 +226,19 @@ def build(args, size: str, folder: Path, env: dict) -> tuple[Path, dict]:
     return model, info
 
 
+def _size(n: float) -> str:
+    return f"{n / GB:.2f} GB" if n >= 0.1 * GB else f"{n / 1e6:.1f} MB"
+
+
+def _model_size(size: str, dtype: str) -> int:
+    """Bytes of make_decoder's `size` preset in `dtype`, from its parameter count."""
+    spec = importlib.util.spec_from_file_location("make_decoder", ROOT / "samples" / "make_decoder.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_decoder", module)
+    spec.loader.exec_module(module)
+    return module.config_from(size, dtype=dtype).parameters * module.ITEMSIZE[dtype]
+
+
 def markdown(result: dict) -> str:
     lines = [f"# Streaming figures: {result['model']['size']} decoder, {result['model']['dtype']}", "",
              f"- measured {result['date']} on {result['host']}; onnxsurgery {result['source']['commit'][:12]}"
@@ -228,18 +249,20 @@ def markdown(result: dict) -> str:
              "- peak: summed RssAnon of the command and its children, sampled every 20 ms; CPU: user + system;"
              " load: the 1-minute load average as the command started (2 cores shared: wall times stretch with it)",
              "",
-             "| command | wall | CPU | peak RssAnon | peak / model | peak / bound | MB/s | vs cp | peak VmRSS | load |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| command | wall | CPU | peak RssAnon | peak / model | peak / bound | MB/s | vs cp | output | peak VmRSS"
+             " | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     cp = next((r for r in result["rows"] if r["label"].startswith("cp")), None)
     for r in result["rows"]:
         ratio = f"{r['mb_per_s'] / cp['mb_per_s']:.2f}x" if cp and r.get("mb_per_s") and r["ok"] else ""
         status = "" if r["ok"] else f" **failed: {r.get('error', '')}**"
         load = f"{r['load_before']:.1f}" if "load_before" in r else ""
+        output = _size(r["output_bytes"]) if "output_bytes" in r else ""
         lines.append(f"| `{r['label']}`{status} | {r['wall']:.1f} s | {r['cpu']:.1f} s | "
                      f"{r['peak_anon'] / GB:.2f} GB | "
                      f"{r['peak_per_model']:.2f}x | {r['peak_per_bound']:.2f}x{'' if r['within_bound'] else ' (over)'}"
                      " | "
-                     f"{r.get('mb_per_s', '')} | {ratio} | {r['peak_rss'] / GB:.2f} GB | {load} |")
+                     f"{r.get('mb_per_s', '')} | {ratio} | {output} | {r['peak_rss'] / GB:.2f} GB | {load} |")
     if result.get("ratios"):
         lines.append("")
         lines.extend(f"- {key}: {value:.2f}x" for key, value in result["ratios"].items())
@@ -257,6 +280,8 @@ def main() -> None:
     ap.add_argument("--keep-model", action="store_true", help="keep the built model (the default deletes it)")
     ap.add_argument("--larger-than-memory", action="store_true",
                     help="then the 6.7B model, if the disk has 2.2x its size free")
+    ap.add_argument("--large-size", default="6.7b", help="the larger-than-memory preset (default 6.7b)")
+    ap.add_argument("--skip-small", action="store_true", help="only the --larger-than-memory run")
     ap.add_argument("--kill-above", type=float, default=16.0,
                     help="GB of RssAnon that stops a command (default 16, on a 24 GB machine)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per command (default 1800)")
@@ -267,13 +292,13 @@ def main() -> None:
     source = _source(env, args.out)
     print(f"onnxsurgery {source['commit'][:12]}{' (dirty)' if source['dirty'] else ''} from {source['package']}")
 
-    runs = [(args.size, False)]
+    runs = [] if args.skip_small else [(args.size, False)]
     if args.larger_than_memory:
-        runs.append(("6.7b", True))
+        runs.append((args.large_size, True))
     for size, large in runs:
         folder, work = args.out / f"model-{size}", args.out / f"work-{size}"
         if large:
-            need = 2.2 * 6.74e9 * (4 if args.dtype == "float32" else 2)
+            need = 2.2 * _model_size(size, args.dtype)
             free = shutil.disk_usage(args.out).free
             if free < need:
                 print(f"skipped the {size} model: {free / GB:.0f} GB free on disk, {need / GB:.0f} GB needed")

@@ -463,7 +463,8 @@ def main(argv: list[str] | None = None) -> None:
     size = path.stat().st_size + (out / "model.onnx.data").stat().st_size
     seconds = time.perf_counter() - t0
     if not args.quiet:
-        print(f"{path}: {cfg.parameters / 1e9:.2f}B parameters, {size / 1e9:.2f} GB {cfg.dtype} "
+        count = f"{cfg.parameters / 1e9:.2f}B" if cfg.parameters >= 1e9 else f"{cfg.parameters / 1e6:.1f}M"
+        print(f"{path}: {count} parameters, {size / 1e9:.2f} GB {cfg.dtype} "
               f"({cfg.layers} layers, hidden {cfg.hidden}, MLP {cfg.intermediate}, heads {cfg.heads}/{cfg.kv_heads}, "
               f"vocab {cfg.vocab}, {'tied' if cfg.tied else 'untied'}, {'rotary' if cfg.rotary else 'no rotary'}, "
               f"{'KV cache' if cfg.kv_cache else 'no cache'}) in {seconds:.1f} s, {size / 1e6 / seconds:.0f} MB/s")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..io import check_output_path, save_model
+from ..io import save_model
 from ..npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
 from ..passes.embed import inputs_to_constants
 from ..passes.externalize import externalize
@@ -18,6 +18,7 @@ from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..verify import check_samples, load_error, make_inputs, session
+from ._common import model_file, output_for
 
 
 def npy_file(
@@ -36,7 +37,7 @@ def npy_file(
     """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
     inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
     Identical constants are merged first, so each distinct tensor is written once."""
-    out = check_output_path(input_path, output_path, in_place)
+    out = output_for(input_path, output_path, in_place)
     why = load_error(input_path)  # before the workspace holds the graph: the session's memory comes first
     ws = open_workspace(input_path)
     report = RunReport("npy", str(input_path), output=str(out), bytes_before=ws.input_bytes)
@@ -79,7 +80,7 @@ def embed_file(
     external_data: bool = False,
 ) -> RunReport:
     """Put the arrays of a model written by `npy_file` back as initializers."""
-    out = check_output_path(input_path, output_path, in_place)
+    out = output_for(input_path, output_path, in_place)
     if not Path(input_path).is_file():
         raise InputError(f"input not found: {input_path}")
     if read_manifest(input_path) is None:
@@ -100,6 +101,7 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
     they were (not as feeds: sessions._mapped_session says why), so the outputs are bit-identical
     to the original model's on every CPU; other inputs come from `feeds` (which may also
     override an externalized array), or are generated from the declared dtypes and shapes."""
+    model_file(model)
     given = dict(feeds or {})
     if given:
         check_samples(model, [given], complete=False)  # the model's inputs include the .npy arrays' names

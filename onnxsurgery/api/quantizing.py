@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from ..errors import OptionError, VerificationError
-from ..io import check_output_path, copy_file
+from ..io import copy_file
 from ..passes.constants_to_initializers import constant_nodes_to_initializers
 from ..pipeline import open_workspace, plan_pipeline, quant_pipeline, shrink_pipeline
 from ..quant.choices import budget as allocation
@@ -23,7 +23,7 @@ from ..quant.plan import Plan, WeightPlan, read_plan
 from ..quant.request import QuantRequest
 from ..report import RunReport
 from ..verify import check_samples, compare_models
-from ._common import _in_memory, _write_checked
+from ._common import _in_memory, _write_checked, output_for
 from .budget import _allocate
 from .check import _check_for_tensorrt
 from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _run_quant_passes, decided_by,
@@ -154,7 +154,7 @@ def quant_file(
         raise OptionError("--max-error needs the verification that --no-verify skips")
     quant_options = request.resolve(runtime, memory)
     records = _records(plan)
-    out = check_output_path(input_path, output_path, in_place)
+    out = output_for(input_path, output_path, in_place)
     if calibration is not None:  # a wrong key: one line naming it, not onnxruntime's own words
         check_samples(input_path, calibration, complete=False, flag="--calibration")
     for_tensorrt = quant_options.target == "tensorrt"

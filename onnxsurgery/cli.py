@@ -139,7 +139,8 @@ def shrink(paths, min_elements, transposed, narrow, reshaped, verify, inputs_npz
            as_json):
     """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/.
 
-    A constant read only by Shape nodes is replaced by its shape."""
+    A constant read only by Shape nodes is replaced by its shape. A model folder (an
+    onnxruntime-genai or optimum export) as INPUT gives a new folder: MODEL_FOLDER OUT_FOLDER."""
     from . import api
     from .verify import load_input_samples, parse_shapes
 
@@ -148,16 +149,28 @@ def shrink(paths, min_elements, transposed, narrow, reshaped, verify, inputs_npz
 
     if len(paths) < 2:
         raise click.UsageError("give an INPUT and an OUTPUT")
-    reports = []
-    for src, dst in _outputs_for(paths[:-1], paths[-1]):
-        _refuse_same_file(src, dst, in_place)
-        report = api.shrink_file(src, dst, in_place=in_place, external_data=external_data,
-                                 verify=verify, min_elements=min_elements, transposed=transposed, narrow=narrow,
-                                 reshaped=reshaped, samples=load_input_samples(inputs_npz) if inputs_npz else None,
-                                 shapes=parse_shapes(shapes))
-        reports.append(report)
+    options = dict(external_data=external_data, verify=verify, min_elements=min_elements, transposed=transposed,
+                   narrow=narrow, reshaped=reshaped, samples=load_input_samples(inputs_npz) if inputs_npz else None,
+                   shapes=parse_shapes(shapes))
+    folders = [p for p in paths[:-1] if Path(p).is_dir()]
+    if folders:  # a model folder in, a folder out (api/folders.py)
+        if in_place:
+            raise OptionError("--in-place rewrites a file; a model folder is written to a new folder")
+        if len(paths) != 2:
+            raise OptionError(f"a model folder ({folders[0]}) goes alone: shrink FOLDER OUT_FOLDER")
+        from .api.folders import shrink_folder
+
+        reports = shrink_folder(paths[0], paths[1], **options)
         if not as_json:
-            click.echo(render_run(report))
+            click.echo("\n".join(render_run(r) for r in reports))
+    else:
+        reports = []
+        for src, dst in _outputs_for(paths[:-1], paths[-1]):
+            _refuse_same_file(src, dst, in_place)
+            report = api.shrink_file(src, dst, in_place=in_place, **options)
+            reports.append(report)
+            if not as_json:
+                click.echo(render_run(report))
     if as_json:
         data = [r.to_dict() for r in reports]
         click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
@@ -329,7 +342,10 @@ def quant(input_path, output_path, runtime, memory, no_merge, no_verify, dynamic
           calibration_npz, dry_run, plan_file, inputs_npz, shapes, outputs, in_place, external_data, as_json,
           **fields):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
-    turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
+    turned back into float in the graph. Verified in onnxruntime unless --no-verify.
+
+    INPUT may be a model folder (an onnxruntime-genai or optimum export): OUTPUT is then a new
+    folder with each model quantized under its own name and every other file copied."""
     from . import api
     from .quant.plan import table
     from .verify import load_input_samples, parse_shapes
@@ -350,21 +366,39 @@ def quant(input_path, output_path, runtime, memory, no_merge, no_verify, dynamic
         if any(writes.values()):
             raise OptionError(f"--dry-run writes and verifies nothing; {next(k for k, v in writes.items() if v)} "
                               "does not apply")
+        if Path(input_path).is_dir():  # a model folder: each model's plan (api/folders.py)
+            from .api.folders import folder_models
+
+            plans = {str(m): api.quant_plan(Path(input_path) / m, runtime=runtime, **common)
+                     for m in folder_models(input_path)}
+            click.echo(json.dumps({m: p.to_dict() for m, p in plans.items()}, indent=2) if as_json else
+                       "\n".join(f"{Path(input_path) / m}:\n{table(p)}" for m, p in plans.items()))
+            return
         plan = api.quant_plan(input_path, runtime=runtime, **common)
         click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else table(plan))
         return
-    _refuse_same_file(input_path, output_path, in_place)
-    report = api.quant_file(input_path, output_path, verify=not no_verify, max_error=max_error, in_place=in_place,
-                            external_data=external_data, dynamic=dynamic, runtime=runtime,
-                            outputs=tuple(outputs) or None, **common)
+    options = dict(verify=not no_verify, max_error=max_error, external_data=external_data, dynamic=dynamic,
+                   runtime=runtime, outputs=tuple(outputs) or None, **common)
+    if Path(input_path).is_dir():  # a model folder in, a folder out (api/folders.py)
+        from .api.folders import quant_folder
+
+        if in_place:
+            raise OptionError("--in-place rewrites a file; a model folder is written to a new folder")
+
+        reports = quant_folder(input_path, output_path, **options)
+    else:
+        _refuse_same_file(input_path, output_path, in_place)
+        reports = [api.quant_file(input_path, output_path, in_place=in_place, **options)]
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        data = [r.to_dict() for r in reports]
+        click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
         return
-    click.echo(render_run(report))
-    if report.verification is not None:
-        click.echo(render_verification(report.verification))
-    for warning in report.warnings:
-        click.echo(f"onnxsurgery: warning: {warning}", err=True)
+    for report in reports:
+        click.echo(render_run(report))
+        if report.verification is not None:
+            click.echo(render_verification(report.verification))
+        for warning in report.warnings:
+            click.echo(f"onnxsurgery: warning: {warning}", err=True)
 
 
 @main.command()

@@ -247,6 +247,10 @@ def test_fields_a_person_sets_and_that_fit_are_kept(model_path):
         {"name": "W_mm", "dtype": "int4", "granularity": "block", "block_size": 16, "symmetric": True}]})
     record = plan.record("W_mm")
     assert (record.granularity, record.block_size, record.symmetric) == ("block", 16, True) and record.lowering
+    # a lowering left null is chosen for the granularity set, as --granularity tensor would choose it
+    plan = onnxsurgery.quant_plan(model_path, plan={"weights": [
+        {"name": "W_mm", "dtype": "int8", "granularity": "tensor", "lowering": None}]})
+    assert plan.record("W_mm").granularity == "tensor" and plan.record("W_mm").lowering == "arith"
 
 
 def test_a_refusal_still_due_speaks_json(tmp_path, model_path):

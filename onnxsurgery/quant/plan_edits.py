@@ -34,11 +34,12 @@ def derive_records(graph: gs.Graph, records: list[WeightPlan], opset: int, keep:
     the run's (its target, runtime and memory are what the default plans for)."""
     out, todo = [], {}
     for record, site in _with_sites(graph, records, opset):
-        if site is not None and needs_derivation(record):
-            todo.setdefault(record.dtype, []).append(record)
+        if site is not None and needs_derivation(record):  # planned with the fields the person set
+            asked = (record.dtype, record.granularity, record.symmetric, record.block_size)
+            todo.setdefault(asked, []).append(record)
         out.append(record)
-    for dtype, wanting in todo.items():
-        defaults = _default_records(graph, dtype, opset, keep, options, {r.name for r in wanting})
+    for (dtype, *fixed), wanting in todo.items():
+        defaults = _default_records(graph, dtype, opset, keep, options, {r.name for r in wanting}, *fixed)
         for record in wanting:
             default = defaults.get(record.name)
             if default is None:
@@ -91,14 +92,19 @@ def _stale(record: WeightPlan, site, opset: int) -> bool:
 
 
 def _default_records(graph: gs.Graph, dtype: str, opset: int, keep: frozenset[str], options: QuantOptions,
-                     names: set[str]) -> dict[str, WeightPlan]:
-    """What the default stores each of `names` as at `dtype`: the records of the planner's run
-    with that dtype (every size: a person may ask for a small weight), that store `dtype`. Where
-    the default would keep a weight float16 (small weights under the int8 default), the plain
-    blockwise scheme of `--granularity block` instead, since the person asked for integers."""
+                     names: set[str], granularity: str | None = None, symmetric: bool | None = None,
+                     block_size: int | None = None) -> dict[str, WeightPlan]:
+    """What the default stores each of `names` as at `dtype` (and the granularity, symmetry and
+    block size a person set, as `--granularity` etc. would ask): the records of the planner's run
+    with those options (every size: a person may ask for a small weight), that store `dtype`.
+    Where the default would keep a weight float16 (small weights under the int8 default), the
+    plain blockwise scheme of `--granularity block` instead, since the person asked for integers."""
     found: dict[str, WeightPlan] = {}
-    base = dict(dtype=dtype, min_elements=1, target=options.target, runtime=options.runtime, memory=options.memory)
-    for asked in (base, {**base, "granularity": "block"}):
+    base = dict(dtype=dtype, min_elements=1, target=options.target, runtime=options.runtime, memory=options.memory,
+                granularity=granularity, symmetric=symmetric)
+    if block_size is not None:
+        base["block_size"] = block_size
+    for asked in (base, {**base, "granularity": granularity or "block"}):
         try:
             plan = plan_weights(graph, QuantOptions(**asked), opset, keep)
         except (PlanError, ValueError):

@@ -30,7 +30,7 @@ ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
             "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
 
 
-LOWERINGS = ("auto", "arith", "dq", "dq_transposed", "gather", "scaled", "matmulnbits", "tied", "tied_nbits")
+LOWERINGS = ("auto", "arith", "dq", "dq_equalized", "dq_transposed", "gather", "scaled", "matmulnbits", "tied", "tied_nbits")
 TARGETS = ("any", "onnxruntime", "tensorrt")
 # What TensorRT's ONNX parser takes as a quantized weight: DequantizeLinear of int8 (per tensor
 # or per channel) or int4 (also in blocks, 2-D), zero point 0, scales as initializers, feeding
@@ -109,7 +109,7 @@ class QuantOptions:
             raise OptionError(f"target tensorrt takes dtype int8 or int4 (zero point 0), not {self.dtype}")
         if self.symmetric is False:
             raise OptionError("target tensorrt needs symmetric weights: TensorRT refuses a non-zero zero point")
-        if self.lowering not in ("auto", "dq"):
+        if self.lowering not in ("auto", "dq", "dq_equalized"):  # dq_equalized: rules.site_options
             raise OptionError(f"target tensorrt lowers with DequantizeLinear; lowering {self.lowering!r} "
                              "emits integer arithmetic, which TensorRT refuses")
         if self.dtype == "int8" and self.granularity == "block":
@@ -117,7 +117,7 @@ class QuantOptions:
         if (self.dtype == "int4" or self.int4_for) and self.block_size not in TENSORRT_BLOCK_SIZES:
             raise OptionError(f"target tensorrt: --block-size {self.block_size}: TensorRT's supported INT4 block "
                               "sizes are 64 and 128 (TensorRT 10.x, \"Working with Quantized Types\")")
-        self.symmetric, self.lowering = True, "dq"
+        self.symmetric, self.lowering = True, "dq" if self.lowering == "auto" else self.lowering
         if self.granularity is None and not (self.levels or self.fp16):
             self.granularity = "block" if self.dtype == "int4" else "channel"
 

@@ -150,6 +150,14 @@ def site_options(site: ConstantSite, options: QuantOptions, four_bit: QuantOptio
         return tensorrt_int8_instead(site, chosen) or chosen
     if (int8 := tensorrt_int8_instead(site, options)) is not None:
         return int8
+    if options.target == "tensorrt":
+        from .tensorrt_float16 import tensorrt_float16  # it measures with this module's rules
+
+        if why := tensorrt_float16(site, options):
+            return options.changed(fp16=True, reason=why)
+        if options.dtype == "int8" and options.granularity == "channel" and options.lowering == "dq" and \
+                REGISTRY["dq_equalized"].fits(site, Scheme("channel", choose_axes(site)[0]), "int8", 21) is None:
+            return options.changed(lowering="dq_equalized")  # the default's equalization, as TensorRT takes it
     if (fused := fused_form(site, options)) is not None:  # com.microsoft readers, looked-up tables
         return fused
     if adapts(options) and site.shape:  # a scalar has no grouping (refusal says so)
@@ -294,6 +302,8 @@ def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
     if not ops <= set(readers):
         return f"target tensorrt: read by {', '.join(sorted(ops - set(readers)))}; {options.dtype} weights " \
                f"only for {', '.join(readers)}"
+    if any(index != 1 for _, index in consumers(site)):  # TensorRT fuses a DQ into the weight input only
+        return "target tensorrt: read as a bias or data input; quantized weights only as the layer's weight input"
     if options.four_bit and len(site.shape) != 2:
         return f"target tensorrt: 4-bit weights must be 2-D; this one is {len(site.shape)}-D"
     return None

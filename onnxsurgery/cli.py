@@ -104,10 +104,13 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
               help="int64->int32 and float64->float32 where exact and every consumer accepts it.")
 @click.option("--verify", is_flag=True,
               help="Run input and result in onnxruntime; refuse to write unless outputs are identical.")
+@click.option("--target", type=click.Choice(["tensorrt"]), default=None,
+              help="tensorrt: check the result as `check` does, and say what merging means there.")
 @verification_options
 @_common_output_options
 @_handle_errors
-def shrink(paths, min_elements, transposed, narrow, verify, inputs_npz, shapes, in_place, external_data, as_json):
+def shrink(paths, min_elements, transposed, narrow, verify, target, inputs_npz, shapes, in_place, external_data,
+           as_json):
     """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/."""
     from . import api
     from .verify import load_input_samples, parse_shapes
@@ -122,7 +125,7 @@ def shrink(paths, min_elements, transposed, narrow, verify, inputs_npz, shapes, 
         report = api.shrink_file(src, dst, in_place=in_place, external_data=external_data,
                                  verify=verify, min_elements=min_elements, transposed=transposed, narrow=narrow,
                                  samples=load_input_samples(inputs_npz) if inputs_npz else None,
-                                 shapes=parse_shapes(shapes))
+                                 shapes=parse_shapes(shapes), target=target)
         reports.append(report)
         if not as_json:
             click.echo(render_run(report))

@@ -391,3 +391,22 @@ def test_float16_for_weights_per_channel_int8_serves_worst(tmp_path):
     assert why["Ws"][0] == "float16" and "loses" in why["Ws"][1] and "per-channel int8" in why["Ws"][1]
     assert why["Wp"][0] == "int8"
     assert check_tensorrt(saved) == []
+
+
+def test_shrink_for_tensorrt_says_what_merging_means_and_checks_the_result(tmp_path):
+    """Two MatMuls reading equal weights under two names: shrink merges them; with --target
+    tensorrt it says what that means there, and checks the result as `check` does."""
+    w = numpy_helper.to_array(_matmuls(64, 64).graph.initializer[0])
+    model = builders.model([helper.make_node("MatMul", ["x", "W0"], ["h"]), helper.make_node("MatMul", ["h", "W1"], ["y"])],
+                           [builders.vi("x", shape=[4, 64])], [builders.vi("y", shape=[4, 64])],
+                           [numpy_helper.from_array(w, "W0"), numpy_helper.from_array(w.copy(), "W1")])
+    src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, str(src))
+    result = CliRunner().invoke(main, ["shrink", str(src), str(out), "--target", "tensorrt"])
+    assert result.exit_code == 0, result.output
+    assert "note: for TensorRT: merged constants are read by several layers" in result.output
+    assert "DequantizeLinear nodes are not merged" in result.output
+    assert "checked against TensorRT 10" in result.output
+    assert len(onnx.load(str(out)).graph.initializer) == 1
+    plain = CliRunner().invoke(main, ["shrink", str(src), str(tmp_path / "plain.onnx")])
+    assert plain.exit_code == 0 and "TensorRT" not in plain.output

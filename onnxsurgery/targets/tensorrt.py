@@ -66,6 +66,13 @@ SHARED_DQ = ("a weight's DequantizeLinear shared by several readers: TensorRT ta
              "is not shared between nodes in TensorRT: onnxruntime's DedicatedQDQPair; Model Optimizer "
              "duplicates shared constants); quant --target tensorrt writes one per reader")
 
+# What `shrink --target tensorrt` says when it merged constants (docs/limits.md).
+MERGING_NOTE = ("for TensorRT: merged constants are read by several layers, which onnx-tensorrt imports once; "
+                "DequantizeLinear nodes are not merged, so a quantized weight keeps one per reader, as TensorRT "
+                "takes it; the engine's size was not measured. TensorRT 10.16's weakly typed FP16 builds have "
+                "failed on an initializer read by several nodes (duplicate '<weight>_output_casted' tensors): "
+                "build strongly typed, or shrink with a --min-elements above that weight's size")
+
 
 @dataclass(frozen=True)
 class Finding:

@@ -383,7 +383,8 @@ def test_float16_for_weights_per_channel_int8_serves_worst(tmp_path):
     spiky = (rng.standard_normal((256, 64)) * 0.01).astype(np.float32)
     spiky[:32] *= 100  # the first 32 input rows far larger: every output channel's scale set by them
     plain = (rng.standard_normal((64, 512)) * 0.1).astype(np.float32)
-    model = builders.model([helper.make_node("MatMul", ["x", "Ws"], ["h"]), helper.make_node("MatMul", ["h", "Wp"], ["y"])],
+    model = builders.model([helper.make_node("MatMul", ["x", "Ws"], ["h"]),
+                            helper.make_node("MatMul", ["h", "Wp"], ["y"])],
                            [builders.vi("x", shape=[4, 256])], [builders.vi("y", shape=[4, 512])],
                            [numpy_helper.from_array(spiky, "Ws"), numpy_helper.from_array(plain, "Wp")])
     saved, out, report = _quant(tmp_path, model)
@@ -397,7 +398,8 @@ def test_shrink_for_tensorrt_says_what_merging_means_and_checks_the_result(tmp_p
     """Two MatMuls reading equal weights under two names: shrink merges them; with --target
     tensorrt it says what that means there, and checks the result as `check` does."""
     w = numpy_helper.to_array(_matmuls(64, 64).graph.initializer[0])
-    model = builders.model([helper.make_node("MatMul", ["x", "W0"], ["h"]), helper.make_node("MatMul", ["h", "W1"], ["y"])],
+    model = builders.model([helper.make_node("MatMul", ["x", "W0"], ["h"]),
+                            helper.make_node("MatMul", ["h", "W1"], ["y"])],
                            [builders.vi("x", shape=[4, 64])], [builders.vi("y", shape=[4, 64])],
                            [numpy_helper.from_array(w, "W0"), numpy_helper.from_array(w.copy(), "W1")])
     src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
@@ -410,3 +412,10 @@ def test_shrink_for_tensorrt_says_what_merging_means_and_checks_the_result(tmp_p
     assert len(onnx.load(str(out)).graph.initializer) == 1
     plain = CliRunner().invoke(main, ["shrink", str(src), str(tmp_path / "plain.onnx")])
     assert plain.exit_code == 0 and "TensorRT" not in plain.output
+
+
+def test_tensorrt_small_weight_rule_is_the_defaults():
+    from onnxsurgery.quant.choices import lean, tensorrt_float16
+
+    assert tensorrt_float16.SMALL_WEIGHT_ELEMENTS == lean.SMALL_WEIGHT_ELEMENTS
+    assert tensorrt_float16.SMALL_FLOAT16_SHARE == lean.SMALL_FLOAT16_SHARE

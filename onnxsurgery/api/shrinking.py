@@ -66,7 +66,8 @@ def shrink_file(
     target: str | None = None,
 ) -> RunReport:
     """`shrink` from a file to a file, written atomically. `target` "tensorrt": the result is
-    checked as `check` does, and a note says what merging means there (targets/tensorrt.py). `external_data` None: a data file
+    checked as `check` does, and a note says what merging means there (targets/tensorrt.py).
+    `external_data` None: a data file
     where the input has one (True: always; False: one file, below the 2 GB protobuf limit).
 
     With `verify`, input and result run in onnxruntime on `samples` (or generated inputs,

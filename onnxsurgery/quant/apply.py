@@ -100,7 +100,7 @@ def _store_as_integers(site: ConstantSite, values: np.ndarray, record: WeightPla
     rebuilt = build(site, qt, record.lowering, names, plan.opset)
     if rebuilt is not None:
         replace_uses(site.value, rebuilt)
-        if plan.target == "tensorrt" and record.lowering in ("dq", "dq_equalized"):  # a shared weight: one DQ per reader
+        if plan.target == "tensorrt" and record.lowering in ("dq", "dq_equalized"):  # one DQ per reader
             one_per_reader(rebuilt, site.scope.graph, names)
     return weight_error(values, qt), stored_bytes(qt, record.lowering), refused
 

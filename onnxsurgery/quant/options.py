@@ -30,7 +30,8 @@ ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
             "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
 
 
-LOWERINGS = ("auto", "arith", "dq", "dq_equalized", "dq_transposed", "gather", "scaled", "matmulnbits", "tied", "tied_nbits")
+LOWERINGS = ("auto", "arith", "dq", "dq_equalized", "dq_transposed", "gather", "scaled", "matmulnbits", "tied",
+             "tied_nbits")
 TARGETS = ("any", "onnxruntime", "tensorrt")
 # What TensorRT's ONNX parser takes as a quantized weight: DequantizeLinear of int8 (per tensor
 # or per channel) or int4 (also in blocks, 2-D), zero point 0, scales as initializers, feeding

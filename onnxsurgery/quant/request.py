@@ -44,8 +44,8 @@ class QuantRequest:
         "weight: per output channel (symmetric, scale after the consumer) where that is nearly as accurate as "
         "blocks, else block; channel with --levels]", choices=("tensor", "channel", "block"))
     block_size: int | None = _option(
-        None, "--block-size", "Elements per block (blocks only; under --target tensorrt 64 or 128, default 128).", min=2,
-        shown=QUANT_BLOCK_SIZE)
+        None, "--block-size", "Elements per block (blocks only; under --target tensorrt 64 or 128, default 128).",
+        min=2, shown=QUANT_BLOCK_SIZE)
     symmetric: bool | None = _option(
         None, "--symmetric/--asymmetric",
         "Asymmetric stores a zero point per group and uses all 2^bits levels over its range. [default: chosen "

@@ -304,7 +304,8 @@ def _dequantize_rules(node: onnx.NodeProto, opset: int, constants: dict, types: 
     if not zero(2):
         yield f"x_zero_point must be zero: \"TensorRT uses a symmetric quantization scheme\" ({QUANTIZED_TYPES_PAGE})"
     if kind == "INT4" and node.input[0] not in constants:
-        yield f"INT4 data that is computed: INT4 is weight-only quantization, its data an initializer ({QUANTIZED_TYPES_PAGE})"
+        yield f"INT4 data that is computed: INT4 is weight-only quantization, its data an initializer " \
+              f"({QUANTIZED_TYPES_PAGE})"
     block = _attr(node, "block_size", 0)
     if not block:
         if kind == "INT4":

@@ -27,13 +27,17 @@ from ..options import QuantOptions, Scheme
 from ..quantize import quantize_args, quantize_site
 from ..rounding import weight_error
 from .int4_paths import model_fact
-from .lean import SMALL_FLOAT16_SHARE, channel_sample, small_weight
+from .sampling import channel_sample
 from .rules import already_quantized, balanced_rounding, position_table, tensorrt_refusal
 
 # A weight whose symmetric per-channel error in the weight is more than this many times the
 # error of the default's int8 blocks of 32 (asymmetric) is stored as float16.
 MIN_FLOAT16_RATIO = 2.4
 FLOAT16_SHARE = 0.5
+# The default's small-weight rule (lean.py's SMALL_WEIGHT_ELEMENTS and SMALL_FLOAT16_SHARE, the
+# same values: tests/test_tensorrt.py checks; lean.py imports the rules this module is read by).
+SMALL_WEIGHT_ELEMENTS = 16384
+SMALL_FLOAT16_SHARE = 0.05
 BLOCK = 32
 
 
@@ -57,10 +61,11 @@ def _chosen(graph: gs.Graph, options: QuantOptions) -> dict[str, str]:
         int8_bytes += site.num_elements
         candidates.append((*per_channel_loss(site, options), site))
     chosen: dict[str, str] = {}
-    # the default's rule for small weights first (lean.py: SMALL_WEIGHT_ELEMENTS, SMALL_FLOAT16_SHARE),
+    # the default's rule for small weights first (SMALL_WEIGHT_ELEMENTS, SMALL_FLOAT16_SHARE),
     # lossiest first; then the weights per-channel scales serve worst
     room = SMALL_FLOAT16_SHARE * int8_bytes
-    for error, site in sorted(((e, s) for _, e, s in candidates if small_weight(s)), key=lambda c: -c[0]):
+    small = sorted(((e, s) for _, e, s in candidates if s.num_elements < SMALL_WEIGHT_ELEMENTS), key=lambda c: -c[0])
+    for _, site in small:
         if site.num_elements <= room and _fits_float16(site):  # float16: one byte per element more than int8
             chosen[site.name] = "target tensorrt: small, float16 costs little and is more accurate than int8 here"
             room -= site.num_elements

@@ -419,3 +419,17 @@ def test_tensorrt_small_weight_rule_is_the_defaults():
 
     assert tensorrt_float16.SMALL_WEIGHT_ELEMENTS == lean.SMALL_WEIGHT_ELEMENTS
     assert tensorrt_float16.SMALL_FLOAT16_SHARE == lean.SMALL_FLOAT16_SHARE
+
+
+def test_a_tensorrt_dry_run_plan_applies_as_written(tmp_path):
+    """`--dry-run --json` under --target tensorrt, given back as --plan: dq_equalized records too."""
+    src, plan, out = tmp_path / "in.onnx", tmp_path / "plan.json", tmp_path / "out.onnx"
+    onnx.save(builders.tensorrt_prep_model(), str(src))
+    runner = CliRunner()
+    planned = runner.invoke(main, ["quant", str(src), "--target", "tensorrt", "--min-elements", "1024", "--dry-run",
+                                   "--json"])
+    assert planned.exit_code == 0 and "dq_equalized" in planned.output
+    plan.write_text(planned.output)
+    applied = runner.invoke(main, ["quant", str(src), str(out), "--target", "tensorrt", "--plan", str(plan)])
+    assert applied.exit_code == 0, applied.output
+    assert check_tensorrt(onnx.load(str(out))) == []

@@ -125,6 +125,12 @@ def tensorrt_int8_instead(site: ConstantSite, options: QuantOptions) -> QuantOpt
                                   f"its blocked axis ({n})")
 
 
+def tensorrt_int8_weight(site: ConstantSite, options: QuantOptions) -> bool:
+    """Whether TensorRT reads `site` as a quantized weight (tensorrt_refusal), and it is a weight
+    at all (not a quantized model's own data, not a position table)."""
+    return not (tensorrt_refusal(site, options) or already_quantized(site) or position_table(site))
+
+
 def matmul_weight(site: ConstantSite) -> bool:
     """A 2-D weight read only as B of MatMul or Gemm."""
     readers = consumers(site)
@@ -153,7 +159,7 @@ def site_options(site: ConstantSite, options: QuantOptions, four_bit: QuantOptio
     if options.target == "tensorrt":
         from .tensorrt_float16 import tensorrt_float16  # it measures with this module's rules
 
-        if why := tensorrt_float16(site, options):
+        if why := tensorrt_float16(site, options, tensorrt_int8_weight, balanced_rounding):
             return options.changed(fp16=True, reason=why)
         if options.dtype == "int8" and options.granularity == "channel" and options.lowering == "dq" and \
                 REGISTRY["dq_equalized"].fits(site, Scheme("channel", choose_axes(site)[0]), "int8", 21) is None:

@@ -28,7 +28,6 @@ from ..quantize import quantize_args, quantize_site
 from ..rounding import weight_error
 from .int4_paths import model_fact
 from .sampling import channel_sample
-from .rules import already_quantized, balanced_rounding, position_table, tensorrt_refusal
 
 # A weight whose symmetric per-channel error in the weight is more than this many times the
 # error of the default's int8 blocks of 32 (asymmetric) is stored as float16.
@@ -41,25 +40,27 @@ SMALL_FLOAT16_SHARE = 0.05
 BLOCK = 32
 
 
-def tensorrt_float16(site: ConstantSite, options: QuantOptions) -> str | None:
-    """Why `site` is stored as float16 under --target tensorrt int8 (module docstring), or None."""
+def tensorrt_float16(site: ConstantSite, options: QuantOptions, int8_weight, balanced) -> str | None:
+    """Why `site` is stored as float16 under --target tensorrt int8 (module docstring), or None.
+    The rules' own predicates come from rules.site_options, which calls this: `int8_weight(site,
+    options)`, whether TensorRT reads the weight as int8; `balanced(site, options)`, whether it
+    gets balanced rounding."""
     if options.target != "tensorrt" or options.dtype != "int8" or options.fp16 or options.levels or \
             options.granularity != "channel" or options.include:
         return None
     chosen = model_fact(site, f"tensorrt_float16:{options.min_elements}:{options.exclude}",
-                        lambda graph: _chosen(graph, options))
+                        lambda graph: _chosen(graph, options, int8_weight, balanced))
     return chosen.get(site.name)
 
 
-def _chosen(graph: gs.Graph, options: QuantOptions) -> dict[str, str]:
+def _chosen(graph: gs.Graph, options: QuantOptions, int8_weight, balanced) -> dict[str, str]:
     candidates, int8_bytes = [], 0
     for site in collect_constants(graph, list(iter_scopes(graph))):
         if site.onnx_dtype != onnx.TensorProto.FLOAT or site.num_elements < options.min_elements or \
-                not site.shape or not site.value.outputs or tensorrt_refusal(site, options) or \
-                already_quantized(site) or position_table(site):
+                not site.shape or not site.value.outputs or not int8_weight(site, options):
             continue
         int8_bytes += site.num_elements
-        candidates.append((*per_channel_loss(site, options), site))
+        candidates.append((*per_channel_loss(site, balanced(site, options)), site))
     chosen: dict[str, str] = {}
     # the default's rule for small weights first (SMALL_WEIGHT_ELEMENTS, SMALL_FLOAT16_SHARE),
     # lossiest first; then the weights per-channel scales serve worst
@@ -84,13 +85,12 @@ def _fits_float16(site: ConstantSite) -> bool:
     return bool(np.isfinite(values).all() and np.abs(values).max() <= np.finfo(np.float16).max)
 
 
-def per_channel_loss(site: ConstantSite, options: QuantOptions) -> tuple[float, float]:
+def per_channel_loss(site: ConstantSite, balance: bool) -> tuple[float, float]:
     """(the weight's relative L2 error as symmetric per-channel int8 over its error as int8
     blocks of 32 along its reduction axis with zero points, the former), on a sample of its
     channels."""
     values = channel_sample(read_values(site.tensor).astype(np.float32, copy=False), site)
     channel_axis, block_axis = choose_axes(site)
-    balance = balanced_rounding(site, options)
     channel = Scheme("channel", channel_axis)
     blocks = Scheme("block", block_axis, BLOCK) if values.shape[block_axis] % BLOCK == 0 else channel
     errors = [weight_error(values, quantize_site(values, site, scheme, lowering, balance,

@@ -333,9 +333,12 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
 def check(model, target, as_json):
     """Check MODEL statically against what the target's parser takes (tensorrt: onnx-tensorrt's
     operator list for one TensorRT release, checked into onnxsurgery with its date): each op,
-    its data type, and the attributes and constant inputs the list restricts. One line per
-    finding; exit code 1 when there is any. No TensorRT needed, and no substitute for a real
-    engine build."""
+    its data type, and the attributes and constant inputs the list restricts; and the rules
+    TensorRT's documentation states for quantized weights ("Working with Quantized Types",
+    "Quantization Schemes", TensorRT 10.x: symmetric, positive scales, INT4 in blocks of 64 or
+    128 along the last or second-to-last dimension, opset 21 for blocks, one DequantizeLinear per
+    reader). One line per finding, naming its page; exit code 1 when there is any. No TensorRT
+    needed, and no substitute for a real engine build."""
     from . import api
 
     result = api.check_file(model, target=target)
@@ -345,7 +348,8 @@ def check(model, target, as_json):
         for finding in result["refused"]:
             click.echo(f"{model}: {finding}")
         click.echo(f"{model}: {len(result['refused'])} finding{'s' * (len(result['refused']) != 1)} against "
-                   f"{result['target']} (onnx-tensorrt's operator list, retrieved {result['retrieved']})")
+                   f"{result['target']} (onnx-tensorrt's operator list, retrieved {result['retrieved']}) and the "
+                   f"quantization rules of {result['rules'][0]}")
     if result["refused"]:
         sys.exit(1)
 

@@ -433,3 +433,18 @@ def test_a_tensorrt_dry_run_plan_applies_as_written(tmp_path):
     applied = runner.invoke(main, ["quant", str(src), str(out), "--target", "tensorrt", "--plan", str(plan)])
     assert applied.exit_code == 0, applied.output
     assert check_tensorrt(onnx.load(str(out))) == []
+
+
+def test_check_reads_large_scales_from_a_saved_model(tmp_path):
+    """A file's scales are read by value however large (positive scales), and the CLI names the
+    operator list's release and date and the documentation's pages."""
+    n, k = 1024, 128 * 72  # 73,728 block scales: more than check's small tensors
+    scales = np.full((n, k // 128), 0.1, np.float32)
+    scales[3, 5] = -0.1
+    model = _dq_model(_int4((n, k)), scales, axis=1, block_size=128)
+    path = tmp_path / "neg.onnx"
+    onnx.save(model, str(path))
+    result = CliRunner().invoke(main, ["check", str(path)])
+    assert result.exit_code == 1 and "1 scale zero, negative or NaN: scales must be positive" in result.output
+    last = result.output.strip().splitlines()[-1]
+    assert "TensorRT 10.15" in last and "retrieved 2026-" in last and '"Working with Quantized Types"' in last

@@ -70,6 +70,7 @@ bench: install install-web
 	$(PY) bench/decoder.py
 	$(PY) bench/decoder_genai.py
 	$(PY) bench/decoder_step.py
+	$(PY) bench/streaming.py --larger-than-memory
 
 lint: install
 	$(VENV)/bin/ruff check onnxsurgery tests samples bench docs

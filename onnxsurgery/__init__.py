@@ -47,6 +47,8 @@ __all__ = [
     "keeps_weights_small",
     "merge_duplicate_constants",
     "merge_transposed_constants",
+    "merge_reshaped_constants",
+    "fold_shape_only_constants",
     "narrow_constants",
     "PassReport",
     "RunReport",
@@ -76,6 +78,8 @@ _HOMES = {
     **dict.fromkeys(["export_model", "load_model", "save_model"], "io"),
     "merge_duplicate_constants": "passes.merge_constants",
     "merge_transposed_constants": "passes.merge_transposed",
+    "merge_reshaped_constants": "passes.merge_reshaped",
+    "fold_shape_only_constants": "passes.shape_only",
     "narrow_constants": "passes.narrow_types",
     **dict.fromkeys(["PassReport", "RunReport"], "report"),
 }

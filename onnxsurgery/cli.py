@@ -102,6 +102,9 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
               help="Also merge a 2-D constant equal to another's transpose (adds a Transpose node).")
 @click.option("--narrow", is_flag=True,
               help="int64->int32 and float64->float32 where exact and every consumer accepts it.")
+@click.option("--reshaped", is_flag=True,
+              help="Also merge a constant holding another's bytes under another shape (adds a Reshape node; "
+                   "onnxruntime's fold of it holds one more copy in memory).")
 @click.option("--verify", is_flag=True,
               help="Run input and result in onnxruntime; refuse to write unless outputs are identical.")
 @click.option("--target", type=click.Choice(["tensorrt"]), default=None,
@@ -109,9 +112,11 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
 @verification_options
 @_common_output_options
 @_handle_errors
-def shrink(paths, min_elements, transposed, narrow, verify, target, inputs_npz, shapes, in_place, external_data,
-           as_json):
-    """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/."""
+def shrink(paths, min_elements, transposed, narrow, reshaped, verify, target, inputs_npz, shapes, in_place,
+           external_data, as_json):
+    """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/.
+
+    A constant read only by Shape nodes is replaced by its shape."""
     from . import api
     from .verify import load_input_samples, parse_shapes
 
@@ -124,7 +129,7 @@ def shrink(paths, min_elements, transposed, narrow, verify, target, inputs_npz, 
     for src, dst in _outputs_for(paths[:-1], paths[-1]):
         report = api.shrink_file(src, dst, in_place=in_place, external_data=external_data,
                                  verify=verify, min_elements=min_elements, transposed=transposed, narrow=narrow,
-                                 samples=load_input_samples(inputs_npz) if inputs_npz else None,
+                                 reshaped=reshaped, samples=load_input_samples(inputs_npz) if inputs_npz else None,
                                  shapes=parse_shapes(shapes), target=target)
         reports.append(report)
         if not as_json:
@@ -230,6 +235,10 @@ def run(model_path, inputs_npz, shapes, save_npz):
               help="Where the result will run: verification computes as it does (onnxruntime-web computes the "
               "fused DequantizeLinear -> MatMul with float activations, the CPU build with int8 ones), and the "
               "plan avoids what it runs slowly (a KV-cache decoder's 8-bit MatMulNBits in WASM).")
+@click.option("--memory", type=click.FloatRange(min=0, min_open=True), metavar="GB",
+              help="Memory where the result will run, in GB (10^9 bytes) [default: this machine's]. Where the "
+              "model's float weights would not fit, its MatMul weights stay quantized at load (DequantizeLinear "
+              "fused into MatMulNBits) instead of a form that turns float at load.")
 @click.option("--no-merge", is_flag=True, help="Do not merge identical weights first.")
 @click.option("--no-verify", is_flag=True, help="Skip the onnxruntime comparison.")
 @click.option("--dynamic", is_flag=True,
@@ -258,7 +267,7 @@ def run(model_path, inputs_npz, shapes, save_npz):
 @headline_option
 @_common_output_options
 @_handle_errors
-def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target_error, target_size, max_error,
+def quant(input_path, output_path, runtime, memory, no_merge, no_verify, dynamic, target_error, target_size, max_error,
           calibration_npz, dry_run, plan_file, inputs_npz, shapes, outputs, in_place, external_data, as_json,
           **fields):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
@@ -270,6 +279,7 @@ def quant(input_path, output_path, runtime, no_merge, no_verify, dynamic, target
     if output_path is None and not dry_run:
         raise click.UsageError("give an OUTPUT (or --dry-run to see the plan)")
     common = dict(request=request_from(fields), plan=plan_file, merge=not no_merge,
+                  memory=int(memory * 1e9) if memory else None,
                   samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
                   target_error=target_error, target_size=int(target_size * 1e6) if target_size else None,
                   calibration=load_input_samples(calibration_npz) if calibration_npz else None)
@@ -362,7 +372,9 @@ def check(model, target, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @_handle_errors
 def compare(reference, candidate, inputs_npz, shapes, outputs, as_json):
-    """Run A and B in onnxruntime on the same inputs and compare their outputs."""
+    """Run A and B in onnxruntime on the same inputs and compare their outputs.
+
+    A model written by `npy` runs with its .npy arrays, as `run` runs it."""
     from . import api
     from .verify import load_input_samples, parse_shapes
 
@@ -372,4 +384,8 @@ def compare(reference, candidate, inputs_npz, shapes, outputs, as_json):
         click.echo(json.dumps(result, indent=2))
     else:
         click.echo(f"{reference} vs {candidate}: " + ("identical outputs" if result["exact"] else "outputs differ"))
+        for side, name in (("reference", reference), ("candidate", candidate)):
+            if side in result.get("npy_arrays", {}):
+                click.echo(f"  {name}: its {result['npy_arrays'][side]} .npy arrays given as initializers, as `run` "
+                           "gives them")
         click.echo(render_verification(result))

@@ -363,6 +363,7 @@ def check_samples(model: onnx.ModelProto | str | os.PathLike, samples: list[dict
     input without a default is given: one line naming the key and the model's inputs, instead of
     onnxruntime's "Invalid input name". A path is read without its weights' payloads."""
     called = _describe(model)
+    arrays = getattr(model, "npy_names", frozenset())  # npy.NpyModel: inputs its .npy arrays fill
     if not isinstance(model, onnx.ModelProto):
         from .lazy import read_model_skipping_weights
 
@@ -372,7 +373,7 @@ def check_samples(model: onnx.ModelProto | str | os.PathLike, samples: list[dict
             return
     graph = model.graph
     defaults = {t.name for t in graph.initializer}
-    names = [i.name for i in graph.input]
+    names = [i.name for i in graph.input if i.name not in arrays]
     required = [n for n in names if n not in defaults]
     listed = ", ".join(required) or "none"
     given = {k for sample in samples for k in sample}

@@ -12,7 +12,8 @@ from .quant.options import QuantOptions
 # `info`'s estimates: each method's pipeline, asked what it would save
 QUANT_ESTIMATES = {"quant int8": QuantOptions(), "quant int4": QuantOptions(dtype="int4"),
                    "quant --fp16": QuantOptions(fp16=True)}
-_PART_NAMES = {"merge_duplicates": "merge", "half_width": "16-bit storage"}
+_PART_NAMES = {"merge_duplicates": "merge", "half_width": "16-bit storage", "shape_only": "read only by Shape",
+               "merge_reshaped": "reshaped copies"}
 
 
 def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMENTS) -> dict:
@@ -28,7 +29,7 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_E
     memo: dict = {}  # quant's merge step is shrink's: the weights are read once
     shrink_steps = estimate_pipeline(graph, shrink_pipeline(min_elements=min_elements, opsets=ws.opsets),
                                      keep=ws.keep, memo=memo)
-    merge = shrink_steps[0]
+    merge = next(step for step in shrink_steps if step.name == "merge_duplicates")
     groups = merge.details["groups"]
     # quant merges first, so its figures include what shrink's merge saves
     savings = {"shrink": sum(step.bytes_saved for step in shrink_steps)}

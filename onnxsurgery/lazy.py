@@ -18,6 +18,7 @@ import math
 import mmap
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,11 @@ from .paths import confined
 from .wire import DATA_LOCATION, EXTERNAL, RAW_DATA, Malformed, external_fields, fields, rewrite_tensors, varint
 
 LAZY_THRESHOLD = 4096
+# `ExternalFiles.offload`'s file: a name no file can have (a NUL), its payloads page-aligned
+SPILL_LOCATION = "\0spill"
+SPILL_ALIGN = 4096
+COPY_CHUNK_BYTES = 16 * 2**20
+OFFLOAD_EVERY_BYTES = 32 * 2**20
 
 
 def _stub_large_payload(location: str):
@@ -92,6 +98,8 @@ class ExternalFiles:
         self.model_file = model_file
         self._fds: dict[str, int] = {}
         self._held: dict[str, memoryview] = {}
+        self._spill: tuple[int, int] | None = None  # (fd, bytes written) of `spill_into`'s file
+        self._pending = 0  # bytes a pass reported `produced` since the last offload
 
     def hold(self, payload: np.ndarray | bytes) -> str:
         """A location whose bytes are `payload` (a C-contiguous array, or bytes), kept until
@@ -101,6 +109,62 @@ class ExternalFiles:
         location = f"\0held:{len(self._held)}"
         self._held[location] = memoryview(payload).cast("B") if isinstance(payload, np.ndarray) else memoryview(payload)
         return location
+
+    def spill_into(self, folder: Path) -> None:
+        """From now on `offload` moves large payloads made in memory to a file in `folder` (the
+        output's: a temporary folder may be memory, tmpfs). The file is unlinked as soon as it
+        is made: it is read through its handle, and nothing is left behind whatever happens."""
+        if self._spill is not None:
+            return
+        fd, name = tempfile.mkstemp(prefix=".onnxsurgery-spill.", dir=folder)
+        os.unlink(name)
+        self._spill = (fd, 0)
+
+    @property
+    def spilling(self) -> bool:
+        return self._spill is not None
+
+    def produced(self, graph, nbytes: int) -> None:
+        """A pass made `nbytes` of new payloads in memory; once OFFLOAD_EVERY_BYTES of them have
+        gathered, `offload` them (one walk over the graph's constants per batch, not per tensor)."""
+        self._pending += nbytes
+        if self._pending >= OFFLOAD_EVERY_BYTES:
+            self.offload(graph)
+
+    def offload(self, graph) -> int:
+        """Move each initializer of `graph` (all scopes) whose payload of at least
+        LAZY_THRESHOLD bytes is held in memory (an array, or a proto's raw_data: packed 4-bit
+        weights) to the `spill_into` file, read back on demand like an input's payload; returns
+        the bytes moved. What a pass produces then lives in the page cache, which the kernel can
+        drop, not in the process: a 27 GB model's int8 weights (6.7 GB) were all held until the
+        export before. No-op without `spill_into`."""
+        if self._spill is None:
+            return 0
+        from .graph_utils import collect_constants
+
+        moved, self._pending = 0, 0
+        for site in collect_constants(graph):
+            if site.node is not None:
+                continue  # Constant nodes are small; their attributes are written as they are
+            proto = _spillable_proto(site.tensor)
+            if proto is None:
+                continue
+            fd, size = self._spill
+            offset = size + (-size % SPILL_ALIGN)
+            raw = memoryview(proto.raw_data) if proto.HasField("raw_data") else None
+            payload = raw if raw is not None else memoryview(held_payload(site.tensor)).cast("B")
+            done = 0
+            while done < len(payload):
+                done += os.pwrite(fd, payload[done:done + COPY_CHUNK_BYTES], offset + done)
+            self._spill = (fd, offset + len(payload))
+            proto.ClearField("raw_data")
+            proto.data_location = onnx.TensorProto.EXTERNAL
+            for key, value in (("location", SPILL_LOCATION), ("offset", str(offset)), ("length", str(len(payload)))):
+                entry = proto.external_data.add()
+                entry.key, entry.value = key, value
+            site.tensor._values = FileBackedValues(proto, self)
+            moved += len(payload)
+        return moved
 
     def read(self, location: str, offset: int, length: int, *, tensor: str | None = None) -> bytes | memoryview:
         """`length` bytes at `offset` of `location`; `tensor` names the reader in an error. A
@@ -123,6 +187,8 @@ class ExternalFiles:
             done += n
 
     def _fd(self, location: str, tensor: str | None) -> int:
+        if location == SPILL_LOCATION and self._spill is not None:
+            return self._spill[0]
         fd = self._fds.get(location)
         if fd is None:
             if location == self.model_file:
@@ -138,6 +204,9 @@ class ExternalFiles:
             os.close(fd)
         self._fds.clear()
         self._held.clear()
+        if self._spill is not None:
+            os.close(self._spill[0])
+            self._spill = None
 
     def __del__(self):
         self.close()
@@ -231,3 +300,23 @@ def held_payload(t) -> np.ndarray | None:
     if values.dtype.newbyteorder("<") != values.dtype or values.dtype.kind not in "biuf":
         return None  # big-endian or an object / string array: gs's own conversion
     return np.ascontiguousarray(values).reshape(-1)
+
+
+def _spillable_proto(t) -> onnx.TensorProto | None:
+    """A TensorProto naming `t` whose payload `ExternalFiles.offload` may move (its raw_data, or
+    `held_payload(t)` to be written), or None: small, already in a file, or not stored as is."""
+    values = t._values
+    if isinstance(values, FileBackedValues):
+        return None
+    if isinstance(values, LazyValues):
+        proto = values.tensor
+        if proto.data_location == onnx.TensorProto.EXTERNAL or len(proto.raw_data) < LAZY_THRESHOLD:
+            return None
+        copy = onnx.TensorProto()
+        copy.CopyFrom(proto)
+        copy.name = t.name
+        return copy
+    payload = held_payload(t)
+    if payload is None:
+        return None
+    return onnx.TensorProto(name=t.name, data_type=int(dtype_to_onnx(t.dtype)), dims=list(t.shape))

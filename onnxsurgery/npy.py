@@ -52,7 +52,16 @@ def default_npy_dir(model_path: str | os.PathLike) -> Path:
 
 
 def array_sha256(array: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+    """Of the array's bytes in C order; a contiguous one (a memory-mapped .npy) without a copy."""
+    contiguous = np.ascontiguousarray(array)
+    digest = hashlib.sha256()
+    flat = memoryview(contiguous.reshape(-1).view(np.uint8)) if contiguous.size else memoryview(b"")
+    for start in range(0, len(flat), HASH_CHUNK):
+        digest.update(flat[start:start + HASH_CHUNK])
+    return digest.hexdigest()
+
+
+HASH_CHUNK = 16 * 2**20
 
 
 def _bits_dtype(itemsize: int) -> np.dtype:
@@ -75,9 +84,11 @@ def _file_name(name: str, used: set[str]) -> str:
     return candidate + ".npy"
 
 
-def write_arrays(arrays: dict[str, np.ndarray], npy_dir: Path, manifest: Path) -> dict:
+def write_arrays(arrays: dict, npy_dir: Path, manifest: Path) -> dict:
     """Write one .npy per array into `npy_dir` (replacing it whole) and return the manifest
-    (not yet written). The folder is filled in a staging folder and renamed into place."""
+    (not yet written). The folder is filled in a staging folder and renamed into place. Each
+    value is an array, or a function returning one (`externalize`'s): read, written and let go
+    one at a time."""
     npy_dir = Path(npy_dir)
     if not npy_dir.parent.exists():
         raise OutputError(f"folder does not exist: {npy_dir.parent}")
@@ -86,6 +97,7 @@ def write_arrays(arrays: dict[str, np.ndarray], npy_dir: Path, manifest: Path) -
     used: set[str] = set()
     try:
         for name, array in arrays.items():
+            array = array() if callable(array) else array
             fname = _file_name(name, used)
             as_bits = array.dtype.name in BIT_PATTERN_DTYPES
             stored = array.view(_bits_dtype(array.dtype.itemsize)) if as_bits else array
@@ -98,6 +110,7 @@ def write_arrays(arrays: dict[str, np.ndarray], npy_dir: Path, manifest: Path) -
             }
             if as_bits:
                 entries[name]["stored_as"] = f"{stored.dtype.name} bit patterns"
+            del array, stored
         if npy_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{npy_dir.name}.old.", dir=npy_dir.parent))
             os.replace(npy_dir, old / "x")
@@ -135,11 +148,46 @@ def read_manifest(model_path: str | os.PathLike) -> dict | None:
     return entries
 
 
+class NpyModel(os.PathLike):
+    """A model written by `npy`, its manifest beside it, as `compare` hands it on: a session of
+    it (`sessions.session`) takes its arrays as the initializers they were, as `run` gives them,
+    and `--inputs` need not hold them (`feeds.check_samples`). Anything else reads the path."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"NpyModel({str(self.path)!r})"
+
+    @property
+    def npy_names(self) -> frozenset[str]:
+        """The graph inputs its arrays fill."""
+        return frozenset(read_manifest(self.path) or {})
+
+    def npy_arrays(self) -> dict[str, np.ndarray]:
+        """Its arrays, checked against the manifest (`load_feeds`)."""
+        return load_feeds(self.path)
+
+
+def with_npy_arrays(model):
+    """`model` as an NpyModel where it is a path with a manifest beside it, else as it is."""
+    if isinstance(model, (str, os.PathLike)) and not isinstance(model, NpyModel) and Path(model).is_file() \
+            and read_manifest(model) is not None:
+        return NpyModel(model)
+    return model
+
+
 def load_feeds(model_path: str | os.PathLike) -> dict[str, np.ndarray]:
     """The externalized arrays of `model_path`, by input name, each checked against the
-    manifest (dtype, shape, sha256). Empty when the model has no manifest. Every file must lie
-    inside the manifest's folder (`paths.confined`): the manifest may come with an untrusted
-    model."""
+    manifest (dtype, shape, sha256), memory-mapped read-only from their files. Empty when the
+    model has no manifest. Every file must lie inside the manifest's folder (`paths.confined`):
+    the manifest may come with an untrusted model."""
     entries = read_manifest(model_path)
     if entries is None:
         return {}
@@ -152,8 +200,8 @@ def load_feeds(model_path: str | os.PathLike) -> dict[str, np.ndarray]:
         file = base / entry["file"]  # as the manifest names it, for the messages
         if not resolved[name].is_file():
             raise InputError(f"missing weights file for input '{name}': {file}")
-        try:
-            array = np.load(resolved[name], allow_pickle=False)
+        try:  # mapped: its pages are the file's, not the process's (a model's weights at once)
+            array = np.load(resolved[name], allow_pickle=False, mmap_mode="r")
         except (OSError, ValueError) as e:
             raise InputError(f"cannot read {file}: {e}") from e
         if "stored_as" in entry:

@@ -23,9 +23,11 @@ from .passes.base import Estimate, Pass
 from .passes.bypass_identity import BypassIdentities
 from .passes.half_width import HalfWidth
 from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, MergeDuplicates
+from .passes.merge_reshaped import MergeReshaped
 from .passes.merge_transposed import MergeTransposed
 from .passes.narrow_types import Narrow
 from .passes.quantize_weights import QuantizeWeights
+from .passes.shape_only import FoldShapeOnly
 from .quant.calibration import Calibration
 from .quant.options import QuantOptions
 from .report import PassReport, human_bytes
@@ -76,6 +78,12 @@ class Workspace:
     def cleanup(self) -> None:
         remove_dead(self.graph)
 
+    @property
+    def store(self) -> ExternalFiles | None:
+        """Where passes move the payloads they make (`ExternalFiles.offload`): the input's files
+        once `spill_into` a folder, else None (everything stays in memory)."""
+        return self.files if self.files is not None and self.files.spilling else None
+
     def export(self) -> onnx.ModelProto:
         """`finish`. Large payloads may still be references into the input's files, or to
         arrays the files hold (`ExternalFiles.hold`): write with `save_model(..., files=self.files)`
@@ -104,31 +112,38 @@ class Workspace:
 
 
 def shrink_pipeline(*, min_elements: int = DEFAULT_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
-                    half: bool = True, opsets: dict[str, int] | None = None) -> list[Pass]:
-    """`shrink`: merge identical constants; optionally transposed copies; optionally narrow;
-    then, unless `half` is False, float32 constants exact in 16 bits stored in 2 bytes."""
-    steps: list[Pass] = [MergeDuplicates(min_elements)]
+                    half: bool = True, reshaped: bool = False, opsets: dict[str, int] | None = None,
+                    store: ExternalFiles | None = None) -> list[Pass]:
+    """`shrink`: constants read only by Shape become their shape; identical constants merged;
+    optionally (`reshaped`) those equal under another shape, through a Reshape; optionally
+    transposed copies; optionally narrow; then, unless `half` is False, float32 constants exact
+    in 16 bits stored in 2 bytes (moved to `store` as they accumulate, `ExternalFiles.offload`)."""
+    steps: list[Pass] = [FoldShapeOnly(), MergeDuplicates(min_elements)]
+    if reshaped:
+        steps.append(MergeReshaped(min_elements))
     if transposed:
         steps.append(MergeTransposed(min_elements))
     if narrow:
         steps.append(Narrow(_frozen(opsets)))
     if half:
-        steps.append(HalfWidth(min_elements, (opsets or {}).get("")))
+        steps.append(HalfWidth(min_elements, (opsets or {}).get(""), store))
     return steps
 
 
 def quant_pipeline(options: QuantOptions, *, merge: bool = True, opsets: dict[str, int] | None = None,
                    calibration: Calibration | None = None, activations: Calibration | None = None,
-                   records=None, mapped: bool = False) -> list[Pass]:
+                   records=None, mapped: bool = False, store: ExternalFiles | None = None) -> list[Pass]:
     """`quant`: Identity nodes in front of weights bypassed (so that the quantizer sees who
-    reads each weight), identical constants merged, weights quantized (as `records`, a plan
+    reads each weight), constants read only by Shape replaced by their shape and identical
+    constants merged (unless `merge` is False), weights quantized (as `records`, a plan
     read from a file, say, or as the options' plan); for TensorRT, which computes in int32,
-    int64 constants narrowed where exact. `mapped`: the model's weights are in a data file."""
+    int64 constants narrowed where exact. `mapped`: the model's weights are in a data file.
+    `store`: where the quantizer moves its payloads as they accumulate (`ExternalFiles.offload`)."""
     steps: list[Pass] = [BypassIdentities()]
     if merge:
-        steps.append(MergeDuplicates())
+        steps += [FoldShapeOnly(), MergeDuplicates()]
     steps.append(QuantizeWeights(options, (opsets or {}).get(""), calibration, activations,
-                                 tuple(records) if records is not None else None, mapped))
+                                 tuple(records) if records is not None else None, mapped, store))
     if options.target == "tensorrt":
         steps.append(Narrow(_frozen(opsets)))
     return steps

@@ -23,7 +23,7 @@ def render_run(report: RunReport, top: int = 5) -> str:
         f"({_pct(report.bytes_before, report.bytes_after)})"
     )
     for p in report.passes:
-        if not p.changed and (not p.skipped or p.name == "half_width") and p.name != "quantize":
+        if not p.changed and (not p.skipped or p.name in ("half_width", "merge_reshaped")) and p.name != "quantize":
             continue  # a pass that found nothing to do (merging in a model without copies)
         if p.name == "merge_duplicates":
             d = p.details
@@ -38,6 +38,13 @@ def render_run(report: RunReport, top: int = 5) -> str:
         elif p.name == "merge_transposed":
             lines.append(f"  transposed copies merged: {p.changed}, saving "
                          f"{human_bytes(p.bytes_saved)}; cost: {p.details['cost']}")
+        elif p.name == "shape_only":
+            lines.append(f"  {p.changed} constants read only by Shape stored as their shape, saving "
+                         f"{human_bytes(p.bytes_saved)}")
+        elif p.name == "merge_reshaped":
+            lines.append(f"  merged {p.changed} constants equal to another under another shape ("
+                         f"{p.details['reshapes']} Reshape nodes, folded by onnxruntime at session start), saving "
+                         f"{human_bytes(p.bytes_saved)}")
         elif p.name == "externalize":
             d = p.details
             lines.append(f"  moved {p.changed} constants ({human_bytes(p.bytes_saved)}) to {d.get('npy_dir')}")
@@ -105,9 +112,12 @@ def render_info(path: str, data: dict, top: int = 20) -> str:
     lines += ["", "What each method would save (quant merges first; its figures are estimated from shapes):"]
     for method, saved in data["savings"].items():
         lines.append(f"  {method:13s} {human_bytes(saved):>9s} ({saved / total * 100 if total else 0:.1f}%)")
-        half = data.get("shrink_parts", {}).get("16-bit storage") if method == "shrink" else None
-        if half:  # like a pass that found nothing, not shown when it saves nothing
-            lines.append(f"    of which float32 stored exactly in 16 bits: {human_bytes(half)}")
+        parts = data.get("shrink_parts", {}) if method == "shrink" else {}
+        for part, what in (("read only by Shape", "constants read only by Shape, stored as their shape"),
+                           ("reshaped copies", "copies under another shape, merged through a Reshape"),
+                           ("16-bit storage", "float32 stored exactly in 16 bits")):
+            if parts.get(part):  # like a pass that found nothing, not shown when it saves nothing
+                lines.append(f"    of which {what}: {human_bytes(parts[part])}")
     return "\n".join(lines)
 
 

@@ -15,7 +15,8 @@ import onnx
 from .errors import InputError, VerificationError
 from .progress import progress
 # sessions live in sessions.py; imported here too, as before
-from .sessions import (_first_line, _mapped_session, load_error, session, session_settings)  # noqa: F401
+from .sessions import (_first_line, _mapped_session, disk_bytes, load_error, session, session_settings,  # noqa: F401
+                       streams)
 # inputs for a model (generated, read, checked) live in feeds.py; imported here too, as before
 from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, LENGTHS, check_samples, first_step_inputs,  # noqa: F401
                     has_dynamic_batch, load_input_samples, make_inputs, parse_shapes, runnable_inputs, with_own_past)
@@ -23,12 +24,18 @@ from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, LENGTHS, check_samples, first_st
 RUNTIMES = ("onnxruntime", "onnxruntime-web", "tensorrt")
 
 
-def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | None = None) -> str:
+def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | None = None, *,
+                  streamed: bool | None = None) -> str:
     """How a comparison for `runtime` is computed, for the report. With `model` (the candidate),
     onnxruntime's DequantizeLinear -> MatMul fusion is named only where the model has such an
     edge (or MatMulNBits nodes of its own)."""
     import onnxruntime as ort
 
+    if streamed if streamed is not None else (model is not None and streams(model)):
+        return (f"onnxruntime {ort.__version__} CPU, streamed: weights "
+                "read in place from the mapped file, graph optimizations and pre-packing off, so quantized weights "
+                "are dequantized at each run in float (the default session's fused int8-activation kernels are "
+                "not what was measured)")
     fused, nbits = _matmul_fusions(model) if model is not None else (True, False)
     if runtime == "tensorrt":
         return (f"onnxruntime {ort.__version__} CPU as TensorRT computes weight-only quantized layers: weights "
@@ -108,6 +115,7 @@ def compare_models(
     reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
     shapes: dict[str, list[int]] | None = None, seed: int = 0, fold_candidate: bool = True,
     runtime: str = "onnxruntime", outputs: tuple[str, ...] | None = None,
+    candidate_beside: str | os.PathLike | None = None,
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
 
@@ -120,12 +128,16 @@ def compare_models(
     The two sessions exist one after the other, never together: the reference's outputs are
     kept (they are small next to a model) and its session is freed before the candidate's is
     created, so the peak is the larger session's rather than their sum. The candidate runs
-    as `runtime` computes it (`session_settings`); the result says which.
+    as `runtime` computes it (`session_settings`); the result says which. `candidate_beside`: the
+    candidate is a ModelProto whose payloads are still in that model file's folder
+    (`sessions.session`'s `payloads_beside`).
     """
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
-    ref_sess = _named_session(reference, map_weights=True)
+    # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
+    streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
+    ref_sess = _named_session(reference, map_weights=True, streamed=streamed)
     names = [o.name for o in ref_sess.get_outputs()]
     length = LENGTHS[0]
     if generated:
@@ -160,7 +172,8 @@ def compare_models(
         samples.append(step[0])
         expected.append(step[1])
     del ref_sess
-    cand_sess = _named_session(candidate, fold_constants=fold_candidate, runtime=runtime)
+    cand_sess = _named_session(candidate, fold_constants=fold_candidate, runtime=runtime, streamed=streamed,
+                               payloads_beside=candidate_beside)
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[dict]] = {}
     for feeds, ref in progress(list(zip(samples, expected)), "verify", unit="sample"):
@@ -185,7 +198,8 @@ def compare_models(
         per_output[name]["headline"] = name in headline
     chosen = [per_output[n] for n in headline]
     return {
-        "runtime": runtime_label(runtime, candidate),
+        "runtime": runtime_label(runtime, candidate, streamed=streamed),
+        "streamed": streamed,
         "samples": len(samples),
         "generated": generated,  # inputs made from the declared shapes: errors on real data may differ
         "exact": all(e["exact"] for e in per_output.values()),

@@ -272,3 +272,75 @@ def matmul_nbits_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
                 found.append(node)
             graphs += [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
     return found
+
+
+def tf2onnx_shape_copies(hidden=128, opset=OPSET) -> onnx.ModelProto:
+    """What tf2onnx writes for a BERT: weights W0, W1 [hidden, hidden] read by MatMul, and the
+    same bytes again as [1, 1, 8, hidden/8, hidden] tensors:
+
+    - S0 (an initializer) and S1 (a Constant node in an If branch) read only by Shape, with and
+      without start/end, to build the shapes of Reshapes;
+    - R1 read by a Mul (its values matter), the same bytes as W1 under another shape;
+    - tiny T (2 x 8) and T_flat (16): equal bytes, too small for a Reshape to pay.
+    """
+    w0, w1 = rand((hidden, hidden), 11), rand((hidden, hidden), 12)
+    heads = hidden // 16
+    split = [1, 1, heads, hidden // heads, hidden]
+    t = rand((2, 8), 13)
+    then_g = helper.make_graph(
+        [const_node("then_S1", w1.reshape(split)),
+         helper.make_node("Shape", ["then_S1"], ["then_last"], start=-1),
+         helper.make_node("Concat", ["minus_one", "then_last"], ["then_dims"], axis=0),
+         helper.make_node("Reshape", ["h2", "then_dims"], ["t_out"])],
+        "then", [], [vi("t_out", shape=[4, hidden])])
+    else_g = helper.make_graph(
+        [helper.make_node("Neg", ["h2"], ["e_out"])], "else", [], [vi("e_out", shape=[4, hidden])])
+    nodes = [
+        helper.make_node("MatMul", ["x", "W0"], ["h0"]),
+        helper.make_node("Shape", ["S0"], ["s0_heads"], start=2, end=3),
+        helper.make_node("Shape", ["S0"], ["s0_all"]),
+        helper.make_node("Concat", ["minus_one", "s0_heads"], ["split_dims"], axis=0),
+        helper.make_node("Reshape", ["h0", "split_dims"], ["h1"]),
+        helper.make_node("Reshape", ["h1", "x_dims"], ["h1b"]),
+        helper.make_node("MatMul", ["h1b", "W1"], ["h2"]),
+        helper.make_node("Mul", ["x5", "R1"], ["r"]),
+        helper.make_node("Add", ["x16", "T"], ["t_sum"]),
+        helper.make_node("Mul", ["x16f", "T_flat"], ["t_prod"]),
+        helper.make_node("If", ["c"], ["branch"], then_branch=then_g, else_branch=else_g),
+    ]
+    inits = [numpy_helper.from_array(w0, "W0"), numpy_helper.from_array(w1, "W1"),
+             numpy_helper.from_array(w0.reshape(split), "S0"),
+             numpy_helper.from_array(w1.reshape(split).copy(), "R1"),
+             numpy_helper.from_array(t, "T"), numpy_helper.from_array(t.reshape(16).copy(), "T_flat"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus_one"),
+             numpy_helper.from_array(np.array([4, hidden], np.int64), "x_dims")]
+    return model(nodes, [vi("x", shape=[4, hidden]), vi("x5", shape=split), vi("x16", shape=[2, 8]),
+                         vi("x16f", shape=[16]), vi("c", TensorProto.BOOL, [])],
+                 [vi("h2", shape=[4, hidden]), vi("s0_all", TensorProto.INT64, [5]), vi("r", shape=split),
+                  vi("t_sum", shape=[2, 8]), vi("t_prod", shape=[16]), vi("branch", shape=[4, hidden])],
+                 inits, opset=opset)
+
+
+def qdq_static(hidden=64, opset=OPSET) -> onnx.ModelProto:
+    """An int8 QDQ model as static quantization writes it: activations through QuantizeLinear ->
+    DequantizeLinear with one scale and zero point shared by every pair (read more than once,
+    so `npy` selects them by default), weights int8 behind DequantizeLinear."""
+    w0, w1 = rand((hidden, hidden), 31) * 0.1, rand((hidden, hidden), 32) * 0.1
+    sw = np.float32(0.002)
+    q = lambda w: np.clip(np.round(w / sw), -127, 127).astype(np.int8)  # noqa: E731
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s_a", "z_a"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "s_a", "z_a"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["W0_q", "s_w", "z_w"], ["W0"]),
+        helper.make_node("MatMul", ["xd", "W0"], ["h"]),
+        helper.make_node("QuantizeLinear", ["h", "s_a", "z_a"], ["hq"]),
+        helper.make_node("DequantizeLinear", ["hq", "s_a", "z_a"], ["hd"]),
+        helper.make_node("DequantizeLinear", ["W1_q", "s_w", "z_w"], ["W1"]),
+        helper.make_node("MatMul", ["hd", "W1"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(0.02, np.float32), "s_a"),
+             numpy_helper.from_array(np.array(3, np.uint8), "z_a"),
+             numpy_helper.from_array(np.array(sw, np.float32), "s_w"),
+             numpy_helper.from_array(np.array(0, np.int8), "z_w"),
+             numpy_helper.from_array(q(w0), "W0_q"), numpy_helper.from_array(q(w1), "W1_q")]
+    return model(nodes, [vi("x", shape=[4, hidden])], [vi("y", shape=[4, hidden])], inits, opset=opset)

@@ -173,3 +173,30 @@ def test_hash_groups_confirmed_byte_for_byte(copies, monkeypatch):
     assert report.pass_report("merge_duplicates").details["groups"] == copies
     assert len(out.graph.initializer) == copies
     assert_same_outputs(m, out)
+
+
+def test_equal_dequantized_weights_in_sibling_branches_stay_in_their_branches(save, tmp_path):
+    """Hoisted into the main graph, an If branch's DequantizeLinear -> MatMul reads an outer
+    weight and scale, and onnxruntime 1.32 refuses to load the fused MatMulNBits
+    ("TransposeDQWeightsForMatMulNBits Missing required weight")."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = builders.rand((64, 64), 3) * 0.05
+    scale = (np.abs(w).max(axis=0) / 127).astype(np.float32)
+    q = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+
+    def branch(tag):
+        return helper.make_graph(
+            [helper.make_node("DequantizeLinear", [f"{tag}_q", f"{tag}_s", f"{tag}_z"], [f"{tag}_w"], axis=1),
+             helper.make_node("MatMul", ["x", f"{tag}_w"], [f"{tag}_y"])],
+            tag, [], [builders.vi(f"{tag}_y", shape=[2, 64])],
+            initializer=[numpy_helper.from_array(q, f"{tag}_q"), numpy_helper.from_array(scale, f"{tag}_s"),
+                         numpy_helper.from_array(np.zeros(64, np.int8), f"{tag}_z")])
+
+    m = builders.model([helper.make_node("If", ["c"], ["y"], then_branch=branch("then"), else_branch=branch("else"))],
+                       [builders.vi("x", shape=[2, 64]), builders.vi("c", TensorProto.BOOL, [])],
+                       [builders.vi("y", shape=[2, 64])])
+    out = tmp_path / "out.onnx"
+    report = onnxsurgery.shrink_file(save(m), out, verify=True)
+    assert report.pass_report("merge_duplicates").changed == 0
+    assert_same_outputs(m, out)

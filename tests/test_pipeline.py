@@ -15,9 +15,11 @@ from conftest import run
 from onnxsurgery import QuantOptions, estimate_pipeline, quant_pipeline, run_pipeline, shrink_pipeline
 from onnxsurgery.cli import main
 from onnxsurgery.passes.merge_constants import MergeDuplicates
+from onnxsurgery.passes.merge_reshaped import MergeReshaped
 from onnxsurgery.passes.merge_transposed import MergeTransposed
 from onnxsurgery.passes.narrow_types import Narrow
 from onnxsurgery.passes.quantize_weights import QuantizeWeights
+from onnxsurgery.passes.shape_only import FoldShapeOnly
 
 
 def _graph_bytes(graph) -> bytes:
@@ -29,6 +31,8 @@ def _graph_bytes(graph) -> bytes:
 _STEPS = {
     "merge_duplicates": (MergeDuplicates(), builders.duplicate_initializers),
     "merge_transposed": (MergeTransposed(), builders.transposed_pair),
+    "shape_only": (FoldShapeOnly(), builders.tf2onnx_shape_copies),
+    "merge_reshaped": (MergeReshaped(), builders.tf2onnx_shape_copies),
     "narrow": (Narrow(), builders.narrowing_cases),
     "quantize int8": (QuantizeWeights(QuantOptions(lowering="arith")), builders.quant_cases),
     "quantize int4": (QuantizeWeights(QuantOptions(dtype="int4")), lambda: builders.quant_cases(opset=21, ir=10)),
@@ -74,8 +78,8 @@ def test_steps_shared_by_pipelines_are_estimated_once():
     memo: dict = {}
     first = estimate_pipeline(graph, shrink_pipeline(), memo=memo)
     second = estimate_pipeline(graph, quant_pipeline(QuantOptions()), memo=memo)
-    assert second[1] is first[0]  # quant's merge step is shrink's, asked once
-    assert len(memo) == 4  # merge (shared), shrink's half-width, bypass, quantize
+    assert second[1] is first[0] and second[2] is first[1]  # quant's shape-only and merge steps are shrink's
+    assert len(memo) == 5  # shape-only and merge (shared), shrink's half-width, bypass, quantize
 
 
 @pytest.mark.parametrize("command, steps", [

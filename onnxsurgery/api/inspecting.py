@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..inventory import inventory
+from ..npy import NpyModel, with_npy_arrays
 from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
 from ..verify import compare_models
 
@@ -19,5 +20,16 @@ def compare(reference, candidate, *, samples: list[dict[str, np.ndarray]] | None
             shapes: dict[str, list[int]] | None = None, outputs: tuple[str, ...] | None = None) -> dict:
     """Run two models on the same inputs; per output: max abs error, relative L2 error and,
     where there is a class axis, argmax agreement. The headline is over `outputs`, by default
-    the outputs other than a KV cache's (verify.compare_models)."""
-    return compare_models(reference, candidate, samples=samples, shapes=shapes, outputs=outputs)
+    the outputs other than a KV cache's (verify.compare_models).
+
+    A model written by `npy` (a path with its manifest beside it) runs with its .npy arrays
+    given as the initializers they were, as `run` gives them (not as inputs: an already
+    quantized model's DequantizeLinear is fused only with constants); `npy_arrays` in the result
+    says how many each side took."""
+    reference, candidate = with_npy_arrays(reference), with_npy_arrays(candidate)
+    result = compare_models(reference, candidate, samples=samples, shapes=shapes, outputs=outputs)
+    given = {side: len(m.npy_names) for side, m in (("reference", reference), ("candidate", candidate))
+             if isinstance(m, NpyModel)}
+    if given:
+        result["npy_arrays"] = given
+    return result

@@ -68,7 +68,8 @@ def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
                       calibration: Calibration | None = None, activations: Calibration | None = None,
                       records=None) -> None:
     ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, calibration=calibration,
-                                   activations=activations, records=records, mapped=ws.has_external_data_files))
+                                   activations=activations, records=records, mapped=ws.has_external_data_files,
+                                   store=ws.store))
 
 
 def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
@@ -114,10 +115,13 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
     del model
     note = f"upgraded opset {current} -> {needed} with onnx's version converter"
     if verify:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "upgraded.onnx"
-            save_model(upgraded, path, files=files)  # payloads copied from the input as they are written
-            check = compare_models(source, path, samples=samples, shapes=shapes)
+        if files is not None:  # its payloads are read where they are: the upgrade copies no weight
+            check = compare_models(source, upgraded, samples=samples, shapes=shapes, candidate_beside=source)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "upgraded.onnx"
+                save_model(upgraded, path)
+                check = compare_models(source, path, samples=samples, shapes=shapes)
         if not check["rel_l2_error"] <= upgrade_tolerance(upgraded):
             raise VerificationError(f"the model upgraded to opset {needed} computes other outputs than the input "
                                     f"(relative L2 {check['rel_l2_error']:.3g}); nothing written")

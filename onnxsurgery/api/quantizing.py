@@ -56,6 +56,7 @@ def quant_plan(
     target_size: int | None = None,
     calibration: list[dict[str, np.ndarray]] | None = None,
     runtime: str = "onnxruntime",
+    memory: int | None = None,
     **options,
 ) -> Plan:
     """What `quant_file` with the same arguments would do to each weight (`quant --dry-run`),
@@ -64,7 +65,7 @@ def quant_plan(
     request = _request(request, options)
     _check_run_options(request, plan=plan, target_error=target_error, target_size=target_size,
                        calibration=calibration, runtime=runtime)
-    quant_options = request.resolve(runtime)
+    quant_options = request.resolve(runtime, memory)
     records = _records(plan)
     calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
     notes = []
@@ -103,6 +104,7 @@ def quant_file(
     calibration: list[dict[str, np.ndarray]] | None = None,
     runtime: str = "onnxruntime",
     outputs: tuple[str, ...] | None = None,
+    memory: int | None = None,
     **options,
 ) -> RunReport:
     """Quantize weights from a file to a file. What to do is the `request` (or its fields as
@@ -134,6 +136,10 @@ def quant_file(
     same way (as with `external_data`): `<output>.data` beside the output; external_data=False
     keeps one file (below the 2 GB protobuf limit).
 
+    `memory` (bytes; None: this machine's) is the memory where it will run: where the model's
+    float weights would not fit, its MatMul weights stay quantized at load
+    (quant/choices/load_memory.py).
+
     `runtime` ("onnxruntime" or "onnxruntime-web") is where the result will run: verification
     computes as that runtime does (verify.session_settings), and the report says which. With
     target="tensorrt" it is TensorRT: weights dequantized, arithmetic in float. That target also
@@ -146,7 +152,7 @@ def quant_file(
                        calibration=calibration, runtime=runtime)
     if max_error is not None and not verify:
         raise OptionError("--max-error needs the verification that --no-verify skips")
-    quant_options = request.resolve(runtime)
+    quant_options = request.resolve(runtime, memory)
     records = _records(plan)
     out = check_output_path(input_path, output_path, in_place)
     if calibration is not None:  # a wrong key: one line naming it, not onnxruntime's own words
@@ -176,6 +182,8 @@ def quant_file(
             report.notes.extend(notes)
         ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes,
                                 records=records)
+        if ws.files is not None:
+            ws.files.spill_into(out.parent)  # quantized weights wait in a file beside the output, not in memory
         activations = _activations(input_path, quant_options, samples, shapes) if records is None else None
         _run_quant_passes(ws, quant_options, merge, calibrated, activations, records)
         report.passes = ws.reports

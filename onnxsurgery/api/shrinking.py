@@ -18,9 +18,9 @@ from ._common import _in_memory, _write_checked
 
 
 def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
-                       transposed: bool, narrow: bool, half: bool) -> None:
+                       transposed: bool, narrow: bool, half: bool, reshaped: bool = False) -> None:
     ws.run_pipeline(shrink_pipeline(min_elements=min_elements, transposed=transposed, narrow=narrow,
-                                    half=half, opsets=ws.opsets))
+                                    half=half, reshaped=reshaped, opsets=ws.opsets, store=ws.store))
     report.passes = ws.reports
 
 
@@ -31,17 +31,19 @@ def shrink(
     transposed: bool = False,
     narrow: bool = False,
     half: bool = True,
+    reshaped: bool = False,
 ) -> tuple[onnx.ModelProto, RunReport]:
-    """Merge bit-identical constants (all scopes), optionally transposed copies, optionally
-    narrow int64/float64 where safe, and (`half`) store float32 constants that float16 or
-    bfloat16 holds exactly in 2 bytes with a Cast after. Lossless: the result computes exactly
-    what `model` does.
+    """Replace constants read only by Shape with their shape, merge bit-identical constants (all
+    scopes), optionally (`reshaped`) those equal under another shape through a Reshape,
+    optionally transposed copies, optionally narrow int64/float64 where safe, and (`half`) store
+    float32 constants that float16 or bfloat16 holds exactly in 2 bytes with a Cast after.
+    Lossless: the result computes exactly what `model` does.
 
     A gs.Graph is rewritten in place (and also exported). The result is never larger than the
     input: if it would be, the input is returned unchanged.
     """
     result, report, ws = _in_memory(model, "shrink", lambda ws, report: _run_shrink_passes(
-        ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half))
+        ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half, reshaped=reshaped))
     if ws.template is not None and report.bytes_after > report.bytes_before:
         report.notes.append("the rewritten model was larger than the input; input kept as it is")
         result, report.bytes_after = ws.materialized(ws.template), report.bytes_before
@@ -61,6 +63,7 @@ def shrink_file(
     transposed: bool = False,
     narrow: bool = False,
     half: bool = True,
+    reshaped: bool = False,
     samples: list[dict[str, np.ndarray]] | None = None,
     shapes: dict[str, list[int]] | None = None,
     target: str | None = None,
@@ -84,7 +87,10 @@ def shrink_file(
     report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     if why is not None:
         report.notes.append(f"not checked in onnxruntime, which cannot load {input_path}: {why}")
-    _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half)
+    if ws.files is not None:
+        ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
+    _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half,
+                       reshaped=reshaped)
     # unless asked otherwise, weights that came in a data file go out in one, `<output>.data`, as
     # quant writes them: onnxruntime then maps it instead of holding a parsed copy
     external_data = ws.has_external_data_files if external_data is None else external_data

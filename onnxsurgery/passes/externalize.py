@@ -11,7 +11,9 @@ that is what scs4onnx's npy mode moves out); `min_bytes`, `node_names` (globs ov
 node names and constant names) and `op_types` select instead, their union.
 
 Limits: a constant that is a graph output stays (its name is the output's name); string and
-sparse tensors stay.
+sparse tensors stay. So do the scale and zero point of a QuantizeLinear/DequantizeLinear (a few
+bytes; onnxruntime fuses such patterns only with constants), and a constant read by one inside
+a subgraph (`_quantized_refusal` says why).
 """
 
 from __future__ import annotations
@@ -36,6 +38,30 @@ from ..report import PassReport
 
 def _uses(site: ConstantSite) -> int:
     return sum(1 for node in site.value.outputs for t in node.inputs if t is site.value)
+
+
+QUANT_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _quantized_refusal(site: ConstantSite) -> str | None:
+    """Why a constant read by QuantizeLinear/DequantizeLinear stays in the graph, or None.
+
+    onnxruntime fuses Q/DQ patterns (DequantizeLinear -> MatMul into MatMulNBits, QDQ groups
+    into integer kernels) only where the scale and zero point, and for MatMulNBits the weight,
+    are constants: fed as graph inputs they are data, the pattern runs unfused in float, and the
+    outputs change (reported on an int8 QDQ classifier: a probability 0.077 -> 0.321). Scales and zero
+    points are a few bytes: they stay. A quantized weight moves (`run`, `compare` and `embed`
+    give it back as the initializer it was), except inside a subgraph: onnxruntime 1.32 then
+    fails to load the fused MatMulNBits whose weight is an initializer of the main graph."""
+    for node, index in ((n, i) for n in site.value.outputs for i, t in enumerate(n.inputs) if t is site.value):
+        if node.op not in QUANT_OPS:
+            continue
+        if index > 0:
+            return f"scale or zero point of a {node.op}: onnxruntime fuses the pattern only with constants"
+        if site.scope.parent is not None:
+            return (f"read by {node.op} inside {site.scope.label}: onnxruntime cannot load its fusion with a weight "
+                    "from the main graph")
+    return None
 
 
 def select_constants(
@@ -71,6 +97,8 @@ def select_constants(
             reason = "sparse or string tensor"
         elif graph_outputs_holding(scopes, site.value):
             reason = "graph output"
+        else:
+            reason = _quantized_refusal(site)
         if reason:
             if report is not None:
                 report.skip(site.name, reason)
@@ -102,10 +130,10 @@ def constants_to_inputs(
 def externalize(graph: gs.Graph, *, min_bytes: int | None = None, node_names=(), op_types=(),
                 keep: frozenset[str] | None = None) -> tuple[PassReport, dict]:
     """Select (`select_constants`) and move (`constants_to_inputs`) in one step: the report, and
-    the moved arrays by input name, for the caller to write out."""
+    for each moved constant, by input name, a function that reads its array, for the caller to
+    write out one at a time (a model's weights are never all in memory at once)."""
     report = PassReport("externalize")
     sites = select_constants(graph, min_bytes=min_bytes, node_names=node_names, op_types=op_types, keep=keep,
                              report=report)
-    arrays = {site.name: read_values(site.tensor) for site in sites}
     moved = constants_to_inputs(graph, sites, report)
-    return report, {name: arrays[name] for name, _ in moved}
+    return report, {name: (lambda tensor=tensor: read_values(tensor)) for name, tensor in moved}

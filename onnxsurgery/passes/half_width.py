@@ -68,8 +68,9 @@ def cast_overhead(name: str) -> int:
 
 
 def store_half_width(graph: gs.Graph, *, min_elements: int = DEFAULT_MIN_ELEMENTS,
-                     keep: frozenset[str] = frozenset(), opset: int | None = None) -> PassReport:
-    """Store exactly representable float32 constants as float16/bfloat16 with a Cast, in place."""
+                     keep: frozenset[str] = frozenset(), opset: int | None = None, store=None) -> PassReport:
+    """Store exactly representable float32 constants as float16/bfloat16 with a Cast, in place.
+    `store` (lazy.ExternalFiles): told of each 2-byte copy made, to move them out of memory."""
     report = PassReport("half_width")
     names = NameAllocator(graph)
     stored: list[dict] = []
@@ -80,6 +81,8 @@ def store_half_width(graph: gs.Graph, *, min_elements: int = DEFAULT_MIN_ELEMENT
             continue
         _store(site, half_type, names)
         saved = site.nbytes // 2
+        if store is not None:
+            store.produced(graph, saved)
         report.changed += 1
         report.bytes_saved += saved
         stored.append({"name": site.name, "as": HALF_NAMES[half_type], "bytes_saved": saved})
@@ -94,6 +97,7 @@ class HalfWidth:
 
     min_elements: int = DEFAULT_MIN_ELEMENTS
     opset: int | None = None
+    store: object = None  # lazy.ExternalFiles the 2-byte copies are moved to as they accumulate
     name = "half_width"
     needs_cleanup = False
 
@@ -105,7 +109,7 @@ class HalfWidth:
         return Estimate(self.name, saved)
 
     def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
-        return store_half_width(graph, min_elements=self.min_elements, keep=keep, opset=self.opset)
+        return store_half_width(graph, min_elements=self.min_elements, keep=keep, opset=self.opset, store=self.store)
 
 
 def _choices(graph: gs.Graph, keep: frozenset[str], min_elements: int, opset: int,

@@ -16,7 +16,8 @@ replaced by an outer one, never the reverse. When all members sit in sibling sub
 If's two branches), the survivor becomes an initializer read from both; the exporter writes it
 in their common parent.
 
-Limits: string and sparse tensors are left alone; `Constant` nodes are merged only through their
+Limits: a constant read by a DequantizeLinear is merged only into one of its own scope (see
+`_dequantized_stay_local`); string and sparse tensors are left alone; `Constant` nodes are merged only through their
 `value` attribute (not `value_float(s)`/`value_int(s)`, which are tiny by nature).
 """
 
@@ -119,8 +120,32 @@ def find_duplicate_groups(sites: list[ConstantSite]) -> list[DuplicateGroup]:
                 groups.extend(_confirm_equal(same_print))
     for g in groups:
         g.members.sort(key=_survivor_rank)
+    groups = [g for g in map(_dequantized_stay_local, groups) if g is not None]
     groups.sort(key=lambda g: -g.bytes_saved)
     return groups
+
+
+def _dequantized_stay_local(group: DuplicateGroup) -> DuplicateGroup | None:
+    """`group` without the members read by a DequantizeLinear that the merge would make read a
+    tensor of an outer scope (None when fewer than two are left). onnxruntime 1.32 fails to load
+    a subgraph whose DequantizeLinear -> MatMul it fuses into MatMulNBits when the quantized
+    weight, or its scale, is an initializer of an outer graph ("TransposeDQWeightsForMatMulNBits Missing
+    required weight"): equal weights in an If's two branches, hoisted into the main graph, made
+    a loadable model one it refused."""
+    members = list(group.members)
+    while len(members) > 1:
+        scope = common_scope([m.scope for m in members])
+        moved = [m for m in members if m.scope is not scope and _read_by_dequantize(m)]
+        if not moved:
+            return DuplicateGroup(members)
+        members = [m for m in members if not any(m is x for x in moved)]
+    return None
+
+
+def _read_by_dequantize(site: ConstantSite) -> bool:
+    """Whether a DequantizeLinear reads the constant (weight, scale or zero point: onnxruntime
+    wants each of them in the DequantizeLinear's own graph)."""
+    return any(node.op == "DequantizeLinear" for node in site.value.outputs)
 
 
 SAMPLED_ABOVE = 1 << 16

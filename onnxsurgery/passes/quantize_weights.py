@@ -81,6 +81,7 @@ class QuantizeWeights:
     activations: Calibration | None = None
     records: tuple[WeightPlan, ...] | None = None
     mapped: bool = False  # the model's weights are in a data file, which onnxruntime maps (load_memory.py)
+    store: object = None  # lazy.ExternalFiles that quantized payloads are moved to as they accumulate
     name = "quantize"
     needs_cleanup = True  # constants merged away and Identity nodes bypassed must not count
 
@@ -112,7 +113,7 @@ class QuantizeWeights:
 
     def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
         plan = self.plan(graph, keep=keep)
-        report = apply_plan(graph, plan, self.calibration)
+        report = apply_plan(graph, plan, self.calibration, self.store)
         report.details["weights"] = plan.to_dict()["weights"]  # the records applied, as --dry-run lists them
         report.details["plan_notes"] = list(plan.notes)
         return report

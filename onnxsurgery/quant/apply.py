@@ -29,15 +29,17 @@ log = logging.getLogger("onnxsurgery")
 MAX_ERRORS_REPORTED = 10
 
 
-def apply_plan(graph: gs.Graph, plan: Plan, calibration: Calibration | None = None) -> PassReport:
-    """Rewrite `graph` in place as `plan` says; the report lists each weight's error."""
+def apply_plan(graph: gs.Graph, plan: Plan, calibration: Calibration | None = None, store=None) -> PassReport:
+    """Rewrite `graph` in place as `plan` says; the report lists each weight's error. `store`
+    (lazy.ExternalFiles with `spill_into`): the quantized payloads are moved out of memory as
+    they accumulate (`offload`), so that a model's quantized weights are never all held."""
     # Weights with huge (finite) values overflow float32 sums in the error figures; numpy's
     # warnings about it must not reach the user's terminal (NaN/Inf weights are never planned)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _apply(graph, plan, calibration)
+        return _apply(graph, plan, calibration, store)
 
 
-def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None) -> PassReport:
+def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) -> PassReport:
     report = PassReport("quantize")
     sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph))) if s.onnx_dtype in FLOAT_TYPES}
     names = NameAllocator(graph)
@@ -60,12 +62,17 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None) -> Pass
                     calibrated.append(record.name)
             elif record.rounding == "balanced":
                 balanced.append(record.name)
+        del values
+        if store is not None:
+            store.produced(graph, stored)
         report.changed += 1
         report.bytes_saved += record.bytes_before - stored
         schemes[record.label] = schemes.get(record.label, 0) + 1
         errors.append({"name": record.name, "shape": record.shape, "scheme": record.label, **err})
         log.info("quantize: %s %s as %s, weight error %.3g", record.name, record.shape, record.label,
                  err["rel_l2_error"])
+    if store is not None:
+        store.offload(graph)
     for record in plan.weights:
         if not record.changes and not record.why.startswith("below --min-elements") and record.why:
             report.skip(record.name, record.why)

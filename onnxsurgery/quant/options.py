@@ -58,6 +58,7 @@ class QuantOptions:
     keep_quantized: bool = False  # DequantizeLinear kept in the graph: integers in memory at run time
     target: str = "any"  # any: standard ai.onnx ops; onnxruntime: MatMulNBits; tensorrt: what its parser takes
     runtime: str = "onnxruntime"  # where the result runs (--runtime): onnxruntime-web's WASM kernels differ
+    memory: int | None = None  # bytes where it runs (--memory); None: this machine's (choices/load_memory.py)
     # Set by the per-weight rules only (rules.site_options): why this weight's options differ from
     # the ones asked for, said first in its plan record's why.
     reason: str = ""

@@ -101,9 +101,10 @@ class QuantRequest:
             raise OptionError(f"unknown quant option '{unknown[0]}'; the options are {', '.join(sorted(known))}")
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
 
-    def resolve(self, runtime: str = "onnxruntime"):
+    def resolve(self, runtime: str = "onnxruntime", memory: int | None = None):
         """The complete configuration (quant.options.QuantOptions) for a result that runs in
-        `runtime` (--runtime): defaults filled in, choices left to quant marked as such,
+        `runtime` (--runtime) with `memory` bytes (--memory; None: this machine's): defaults
+        filled in, choices left to quant marked as such,
         contradictions refused (OptionError)."""
         from .options import QuantOptions
 
@@ -125,7 +126,7 @@ class QuantRequest:
         for name, default in (("dtype", "int8"), ("block_size", block_size)):
             if given[name] is None:
                 given[name] = default
-        return QuantOptions(**given, runtime=runtime)
+        return QuantOptions(**given, runtime=runtime, memory=memory)
 
     def asked(self) -> dict:
         """The fields set to something other than their default."""

@@ -23,6 +23,7 @@ once the original's table pages are read).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 
 import onnx
@@ -152,6 +153,39 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
 def kept_scheme(site: ConstantSite) -> Scheme:
     """One scale per output channel (onnxruntime fuses it in blocks along K)."""
     return Scheme("channel", choose_axes(site)[0])
+
+
+def machine_memory() -> int:
+    """This machine's memory in bytes: where the result runs when --memory is not given."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2**62  # unknown: as if it were large enough
+
+
+def float_weights_fit(sites: Iterable[ConstantSite], memory: int | None) -> bool:
+    """Whether the float weights among `sites` (every float constant of the model) fit in
+    `memory` bytes (None: this machine's). Where they do not, a lean form, which onnxruntime
+    folds back into float at load, would make a result that cannot load there either: the
+    planner keeps every weight quantized at load instead (FIT_REASON): DequantizeLinear, which
+    onnxruntime fuses into MatMulNBits where one MatMul reads the weight, and otherwise runs at
+    each inference, one float weight at a time.
+    The float original could not be loaded there anyway, so no accuracy is given up against
+    anything that runs."""
+    total = sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_DTYPES)
+    return total <= (machine_memory() if memory is None else memory)
+
+
+FLOAT_DTYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
+FIT_REASON = ("kept quantized at load ({how}): float weights {size} > memory where it runs {memory} (--memory)")
+FIT_HOW = {True: "DequantizeLinear -> MatMulNBits", False: "DequantizeLinear, run at each inference"}
 
 
 KEPT_REASON = ("kept quantized in memory (DequantizeLinear, fused by onnxruntime into MatMulNBits with int8 "

@@ -24,8 +24,9 @@ from ..calibration import Calibration
 from ..estimates import planned_bytes as estimated_payload
 from .int4_paths import forget_model_facts, matmulnbits_because
 from .lean import choose_lean, small_weight
-from .load_memory import (KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies, has_kv_cache, kept_in_memory,
-                          kept_scheme, room_at_load)
+from .load_memory import (FIT_HOW, FIT_REASON, FLOAT_DTYPES, KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies,
+                          float_weights_fit, fuses_into_nbits, has_kv_cache, kept_in_memory, kept_scheme,
+                          machine_memory, room_at_load)
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.scaled import scaled_before, zero_points_fit
@@ -78,7 +79,10 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
             fallbacks.append(site.name)
         todo.append((site, scheme, lowering, as_fp16, why, opts))
     room = None  # a cap on what the accurate chain spends at load (lean.py); None: its share alone
-    if memory_rule_applies(graph, options) and opset >= KEPT_OPSET:
+    sites = collect_constants(graph, scopes)
+    if options.target != "tensorrt" and opset >= KEPT_OPSET and not float_weights_fit(sites, options.memory):
+        todo = _keep_to_fit(todo, sites, options.memory)
+    elif memory_rule_applies(graph, options) and opset >= KEPT_OPSET:
         todo = _keep_in_memory(todo, mapped)
         if mapped:  # the original's untouched table pages pay for nothing: the chain spends only what
             # the plan saves at load (all-MiniLM-L6-v2 with a data file: see load_memory.py)
@@ -146,6 +150,24 @@ def _keep_in_memory(todo: list, mapped: bool) -> list:
     return [(site, kept_scheme(site), "dq", fp16, why, opts.changed(reason=KEPT_REASON))
             if site.name in kept else (site, scheme, lowering, fp16, why, opts)
             for site, scheme, lowering, fp16, why, opts in todo]
+
+
+def _keep_to_fit(todo: list, sites, memory: int | None) -> list:
+    """`todo` with every weight planned in a form that turns float at load (lean, scaled, arith,
+    float16's Cast) lowered as `dq` per channel instead: the float weights would not fit where
+    the model runs (load_memory.float_weights_fit)."""
+    from ...report import human_bytes
+
+    size = human_bytes(sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_DTYPES))
+    where = human_bytes(machine_memory() if memory is None else memory)
+    kept = []
+    for site, scheme, lowering, fp16, why, opts in todo:
+        if lowering in ("lean", "scaled", "arith") and not opts.four_bit and site.onnx_dtype == onnx.TensorProto.FLOAT:
+            reason = FIT_REASON.format(how=FIT_HOW[fuses_into_nbits(site)], size=size, memory=where)
+            kept.append((site, kept_scheme(site), "dq", False, reason, opts.changed(reason=reason)))
+        else:
+            kept.append((site, scheme, lowering, fp16, why, opts))
+    return kept
 
 
 def _selection_notes(options: QuantOptions, records) -> list[str]:

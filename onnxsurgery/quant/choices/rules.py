@@ -157,12 +157,13 @@ def site_options(site: ConstantSite, options: QuantOptions, four_bit: QuantOptio
     if (int8 := tensorrt_int8_instead(site, options)) is not None:
         return int8
     if options.target == "tensorrt":
-        from .tensorrt_float16 import tensorrt_float16  # it measures with this module's rules
+        from .tensorrt_float16 import tensorrt_float16  # this target's only: imported where it applies
 
         if why := tensorrt_float16(site, options, tensorrt_int8_weight, balanced_rounding):
             return options.changed(fp16=True, reason=why)
         if options.dtype == "int8" and options.granularity == "channel" and options.lowering == "dq" and \
-                REGISTRY["dq_equalized"].fits(site, Scheme("channel", choose_axes(site)[0]), "int8", 21) is None:
+                REGISTRY["dq_equalized"].fits(site, Scheme("channel", choose_axes(site)[0]), "int8",
+                                              dq_min_opset(options)) is None:
             return options.changed(lowering="dq_equalized")  # the default's equalization, as TensorRT takes it
     if (fused := fused_form(site, options)) is not None:  # com.microsoft readers, looked-up tables
         return fused

@@ -18,6 +18,7 @@ from ..report import PassReport
 from .calibration import Calibration, calibrated_rounding
 from .estimates import stored_bytes
 from .lowerings import build
+from .lowerings.dq import one_per_reader
 from .nodes import Emitter, const
 from .options import FLOAT_TYPES, Scheme
 from .plan import Plan, WeightPlan
@@ -106,6 +107,8 @@ def _store_as_integers(site: ConstantSite, values: np.ndarray, record: WeightPla
     rebuilt = build(site, qt, record.lowering, names, plan.opset)
     if rebuilt is not None:
         replace_uses(site.value, rebuilt)
+        if plan.target == "tensorrt" and record.lowering in ("dq", "dq_equalized"):  # one DQ per reader
+            one_per_reader(rebuilt, site.scope.graph, names)
     return weight_error(values, qt), stored_bytes(qt, record.lowering), refused
 
 

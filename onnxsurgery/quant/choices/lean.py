@@ -22,6 +22,7 @@ from ..lowerings import REGISTRY
 from ..lowerings.scaled import zero_points_tried
 from ..quantize import quantize_site, scheme_args
 from .rules import balanced_rounding, lean_scheme
+from .sampling import MIN_SAMPLED_CHANNELS, SAMPLE_FROM_ELEMENTS, SAMPLED_ELEMENTS, channel_sample  # noqa: F401
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
 # scaled.py) and spends a memory budget on the accurate block chain for the weights that
@@ -150,30 +151,6 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
         costs.append(_Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,
                            small=small, extra=extra, asymmetric=asymmetric, in_weight=moments is None))
     return costs
-
-
-# Measured in the weight, a weight of SAMPLE_FROM_ELEMENTS or more is measured on about
-# SAMPLED_ELEMENTS of it, whole output channels evenly spaced (at least MIN_SAMPLED_CHANNELS):
-# quantizing every weight three ways was 60% of `quant --no-verify` on a 2.7 GB model
-# (bench/scale.py). Every form groups within a channel, so a channel's errors are its own; only
-# the input-row equalization's row maxima are taken over the sample. No weight of the accuracy
-# bench's transformers is that large (ALBERT's largest: 2.4M elements).
-SAMPLE_FROM_ELEMENTS = 1 << 22
-SAMPLED_ELEMENTS = 1 << 20
-MIN_SAMPLED_CHANNELS = 256
-
-
-def channel_sample(values: np.ndarray, site: ConstantSite) -> np.ndarray:
-    """`values`, or evenly spaced whole output channels of it where it is large (see above)."""
-    channel_axis, block_axis = choose_axes(site)
-    if values.size < SAMPLE_FROM_ELEMENTS or channel_axis == block_axis:
-        return values
-    channels = values.shape[channel_axis]
-    count = max(MIN_SAMPLED_CHANNELS, SAMPLED_ELEMENTS * channels // values.size)
-    if count * 2 > channels:
-        return values
-    picked = np.linspace(0, channels - 1, count).round().astype(np.int64)
-    return np.take(values, picked, axis=channel_axis)
 
 
 def small_weight(site: ConstantSite) -> bool:

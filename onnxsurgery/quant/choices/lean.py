@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 
 from ...errors import InputError
+from ...parallel import WORKERS, ordered_map
 from ...graph_utils import ConstantSite, read_values
 from ..axes import choose_axes
 from ...progress import progress
@@ -123,8 +124,9 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
     one that costs the model's output most."""
     if activations is not None:
         activations.plan([site for site, _ in candidates])
-    costs = []
-    for site, scheme in progress(candidates, "measure lean vs accurate", unit="weight"):
+
+    def measure(candidate: tuple[ConstantSite, Scheme]) -> _Cost:
+        site, scheme = candidate
         values = read_values(site.tensor).astype(np.float32, copy=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         lean, lowering = lean_scheme(site, opset)
@@ -148,9 +150,14 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
         extra = 4 * site.num_elements * (chain - REGISTRY[lowering].float_copies("channel", False))
         small = site.num_elements if small_weight(site) else 0
         reference = layer_norm(values, site, moments) if small else 0.0  # only small weights are ranked by it
-        costs.append(_Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,
-                           small=small, extra=extra, asymmetric=asymmetric, in_weight=moments is None))
-    return costs
+        return _Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,
+                     small=small, extra=extra, asymmetric=asymmetric, in_weight=moments is None)
+
+    # the weights are measured two at a time (parallel.py); calibration's moments are shared state
+    largest = max((site.nbytes for site, _ in candidates), default=0)
+    measured = ordered_map(measure, candidates, size=lambda c: c[0].nbytes, budget=2 * largest,
+                           workers=1 if activations is not None else WORKERS)
+    return [cost for _, cost in progress(measured, "measure lean vs accurate", total=len(candidates), unit="weight")]
 
 
 def small_weight(site: ConstantSite) -> bool:

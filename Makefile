@@ -48,12 +48,14 @@ test-onnx-suite: install
 test-real-models: install
 	$(PY) tests/integration/real_models.py
 
-# A TensorRT engine from each --target tensorrt sample output, compared with onnxruntime
-# (tests/integration/tensorrt_engines.py). Needs an NVIDIA GPU and `pip install tensorrt` in
+# A TensorRT engine from each --target tensorrt sample output, and from each output of
+# bench/tensorrt.py in build/tensorrt where that has run, compared with onnxruntime and timed
+# against the float engine (tests/integration/tensorrt_engines.py; --static there makes and
+# checks every output without an engine). Needs an NVIDIA GPU and `pip install tensorrt` in
 # .venv; elsewhere it prints one line saying what is missing and succeeds.
 test-trt: install
 	$(PY) -m pip install --quiet polygraphy
-	$(PY) tests/integration/tensorrt_engines.py
+	$(PY) tests/integration/tensorrt_engines.py $(if $(wildcard build/tensorrt),--outputs build/tensorrt)
 
 bench: install install-web
 	$(PY) -m pip install --quiet -e '.[bench]'

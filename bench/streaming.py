@@ -208,6 +208,9 @@ def run_large(b: Bench) -> None:
         b.measure(label, ["quant", *extra, m, o / name], throughput=True, output=o / name)
         if (o / name).exists():
             b.measure(f"run ({label} output)", ["run", o / name])
+            # a user's default session (prepacked, fused): does the result load where the original could not?
+            b.measure(f"default onnxruntime session, one step ({label} output)",
+                      [sys.executable, ROOT / "bench" / "default_session.py", o / name], cli=False)
         _rm(o / name)
 
 

@@ -132,11 +132,13 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
                    "onnxruntime's fold of it holds one more copy in memory).")
 @click.option("--verify", is_flag=True,
               help="Run input and result in onnxruntime; refuse to write unless outputs are identical.")
+@click.option("--target", type=click.Choice(["tensorrt"]), default=None,
+              help="tensorrt: check the result as `check` does, and say what merging means there.")
 @verification_options
 @_common_output_options
 @_handle_errors
-def shrink(paths, min_elements, transposed, narrow, reshaped, verify, inputs_npz, shapes, in_place, external_data,
-           as_json):
+def shrink(paths, min_elements, transposed, narrow, reshaped, verify, target, inputs_npz, shapes, in_place,
+           external_data, as_json):
     """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/.
 
     A constant read only by Shape nodes is replaced by its shape. A model folder (an
@@ -151,7 +153,7 @@ def shrink(paths, min_elements, transposed, narrow, reshaped, verify, inputs_npz
         raise click.UsageError("give an INPUT and an OUTPUT")
     options = dict(external_data=external_data, verify=verify, min_elements=min_elements, transposed=transposed,
                    narrow=narrow, reshaped=reshaped, samples=load_input_samples(inputs_npz) if inputs_npz else None,
-                   shapes=parse_shapes(shapes))
+                   shapes=parse_shapes(shapes), target=target)
     folders = [p for p in paths[:-1] if Path(p).is_dir()]
     if folders:  # a model folder in, a folder out (api/folders.py)
         if in_place:
@@ -436,9 +438,12 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
 def check(model, target, as_json):
     """Check MODEL statically against what the target's parser takes (tensorrt: onnx-tensorrt's
     operator list for one TensorRT release, checked into onnxsurgery with its date): each op,
-    its data type, and the attributes and constant inputs the list restricts. One line per
-    finding; exit code 1 when there is any. No TensorRT needed, and no substitute for a real
-    engine build."""
+    its data type, and the attributes and constant inputs the list restricts; and the rules
+    TensorRT's documentation states for quantized weights ("Working with Quantized Types",
+    "Quantization Schemes", TensorRT 10.x: symmetric, positive scales, INT4 in blocks of 64 or
+    128 along the last or second-to-last dimension, opset 21 for blocks, one DequantizeLinear per
+    reader). One line per finding, naming its page; exit code 1 when there is any. No TensorRT
+    needed, and no substitute for a real engine build."""
     from . import api
 
     result = api.check_file(model, target=target)
@@ -448,7 +453,8 @@ def check(model, target, as_json):
         for finding in result["refused"]:
             click.echo(f"{model}: {finding}")
         click.echo(f"{model}: {len(result['refused'])} finding{'s' * (len(result['refused']) != 1)} against "
-                   f"{result['target']} (onnx-tensorrt's operator list, retrieved {result['retrieved']})")
+                   f"{result['target']} (onnx-tensorrt's operator list, retrieved {result['retrieved']}) and the "
+                   f"quantization rules of {result['rules'][0]}")
     if result["refused"]:
         sys.exit(1)
 

@@ -12,7 +12,7 @@ import onnx
 from ..io import all_tensor_protos, open_model
 from ..lazy import materialize
 from ..report import RunReport
-from ..targets.tensorrt import check_tensorrt, operator_list
+from ..targets.tensorrt import QUANTIZED_TYPES_PAGE, SCHEMES_PAGE, check_tensorrt, operator_list
 
 
 MAX_FINDINGS_LISTED = 20
@@ -27,13 +27,28 @@ def check_file(model: str | os.PathLike | onnx.ModelProto, *, target: str = "ten
         raise ValueError(f"unknown target {target!r}; choose tensorrt")
     if not isinstance(model, onnx.ModelProto):
         model, files, _ = open_model(model)
-        # zero points and axes are checked by value; weights only by type and shape
-        small = [t for t in all_tensor_protos(model.graph) if np.prod(t.dims, dtype=np.int64) <= SMALL_TENSOR]
+        # zero points, axes and DequantizeLinear's scales (positive: targets/tensorrt.py) are checked
+        # by value; weights only by type and shape
+        scales = _dequantize_parameters(model.graph)
+        small = [t for t in all_tensor_protos(model.graph)
+                 if np.prod(t.dims, dtype=np.int64) <= SMALL_TENSOR or t.name in scales]
         materialize(model, files, small)
         files.close()
     listing = operator_list()
     return {"target": listing["release"], "source": listing["source"], "retrieved": listing["retrieved"],
-            "refused": [str(f) for f in check_tensorrt(model)]}
+            "rules": [QUANTIZED_TYPES_PAGE, SCHEMES_PAGE], "refused": [str(f) for f in check_tensorrt(model)]}
+
+
+def _dequantize_parameters(graph: onnx.GraphProto) -> set[str]:
+    """The scale and zero-point inputs of every DequantizeLinear in `graph` and its subgraphs."""
+    names = set()
+    for node in graph.node:
+        if node.op_type == "DequantizeLinear":
+            names.update(node.input[1:3])
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                names |= _dequantize_parameters(sub)
+    return names
 
 
 def _check_for_tensorrt(written: Path, report: RunReport) -> None:

@@ -66,8 +66,11 @@ def shrink_file(
     reshaped: bool = False,
     samples: list[dict[str, np.ndarray]] | None = None,
     shapes: dict[str, list[int]] | None = None,
+    target: str | None = None,
 ) -> RunReport:
-    """`shrink` from a file to a file, written atomically. `external_data` None: a data file
+    """`shrink` from a file to a file, written atomically. `target` "tensorrt": the result is
+    checked as `check` does, and a note says what merging means there (targets/tensorrt.py).
+    `external_data` None: a data file
     where the input has one (True: always; False: one file, below the 2 GB protobuf limit).
 
     With `verify`, input and result run in onnxruntime on `samples` (or generated inputs,
@@ -121,4 +124,18 @@ def shrink_file(
         report.notes.append("the rewritten model was larger than the input; wrote the input as it is")
         copy_file(input_path, out)
         report.bytes_after = report.bytes_before
+    if target is not None:
+        _for_target(target, out, report)
     return report
+
+
+def _for_target(target: str, written: Path, report: RunReport) -> None:
+    """`shrink --target tensorrt`: what merging means there, and the check of the result."""
+    from ..targets.tensorrt import MERGING_NOTE
+    from .check import _check_for_tensorrt
+
+    if target != "tensorrt":
+        raise ValueError(f"unknown target {target!r}; choose tensorrt")
+    if any(p.name == "merge_duplicates" and p.changed for p in report.passes):
+        report.notes.append(MERGING_NOTE)
+    _check_for_tensorrt(written, report)

@@ -5,6 +5,7 @@ to round-to-nearest where the calibration inputs cannot support it, and says so.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import onnx
@@ -18,6 +19,7 @@ from ..report import PassReport
 from .calibration import Calibration, calibrated_rounding
 from .estimates import stored_bytes
 from .lowerings import build
+from .lowerings.dq import one_per_reader
 from .nodes import Emitter, const
 from .options import FLOAT_TYPES, Scheme
 from .plan import Plan, WeightPlan
@@ -44,32 +46,39 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     names = NameAllocator(graph)
     errors, schemes, balanced, calibrated = [], {}, [], []
     not_calibrated = dict(plan.details.get("not_calibrated", {}))
-    for record in progress(plan.changed, "quantize", unit="weight"):
-        site = sites[record.name]
-        values = read_values(site.tensor).astype(np.float32, copy=False)
-        stored = record.bytes_after  # exact for float16 and levels; integers: measured below
-        if record.dtype == "float16":
-            err = _store_as_float16(site, values, names)
-        elif record.lowering == "levels":
-            err = _snap(site, values, record)
-        else:
-            err, stored, gptq_refused = _store_as_integers(site, values, record, names, plan, calibration)
-            if record.rounding == "gptq":
-                if gptq_refused:
-                    not_calibrated[record.name] = gptq_refused
-                else:
-                    calibrated.append(record.name)
-            elif record.rounding == "balanced":
-                balanced.append(record.name)
-        del values
-        if store is not None:
-            store.produced(graph, stored)
-        report.changed += 1
-        report.bytes_saved += record.bytes_before - stored
-        schemes[record.label] = schemes.get(record.label, 0) + 1
-        errors.append({"name": record.name, "shape": record.shape, "scheme": record.label, **err})
-        log.info("quantize: %s %s as %s, weight error %.3g", record.name, record.shape, record.label,
-                 err["rel_l2_error"])
+    # A second thread reads the next weight's bytes and measures the last one's error while this
+    # one quantizes and edits the graph (the edits stay on this thread, in the plan's order).
+    with ThreadPoolExecutor(1) as helper:
+        measured = []  # (record, future of its error)
+        for record, values in progress(_read_ahead(plan.changed, sites, helper), "quantize", total=len(plan.changed),
+                                       unit="weight"):
+            site = sites[record.name]
+            stored = record.bytes_after  # exact for float16 and levels; integers: measured below
+            if record.dtype == "float16":
+                err = _store_as_float16(site, values, names)
+            elif record.lowering == "levels":
+                err = _snap(site, values, record)
+            else:
+                err, stored, gptq_refused = _store_as_integers(site, values, record, names, plan, calibration, helper)
+                if record.rounding == "gptq":
+                    if gptq_refused:
+                        not_calibrated[record.name] = gptq_refused
+                    else:
+                        calibrated.append(record.name)
+                elif record.rounding == "balanced":
+                    balanced.append(record.name)
+            del values
+            measured.append((record, err))
+            if store is not None:
+                store.produced(graph, stored)
+            report.changed += 1
+            report.bytes_saved += record.bytes_before - stored
+            schemes[record.label] = schemes.get(record.label, 0) + 1
+        for record, err in measured:
+            err = err.result() if isinstance(err, Future) else err
+            errors.append({"name": record.name, "shape": record.shape, "scheme": record.label, **err})
+            log.info("quantize: %s %s as %s, weight error %.3g", record.name, record.shape, record.label,
+                     err["rel_l2_error"])
     if store is not None:
         store.offload(graph)
     for record in plan.weights:
@@ -85,11 +94,25 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     return report
 
 
+def _read_ahead(records: list[WeightPlan], sites: dict, helper: ThreadPoolExecutor):
+    """(record, its float32 values) for each record, the next one's read on `helper` meanwhile."""
+    def read(record: WeightPlan) -> np.ndarray:
+        return read_values(sites[record.name].tensor).astype(np.float32, copy=False)
+
+    upcoming = helper.submit(read, records[0]) if records else None
+    for i, record in enumerate(records):
+        values = upcoming.result()
+        upcoming = helper.submit(read, records[i + 1]) if i + 1 < len(records) else None
+        yield record, values
+        del values
+
+
 def _store_as_integers(site: ConstantSite, values: np.ndarray, record: WeightPlan, names: NameAllocator,
-                       plan: Plan, calibration: Calibration | None) -> tuple[dict, int, str | None]:
-    """Quantize and lower one weight; returns its error, the bytes it stores (scales may be
-    float32 where the plan counted float16: arith stores them in float16 only where they fit)
-    and why GPTQ was refused, if it was."""
+                       plan: Plan, calibration: Calibration | None,
+                       helper: ThreadPoolExecutor) -> tuple[Future, int, str | None]:
+    """Quantize and lower one weight; returns its error (measured on `helper`), the bytes it
+    stores (scales may be float32 where the plan counted float16: arith stores them in float16
+    only where they fit) and why GPTQ was refused, if it was."""
     scheme = Scheme(record.granularity, record.axis, record.block_size)
     args = quantize_args(record.dtype, scheme, record.lowering, record.symmetric, plan.importance.get(record.name))
     moments = calibration.moments(site) if calibration is not None and record.rounding == "gptq" else None
@@ -106,7 +129,9 @@ def _store_as_integers(site: ConstantSite, values: np.ndarray, record: WeightPla
     rebuilt = build(site, qt, record.lowering, names, plan.opset)
     if rebuilt is not None:
         replace_uses(site.value, rebuilt)
-    return weight_error(values, qt), stored_bytes(qt, record.lowering), refused
+        if plan.target == "tensorrt" and record.lowering in ("dq", "dq_equalized"):  # one DQ per reader
+            one_per_reader(rebuilt, site.scope.graph, names)
+    return helper.submit(weight_error, values, qt), stored_bytes(qt, record.lowering), refused
 
 
 def _store_as_float16(site: ConstantSite, values: np.ndarray, names: NameAllocator) -> dict:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS
+from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS, TENSORRT_BLOCK_SIZE
 from ..errors import OptionError
 
 FLOAT_TYPES = {
@@ -22,13 +22,16 @@ DEFAULT_MIN_ELEMENTS = QUANT_MIN_ELEMENTS
 # Blocks of 32 for every dtype, chosen by measurement (docs/quantization.md): blocks of 64
 # lose half of the gain over per-tensor on weights with even channel ranges.
 DEFAULT_BLOCK_SIZE = QUANT_BLOCK_SIZE
-# TensorRT int4 too: blocks of 128 (Model Optimizer's default) saved 2% of MiniLM's file for
-# output error 0.244 -> 0.295, and cost PP-OCRv4 rec 0.150 -> 0.523 (bench/tensorrt.py).
+# TensorRT's INT4 blocks: "the supported block sizes are 64 and 128" (TensorRT 10.x, "Working with
+# Quantized Types" > "Quantization Schemes"); 128 by default, as NVIDIA Model Optimizer's. Blocks
+# of 32 measured more accurate (MiniLM 0.244 against 0.295) but TensorRT does not take them.
+TENSORRT_BLOCK_SIZES = (128, 64)  # TENSORRT_BLOCK_SIZE (defaults.py) first
 ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
             "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
 
 
-LOWERINGS = ("auto", "arith", "dq", "dq_transposed", "gather", "scaled", "matmulnbits", "tied", "tied_nbits")
+LOWERINGS = ("auto", "arith", "dq", "dq_equalized", "dq_transposed", "gather", "scaled", "matmulnbits", "tied",
+             "tied_nbits")
 TARGETS = ("any", "onnxruntime", "tensorrt")
 # What TensorRT's ONNX parser takes as a quantized weight: DequantizeLinear of int8 (per tensor
 # or per channel) or int4 (also in blocks, 2-D), zero point 0, scales as initializers, feeding
@@ -41,7 +44,7 @@ TENSORRT_INT4_READERS = ("MatMul", "Gemm")
 class QuantOptions:
     dtype: str = "int8"
     granularity: str | None = None  # None: chosen per weight (see `auto_scheme`)
-    block_size: int = DEFAULT_BLOCK_SIZE
+    block_size: int | None = None  # None: DEFAULT_BLOCK_SIZE, TENSORRT_BLOCK_SIZE under target tensorrt
     symmetric: bool | None = None  # None: chosen per weight by measured error (see `auto_symmetric`)
     lowering: str = "auto"
     min_elements: int = DEFAULT_MIN_ELEMENTS
@@ -67,6 +70,8 @@ class QuantOptions:
                                      ("rounding", self.rounding, ("auto", "nearest", "balanced"))):
             if value not in choices:
                 raise OptionError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
+        if self.block_size is None:
+            self.block_size = TENSORRT_BLOCK_SIZE if self.target == "tensorrt" else DEFAULT_BLOCK_SIZE
         for name, value, low, high in (("block_size", self.block_size, 2, None), ("levels", self.levels, 2, 65536),
                                        ("min_elements", self.min_elements, 1, None)):
             if value is not None and not (isinstance(value, int) and value >= low and (high is None or value <= high)):
@@ -106,12 +111,15 @@ class QuantOptions:
             raise OptionError(f"target tensorrt takes dtype int8 or int4 (zero point 0), not {self.dtype}")
         if self.symmetric is False:
             raise OptionError("target tensorrt needs symmetric weights: TensorRT refuses a non-zero zero point")
-        if self.lowering not in ("auto", "dq"):
+        if self.lowering not in ("auto", "dq", "dq_equalized"):  # dq_equalized: rules.site_options
             raise OptionError(f"target tensorrt lowers with DequantizeLinear; lowering {self.lowering!r} "
                              "emits integer arithmetic, which TensorRT refuses")
         if self.dtype == "int8" and self.granularity == "block":
             raise OptionError("target tensorrt: blocks are for int4 weights; int8 takes granularity tensor or channel")
-        self.symmetric, self.lowering = True, "dq"
+        if (self.dtype == "int4" or self.int4_for) and self.block_size not in TENSORRT_BLOCK_SIZES:
+            raise OptionError(f"target tensorrt: --block-size {self.block_size}: TensorRT's supported INT4 block "
+                              "sizes are 64 and 128 (TensorRT 10.x, \"Working with Quantized Types\")")
+        self.symmetric, self.lowering = True, "dq" if self.lowering == "auto" else self.lowering
         if self.granularity is None and not (self.levels or self.fp16):
             self.granularity = "block" if self.dtype == "int4" else "channel"
 

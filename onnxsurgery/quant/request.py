@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS
+from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS, TENSORRT_BLOCK_SIZE
 from ..errors import OptionError
 
 INTEGER_DTYPES = ("int8", "uint8", "int4", "uint4")
@@ -44,7 +44,8 @@ class QuantRequest:
         "weight: per output channel (symmetric, scale after the consumer) where that is nearly as accurate as "
         "blocks, else block; channel with --levels]", choices=("tensor", "channel", "block"))
     block_size: int | None = _option(
-        None, "--block-size", "Elements per block (blocks only).", min=2, shown=QUANT_BLOCK_SIZE)
+        None, "--block-size", "Elements per block (blocks only; under --target tensorrt 64 or 128, default 128).",
+        min=2, shown=QUANT_BLOCK_SIZE)
     symmetric: bool | None = _option(
         None, "--symmetric/--asymmetric",
         "Asymmetric stores a zero point per group and uses all 2^bits levels over its range. [default: chosen "
@@ -121,7 +122,8 @@ class QuantRequest:
                 spelled = " ".join(dataclasses.replace(QuantRequest(), **{flag: getattr(self, flag)}).flags())
                 raise OptionError(f"{stays_float} keeps weights in floating point; {spelled} does not apply")
         given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for name, default in (("dtype", "int8"), ("block_size", QUANT_BLOCK_SIZE)):
+        block_size = TENSORRT_BLOCK_SIZE if self.target == "tensorrt" else QUANT_BLOCK_SIZE
+        for name, default in (("dtype", "int8"), ("block_size", block_size)):
             if given[name] is None:
                 given[name] = default
         return QuantOptions(**given, runtime=runtime, memory=memory)

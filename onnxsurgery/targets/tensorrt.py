@@ -11,8 +11,14 @@ cannot know (shapes that turn out dynamic, tactics, GPU memory) needs a real eng
 - 8- and 4-bit integers (and FP8/FP4) are TensorRT's quantized types: a tensor of one of them
   may only be read by DequantizeLinear (integer arithmetic on weights, such as quant's default
   Cast -> Mul lowering, is refused), and UINT8 only as a network input or output;
-- DequantizeLinear: scale a build-time constant, zero point absent or a constant of zeros, and
-  blocks (attribute block_size) only on 2-D tensors; QuantizeLinear: zero point 0;
+- DequantizeLinear, as TensorRT's documentation states (TensorRT 10.x, "Working with Quantized
+  Types" and its "Quantization Schemes" section; each finding names the page): scale a build-time
+  constant of positive values, zero point absent or a constant of zeros (symmetric); INT4 only as
+  a weight (an initializer) in blocks; blocks (attribute block_size, opset 21) of 64 or 128, on
+  INT4 2-D weights, along the last or second-to-last dimension; QuantizeLinear: zero point 0;
+- a weight's DequantizeLinear read by one node only: one per reader, as onnxruntime's quantizer
+  writes for TensorRT (DedicatedQDQPair, "in TRT, QDQ pair can't be shared between nodes") and
+  Model Optimizer does (it duplicates shared constants before quantizing); docs/limits.md;
 - the attributes and constant inputs the list names (LSTM input_forget and layout, pooling
   dilations, Resize modes, TopK sorted, ScatterND reduction, Reduce* axes, Constant's
   sparse and string values, ...).
@@ -49,6 +55,23 @@ _RESIZE = {"mode": ("nearest", "linear"),
                                               "asymmetric", "align_corners"),
            "nearest_mode": ("floor", "ceil", "round_prefer_floor", "round_prefer_ceil"),
            "keep_aspect_ratio_policy": ("stretch",)}
+
+
+# Where TensorRT's documentation states the quantization rules checked here (release 10.x).
+QUANTIZED_TYPES_PAGE = 'TensorRT 10.x, "Working with Quantized Types"'
+SCHEMES_PAGE = 'TensorRT 10.x, "Working with Quantized Types" > "Quantization Schemes"'
+BLOCK_SIZES = (64, 128)  # "the supported block sizes are 64 and 128"
+BLOCK_OPSET = 21  # DequantizeLinear's block_size attribute (and INT4) come with opset 21
+SHARED_DQ = ("a weight's DequantizeLinear shared by several readers: TensorRT takes one per reader (a Q/DQ pair "
+             "is not shared between nodes in TensorRT: onnxruntime's DedicatedQDQPair; Model Optimizer "
+             "duplicates shared constants); quant --target tensorrt writes one per reader")
+
+# What `shrink --target tensorrt` says when it merged constants (docs/limits.md).
+MERGING_NOTE = ("for TensorRT: merged constants are read by several layers, which onnx-tensorrt imports once; "
+                "DequantizeLinear nodes are not merged, so a quantized weight keeps one per reader, as TensorRT "
+                "takes it; the engine's size was not measured. TensorRT 10.16's weakly typed FP16 builds have "
+                "failed on an initializer read by several nodes (duplicate '<weight>_output_casted' tensors): "
+                "build strongly typed, or shrink with a --min-elements above that weight's size")
 
 
 @dataclass(frozen=True)
@@ -110,11 +133,35 @@ def _check_graph(graph: onnx.GraphProto, listing: dict, opset: int, outer_types:
             findings.append(Finding("model", "", f"UINT8 tensor {name!r}: TensorRT takes UINT8 only as a "
                                     "network input or output"))
             break
+    readers = _readers(graph)
     for node in graph.node:
         findings.extend(_check_node(node, listing, opset, types, constants))
+        if node.op_type == "DequantizeLinear" and node.input and node.input[0] in constants and \
+                readers.get(node.output[0], 0) > 1:
+            findings.append(Finding(node.op_type, node.name, f"output read by {readers[node.output[0]]} nodes: "
+                                    + SHARED_DQ))
         for attr in node.attribute:
             for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
                 _check_graph(sub, listing, opset, types, constants, boundary, findings)
+
+
+def _readers(graph: onnx.GraphProto) -> dict[str, int]:
+    """Tensor name -> how many nodes of `graph` read it, a node with subgraphs counted once for
+    every name it or its subgraphs read."""
+    counts: dict[str, int] = {}
+    for node in graph.node:
+        for name in _names_read(node):
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _names_read(node: onnx.NodeProto) -> set[str]:
+    names = {name for name in node.input if name}
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+            for inner in sub.node:
+                names |= _names_read(inner)
+    return names
 
 
 def _check_node(node: onnx.NodeProto, listing: dict, opset: int, types: dict, constants: dict):
@@ -143,7 +190,7 @@ def _check_node(node: onnx.NodeProto, listing: dict, opset: int, types: dict, co
     kind = _TYPE_NAMES.get(dtype)
     if dtype is not None and not (kind in _QUANTIZED and op != "DequantizeLinear") and kind not in allowed:
         yield Finding(op, name, f"{_type_name(dtype)} data: TensorRT takes {', '.join(entry['types'])} here")
-    yield from _restrictions(node, opset, constants)
+    yield from _restrictions(node, opset, constants, types)
 
 
 def _type_name(dtype: int) -> str:
@@ -177,7 +224,7 @@ def _constant(constants: dict, name: str) -> np.ndarray | None:
     return numpy_helper.to_array(proto)
 
 
-def _restrictions(node: onnx.NodeProto, opset: int, constants: dict):
+def _restrictions(node: onnx.NodeProto, opset: int, constants: dict, types: dict):
     op, name = node.op_type, node.name
 
     def refuse(problem: str) -> Finding:
@@ -193,16 +240,10 @@ def _restrictions(node: onnx.NodeProto, opset: int, constants: dict):
         return value is not None and not np.any(value.astype(np.float64))
 
     if op == "DequantizeLinear":
-        if not input_constant(1):
-            yield refuse("the scale must be a build-time constant (an initializer)")
-        if not zero(2):
-            yield refuse("x_zero_point must be zero (symmetric quantization)")
-        if _attr(node, "block_size", 0):
-            x = constants.get(node.input[0])
-            if x is not None and len(x.dims) != 2:
-                yield refuse(f"blocks (block_size) only on 2-D tensors; this one is {len(x.dims)}-D")
+        yield from (refuse(problem) for problem in _dequantize_rules(node, opset, constants, types, input_constant,
+                                                                      zero))
     elif op == "QuantizeLinear" and not zero(2):
-        yield refuse("y_zero_point must be 0")
+        yield refuse(f"y_zero_point must be 0: TensorRT's quantization is symmetric ({QUANTIZED_TYPES_PAGE})")
     elif op == "LSTM":
         if _attr(node, "input_forget", 0) != 0:
             yield refuse("input_forget must be 0")
@@ -247,3 +288,40 @@ def _restrictions(node: onnx.NodeProto, opset: int, constants: dict):
     elif op == "Constant" and any(a.name in ("sparse_value", "value_string", "value_strings")
                                   for a in node.attribute):
         yield refuse("sparse and string values are unsupported")
+
+
+def _dequantize_rules(node: onnx.NodeProto, opset: int, constants: dict, types: dict, input_constant, zero):
+    """What TensorRT's documentation states about a DequantizeLinear (module docstring), each
+    problem in the rule's words with the page it comes from."""
+    kind = _TYPE_NAMES.get(types.get(node.input[0]))
+    if not input_constant(1):
+        yield "the scale must be a build-time constant (an initializer)"
+    else:
+        scale = _constant(constants, node.input[1])
+        if scale is not None and not np.all(np.asarray(scale, np.float64) > 0):
+            bad = int(np.sum(~(np.asarray(scale, np.float64) > 0)))
+            yield f"{bad} scale{'s' * (bad != 1)} zero, negative or NaN: scales must be positive ({SCHEMES_PAGE})"
+    if not zero(2):
+        yield f"x_zero_point must be zero: \"TensorRT uses a symmetric quantization scheme\" ({QUANTIZED_TYPES_PAGE})"
+    if kind == "INT4" and node.input[0] not in constants:
+        yield f"INT4 data that is computed: INT4 is weight-only quantization, its data an initializer " \
+              f"({QUANTIZED_TYPES_PAGE})"
+    block = _attr(node, "block_size", 0)
+    if not block:
+        if kind == "INT4":
+            yield f"INT4 without blocks: TensorRT takes INT4 weights with per-block scales only (block_size 64 or " \
+                  f"128; {SCHEMES_PAGE})"
+        return
+    if opset < BLOCK_OPSET:
+        yield f"block_size at opset {opset}: blocked DequantizeLinear needs opset {BLOCK_OPSET}"
+    if block not in BLOCK_SIZES:
+        yield f"block_size {block}: \"the supported block sizes are 64 and 128\" ({SCHEMES_PAGE})"
+    if kind is not None and kind != "INT4":
+        yield f"blocks on {kind} data: block quantization is for INT4 weights only ({SCHEMES_PAGE})"
+    x = constants.get(node.input[0])
+    if x is not None:
+        rank, axis = len(x.dims), _attr(node, "axis", 1)
+        if rank != 2:
+            yield f"blocks (block_size) only on 2-D tensors; this one is {rank}-D"
+        if rank > 2 and axis % rank not in (rank - 1, rank - 2):
+            yield f"blocks along axis {axis}: they must run along the last or second-to-last dimension ({SCHEMES_PAGE})"

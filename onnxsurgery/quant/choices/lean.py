@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 
 from ...errors import InputError
+from ...parallel import WORKERS, ordered_map
 from ...graph_utils import ConstantSite, read_values
 from ..axes import choose_axes
 from ...progress import progress
@@ -22,6 +23,7 @@ from ..lowerings import REGISTRY
 from ..lowerings.scaled import zero_points_tried
 from ..quantize import quantize_site, scheme_args
 from .rules import balanced_rounding, lean_scheme
+from .sampling import MIN_SAMPLED_CHANNELS, SAMPLE_FROM_ELEMENTS, SAMPLED_ELEMENTS, channel_sample  # noqa: F401
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
 # scaled.py) and spends a memory budget on the accurate block chain for the weights that
@@ -122,8 +124,9 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
     one that costs the model's output most."""
     if activations is not None:
         activations.plan([site for site, _ in candidates])
-    costs = []
-    for site, scheme in progress(candidates, "measure lean vs accurate", unit="weight"):
+
+    def measure(candidate: tuple[ConstantSite, Scheme]) -> _Cost:
+        site, scheme = candidate
         values = read_values(site.tensor).astype(np.float32, copy=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         lean, lowering = lean_scheme(site, opset)
@@ -147,33 +150,14 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
         extra = 4 * site.num_elements * (chain - REGISTRY[lowering].float_copies("channel", False))
         small = site.num_elements if small_weight(site) else 0
         reference = layer_norm(values, site, moments) if small else 0.0  # only small weights are ranked by it
-        costs.append(_Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,
-                           small=small, extra=extra, asymmetric=asymmetric, in_weight=moments is None))
-    return costs
+        return _Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,
+                     small=small, extra=extra, asymmetric=asymmetric, in_weight=moments is None)
 
-
-# Measured in the weight, a weight of SAMPLE_FROM_ELEMENTS or more is measured on about
-# SAMPLED_ELEMENTS of it, whole output channels evenly spaced (at least MIN_SAMPLED_CHANNELS):
-# quantizing every weight three ways was 60% of `quant --no-verify` on a 2.7 GB model
-# (bench/scale.py). Every form groups within a channel, so a channel's errors are its own; only
-# the input-row equalization's row maxima are taken over the sample. No weight of the accuracy
-# bench's transformers is that large (ALBERT's largest: 2.4M elements).
-SAMPLE_FROM_ELEMENTS = 1 << 22
-SAMPLED_ELEMENTS = 1 << 20
-MIN_SAMPLED_CHANNELS = 256
-
-
-def channel_sample(values: np.ndarray, site: ConstantSite) -> np.ndarray:
-    """`values`, or evenly spaced whole output channels of it where it is large (see above)."""
-    channel_axis, block_axis = choose_axes(site)
-    if values.size < SAMPLE_FROM_ELEMENTS or channel_axis == block_axis:
-        return values
-    channels = values.shape[channel_axis]
-    count = max(MIN_SAMPLED_CHANNELS, SAMPLED_ELEMENTS * channels // values.size)
-    if count * 2 > channels:
-        return values
-    picked = np.linspace(0, channels - 1, count).round().astype(np.int64)
-    return np.take(values, picked, axis=channel_axis)
+    # the weights are measured two at a time (parallel.py); calibration's moments are shared state
+    largest = max((site.nbytes for site, _ in candidates), default=0)
+    measured = ordered_map(measure, candidates, size=lambda c: c[0].nbytes, budget=2 * largest,
+                           workers=1 if activations is not None else WORKERS)
+    return [cost for _, cost in progress(measured, "measure lean vs accurate", total=len(candidates), unit="weight")]
 
 
 def small_weight(site: ConstantSite) -> bool:

@@ -333,7 +333,7 @@ def _check_record(site: ConstantSite, r: WeightPlan, scopes, opset: int, keep, t
     if target == "tensorrt":
         trt = QuantOptions(dtype=r.dtype, target="tensorrt", symmetric=True, min_elements=1)
         why = tensorrt_refusal(site, trt) if r.dtype in ("int8", "int4") else f"TensorRT takes no {r.dtype} weights"
-        if why is None and (r.lowering != "dq" or not r.symmetric):
+        if why is None and (r.lowering not in ("dq", "dq_equalized") or not r.symmetric):
             why = "TensorRT takes symmetric DequantizeLinear weights only"
         if why:
             refuse(why)

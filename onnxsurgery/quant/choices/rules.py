@@ -13,7 +13,8 @@ import onnx_graphsurgeon as gs
 from ...graph_utils import ConstantSite, collect_constants, consumers, graph_outputs_holding, \
     iter_scopes, read_values
 from ..axes import choose_axes
-from ..options import FLOAT_TYPES, TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions, Scheme, dq_min_opset
+from ..options import (FLOAT_TYPES, TENSORRT_BLOCK_SIZES, TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions,
+                       Scheme, dq_min_opset)
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.tied_nbits import hidden_axis as tied_hidden_axis
@@ -87,8 +88,9 @@ def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
         return Scheme("tensor")
     if options.granularity == "block":
         n = site.shape[block_axis]
-        if options.target == "tensorrt" and n <= options.block_size:
-            return Scheme("block", block_axis, n)
+        if options.target == "tensorrt":  # only the block sizes TensorRT takes (tensorrt_block_size)
+            size = tensorrt_block_size(n, options.block_size)
+            return Scheme("block", block_axis, size) if size else Scheme("channel", channel_axis)
         fitting = [b for b in range(options.block_size, (options.block_size - 1) // 2, -1) if n % b == 0]
         if options.four_bit and options.target != "tensorrt" and matmul_weight(site):
             # onnxruntime fuses 4-bit blocks of a power of two >= 16 into MatMulNBits (int4_paths.py):
@@ -97,6 +99,36 @@ def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
         if fitting:
             return Scheme("block", block_axis, fitting[0])
     return Scheme("channel", channel_axis)
+
+
+def tensorrt_block_size(n: int, asked: int) -> int | None:
+    """The INT4 block size TensorRT takes for a blocked axis of `n`: the one asked for (64 or
+    128), else 64 where 128 was asked and only 64 divides `n`; None where neither divides it
+    (the weight then stays int8 per channel: site_options)."""
+    return next((b for b in TENSORRT_BLOCK_SIZES if b <= asked and n % b == 0), None)
+
+
+def tensorrt_int8_instead(site: ConstantSite, options: QuantOptions) -> QuantOptions | None:
+    """Under --target tensorrt --dtype int4: int8 per channel (symmetric DequantizeLinear, which
+    TensorRT takes for MatMul and Gemm too) for a 2-D MatMul/Gemm weight whose blocked axis no
+    block size TensorRT takes divides (PP-OCRv4 rec's K = 240, 120); None elsewhere."""
+    if options.target != "tensorrt" or not options.four_bit or options.granularity != "block" or \
+            len(site.shape) != 2 or tensorrt_refusal(site, options):
+        return None
+    n = site.shape[choose_axes(site)[1]]
+    if tensorrt_block_size(n, options.block_size) is not None:
+        return None
+    sizes = [b for b in TENSORRT_BLOCK_SIZES if b <= options.block_size]
+    divides = f"neither {sizes[0]} nor {sizes[1]} divides" if len(sizes) > 1 else f"{sizes[0]} does not divide"
+    return options.changed(dtype="int8", granularity="channel", int4_for=(),
+                           reason=f"int8 per channel, not int4: TensorRT's INT4 blocks are 64 or 128, and {divides} "
+                                  f"its blocked axis ({n})")
+
+
+def tensorrt_int8_weight(site: ConstantSite, options: QuantOptions) -> bool:
+    """Whether TensorRT reads `site` as a quantized weight (tensorrt_refusal), and it is a weight
+    at all (not a quantized model's own data, not a position table)."""
+    return not (tensorrt_refusal(site, options) or already_quantized(site) or position_table(site))
 
 
 def matmul_weight(site: ConstantSite) -> bool:
@@ -115,11 +147,24 @@ def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
 
 def site_options(site: ConstantSite, options: QuantOptions, four_bit: QuantOptions | None = None) -> QuantOptions:
     """The options for `site`: `four_bit` (options.as_four_bit(), computed once by the caller)
-    where the weight is in options.int4_for; under --dtype int4 with the forms left to quant,
+    where the weight is in options.int4_for; int8 per channel for a 4-bit weight TensorRT cannot
+    take in blocks (tensorrt_int8_instead); under --dtype int4 with the forms left to quant,
     int8 where onnxruntime has no fast 4-bit path for the weight's reader (int4_paths.py, with
     the reason in `reason`); else `options`."""
     if options.int4_for and matches(site, options.int4_for):
-        return four_bit or options.as_four_bit()
+        chosen = four_bit or options.as_four_bit()
+        return tensorrt_int8_instead(site, chosen) or chosen
+    if (int8 := tensorrt_int8_instead(site, options)) is not None:
+        return int8
+    if options.target == "tensorrt":
+        from .tensorrt_float16 import tensorrt_float16  # this target's only: imported where it applies
+
+        if why := tensorrt_float16(site, options, tensorrt_int8_weight, balanced_rounding):
+            return options.changed(fp16=True, reason=why)
+        if options.dtype == "int8" and options.granularity == "channel" and options.lowering == "dq" and \
+                REGISTRY["dq_equalized"].fits(site, Scheme("channel", choose_axes(site)[0]), "int8",
+                                              dq_min_opset(options)) is None:
+            return options.changed(lowering="dq_equalized")  # the default's equalization, as TensorRT takes it
     if (fused := fused_form(site, options)) is not None:  # com.microsoft readers, looked-up tables
         return fused
     if adapts(options) and site.shape:  # a scalar has no grouping (refusal says so)
@@ -264,6 +309,8 @@ def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
     if not ops <= set(readers):
         return f"target tensorrt: read by {', '.join(sorted(ops - set(readers)))}; {options.dtype} weights " \
                f"only for {', '.join(readers)}"
+    if any(index != 1 for _, index in consumers(site)):  # TensorRT fuses a DQ into the weight input only
+        return "target tensorrt: read as a bias or data input; quantized weights only as the layer's weight input"
     if options.four_bit and len(site.shape) != 2:
         return f"target tensorrt: 4-bit weights must be 2-D; this one is {len(site.shape)}-D"
     return None

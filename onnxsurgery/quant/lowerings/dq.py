@@ -5,7 +5,10 @@ into MatMulNBits, and runs a DequantizeLinear before any other reader at every i
 Before: W (float) -> readers
 After:  Wq, scale[, zero_point] -> DequantizeLinear(axis, block_size) [-> Cast] -> readers
 
-Opsets: per tensor from 10, per channel (`axis`) from 13, blocks and 4-bit types from 21."""
+Opsets: per tensor from 10, per channel (`axis`) from 13, blocks and 4-bit types from 21.
+
+For TensorRT (`one_per_reader`), a weight read by several layers gets one DequantizeLinear per
+reader, all reading the one integer initializer and scale (docs/limits.md says why)."""
 
 from __future__ import annotations
 
@@ -50,6 +53,32 @@ def emit_dq(site: ConstantSite, qt: Quantized, names: NameAllocator, shape: list
     if site.onnx_dtype != onnx.TensorProto.FLOAT:
         out = emit("Cast", [out], dtype=FLOAT_TYPES[site.onnx_dtype], shape=shape, to=site.onnx_dtype)
     return out
+
+
+def one_per_reader(out: gs.Tensor, graph: gs.Graph, names: NameAllocator) -> int:
+    """Give each node that reads `out` (a DequantizeLinear's output, or the Cast after it) its
+    own copy of that DequantizeLinear [-> Cast], in `graph`, reading the same integer and scale
+    initializers: TensorRT fuses a weight's DequantizeLinear into the layer reading it, and a
+    Q/DQ pair is not shared between nodes there (onnxruntime's quantizer writes one per node
+    for TensorRT, DedicatedQDQPair; Model Optimizer duplicates shared constants before it
+    quantizes). The file does not grow: only nodes are added. Returns how many were added."""
+    chain, tensor = [], out
+    while tensor.inputs and tensor.inputs[0].op in ("Cast", "DequantizeLinear"):
+        chain.insert(0, tensor.inputs[0])
+        if chain[0].op == "DequantizeLinear":
+            break
+        tensor = chain[0].inputs[0]
+    if not chain or chain[0].op != "DequantizeLinear":
+        return 0
+    readers = [(node, i) for node in list(out.outputs) for i, t in enumerate(node.inputs) if t is out]
+    emit = Emitter(graph, names, chain[0].outputs[0].name.split("__")[0])
+    for node, index in readers[1:]:
+        x = None
+        for step in chain:
+            inputs = list(step.inputs) if x is None else [x, *step.inputs[1:]]
+            x = emit(step.op, inputs, dtype=step.outputs[0].dtype, shape=step.outputs[0].shape, **step.attrs)
+        node.inputs[index] = x
+    return len(chain) * max(len(readers) - 1, 0)
 
 
 LOWERING = Lowering("dq", "DequantizeLinear: integers kept in memory, dequantized at run time", always, build_dq,

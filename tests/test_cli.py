@@ -200,7 +200,6 @@ def test_run_save_writes_the_outputs(tmp_path, save):
 
 
 @pytest.mark.parametrize("args", [
-    ["shrink", "{d}", "{t}/o.onnx"], ["quant", "{d}", "{t}/o.onnx"], ["quant", "{d}", "--dry-run"],
     ["npy", "{d}", "{t}/o.onnx"], ["embed", "{d}", "{t}/o.onnx"], ["info", "{d}"], ["run", "{d}"],
     ["report", "{d}"], ["check", "{d}"], ["compare", "{d}", "{m}"], ["compare", "{m}", "{d}"],
 ])
@@ -210,6 +209,17 @@ def test_a_folder_given_as_a_model_says_is_a_directory_in_every_command(tmp_path
     folder.mkdir()
     r = invoke(*[a.format(d=folder, t=tmp_path, m=model) for a in args])
     _one_error_line(r, f"input is a directory, not an .onnx file: {folder}")
+
+
+@pytest.mark.parametrize("args", [["shrink", "{d}", "{t}/o"], ["quant", "{d}", "{t}/o"], ["quant", "{d}", "--dry-run"]])
+def test_shrink_and_quant_take_a_model_folder_and_say_when_it_holds_none(tmp_path, args):
+    """shrink and quant take a model folder (tests/test_model_folders.py); one with no model
+    says so, "is a directory" as the others say it."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    r = invoke(*[a.format(d=folder, t=tmp_path) for a in args])
+    _one_error_line(r, f"input is a directory with no .onnx file (nor genai_config.json): {folder}")
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("content", [b"not an archive", b"\x93NUMPY", b""])

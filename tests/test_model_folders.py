@@ -164,3 +164,10 @@ def test_dry_run_on_a_folder_shows_each_models_plan(tmp_path):
     assert r.exit_code == 0, r.output
     assert sorted(json.loads(r.output)) == ["decoder_model.onnx", "encoder_model.onnx", "onnx/model.onnx"]
     assert not np.any([p.name == "out" for p in tmp_path.iterdir()])
+
+
+def test_a_file_name_as_the_output_of_a_folder_is_refused(tmp_path):
+    src = _optimum_like(tmp_path)
+    r = invoke("quant", src, tmp_path / "model.onnx")
+    assert r.exit_code == 2 and "the output is a folder too" in r.output, r.output
+    assert not (tmp_path / "model.onnx").exists()

@@ -93,8 +93,9 @@ def run_on_folder(command: str, input_dir: str | os.PathLike, output_dir: str | 
     (module doc). Returns the reports and the files copied (relative paths)."""
     src, out = Path(input_dir), Path(output_dir)
     models = folder_models(src)
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"the input is a model folder, so the output must be a folder: {out} is a file")
+    if (out.exists() and not out.is_dir()) or (not out.exists() and out.suffix.lower() == ".onnx"):
+        raise OutputError(f"the input is a model folder, so the output is a folder too, not {out} "
+                          f"(e.g. {out.with_suffix('')}/)")
     if out.is_dir() and any(out.iterdir()):
         raise OutputError(f"output folder is not empty: {out} (a model folder is written whole, into a new or "
                           "empty folder)")

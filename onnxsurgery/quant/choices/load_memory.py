@@ -8,7 +8,9 @@ kept before recurrent ops, weights onnxruntime fuses into MatMulNBits.
 So the planner estimates what each weight's form holds at load beyond what the float weight
 held (EXTRA_AT_LOAD, in float bytes of the weight), and where the sum is above zero it keeps the
 largest MatMul weights quantized in memory instead (`dq`: onnxruntime fuses DequantizeLinear ->
-MatMul into an 8-bit MatMulNBits, integers packed once), until the sum is not. The price is the
+MatMul into an 8-bit MatMulNBits, integers packed once), then the largest Conv weights (as
+DequantizeLinear before the Conv, run at every inference: a model of convolutions has no MatMul
+to keep), until the sum is not. The price is the
 fused kernel's int8 activations: PP-OCRv4 rec (seven of its MatMul weights kept), memory 1.15x
 -> 0.99x the float model's, relative L2 on rendered text 0.0719 -> 0.0758, latency 1.02x.
 
@@ -33,6 +35,18 @@ from ..lowerings.scaled import through_casts
 from ..options import Scheme, dq_opset
 from ..axes import choose_axes
 
+# Convolutions in a chain (issue 49: a detector and a speech net of convolutions held 1.07-1.10x
+# the float model's memory after the default, which kept nothing: only MatMul weights could be
+# kept, and a Conv weight's `scaled` form was counted at +0.25 of its bytes). Six 256x256x3x3
+# Convs on [1, 256, 32, 32], six 512x512x1x1 on 16x16 and eight 64x64x3x3 on 64x64, each the
+# median of five fresh processes (onnxruntime 1.32 CPU; the float model's own session holds 3-4x
+# its weights, NCHWc copies included): all `scaled` held +1.0, +1.84 and +1.25 of the weights'
+# bytes beyond the float model (1.25x, 1.39x, 1.11x its memory); all DequantizeLinear per output
+# channel before the Conv, which onnxruntime neither folds nor fuses (the integers stay, each is
+# dequantized at every inference), -3.1, -2.9 and -2.8 (0.24x, 0.38x, 0.76x); half of the first
+# model's so, 0.79x. The rule takes the largest extra and the smallest saving measured (the
+# promise is a bound): the three chains then hold 0.89x, 0.88x and 0.96x (3, 3 and 4 weights kept).
+CONV_SCALED, CONV_KEPT = 1.85, -2.8
 # What a weight's form holds after session creation beyond what the float weight held, per float
 # byte of the weight, onnxruntime 1.32 CPU (peak RSS growth over session creation, fresh process):
 # eight 1024x1024 MatMul weights in a chain, input [batch, sequence, 1024], held 1.14x the float
@@ -41,8 +55,12 @@ from ..axes import choose_axes
 # than as float; a 30000x256 table read by Gather 1.4x of its bytes less gathered as int8. A
 # single 1024x4096 MatMul weight gave larger figures both ways (+0.5, -0.73): the rule below
 # only needs their sign and rough size. Forms not listed hold about what the float weight held.
+# Convolutions in a chain hold far more than that one did (CONV_* above), and only
+# DequantizeLinear brings them back under the float model (kept_in_memory).
 EXTRA_AT_LOAD = {
     ("scaled", "other"): 0.25,
+    ("scaled", "Conv"): CONV_SCALED,
+    ("dq", "Conv"): CONV_KEPT,
     ("cast", "other"): 0.25,  # float16, Cast folded at load: 2 bytes beside 4, as int8 beside 4
     ("dq_fused", "MatMul"): -0.25,
     ("dq_transposed", "Gemm"): -0.25,
@@ -132,22 +150,37 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
                    left_lean: Callable[[ConstantSite], bool] = lambda site: False,
                    mapped: bool = False) -> list[ConstantSite]:
     """The weights to lower as `dq` instead of their lean form (`lean` or `scaled` in `planned`,
-    pairs of a weight and the lowering planned for it), largest first, until the plan's
-    estimated extra at load is not above zero (module docstring); [] where it is not already.
-    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16);
-    `mapped`: the original's weights are in a data file onnxruntime maps (MAPPED_AT_LOAD)."""
+    pairs of a weight and the lowering planned for it), until the plan's estimated extra at load
+    is not above zero (module docstring); [] where it is not already. MatMul weights onnxruntime
+    fuses into MatMulNBits first, largest first; then Conv weights, largest first, whose
+    DequantizeLinear runs at every inference (conv_kept). `left_lean`: weights never kept (the
+    planner's: small ones, more accurate as float16); `mapped`: the original's weights are in a
+    data file onnxruntime maps (MAPPED_AT_LOAD)."""
     planned = _as_lean(planned)
     extra = plan_extra(planned, mapped)
     kept = []
-    movable = sorted((site for site, lowering in planned if lowering == "scaled" and fuses_into_nbits(site)
-                      and not left_lean(site)),
-                     key=lambda site: -site.nbytes)
+    lean = [site for site, lowering in planned if lowering == "scaled" and not left_lean(site)]
+    movable = [*sorted((site for site in lean if fuses_into_nbits(site)), key=lambda site: -site.nbytes),
+               *sorted((site for site in lean if conv_kept(site)), key=lambda site: -site.nbytes)]
     for site in movable:
         if extra <= 0:
             break
         extra += extra_at_load(site, "dq", mapped) - extra_at_load(site, "scaled", mapped)
         kept.append(site)
     return kept
+
+
+def conv_kept(site: ConstantSite) -> bool:
+    """Whether kept_in_memory may keep `site` as DequantizeLinear before Conv: a float32 weight
+    read only as W of Conv (CONV_SCALED, CONV_KEPT above)."""
+    readers = consumers(site)
+    return (bool(readers) and all(n.op == "Conv" and i == 1 for n, i in readers) and len(site.shape) >= 3
+            and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
+
+
+def kept_reason(site: ConstantSite) -> str:
+    """The plan's `why` for a weight kept_in_memory keeps."""
+    return KEPT_CONV_REASON if conv_kept(site) else KEPT_REASON
 
 
 def kept_scheme(site: ConstantSite) -> Scheme:
@@ -190,3 +223,5 @@ FIT_HOW = {True: "DequantizeLinear -> MatMulNBits", False: "DequantizeLinear, ru
 
 KEPT_REASON = ("kept quantized in memory (DequantizeLinear, fused by onnxruntime into MatMulNBits with int8 "
                "activations): the lean forms alone would hold more than the float model at load")
+KEPT_CONV_REASON = ("kept quantized in memory (DequantizeLinear before Conv, run at each inference): the lean "
+                    "forms alone would hold more than the float model at load")

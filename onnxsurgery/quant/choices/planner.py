@@ -24,8 +24,8 @@ from ..calibration import Calibration
 from ..estimates import planned_bytes as estimated_payload
 from .int4_paths import forget_model_facts, matmulnbits_because
 from .lean import choose_lean, small_weight
-from .load_memory import (FIT_HOW, FIT_REASON, FLOAT_DTYPES, KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies,
-                          float_weights_fit, fuses_into_nbits, has_kv_cache, kept_in_memory, kept_scheme,
+from .load_memory import (FIT_HOW, FIT_REASON, FLOAT_DTYPES, KEPT_OPSET, applies as memory_rule_applies,
+                          float_weights_fit, fuses_into_nbits, has_kv_cache, kept_in_memory, kept_reason, kept_scheme,
                           machine_memory, room_at_load)
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
@@ -147,7 +147,7 @@ def _keep_in_memory(todo: list, mapped: bool) -> list:
     """`todo` with the MatMul weights that load_memory keeps quantized in memory lowered as `dq`
     (`mapped`: see plan_weights)."""
     kept = {site.name for site in kept_in_memory(_planned(todo), left_lean=small_weight, mapped=mapped)}
-    return [(site, kept_scheme(site), "dq", fp16, why, opts.changed(reason=KEPT_REASON))
+    return [(site, kept_scheme(site), "dq", fp16, why, opts.changed(reason=kept_reason(site)))
             if site.name in kept else (site, scheme, lowering, fp16, why, opts)
             for site, scheme, lowering, fp16, why, opts in todo]
 

@@ -47,6 +47,12 @@ from ..axes import choose_axes
 # model's so, 0.79x. The rule takes the largest extra and the smallest saving measured (the
 # promise is a bound): the three chains then hold 0.89x, 0.88x and 0.96x (3, 3 and 4 weights kept).
 CONV_SCALED, CONV_KEPT = 1.85, -2.8
+# A lean weight no reader takes a scale after (`arith`: Cast -> Mul, folded at load), such as
+# silero-vad's op15 LSTM weights, reordered by Slice -> Concat before the LSTM reads them: built
+# so in code (two 1024x256 weights, median of five), +1.91 of their bytes beyond the float model
+# (1.18x its memory), and as DequantizeLinear (the Slices then run at each inference) -5.37
+# (0.49x). silero-vad's op15 export itself, its two 512x128 LSTM weights so: 1.05x -> 0.76x.
+ARITH_LEAN = 1.9
 # What a weight's form holds after session creation beyond what the float weight held, per float
 # byte of the weight, onnxruntime 1.32 CPU (peak RSS growth over session creation, fresh process):
 # eight 1024x1024 MatMul weights in a chain, input [batch, sequence, 1024], held 1.14x the float
@@ -61,6 +67,7 @@ EXTRA_AT_LOAD = {
     ("scaled", "other"): 0.25,
     ("scaled", "Conv"): CONV_SCALED,
     ("dq", "Conv"): CONV_KEPT,
+    ("arith", "other"): ARITH_LEAN,  # the lean form's Cast -> Mul (the accurate chain is decided later)
     ("cast", "other"): 0.25,  # float16, Cast folded at load: 2 bytes beside 4, as int8 beside 4
     ("dq_fused", "MatMul"): -0.25,
     ("dq_transposed", "Gemm"): -0.25,
@@ -137,13 +144,18 @@ def room_at_load(planned: Iterable[tuple[ConstantSite, str]], mapped: bool = Fal
 
 
 def plan_extra(planned: list[tuple[ConstantSite, str]], mapped: bool = False) -> float:
-    """What the forms in `planned` hold at load beyond the float weights (EXTRA_AT_LOAD)."""
-    return sum(extra_at_load(site, lowering, mapped) for site, lowering in planned)
+    """What the forms in `planned` hold at load beyond the float weights (EXTRA_AT_LOAD; `lean`
+    counted as the lean form: _as_lean)."""
+    return sum(extra_at_load(site, lowering, mapped) for site, lowering in _as_lean(planned))
 
 
 def _as_lean(planned: Iterable[tuple[ConstantSite, str]]) -> list[tuple[ConstantSite, str]]:
-    """`planned` with the planner's `lean` (lean form or accurate chain, not chosen yet) as `scaled`."""
-    return [(site, "scaled" if lowering == "lean" else lowering) for site, lowering in planned]
+    """`planned` with the planner's `lean` (lean form or accurate chain, not chosen yet) as the
+    lean form's lowering (rules.lean_scheme at KEPT_OPSET): `scaled`, `arith` where no reader
+    takes the scale after it, `dq` before recurrent and contrib ops, `embed_rows`."""
+    from .rules import lean_scheme  # rules imports this module
+
+    return [(site, lean_scheme(site, KEPT_OPSET)[1] if lowering == "lean" else lowering) for site, lowering in planned]
 
 
 def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
@@ -152,20 +164,22 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     """The weights to lower as `dq` instead of their lean form (`lean` or `scaled` in `planned`,
     pairs of a weight and the lowering planned for it), until the plan's estimated extra at load
     is not above zero (module docstring); [] where it is not already. MatMul weights onnxruntime
-    fuses into MatMulNBits first, largest first; then Conv weights, largest first, whose
-    DequantizeLinear runs at every inference (conv_kept). `left_lean`: weights never kept (the
+    fuses into MatMulNBits first, largest first; then, largest first, lean `arith` weights
+    (arith_kept) and Conv weights (conv_kept), whose DequantizeLinear runs at every inference. `left_lean`: weights never kept (the
     planner's: small ones, more accurate as float16); `mapped`: the original's weights are in a
     data file onnxruntime maps (MAPPED_AT_LOAD)."""
     planned = _as_lean(planned)
     extra = plan_extra(planned, mapped)
     kept = []
-    lean = [site for site, lowering in planned if lowering == "scaled" and not left_lean(site)]
-    movable = [*sorted((site for site in lean if fuses_into_nbits(site)), key=lambda site: -site.nbytes),
-               *sorted((site for site in lean if conv_kept(site)), key=lambda site: -site.nbytes)]
-    for site in movable:
+    lean = [(site, lowering) for site, lowering in planned if lowering in ("scaled", "arith") and not left_lean(site)]
+    largest = lambda pairs: sorted(pairs, key=lambda pair: -pair[0].nbytes)  # noqa: E731
+    movable = [*largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site)),
+               *largest((site, low) for site, low in lean if low == "arith" and arith_kept(site)),
+               *largest((site, low) for site, low in lean if low == "scaled" and conv_kept(site))]
+    for site, lowering in movable:
         if extra <= 0:
             break
-        extra += extra_at_load(site, "dq", mapped) - extra_at_load(site, "scaled", mapped)
+        extra += extra_at_load(site, "dq", mapped) - extra_at_load(site, lowering, mapped)
         kept.append(site)
     return kept
 
@@ -178,9 +192,17 @@ def conv_kept(site: ConstantSite) -> bool:
             and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
 
 
+def arith_kept(site: ConstantSite) -> bool:
+    """Whether kept_in_memory may keep a lean `arith` weight (ARITH_LEAN) as DequantizeLinear: a
+    float32 weight with readers, not read through a Cast."""
+    return bool(consumers(site)) and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None
+
+
 def kept_reason(site: ConstantSite) -> str:
     """The plan's `why` for a weight kept_in_memory keeps."""
-    return KEPT_CONV_REASON if conv_kept(site) else KEPT_REASON
+    if fuses_into_nbits(site):
+        return KEPT_REASON
+    return KEPT_CONV_REASON if conv_kept(site) else KEPT_RUN_REASON
 
 
 def kept_scheme(site: ConstantSite) -> Scheme:
@@ -225,3 +247,5 @@ KEPT_REASON = ("kept quantized in memory (DequantizeLinear, fused by onnxruntime
                "activations): the lean forms alone would hold more than the float model at load")
 KEPT_CONV_REASON = ("kept quantized in memory (DequantizeLinear before Conv, run at each inference): the lean "
                     "forms alone would hold more than the float model at load")
+KEPT_RUN_REASON = ("kept quantized in memory (DequantizeLinear, run at each inference): the lean forms alone would "
+                   "hold more than the float model at load")

@@ -165,9 +165,9 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     pairs of a weight and the lowering planned for it), until the plan's estimated extra at load
     is not above zero (module docstring); [] where it is not already. MatMul weights onnxruntime
     fuses into MatMulNBits first, largest first; then, largest first, lean `arith` weights
-    (arith_kept) and Conv weights (conv_kept), whose DequantizeLinear runs at every inference. `left_lean`: weights never kept (the
-    planner's: small ones, more accurate as float16); `mapped`: the original's weights are in a
-    data file onnxruntime maps (MAPPED_AT_LOAD)."""
+    (arith_kept) and Conv weights (conv_kept), whose DequantizeLinear runs at every inference.
+    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16);
+    `mapped`: the original's weights are in a data file onnxruntime maps (MAPPED_AT_LOAD)."""
     planned = _as_lean(planned)
     extra = plan_extra(planned, mapped)
     kept = []

@@ -487,3 +487,31 @@ def test_a_large_weight_is_measured_on_evenly_spaced_whole_channels():
         assert any(np.array_equal(sample[:, j], w[:, column]) for j in (0, -1))
     small = w[:, :2048]
     assert channel_sample(small, site_of(small)) is small
+
+
+def test_float16_for_a_lossy_weight_whose_chain_does_not_fit_measured_on_inputs(tmp_path):
+    """B loses far more per channel than in blocks (outlier blocks) and its accurate chain (12
+    bytes an element at load) does not fit the budget once a plain 256x512 weight makes B a
+    tenth of the weights: with --inputs, where the ratio is measured in B's layer output, B is
+    stored as float16 instead (lean.LOSSY_FLOAT16_SHARE: B's 16,384 elements are within a tenth
+    of all), and the output is closer to the float model's than with B in int8; without inputs
+    (the ratio in the weight) B stays int8 (issue 49: silero-vad's encoder.1 convolution)."""
+    model = _outlier_model()
+    model.graph.initializer.append(numpy_helper.from_array(builders.rand((256, 512), 3) * 0.05, "Wide"))
+    model.graph.node.append(helper.make_node("MatMul", ["x", "Wide"], ["w"]))
+    model.graph.output.append(builders.vi("w", shape=[2, 512]))
+    feeds = builders.feeds_for(model)
+    _, out, report = _quant(tmp_path, model, samples=[feeds])
+    records = {w["name"]: w for w in report.weights}
+    assert records["B"]["dtype"] == "float16" and records["B"]["why"].startswith("float16: int8 per channel loses")
+    assert report.pass_report("quantize").details["float16_lossy"] == ["B"]
+    assert {records[n]["dtype"] for n in ("A", "Wide")} == {"int8"}
+    def error_in_y(path) -> float:  # the output B feeds
+        (a, _), (b, _) = run(model, feeds), run(path, feeds)
+        return float(np.linalg.norm(b - a) / np.linalg.norm(a))
+
+    with_float16 = error_in_y(out)
+    (tmp_path / "none").mkdir()
+    _, out, report = _quant(tmp_path / "none", model)
+    assert {w["name"]: w["dtype"] for w in report.weights}["B"] == "int8"
+    assert with_float16 < error_in_y(out)

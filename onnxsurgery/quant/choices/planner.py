@@ -109,7 +109,10 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
         record = records[site.name]
         if as_fp16 or site.name in lean_choice.half or options.fp16:
             record.dtype, record.lowering = "float16", "cast"
+            lossy = lean_choice.lossy.get(site.name)
             record.why = why or ("--fp16" if options.fp16 else
+                                 f"float16: int8 per channel loses {lossy:.1f}x the accurate chain in its layer's "
+                                 "output on --inputs, and the chain does not fit the memory budget" if lossy else
                                  "small: float16 costs little and is more accurate than int8 here")
         elif options.levels:
             record.lowering, record.levels = "levels", options.levels
@@ -129,7 +132,8 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
                 importance=dict(symmetry.importance), details={
         "per_channel_instead_of_blocks": fallbacks,  # blocks asked for, no block size near it divides the axis
         "float16_for_tensorrt": float16_instead,
-        "float16_small": sorted(lean_choice.half),  # auto: float32 weights too small to be worth int8
+        "float16_small": sorted(set(lean_choice.half) - set(lean_choice.lossy)),  # auto: too small to be worth int8
+        "float16_lossy": sorted(lean_choice.lossy),  # auto, --inputs: lossy as int8, the chain unaffordable
         "symmetric_chosen": sorted(symmetry.symmetric),  # --symmetric left to quant: measured more accurate
         "lean_asymmetric": sorted(lean_choice.asymmetric),  # lean weights measured better with zero points
         "not_calibrated": gptq_skipped,  # GPTQ asked for, weight -> why it keeps ordinary rounding

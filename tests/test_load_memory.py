@@ -283,8 +283,8 @@ def reordered_lstm(hidden: int = 256, opset: int = 13) -> onnx.ModelProto:
 def test_lean_arith_weights_are_counted_and_kept(tmp_path):
     """The lean `arith` form (Cast -> Mul, folded at load) was counted as `scaled` (+0.25 of its
     bytes) while it held +1.91 here (1.18x the float model's memory, five fresh processes): now
-    it counts as ARITH_LEAN, and both weights are kept as DequantizeLinear (the Slices then run at
-    each inference), which holds 0.49x. The output stays within the verified error, and memory
+    it counts as ARITH_LEAN (rules.lean_forms gives the lean form's lowering), and both weights
+    are kept as DequantizeLinear (the Slices then run at each inference), which holds 0.49x. The output stays within the verified error, and memory
     after session creation is no more than the float model's (median of three)."""
     from statistics import median
 
@@ -292,12 +292,13 @@ def test_lean_arith_weights_are_counted_and_kept(tmp_path):
 
     from onnxsurgery.graph_utils import collect_constants, iter_scopes
     from onnxsurgery.quant.choices.load_memory import ARITH_LEAN, KEPT_RUN_REASON, plan_extra
+    from onnxsurgery.quant.choices.rules import lean_forms
     from onnxsurgery.session_memory import measure_in_fresh_process
 
     model = reordered_lstm()
     graph = gs.import_onnx(model)
     sites = [s for s in collect_constants(graph, list(iter_scopes(graph))) if s.name in ("w_ih", "w_hh")]
-    assert plan_extra([(s, "lean") for s in sites]) == ARITH_LEAN * sum(s.nbytes for s in sites)
+    assert plan_extra(lean_forms((s, "lean") for s in sites)) == ARITH_LEAN * sum(s.nbytes for s in sites)
     records, out, report = _quant(tmp_path, model)
     assert {n: (records[n]["lowering"], records[n]["why"]) for n in ("w_ih", "w_hh")} == \
         {n: ("dq", KEPT_RUN_REASON) for n in ("w_ih", "w_hh")}

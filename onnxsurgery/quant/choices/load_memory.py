@@ -145,17 +145,16 @@ def room_at_load(planned: Iterable[tuple[ConstantSite, str]], mapped: bool = Fal
 
 def plan_extra(planned: list[tuple[ConstantSite, str]], mapped: bool = False) -> float:
     """What the forms in `planned` hold at load beyond the float weights (EXTRA_AT_LOAD; `lean`
-    counted as the lean form: _as_lean)."""
+    counted as `scaled`: _as_lean)."""
     return sum(extra_at_load(site, lowering, mapped) for site, lowering in _as_lean(planned))
 
 
 def _as_lean(planned: Iterable[tuple[ConstantSite, str]]) -> list[tuple[ConstantSite, str]]:
-    """`planned` with the planner's `lean` (lean form or accurate chain, not chosen yet) as the
-    lean form's lowering (rules.lean_scheme at KEPT_OPSET): `scaled`, `arith` where no reader
-    takes the scale after it, `dq` before recurrent and contrib ops, `embed_rows`."""
-    from .rules import lean_scheme  # rules imports this module
-
-    return [(site, lean_scheme(site, KEPT_OPSET)[1] if lowering == "lean" else lowering) for site, lowering in planned]
+    """`planned` with a `lean` left in it (lean form or accurate chain, not chosen yet) as
+    `scaled`. The planner and rules.required_opset pass the lean form's own lowering instead
+    (rules.lean_forms: `arith` where no reader takes the scale after it, `dq` before recurrent
+    and contrib ops), which this module cannot import (rules imports it)."""
+    return [(site, "scaled" if lowering == "lean" else lowering) for site, lowering in planned]
 
 
 def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],

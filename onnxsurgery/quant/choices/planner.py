@@ -32,7 +32,7 @@ from ..lowerings.tied import scheme_for as tied_scheme
 from ..lowerings.scaled import scaled_before, zero_points_fit
 from ..options import FLOAT_TYPES, QuantOptions, Scheme
 from ..plan import Plan, WeightPlan
-from .rules import (balanced_rounding, choose_scheme, decoder_nbits, float16_for_tensorrt, lean_scheme,
+from .rules import (balanced_rounding, choose_scheme, decoder_nbits, float16_for_tensorrt, lean_forms, lean_scheme,
                     lowering_for, matches, refusal, site_options, tensorrt_refusal, value_refusal)
 from .symmetry import SymmetryChoice, choose_symmetric
 
@@ -143,8 +143,9 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
 
 
 def _planned(todo: list) -> list:
-    """Each weight of `todo` with its lowering, `cast` for float16: what load_memory estimates."""
-    return [(site, "cast" if fp16 else lowering) for site, _, lowering, fp16, *_ in todo]
+    """Each weight of `todo` with its lowering, `cast` for float16, a `lean` one's lean form
+    (rules.lean_forms): what load_memory estimates."""
+    return lean_forms((site, "cast" if fp16 else lowering) for site, _, lowering, fp16, *_ in todo)
 
 
 def _keep_in_memory(todo: list, mapped: bool) -> list:

@@ -58,8 +58,8 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None, mapped: bo
             return TRANSPOSED_GEMM_OPSET
         if any(recurrent_weight(site) for site in weights):
             return RECURRENT_DQ_OPSET
-        planned = ((site, lowering_for(site, opts, choose_scheme(site, opts), KEPT_OPSET))
-                   for site in weights if site.onnx_dtype in FLOAT_TYPES and site.shape)
+        planned = lean_forms((site, lowering_for(site, opts, choose_scheme(site, opts), KEPT_OPSET))
+                             for site in weights if site.onnx_dtype in FLOAT_TYPES and site.shape)
         if memory_rule_applies(graph, opts) and kept_in_memory(planned, mapped=mapped):
             return KEPT_OPSET  # per-channel DequantizeLinear (load_memory.py)
     return 1
@@ -202,6 +202,14 @@ def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
     if (recurrent_weight(site) or contrib_weight(site)) and opset >= RECURRENT_DQ_OPSET:
         return channel, "dq"
     return channel, "arith"
+
+
+def lean_forms(planned) -> list[tuple[ConstantSite, str]]:
+    """Pairs of a weight and its planned lowering, with `lean` (lean form or accurate chain, not
+    chosen yet) as the lean form's own lowering at load_memory.KEPT_OPSET (lean_scheme): what
+    load_memory's estimate counts (a lean `arith` weight holds far more at load than a `scaled`
+    one)."""
+    return [(site, lean_scheme(site, KEPT_OPSET)[1] if lowering == "lean" else lowering) for site, lowering in planned]
 
 
 def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str | None:

@@ -284,8 +284,9 @@ def test_lean_arith_weights_are_counted_and_kept(tmp_path):
     """The lean `arith` form (Cast -> Mul, folded at load) was counted as `scaled` (+0.25 of its
     bytes) while it held +1.91 here (1.18x the float model's memory, five fresh processes): now
     it counts as ARITH_LEAN (rules.lean_forms gives the lean form's lowering), and both weights
-    are kept as DequantizeLinear (the Slices then run at each inference), which holds 0.49x. The output stays within the verified error, and memory
-    after session creation is no more than the float model's (median of three)."""
+    are kept as DequantizeLinear (the Slices then run at each inference), which holds 0.49x.
+    The output stays within the verified error, and memory after session creation is no more
+    than the float model's (median of three)."""
     from statistics import median
 
     import onnx_graphsurgeon as gs

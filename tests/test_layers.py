@@ -27,7 +27,7 @@ def _loaded_by(code: str) -> list[str]:
 
 
 # What a quant request is (plain data: the CLI builds its options from it), not a quantizer
-DECLARATIONS = ("onnxsurgery.quant", "onnxsurgery.quant.request")
+DECLARATIONS = ("onnxsurgery.quant", "onnxsurgery.quant.request", "onnxsurgery.quant.vocabulary")
 
 
 def _heavy(modules: list[str]) -> list[str]:
@@ -82,6 +82,17 @@ def test_defaults_shown_in_help_are_the_ones_used():
     assert defaults.QUANT_MIN_ELEMENTS == options.DEFAULT_MIN_ELEMENTS
     assert defaults.QUANT_BLOCK_SIZE == options.DEFAULT_BLOCK_SIZE
     assert tuple(m.key for m in evaluate.METHODS) == defaults.METHOD_KEYS == evaluate.METHOD_KEYS
+
+
+def test_lowerings_named_once():
+    """quant/vocabulary.py names the lowerings for the CLI, the options and the plan; the
+    registry (one module per lowering) holds exactly those, and --lowering offers some."""
+    from onnxsurgery.quant.lowerings import REGISTRY
+    from onnxsurgery.quant.request import CLI_LOWERINGS
+    from onnxsurgery.quant.vocabulary import INTEGER_LOWERINGS
+
+    assert sorted(REGISTRY) == sorted(INTEGER_LOWERINGS)
+    assert CLI_LOWERINGS == ("auto", "dq", "arith", "scaled")
 
 
 def _import_graph() -> dict[str, set[str]]:

@@ -11,6 +11,7 @@ import onnx
 
 from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS, TENSORRT_BLOCK_SIZE
 from ..errors import OptionError
+from .vocabulary import INTEGER_DTYPES, INTEGER_LOWERINGS, TARGETS
 
 FLOAT_TYPES = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -30,9 +31,6 @@ ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
             "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
 
 
-LOWERINGS = ("auto", "arith", "dq", "dq_equalized", "dq_transposed", "gather", "scaled", "matmulnbits", "tied",
-             "tied_nbits")
-TARGETS = ("any", "onnxruntime", "tensorrt")
 # What TensorRT's ONNX parser takes as a quantized weight: DequantizeLinear of int8 (per tensor
 # or per channel) or int4 (also in blocks, 2-D), zero point 0, scales as initializers, feeding
 # the layers TensorRT fuses it into (targets/tensorrt.py checks the output).
@@ -64,7 +62,8 @@ class QuantOptions:
     reason: str = ""
 
     def __post_init__(self):
-        for name, value, choices in (("dtype", self.dtype, tuple(ONNX_INT)), ("lowering", self.lowering, LOWERINGS),
+        for name, value, choices in (("dtype", self.dtype, INTEGER_DTYPES),
+                                     ("lowering", self.lowering, ("auto", *INTEGER_LOWERINGS)),
                                      ("target", self.target, TARGETS),
                                      ("granularity", self.granularity, (None, "tensor", "channel", "block")),
                                      ("rounding", self.rounding, ("auto", "nearest", "balanced"))):

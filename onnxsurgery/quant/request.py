@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 
 from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS, TENSORRT_BLOCK_SIZE
 from ..errors import OptionError
+from .vocabulary import INTEGER_DTYPES, INTEGER_LOWERINGS, TARGETS
 
-INTEGER_DTYPES = ("int8", "uint8", "int4", "uint4")
-CLI_LOWERINGS = ("auto", "dq", "arith", "scaled")
-TARGETS = ("any", "onnxruntime", "tensorrt")
+# --lowering: auto and the lowerings that fit any weight the other options allow; the rules
+# choose the others per weight (a Gemm transB, a table, a target's fused forms)
+CLI_LOWERINGS = ("auto", *(name for name in INTEGER_LOWERINGS if name in ("dq", "arith", "scaled")))
 
 
 def _option(default, flag: str, help: str, **cli) -> dataclasses.Field:

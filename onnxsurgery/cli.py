@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from . import progress
-from .defaults import MERGE_MIN_ELEMENTS as DEFAULT_MIN_ELEMENTS
+from .defaults import MERGE_MIN_ELEMENTS
 from .defaults import METHOD_KEYS
 from .cli_options import headline_option, request_from, request_options, verification_options
 from .errors import OnnxSurgeryError, OptionError, OutputError
@@ -96,7 +96,7 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, metavar="INPUT... OUTPUT")
-@click.option("--min-elements", type=click.IntRange(min=1), default=DEFAULT_MIN_ELEMENTS,
+@click.option("--min-elements", type=click.IntRange(min=1), default=MERGE_MIN_ELEMENTS,
               show_default=True, help="Leave constants with fewer elements alone.")
 @click.option("--transposed", is_flag=True,
               help="Also merge a 2-D constant equal to another's transpose (adds a Transpose node).")

@@ -16,13 +16,14 @@ import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
+from .defaults import MERGE_MIN_ELEMENTS
 from .graph_utils import collect_constants, make_names_unique, overridable_initializers
 from .io import all_tensor_protos, export_model, import_graph, inputs_with_defaults, open_model
 from .lazy import ExternalFiles, FileBackedValues, materialize
 from .passes.base import Estimate, Pass
 from .passes.bypass_identity import BypassIdentities
 from .passes.half_width import HalfWidth
-from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, MergeDuplicates
+from .passes.merge_constants import MergeDuplicates
 from .passes.merge_reshaped import MergeReshaped
 from .passes.merge_transposed import MergeTransposed
 from .passes.narrow_types import Narrow
@@ -111,7 +112,7 @@ class Workspace:
         return model
 
 
-def shrink_pipeline(*, min_elements: int = DEFAULT_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
+def shrink_pipeline(*, min_elements: int = MERGE_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
                     half: bool = True, reshaped: bool = False, opsets: dict[str, int] | None = None,
                     store: ExternalFiles | None = None) -> list[Pass]:
     """`shrink`: constants read only by Shape become their shape; identical constants merged;

@@ -73,14 +73,21 @@ def test_quant_stays_the_function_whatever_loads_first():
 
 
 def test_defaults_shown_in_help_are_the_ones_used():
-    """defaults.py repeats, as plain constants, what --help shows from the heavier modules."""
-    from onnxsurgery import defaults, evaluate
-    from onnxsurgery.passes import merge_constants
-    from onnxsurgery.quant import options
+    """defaults.py holds, as plain constants, what --help shows and the heavier modules use: the
+    API's own defaults are the same values (merge's min_elements is not quant's)."""
+    import inspect
 
-    assert defaults.MERGE_MIN_ELEMENTS == merge_constants.DEFAULT_MIN_ELEMENTS
-    assert defaults.QUANT_MIN_ELEMENTS == options.DEFAULT_MIN_ELEMENTS
-    assert defaults.QUANT_BLOCK_SIZE == options.DEFAULT_BLOCK_SIZE
+    from onnxsurgery import api, defaults, evaluate
+    from onnxsurgery.passes import merge_constants
+    from onnxsurgery.quant.options import QuantOptions
+
+    def default(fn, name):
+        return inspect.signature(fn).parameters[name].default
+
+    for fn in (api.shrink, api.shrink_file, api.npy_file, api.info, merge_constants.merge_duplicate_constants):
+        assert default(fn, "min_elements") == defaults.MERGE_MIN_ELEMENTS == 16, fn
+    assert QuantOptions().min_elements == defaults.QUANT_MIN_ELEMENTS == 4096
+    assert QuantOptions().block_size == defaults.QUANT_BLOCK_SIZE
     assert tuple(m.key for m in evaluate.METHODS) == defaults.METHOD_KEYS == evaluate.METHOD_KEYS
 
 

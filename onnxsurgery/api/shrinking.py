@@ -10,7 +10,7 @@ import onnx
 
 from ..errors import VerificationError
 from ..io import check_output_path, copy_file
-from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..verify import compare_models, load_error
@@ -27,7 +27,7 @@ def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
 def shrink(
     model,
     *,
-    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    min_elements: int = MERGE_MIN_ELEMENTS,
     transposed: bool = False,
     narrow: bool = False,
     half: bool = True,
@@ -59,7 +59,7 @@ def shrink_file(
     in_place: bool = False,
     external_data: bool | None = None,
     verify: bool = False,
-    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    min_elements: int = MERGE_MIN_ELEMENTS,
     transposed: bool = False,
     narrow: bool = False,
     half: bool = True,

@@ -50,9 +50,9 @@ from ..graph_utils import (
     readers_by_graph,
     stored_bytes,
 )
+from ..defaults import MERGE_MIN_ELEMENTS
 from ..report import PassReport
 from .base import Estimate
-from .merge_constants import DEFAULT_MIN_ELEMENTS
 
 FLOAT16_FROM_OPSET = 6  # Cast with a numeric `to`
 BFLOAT16_FROM_OPSET = 13
@@ -67,7 +67,7 @@ def cast_overhead(name: str) -> int:
     return 4 * len(name.encode()) + 64
 
 
-def store_half_width(graph: gs.Graph, *, min_elements: int = DEFAULT_MIN_ELEMENTS,
+def store_half_width(graph: gs.Graph, *, min_elements: int = MERGE_MIN_ELEMENTS,
                      keep: frozenset[str] = frozenset(), opset: int | None = None, store=None) -> PassReport:
     """Store exactly representable float32 constants as float16/bfloat16 with a Cast, in place.
     `store` (lazy.ExternalFiles): told of each 2-byte copy made, to move them out of memory."""
@@ -95,7 +95,7 @@ def store_half_width(graph: gs.Graph, *, min_elements: int = DEFAULT_MIN_ELEMENT
 class HalfWidth:
     """`store_half_width` as a pipeline step (passes/base.py). `opset` None: the graph's."""
 
-    min_elements: int = DEFAULT_MIN_ELEMENTS
+    min_elements: int = MERGE_MIN_ELEMENTS
     opset: int | None = None
     store: object = None  # lazy.ExternalFiles the 2-byte copies are moved to as they accumulate
     name = "half_width"

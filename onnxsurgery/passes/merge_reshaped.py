@@ -51,10 +51,10 @@ from ..graph_utils import (
     readers_by_graph,
     replace_uses,
 )
+from ..defaults import MERGE_MIN_ELEMENTS
 from ..report import PassReport
 from .base import Estimate
 from .merge_constants import (
-    DEFAULT_MIN_ELEMENTS,
     DuplicateGroup,
     _confirm_equal,
     _survivor_rank,
@@ -164,7 +164,7 @@ def _refusal(site: ConstantSite, scopes: list[Scope]) -> str | None:
     return None
 
 
-def merge_reshaped_constants(graph: gs.Graph, *, min_elements: int = DEFAULT_MIN_ELEMENTS,
+def merge_reshaped_constants(graph: gs.Graph, *, min_elements: int = MERGE_MIN_ELEMENTS,
                              keep: frozenset[str] | None = None) -> PassReport:
     """Merge constants equal in bytes to another under another shape, in place (each one's
     readers read a Reshape of the kept one)."""
@@ -215,7 +215,7 @@ def _redirect(merge: Merge, survivor: gs.Tensor, names: NameAllocator) -> None:
 class MergeReshaped:
     """`merge_reshaped_constants` as a pipeline step (passes/base.py)."""
 
-    min_elements: int = DEFAULT_MIN_ELEMENTS
+    min_elements: int = MERGE_MIN_ELEMENTS
     name = "merge_reshaped"
     needs_cleanup = False
 

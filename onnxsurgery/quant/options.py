@@ -19,10 +19,8 @@ FLOAT_TYPES = {
     onnx.TensorProto.DOUBLE: np.float64,
     onnx.TensorProto.BFLOAT16: None,  # read through onnx; computed in float32
 }
-DEFAULT_MIN_ELEMENTS = QUANT_MIN_ELEMENTS
 # Blocks of 32 for every dtype, chosen by measurement (docs/quantization.md): blocks of 64
 # lose half of the gain over per-tensor on weights with even channel ranges.
-DEFAULT_BLOCK_SIZE = QUANT_BLOCK_SIZE
 # TensorRT's INT4 blocks: "the supported block sizes are 64 and 128" (TensorRT 10.x, "Working with
 # Quantized Types" > "Quantization Schemes"); 128 by default, as NVIDIA Model Optimizer's. Blocks
 # of 32 measured more accurate (MiniLM 0.244 against 0.295) but TensorRT does not take them.
@@ -42,10 +40,10 @@ TENSORRT_INT4_READERS = ("MatMul", "Gemm")
 class QuantOptions:
     dtype: str = "int8"
     granularity: str | None = None  # None: chosen per weight (see `auto_scheme`)
-    block_size: int | None = None  # None: DEFAULT_BLOCK_SIZE, TENSORRT_BLOCK_SIZE under target tensorrt
+    block_size: int | None = None  # None: QUANT_BLOCK_SIZE, TENSORRT_BLOCK_SIZE under target tensorrt
     symmetric: bool | None = None  # None: chosen per weight by measured error (see `auto_symmetric`)
     lowering: str = "auto"
-    min_elements: int = DEFAULT_MIN_ELEMENTS
+    min_elements: int = QUANT_MIN_ELEMENTS
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
@@ -70,7 +68,7 @@ class QuantOptions:
             if value not in choices:
                 raise OptionError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
         if self.block_size is None:
-            self.block_size = TENSORRT_BLOCK_SIZE if self.target == "tensorrt" else DEFAULT_BLOCK_SIZE
+            self.block_size = TENSORRT_BLOCK_SIZE if self.target == "tensorrt" else QUANT_BLOCK_SIZE
         for name, value, low, high in (("block_size", self.block_size, 2, None), ("levels", self.levels, 2, 65536),
                                        ("min_elements", self.min_elements, 1, None)):
             if value is not None and not (isinstance(value, int) and value >= low and (high is None or value <= high)):

@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from .errors import InputError, VerificationError
+from .kv_cache import is_cache_output
 from .progress import progress
 # sessions live in sessions.py; imported here too, as before
 from .sessions import (_first_line, _mapped_session, disk_bytes, load_error, session, session_settings,  # noqa: F401
@@ -222,11 +223,6 @@ def _first_step(sess, names: list[str], *, batches: tuple[int, ...], **options):
         except VerificationError:
             continue
     return None
-
-
-def is_cache_output(name: str) -> bool:
-    """A KV cache's output (optimum and the genai builder call them present.*, present_*)."""
-    return name.lower().startswith("present")
 
 
 def headline_outputs(names: list[str], asked: tuple[str, ...] | None) -> list[str]:

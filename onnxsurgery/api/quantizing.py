@@ -17,7 +17,7 @@ from ..io import check_output_path, copy_file
 from ..passes.constants_to_initializers import constant_nodes_to_initializers
 from ..pipeline import open_workspace, plan_pipeline, quant_pipeline, shrink_pipeline
 from ..quant.choices import budget as allocation
-from ..quant.choices.load_memory import has_kv_cache
+from ..kv_cache import has_kv_cache
 from ..quant.calibration import Calibration
 from ..quant.plan import Plan, WeightPlan, read_plan
 from ..quant.request import QuantRequest

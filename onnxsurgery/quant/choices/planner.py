@@ -19,13 +19,14 @@ import onnx_graphsurgeon as gs
 
 from ...errors import PlanError
 from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scopes
+from ...kv_cache import has_kv_cache
 from ..axes import choose_axes
 from ..calibration import Calibration
 from ..estimates import planned_bytes as estimated_payload
 from .int4_paths import forget_model_facts, matmulnbits_because
 from .lean import choose_lean, small_weight
 from .load_memory import (FIT_HOW, FIT_REASON, FLOAT_DTYPES, KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies,
-                          float_weights_fit, fuses_into_nbits, has_kv_cache, kept_in_memory, kept_scheme,
+                          float_weights_fit, fuses_into_nbits, kept_in_memory, kept_scheme,
                           machine_memory, room_at_load)
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme

@@ -22,8 +22,6 @@ from .sessions import (_first_line, _mapped_session, disk_bytes, load_error, ses
 from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, LENGTHS, check_samples, first_step_inputs,  # noqa: F401
                     has_dynamic_batch, load_input_samples, make_inputs, parse_shapes, runnable_inputs, with_own_past)
 
-RUNTIMES = ("onnxruntime", "onnxruntime-web", "tensorrt")
-
 
 def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | None = None, *,
                   streamed: bool | None = None) -> str:

@@ -24,7 +24,6 @@ Limits: a constant read by a DequantizeLinear is merged only into one of its own
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -51,7 +50,6 @@ from ..progress import progress
 from ..report import PassReport
 from .base import Estimate
 
-log = logging.getLogger(__name__)
 
 MAX_GROUPS_REPORTED = 10
 

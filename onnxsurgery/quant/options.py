@@ -149,14 +149,6 @@ class QuantOptions:
         (int8, no scheme asked for, not kept quantized)."""
         return self.lowering == "auto" and self.auto_scheme and self.dtype == "int8" and not self.stays_quantized
 
-    def label(self, scheme: Scheme, lowering: str, symmetric: bool) -> str:
-        if self.fp16:
-            return "fp16/cast"
-        if self.levels:
-            return f"levels{self.levels}/{scheme.name}"
-        sym = "sym" if symmetric else "asym"
-        return f"{self.dtype}/{scheme.name}/{sym}/{lowering}"
-
 
 @dataclass(frozen=True)
 class Scheme:

@@ -118,7 +118,7 @@ def shrink(paths, min_elements, transposed, narrow, reshaped, verify, target, in
 
     A constant read only by Shape nodes is replaced by its shape."""
     from . import api
-    from .verify import load_input_samples, parse_shapes
+    from .feeds import load_input_samples, parse_shapes
 
     if (inputs_npz or shapes) and not verify:
         raise OptionError("--inputs and --shape are what --verify runs on; add --verify")
@@ -213,7 +213,7 @@ def run(model_path, inputs_npz, shapes, save_npz):
     import numpy as np
 
     from . import api
-    from .verify import load_input_samples, parse_shapes
+    from .feeds import load_input_samples, parse_shapes
 
     feeds = load_input_samples(inputs_npz)[0] if inputs_npz else None
     outputs = api.run_model(model_path, feeds, shapes=parse_shapes(shapes))
@@ -274,7 +274,7 @@ def quant(input_path, output_path, runtime, memory, no_merge, no_verify, dynamic
     turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
     from . import api
     from .quant.plan import table
-    from .verify import load_input_samples, parse_shapes
+    from .feeds import load_input_samples, parse_shapes
 
     if output_path is None and not dry_run:
         raise click.UsageError("give an OUTPUT (or --dry-run to see the plan)")
@@ -325,7 +325,7 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
     memory after session creation, measured here by making each file. Takes a few times as long
     as one `quant`."""
     from .html_report import report_file
-    from .verify import load_input_samples, parse_shapes
+    from .feeds import load_input_samples, parse_shapes
 
     out = Path(output) if output else Path(model).with_name(Path(model).stem + ".report.html")
     data = report_file(model, out, methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
@@ -376,7 +376,7 @@ def compare(reference, candidate, inputs_npz, shapes, outputs, as_json):
 
     A model written by `npy` runs with its .npy arrays, as `run` runs it."""
     from . import api
-    from .verify import load_input_samples, parse_shapes
+    from .feeds import load_input_samples, parse_shapes
 
     result = api.compare(reference, candidate, shapes=parse_shapes(shapes), outputs=tuple(outputs) or None,
                          samples=load_input_samples(inputs_npz) if inputs_npz else None)

@@ -9,7 +9,7 @@
 - `save_model` writes atomically (temporary file, then rename), switching to external data
   when asked or when the protobuf would pass the 2 GB limit; `stage_model` is its first half,
   for callers that check the written file before it replaces anything. Both live in
-  `staging.py` (and are importable from here).
+  `staging.py`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ from .graph_utils import collect_constants, is_sparse, iter_scopes, payload_nbyt
 from .lazy import (ExternalFiles, complete_external_lengths, external_ref, held_payload, materialize,
                    read_model_skipping_weights)
 from .paths import check_external_locations
-from .protos import all_tensor_protos, graphs_everywhere  # noqa: F401 - imported from here by many
-# writing a model lives in staging.py; its names are imported from here too, as before
-from .staging import (EXTERNAL_DATA_ALIGN, EXTERNAL_DATA_THRESHOLD, PROTOBUF_LIMIT, StagedModel,  # noqa: F401
-                      check_output_path, copy_file, save_model, stage_model, write_atomic)
+from .protos import all_tensor_protos, graphs_everywhere
+from .staging import PROTOBUF_LIMIT
 
 # Leave room for the rest of the message when deciding whether tensors must go external.
 EXTERNAL_DATA_MARGIN = 64 * 2**20

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, OutputError
-from .io import write_atomic
+from .staging import write_atomic
 from .paths import confined
 
 MANIFEST_VERSION = 1

@@ -18,7 +18,7 @@ from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from .defaults import MERGE_MIN_ELEMENTS
 from .graph_utils import collect_constants, make_names_unique, overridable_initializers
-from .io import all_tensor_protos, export_model, import_graph, inputs_with_defaults, open_model
+from .io import export_model, import_graph, inputs_with_defaults, open_model
 from .lazy import ExternalFiles, FileBackedValues, materialize
 from .passes.base import Estimate, Pass
 from .passes.bypass_identity import BypassIdentities
@@ -29,6 +29,7 @@ from .passes.merge_transposed import MergeTransposed
 from .passes.narrow_types import Narrow
 from .passes.quantize_weights import QuantizeWeights
 from .passes.shape_only import FoldShapeOnly
+from .protos import all_tensor_protos
 from .quant.calibration import Calibration
 from .quant.options import QuantOptions
 from .report import PassReport, human_bytes

@@ -121,7 +121,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             if not needs_external_data(model):
                 return _load(model.SerializeToString(), settings)
             with tempfile.TemporaryDirectory() as d:
-                from .io import save_model
+                from .staging import save_model
 
                 path = Path(d) / "model.onnx"
                 save_model(model, path, external_data=True)

@@ -15,12 +15,9 @@ import onnx
 from .errors import InputError, VerificationError
 from .kv_cache import is_cache_output
 from .progress import progress
-# sessions live in sessions.py; imported here too, as before
-from .sessions import (_first_line, _mapped_session, disk_bytes, load_error, session, session_settings,  # noqa: F401
-                       streams)
-# inputs for a model (generated, read, checked) live in feeds.py; imported here too, as before
-from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, LENGTHS, check_samples, first_step_inputs,  # noqa: F401
-                    has_dynamic_batch, load_input_samples, make_inputs, parse_shapes, runnable_inputs, with_own_past)
+from .sessions import _first_line, session, streams
+from .feeds import (DEFAULT_BATCH, LENGTHS, check_samples, first_step_inputs, has_dynamic_batch, make_inputs,
+                    runnable_inputs, with_own_past)
 
 
 def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | None = None, *,
@@ -53,7 +50,7 @@ def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | Non
 def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, bool]:
     """(a DequantizeLinear output read by a MatMul, or as B by a Gemm without transA/transB, a
     MatMulNBits node), in any scope. A path is read without its weights' payloads."""
-    from .io import graphs_everywhere
+    from .protos import graphs_everywhere
 
     if not isinstance(model, onnx.ModelProto):
         from .lazy import read_model_skipping_weights

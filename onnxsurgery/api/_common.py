@@ -9,7 +9,7 @@ from typing import Callable
 
 import onnx
 
-from ..io import stage_model
+from ..staging import stage_model
 from ..pipeline import Workspace, open_workspace
 from ..report import RunReport
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import onnx
 
-from ..io import save_model
+from ..staging import save_model
 from ..pipeline import open_workspace
 from ..progress import progress
 from ..quant.choices import budget as allocation

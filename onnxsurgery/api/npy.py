@@ -10,14 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..io import check_output_path, save_model
+from ..staging import check_output_path, save_model
 from ..npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
 from ..passes.embed import inputs_to_constants
 from ..passes.externalize import externalize
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..verify import check_samples, load_error, make_inputs, session
+from ..feeds import check_samples, make_inputs
+from ..sessions import load_error, session
 
 
 def npy_file(

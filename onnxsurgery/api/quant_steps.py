@@ -12,7 +12,8 @@ from pathlib import Path
 import onnx
 
 from ..errors import UnsupportedModelError, VerificationError
-from ..io import load_model, open_model, save_model
+from ..io import load_model, open_model
+from ..staging import save_model
 from ..opset import upgrade_opset
 from ..pipeline import Workspace, open_workspace, quant_pipeline
 from ..quant.calibration import Calibration

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from ..errors import OptionError, VerificationError
-from ..io import check_output_path, copy_file
+from ..staging import check_output_path, copy_file
 from ..passes.constants_to_initializers import constant_nodes_to_initializers
 from ..pipeline import open_workspace, plan_pipeline, quant_pipeline, shrink_pipeline
 from ..quant.choices import budget as allocation
@@ -22,7 +22,8 @@ from ..quant.calibration import Calibration
 from ..quant.plan import Plan, WeightPlan, read_plan
 from ..quant.request import QuantRequest
 from ..report import RunReport
-from ..verify import check_samples, compare_models
+from ..feeds import check_samples
+from ..verify import compare_models
 from ._common import _in_memory, _write_checked
 from .budget import _allocate
 from .check import _check_for_tensorrt
@@ -141,7 +142,7 @@ def quant_file(
     (quant/choices/load_memory.py).
 
     `runtime` ("onnxruntime" or "onnxruntime-web") is where the result will run: verification
-    computes as that runtime does (verify.session_settings), and the report says which. With
+    computes as that runtime does (sessions.session_settings), and the report says which. With
     target="tensorrt" it is TensorRT: weights dequantized, arithmetic in float. That target also
     narrows int64 constants where exact and checks the result against onnx-tensorrt's operator
     list (`check_file`): what TensorRT would refuse becomes warnings and `target_check`.
@@ -159,7 +160,7 @@ def quant_file(
         check_samples(input_path, calibration, complete=False, flag="--calibration")
     for_tensorrt = quant_options.target == "tensorrt"
     if for_tensorrt:
-        runtime = "tensorrt"  # where it runs: verified as TensorRT computes (verify.session_settings)
+        runtime = "tensorrt"  # where it runs: verified as TensorRT computes (sessions.session_settings)
     ws = open_workspace(input_path)
     report = RunReport("quant", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     # weights in a data file stay in one (named after the output), and a decoder's go to one as the

@@ -9,11 +9,12 @@ import numpy as np
 import onnx
 
 from ..errors import VerificationError
-from ..io import check_output_path, copy_file
+from ..staging import check_output_path, copy_file
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..verify import compare_models, load_error
+from ..verify import compare_models
+from ..sessions import load_error
 from ._common import _in_memory, _write_checked
 
 

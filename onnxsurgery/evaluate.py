@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 
 from .api import quant_file, shrink_file
-from .defaults import METHOD_KEYS as METHOD_KEYS  # re-exported: what `report` measures
 from .errors import OnnxSurgeryError, VerificationError
 from .io import open_model
 from .progress import progress

@@ -186,6 +186,13 @@ class ExternalFiles:
                 raise OSError(f"external data file {location} is shorter than the model says")
             done += n
 
+    def fd_of(self, location: str) -> int | None:
+        """An open handle on the file `location` names (for copying it in the kernel), or None
+        for a payload held in memory (`hold`)."""
+        if location in self._held:
+            return None
+        return self._fd(location, None)
+
     def _fd(self, location: str, tensor: str | None) -> int:
         if location == SPILL_LOCATION and self._spill is not None:
             return self._spill[0]

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, OutputError
+from .parallel import ordered_map
 from .staging import write_atomic
 from .paths import confined
 
@@ -95,9 +96,15 @@ def write_arrays(arrays: dict, npy_dir: Path, manifest: Path) -> dict:
     staging = Path(tempfile.mkdtemp(prefix=f".{npy_dir.name}.", dir=npy_dir.parent))
     entries = {}
     used: set[str] = set()
+    def read_and_hash(item) -> tuple[np.ndarray, str]:
+        array = item[1]() if callable(item[1]) else item[1]
+        return array, array_sha256(array)
+
     try:
-        for name, array in arrays.items():
-            array = array() if callable(array) else array
+        # a second thread reads and hashes the next array while this one writes (both let go of
+        # the GIL): 1.6 s of sha256 and 1.0 s of reading beside 1.3 s of writing on a 1.6 GB model
+        for (name, _), (array, digest) in ordered_map(read_and_hash, list(arrays.items()), size=lambda item: 1,
+                                                      budget=2, workers=2):
             fname = _file_name(name, used)
             as_bits = array.dtype.name in BIT_PATTERN_DTYPES
             stored = array.view(_bits_dtype(array.dtype.itemsize)) if as_bits else array
@@ -106,7 +113,7 @@ def write_arrays(arrays: dict, npy_dir: Path, manifest: Path) -> dict:
                 "file": os.path.relpath(npy_dir / fname, manifest.parent),
                 "dtype": str(array.dtype),
                 "shape": list(array.shape),
-                "sha256": array_sha256(array),
+                "sha256": digest,
             }
             if as_bits:
                 entries[name]["stored_as"] = f"{stored.dtype.name} bit patterns"

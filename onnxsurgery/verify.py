@@ -28,10 +28,9 @@ def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | Non
     import onnxruntime as ort
 
     if streamed if streamed is not None else (model is not None and streams(model)):
-        return (f"onnxruntime {ort.__version__} CPU, streamed: weights "
-                "read in place from the mapped file, graph optimizations and pre-packing off, so quantized weights "
-                "are dequantized at each run in float (the default session's fused int8-activation kernels are "
-                "not what was measured)")
+        return (f"onnxruntime {ort.__version__} CPU, streamed: weights read in place from the mapped file, graph "
+                "optimizations and pre-packing off (a quantized weight is dequantized at each run, in float: the "
+                "default session's fused int8-activation kernels are not what was measured)")
     fused, nbits = _matmul_fusions(model) if model is not None else (True, False)
     if runtime == "tensorrt":
         return (f"onnxruntime {ort.__version__} CPU as TensorRT computes weight-only quantized layers: weights "

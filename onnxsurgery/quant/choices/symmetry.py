@@ -16,6 +16,7 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ...errors import InputError
+from ...parallel import WORKERS, ordered_map
 from ...graph_utils import ConstantSite, consumers, read_only_by, read_values
 from ..axes import choose_axes
 from ...progress import progress
@@ -127,7 +128,10 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
     if activations is not None:
         activations.plan([site for site, *_ in candidates])
     chosen = SymmetryChoice()
-    for site, scheme, lowering, options in progress(candidates, "measure symmetric vs asymmetric", unit="weight"):
+
+    def measure(candidate) -> tuple[bool, np.ndarray | None]:
+        """(symmetric is chosen, the importance its rounding weighs by)."""
+        site, scheme, lowering, options = candidate
         values = read_values(site.tensor).astype(np.float32, copy=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         moments = activations.moments(site) if activations is not None else None
@@ -141,12 +145,20 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
                 energy = normalized_input_energy(site)
                 importance = None if energy is None else energy_layout(energy, tuple(site.shape),
                                                                        channel_axis=channel_axis, block_axis=block_axis)
-            if importance is not None:
-                chosen.importance[site.name] = importance
         symmetric, asymmetric = (
             layer_cost(values, quantize_site(values, site, scheme, lowering, balance,
                                              scheme_args(options, scheme, lowering, sym, importance)), site, moments)
             for sym in (True, False))
-        if symmetric <= SYMMETRIC_MARGIN * asymmetric:
+        return symmetric <= SYMMETRIC_MARGIN * asymmetric, importance
+
+    # two weights at a time (parallel.py); calibration's moments are shared state: one then
+    largest = max(site.nbytes for site, *_ in candidates)
+    measured = ordered_map(measure, candidates, size=lambda c: c[0].nbytes, budget=2 * largest,
+                           workers=1 if activations is not None else WORKERS)
+    for (site, *_), (symmetric, importance) in progress(measured, "measure symmetric vs asymmetric",
+                                                         total=len(candidates), unit="weight"):
+        if importance is not None:
+            chosen.importance[site.name] = importance
+        if symmetric:
             chosen.symmetric.add(site.name)
     return chosen

@@ -1,6 +1,8 @@
 """Loading and saving models, and exporting gs graphs to ONNX.
 
-- `load_model` reads a path (with external data from beside it) or takes a ModelProto.
+- `load_model` reads a path (with external data from beside it) or takes a ModelProto;
+  `open_model` parses one leaving the payloads in their files (lazy.py); `import_onnx` is
+  gs's import of it (the graph_api's `import_graph` prepares that graph for scripts).
 - `export_model` turns a gs graph back into a ModelProto. It replaces `gs.export_onnx` for two
   reasons: gs writes an outer-scope constant again as an initializer of every subgraph that
   reads it (the output grows), and gs with onnx 1.23 stamps IR version 14, which onnxruntime
@@ -180,7 +182,10 @@ def _check_external_extents(external: list[onnx.TensorProto], path: Path) -> Non
                              f"needs bytes {offset}..{offset + length}, the file has {sizes[location]}")
 
 
-def import_graph(model: onnx.ModelProto) -> gs.Graph:
+def import_onnx(model: onnx.ModelProto) -> gs.Graph:
+    """gs.import_onnx, its failures as InputError and the attributes it skips carried through
+    (RawAttribute). The graph as gs imports it: for scripts, onnxsurgery.import_graph also makes
+    names unique and keeps overridable initializers among the inputs."""
     try:
         graph = gs.import_onnx(model)
     except Exception as e:  # gs raises plain exceptions on malformed graphs

@@ -18,7 +18,7 @@ from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from .defaults import MERGE_MIN_ELEMENTS
 from .graph_utils import collect_constants, make_names_unique, overridable_initializers
-from .io import export_model, import_graph, inputs_with_defaults, open_model
+from .io import export_model, import_onnx, inputs_with_defaults, open_model
 from .lazy import ExternalFiles, FileBackedValues, materialize
 from .passes.base import Estimate, Pass
 from .passes.bypass_identity import BypassIdentities
@@ -241,7 +241,7 @@ def open_workspace(source, files: ExternalFiles | None = None) -> Workspace:
         model, size = source, source.ByteSize()
     else:
         model, files, size = open_model(source)
-    graph = import_graph(model)
+    graph = import_onnx(model)
     if files is not None:
         _read_payloads_through(graph, files)
     make_names_unique(graph)

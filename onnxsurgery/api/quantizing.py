@@ -16,7 +16,7 @@ from ..errors import OptionError, VerificationError
 from ..staging import check_output_path, copy_file
 from ..passes.constants_to_initializers import constant_nodes_to_initializers
 from ..pipeline import open_workspace, plan_pipeline, quant_pipeline, shrink_pipeline
-from ..quant.choices import budget as allocation
+from ..quant.choices import allocation
 from ..kv_cache import has_kv_cache
 from ..quant.calibration import Calibration
 from ..quant.plan import Plan, WeightPlan, read_plan
@@ -122,7 +122,7 @@ def quant_file(
     With `target_error` (a relative L2 output error) or `target_size` (bytes of the output
     file), each weight is stored as int4, int8, float16 or float32: the smallest file whose
     verified error is within `target_error`, or the smallest error that fits `target_size`. What
-    each weight costs in each format is measured alone in onnxruntime (quant/choices/budget.py);
+    each weight costs in each format is measured alone in onnxruntime (quant/choices/allocation.py);
     `report.allocation` holds the format of each weight.
 
     With `calibration` (samples like `samples`, ideally other ones), weights read by MatMul,

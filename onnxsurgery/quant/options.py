@@ -49,7 +49,7 @@ class QuantOptions:
     fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
     levels: int | None = None  # snap weights to N values per group, keeping float storage
     fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
-    int4_for: tuple[str, ...] = ()  # patterns of weights stored in 4 bits instead (quant/choices/budget.py)
+    int4_for: tuple[str, ...] = ()  # patterns of weights stored in 4 bits instead (quant/choices/allocation.py)
     rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
     keep_quantized: bool = False  # DequantizeLinear kept in the graph: integers in memory at run time
     target: str = "any"  # any: standard ai.onnx ops; onnxruntime: MatMulNBits; tensorrt: what its parser takes

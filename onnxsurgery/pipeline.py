@@ -2,7 +2,8 @@
 
 A pipeline is data: a list of steps (passes/base.py), built here once per command
 (`shrink_pipeline`, `quant_pipeline`), run with `run_pipeline` by the API, the CLI and scripts
-on gs graphs alike, and estimated with `estimate_pipeline` by `info` without changing the graph.
+on gs graphs alike, estimated with `estimate_pipeline` by `info` without changing the graph, and
+run up to the quantizer's plan with `dry_run_pipeline` by `quant --dry-run`.
 """
 
 from __future__ import annotations
@@ -167,10 +168,10 @@ def run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | 
     return reports
 
 
-def plan_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None):
+def dry_run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None):
     """`quant --dry-run`: the steps before the quantizer applied (on a graph nobody writes), then
-    the quantizer's plan, the graph otherwise unchanged (steps after it, such as TensorRT's
-    narrowing, change no weight's plan)."""
+    the quantizer's plan (quant.plan.Plan) returned, the graph otherwise unchanged (steps after
+    it, such as TensorRT's narrowing, change no weight's plan)."""
     keep = overridable_initializers(graph) if keep is None else keep
     at = next(i for i, step in enumerate(passes) if isinstance(step, QuantizeWeights))
     before, quantize = passes[:at], passes[at]

@@ -15,7 +15,7 @@ import onnx
 from ..errors import OptionError, VerificationError
 from ..staging import check_output_path, copy_file
 from ..passes.constants_to_initializers import constant_nodes_to_initializers
-from ..pipeline import open_workspace, plan_pipeline, quant_pipeline, shrink_pipeline
+from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
 from ..quant.choices import allocation
 from ..kv_cache import has_kv_cache
 from ..quant.calibration import Calibration
@@ -79,7 +79,7 @@ def quant_plan(
         activations = _activations(input_path, quant_options, samples, shapes) if records is None else None
         steps = quant_pipeline(quant_options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibrated,
                                activations=activations, records=records, mapped=ws.has_external_data_files)
-        result = plan_pipeline(ws.graph, steps, keep=ws.keep)
+        result = dry_run_pipeline(ws.graph, steps, keep=ws.keep)
     finally:
         ws.close()
     result.notes[:0] = notes + list(filter(None, [decided_by(quant_options, samples, records)]))

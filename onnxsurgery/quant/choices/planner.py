@@ -22,7 +22,7 @@ from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scop
 from ...kv_cache import has_kv_cache
 from ..axes import choose_axes
 from ..calibration import Calibration
-from ..estimates import planned_bytes as estimated_payload
+from ..estimates import quantized_bytes
 from .int4_paths import forget_model_facts, matmulnbits_because
 from .lean import choose_lean, small_weight
 from .load_memory import (FIT_HOW, FIT_REASON, FLOAT_DTYPES, KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies,
@@ -268,8 +268,8 @@ def planned_bytes(record: WeightPlan, site: ConstantSite) -> int:
     if record.dtype == "float":
         return site.nbytes
     scheme = Scheme(record.granularity, record.axis, record.block_size)
-    return estimated_payload(site, record.dtype, scheme, record.lowering,
-                             not record.symmetric or record.dtype.startswith("u"))
+    return quantized_bytes(site, record.dtype, scheme, record.lowering,
+                           not record.symmetric or record.dtype.startswith("u"))
 
 
 # -- a plan from a file ---------------------------------------------------------------------------

@@ -37,6 +37,7 @@ import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from ..graph_utils import (
+    QUANT_READERS,
     ConstantSite,
     NameAllocator,
     c_order,
@@ -58,7 +59,6 @@ FLOAT16_FROM_OPSET = 6  # Cast with a numeric `to`
 BFLOAT16_FROM_OPSET = 13
 SAMPLE_BYTES = 64 * 1024  # exact_half_type's first look
 CHUNK_BYTES = 16 * 2**20  # a large weight is checked a slice at a time
-QUANT_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear")
 HALF_NAMES = {onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
 
 

@@ -41,6 +41,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..graph_utils import (
+    QUANT_READERS,
     ConstantSite,
     NameAllocator,
     Scope,
@@ -69,7 +70,6 @@ RESHAPED_TYPES = frozenset({
     onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
     onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
     onnx.TensorProto.BOOL})
-QUANT_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear")
 MAX_MERGES_REPORTED = 10
 
 

@@ -31,7 +31,7 @@ import onnx
 from ...graph_utils import ConstantSite, consumers
 from ...kv_cache import has_kv_cache
 from ..lowerings.scaled import through_casts
-from ..options import Scheme, dq_opset
+from ..options import FLOAT_TYPES, Scheme, dq_opset
 from ..axes import choose_axes
 
 # What a weight's form holds after session creation beyond what the float weight held, per float
@@ -172,11 +172,10 @@ def float_weights_fit(sites: Iterable[ConstantSite], memory: int | None) -> bool
     each inference, one float weight at a time.
     The float original could not be loaded there anyway, so no accuracy is given up against
     anything that runs."""
-    total = sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_DTYPES)
+    total = sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_TYPES)
     return total <= (machine_memory() if memory is None else memory)
 
 
-FLOAT_DTYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
 FIT_REASON = ("kept quantized at load ({how}): float weights {size} > memory where it runs {memory} (--memory)")
 FIT_HOW = {True: "DequantizeLinear -> MatMulNBits", False: "DequantizeLinear, run at each inference"}
 

@@ -25,7 +25,7 @@ from ..calibration import Calibration
 from ..estimates import quantized_bytes
 from .int4_paths import forget_model_facts, matmulnbits_because
 from .lean import choose_lean, small_weight
-from .load_memory import (FIT_HOW, FIT_REASON, FLOAT_DTYPES, KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies,
+from .load_memory import (FIT_HOW, FIT_REASON, KEPT_OPSET, KEPT_REASON, applies as memory_rule_applies,
                           float_weights_fit, fuses_into_nbits, kept_in_memory, kept_scheme,
                           machine_memory, room_at_load)
 from ..lowerings import REGISTRY
@@ -159,7 +159,7 @@ def _keep_to_fit(todo: list, sites, memory: int | None) -> list:
     the model runs (load_memory.float_weights_fit)."""
     from ...report import human_bytes
 
-    size = human_bytes(sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_DTYPES))
+    size = human_bytes(sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_TYPES))
     where = human_bytes(machine_memory() if memory is None else memory)
     kept = []
     for site, scheme, lowering, fp16, why, opts in todo:

@@ -171,3 +171,28 @@ def test_the_api_does_not_import_the_report():
     for module, targets in edges.items():
         if module == "onnxsurgery.api" or module.startswith("onnxsurgery.api."):
             assert not targets & report, f"{module} imports {targets & report}"
+
+
+def test_design_draws_the_spine_as_it_is():
+    """docs/design.md draws a quant call's path one module a line: each name on the left (a
+    module of the package, then attributes) exists, so a rename cannot leave the drawing behind."""
+    import importlib
+    import re
+
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    block = re.search(r"### The spine.*?```text\n(.*?)```", text, re.S).group(1)
+    names = [line.split()[0] for line in block.splitlines() if line and not line[0].isspace()]
+    assert len(names) > 15 and names[0] == "cli.quant" and names[-1] == "report.RunReport"
+    for name in names:
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest prefix that is a module
+            try:
+                value = importlib.import_module("onnxsurgery." + ".".join(parts[:cut]))
+            except ModuleNotFoundError:
+                continue
+            for attr in parts[cut:]:
+                assert hasattr(value, attr), f"docs/design.md names {name}: no {attr}"
+                value = getattr(value, attr)
+            break
+        else:
+            raise AssertionError(f"docs/design.md names {name}, which is no module of onnxsurgery")

@@ -11,7 +11,7 @@ import onnx
 
 from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS, TENSORRT_BLOCK_SIZE
 from ..errors import OptionError
-from .vocabulary import INTEGER_DTYPES, INTEGER_LOWERINGS, TARGETS
+from .vocabulary import GRANULARITIES, INTEGER_DTYPES, INTEGER_LOWERINGS, TARGETS
 
 FLOAT_TYPES = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -63,7 +63,7 @@ class QuantOptions:
         for name, value, choices in (("dtype", self.dtype, INTEGER_DTYPES),
                                      ("lowering", self.lowering, ("auto", *INTEGER_LOWERINGS)),
                                      ("target", self.target, TARGETS),
-                                     ("granularity", self.granularity, (None, "tensor", "channel", "block")),
+                                     ("granularity", self.granularity, (None, *GRANULARITIES)),
                                      ("rounding", self.rounding, ("auto", "nearest", "balanced"))):
             if value not in choices:
                 raise OptionError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")

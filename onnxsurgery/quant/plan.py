@@ -26,10 +26,9 @@ from pathlib import Path
 
 from ..errors import PlanError
 from ..report import human_bytes
-from .vocabulary import INTEGER_DTYPES, INTEGER_LOWERINGS
+from .vocabulary import GRANULARITIES, INTEGER_DTYPES, INTEGER_LOWERINGS
 
 DTYPES = (*INTEGER_DTYPES, "float16", "float")
-GRANULARITIES = ("tensor", "channel", "block")
 ROUNDINGS = ("nearest", "balanced", "gptq")
 PLAN_VERSION = 1
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS, TENSORRT_BLOCK_SIZE
 from ..errors import OptionError
-from .vocabulary import INTEGER_DTYPES, INTEGER_LOWERINGS, TARGETS
+from .vocabulary import GRANULARITIES, INTEGER_DTYPES, INTEGER_LOWERINGS, TARGETS
 
 # --lowering: auto and the lowerings that fit any weight the other options allow; the rules
 # choose the others per weight (a Gemm transB, a table, a target's fused forms)
@@ -43,7 +43,7 @@ class QuantRequest:
         "One scale per tensor, per output channel, or per block of --block-size elements along the consumer's "
         "reduction axis (per channel where no block size near it divides that axis). [default: chosen per "
         "weight: per output channel (symmetric, scale after the consumer) where that is nearly as accurate as "
-        "blocks, else block; channel with --levels]", choices=("tensor", "channel", "block"))
+        "blocks, else block; channel with --levels]", choices=GRANULARITIES)
     block_size: int | None = _option(
         None, "--block-size", "Elements per block (blocks only; under --target tensorrt 64 or 128, default 128).",
         min=2, shown=QUANT_BLOCK_SIZE)

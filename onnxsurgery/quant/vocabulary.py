@@ -5,6 +5,7 @@ that the CLI's --help reads them without loading a quantizer (tests/test_layers.
 - INTEGER_DTYPES: what --dtype takes, and a plan record's integer `dtype`s (plan.py adds
   float16 and float);
 - TARGETS: what --target takes (QuantRequest, QuantOptions);
+- GRANULARITIES: one scale per tensor, per channel or per block (--granularity, a record's);
 - INTEGER_LOWERINGS: the lowerings of quant/lowerings/, one module each (its REGISTRY has
   exactly these keys, tests/test_layers.py checks): how stored integers turn back into a
   weight. A plan record of an integer dtype names one; QuantOptions.lowering is one or "auto";
@@ -13,5 +14,6 @@ that the CLI's --help reads them without loading a quantizer (tests/test_layers.
 
 INTEGER_DTYPES = ("int8", "uint8", "int4", "uint4")
 TARGETS = ("any", "onnxruntime", "tensorrt")
+GRANULARITIES = ("tensor", "channel", "block")
 INTEGER_LOWERINGS = ("dq", "dq_equalized", "dq_transposed", "arith", "gather", "scaled", "matmulnbits", "tied",
                      "tied_nbits", "embed_rows")

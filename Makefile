@@ -21,6 +21,7 @@ demo: install
 	$(PY) samples/make_encoder.py --out $(SAMPLES) --layers $(LAYERS) --hidden $(HIDDEN) --only shared
 	$(VENV)/bin/onnxsurgery info $(SAMPLES)/encoder_shared.onnx --top 5
 	$(VENV)/bin/onnxsurgery shrink $(SAMPLES)/encoder_shared.onnx $(SAMPLES)/encoder_shared.shrunk.onnx --verify
+	@echo "Next: 'source $(VENV)/bin/activate' (or call $(VENV)/bin/onnxsurgery), then the README's tour."
 
 test: install
 	$(PY) -m pytest -q

@@ -20,6 +20,8 @@ __all__ = [
     "quant",
     "quant_file",
     "quant_plan",
+    "quant_folder",
+    "shrink_folder",
     "QuantRequest",
     "QuantOptions",
     "Plan",
@@ -66,6 +68,7 @@ __all__ = [
 _HOMES = {
     **dict.fromkeys(["shrink", "shrink_file", "quant", "quant_file", "quant_plan", "compare", "check_file", "info",
                      "npy_file", "embed_file", "run_model"], "api"),
+    **dict.fromkeys(["quant_folder", "shrink_folder"], "api.folders"),
     "report_file": "html_report",
     "QuantOptions": "quant.options",
     "QuantRequest": "quant.request",

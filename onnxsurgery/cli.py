@@ -56,6 +56,31 @@ def _handle_errors(fn):
     return click.option("--debug", is_flag=True, hidden=True)(wrapper)
 
 
+def _model_path(ctx, param, value):
+    """A click callback for a MODEL argument: a folder or a missing path refused in one line,
+    the same words for every command (api._common.model_file)."""
+    from .api._common import model_file
+
+    for path in (value if isinstance(value, tuple) else (value,)):
+        if path is not None:
+            try:
+                model_file(path)
+            except OnnxSurgeryError as e:
+                click.echo(f"onnxsurgery: error: {_one_line(str(e))}", err=True)
+                ctx.exit(EXIT_ERROR)
+    return value
+
+
+def _refuse_same_file(src, dst, in_place: bool) -> None:
+    """The output is the input: refused in the CLI's words (the API says in_place=True)."""
+    try:
+        same = not in_place and Path(dst).resolve() == Path(src).resolve()
+    except OSError:
+        same = False
+    if same:
+        raise OutputError(f"output is the input file ({dst}); pass --in-place to overwrite it")
+
+
 def _outputs_for(inputs: tuple[str, ...], output: str) -> list[tuple[Path, Path]]:
     """Pair inputs with outputs like `cp`: one input to a file or folder, many to a folder."""
     out = Path(output)
@@ -116,7 +141,8 @@ def shrink(paths, min_elements, transposed, narrow, reshaped, verify, target, in
            external_data, as_json):
     """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/.
 
-    A constant read only by Shape nodes is replaced by its shape."""
+    A constant read only by Shape nodes is replaced by its shape. A model folder (an
+    onnxruntime-genai or optimum export) as INPUT gives a new folder: MODEL_FOLDER OUT_FOLDER."""
     from . import api
     from .feeds import load_input_samples, parse_shapes
 
@@ -125,22 +151,35 @@ def shrink(paths, min_elements, transposed, narrow, reshaped, verify, target, in
 
     if len(paths) < 2:
         raise click.UsageError("give an INPUT and an OUTPUT")
-    reports = []
-    for src, dst in _outputs_for(paths[:-1], paths[-1]):
-        report = api.shrink_file(src, dst, in_place=in_place, external_data=external_data,
-                                 verify=verify, min_elements=min_elements, transposed=transposed, narrow=narrow,
-                                 reshaped=reshaped, samples=load_input_samples(inputs_npz) if inputs_npz else None,
-                                 shapes=parse_shapes(shapes), target=target)
-        reports.append(report)
+    options = dict(external_data=external_data, verify=verify, min_elements=min_elements, transposed=transposed,
+                   narrow=narrow, reshaped=reshaped, samples=load_input_samples(inputs_npz) if inputs_npz else None,
+                   shapes=parse_shapes(shapes), target=target)
+    folders = [p for p in paths[:-1] if Path(p).is_dir()]
+    if folders:  # a model folder in, a folder out (api/folders.py)
+        if in_place:
+            raise OptionError("--in-place rewrites a file; a model folder is written to a new folder")
+        if len(paths) != 2:
+            raise OptionError(f"a model folder ({folders[0]}) goes alone: shrink FOLDER OUT_FOLDER")
+        from .api.folders import shrink_folder
+
+        reports = shrink_folder(paths[0], paths[1], **options)
         if not as_json:
-            click.echo(render_run(report))
+            click.echo("\n".join(render_run(r) for r in reports))
+    else:
+        reports = []
+        for src, dst in _outputs_for(paths[:-1], paths[-1]):
+            _refuse_same_file(src, dst, in_place)
+            report = api.shrink_file(src, dst, in_place=in_place, **options)
+            reports.append(report)
+            if not as_json:
+                click.echo(render_run(report))
     if as_json:
         data = [r.to_dict() for r in reports]
         click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
 
 
 @main.command()
-@click.argument("path", type=str)
+@click.argument("path", type=str, callback=_model_path)
 @click.option("--min-bytes", type=click.IntRange(min=0), default=1024, show_default=True,
               help="List constants of at least this many bytes.")
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
@@ -159,7 +198,7 @@ def info(path, min_bytes, top, as_json):
 
 
 @main.command()
-@click.argument("input_path", metavar="INPUT")
+@click.argument("input_path", metavar="INPUT", callback=_model_path)
 @click.argument("output_path", metavar="OUTPUT")
 @click.option("--npy-dir", type=click.Path(file_okay=False),
               help="Folder for the .npy files [default: OUTPUT without .onnx, plus .npy/].")
@@ -181,6 +220,7 @@ def npy(input_path, output_path, npy_dir, min_bytes, names, ops, no_merge, in_pl
     """
     from . import api
 
+    _refuse_same_file(input_path, output_path, in_place)
     report = api.npy_file(input_path, output_path, npy_dir=npy_dir, min_bytes=min_bytes,
                           names=names, ops=ops, external_data=bool(external_data), merge=not no_merge,
                           in_place=in_place)
@@ -188,7 +228,7 @@ def npy(input_path, output_path, npy_dir, min_bytes, names, ops, no_merge, in_pl
 
 
 @main.command()
-@click.argument("input_path", metavar="INPUT")
+@click.argument("input_path", metavar="INPUT", callback=_model_path)
 @click.argument("output_path", metavar="OUTPUT")
 @_common_output_options
 @_handle_errors
@@ -196,17 +236,19 @@ def embed(input_path, output_path, in_place, external_data, as_json):
     """Put the .npy arrays of a model written by `npy` back as initializers."""
     from . import api
 
+    _refuse_same_file(input_path, output_path, in_place)
     report = api.embed_file(input_path, output_path, in_place=in_place, external_data=bool(external_data))
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_run(report))
 
 
 @main.command()
-@click.argument("model_path", metavar="MODEL")
+@click.argument("model_path", metavar="MODEL", callback=_model_path)
 @click.option("--inputs", "inputs_npz", type=click.Path(dir_okay=False),
               help="An .npz of input arrays by name; others are generated.")
 @click.option("--shape", "shapes", multiple=True, metavar="NAME:DxD",
               help="Fix a generated input's shape, e.g. x:1x3x224x224. Repeatable.")
-@click.option("--save", "save_npz", type=click.Path(dir_okay=False), help="Write the outputs to this .npz.")
+@click.option("--save", "save_npz", type=click.Path(dir_okay=False), metavar="FILE.npz",
+              help="Write the outputs to this .npz (a name ending in .npz, in an existing folder).")
 @_handle_errors
 def run(model_path, inputs_npz, shapes, save_npz):
     """Run a model in onnxruntime, feeding arrays moved out by `npy` automatically."""
@@ -215,6 +257,8 @@ def run(model_path, inputs_npz, shapes, save_npz):
     from . import api
     from .feeds import load_input_samples, parse_shapes
 
+    if save_npz:
+        _check_save_target(Path(save_npz), model_path)
     feeds = load_input_samples(inputs_npz)[0] if inputs_npz else None
     outputs = api.run_model(model_path, feeds, shapes=parse_shapes(shapes))
     for name, value in outputs.items():
@@ -223,7 +267,36 @@ def run(model_path, inputs_npz, shapes, save_npz):
         stats = f" min {value.min():.6g} max {value.max():.6g}" if numeric else ""
         click.echo(f"{name}: {value.dtype}{list(value.shape)}{stats}")
     if save_npz:
-        np.savez(save_npz, **outputs)
+        _save_outputs(Path(save_npz), outputs)
+
+
+def _check_save_target(save: Path, model_path: str) -> None:
+    """`run --save`'s file, checked before the model runs: numpy appends .npz to any other name
+    (`--save model.onnx` wrote model.onnx.npz), so another suffix is refused, as is a folder that
+    does not exist."""
+    if save.suffix.lower() != ".npz":
+        raise OutputError(f"--save writes an .npz of the outputs; give a name ending in .npz, not {save}")
+    if save.is_dir():
+        raise OutputError(f"--save is a directory: {save}")
+    if not save.parent.is_dir():
+        raise OutputError(f"--save: output folder does not exist: {save.parent}")
+
+
+def _save_outputs(save: Path, outputs: dict) -> None:
+    """The outputs to `save`, written whole or not at all (a temporary file beside it, renamed)."""
+    import os
+    import tempfile
+
+    import numpy as np
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{save.name}.", suffix=".npz", dir=save.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **outputs)
+        os.replace(tmp, save)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"cannot write {save}: {e.strerror or e}") from e
 
 
 @main.command()
@@ -271,7 +344,10 @@ def quant(input_path, output_path, runtime, memory, no_merge, no_verify, dynamic
           calibration_npz, dry_run, plan_file, inputs_npz, shapes, outputs, in_place, external_data, as_json,
           **fields):
     """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
-    turned back into float in the graph. Verified in onnxruntime unless --no-verify."""
+    turned back into float in the graph. Verified in onnxruntime unless --no-verify.
+
+    INPUT may be a model folder (an onnxruntime-genai or optimum export): OUTPUT is then a new
+    folder with each model quantized under its own name and every other file copied."""
     from . import api
     from .quant.plan import table
     from .feeds import load_input_samples, parse_shapes
@@ -292,24 +368,43 @@ def quant(input_path, output_path, runtime, memory, no_merge, no_verify, dynamic
         if any(writes.values()):
             raise OptionError(f"--dry-run writes and verifies nothing; {next(k for k, v in writes.items() if v)} "
                               "does not apply")
+        if Path(input_path).is_dir():  # a model folder: each model's plan (api/folders.py)
+            from .api.folders import folder_models
+
+            plans = {str(m): api.quant_plan(Path(input_path) / m, runtime=runtime, **common)
+                     for m in folder_models(input_path)}
+            click.echo(json.dumps({m: p.to_dict() for m, p in plans.items()}, indent=2) if as_json else
+                       "\n".join(f"{Path(input_path) / m}:\n{table(p)}" for m, p in plans.items()))
+            return
         plan = api.quant_plan(input_path, runtime=runtime, **common)
         click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else table(plan))
         return
-    report = api.quant_file(input_path, output_path, verify=not no_verify, max_error=max_error, in_place=in_place,
-                            external_data=external_data, dynamic=dynamic, runtime=runtime,
-                            outputs=tuple(outputs) or None, **common)
+    options = dict(verify=not no_verify, max_error=max_error, external_data=external_data, dynamic=dynamic,
+                   runtime=runtime, outputs=tuple(outputs) or None, **common)
+    if Path(input_path).is_dir():  # a model folder in, a folder out (api/folders.py)
+        from .api.folders import quant_folder
+
+        if in_place:
+            raise OptionError("--in-place rewrites a file; a model folder is written to a new folder")
+
+        reports = quant_folder(input_path, output_path, **options)
+    else:
+        _refuse_same_file(input_path, output_path, in_place)
+        reports = [api.quant_file(input_path, output_path, in_place=in_place, **options)]
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        data = [r.to_dict() for r in reports]
+        click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
         return
-    click.echo(render_run(report))
-    if report.verification is not None:
-        click.echo(render_verification(report.verification))
-    for warning in report.warnings:
-        click.echo(f"onnxsurgery: warning: {warning}", err=True)
+    for report in reports:
+        click.echo(render_run(report))
+        if report.verification is not None:
+            click.echo(render_verification(report.verification))
+        for warning in report.warnings:
+            click.echo(f"onnxsurgery: warning: {warning}", err=True)
 
 
 @main.command()
-@click.argument("model")
+@click.argument("model", callback=_model_path)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="The HTML file [default: MODEL without .onnx, plus .report.html].")
 @click.option("--methods", default=",".join(METHOD_KEYS), show_default=True,
@@ -336,7 +431,7 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
 
 
 @main.command()
-@click.argument("model")
+@click.argument("model", callback=_model_path)
 @click.option("--target", type=click.Choice(["tensorrt"]), default="tensorrt", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @_handle_errors
@@ -365,8 +460,8 @@ def check(model, target, as_json):
 
 
 @main.command()
-@click.argument("reference", metavar="A")
-@click.argument("candidate", metavar="B")
+@click.argument("reference", metavar="A", callback=_model_path)
+@click.argument("candidate", metavar="B", callback=_model_path)
 @verification_options
 @headline_option
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")

@@ -337,6 +337,14 @@ def load_input_samples(path: str | os.PathLike) -> list[dict[str, np.ndarray]]:
     """Read an .npz of inputs. Arrays named `name` give one sample; `name__0`, `name__1`, ...
     give several samples."""
     try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise InputError(f"cannot read inputs {path}: {e.strerror or e}") from e
+    if magic != b"PK\x03\x04":  # numpy would try it as a pickle and say so in its own words
+        raise InputError(f"inputs {path} is not an .npz file (arrays by input name, as "
+                         "numpy.savez('x.npz', input_ids=...) writes them)")
+    try:
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise InputError(f"cannot read inputs {path}: {e}") from e

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import onnx
 from click.testing import CliRunner
 from conftest import assert_same_outputs, builders
@@ -165,3 +166,81 @@ def test_quant_warns_when_its_own_verification_is_bad(tmp_path, save):
     assert "on generated inputs (give --inputs with real data" in line  # the figure may not hold on real data
     r = invoke("quant", src, tmp_path / "ok.onnx", "--min-elements", "16")
     assert r.exit_code == 0 and r.stderr == "", r.output
+
+
+# -- issue 49, item 7: a newcomer's first hour ---------------------------------------------------
+
+
+def _one_error_line(r, words: str) -> None:
+    assert r.exit_code == 2, r.output
+    assert r.output.count("\n") == 1 and r.output.startswith("onnxsurgery: error: ") and words in r.output, r.output
+    assert "internal error" not in r.output and "Traceback" not in r.output
+
+
+def test_run_save_into_a_missing_folder_is_one_line_before_running(tmp_path, save):
+    src = save(builders.duplicate_initializers())
+    r = invoke("run", src, "--save", tmp_path / "nodir" / "o.npz")
+    _one_error_line(r, "output folder does not exist")
+    assert "min" not in r.output  # refused before the model ran, not after printing its result
+
+
+def test_run_save_refuses_a_name_numpy_would_append_npz_to(tmp_path, save):
+    src = save(builders.duplicate_initializers())
+    before = sorted(p.name for p in tmp_path.iterdir())
+    r = invoke("run", src, "--save", src)
+    _one_error_line(r, "ending in .npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no model.onnx.npz
+
+
+def test_run_save_writes_the_outputs(tmp_path, save):
+    src = save(builders.duplicate_initializers())
+    r = invoke("run", src, "--save", tmp_path / "o.npz")
+    assert r.exit_code == 0, r.output
+    assert sorted(np.load(tmp_path / "o.npz").files) and not list(tmp_path.glob(".o.npz*"))
+
+
+@pytest.mark.parametrize("args", [
+    ["npy", "{d}", "{t}/o.onnx"], ["embed", "{d}", "{t}/o.onnx"], ["info", "{d}"], ["run", "{d}"],
+    ["report", "{d}"], ["check", "{d}"], ["compare", "{d}", "{m}"], ["compare", "{m}", "{d}"],
+])
+def test_a_folder_given_as_a_model_says_is_a_directory_in_every_command(tmp_path, save, args):
+    model = save(builders.duplicate_initializers())
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    r = invoke(*[a.format(d=folder, t=tmp_path, m=model) for a in args])
+    _one_error_line(r, f"input is a directory, not an .onnx file: {folder}")
+
+
+@pytest.mark.parametrize("args", [["shrink", "{d}", "{t}/o"], ["quant", "{d}", "{t}/o"], ["quant", "{d}", "--dry-run"]])
+def test_shrink_and_quant_take_a_model_folder_and_say_when_it_holds_none(tmp_path, args):
+    """shrink and quant take a model folder (tests/test_model_folders.py); one with no model
+    says so, "is a directory" as the others say it."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    r = invoke(*[a.format(d=folder, t=tmp_path) for a in args])
+    _one_error_line(r, f"input is a directory with no .onnx file (nor genai_config.json): {folder}")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("content", [b"not an archive", b"\x93NUMPY", b""])
+def test_inputs_that_are_not_an_npz_are_one_clear_line(tmp_path, save, content):
+    src = save(builders.duplicate_initializers())
+    (tmp_path / "x.npz").write_bytes(content)
+    for args in (["run", src], ["compare", src, src], ["shrink", src, tmp_path / "o.onnx", "--verify"]):
+        r = invoke(*args, "--inputs", tmp_path / "x.npz")
+        _one_error_line(r, "is not an .npz file")
+        assert "pickle" not in r.output
+
+
+def test_the_same_path_refusal_names_the_flag_in_the_cli_and_the_keyword_in_the_api(tmp_path, save):
+    import onnxsurgery
+    from onnxsurgery.errors import OutputError
+
+    src = save(builders.duplicate_initializers())
+    for command in ("shrink", "quant", "npy"):
+        r = invoke(command, src, src)
+        _one_error_line(r, "pass --in-place to overwrite it")
+    for call in (onnxsurgery.shrink_file, onnxsurgery.quant_file, onnxsurgery.npy_file):
+        with pytest.raises(OutputError, match=r"pass in_place=True to overwrite it") as caught:
+            call(src, src)
+        assert "--in-place" not in str(caught.value)

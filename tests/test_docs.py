@@ -1,11 +1,16 @@
 """The docs stay true: docs/cli.md is what the commands' --help says now, and the code blocks
 of the README, of docs/*.md and of the examples' READMEs run.
 
-Per page, its blocks run in order in one fresh folder (with `samples` linked in, so a block may
-build a sample model):
+Per page, its blocks run in order in one fresh folder laid out as a checkout (with `samples`
+linked in, so a block may build a sample model): the README's and docs' blocks at its root, as
+a newcomer runs them from the repository root; each example's in `build/<example>/`, as
+examples/README.md tells a reader to run them, and nothing may be written outside that folder
+(issue 49: the examples left models, `plan.json` and `report.html` in the repository's root).
 - `console` blocks: each `$ ` line runs (`onnxsurgery ...` through this Python, `python ...` as
   this Python), must exit 0, and must print the lines shown below it, with every number masked
-  (figures such as errors depend on the CPU; the words and the layout must not change);
+  (figures such as errors depend on the CPU; the words and the layout must not change), except
+  the lines of the sample builders (`python .../samples/...`), which are seeded and print their
+  sizes exactly;
 - `python` blocks are executed;
 - `sh` blocks (make and pip lines, which set up the machine) and `text` blocks are not run, and
   no other language is allowed, so that a block cannot go untested by accident.
@@ -57,6 +62,7 @@ def _run_console(block: str, cwd: Path) -> None:
             commands[-1][1].append(line)
     for command, expected in commands:
         args = shlex.split(command)
+        exact = args[0] == "python" and len(args) > 1 and "samples/" in args[1]
         if args[0] == "onnxsurgery":
             args = [sys.executable, "-m", "onnxsurgery", *args[1:]]
         elif args[0] == "python":
@@ -65,18 +71,34 @@ def _run_console(block: str, cwd: Path) -> None:
             pytest.fail(f"a console block may run onnxsurgery and python only: {command}")
         proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "100"})
         assert proc.returncode == 0, f"{command}: {proc.stderr}"
+        if exact:
+            assert proc.stdout.strip("\n").splitlines() == expected, f"{command} now prints:\n{proc.stdout}"
         assert _masked(proc.stdout) == _masked("\n".join(expected)), f"{command} now prints:\n{proc.stdout}"
+
+
+def _folder_for(page: Path, root: Path) -> Path:
+    """Where a page's blocks run inside the checkout-like `root` (module doc)."""
+    if page.parent.parent == ROOT / "examples":
+        folder = root / "build" / page.parent.name
+        folder.mkdir(parents=True)
+        return folder
+    return root
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.name != "__pycache__"}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_code_blocks_run(page, tmp_path):
     (tmp_path / "samples").symlink_to(ROOT / "samples")
+    folder = _folder_for(page, tmp_path)
     for language, code in _blocks(page):
         if language == "console":
-            _run_console(code, tmp_path)
+            _run_console(code, folder)
         elif language == "python":
             cwd = os.getcwd()
-            os.chdir(tmp_path)
+            os.chdir(folder)
             try:
                 exec(compile(code, f"{page.name} python block", "exec"), {"__name__": "__doc_block__"})
             finally:
@@ -86,6 +108,19 @@ def test_code_blocks_run(page, tmp_path):
                 assert NOT_RUN["sh"].match(line), f"{page.name}: an sh block may hold make and pip lines only: {line}"
         else:
             assert language in NOT_RUN, f"{page.name}: a ```{language} block would go untested"
+    if folder != tmp_path:  # an example writes into its own folder only
+        outside = {f for f in _files(tmp_path) if not (tmp_path / f).is_relative_to(folder)}
+        assert outside == {"samples", "build"}, f"{page.name} wrote outside its folder: {sorted(outside)}"
+
+
+def test_the_examples_say_how_to_run_them_in_a_fresh_folder():
+    """examples/README.md says where to run them, and each example builds its sample model from
+    there (`../../samples/...`, the folder test_code_blocks_run gives it)."""
+    index = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    assert "mkdir -p build/" in index and "../../samples/make_encoder.py" in index
+    for page in sorted((ROOT / "examples").glob("*/README.md")):
+        builders = re.findall(r"^\$ python (\S+)", page.read_text(encoding="utf-8"), re.M)
+        assert builders and all(b.startswith("../../samples/") for b in builders), page
 
 
 def test_the_readme_is_a_short_guide_that_links_its_docs():

@@ -86,8 +86,9 @@ def test_an_edited_plan_is_applied_exactly(tmp_path, model_path):
 @pytest.mark.parametrize("edit, message", [
     ({"name": "nope", "dtype": "float16", "lowering": "cast"},
      "plan weight 'nope': the model has no float constant of that name"),
-    ({"name": "W_mm", "dtype": "int3"}, "plan weight 'W_mm': dtype 'int3' is not one of"),
-    ({"name": "W_mm", "dtype": "int8"}, "plan weight 'W_mm': missing 'granularity'"),
+    ({"name": "W_mm", "dtype": "int3"}, 'plan weight \'W_mm\': dtype "int3" is not one of "int8"'),
+    ({"name": "W_mm", "dtype": "int8", "lowering": "fold"}, 'lowering "fold" is not one of null, "dq"'),
+    ({"name": "W_mm", "dtype": "int8", "symmetric": "yes"}, 'symmetric must be true, false or null, not "yes"'),
     ({"name": "W_mm", "dtype": "int8", "granularity": "channel", "symmetric": True, "lowering": "gather"},
      "plan weight 'W_mm': lowering gather does not fit"),
     ({"name": "W_mm", "dtype": "int8", "granularity": "block", "block_size": 48, "symmetric": True,
@@ -168,3 +169,94 @@ def test_a_selection_that_matches_nothing_says_so(tmp_path, model_path, args, no
     r = _invoke("quant", model_path, tmp_path / "q.onnx", "--min-elements", "1024", *args)
     assert r.exit_code == 0, r.output
     assert note in r.output
+
+
+# -- issue 49, item 8: a plan edited as a person would -------------------------------------------
+
+
+def _dry_plan(model_path, *args) -> dict:
+    r = _invoke("quant", model_path, "--dry-run", "--json", "--min-elements", "1024", *args)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def _with_dtype(plan: dict, name: str, dtype: str) -> dict:
+    """`plan` with one field of one record changed, as a person edits the JSON."""
+    edited = json.loads(json.dumps(plan))
+    next(w for w in edited["weights"] if w["name"] == name)["dtype"] = dtype
+    return edited
+
+
+@pytest.mark.parametrize("dtype", ["float", "float16", "int8", "int4", "uint8"])
+@pytest.mark.parametrize("name", ["E", "W_mm", "W_const", "small"])
+def test_a_one_field_dtype_edit_applies_with_the_rest_derived_again(tmp_path, model_path, name, dtype):
+    """Every weight of the model (a Gather table, a MatMul weight, a Constant node, one below
+    --min-elements), each dtype: the edit applies, and the record applied stores that dtype with
+    fields that fit it (a float record keeps no integer fields, a float16 one is a Cast)."""
+    plan = _dry_plan(model_path)
+    (tmp_path / "plan.json").write_text(json.dumps(_with_dtype(plan, name, dtype)))
+    out = tmp_path / "q.onnx"
+    r = _invoke("quant", model_path, out, "--plan", tmp_path / "plan.json", "--json")
+    assert r.exit_code == 0, r.output
+    applied = {w["name"]: w for w in json.loads(r.output)["weights"]}[name]
+    assert applied["dtype"] == dtype
+    if dtype == "float":
+        assert [applied[k] for k in ("lowering", "granularity", "block_size", "symmetric")] == [None] * 4
+    elif dtype == "float16":
+        assert applied["lowering"] == "cast" and applied["granularity"] is None
+    else:
+        assert applied["lowering"] not in (None, "cast", "levels") and applied["symmetric"] in (True, False)
+        assert (applied["block_size"] is not None) == (applied["granularity"] == "block")
+    (a,), (b,) = run(builders.quant_cases(), _feeds()), run(out, _feeds())
+    assert np.linalg.norm(b - a) / np.linalg.norm(a) < 0.2
+
+
+def test_the_issues_edit_a_gather_table_set_to_float_applies(tmp_path, model_path):
+    """Issue 49's report: `"dtype": "float"` on a record whose lowering is gather was refused
+    ("lowering 'gather' does not store float; choose None, levels")."""
+    plan = _dry_plan(model_path)
+    assert {w["name"]: w["lowering"] for w in plan["weights"]}["E"] == "gather"
+    records = onnxsurgery.quant_plan(model_path, plan=_with_dtype(plan, "E", "float")).weights
+    table = next(w for w in records if w.name == "E")
+    assert (table.dtype, table.lowering, table.granularity, table.changes) == ("float", None, None, False)
+
+
+def test_a_lowering_only_int8_takes_is_derived_again_for_int4_as_the_default_stores_it(model_path, tmp_path):
+    """`scaled` is int8 only: an int8 -> int4 edit of such a record gets what `--dtype int4`
+    stores for that weight, and the opset that needs (4-bit DequantizeLinear: 21)."""
+    plan = _dry_plan(model_path)
+    lowerings = {w["name"]: w["lowering"] for w in plan["weights"]}
+    lean = next(n for n, lowering in lowerings.items() if lowering == "scaled")
+    edited = onnxsurgery.quant_plan(model_path, plan=_with_dtype(plan, lean, "int4"))
+    default = onnxsurgery.quant_plan(model_path, dtype="int4", min_elements=1024)
+    got, want = edited.record(lean), default.record(lean)
+    assert (got.dtype, got.lowering, got.granularity, got.block_size, got.symmetric) == \
+        (want.dtype, want.lowering, want.granularity, want.block_size, want.symmetric)
+    assert edited.opset == default.opset == 21
+    assert got.why.startswith("dtype int4 from the plan, the rest as the default stores it")
+
+
+def test_a_record_naming_only_its_dtype_is_completed(model_path):
+    plan = onnxsurgery.quant_plan(model_path, plan={"weights": [{"name": "W_mm", "dtype": "int8"}]})
+    record = plan.record("W_mm")
+    assert record.dtype == "int8" and record.lowering and record.granularity and record.symmetric is not None
+
+
+def test_fields_a_person_sets_and_that_fit_are_kept(model_path):
+    plan = onnxsurgery.quant_plan(model_path, plan={"weights": [
+        {"name": "W_mm", "dtype": "int4", "granularity": "block", "block_size": 16, "symmetric": True}]})
+    record = plan.record("W_mm")
+    assert (record.granularity, record.block_size, record.symmetric) == ("block", 16, True) and record.lowering
+    # a lowering left null is chosen for the granularity set, as --granularity tensor would choose it
+    plan = onnxsurgery.quant_plan(model_path, plan={"weights": [
+        {"name": "W_mm", "dtype": "int8", "granularity": "tensor", "lowering": None}]})
+    assert plan.record("W_mm").granularity == "tensor" and plan.record("W_mm").lowering == "arith"
+
+
+def test_a_refusal_still_due_speaks_json(tmp_path, model_path):
+    """A lowering that fits no dtype of this weight is still refused, and in JSON's words."""
+    plan = {"weights": [{"name": "W_mm", "dtype": "int8", "granularity": "channel", "symmetric": None,
+                         "lowering": "nope"}]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    r = _invoke("quant", model_path, tmp_path / "q.onnx", "--plan", tmp_path / "plan.json")
+    assert r.exit_code == 2 and "None" not in r.output and "null" in r.output, r.output

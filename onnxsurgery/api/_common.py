@@ -9,9 +9,37 @@ from typing import Callable
 
 import onnx
 
-from ..staging import stage_model
+from ..errors import InputError, OutputError
+from ..staging import check_output_path, stage_model
 from ..pipeline import Workspace, open_workspace
 from ..report import RunReport
+
+
+def model_file(source, what: str = "input"):
+    """`source` as given, once a path is known to name a file: a folder and a missing path are
+    each refused in one line of their own ("is a directory", as `info` says it), before any
+    reader's own words. A ModelProto or gs.Graph passes as it is."""
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if path.is_dir():
+            raise InputError(f"{what} is a directory, not an .onnx file: {path}")
+        if not path.exists():
+            raise InputError(f"{what} not found: {path}")
+    return source
+
+
+def output_for(input_path, output_path, in_place: bool) -> Path:
+    """staging.check_output_path, with the Python API's word for overwriting the input (the CLI
+    refuses the same first, with its own: cli._refuse_same_file)."""
+    model_file(input_path)
+    if not in_place:
+        try:
+            same = Path(output_path).resolve() == Path(input_path).resolve()
+        except OSError:
+            same = False
+        if same:
+            raise OutputError(f"output is the input file ({output_path}); pass in_place=True to overwrite it")
+    return check_output_path(input_path, output_path, in_place)
 
 
 def _describe(source) -> str:

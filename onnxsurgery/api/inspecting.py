@@ -9,11 +9,12 @@ from ..inventory import inventory
 from ..npy import NpyModel, with_npy_arrays
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..verify import compare_models
+from ._common import model_file
 
 
 def info(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELEMENTS) -> dict:
     """Inventory of a model: large constants, totals, duplicates, and what each method saves."""
-    return inventory(model, min_bytes=min_bytes, min_elements=min_elements)
+    return inventory(model_file(model), min_bytes=min_bytes, min_elements=min_elements)
 
 
 def compare(reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
@@ -26,7 +27,7 @@ def compare(reference, candidate, *, samples: list[dict[str, np.ndarray]] | None
     given as the initializers they were, as `run` gives them (not as inputs: an already
     quantized model's DequantizeLinear is fused only with constants); `npy_arrays` in the result
     says how many each side took."""
-    reference, candidate = with_npy_arrays(reference), with_npy_arrays(candidate)
+    reference, candidate = with_npy_arrays(model_file(reference)), with_npy_arrays(model_file(candidate))
     result = compare_models(reference, candidate, samples=samples, shapes=shapes, outputs=outputs)
     given = {side: len(m.npy_names) for side, m in (("reference", reference), ("candidate", candidate))
              if isinstance(m, NpyModel)}

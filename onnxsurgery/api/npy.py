@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..staging import check_output_path, save_model
+from ..staging import save_model
 from ..npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
 from ..passes.embed import inputs_to_constants
 from ..passes.externalize import externalize
@@ -19,6 +19,7 @@ from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..feeds import check_samples, make_inputs
 from ..sessions import load_error, session
+from ._common import model_file, output_for
 
 
 def npy_file(
@@ -37,7 +38,7 @@ def npy_file(
     """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
     inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
     Identical constants are merged first, so each distinct tensor is written once."""
-    out = check_output_path(input_path, output_path, in_place)
+    out = output_for(input_path, output_path, in_place)
     why = load_error(input_path)  # before the workspace holds the graph: the session's memory comes first
     ws = open_workspace(input_path)
     report = RunReport("npy", str(input_path), output=str(out), bytes_before=ws.input_bytes)
@@ -80,7 +81,7 @@ def embed_file(
     external_data: bool = False,
 ) -> RunReport:
     """Put the arrays of a model written by `npy_file` back as initializers."""
-    out = check_output_path(input_path, output_path, in_place)
+    out = output_for(input_path, output_path, in_place)
     if not Path(input_path).is_file():
         raise InputError(f"input not found: {input_path}")
     if read_manifest(input_path) is None:
@@ -101,6 +102,7 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
     they were (not as feeds: sessions._mapped_session says why), so the outputs are bit-identical
     to the original model's on every CPU; other inputs come from `feeds` (which may also
     override an externalized array), or are generated from the declared dtypes and shapes."""
+    model_file(model)
     given = dict(feeds or {})
     if given:
         check_samples(model, [given], complete=False)  # the model's inputs include the .npy arrays' names

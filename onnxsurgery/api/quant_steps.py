@@ -18,6 +18,7 @@ from ..opset import upgrade_opset
 from ..pipeline import Workspace, open_workspace, quant_pipeline
 from ..quant.calibration import Calibration
 from ..quant.options import QuantOptions
+from ..quant.plan_edits import derived_dtypes
 from ..quant.choices.planner import plan_opset
 from ..quant.choices.rules import any_weight_to_change, required_opset
 from ..report import RunReport
@@ -76,8 +77,10 @@ def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
 def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
     """The opset the quantization asks for: what a plan's records need, or the options' when
     they change any weight at all."""
-    if records is not None:
-        return plan_opset(records)
+    if records is not None:  # and a record whose fields are to be derived: what its dtype needs by default
+        derived = derived_dtypes(ws.graph, records, ws.opsets.get("", 1))
+        return max([plan_opset(records), *(required_opset(QuantOptions(dtype=d), ws.graph, ws.has_external_data_files)
+                                           for d in sorted(derived))])
     if not any_weight_to_change(ws.graph, options, ws.keep):
         return 1
     return required_opset(options, ws.graph, mapped=ws.has_external_data_files)

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from ..errors import OptionError, VerificationError
-from ..staging import check_output_path, copy_file
+from ..staging import copy_file
 from ..passes.constants_to_initializers import constant_nodes_to_initializers
 from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
 from ..quant.choices import allocation
@@ -24,7 +24,7 @@ from ..quant.request import QuantRequest
 from ..report import RunReport
 from ..feeds import check_samples
 from ..verify import compare_models
-from ._common import _in_memory, _write_checked
+from ._common import _in_memory, _write_checked, output_for
 from .budget import _allocate
 from .check import _check_for_tensorrt
 from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _run_quant_passes, decided_by,
@@ -155,7 +155,7 @@ def quant_file(
         raise OptionError("--max-error needs the verification that --no-verify skips")
     quant_options = request.resolve(runtime, memory)
     records = _records(plan)
-    out = check_output_path(input_path, output_path, in_place)
+    out = output_for(input_path, output_path, in_place)
     if calibration is not None:  # a wrong key: one line naming it, not onnxruntime's own words
         check_samples(input_path, calibration, complete=False, flag="--calibration")
     for_tensorrt = quant_options.target == "tensorrt"
@@ -210,8 +210,10 @@ def quant_file(
             raise VerificationError(
                 f"relative L2 output error {worst:.3g} exceeds --max-error {max_error:g}; nothing written"
             )
-        if max_error is None and not worst <= LARGE_OUTPUT_ERROR:
-            report.warnings.append(_large_error_warning(report.verification, quant_options.dtype))
+        four_bit = quant_options.four_bit or (records is not None and any(  # a plan's 4-bit records
+            w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))
+        if max_error is None and not worst <= large_error_line(four_bit):
+            report.warnings.append(_large_error_warning(report.verification, "int4" if four_bit else "int8"))
 
     if not dynamic and not ws.has_external_data_files and not any(p.changed for p in report.passes):
         # nothing merged or quantized (an already-quantized model, say): the input as it is. A
@@ -294,6 +296,16 @@ def _lift_plan(report: RunReport) -> None:
 # bench's task inputs stay within 0.01-0.13, the int4 results that change a classifier's answers
 # (ALBERT-base: argmax agreement 0%) start around 0.2. A tenth is where outputs differ visibly.
 LARGE_OUTPUT_ERROR = 0.1
+# 4-bit weights warn at half that (issue 49): an int4 speech-quality net showed 0.092 on generated
+# inputs and moved its score 3.10 -> 2.75 of 5 (11%) on real speech, unwarned; int4 answers change
+# from about 0.1 (that score) to 0.2 (ALBERT), and generated inputs understate the error on task
+# inputs by up to 3.6-4.8x (ddddocr; docs/design.md's "generated inputs lie"), so 0.2 / 4 = 0.05.
+# int8 keeps 0.1: its results on task inputs reach 0.13 with answers unchanged.
+LARGE_OUTPUT_ERROR_4BIT = 0.05
+
+
+def large_error_line(four_bit: bool) -> float:
+    return LARGE_OUTPUT_ERROR_4BIT if four_bit else LARGE_OUTPUT_ERROR
 
 
 def _large_error_warning(verification: dict, dtype: str) -> str:
@@ -306,5 +318,7 @@ def _large_error_warning(verification: dict, dtype: str) -> str:
     # generated inputs can overstate it: SmolLM2's int8 showed 0.57 and 58% on them, top-1 98.5% on prompts
     measured = " on generated inputs (give --inputs with real data: they may tell otherwise)" \
         if verification.get("generated") else ""
-    return (f"relative L2 output error {verification['rel_l2_error']:.3g}{agree}{measured} is large (over "
-            f"{LARGE_OUTPUT_ERROR:g}): the outputs differ visibly. Try {', '.join(fixes)}")
+    four_bit = dtype in ("int4", "uint4")
+    line = f"over {large_error_line(four_bit):g}" + (" for 4-bit weights" if four_bit else "")
+    return (f"relative L2 output error {verification['rel_l2_error']:.3g}{agree}{measured} is large ({line}): "
+            f"the outputs differ visibly. Try {', '.join(fixes)}")

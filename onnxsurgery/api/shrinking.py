@@ -9,13 +9,13 @@ import numpy as np
 import onnx
 
 from ..errors import VerificationError
-from ..staging import check_output_path, copy_file
+from ..staging import copy_file
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..verify import compare_models
 from ..sessions import load_error
-from ._common import _in_memory, _write_checked
+from ._common import _in_memory, _write_checked, output_for
 
 
 def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
@@ -82,7 +82,7 @@ def shrink_file(
     the file smaller, the output is a byte-for-byte copy of the input (run in onnxruntime too,
     with `verify`).
     """
-    out = check_output_path(input_path, output_path, in_place)
+    out = output_for(input_path, output_path, in_place)
     why = None if verify else load_error(input_path)  # before the workspace: one of them in memory at a time
     ws = open_workspace(input_path)
     report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)

@@ -49,6 +49,7 @@ from ..quant.calibration import Calibration
 from ..quant.estimates import estimated_bytes
 from ..quant.options import FLOAT_TYPES, QuantOptions, dq_min_opset
 from ..quant.plan import Plan, WeightPlan
+from ..quant.plan_edits import derive_records
 from ..quant.choices.planner import check_plan, plan_weights
 from ..quant.choices.rules import refusal, site_options
 from ..report import PassReport
@@ -94,8 +95,9 @@ class QuantizeWeights:
     def plan(self, graph: gs.Graph, *, keep: frozenset[str]) -> Plan:
         """What `apply` will do, the graph unchanged."""
         opset = self.opset or graph.opset
-        if self.records is not None:
-            return check_plan(graph, list(self.records), opset, keep, self.options.target, self.calibration)
+        if self.records is not None:  # fields an edit of the dtype left stale derived again (plan_edits.py)
+            records = derive_records(graph, list(self.records), opset, keep, self.options)
+            return check_plan(graph, records, opset, keep, self.options.target, self.calibration)
         options = self.options
         if options.lowering == "dq" and not (options.fp16 or options.levels) and opset < dq_min_opset(options):
             raise UnsupportedModelError(

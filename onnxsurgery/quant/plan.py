@@ -15,6 +15,15 @@ A record's `dtype` is what the weight is stored as:
 
 `bytes_after` is planned from the record and the shape: integers, scales (float16 under
 `arith`, float32 elsewhere) and zero points, not the few small nodes each lowering adds.
+
+A plan is edited as a person would: change one record's `dtype` and leave the rest. The fields
+that follow from the dtype (`lowering`, `granularity`, `block_size`, `axis`, `symmetric`,
+`rounding`, `levels`) are derived again where the edit leaves them impossible (a `float` record
+still naming lowering `gather`, an `int4` one still naming `cast`, an `int8` one with no
+lowering at all) or where they are left out or `null`: `read_plan` clears the ones that no
+longer apply, and `plan_edits.derive_records` fills the ones an integer dtype needs from what
+the default would choose for that weight at that dtype. A record whose fields all fit is applied
+exactly as it is written; what still cannot be applied is refused, in JSON's words (`null`).
 """
 
 from __future__ import annotations
@@ -103,14 +112,17 @@ class Plan:
 
 _FIELDS = {f.name: f for f in fields(WeightPlan)}
 _REQUIRED = ("name", "dtype")
-_INTEGER_REQUIRED = ("granularity", "symmetric", "lowering")
+# the fields that follow from the dtype (module doc), and what each is for a weight left float
+FOLLOWERS = ("granularity", "block_size", "axis", "symmetric", "lowering", "rounding", "levels")
+STORES = {"float16": ("cast",), "float": (None, "levels")}  # the lowerings of each non-integer dtype
 
 
 def read_plan(source: str | os.PathLike | dict) -> list[WeightPlan]:
     """The records of a plan file (or its parsed JSON), checked for form: each needs `name` and
-    `dtype`, integers also `granularity`, `symmetric` and `lowering` (and `block_size` for
-    blocks); unknown keys and values are refused with one line naming the weight. Whether a
-    record fits its weight is checked against the graph when applied (planner.check_record)."""
+    `dtype`; unknown keys and values are refused with one line naming the weight. Fields that the
+    dtype makes impossible are cleared (`follow_dtype`); an integer record left with no
+    `lowering`, `granularity` or `symmetric` has them derived against the graph
+    (plan_edits.derive_records), which also checks that each record fits its weight."""
     data = source if isinstance(source, dict) else _load_json(Path(source))
     entries = data.get("weights") if isinstance(data, dict) else None
     if not isinstance(entries, list):
@@ -125,10 +137,6 @@ def read_plan(source: str | os.PathLike | dict) -> list[WeightPlan]:
         if unknown:
             raise PlanError(f"{where}: unknown key '{unknown[0]}'")
         missing = [k for k in _REQUIRED if k not in entry]
-        if entry.get("dtype") in INTEGER_DTYPES:
-            missing += [k for k in _INTEGER_REQUIRED if entry.get(k) is None]
-            if entry.get("granularity") == "block" and entry.get("block_size") is None:
-                missing.append("block_size")
         if missing:
             raise PlanError(f"{where}: missing '{missing[0]}'")
         if name in seen:
@@ -136,28 +144,69 @@ def read_plan(source: str | os.PathLike | dict) -> list[WeightPlan]:
         seen.add(name)
         record = WeightPlan(**{"consumers": [], "shape": [], **entry})
         _check_values(record, where)
+        follow_dtype(record)
         records.append(record)
     return records
 
 
+def _json(value) -> str:
+    """A value as the plan's JSON spells it: null, true, "int3"."""
+    return json.dumps(value)
+
+
 def _check_values(r: WeightPlan, where: str) -> None:
+    if not isinstance(r.name, str):
+        raise PlanError(f"{where}: name must be a string")
     for key, value, choices in (("dtype", r.dtype, DTYPES), ("granularity", r.granularity, (None, *GRANULARITIES)),
-                                ("rounding", r.rounding, (None, *ROUNDINGS))):
-        if value not in choices:
-            raise PlanError(f"{where}: {key} {value!r} is not one of {', '.join(c for c in choices if c)}")
-    lowerings = {"float16": ("cast", None), "float": (None, "levels")}.get(r.dtype, INTEGER_LOWERINGS)
-    if r.lowering not in lowerings:
-        raise PlanError(f"{where}: lowering {r.lowering!r} does not store {r.dtype}; "
-                        f"choose {', '.join(str(x) for x in lowerings)}")
+                                ("rounding", r.rounding, (None, *ROUNDINGS)),
+                                ("lowering", r.lowering, (None, *INTEGER_LOWERINGS, "cast", "levels"))):
+        if not (value is None or isinstance(value, str)) or value not in choices:
+            raise PlanError(f"{where}: {key} {_json(value)} is not one of "
+                            + ", ".join(_json(c) for c in choices))
     for key, value, low, high in (("block_size", r.block_size, 2, None), ("levels", r.levels, 2, 65536)):
         if value is not None and not (type(value) is int and value >= low and (high is None or value <= high)):
-            raise PlanError(f"{where}: {key} must be an integer from {low}" + (f" to {high}" if high else ""))
-    if r.lowering == "levels" and (r.levels is None or r.granularity is None):
-        raise PlanError(f"{where}: lowering levels needs 'levels' and 'granularity'")
+            raise PlanError(f"{where}: {key} must be an integer from {low}" + (f" to {high}" if high else "")
+                            + f" (or null), not {_json(value)}")
     if r.symmetric is not None and not isinstance(r.symmetric, bool):
-        raise PlanError(f"{where}: symmetric must be true or false")
+        raise PlanError(f"{where}: symmetric must be true, false or null, not {_json(r.symmetric)}")
     if r.axis is not None and type(r.axis) is not int:
-        raise PlanError(f"{where}: axis must be an integer")
+        raise PlanError(f"{where}: axis must be an integer or null, not {_json(r.axis)}")
+    if r.dtype == "float" and r.lowering == "levels" and (r.levels is None or r.granularity is None):
+        raise PlanError(f"{where}: lowering \"levels\" needs \"levels\" and \"granularity\"")
+
+
+def follow_dtype(r: WeightPlan) -> list[str]:
+    """Clear the fields `r.dtype` makes impossible, as left by an edit of the dtype alone: a float
+    record keeps no integer fields (its lowering null, or levels), a float16 one is a Cast
+    (lowering "cast"), and an integer one drops a float lowering (cast, levels) with the fields
+    that went with it, for `plan_edits.derive_records` to fill in. Returns the fields cleared."""
+    cleared = []
+    if r.dtype in STORES and r.lowering not in STORES[r.dtype] + ((None,) if r.dtype == "float16" else ()):
+        cleared = [k for k in FOLLOWERS if getattr(r, k) is not None]
+        for key in FOLLOWERS:
+            setattr(r, key, None)
+    elif r.dtype in STORES and r.lowering in (None, "cast"):  # float left as it is, or a plain Cast
+        cleared = [k for k in FOLLOWERS if k != "lowering" and getattr(r, k) is not None]
+        for key in FOLLOWERS:
+            if key != "lowering":
+                setattr(r, key, None)
+    elif r.dtype in INTEGER_DTYPES and r.lowering in ("cast", "levels"):
+        cleared = [k for k in FOLLOWERS if getattr(r, k) is not None]
+        for key in FOLLOWERS:
+            setattr(r, key, None)
+    if r.dtype == "float16" and r.lowering is None:  # a float record given dtype float16: a Cast now
+        r.lowering, cleared = "cast", [*cleared, "lowering"]
+    if r.dtype == "float" and r.lowering is None:
+        r.levels = None
+    if cleared:
+        r.why = ""  # the old reason was for the old dtype
+    return cleared
+
+
+def needs_derivation(r: WeightPlan) -> bool:
+    """Whether an integer record leaves fields to derive (`plan_edits.derive_records`)."""
+    return r.dtype in INTEGER_DTYPES and (r.lowering is None or r.granularity is None or r.symmetric is None
+                                          or (r.granularity == "block" and r.block_size is None))
 
 
 def _load_json(path: Path) -> dict:

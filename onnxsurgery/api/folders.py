@@ -1,0 +1,175 @@
+"""A model folder in, a folder out (issue 49): `quant FOLDER OUT_FOLDER` and `shrink FOLDER
+OUT_FOLDER` on an export that is a folder, not a file.
+
+onnxruntime-genai's builder writes `model.onnx`, `model.onnx.data`, `genai_config.json` (which
+names the model files and their inputs) and tokenizer files; optimum writes one or more `.onnx`
+files (encoder, decoder, decoder with past, merged) beside `config.json`,
+`generation_config.json` and tokenizer files, sometimes under `onnx/`. A runtime reads the
+folder, so the output is a folder that runs as it is:
+
+- the models: the files `genai_config.json` names (every `"filename"` under `"model"`), or,
+  without one, every `.onnx` file in the folder and its subfolders; each goes through the
+  command to the same relative path in the output, so the names the config holds stay true
+  (a model's weights go to `<model>.data` beside it, which the .onnx names; no config names it);
+- every other file is copied as it is (configs, tokenizer files, a README, a license), except
+  the input models' own external data files, which their outputs replace;
+- the folder is written beside the output under a temporary name and renamed into place when
+  every model is written and verified, so a failure leaves nothing (an output folder that
+  exists must be empty); afterwards, every file `genai_config.json` names is checked to exist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import onnx
+
+from ..errors import InputError, OutputError
+from ..paths import confined, external_locations
+from ..report import RunReport
+
+GENAI_CONFIG = "genai_config.json"
+
+
+def folder_models(folder: str | os.PathLike) -> list[Path]:
+    """The models of a model folder, relative to it (module doc)."""
+    folder = Path(folder)
+    config = folder / GENAI_CONFIG
+    if config.is_file():
+        names = genai_model_files(config)
+        if not names:
+            raise InputError(f"{config} names no model file (no \"filename\" under \"model\")")
+        models = []
+        for name in names:
+            path = confined(folder, name, f"{GENAI_CONFIG}: model file")
+            if not path.is_file():
+                raise InputError(f"{config} names {name}, which is not in {folder}")
+            models.append(path.relative_to(folder.resolve()))
+        return models
+    models = sorted(p.relative_to(folder) for p in folder.rglob("*.onnx") if p.is_file())
+    if not models:
+        raise InputError(f"input is a directory with no .onnx file (nor {GENAI_CONFIG}): {folder}")
+    return models
+
+
+def genai_model_files(config: Path) -> list[str]:
+    """Every `"filename"` under `"model"` in a genai_config.json (decoder, encoder, vision, ...)."""
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise InputError(f"cannot read {config}: {e}") from None
+    names: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "filename" and isinstance(value, str) and value not in names:
+                    names.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(data.get("model") if isinstance(data, dict) else None)
+    return names
+
+
+def _data_files(model: Path) -> set[Path]:
+    """The external data files `model` names (resolved), read without its weights."""
+    proto = onnx.load(str(model), load_external_data=False)
+    return {confined(model.parent, location, f"tensor '{name}': external data location")
+            for name, location in external_locations(proto)}
+
+
+def run_on_folder(command: str, input_dir: str | os.PathLike, output_dir: str | os.PathLike,
+                  run_one: Callable[[Path, Path], RunReport]) -> tuple[list[RunReport], list[str]]:
+    """`run_one(model, output_model)` on each model of `input_dir`, the other files copied
+    (module doc). Returns the reports and the files copied (relative paths)."""
+    src, out = Path(input_dir), Path(output_dir)
+    models = folder_models(src)
+    if (out.exists() and not out.is_dir()) or (not out.exists() and out.suffix.lower() == ".onnx"):
+        raise OutputError(f"the input is a model folder, so the output is a folder too, not {out} "
+                          f"(e.g. {out.with_suffix('')}/)")
+    if out.is_dir() and any(out.iterdir()):
+        raise OutputError(f"output folder is not empty: {out} (a model folder is written whole, into a new or "
+                          "empty folder)")
+    if not out.parent.resolve().is_dir():
+        raise OutputError(f"output folder's parent does not exist: {out.parent}")
+    if out.resolve() == src.resolve() or out.resolve().is_relative_to(src.resolve()):
+        raise OutputError(f"the output folder {out} is inside the input folder {src}")
+    skip = {(src / m).resolve() for m in models}
+    for model in models:
+        skip |= _data_files(src / model)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the shipped folder private
+    try:
+        reports = []
+        for model in models:
+            (staging / model).parent.mkdir(parents=True, exist_ok=True)
+            report = run_one(src / model, staging / model)
+            report.output = str(out / model)
+            reports.append(report)
+        copied = []
+        for path in sorted(src.rglob("*")):
+            rel = path.relative_to(src)
+            if path.is_dir() or path.resolve() in skip or any(part.startswith(".") for part in rel.parts) \
+                    or (staging / rel).exists():
+                continue
+            if path.is_symlink() and not path.resolve().is_relative_to(src.resolve()):
+                continue  # a link out of the folder is not the export's to ship
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, staging / rel)
+            copied.append(str(rel))
+        _check_config(staging)
+        if out.is_dir():
+            out.rmdir()  # empty: checked above
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return reports, copied
+
+
+def _check_config(folder: Path) -> None:
+    """Every model file the output's genai_config.json names is there."""
+    config = folder / GENAI_CONFIG
+    if config.is_file():
+        for name in genai_model_files(config):
+            if not (folder / name).is_file():
+                raise OutputError(f"{GENAI_CONFIG} names {name}, which the output folder lacks")
+
+
+def quant_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **options) -> list[RunReport]:
+    """`quant_file` on each model of a model folder into a new folder that runs as it is
+    (module doc); the other files copied. The reports' notes say what was copied."""
+    from .quantizing import quant_file
+
+    reports, copied = run_on_folder("quant", input_dir, output_dir,
+                                    lambda model, out: quant_file(model, out, **options))
+    _note_copied(reports, copied)
+    return reports
+
+
+def shrink_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **options) -> list[RunReport]:
+    """`shrink_file` on each model of a model folder, as `quant_folder` does."""
+    from .shrinking import shrink_file
+
+    reports, copied = run_on_folder("shrink", input_dir, output_dir,
+                                    lambda model, out: shrink_file(model, out, **options))
+    _note_copied(reports, copied)
+    return reports
+
+
+def _note_copied(reports: list[RunReport], copied: list[str]) -> None:
+    if reports:
+        shown = ", ".join(copied[:6]) + (f", and {len(copied) - 6} more" if len(copied) > 6 else "")
+        reports[-1].notes.append(f"copied {len(copied)} other file{'s' * (len(copied) != 1)} of the folder as "
+                                 f"{'they are' if len(copied) != 1 else 'it is'}" + (f": {shown}" if copied else ""))

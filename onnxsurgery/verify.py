@@ -115,7 +115,7 @@ def compare_models(
     reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
     shapes: dict[str, list[int]] | None = None, seed: int = 0, fold_candidate: bool = True,
     runtime: str = "onnxruntime", outputs: tuple[str, ...] | None = None,
-    candidate_beside: str | os.PathLike | None = None,
+    candidate_beside: str | os.PathLike | None = None, reference_runs: dict | None = None,
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
 
@@ -131,12 +131,81 @@ def compare_models(
     as `runtime` computes it (`session_settings`); the result says which. `candidate_beside`: the
     candidate is a ModelProto whose payloads are still in that model file's folder
     (`sessions.session`'s `payloads_beside`).
+
+    `reference_runs`: a dict the caller keeps across comparisons of one reference with several
+    candidates (quant: the opset upgrade, then the result), so that the reference runs once: its
+    inputs and outputs are kept there, by the settings they were computed with. A candidate that
+    is the reference's own file under the reference's settings is not run again: the same file
+    in the same session settings computes the same outputs (shrink --verify where nothing
+    changed, `compare A A`).
     """
+    generated = samples is None
+    # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
+    streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
+    runs_key = (_identity(reference), streamed, seed, repr(shapes), None if generated else id(samples))
+    if reference_runs is not None and runs_key in reference_runs:
+        names, samples, expected = reference_runs[runs_key]
+    else:
+        names, samples, expected = _reference_runs(reference, samples, shapes, seed, streamed)
+        if reference_runs is not None:
+            reference_runs.clear()  # one reference at a time
+            reference_runs[runs_key] = (names, samples, expected)
+    same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
+            and _identity(candidate) == _identity(reference) and not isinstance(reference, onnx.ModelProto))
+    per_output: dict[str, dict] = {}
+    agreements: dict[str, list[dict]] = {}
+    cand_sess = None if same else _named_session(candidate, fold_constants=fold_candidate, runtime=runtime,
+                                                 streamed=streamed, payloads_beside=candidate_beside)
+    for feeds, ref in progress(list(zip(samples, expected)), "verify", unit="sample"):
+        got = ref if cand_sess is None else _run(cand_sess, names, feeds)
+        for name, entry in compare_outputs(ref, got, names).items():
+            if "argmax_agreement" in entry:
+                agreements.setdefault(name, []).append({k: entry[k] for k in ("argmax_agreement", "shape")})
+            prev = per_output.get(name)
+            if prev is None:
+                per_output[name] = entry
+                continue
+            prev["exact"] = prev["exact"] and entry["exact"]
+            for key in ("max_abs_error", "rel_l2_error"):
+                prev[key] = max(prev[key], entry[key])
+    headline = headline_outputs(names, outputs)
+    for name, entries in agreements.items():  # over all samples' positions
+        if is_cache_output(name) and name not in headline:
+            per_output[name].pop("argmax_agreement", None)  # absent where the first sample's was empty
+        else:
+            per_output[name]["argmax_agreement"] = pooled_agreement(entries)
+    for name in names:
+        per_output[name]["headline"] = name in headline
+    chosen = [per_output[n] for n in headline]
+    return {
+        "runtime": runtime_label(runtime, candidate, streamed=streamed),
+        "streamed": streamed,
+        "samples": len(samples),
+        "generated": generated,  # inputs made from the declared shapes: errors on real data may differ
+        "exact": all(e["exact"] for e in per_output.values()),
+        "max_abs_error": max((e["max_abs_error"] for e in chosen), default=0.0),
+        "rel_l2_error": max((e["rel_l2_error"] for e in chosen), default=0.0),
+        "headline": headline,
+        "outputs": per_output,
+    }
+
+
+def _identity(model) -> object:
+    """What names a model for `reference_runs`: its resolved path, or the object itself."""
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            return str(Path(model).resolve())
+        except OSError:
+            return str(model)
+    return id(model)
+
+
+def _reference_runs(reference, samples, shapes, seed: int, streamed: bool):
+    """(output names, samples, the reference's outputs on each): `samples`, or generated ones
+    (one that runs, a batch of 2 where the batch is dynamic, a decoder's first step)."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
-    # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
-    streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     ref_sess = _named_session(reference, map_weights=True, streamed=streamed)
     names = [o.name for o in ref_sess.get_outputs()]
     length = LENGTHS[0]
@@ -171,43 +240,7 @@ def compare_models(
     if step is not None:
         samples.append(step[0])
         expected.append(step[1])
-    del ref_sess
-    cand_sess = _named_session(candidate, fold_constants=fold_candidate, runtime=runtime, streamed=streamed,
-                               payloads_beside=candidate_beside)
-    per_output: dict[str, dict] = {}
-    agreements: dict[str, list[dict]] = {}
-    for feeds, ref in progress(list(zip(samples, expected)), "verify", unit="sample"):
-        got = _run(cand_sess, names, feeds)
-        for name, entry in compare_outputs(ref, got, names).items():
-            if "argmax_agreement" in entry:
-                agreements.setdefault(name, []).append({k: entry[k] for k in ("argmax_agreement", "shape")})
-            prev = per_output.get(name)
-            if prev is None:
-                per_output[name] = entry
-                continue
-            prev["exact"] = prev["exact"] and entry["exact"]
-            for key in ("max_abs_error", "rel_l2_error"):
-                prev[key] = max(prev[key], entry[key])
-    headline = headline_outputs(names, outputs)
-    for name, entries in agreements.items():  # over all samples' positions
-        if is_cache_output(name) and name not in headline:
-            per_output[name].pop("argmax_agreement", None)  # absent where the first sample's was empty
-        else:
-            per_output[name]["argmax_agreement"] = pooled_agreement(entries)
-    for name in names:
-        per_output[name]["headline"] = name in headline
-    chosen = [per_output[n] for n in headline]
-    return {
-        "runtime": runtime_label(runtime, candidate, streamed=streamed),
-        "streamed": streamed,
-        "samples": len(samples),
-        "generated": generated,  # inputs made from the declared shapes: errors on real data may differ
-        "exact": all(e["exact"] for e in per_output.values()),
-        "max_abs_error": max((e["max_abs_error"] for e in chosen), default=0.0),
-        "rel_l2_error": max((e["rel_l2_error"] for e in chosen), default=0.0),
-        "headline": headline,
-        "outputs": per_output,
-    }
+    return names, samples, expected
 
 
 def _first_step(sess, names: list[str], *, batches: tuple[int, ...], **options):

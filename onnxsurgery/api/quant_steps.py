@@ -86,12 +86,13 @@ def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
 
 
 def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunReport, *, verify: bool,
-                       samples=None, shapes=None, records=None) -> Workspace:
+                       samples=None, shapes=None, records=None, reference_runs: dict | None = None) -> Workspace:
     """`ws`, or a workspace on the model upgraded to the opset the lowering needs (opset.py),
     checked in onnxruntime against the original first when `verify`. Where `auto` asked for the
     newer opset (4-bit weights; recurrent weights under the int8 default) and the upgrade fails,
     the model stays at its opset and the arith chain is used instead, with a note; an explicit
-    `dq`, keep_quantized or a plan's records (`records`) refuse."""
+    `dq`, keep_quantized or a plan's records (`records`) refuse. `reference_runs`: the
+    original's outputs, kept for the verification of the result (verify.compare_models)."""
     needed, current = needed_opset(ws, options, records), ws.opsets.get("", 1)
     if needed <= current or ws.template is None:
         return ws
@@ -119,12 +120,13 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
     note = f"upgraded opset {current} -> {needed} with onnx's version converter"
     if verify:
         if files is not None:  # its payloads are read where they are: the upgrade copies no weight
-            check = compare_models(source, upgraded, samples=samples, shapes=shapes, candidate_beside=source)
+            check = compare_models(source, upgraded, samples=samples, shapes=shapes, candidate_beside=source,
+                                   reference_runs=reference_runs)
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "upgraded.onnx"
                 save_model(upgraded, path)
-                check = compare_models(source, path, samples=samples, shapes=shapes)
+                check = compare_models(source, path, samples=samples, shapes=shapes, reference_runs=reference_runs)
         if not check["rel_l2_error"] <= upgrade_tolerance(upgraded):
             raise VerificationError(f"the model upgraded to opset {needed} computes other outputs than the input "
                                     f"(relative L2 {check['rel_l2_error']:.3g}); nothing written")

@@ -6,7 +6,10 @@ net on raw 16 kHz audio with a long input, [1, 144160] (9 s). Each command runs 
 process under bench/memory.py (peak summed RssAnon, wall time), beside `quantize_dynamic` run the
 same way on the same model.
 
-    python bench/small_models.py [--out FOLDER] [--repeat 3] [--json]
+    python bench/small_models.py [--out FOLDER] [--repeat 3] [--tree CHECKOUT] [--json]
+
+`--tree` runs the onnxsurgery of another checkout (a worktree of an older commit: before/after
+on the same machine, in the same minutes).
 """
 
 from __future__ import annotations
@@ -90,13 +93,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="folder for the model and outputs [default: a temporary one]")
     parser.add_argument("--repeat", type=int, default=3, help="runs per command; the median is reported")
     parser.add_argument("--only", nargs="*", help="command names to run (keys of COMMANDS)")
+    parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose onnxsurgery runs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="small_models_"))
     folder.mkdir(parents=True, exist_ok=True)
     model = folder / "speech_net.onnx"
     onnx.save(speech_net(), str(model))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(args.tree.resolve()), os.environ.get("PYTHONPATH", "")]))
 
     def run(cmd):
         runs = [measure(cmd, env=env) for _ in range(args.repeat)]
@@ -119,7 +123,8 @@ def main() -> None:
     if args.json:
         print(json.dumps({"model_mb": model.stat().st_size / 1e6, "rows": rows}, indent=2))
         return
-    print(f"speech_net.onnx {model.stat().st_size / 1e6:.2f} MB, input [1, {SAMPLES}], median of {args.repeat}")
+    print(f"speech_net.onnx {model.stat().st_size / 1e6:.2f} MB, input [1, {SAMPLES}], median of {args.repeat}, "
+          f"onnxsurgery of {args.tree.resolve()}")
     print(f"{'command':<22} {'wall s':>7} {'x qd':>6} {'peak anon MB':>13}")
     for name, row in rows.items():
         print(f"{name:<22} {row['wall_s']:7.2f} {row['x_quantize_dynamic']:6.1f} {row['peak_anon_mb']:13.0f}")

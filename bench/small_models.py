@@ -103,7 +103,7 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(args.tree.resolve()), os.environ.get("PYTHONPATH", "")]))
 
     def run(cmd):
-        runs = [measure(cmd, env=env) for _ in range(args.repeat)]
+        runs = [measure(cmd, env=env, cwd=str(folder)) for _ in range(args.repeat)]  # cwd: not a checkout
         bad = [m for m in runs if not m.ok]
         if bad:
             raise SystemExit(f"{' '.join(map(str, cmd))}: exit {bad[0].returncode}\n{bad[0].stderr_tail}")

@@ -14,6 +14,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
@@ -63,3 +64,62 @@ def test_each_command_holds_a_constant_plus_a_few_activations(folder, command):
     assert peak - baseline < TIMES_LARGEST * LARGEST_ACTIVATION, (
         f"{' '.join(command)}: {(peak - baseline) / 1e6:.0f} MB above the baseline, "
         f"{(peak - baseline) / LARGEST_ACTIVATION:.1f}x the largest activation")
+
+
+def _matmul_model(opset: int) -> onnx.ModelProto:
+    import builders
+
+    return builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[4, 64])],
+                          [builders.vi("y", shape=[4, 64])],
+                          [onnx.numpy_helper.from_array(builders.rand((64, 64), 1), "W")], opset=opset)
+
+
+def test_the_opset_upgrade_is_verified_with_the_result(tmp_path):
+    """A model upgraded for its lowering (int8 blocks in DequantizeLinear need opset 21) runs
+    twice, not three times: the original once, the result once; the upgraded model runs on its
+    own only where the result's error is large (api/quant_steps.py, `deferred`). The result's
+    verification covers both."""
+    import onnxsurgery
+    from onnxsurgery import verify
+
+    onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
+    runs = []
+    real = verify._run
+
+    def counted(sess, names, feeds):
+        runs.append(1)
+        return real(sess, names, feeds)
+
+    verify._run = counted
+    try:
+        report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", granularity="block", lowering="dq",
+                                        min_elements=1024)
+    finally:
+        verify._run = real
+    assert any("upgraded opset 13 -> 21" in n and "verified with the result" in n for n in report.notes)
+    assert report.verification["rel_l2_error"] < 0.02 and len(runs) == 2
+
+
+def test_an_upgrade_that_moves_the_outputs_is_still_refused(tmp_path, monkeypatch):
+    """The converter's mistake (made here by hand: the upgraded model doubles its output) shows
+    as a large error in the result; the upgrade's own check then names it, and nothing is
+    written."""
+    import onnxsurgery
+    from onnxsurgery.api import quant_steps
+    from onnxsurgery.errors import VerificationError
+
+    real = quant_steps.upgrade_opset
+
+    def doubling(model, opset):
+        upgraded = real(model, opset)
+        (node,) = [n for n in upgraded.graph.node if "y" in n.output]
+        node.output[0] = "y_before"
+        upgraded.graph.initializer.append(onnx.numpy_helper.from_array(np.array(2, np.float32), "two"))
+        upgraded.graph.node.append(helper.make_node("Mul", ["y_before", "two"], ["y"]))
+        return upgraded
+
+    monkeypatch.setattr(quant_steps, "upgrade_opset", doubling)
+    onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
+    with pytest.raises(VerificationError, match="upgraded to opset 21 computes other outputs"):
+        onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", dtype="int4", min_elements=1024)
+    assert not (tmp_path / "q.onnx").exists()

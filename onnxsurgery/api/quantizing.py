@@ -165,6 +165,7 @@ def quant_file(
         runtime = "tensorrt"  # where it runs: verified as TensorRT computes (verify.session_settings)
     ws = open_workspace(input_path)
     reference_runs: dict = {}  # the original runs once, for the upgrade's check and the result's
+    upgrade_checks: list = []  # the opset upgrade's own check, run where the result's error is large
     report = RunReport("quant", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     # weights in a data file stay in one (named after the output), and a decoder's go to one as the
     # genai builder writes them: onnxruntime maps the file instead of holding a parsed copy of the
@@ -185,7 +186,7 @@ def quant_file(
                                            shapes, calibrated, report)
             report.notes.extend(notes)
         ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes,
-                                records=records, reference_runs=reference_runs)
+                                records=records, reference_runs=reference_runs, deferred=upgrade_checks)
         if ws.files is not None:
             ws.files.spill_into(out.parent)  # quantized weights wait in a file beside the output, not in memory
         activations = _activations(input_path, quant_options, samples, shapes) if records is None else None
@@ -210,12 +211,15 @@ def quant_file(
                                              fold_candidate=False, runtime=runtime, outputs=outputs,
                                              reference_runs=reference_runs)
         worst = report.verification["rel_l2_error"]
+        four_bit = quant_options.four_bit or (records is not None and any(  # a plan's 4-bit records
+            w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))
+        if not (worst <= large_error_line(four_bit) and (max_error is None or worst <= max_error)):
+            for check_upgrade in upgrade_checks:  # the converter's doing, not the quantization's?
+                check_upgrade()
         if max_error is not None and not worst <= max_error:
             raise VerificationError(
                 f"relative L2 output error {worst:.3g} exceeds --max-error {max_error:g}; nothing written"
             )
-        four_bit = quant_options.four_bit or (records is not None and any(  # a plan's 4-bit records
-            w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))
         if max_error is None and not worst <= large_error_line(four_bit):
             report.warnings.append(_large_error_warning(report.verification, "int4" if four_bit else "int8"))
 

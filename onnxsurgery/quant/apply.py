@@ -47,11 +47,13 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     errors, schemes, balanced, calibrated = [], {}, [], []
     not_calibrated = dict(plan.details.get("not_calibrated", {}))
     # A second thread reads the next weight's bytes and measures the last one's error while this
-    # one quantizes and edits the graph (the edits stay on this thread, in the plan's order).
+    # one quantizes and edits the graph (the edits stay on this thread, in the plan's order), as
+    # long as the two weights add up to no more than the largest (parallel.py says why).
+    largest = max((record.bytes_before for record in plan.changed), default=0)
     with ThreadPoolExecutor(1) as helper:
         measured = []  # (record, future of its error)
-        for record, values in progress(_read_ahead(plan.changed, sites, helper), "quantize", total=len(plan.changed),
-                                       unit="weight"):
+        for record, values in progress(_read_ahead(plan.changed, sites, helper, largest), "quantize",
+                                       total=len(plan.changed), unit="weight"):
             site = sites[record.name]
             stored = record.bytes_after  # exact for float16 and levels; integers: measured below
             if record.dtype == "float16":
@@ -68,6 +70,8 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
                 elif record.rounding == "balanced":
                     balanced.append(record.name)
             del values
+            if isinstance(err, Future) and 2 * record.bytes_before > largest:
+                err = err.result()  # a large weight's error measured before the next weight is quantized
             measured.append((record, err))
             if store is not None:
                 store.produced(graph, stored)
@@ -94,15 +98,18 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     return report
 
 
-def _read_ahead(records: list[WeightPlan], sites: dict, helper: ThreadPoolExecutor):
-    """(record, its float32 values) for each record, the next one's read on `helper` meanwhile."""
+def _read_ahead(records: list[WeightPlan], sites: dict, helper: ThreadPoolExecutor, largest: int):
+    """(record, its float32 values) for each record, the next one's read on `helper` meanwhile
+    where the two add up to no more than `largest` bytes."""
     def read(record: WeightPlan) -> np.ndarray:
         return read_values(sites[record.name].tensor).astype(np.float32, copy=False)
 
-    upcoming = helper.submit(read, records[0]) if records else None
+    upcoming = None
     for i, record in enumerate(records):
-        values = upcoming.result()
-        upcoming = helper.submit(read, records[i + 1]) if i + 1 < len(records) else None
+        values = upcoming.result() if upcoming is not None else read(record)
+        following = records[i + 1] if i + 1 < len(records) else None
+        fits = following is not None and record.bytes_before + following.bytes_before <= largest
+        upcoming = helper.submit(read, following) if fits else None
         yield record, values
         del values
 

@@ -153,9 +153,10 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
         return _Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,
                      small=small, extra=extra, asymmetric=asymmetric, in_weight=moments is None)
 
-    # the weights are measured two at a time (parallel.py); calibration's moments are shared state
+    # weights measured together while they add up to no more than the largest one (parallel.py:
+    # the working set stays a few times the largest tensor); calibration's moments are shared state
     largest = max((site.nbytes for site, _ in candidates), default=0)
-    measured = ordered_map(measure, candidates, size=lambda c: c[0].nbytes, budget=2 * largest,
+    measured = ordered_map(measure, candidates, size=lambda c: c[0].nbytes, budget=largest,
                            workers=1 if activations is not None else WORKERS)
     return [cost for _, cost in progress(measured, "measure lean vs accurate", total=len(candidates), unit="weight")]
 

@@ -153,9 +153,10 @@ def _keep_in_memory(todo: list, mapped: bool) -> list:
 
 
 def _keep_to_fit(todo: list, sites, memory: int | None) -> list:
-    """`todo` with every weight planned in a form that turns float at load (lean, scaled, arith,
-    float16's Cast) lowered as `dq` per channel instead: the float weights would not fit where
-    the model runs (load_memory.float_weights_fit)."""
+    """`todo` with every float32 weight planned in a form that turns float at load (lean, scaled,
+    arith) lowered as `dq` per channel instead: the float weights would not fit where the model
+    runs (load_memory.float_weights_fit). Weights the plan stores as float16 (small ones) keep
+    their Cast: they are a small share of such a model."""
     from ...report import human_bytes
 
     size = human_bytes(sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_DTYPES))

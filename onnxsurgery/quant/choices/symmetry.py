@@ -151,9 +151,10 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
             for sym in (True, False))
         return symmetric <= SYMMETRIC_MARGIN * asymmetric, importance
 
-    # two weights at a time (parallel.py); calibration's moments are shared state: one then
+    # weights measured together while they add up to no more than the largest one (parallel.py);
+    # calibration's moments are shared state: one at a time then
     largest = max(site.nbytes for site, *_ in candidates)
-    measured = ordered_map(measure, candidates, size=lambda c: c[0].nbytes, budget=2 * largest,
+    measured = ordered_map(measure, candidates, size=lambda c: c[0].nbytes, budget=largest,
                            workers=1 if activations is not None else WORKERS)
     for (site, *_), (symmetric, importance) in progress(measured, "measure symmetric vs asymmetric",
                                                          total=len(candidates), unit="weight"):

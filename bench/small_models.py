@@ -33,11 +33,11 @@ from memory import measure  # noqa: E402
 SAMPLES = 144160  # 9 s of 16 kHz audio
 
 
-def speech_net(seed: int = 0, samples: int = SAMPLES) -> onnx.ModelProto:
+def speech_net(seed: int = 0, samples: int = SAMPLES, batch: int | str = 1) -> onnx.ModelProto:
     """A conv net on raw audio, [1, samples] -> a score [1, 1], about 300k float32 weights (1.2
     MB) but large activations, as a speech-quality net's: a stride-1 filterbank Conv (64 filters
     of 251 taps: [1, 64, samples], 37 MB), then Conv layers with max pooling, a mean over time and
-    two Gemm layers."""
+    two Gemm layers. `batch` a name: a dynamic batch (verification then runs batch 2 too)."""
     rng = np.random.default_rng(seed)
     inits, nodes = [], []
 
@@ -45,8 +45,8 @@ def speech_net(seed: int = 0, samples: int = SAMPLES) -> onnx.ModelProto:
         inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name))
         return name
 
-    inits.append(numpy_helper.from_array(np.array([1, 1, -1], np.int64), "audio_shape"))
-    nodes.append(helper.make_node("Reshape", ["audio", "audio_shape"], ["x0"]))
+    inits.append(numpy_helper.from_array(np.array([1], np.int64), "channel_axis"))
+    nodes.append(helper.make_node("Unsqueeze", ["audio", "channel_axis"], ["x0"]))  # [batch, 1, samples]
     x, channels = "x0", 1
     for i, (out, k, pool) in enumerate(((64, 251, 3), (96, 5, 3), (128, 5, 3), (160, 3, 2), (192, 3, 2))):
         w = weight(f"conv{i}.weight", (out, channels, k), 1 / np.sqrt(channels * k))
@@ -65,8 +65,8 @@ def speech_net(seed: int = 0, samples: int = SAMPLES) -> onnx.ModelProto:
             nodes.append(helper.make_node("Relu", [f"fc{i}"], [f"fc{i}_relu"]))
             x, channels = f"fc{i}_relu", out
     graph = helper.make_graph(nodes, "speech_net", [helper.make_tensor_value_info("audio", TensorProto.FLOAT,
-                                                                                  [1, samples])],
-                              [helper.make_tensor_value_info("score", TensorProto.FLOAT, [1, 1])], inits)
+                                                                                  [batch, samples])],
+                              [helper.make_tensor_value_info("score", TensorProto.FLOAT, [batch, 1])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -94,12 +94,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per command; the median is reported")
     parser.add_argument("--only", nargs="*", help="command names to run (keys of COMMANDS)")
     parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose onnxsurgery runs")
+    parser.add_argument("--dynamic-batch", action="store_true", help="declare the batch dimension dynamic")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="small_models_"))
     folder.mkdir(parents=True, exist_ok=True)
     model = folder / "speech_net.onnx"
-    onnx.save(speech_net(), str(model))
+    onnx.save(speech_net(batch="batch" if args.dynamic_batch else 1), str(model))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(args.tree.resolve()), os.environ.get("PYTHONPATH", "")]))
 
     def run(cmd):
@@ -123,7 +124,8 @@ def main() -> None:
     if args.json:
         print(json.dumps({"model_mb": model.stat().st_size / 1e6, "rows": rows}, indent=2))
         return
-    print(f"speech_net.onnx {model.stat().st_size / 1e6:.2f} MB, input [1, {SAMPLES}], median of {args.repeat}, "
+    batch = "batch" if args.dynamic_batch else 1
+    print(f"speech_net.onnx {model.stat().st_size / 1e6:.2f} MB, input [{batch}, {SAMPLES}], median of {args.repeat}, "
           f"onnxsurgery of {args.tree.resolve()}")
     print(f"{'command':<22} {'wall s':>7} {'x qd':>6} {'peak anon MB':>13}")
     for name, row in rows.items():

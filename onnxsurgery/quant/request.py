@@ -16,9 +16,9 @@ from ..errors import OptionError
 
 INTEGER_DTYPES = ("int8", "uint8", "int4", "uint4")
 CLI_LOWERINGS = ("auto", "dq", "arith", "scaled")
-# Where the result runs (--target): the first three are quant.options.TARGETS; onnxruntime-web is
-# standard ops (target any) verified as the WASM build computes (runtime onnxruntime-web).
-TARGETS = ("any", "onnxruntime", "tensorrt")
+# Where the result runs (--target): quant.options.TARGETS (what the plan may emit; that module
+# loads onnx, which --help must not), and onnxruntime-web: standard ops (target any) verified as
+# the WASM build computes (runtime onnxruntime-web), resolve() below.
 WHERE_IT_RUNS = ("any", "onnxruntime", "onnxruntime-web", "tensorrt")
 
 

@@ -72,6 +72,8 @@ bench: install install-web
 	$(PY) bench/decoder_genai.py
 	$(PY) bench/decoder_step.py
 	$(PY) bench/streaming.py --larger-than-memory
+	$(PY) bench/small_models.py
+	$(PY) bench/small_models.py --dynamic-batch --repeat 3
 
 lint: install
 	$(VENV)/bin/ruff check onnxsurgery tests samples bench docs

@@ -100,7 +100,7 @@ def unique_tensor_bytes(model: Path) -> int:
     """Bytes of the distinct tensors (dtype, shape, bytes) in a model: the floor for shrink."""
     import onnx
 
-    from onnxsurgery.io import all_tensor_protos
+    from onnxsurgery.protos import all_tensor_protos
 
     seen = set()
     total = 0

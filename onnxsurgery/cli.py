@@ -13,9 +13,10 @@ from pathlib import Path
 import click
 
 from . import progress
-from .defaults import MERGE_MIN_ELEMENTS as DEFAULT_MIN_ELEMENTS
+from .defaults import MERGE_MIN_ELEMENTS
 from .defaults import METHOD_KEYS
-from .cli_options import headline_option, request_from, request_options, verification_options
+from .cli_options import (CHECKS, OUTPUT, STORE, WEIGHTS, GroupedCommand, headline_option, option, request_from,
+                          request_options, verification_options, where_options)
 from .errors import OnnxSurgeryError, OptionError, OutputError
 from .render import render_info, render_report_summary, render_run, render_verification
 
@@ -97,31 +98,42 @@ def _outputs_for(inputs: tuple[str, ...], output: str) -> list[tuple[Path, Path]
 
 
 def _common_output_options(fn):
-    fn = click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")(fn)
-    fn = click.option("--external-data/--one-file", default=None,
-                      help="Write tensors to one <output>.data file beside the output, or keep them in "
-                      "the .onnx [default: a data file above the 2 GB protobuf limit, for shrink and "
-                      "quant when the input keeps its weights in one, and for quant of a decoder with "
-                      "a KV cache].")(fn)
-    fn = click.option("--in-place", is_flag=True, help="Allow the output to be the input file.")(fn)
+    fn = option("--json", "as_json", is_flag=True, group=OUTPUT, help="Print the report as JSON.")(fn)
+    fn = option("--external-data/--one-file", default=None, group=OUTPUT,
+                help="Weights in OUTPUT.data or in the .onnx.")(fn)
+    fn = option("--in-place", is_flag=True, group=OUTPUT, help="Allow the output to be the input file.")(fn)
     return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The commands in the order a newcomer meets them, not alphabetically."""
+
+    ORDER = ("info", "shrink", "quant", "report", "compare", "run", "npy", "embed", "check")
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands, key=lambda name: (self.ORDER + (name,)).index(name))
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="onnxsurgery")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the passes do.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (they show only on a terminal anyway).")
 @click.pass_context
 def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
-    """Make ONNX model files smaller without breaking them."""
+    """Make ONNX model files smaller without breaking them.
+
+    Start with `onnxsurgery info MODEL`: where the bytes are and what each command would save.
+    Then `shrink IN OUT` (lossless) or `quant IN OUT` (int8 weights, verified in onnxruntime);
+    `report MODEL` measures every method on one page. `COMMAND --help` lists a command's options;
+    docs/commands.md is the tour."""
     ctx.ensure_object(dict)["quiet"] = quiet
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
 
 
-@main.command()
+@main.command(short_help="Merge identical constants: lossless.")
 @click.argument("paths", nargs=-1, required=True, metavar="INPUT... OUTPUT")
-@click.option("--min-elements", type=click.IntRange(min=1), default=DEFAULT_MIN_ELEMENTS,
+@click.option("--min-elements", type=click.IntRange(min=1), default=MERGE_MIN_ELEMENTS,
               show_default=True, help="Leave constants with fewer elements alone.")
 @click.option("--transposed", is_flag=True,
               help="Also merge a 2-D constant equal to another's transpose (adds a Transpose node).")
@@ -144,7 +156,7 @@ def shrink(paths, min_elements, transposed, narrow, reshaped, verify, target, in
     A constant read only by Shape nodes is replaced by its shape. A model folder (an
     onnxruntime-genai or optimum export) as INPUT gives a new folder: MODEL_FOLDER OUT_FOLDER."""
     from . import api
-    from .verify import load_input_samples, parse_shapes
+    from .feeds import load_input_samples, parse_shapes
 
     if (inputs_npz or shapes) and not verify:
         raise OptionError("--inputs and --shape are what --verify runs on; add --verify")
@@ -178,7 +190,7 @@ def shrink(paths, min_elements, transposed, narrow, reshaped, verify, target, in
         click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
 
 
-@main.command()
+@main.command(short_help="Where the bytes are, and what each command saves.")
 @click.argument("path", type=str, callback=_model_path)
 @click.option("--min-bytes", type=click.IntRange(min=0), default=1024, show_default=True,
               help="List constants of at least this many bytes.")
@@ -197,7 +209,7 @@ def info(path, min_bytes, top, as_json):
         click.echo(render_info(path, data, top=top))
 
 
-@main.command()
+@main.command(short_help="Move constants out to .npy files.")
 @click.argument("input_path", metavar="INPUT", callback=_model_path)
 @click.argument("output_path", metavar="OUTPUT")
 @click.option("--npy-dir", type=click.Path(file_okay=False),
@@ -227,7 +239,7 @@ def npy(input_path, output_path, npy_dir, min_bytes, names, ops, no_merge, in_pl
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_run(report))
 
 
-@main.command()
+@main.command(short_help="Put the .npy arrays of `npy` back in.")
 @click.argument("input_path", metavar="INPUT", callback=_model_path)
 @click.argument("output_path", metavar="OUTPUT")
 @_common_output_options
@@ -241,7 +253,7 @@ def embed(input_path, output_path, in_place, external_data, as_json):
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_run(report))
 
 
-@main.command()
+@main.command(short_help="Run a model in onnxruntime.")
 @click.argument("model_path", metavar="MODEL", callback=_model_path)
 @click.option("--inputs", "inputs_npz", type=click.Path(dir_okay=False),
               help="An .npz of input arrays by name; others are generated.")
@@ -255,7 +267,7 @@ def run(model_path, inputs_npz, shapes, save_npz):
     import numpy as np
 
     from . import api
-    from .verify import load_input_samples, parse_shapes
+    from .feeds import load_input_samples, parse_shapes
 
     if save_npz:
         _check_save_target(Path(save_npz), model_path)
@@ -299,62 +311,47 @@ def _save_outputs(save: Path, outputs: dict) -> None:
         raise OutputError(f"cannot write {save}: {e.strerror or e}") from e
 
 
-@main.command()
+@main.command(cls=GroupedCommand, short_help="Weights as 8- or 4-bit integers, verified.")
 @click.argument("input_path", metavar="INPUT")
 @click.argument("output_path", metavar="[OUTPUT]", required=False)
 @request_options
-@click.option("--runtime", type=click.Choice(["onnxruntime", "onnxruntime-web"]), default="onnxruntime",
-              show_default=True,
-              help="Where the result will run: verification computes as it does (onnxruntime-web computes the "
-              "fused DequantizeLinear -> MatMul with float activations, the CPU build with int8 ones), and the "
-              "plan avoids what it runs slowly (a KV-cache decoder's 8-bit MatMulNBits in WASM).")
-@click.option("--memory", type=click.FloatRange(min=0, min_open=True), metavar="GB",
-              help="Memory where the result will run, in GB (10^9 bytes) [default: this machine's]. Where the "
-              "model's float weights would not fit, its MatMul weights stay quantized at load (DequantizeLinear "
-              "fused into MatMulNBits) instead of a form that turns float at load.")
-@click.option("--no-merge", is_flag=True, help="Do not merge identical weights first.")
-@click.option("--no-verify", is_flag=True, help="Skip the onnxruntime comparison.")
-@click.option("--dynamic", is_flag=True,
-              help="Use onnxruntime's quantize_dynamic instead (activations too, at run time; "
-              "Constant-node weights made initializers first). Often much less accurate.")
-@click.option("--target-error", type=click.FloatRange(min=0, min_open=True),
-              help="The smallest file whose relative L2 output error stays within this: each weight stored "
-              "as int4, int8, float16 or float32, by its error measured alone in onnxruntime (slow: two "
-              "quantizations per weight). --json lists the choice under `allocation`.")
-@click.option("--target-size", type=click.FloatRange(min=0, min_open=True), metavar="MB",
-              help="The smallest output error whose file fits in this many MB (10^6 bytes), weights "
-              "allocated as for --target-error.")
-@click.option("--max-error", type=float,
-              help="Refuse (write nothing, exit 2) if the relative L2 output error exceeds this.")
-@click.option("--calibration", "calibration_npz", type=click.Path(dir_okay=False),
-              help="Real inputs (an .npz like --inputs; other samples than those, for an honest check) "
-              "to round MatMul, Gemm and Conv weights for a small output error on them (GPTQ).")
-@click.option("--dry-run", is_flag=True,
-              help="Print the plan, one record per float weight (what it is stored as, and why), and write "
-              "nothing; OUTPUT may be left out. With --json, the plan as JSON, which --plan takes back.")
-@click.option("--plan", "plan_file", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Apply this plan (JSON as --dry-run --json writes it, edited by hand or by a script): each "
-              "weight it lists exactly as its record says, the others left float. Refused with one line naming "
-              "the weight if a record does not fit the model.")
+@option("--target-error", type=click.FloatRange(min=0, min_open=True), metavar="X", group=STORE,
+        help="Smallest file within this output error.")
+@option("--target-size", type=click.FloatRange(min=0, min_open=True), metavar="MB", group=STORE,
+        help="Smallest output error within this size.")
+@option("--calibration", "calibration_npz", type=click.Path(dir_okay=False), metavar="FILE", group=STORE,
+        help="Real inputs (.npz) to round for (GPTQ).")
+@option("--dynamic", is_flag=True, group=STORE, help="onnxruntime's quantize_dynamic instead.")
+@option("--no-merge", is_flag=True, group=WEIGHTS, help="Do not merge identical weights first.")
+@option("--plan", "plan_file", type=click.Path(dir_okay=False), metavar="FILE", group=WEIGHTS,
+        help="Apply a plan (from --dry-run --json).")
+@where_options
+@option("--no-verify", is_flag=True, group=CHECKS, help="Skip the onnxruntime comparison.")
+@option("--max-error", type=float, metavar="X", group=CHECKS,
+        help="Write nothing above this relative L2 error.")
 @verification_options
 @headline_option
+@option("--dry-run", is_flag=True, group=OUTPUT, help="Print the plan and write nothing.")
 @_common_output_options
 @_handle_errors
 def quant(input_path, output_path, runtime, memory, no_merge, no_verify, dynamic, target_error, target_size, max_error,
           calibration_npz, dry_run, plan_file, inputs_npz, shapes, outputs, in_place, external_data, as_json,
           **fields):
-    """Weight-only quantization: large float weights become 8- or 4-bit integers plus scales,
-    turned back into float in the graph. Verified in onnxruntime unless --no-verify.
+    """Weight-only quantization: float weights become 8- or 4-bit integers plus scales,
+    verified in onnxruntime. INPUT may be a model folder; OUTPUT is then a new folder.
 
-    INPUT may be a model folder (an onnxruntime-genai or optimum export): OUTPUT is then a new
-    folder with each model quantized under its own name and every other file copied."""
+    Start with no option (int8, chosen per weight); add --target for where it runs. Every
+    option explained: docs/quantization.md."""
     from . import api
     from .quant.plan import table
-    from .verify import load_input_samples, parse_shapes
+    from .feeds import load_input_samples, parse_shapes
 
     if output_path is None and not dry_run:
         raise click.UsageError("give an OUTPUT (or --dry-run to see the plan)")
-    common = dict(request=request_from(fields), plan=plan_file, merge=not no_merge,
+    fields["runtime"] = runtime
+    request = request_from(fields)
+    runtime = fields.pop("runtime")
+    common = dict(request=request, plan=plan_file, merge=not no_merge,
                   memory=int(memory * 1e9) if memory else None,
                   samples=load_input_samples(inputs_npz) if inputs_npz else None, shapes=parse_shapes(shapes),
                   target_error=target_error, target_size=int(target_size * 1e6) if target_size else None,
@@ -403,7 +400,7 @@ def quant(input_path, output_path, runtime, memory, no_merge, no_verify, dynamic
             click.echo(f"onnxsurgery: warning: {warning}", err=True)
 
 
-@main.command()
+@main.command(short_help="One HTML page measuring every method.")
 @click.argument("model", callback=_model_path)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="The HTML file [default: MODEL without .onnx, plus .report.html].")
@@ -420,7 +417,7 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
     memory after session creation, measured here by making each file. Takes a few times as long
     as one `quant`."""
     from .html_report import report_file
-    from .verify import load_input_samples, parse_shapes
+    from .feeds import load_input_samples, parse_shapes
 
     out = Path(output) if output else Path(model).with_name(Path(model).stem + ".report.html")
     data = report_file(model, out, methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
@@ -430,7 +427,7 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
     click.echo(json.dumps(data, indent=2) if as_json else render_report_summary(model, str(out), data))
 
 
-@main.command()
+@main.command(short_help="What TensorRT's parser would refuse.")
 @click.argument("model", callback=_model_path)
 @click.option("--target", type=click.Choice(["tensorrt"]), default="tensorrt", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
@@ -459,7 +456,7 @@ def check(model, target, as_json):
         sys.exit(1)
 
 
-@main.command()
+@main.command(short_help="Compare two models' outputs.")
 @click.argument("reference", metavar="A", callback=_model_path)
 @click.argument("candidate", metavar="B", callback=_model_path)
 @verification_options
@@ -471,7 +468,7 @@ def compare(reference, candidate, inputs_npz, shapes, outputs, as_json):
 
     A model written by `npy` runs with its .npy arrays, as `run` runs it."""
     from . import api
-    from .verify import load_input_samples, parse_shapes
+    from .feeds import load_input_samples, parse_shapes
 
     result = api.compare(reference, candidate, shapes=parse_shapes(shapes), outputs=tuple(outputs) or None,
                          samples=load_input_samples(inputs_npz) if inputs_npz else None)

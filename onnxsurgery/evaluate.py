@@ -23,14 +23,20 @@ from pathlib import Path
 import numpy as np
 
 from .api import quant_file, shrink_file
-from .defaults import METHOD_KEYS as METHOD_KEYS  # re-exported: what `report` measures
 from .errors import OnnxSurgeryError, VerificationError
 from .io import open_model
 from .progress import progress
 from .quant.request import QuantRequest
 from .session_memory import OverLimit, measure_in_fresh_process
 from .sessions import streams
-from .verify import compare_outputs, headline_outputs, is_cache_output, pooled_agreement, runnable_inputs, session
+from .kv_cache import is_cache_output
+from .verify import compare_outputs, headline_outputs, pooled_agreement
+
+# Latency: at least this many timed runs after one warm-up, more while within the time budget
+from .feeds import runnable_inputs
+
+# Latency: at least this many timed runs after one warm-up, more while within the time budget
+from .sessions import session
 
 # Latency: at least this many timed runs after one warm-up, more while within the time budget
 # (2 s before: 20 of 398 s on SmolLM2's export, where one run takes 0.3-0.6 s here).

@@ -30,6 +30,7 @@ import onnx
 import onnx.numpy_helper
 
 from .errors import InputError
+from .kv_cache import is_cache_input, present_names
 
 DEFAULT_BATCH = 1
 DEFAULT_DIM = 32
@@ -38,7 +39,6 @@ _PAST = "\0past"  # the past length's key in `dims`, whatever the model calls it
 _BATCH = "\0batch"  # the batch for unnamed dynamic first axes
 _LENGTH = "\0length"  # the value of dimensions that nothing else sizes
 PAST_LENGTH = 8
-_CACHE_NAMES = ("past_key", "past_value", "past.", "cache")
 
 
 _ORT_TYPES = {
@@ -156,7 +156,7 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
     bounds, compared = _index_bounds(model), _compared_constants(model)
     inputs = list(sess.get_inputs())
     dims = _dimension_values(inputs, shapes, _cache_config(model), batch, past_length, length)
-    past = dims.get(_PAST, 0) if any(_is_cache(i.name) for i in inputs) else 0
+    past = dims.get(_PAST, 0) if any(is_cache_input(i.name) for i in inputs) else 0
     feeds = {}
     for inp in inputs:
         shape = shapes.get(inp.name) or [_dim(d, i, dims, inp.shape) for i, d in enumerate(inp.shape)]
@@ -209,7 +209,7 @@ def first_step_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed:
     layer and computes the cross-attention caches). None for a model without a dynamic past
     length, or whose past --shape fixes."""
     fixed = set(shapes or {})
-    past = [i for i in sess.get_inputs() if _is_cache(i.name) and i.name not in fixed
+    past = [i for i in sess.get_inputs() if is_cache_input(i.name) and i.name not in fixed
             and any(isinstance(d, str) and "past" in d.lower() for d in i.shape)]
     if not past:
         return None
@@ -227,7 +227,7 @@ def with_own_past(sess, sample: dict[str, np.ndarray], *, shapes: dict[str, list
     random past of 8, 0.014 and 0.026 on its own. Unchanged where the model gives none."""
     ids = next((i.name for i in sess.get_inputs() if "input_ids" in i.name.lower() and i.name in sample), None)
     declared = {i.name: i.shape for i in sess.get_inputs()}
-    caches = [name for name in sample if "past" in name.lower() and _is_cache(name)]
+    caches = [name for name in sample if "past" in name.lower() and is_cache_input(name)]
     lengths = set()  # of the past, from the axes named so (a cross-attention cache's is the encoder's)
     for name in caches:
         lengths.update(sample[name].shape[a] for a, d in enumerate(declared.get(name, []))
@@ -239,7 +239,8 @@ def with_own_past(sess, sample: dict[str, np.ndarray], *, shapes: dict[str, list
     if prefix is None:
         return sample
     for name, value in prefix.items():  # the same encoder states, where the model takes some
-        if not _is_cache(name) and name in sample and sample[name].shape == value.shape and value.dtype.kind == "f":
+        if (not is_cache_input(name) and name in sample and sample[name].shape == value.shape
+                and value.dtype.kind == "f"):
             prefix[name] = sample[name]
     names = [o.name for o in sess.get_outputs()]
     try:
@@ -248,15 +249,11 @@ def with_own_past(sess, sample: dict[str, np.ndarray], *, shapes: dict[str, list
         return sample
     own = dict(sample)
     for name in caches:
-        for source in (name.replace("past_key_values", "present", 1), name.replace("past", "present", 1)):
+        for source in present_names(name):
             if source in out and out[source].shape == sample[name].shape and out[source].dtype == sample[name].dtype:
                 own[name] = out[source]
                 break
     return own
-
-
-def _is_cache(name: str) -> bool:
-    return any(part in name.lower() for part in _CACHE_NAMES)
 
 
 def _dim(d, axis: int, dims: dict, declared) -> int:
@@ -285,7 +282,7 @@ def _dimension_values(inputs, shapes: dict, config: dict, batch: int = DEFAULT_B
             if isinstance(d, str):
                 dims[d] = value
     for inp in inputs:
-        cache = _is_cache(inp.name)
+        cache = is_cache_input(inp.name)
         for axis, d in enumerate(inp.shape):
             if not isinstance(d, str) or d in dims or "+" in d:
                 continue

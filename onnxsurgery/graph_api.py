@@ -29,8 +29,7 @@ import onnx_graphsurgeon as gs
 
 from .errors import UnsupportedModelError
 from .graph_utils import make_names_unique, overridable_initializers
-from .io import import_graph as _import_graph
-from .io import inputs_with_defaults, load_model
+from .io import import_onnx, inputs_with_defaults, load_model
 from .npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
 from .passes.bypass_identity import BypassIdentities
 from .passes.embed import inputs_to_constants
@@ -52,7 +51,7 @@ def import_graph(source: str | os.PathLike | onnx.ModelProto) -> gs.Graph:
     overridable initializers kept among `graph.inputs` as constants (gs drops them, so a script
     could no longer tell them from weights)."""
     model = load_model(source)
-    graph = _import_graph(model)
+    graph = import_onnx(model)
     make_names_unique(graph)
     defaults = inputs_with_defaults(model)
     if defaults:

@@ -78,6 +78,9 @@ def common_scope(scopes: list[Scope]) -> Scope:
 
 
 ONNX_STRING = onnx.TensorProto.STRING
+# Ops that read a quantized model's scales and zero points: a constant they read is left as it
+# is (onnxruntime's quantized fusions want the constant itself, in its own type and shape).
+QUANT_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear")
 
 
 @dataclass(eq=False)

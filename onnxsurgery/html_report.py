@@ -18,10 +18,11 @@ import numpy as np
 
 from ._version import __version__
 from .errors import InputError
-from .evaluate import (BROTLI_QUALITY, EXACT_COMPRESSION_BYTES, METHOD_KEYS, METHODS, SAMPLE_PIECE_BYTES,
-                       SAMPLE_PIECES, measure_methods)
+from .defaults import METHOD_KEYS
+from .evaluate import (BROTLI_QUALITY, EXACT_COMPRESSION_BYTES, METHODS, SAMPLE_PIECE_BYTES, SAMPLE_PIECES,
+                       measure_methods)
 from .inventory import inventory
-from .io import check_output_path, write_atomic
+from .staging import check_output_path, write_atomic
 
 PLACEHOLDER = "/*REPORT_DATA*/"
 

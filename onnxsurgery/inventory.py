@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx
 
 from .graph_utils import collect_constants, iter_scopes
-from .passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from .defaults import MERGE_MIN_ELEMENTS
 from .pipeline import estimate_pipeline, open_workspace, quant_pipeline, shrink_pipeline
 from .quant.options import QuantOptions
 
@@ -16,7 +16,7 @@ _PART_NAMES = {"merge_duplicates": "merge", "half_width": "16-bit storage", "sha
                "merge_reshaped": "reshaped copies"}
 
 
-def inventory(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMENTS) -> dict:
+def inventory(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELEMENTS) -> dict:
     """Constants of at least `min_bytes`, totals, duplicate groups, and what `shrink` (its merge
     and its 16-bit storage) and `quant` would save."""
     ws = open_workspace(model)

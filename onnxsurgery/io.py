@@ -1,6 +1,8 @@
 """Loading and saving models, and exporting gs graphs to ONNX.
 
-- `load_model` reads a path (with external data from beside it) or takes a ModelProto.
+- `load_model` reads a path (with external data from beside it) or takes a ModelProto;
+  `open_model` parses one leaving the payloads in their files (lazy.py); `import_onnx` is
+  gs's import of it (the graph_api's `import_graph` prepares that graph for scripts).
 - `export_model` turns a gs graph back into a ModelProto. It replaces `gs.export_onnx` for two
   reasons: gs writes an outer-scope constant again as an initializer of every subgraph that
   reads it (the output grows), and gs with onnx 1.23 stamps IR version 14, which onnxruntime
@@ -9,7 +11,7 @@
 - `save_model` writes atomically (temporary file, then rename), switching to external data
   when asked or when the protobuf would pass the 2 GB limit; `stage_model` is its first half,
   for callers that check the written file before it replaces anything. Both live in
-  `staging.py` (and are importable from here).
+  `staging.py`.
 """
 
 from __future__ import annotations
@@ -28,10 +30,8 @@ from .graph_utils import collect_constants, is_sparse, iter_scopes, payload_nbyt
 from .lazy import (ExternalFiles, complete_external_lengths, external_ref, held_payload, materialize,
                    read_model_skipping_weights)
 from .paths import check_external_locations
-from .protos import all_tensor_protos, graphs_everywhere  # noqa: F401 - imported from here by many
-# writing a model lives in staging.py; its names are imported from here too, as before
-from .staging import (EXTERNAL_DATA_ALIGN, EXTERNAL_DATA_THRESHOLD, PROTOBUF_LIMIT, StagedModel,  # noqa: F401
-                      check_output_path, copy_file, save_model, stage_model, write_atomic)
+from .protos import all_tensor_protos, graphs_everywhere
+from .staging import PROTOBUF_LIMIT
 
 # Leave room for the rest of the message when deciding whether tensors must go external.
 EXTERNAL_DATA_MARGIN = 64 * 2**20
@@ -182,7 +182,10 @@ def _check_external_extents(external: list[onnx.TensorProto], path: Path) -> Non
                              f"needs bytes {offset}..{offset + length}, the file has {sizes[location]}")
 
 
-def import_graph(model: onnx.ModelProto) -> gs.Graph:
+def import_onnx(model: onnx.ModelProto) -> gs.Graph:
+    """gs.import_onnx, its failures as InputError and the attributes it skips carried through
+    (RawAttribute). The graph as gs imports it: for scripts, onnxsurgery.import_graph also makes
+    names unique and keeps overridable initializers among the inputs."""
     try:
         graph = gs.import_onnx(model)
     except Exception as e:  # gs raises plain exceptions on malformed graphs

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, OutputError
-from .io import write_atomic
 from .parallel import ordered_map
+from .staging import write_atomic
 from .paths import confined
 
 MANIFEST_VERSION = 1

@@ -19,7 +19,7 @@ units, which no user reads as an answer). The rule, in order:
    as a transformer's hidden size is (64 to 8192 in every config we have read), which class
    counts and vocabularies rarely are (1000, 6625, 30522, 50257).
 
-A KV cache's outputs are left out of the headline elsewhere (`verify.is_cache_output`).
+A KV cache's outputs are left out of the headline elsewhere (`kv_cache.is_cache_output`).
 """
 
 from __future__ import annotations

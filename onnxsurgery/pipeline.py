@@ -2,7 +2,8 @@
 
 A pipeline is data: a list of steps (passes/base.py), built here once per command
 (`shrink_pipeline`, `quant_pipeline`), run with `run_pipeline` by the API, the CLI and scripts
-on gs graphs alike, and estimated with `estimate_pipeline` by `info` without changing the graph.
+on gs graphs alike, estimated with `estimate_pipeline` by `info` without changing the graph, and
+run up to the quantizer's plan with `dry_run_pipeline` by `quant --dry-run`.
 """
 
 from __future__ import annotations
@@ -16,18 +17,20 @@ import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
+from .defaults import MERGE_MIN_ELEMENTS
 from .graph_utils import collect_constants, make_names_unique, overridable_initializers
-from .io import all_tensor_protos, export_model, import_graph, inputs_with_defaults, open_model
+from .io import export_model, import_onnx, inputs_with_defaults, open_model
 from .lazy import ExternalFiles, FileBackedValues, materialize
 from .passes.base import Estimate, Pass
 from .passes.bypass_identity import BypassIdentities
 from .passes.half_width import HalfWidth
-from .passes.merge_constants import DEFAULT_MIN_ELEMENTS, MergeDuplicates
+from .passes.merge_constants import MergeDuplicates
 from .passes.merge_reshaped import MergeReshaped
 from .passes.merge_transposed import MergeTransposed
 from .passes.narrow_types import Narrow
 from .passes.quantize_weights import QuantizeWeights
 from .passes.shape_only import FoldShapeOnly
+from .protos import all_tensor_protos
 from .quant.calibration import Calibration
 from .quant.options import QuantOptions
 from .report import PassReport, human_bytes
@@ -111,7 +114,7 @@ class Workspace:
         return model
 
 
-def shrink_pipeline(*, min_elements: int = DEFAULT_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
+def shrink_pipeline(*, min_elements: int = MERGE_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
                     half: bool = True, reshaped: bool = False, opsets: dict[str, int] | None = None,
                     store: ExternalFiles | None = None) -> list[Pass]:
     """`shrink`: constants read only by Shape become their shape; identical constants merged;
@@ -165,10 +168,10 @@ def run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | 
     return reports
 
 
-def plan_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None):
+def dry_run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None):
     """`quant --dry-run`: the steps before the quantizer applied (on a graph nobody writes), then
-    the quantizer's plan, the graph otherwise unchanged (steps after it, such as TensorRT's
-    narrowing, change no weight's plan)."""
+    the quantizer's plan (quant.plan.Plan) returned, the graph otherwise unchanged (steps after
+    it, such as TensorRT's narrowing, change no weight's plan)."""
     keep = overridable_initializers(graph) if keep is None else keep
     at = next(i for i, step in enumerate(passes) if isinstance(step, QuantizeWeights))
     before, quantize = passes[:at], passes[at]
@@ -239,7 +242,7 @@ def open_workspace(source, files: ExternalFiles | None = None) -> Workspace:
         model, size = source, source.ByteSize()
     else:
         model, files, size = open_model(source)
-    graph = import_graph(model)
+    graph = import_onnx(model)
     if files is not None:
         _read_payloads_through(graph, files)
     make_names_unique(graph)

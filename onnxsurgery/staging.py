@@ -26,7 +26,7 @@ import onnx
 from .errors import OutputError, UnsafeLocationError
 from .lazy import ExternalFiles, read_model_skipping_weights
 from .paths import confined, external_locations
-from .writer import ExternalPlan, plan_model, write_data_file, write_pieces
+from .writer import DataFileLayout, layout_model, write_data_file, write_pieces
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +76,11 @@ def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_dat
     path = Path(path)
     buf = memoryview(model.SerializeToString())
     data_name = path.name + ".data"
-    plan = ExternalPlan(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN) if external_data else None
-    pieces, total = plan_model(buf, plan)
-    if plan is None and total > PROTOBUF_LIMIT:
-        plan = ExternalPlan(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN)
-        pieces, total = plan_model(buf, plan)
+    layout = DataFileLayout(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN) if external_data else None
+    pieces, total = layout_model(buf, layout)
+    if layout is None and total > PROTOBUF_LIMIT:
+        layout = DataFileLayout(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN)
+        pieces, total = layout_model(buf, layout)
     if total > PROTOBUF_LIMIT:
         raise OutputError(f"the graph alone is over 2 GB ({total} bytes) even with external data")
     try:
@@ -89,9 +89,9 @@ def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_dat
         raise OutputError(f"cannot write to {path.parent}: {e.strerror or e}") from e
     staged = StagedModel(path, staging)
     try:
-        if plan is not None:
+        if layout is not None:
             with open(staging / data_name, "wb") as f:
-                write_data_file(f, plan, files)
+                write_data_file(f, layout, files)
             staged.names.append(data_name)
         with open(staging / path.name, "wb") as f:
             write_pieces(f, pieces, files)

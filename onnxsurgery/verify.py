@@ -13,16 +13,12 @@ import numpy as np
 import onnx
 
 from .errors import InputError, VerificationError
+from .kv_cache import is_cache_output
 from .output_kinds import has_class_axis
 from .progress import progress
-# sessions live in sessions.py; imported here too, as before
-from .sessions import (_first_line, _mapped_session, disk_bytes, load_error, session, session_settings,  # noqa: F401
-                       streams)
-# inputs for a model (generated, read, checked) live in feeds.py; imported here too, as before
-from .feeds import (DEFAULT_BATCH, DEFAULT_DIM, LENGTHS, check_samples, first_step_inputs,  # noqa: F401
-                    has_dynamic_batch, load_input_samples, make_inputs, parse_shapes, runnable_inputs, with_own_past)
-
-RUNTIMES = ("onnxruntime", "onnxruntime-web", "tensorrt")
+from .sessions import _first_line, session, streams
+from .feeds import (DEFAULT_BATCH, LENGTHS, check_samples, first_step_inputs, has_dynamic_batch, make_inputs,
+                    runnable_inputs, with_own_past)
 
 
 def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | None = None, *,
@@ -54,7 +50,7 @@ def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | Non
 def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, bool]:
     """(a DequantizeLinear output read by a MatMul, or as B by a Gemm without transA/transB, a
     MatMulNBits node), in any scope. A path is read without its weights' payloads."""
-    from .io import graphs_everywhere
+    from .protos import graphs_everywhere
 
     if not isinstance(model, onnx.ModelProto):
         from .lazy import read_model_skipping_weights
@@ -115,7 +111,7 @@ def compare_models(
     reference, candidate, *, samples: list[dict[str, np.ndarray]] | None = None,
     shapes: dict[str, list[int]] | None = None, seed: int = 0, fold_candidate: bool = True,
     runtime: str = "onnxruntime", outputs: tuple[str, ...] | None = None,
-    candidate_beside: str | os.PathLike | None = None,
+    candidate_beside: str | os.PathLike | None = None, reference_runs: dict | None = None,
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
 
@@ -131,53 +127,35 @@ def compare_models(
     as `runtime` computes it (`session_settings`); the result says which. `candidate_beside`: the
     candidate is a ModelProto whose payloads are still in that model file's folder
     (`sessions.session`'s `payloads_beside`).
+
+    `reference_runs`: a dict the caller keeps across comparisons of one reference with several
+    candidates (quant: the opset upgrade, then the result), so that the reference runs once: its
+    inputs and outputs are kept there, by the settings they were computed with. A candidate that
+    is the reference's own file under the reference's settings is not run again: the same file
+    in the same session settings computes the same outputs (shrink --verify where nothing
+    changed, `compare A A`).
     """
     generated = samples is None
-    if not generated:
-        check_samples(reference, samples)
     # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
-    ref_sess = _named_session(reference, map_weights=True, streamed=streamed)
-    names = [o.name for o in ref_sess.get_outputs()]
-    length = LENGTHS[0]
-    if generated:
-        sample, computed, length, error = runnable_inputs(ref_sess, lambda feeds, s=ref_sess: _run(s, names, feeds),
-                                                         shapes=shapes, seed=seed, model=reference)
-        if error is not None:
-            made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in sample.items())
-            raise VerificationError(f"the original model does not run on generated inputs ({made}): give real "
-                                    f"ones with --inputs, or dimensions with --shape NAME:DxD ({error})") from error
-        samples, expected = [sample], [computed]
+    same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
+            and _identity(candidate) == _identity(reference) and not isinstance(reference, onnx.ModelProto))
+    runs_key = (_identity(reference), streamed, seed, repr(shapes), None if generated else id(samples), same)
+    if reference_runs is not None and runs_key in reference_runs:
+        names, samples, expected = reference_runs[runs_key]
     else:
-        expected = [_run(ref_sess, names, feeds) for feeds in samples]
-    wider_refused = False
-    if generated and has_dynamic_batch(ref_sess, shapes):
-        # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
-        # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
-        wider = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
-                                                    batch=2, length=length),
-                              shapes=shapes, seed=seed + 4, model=reference, length=length)
-        try:
-            expected.append(_run(ref_sess, names, wider))
-            samples.append(wider)
-        except VerificationError:  # batch 1 only, whatever it declares, or only with a past (below)
-            wider_refused = True
-    # the samples above have a past; the first step has none (prompt processing; a merged
-    # decoder's other If branch, which they never run). At batch 2 where the batch-2 sample with
-    # a past was refused: GroupQueryAttention takes batch 1 only with a past ("batch_size must
-    # be 1 when sequence_length > 1 and past context is given"), any batch without one.
-    step = _first_step(ref_sess, names, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
-                       shapes=shapes, seed=seed + 2, model=reference, length=length) if generated else None
-    if step is not None:
-        samples.append(step[0])
-        expected.append(step[1])
-    del ref_sess
-    cand_sess = _named_session(candidate, fold_constants=fold_candidate, runtime=runtime, streamed=streamed,
-                               payloads_beside=candidate_beside)
+        # the reference's own file is not compared with anything: one sample shows that it runs
+        names, samples, expected = _reference_runs(reference, samples, shapes, seed, streamed, wider=not same)
+        if reference_runs is not None:
+            reference_runs.clear()  # one reference at a time
+            reference_runs[runs_key] = (names, samples, expected)
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[dict]] = {}
+    cand_sess = None if same else _named_session(candidate, fold_constants=fold_candidate, runtime=runtime,
+                                                 streamed=streamed, payloads_beside=candidate_beside)
+    _give_back_freed_memory()  # the reference session's buffers, before the candidate's
     for feeds, ref in progress(list(zip(samples, expected)), "verify", unit="sample"):
-        got = _run(cand_sess, names, feeds)
+        got = ref if cand_sess is None else _run(cand_sess, names, feeds)
         for name, entry in compare_outputs(ref, got, names).items():
             if "argmax_agreement" in entry:
                 agreements.setdefault(name, []).append({k: entry[k] for k in ("argmax_agreement", "shape")})
@@ -188,6 +166,8 @@ def compare_models(
             prev["exact"] = prev["exact"] and entry["exact"]
             for key in ("max_abs_error", "rel_l2_error"):
                 prev[key] = max(prev[key], entry[key])
+    del cand_sess
+    _give_back_freed_memory()
     headline = headline_outputs(names, outputs)
     for name, entries in agreements.items():  # over all samples' positions
         if is_cache_output(name) and name not in headline:
@@ -210,6 +190,77 @@ def compare_models(
     }
 
 
+def _give_back_freed_memory() -> None:
+    """Return the heap's free pages to the system (glibc's malloc_trim; elsewhere nothing). A
+    session's freed buffers otherwise stay in the process's heap, and the next session's come on
+    top of them: `quant` of a 1.2 MB conv net over 9 s of audio held 145-166 MB, the comparison
+    of the same files 100 MB (bench/small_models.py)."""
+    import ctypes
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+            pass
+
+
+def _identity(model) -> object:
+    """What names a model for `reference_runs`: its resolved path, or the object itself."""
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            return str(Path(model).resolve())
+        except OSError:
+            return str(model)
+    return id(model)
+
+
+def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True):
+    """(output names, samples, the reference's outputs on each): `samples`, or generated ones
+    (one that runs, then with `wider` a batch of 2 where the batch is dynamic and a decoder's
+    first step)."""
+    generated = samples is None
+    if not generated:
+        check_samples(reference, samples)
+    ref_sess = _named_session(reference, map_weights=True, streamed=streamed)
+    names = [o.name for o in ref_sess.get_outputs()]
+    length = LENGTHS[0]
+    if generated:
+        sample, computed, length, error = runnable_inputs(ref_sess, lambda feeds, s=ref_sess: _run(s, names, feeds),
+                                                         shapes=shapes, seed=seed, model=reference)
+        if error is not None:
+            made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in sample.items())
+            raise VerificationError(f"the original model does not run on generated inputs ({made}): give real "
+                                    f"ones with --inputs, or dimensions with --shape NAME:DxD ({error})") from error
+        samples, expected = [sample], [computed]
+    else:
+        expected = [_run(ref_sess, names, feeds) for feeds in samples]
+    wider_refused = False
+    if not (generated and wider):
+        return names, samples, expected
+    if has_dynamic_batch(ref_sess, shapes):
+        # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
+        # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
+        batch2 = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
+                                                    batch=2, length=length),
+                              shapes=shapes, seed=seed + 4, model=reference, length=length)
+        try:
+            expected.append(_run(ref_sess, names, batch2))
+            samples.append(batch2)
+        except VerificationError:  # batch 1 only, whatever it declares, or only with a past (below)
+            wider_refused = True
+    # the samples above have a past; the first step has none (prompt processing; a merged
+    # decoder's other If branch, which they never run). At batch 2 where the batch-2 sample with
+    # a past was refused: GroupQueryAttention takes batch 1 only with a past ("batch_size must
+    # be 1 when sequence_length > 1 and past context is given"), any batch without one.
+    step = _first_step(ref_sess, names, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
+                       shapes=shapes, seed=seed + 2, model=reference, length=length)
+    if step is not None:
+        samples.append(step[0])
+        expected.append(step[1])
+    return names, samples, expected
+
+
 def _first_step(sess, names: list[str], *, batches: tuple[int, ...], **options):
     """(feeds, outputs) of a decoder's first step (`first_step_inputs`) that `sess` runs, at the
     first of `batches` it takes; None for a model without a past, or refusing an empty one."""
@@ -222,11 +273,6 @@ def _first_step(sess, names: list[str], *, batches: tuple[int, ...], **options):
         except VerificationError:
             continue
     return None
-
-
-def is_cache_output(name: str) -> bool:
-    """A KV cache's output (optimum and the genai builder call them present.*, present_*)."""
-    return name.lower().startswith("present")
 
 
 def headline_outputs(names: list[str], asked: tuple[str, ...] | None) -> list[str]:

@@ -2,10 +2,10 @@
 reading them into the ModelProto.
 
 The model is serialised without those payloads (small), then the wire format is walked once
-to plan the output: each tensor that refers to a payload in a file gets a `raw_data` field
+to lay out the output: each tensor that refers to a payload in a file gets a `raw_data` field
 whose bytes are copied straight from that file as the output is written; with external data,
 each large payload goes to the .data file at a page-aligned offset instead. Every message
-length is known from the plan before a byte is written, so memory stays at the size of the
+length is known from the layout before a byte is written, so memory stays at the size of the
 graph without its weights, and the 2 GB protobuf limit is checked before writing.
 """
 
@@ -37,7 +37,7 @@ class FileRef(NamedTuple):
     offset: int
     length: int
 
-    def __len__(self) -> int:  # so that plans can sum piece lengths alike
+    def __len__(self) -> int:  # so that a layout sums piece lengths alike
         return self.length
 
 
@@ -45,7 +45,7 @@ Piece = Union[bytes, memoryview, FileRef]
 
 
 @dataclass
-class ExternalPlan:
+class DataFileLayout:
     """Where payloads go in the .data file: (payload, offset), page-aligned."""
 
     location: str
@@ -61,14 +61,16 @@ class ExternalPlan:
         return offset
 
 
-def plan_model(buf: memoryview, external: ExternalPlan | None) -> tuple[list[Piece], int]:
-    pieces = rewrite_tensors(buf, lambda b, s, e: _plan_tensor(b, s, e, external))
+def layout_model(buf: memoryview, external: DataFileLayout | None) -> tuple[list[Piece], int]:
+    """The serialised model `buf` as the pieces to write, and their total length: payloads left
+    in the input's files as FileRefs, and with `external`, large payloads placed in the .data file."""
+    pieces = rewrite_tensors(buf, lambda b, s, e: _layout_tensor(b, s, e, external))
     if pieces is None:
         pieces = [buf]
     return pieces, sum(len(p) for p in pieces)
 
 
-def _plan_tensor(buf, start: int, end: int, external: ExternalPlan | None) -> list[Piece] | None:
+def _layout_tensor(buf, start: int, end: int, external: DataFileLayout | None) -> list[Piece] | None:
     kept: list[Piece] = []
     payload: Piece | None = None
     ref: dict[str, str] = {}
@@ -111,8 +113,8 @@ def write_pieces(f: BinaryIO, pieces, files: ExternalFiles | None) -> None:
             f.write(piece)
 
 
-def write_data_file(f: BinaryIO, plan: ExternalPlan, files: ExternalFiles | None) -> None:
-    for payload, offset in plan.entries:
+def write_data_file(f: BinaryIO, layout: DataFileLayout, files: ExternalFiles | None) -> None:
+    for payload, offset in layout.entries:
         f.seek(offset)
         write_pieces(f, [payload], files)
 

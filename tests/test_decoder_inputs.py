@@ -16,7 +16,7 @@ import builders
 import onnxsurgery
 from onnxsurgery.cli import main
 from onnxsurgery.feeds import PAST_LENGTH, make_inputs
-from onnxsurgery.verify import session
+from onnxsurgery.sessions import session
 
 HEADS, HEAD = 2, 8
 

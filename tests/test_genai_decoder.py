@@ -118,7 +118,9 @@ def test_batch_two_is_checked_on_the_first_step_where_the_cache_step_refuses_it(
     """GroupQueryAttention takes batch 1 only with a past, any batch without one: verification's
     batch-2 sample is then the first step."""
     from onnxsurgery.feeds import make_inputs, with_own_past
-    from onnxsurgery.verify import VerificationError, _first_step, _run, session
+    from onnxsurgery.errors import VerificationError
+    from onnxsurgery.verify import _first_step, _run
+    from onnxsurgery.sessions import session
 
     path = LLAMA / "model.onnx"
     sess = session(path)

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 import builders
 from onnxsurgery.cli import main
 from onnxsurgery.feeds import LENGTHS, make_inputs, runnable_inputs
-from onnxsurgery.verify import session
+from onnxsurgery.sessions import session
 
 HIDDEN = 16
 

@@ -151,7 +151,8 @@ def _outputs(path, feeds):
 
 
 def _encoder_feeds(encoder):
-    from onnxsurgery.verify import make_inputs, session
+    from onnxsurgery.feeds import make_inputs
+    from onnxsurgery.sessions import session
 
     return make_inputs(session(encoder), model=encoder)
 

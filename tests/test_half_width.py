@@ -182,7 +182,7 @@ def test_memory_after_session_creation_not_above_the_float_original(tmp_path):
     large models): with the payload inline, glibc keeps the freed 16-bit buffer in the process's
     heap after the fold (its dynamic mmap threshold), which shows as that much more RSS; with
     MALLOC_MMAP_THRESHOLD_ fixed, inline is level with the original too."""
-    from onnxsurgery.io import save_model
+    from onnxsurgery.staging import save_model
     from onnxsurgery.session_memory import measure_in_fresh_process
 
     m = model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", shape=[3, 2048])],

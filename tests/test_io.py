@@ -58,13 +58,13 @@ def test_external_data_output_is_one_aligned_file(tmp_path):
     entries = [{e.key: e.value for e in t.external_data} for t in saved.graph.initializer
                if t.data_location == onnx.TensorProto.EXTERNAL]
     assert entries and {e["location"] for e in entries} == {"out.onnx.data"}
-    assert all(int(e["offset"]) % osio.EXTERNAL_DATA_ALIGN == 0 for e in entries)
+    assert all(int(e["offset"]) % staging.EXTERNAL_DATA_ALIGN == 0 for e in entries)
     assert_same_outputs(m, out)
 
 
 def test_large_model_goes_external_automatically(tmp_path, monkeypatch):
     # Pretend the protobuf limit is tiny, so the ordinary save path would overflow it.
-    monkeypatch.setattr(staging, "PROTOBUF_LIMIT", 2000)  # stage_model's limit (io imports it)
+    monkeypatch.setattr(staging, "PROTOBUF_LIMIT", 2000)  # stage_model's limit
     monkeypatch.setattr(osio, "EXTERNAL_DATA_MARGIN", 0)
     m = builders.duplicate_initializers(n_copies=2, size=32)
     out, _ = onnxsurgery.shrink(m)
@@ -102,11 +102,11 @@ def test_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
 def test_staged_model_is_in_place_only_after_commit(tmp_path):
     m = builders.duplicate_initializers()
     target = tmp_path / "out.onnx"
-    with osio.stage_model(m, target, external_data=True) as staged:
+    with staging.stage_model(m, target, external_data=True) as staged:
         assert staged.path.is_file() and not target.exists()
         assert_same_outputs(m, staged.path)  # complete and loadable before it is in place
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # not committed: nothing left
-    with osio.stage_model(m, target, external_data=True) as staged:
+    with staging.stage_model(m, target, external_data=True) as staged:
         written = staged.commit()
     assert [p.name for p in written] == ["out.onnx.data", "out.onnx"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.onnx", "out.onnx.data"]

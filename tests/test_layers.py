@@ -27,7 +27,7 @@ def _loaded_by(code: str) -> list[str]:
 
 
 # What a quant request is (plain data: the CLI builds its options from it), not a quantizer
-DECLARATIONS = ("onnxsurgery.quant", "onnxsurgery.quant.request")
+DECLARATIONS = ("onnxsurgery.quant", "onnxsurgery.quant.request", "onnxsurgery.quant.vocabulary")
 
 
 def _heavy(modules: list[str]) -> list[str]:
@@ -73,15 +73,33 @@ def test_quant_stays_the_function_whatever_loads_first():
 
 
 def test_defaults_shown_in_help_are_the_ones_used():
-    """defaults.py repeats, as plain constants, what --help shows from the heavier modules."""
-    from onnxsurgery import defaults, evaluate
-    from onnxsurgery.passes import merge_constants
-    from onnxsurgery.quant import options
+    """defaults.py holds, as plain constants, what --help shows and the heavier modules use: the
+    API's own defaults are the same values (merge's min_elements is not quant's)."""
+    import inspect
 
-    assert defaults.MERGE_MIN_ELEMENTS == merge_constants.DEFAULT_MIN_ELEMENTS
-    assert defaults.QUANT_MIN_ELEMENTS == options.DEFAULT_MIN_ELEMENTS
-    assert defaults.QUANT_BLOCK_SIZE == options.DEFAULT_BLOCK_SIZE
-    assert tuple(m.key for m in evaluate.METHODS) == defaults.METHOD_KEYS == evaluate.METHOD_KEYS
+    from onnxsurgery import api, defaults, evaluate
+    from onnxsurgery.passes import merge_constants
+    from onnxsurgery.quant.options import QuantOptions
+
+    def default(fn, name):
+        return inspect.signature(fn).parameters[name].default
+
+    for fn in (api.shrink, api.shrink_file, api.npy_file, api.info, merge_constants.merge_duplicate_constants):
+        assert default(fn, "min_elements") == defaults.MERGE_MIN_ELEMENTS == 16, fn
+    assert QuantOptions().min_elements == defaults.QUANT_MIN_ELEMENTS == 4096
+    assert QuantOptions().block_size == defaults.QUANT_BLOCK_SIZE
+    assert tuple(m.key for m in evaluate.METHODS) == defaults.METHOD_KEYS
+
+
+def test_lowerings_named_once():
+    """quant/vocabulary.py names the lowerings for the CLI, the options and the plan; the
+    registry (one module per lowering) holds exactly those, and --lowering offers some."""
+    from onnxsurgery.quant.lowerings import REGISTRY
+    from onnxsurgery.quant.request import CLI_LOWERINGS
+    from onnxsurgery.quant.vocabulary import INTEGER_LOWERINGS
+
+    assert sorted(REGISTRY) == sorted(INTEGER_LOWERINGS)
+    assert CLI_LOWERINGS == ("auto", "dq", "arith", "scaled")
 
 
 def _import_graph() -> dict[str, set[str]]:
@@ -153,3 +171,28 @@ def test_the_api_does_not_import_the_report():
     for module, targets in edges.items():
         if module == "onnxsurgery.api" or module.startswith("onnxsurgery.api."):
             assert not targets & report, f"{module} imports {targets & report}"
+
+
+def test_design_draws_the_spine_as_it_is():
+    """docs/design.md draws a quant call's path one module a line: each name on the left (a
+    module of the package, then attributes) exists, so a rename cannot leave the drawing behind."""
+    import importlib
+    import re
+
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    block = re.search(r"### The spine.*?```text\n(.*?)```", text, re.S).group(1)
+    names = [line.split()[0] for line in block.splitlines() if line and not line[0].isspace()]
+    assert len(names) > 15 and names[0] == "cli.quant" and names[-1] == "report.RunReport"
+    for name in names:
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest prefix that is a module
+            try:
+                value = importlib.import_module("onnxsurgery." + ".".join(parts[:cut]))
+            except ModuleNotFoundError:
+                continue
+            for attr in parts[cut:]:
+                assert hasattr(value, attr), f"docs/design.md names {name}: no {attr}"
+                value = getattr(value, attr)
+            break
+        else:
+            raise AssertionError(f"docs/design.md names {name}, which is no module of onnxsurgery")

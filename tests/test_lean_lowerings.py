@@ -293,7 +293,7 @@ def test_matmul_nbits_dequantizes_like_the_weights(tmp_path, dtype, symmetric):
     got = run(builders.in_float_arithmetic(out), eye)[0]  # the stored integers, exactly
     _, dq_out, _ = _quant(tmp_path, model, dtype=dtype, symmetric=symmetric, keep_quantized=True,
                           granularity="block")
-    from onnxsurgery.verify import session
+    from onnxsurgery.sessions import session
 
     via_dq = session(dq_out, runtime="onnxruntime-web").run(None, eye)[0]
     assert np.allclose(got, via_dq, rtol=0, atol=1e-6)
@@ -467,12 +467,12 @@ def test_recurrent_weights_below_opset_13_in_a_graph_fall_back_to_cast_and_mul()
 
 def test_a_large_weight_is_measured_on_evenly_spaced_whole_channels():
     """Measured in the weight, the lean-or-accurate ratio of a weight of 4M elements or more is
-    taken on about 1M of them (choices.lean.channel_sample): whole output channels, first and
+    taken on about 1M of them (choices.sampling.channel_sample): whole output channels, first and
     last included; smaller weights whole."""
     import onnx_graphsurgeon as gs
 
     from onnxsurgery.graph_utils import collect_constants
-    from onnxsurgery.quant.choices.lean import SAMPLED_ELEMENTS, channel_sample
+    from onnxsurgery.quant.choices.sampling import SAMPLED_ELEMENTS, channel_sample
 
     def site_of(w):
         x, y = gs.Variable("x", np.float32, [1, w.shape[0]]), gs.Variable("y", np.float32, [1, w.shape[1]])

@@ -7,7 +7,7 @@ from conftest import builders, run
 
 from onnxsurgery.protos import graphs_everywhere
 import onnxsurgery
-from onnxsurgery.io import all_tensor_protos
+from onnxsurgery.protos import all_tensor_protos
 from onnxsurgery.errors import UnsupportedModelError, VerificationError
 from onnxsurgery.quant.options import QuantOptions
 from onnxsurgery.quant.rounding import dequantize, pack_halves, pack_nibbles, quantize
@@ -383,7 +383,7 @@ def test_verification_sessions_one_at_a_time_without_the_graph(tmp_path, monkeyp
     quantized graph is released before the first session is created."""
     import weakref
 
-    from onnxsurgery import verify
+    from onnxsurgery import sessions as sessions_module, verify
     from onnxsurgery.api import quantizing as api
 
     src = tmp_path / "in.onnx"
@@ -410,7 +410,8 @@ def test_verification_sessions_one_at_a_time_without_the_graph(tmp_path, monkeyp
         return s
 
     monkeypatch.setattr(api, "open_workspace", open_and_track)
-    monkeypatch.setattr(verify, "session", session_and_track)
+    monkeypatch.setattr(verify, "session", session_and_track)  # compare_models' sessions
+    monkeypatch.setattr(sessions_module, "session", session_and_track)  # the lean/accurate choice's probes
     report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024)
     # the input's weights mapped from its file; the result loaded without constant folding
     assert len(created) == 2 and created[0][0] == str(src)
@@ -555,7 +556,7 @@ def test_target_size_of_the_default_file_is_the_default(tmp_path):
 
 def test_allocation_leaves_room_for_the_large_weight_step():
     """Greedy by rate alone would spend the room on b's cheap step and leave a at int4."""
-    from onnxsurgery.quant.choices import budget as allocation
+    from onnxsurgery.quant.choices import allocation
 
     weights = [allocation.WeightCosts("a", {"int4": 10, "int8": 20}, {"int4": 0.3, "int8": 0.01}),
                allocation.WeightCosts("b", {"int4": 1, "float16": 2}, {"int4": 0.2})]
@@ -565,7 +566,7 @@ def test_allocation_leaves_room_for_the_large_weight_step():
 
 
 def test_allocation_takes_the_most_error_per_byte_first():
-    from onnxsurgery.quant.choices import budget as allocation
+    from onnxsurgery.quant.choices import allocation
 
     weights = [allocation.WeightCosts("a", {"int4": 10, "int8": 20, "float32": 80}, {"int4": 0.3, "int8": 0.02}),
                allocation.WeightCosts("b", {"int4": 10, "int8": 20, "float32": 80}, {"int4": 0.1, "int8": 0.01})]
@@ -674,13 +675,13 @@ def test_mapped_reference_reads_weights_from_the_file_and_computes_the_same(tmp_
     """The reference session maps its large tensors from the input file (initializers, a
     Constant node and an If branch's initializer here) and computes exactly what loading the
     file does."""
-    from onnxsurgery import verify
+    from onnxsurgery import sessions
 
     model = builders.quant_cases()
     src = tmp_path / "in.onnx"
     onnx.save(model, str(src))
-    mapped = verify._mapped_session(src, verify.session_settings())  # no fallback on this path
-    plain = verify.session(src)
+    mapped = sessions._mapped_session(src, sessions.session_settings())  # no fallback on this path
+    plain = sessions.session(src)
     for seed in (0, 1):
         feeds = {"ids": np.array([3, 77], np.int64), "c": np.array(bool(seed))}
         assert all(np.array_equal(a, b) for a, b in zip(mapped.run(None, feeds), plain.run(None, feeds)))
@@ -692,14 +693,14 @@ def test_unfolded_session_keeps_the_dequantization_at_run_time(tmp_path):
     outputs are those of the folded session."""
     import onnxruntime as ort
 
-    from onnxsurgery import verify
+    from onnxsurgery import sessions
 
     model = builders.quant_cases()
     _, out, _ = _quant(tmp_path, model, lowering="arith")
     feeds = {"ids": np.array([3, 77], np.int64), "c": np.array(True)}
     outputs, casts = [], []
     for fold in (True, False):
-        opts, kwargs = verify.session_settings(fold_constants=fold)
+        opts, kwargs = sessions.session_settings(fold_constants=fold)
         opts.optimized_model_filepath = str(tmp_path / f"opt{fold}.onnx")
         outputs.append(ort.InferenceSession(str(out), opts, **kwargs).run(None, feeds)[0])
         optimized = onnx.load(str(tmp_path / f"opt{fold}.onnx"))
@@ -714,7 +715,7 @@ def test_sessions_keep_conv_weights_in_their_own_layout(tmp_path):
     outputs are the same function."""
     import onnxruntime as ort
 
-    from onnxsurgery import verify
+    from onnxsurgery import sessions
 
     src = tmp_path / "conv.onnx"
     onnx.save(builders.conv_model(), str(src))
@@ -722,7 +723,7 @@ def test_sessions_keep_conv_weights_in_their_own_layout(tmp_path):
     domains, outputs = [], []
     for ours in (False, True):
         default = (ort.SessionOptions(), {"providers": ["CPUExecutionProvider"]})
-        opts, kwargs = verify.session_settings() if ours else default
+        opts, kwargs = sessions.session_settings() if ours else default
         opts.optimized_model_filepath = str(tmp_path / f"opt{ours}.onnx")
         opts.log_severity_level = 3
         outputs.append(ort.InferenceSession(str(src), opts, **kwargs).run(None, feeds)[0])
@@ -739,7 +740,8 @@ def test_generated_token_ids_cover_tables_read_from_a_file(tmp_path):
     node), not just 0-9, when the model is given as a path; other integers stay small."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from onnxsurgery import verify
+    from onnxsurgery import sessions, verify
+    from onnxsurgery.feeds import make_inputs
 
     b = builders
     nodes = [b.const_node("small", b.rand((20, 4), 2)),
@@ -752,7 +754,7 @@ def test_generated_token_ids_cover_tables_read_from_a_file(tmp_path):
                 [numpy_helper.from_array(b.rand((3000, 8), 1), "big")])
     src = tmp_path / "m.onnx"
     onnx.save(m, str(src))
-    feeds = verify.make_inputs(verify.session(src), model=src)
+    feeds = make_inputs(sessions.session(src), model=src)
     assert 1000 < feeds["ids"].max() < 3000
     assert 10 <= feeds["pos"].max() < 20
     assert feeds["n"].max() < 10
@@ -780,9 +782,9 @@ def test_fp16_weight_read_only_inside_if_branches_loads_unfolded(tmp_path):
     assert not any(n.op_type == "Cast" for n in saved.graph.node)
     branches = [g for g in graphs_everywhere(saved.graph) if g is not saved.graph]
     assert all(sum(n.op_type == "Cast" for n in g.node) == 1 for g in branches)
-    from onnxsurgery import verify
+    from onnxsurgery import sessions
 
     feeds = {"x": b.rand((1, 64), 6), "c": np.array(False)}
-    got = verify.session(out, fold_constants=False).run(None, feeds)[0]
+    got = sessions.session(out, fold_constants=False).run(None, feeds)[0]
     want = feeds["x"] @ b.rand((64, 64), 5).astype(np.float16).astype(np.float32)
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()

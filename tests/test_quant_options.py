@@ -21,7 +21,8 @@ CHOICES = [
     ["--block-size", "16"], ["--symmetric"], ["--asymmetric"], ["--rounding", "balanced"], ["--lowering", "dq"],
     ["--lowering", "arith"], ["--lowering", "scaled"], ["--keep-quantized"], ["--target", "onnxruntime"],
     ["--target", "tensorrt"], ["--levels", "16"], ["--fp16"], ["--include", "W_*"], ["--exclude", "E"],
-    ["--dynamic"], ["--no-merge"], ["--runtime", "onnxruntime-web"], ["--max-error", "0.5"],
+    ["--dynamic"], ["--no-merge"], ["--runtime", "onnxruntime-web"], ["--target", "onnxruntime-web"],
+    ["--memory", "0.001"], ["--max-error", "0.5"],
 ]
 
 

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from onnxsurgery.cli import main
-from onnxsurgery.evaluate import METHOD_KEYS
+from onnxsurgery.defaults import METHOD_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
 ODD_NAME = '</script><b id="x">"w"'  # a tensor name that must not break out of the page's data

@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 
 import onnxsurgery
-from onnxsurgery.verify import session
+from onnxsurgery.sessions import session
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "web"))

@@ -10,7 +10,7 @@ from typing import Callable
 import onnx
 
 from ..errors import InputError, OutputError
-from ..io import check_output_path, stage_model
+from ..staging import check_output_path, stage_model
 from ..pipeline import Workspace, open_workspace
 from ..report import RunReport
 
@@ -29,7 +29,7 @@ def model_file(source, what: str = "input"):
 
 
 def output_for(input_path, output_path, in_place: bool) -> Path:
-    """io.check_output_path, with the Python API's word for overwriting the input (the CLI
+    """staging.check_output_path, with the Python API's word for overwriting the input (the CLI
     refuses the same first, with its own: cli._refuse_same_file)."""
     model_file(input_path)
     if not in_place:

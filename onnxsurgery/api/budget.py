@@ -1,5 +1,5 @@
 """`quant --target-error` / `--target-size`: each weight stored as int4, int8, float16 or float32,
-by its output error in each format measured alone in onnxruntime (quant/choices/budget.py)."""
+by its output error in each format measured alone in onnxruntime (quant/choices/allocation.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import onnx
 
-from ..io import save_model
+from ..staging import save_model
 from ..pipeline import open_workspace
 from ..progress import progress
-from ..quant.choices import budget as allocation
+from ..quant.choices import allocation
 from ..quant.calibration import Calibration
 from ..quant.options import QuantOptions
 from ..report import RunReport
@@ -28,13 +28,13 @@ def _literal(name: str) -> str:
 
 def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: float | None,
               target_size: int | None, samples=None, shapes=None,
-              calibration: Calibration | None = None) -> tuple[QuantOptions, allocation.Plan, float]:
+              calibration: Calibration | None = None) -> tuple[QuantOptions, allocation.Allocation, float]:
     """Options that store each weight as int4, int8 (`options.dtype`, or int8 when that is 4-bit),
     float16 or float32 so as to meet `target_error` at the smallest size, or `target_size`
-    (bytes of the whole file) at the smallest error (quant/choices/budget.py). Each weight's error
-    per integer format is measured alone in onnxruntime; a plan for an error whose verified error
-    falls short is tightened and planned again (at most ALLOCATION_ROUNDS times). Returns the
-    options, the plan and its verified output error."""
+    (bytes of the whole file) at the smallest error (quant/choices/allocation.py). Each weight's error
+    per integer format is measured alone in onnxruntime; an allocation for an error whose verified
+    error falls short is tightened and made again (at most ALLOCATION_ROUNDS times). Returns the
+    options, the allocation and its verified output error."""
 
     from ..graph_utils import collect_constants, iter_scopes
 
@@ -78,28 +78,29 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
     ws.close()
     others = full_size - stored_int8  # the graph and what stays float, as the all-int8 file stores it
 
-    def options_for(plan: allocation.Plan) -> QuantOptions:
+    def options_for(allocated: allocation.Allocation) -> QuantOptions:
         return base.changed(
-            int4_for=tuple(_literal(n) for n in plan.names("int4")),
-            fp16_for=tuple(options.fp16_for) + tuple(_literal(n) for n in plan.names("float16")),
-            exclude=tuple(options.exclude) + tuple(_literal(n) for n in plan.names("float32") + plan.names("kept")))
+            int4_for=tuple(_literal(n) for n in allocated.names("int4")),
+            fp16_for=tuple(options.fp16_for) + tuple(_literal(n) for n in allocated.names("float16")),
+            exclude=tuple(options.exclude)
+            + tuple(_literal(n) for n in allocated.names("float32") + allocated.names("kept")))
 
     if target_size is not None:
         room = target_size - others
         for _ in range(ALLOCATION_ROUNDS):  # sizes measured alone add up to within a few %: refit
-            plan = allocation.for_size(weights, room)
-            err, size, *_ = measured(options_for(plan))
+            allocated = allocation.for_size(weights, room)
+            err, size, *_ = measured(options_for(allocated))
             if size <= target_size:
                 break
             room -= size - target_size
         if full_size <= target_size and full_error <= err:  # errors need not add up as planned
-            plan, err = allocation.uniform(weights, "int8"), full_error
-        return options_for(plan), plan, err
+            allocated, err = allocation.uniform(weights, "int8"), full_error
+        return options_for(allocated), allocated, err
     goal = target_error
     for _ in range(ALLOCATION_ROUNDS):
-        plan = allocation.for_error(weights, goal)
-        err = measured(options_for(plan))[0]
-        if err <= target_error or plan.predicted_error == 0:
+        allocated = allocation.for_error(weights, goal)
+        err = measured(options_for(allocated))[0]
+        if err <= target_error or allocated.predicted_error == 0:
             break
-        goal = plan.predicted_error * target_error / err  # the prediction fell short by err / predicted
-    return options_for(plan), plan, err
+        goal = allocated.predicted_error * target_error / err  # the prediction fell short by err / predicted
+    return options_for(allocated), allocated, err

@@ -7,12 +7,12 @@ import numpy as np
 
 from ..inventory import inventory
 from ..npy import NpyModel, with_npy_arrays
-from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from ..defaults import MERGE_MIN_ELEMENTS
 from ..verify import compare_models
 from ._common import model_file
 
 
-def info(model, *, min_bytes: int = 1024, min_elements: int = DEFAULT_MIN_ELEMENTS) -> dict:
+def info(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELEMENTS) -> dict:
     """Inventory of a model: large constants, totals, duplicates, and what each method saves."""
     return inventory(model_file(model), min_bytes=min_bytes, min_elements=min_elements)
 

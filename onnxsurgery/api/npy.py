@@ -10,14 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..io import save_model
+from ..staging import save_model
 from ..npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
 from ..passes.embed import inputs_to_constants
 from ..passes.externalize import externalize
-from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..verify import check_samples, load_error, make_inputs, session
+from ..feeds import check_samples, make_inputs
+from ..sessions import load_error, session
 from ._common import model_file, output_for
 
 
@@ -32,7 +33,7 @@ def npy_file(
     external_data: bool = False,
     merge: bool = True,
     in_place: bool = False,
-    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    min_elements: int = MERGE_MIN_ELEMENTS,
 ) -> RunReport:
     """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
     inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.

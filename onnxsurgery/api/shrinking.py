@@ -9,11 +9,12 @@ import numpy as np
 import onnx
 
 from ..errors import VerificationError
-from ..io import copy_file
-from ..passes.merge_constants import DEFAULT_MIN_ELEMENTS
+from ..staging import copy_file
+from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..verify import compare_models, load_error
+from ..verify import compare_models
+from ..sessions import load_error
 from ._common import _in_memory, _write_checked, output_for
 
 
@@ -27,7 +28,7 @@ def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
 def shrink(
     model,
     *,
-    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    min_elements: int = MERGE_MIN_ELEMENTS,
     transposed: bool = False,
     narrow: bool = False,
     half: bool = True,
@@ -59,7 +60,7 @@ def shrink_file(
     in_place: bool = False,
     external_data: bool | None = None,
     verify: bool = False,
-    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    min_elements: int = MERGE_MIN_ELEMENTS,
     transposed: bool = False,
     narrow: bool = False,
     half: bool = True,

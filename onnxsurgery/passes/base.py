@@ -1,15 +1,17 @@
 """What every pass offers a pipeline: estimate what it would do, or do it.
 
 Each pass module keeps its public function (`merge_duplicate_constants(graph, ...) ->
-PassReport`, for scripts) and adds a small class holding the pass's options, with two methods:
+PassReport`, for scripts; the quantizer's is graph_api.quantize_weights) and adds a small class
+holding the pass's options, with two methods:
 
 - `estimate(graph, keep=..., removed=...)`: the bytes the pass would save, without changing
   the graph, and the constants it would remove, so that the next pass's estimate leaves them
   out (quant's estimate does not count a weight that the merge before it removes).
 - `apply(graph, keep=...)`: do it, in place, and say what was done (PassReport).
 
-A pipeline is a list of these (pipelines.py): `quant`, `shrink` and `info` run or estimate the
-same lists, so `info` asks the passes instead of reaching into their internals.
+A pipeline is a list of these (pipeline.py: shrink_pipeline, quant_pipeline): `quant`, `shrink`
+and `info` run or estimate the same lists, so `info` asks the passes instead of reaching into
+their internals.
 """
 
 from __future__ import annotations

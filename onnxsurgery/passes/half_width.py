@@ -37,6 +37,7 @@ import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from ..graph_utils import (
+    QUANT_READERS,
     ConstantSite,
     NameAllocator,
     c_order,
@@ -50,15 +51,14 @@ from ..graph_utils import (
     readers_by_graph,
     stored_bytes,
 )
+from ..defaults import MERGE_MIN_ELEMENTS
 from ..report import PassReport
 from .base import Estimate
-from .merge_constants import DEFAULT_MIN_ELEMENTS
 
 FLOAT16_FROM_OPSET = 6  # Cast with a numeric `to`
 BFLOAT16_FROM_OPSET = 13
 SAMPLE_BYTES = 64 * 1024  # exact_half_type's first look
 CHUNK_BYTES = 16 * 2**20  # a large weight is checked a slice at a time
-QUANT_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear")
 HALF_NAMES = {onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
 
 
@@ -68,7 +68,7 @@ def cast_overhead(name: str) -> int:
     return 4 * len(name.encode()) + 64
 
 
-def store_half_width(graph: gs.Graph, *, min_elements: int = DEFAULT_MIN_ELEMENTS,
+def store_half_width(graph: gs.Graph, *, min_elements: int = MERGE_MIN_ELEMENTS,
                      keep: frozenset[str] = frozenset(), opset: int | None = None, store=None) -> PassReport:
     """Store exactly representable float32 constants as float16/bfloat16 with a Cast, in place.
     `store` (lazy.ExternalFiles): told of each 2-byte copy made, to move them out of memory."""
@@ -96,7 +96,7 @@ def store_half_width(graph: gs.Graph, *, min_elements: int = DEFAULT_MIN_ELEMENT
 class HalfWidth:
     """`store_half_width` as a pipeline step (passes/base.py). `opset` None: the graph's."""
 
-    min_elements: int = DEFAULT_MIN_ELEMENTS
+    min_elements: int = MERGE_MIN_ELEMENTS
     opset: int | None = None
     store: object = None  # lazy.ExternalFiles the 2-byte copies are moved to as they accumulate
     name = "half_width"

@@ -24,13 +24,13 @@ Limits: a constant read by a DequantizeLinear is merged only into one of its own
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
 import onnx
 import onnx_graphsurgeon as gs
 
+from ..defaults import MERGE_MIN_ELEMENTS
 from ..graph_utils import (
     overridable_initializers,
     ConstantSite,
@@ -50,9 +50,7 @@ from ..progress import progress
 from ..report import PassReport
 from .base import Estimate
 
-log = logging.getLogger(__name__)
 
-DEFAULT_MIN_ELEMENTS = 16
 MAX_GROUPS_REPORTED = 10
 
 
@@ -222,7 +220,7 @@ def _survivor_rank(site: ConstantSite) -> tuple:
 def merge_duplicate_constants(
     graph: gs.Graph,
     *,
-    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    min_elements: int = MERGE_MIN_ELEMENTS,
     keep: frozenset[str] | None = None,
 ) -> PassReport:
     """Merge bit-identical constants in `graph` (all scopes), in place."""
@@ -251,7 +249,7 @@ def merge_duplicate_constants(
 class MergeDuplicates:
     """`merge_duplicate_constants` as a pipeline step (passes/base.py)."""
 
-    min_elements: int = DEFAULT_MIN_ELEMENTS
+    min_elements: int = MERGE_MIN_ELEMENTS
     name = "merge_duplicates"
     needs_cleanup = False
 

@@ -41,6 +41,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..graph_utils import (
+    QUANT_READERS,
     ConstantSite,
     NameAllocator,
     Scope,
@@ -51,10 +52,10 @@ from ..graph_utils import (
     readers_by_graph,
     replace_uses,
 )
+from ..defaults import MERGE_MIN_ELEMENTS
 from ..report import PassReport
 from .base import Estimate
 from .merge_constants import (
-    DEFAULT_MIN_ELEMENTS,
     DuplicateGroup,
     _confirm_equal,
     _survivor_rank,
@@ -69,7 +70,6 @@ RESHAPED_TYPES = frozenset({
     onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
     onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
     onnx.TensorProto.BOOL})
-QUANT_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear")
 MAX_MERGES_REPORTED = 10
 
 
@@ -164,7 +164,7 @@ def _refusal(site: ConstantSite, scopes: list[Scope]) -> str | None:
     return None
 
 
-def merge_reshaped_constants(graph: gs.Graph, *, min_elements: int = DEFAULT_MIN_ELEMENTS,
+def merge_reshaped_constants(graph: gs.Graph, *, min_elements: int = MERGE_MIN_ELEMENTS,
                              keep: frozenset[str] | None = None) -> PassReport:
     """Merge constants equal in bytes to another under another shape, in place (each one's
     readers read a Reshape of the kept one)."""
@@ -215,7 +215,7 @@ def _redirect(merge: Merge, survivor: gs.Tensor, names: NameAllocator) -> None:
 class MergeReshaped:
     """`merge_reshaped_constants` as a pipeline step (passes/base.py)."""
 
-    min_elements: int = DEFAULT_MIN_ELEMENTS
+    min_elements: int = MERGE_MIN_ELEMENTS
     name = "merge_reshaped"
     needs_cleanup = False
 

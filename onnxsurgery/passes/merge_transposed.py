@@ -31,9 +31,10 @@ from ..graph_utils import (
     replace_uses,
     stored_bytes,
 )
+from ..defaults import MERGE_MIN_ELEMENTS
 from ..report import PassReport
 from .base import Estimate
-from .merge_constants import DEFAULT_MIN_ELEMENTS, candidate_sites
+from .merge_constants import candidate_sites
 
 
 def _digest(data: bytes) -> bytes:
@@ -43,7 +44,7 @@ def _digest(data: bytes) -> bytes:
 def merge_transposed_constants(
     graph: gs.Graph,
     *,
-    min_elements: int = DEFAULT_MIN_ELEMENTS,
+    min_elements: int = MERGE_MIN_ELEMENTS,
     keep: frozenset[str] | None = None,
 ) -> PassReport:
     """Merge 2-D constants equal to another's transpose, in place (a Transpose node reads the survivor)."""
@@ -71,7 +72,7 @@ def merge_transposed_constants(
 class MergeTransposed:
     """`merge_transposed_constants` as a pipeline step (passes/base.py)."""
 
-    min_elements: int = DEFAULT_MIN_ELEMENTS
+    min_elements: int = MERGE_MIN_ELEMENTS
     name = "merge_transposed"
     needs_cleanup = False
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import onnx_graphsurgeon as gs
 
 from ..errors import UnsupportedModelError
-from ..graph_utils import collect_constants, iter_scopes, overridable_initializers
+from ..graph_utils import collect_constants, iter_scopes
 from ..quant.apply import apply_plan
 from ..quant.calibration import Calibration
 from ..quant.estimates import estimated_bytes
@@ -56,25 +56,17 @@ from ..report import PassReport
 from .base import Estimate
 
 
-def quantize_weights(graph: gs.Graph, *, options: QuantOptions, opset: int,
-                     keep: frozenset[str] | None = None, calibration: Calibration | None = None,
-                     activations: Calibration | None = None) -> PassReport:
-    """Quantize float weights in place (all scopes): plan (quant/choices/planner.py), then apply the
-    plan (quant/apply.py). With `calibration`, the integer roundings of the weights whose
-    consumers it supports use GPTQ (gptq.py) instead of `rounding`. With `activations` (the
-    inputs each weight's readers see, e.g. from the verification inputs), auto's choice between
-    the lean and the accurate lowering is measured in the layers' outputs. Raises
-    UnsupportedModelError when the `dq` lowering is asked for at an opset that cannot express
-    the scheme."""
-    step = QuantizeWeights(options, opset, calibration, activations)
-    return step.apply(graph, keep=overridable_initializers(graph) if keep is None else keep)
-
-
 @dataclass(frozen=True, eq=False)
 class QuantizeWeights:
-    """`quantize_weights` as a pipeline step (passes/base.py). `opset` None: the graph's.
-    `records`: a plan read from a file (quant --plan), applied instead of the options' plan,
-    after a check against the graph. The report's details list the records applied (`weights`)."""
+    """Quantize float weights in place (all scopes), as a pipeline step (passes/base.py): plan
+    (quant/choices/planner.py), then apply the plan (quant/apply.py). `opset` None: the graph's.
+    With `calibration`, the integer roundings of the weights whose consumers it supports use
+    GPTQ (gptq.py) instead of `rounding`. With `activations` (the inputs each weight's readers
+    see, e.g. from the verification inputs), auto's choice between the lean and the accurate
+    lowering is measured in the layers' outputs. `records`: a plan read from a file (quant
+    --plan), applied instead of the options' plan, after a check against the graph. The
+    report's details list the records applied (`weights`). UnsupportedModelError where the
+    `dq` lowering is asked for at an opset that cannot express the scheme."""
 
     options: QuantOptions
     opset: int | None = None

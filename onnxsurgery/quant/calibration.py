@@ -318,19 +318,19 @@ class Calibration:
     def _probe(self, chosen: dict[str, str], outputs: list[str] | None = None):
         """A session of the original model, its Ifs replaced by the branches `chosen`, with
         every planned activation found there (or `outputs`) as an output."""
-        from ..verify import session
+        from ..sessions import session
 
         key = (tuple(sorted(chosen.items())), tuple(outputs or ()))
         if key not in self._sessions:
             acts = set(outputs or ()) or {r.activation for found in self._readers.values() for r in found
                                           if r.branch is None or chosen.get(r.branch[0]) == r.branch[1]}
-            # read mapped from the file, not copied (verify.session, map_weights)
+            # read mapped from the file, not copied (sessions.session, map_weights)
             self._sessions[key] = session(self.model_path, map_weights=True, branches=chosen or None,
                                           extra_outputs=tuple(sorted(acts - self._graph_inputs - self._graph_outputs)))
         return self._sessions[key]
 
     def _feeds(self):
-        from ..verify import make_inputs
+        from ..feeds import make_inputs
 
         generated = None
         for sample in self.samples:

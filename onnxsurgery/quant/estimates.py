@@ -19,7 +19,7 @@ def stored_bytes(qt: Quantized, lowering: str) -> int:
                                            scale_bytes=qt.scale.itemsize)
 
 
-def planned_bytes(site: ConstantSite, dtype: str, scheme: Scheme, lowering: str, zero_points: bool) -> int:
+def quantized_bytes(site: ConstantSite, dtype: str, scheme: Scheme, lowering: str, zero_points: bool) -> int:
     """Payload bytes of `site` quantized as given, from its shape alone (arith: float16 scales)."""
     if scheme.granularity == "tensor":
         groups = 1
@@ -54,4 +54,4 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> in
         auto = lowering == "lean"
         scheme, lowering = lean_scheme(site, opset)
         symmetric = not (auto and lowering == "scaled" and zero_points_tried(site))
-    return planned_bytes(site, options.dtype, scheme, lowering, has_zero_point(options.dtype, symmetric))
+    return quantized_bytes(site, options.dtype, scheme, lowering, has_zero_point(options.dtype, symmetric))

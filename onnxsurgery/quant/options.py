@@ -11,6 +11,7 @@ import onnx
 
 from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS, TENSORRT_BLOCK_SIZE
 from ..errors import OptionError
+from .vocabulary import GRANULARITIES, INTEGER_DTYPES, INTEGER_LOWERINGS, TARGETS
 
 FLOAT_TYPES = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -18,10 +19,8 @@ FLOAT_TYPES = {
     onnx.TensorProto.DOUBLE: np.float64,
     onnx.TensorProto.BFLOAT16: None,  # read through onnx; computed in float32
 }
-DEFAULT_MIN_ELEMENTS = QUANT_MIN_ELEMENTS
 # Blocks of 32 for every dtype, chosen by measurement (docs/quantization.md): blocks of 64
 # lose half of the gain over per-tensor on weights with even channel ranges.
-DEFAULT_BLOCK_SIZE = QUANT_BLOCK_SIZE
 # TensorRT's INT4 blocks: "the supported block sizes are 64 and 128" (TensorRT 10.x, "Working with
 # Quantized Types" > "Quantization Schemes"); 128 by default, as NVIDIA Model Optimizer's. Blocks
 # of 32 measured more accurate (MiniLM 0.244 against 0.295) but TensorRT does not take them.
@@ -30,9 +29,6 @@ ONNX_INT = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
             "int4": onnx.TensorProto.INT4, "uint4": onnx.TensorProto.UINT4}
 
 
-LOWERINGS = ("auto", "arith", "dq", "dq_equalized", "dq_transposed", "gather", "scaled", "matmulnbits", "tied",
-             "tied_nbits")
-TARGETS = ("any", "onnxruntime", "tensorrt")
 # What TensorRT's ONNX parser takes as a quantized weight: DequantizeLinear of int8 (per tensor
 # or per channel) or int4 (also in blocks, 2-D), zero point 0, scales as initializers, feeding
 # the layers TensorRT fuses it into (targets/tensorrt.py checks the output).
@@ -44,16 +40,16 @@ TENSORRT_INT4_READERS = ("MatMul", "Gemm")
 class QuantOptions:
     dtype: str = "int8"
     granularity: str | None = None  # None: chosen per weight (see `auto_scheme`)
-    block_size: int | None = None  # None: DEFAULT_BLOCK_SIZE, TENSORRT_BLOCK_SIZE under target tensorrt
+    block_size: int | None = None  # None: QUANT_BLOCK_SIZE, TENSORRT_BLOCK_SIZE under target tensorrt
     symmetric: bool | None = None  # None: chosen per weight by measured error (see `auto_symmetric`)
     lowering: str = "auto"
-    min_elements: int = DEFAULT_MIN_ELEMENTS
+    min_elements: int = QUANT_MIN_ELEMENTS
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
     levels: int | None = None  # snap weights to N values per group, keeping float storage
     fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
-    int4_for: tuple[str, ...] = ()  # patterns of weights stored in 4 bits instead (quant/choices/budget.py)
+    int4_for: tuple[str, ...] = ()  # patterns of weights stored in 4 bits instead (quant/choices/allocation.py)
     rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
     keep_quantized: bool = False  # DequantizeLinear kept in the graph: integers in memory at run time
     target: str = "any"  # any: standard ai.onnx ops; onnxruntime: MatMulNBits; tensorrt: what its parser takes
@@ -64,14 +60,15 @@ class QuantOptions:
     reason: str = ""
 
     def __post_init__(self):
-        for name, value, choices in (("dtype", self.dtype, tuple(ONNX_INT)), ("lowering", self.lowering, LOWERINGS),
+        for name, value, choices in (("dtype", self.dtype, INTEGER_DTYPES),
+                                     ("lowering", self.lowering, ("auto", *INTEGER_LOWERINGS)),
                                      ("target", self.target, TARGETS),
-                                     ("granularity", self.granularity, (None, "tensor", "channel", "block")),
+                                     ("granularity", self.granularity, (None, *GRANULARITIES)),
                                      ("rounding", self.rounding, ("auto", "nearest", "balanced"))):
             if value not in choices:
                 raise OptionError(f"unknown {name} {value!r}; choose one of {', '.join(map(str, choices))}")
         if self.block_size is None:
-            self.block_size = TENSORRT_BLOCK_SIZE if self.target == "tensorrt" else DEFAULT_BLOCK_SIZE
+            self.block_size = TENSORRT_BLOCK_SIZE if self.target == "tensorrt" else QUANT_BLOCK_SIZE
         for name, value, low, high in (("block_size", self.block_size, 2, None), ("levels", self.levels, 2, 65536),
                                        ("min_elements", self.min_elements, 1, None)):
             if value is not None and not (isinstance(value, int) and value >= low and (high is None or value <= high)):
@@ -151,14 +148,6 @@ class QuantOptions:
         """Whether `auto` chooses between the lean lowerings and the accurate chain per weight
         (int8, no scheme asked for, not kept quantized)."""
         return self.lowering == "auto" and self.auto_scheme and self.dtype == "int8" and not self.stays_quantized
-
-    def label(self, scheme: Scheme, lowering: str, symmetric: bool) -> str:
-        if self.fp16:
-            return "fp16/cast"
-        if self.levels:
-            return f"levels{self.levels}/{scheme.name}"
-        sym = "sym" if symmetric else "asym"
-        return f"{self.dtype}/{scheme.name}/{sym}/{lowering}"
 
 
 @dataclass(frozen=True)

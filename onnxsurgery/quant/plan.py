@@ -35,12 +35,9 @@ from pathlib import Path
 
 from ..errors import PlanError
 from ..report import human_bytes
+from .vocabulary import GRANULARITIES, INTEGER_DTYPES, INTEGER_LOWERINGS
 
-INTEGER_DTYPES = ("int8", "uint8", "int4", "uint4")
 DTYPES = (*INTEGER_DTYPES, "float16", "float")
-GRANULARITIES = ("tensor", "channel", "block")
-INTEGER_LOWERINGS = ("dq", "dq_equalized", "dq_transposed", "arith", "gather", "scaled", "matmulnbits", "tied",
-                     "tied_nbits", "embed_rows")
 ROUNDINGS = ("nearest", "balanced", "gptq")
 PLAN_VERSION = 1
 

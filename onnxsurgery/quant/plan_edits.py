@@ -25,7 +25,8 @@ from ..graph_utils import collect_constants
 from .choices.planner import plan_weights
 from .lowerings import REGISTRY
 from .options import FLOAT_TYPES, QuantOptions, Scheme
-from .plan import FOLLOWERS, INTEGER_DTYPES, WeightPlan, needs_derivation
+from .plan import FOLLOWERS, WeightPlan, needs_derivation
+from .vocabulary import INTEGER_DTYPES
 
 def derive_records(graph: gs.Graph, records: list[WeightPlan], opset: int, keep: frozenset[str],
                    options: QuantOptions) -> list[WeightPlan]:

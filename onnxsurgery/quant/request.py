@@ -13,84 +13,62 @@ from dataclasses import dataclass, field
 
 from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS, TENSORRT_BLOCK_SIZE
 from ..errors import OptionError
+from .vocabulary import GRANULARITIES, INTEGER_DTYPES, INTEGER_LOWERINGS
 
-INTEGER_DTYPES = ("int8", "uint8", "int4", "uint4")
-CLI_LOWERINGS = ("auto", "dq", "arith", "scaled")
-TARGETS = ("any", "onnxruntime", "tensorrt")
+# --lowering: auto and the lowerings that fit any weight the other options allow; the rules
+# choose the others per weight (a Gemm transB, a table, a target's fused forms)
+CLI_LOWERINGS = ("auto", *(name for name in INTEGER_LOWERINGS if name in ("dq", "arith", "scaled")))
+# Where the result runs (--target): vocabulary.TARGETS (what the plan may emit), and onnxruntime-web:
+# standard ops (target any) verified as the WASM build computes (runtime onnxruntime-web), resolve() below.
+WHERE_IT_RUNS = ("any", "onnxruntime", "onnxruntime-web", "tensorrt")
 
 
-def _option(default, flag: str, help: str, **cli) -> dataclasses.Field:
+def _option(default, flag: str, help: str, group: str, **cli) -> dataclasses.Field:
     """A request field and how the CLI spells it: `flag` ("--x", or "--x/--no-x" for a
-    three-state boolean), `help`, and click's keywords as plain data: choices, min, max,
-    is_flag, multiple, metavar, shown (the default the help text names when the field's own
-    is None)."""
-    return field(default=default, metadata={"flag": flag, "help": help, **cli})
+    three-state boolean), `help` (one line: --help shows it; docs/quantization.md explains),
+    `group` (the title --help lists it under, cli_options.GROUPS), and click's keywords as plain
+    data: choices, min, max, is_flag, multiple, metavar."""
+    return field(default=default, metadata={"flag": flag, "help": help, "group": group, **cli})
+
+
+STORE, WEIGHTS, WHERE = "What to store", "Which weights", "Where it runs"  # cli_options.GROUPS
 
 
 @dataclass(frozen=True)
 class QuantRequest:
     dtype: str | None = _option(
-        None, "--dtype",
-        "Integer type of the stored weights. int4/uint4: 4-bit where onnxruntime runs the reader fast (a MatMul "
-        "weight it fuses into MatMulNBits, a large Conv weight, an embedding table); 8-bit where it has no fast 4-bit "
-        "path (small Conv weights, LSTM/GRU/RNN, MatMul/Gemm weights it does not fuse, com.microsoft ops' weights "
-        "such as Attention's) and for a Gemm with transB (a classifier head), biases float16, said in the plan; "
-        "--keep-quantized "
-        "or an explicit --granularity/--lowering: 4-bit everywhere.", choices=INTEGER_DTYPES, shown="int8")
+        None, "--dtype", "int8 (default), uint8, int4 or uint4.", STORE,
+        choices=INTEGER_DTYPES, metavar="TYPE")
     granularity: str | None = _option(
-        None, "--granularity",
-        "One scale per tensor, per output channel, or per block of --block-size elements along the consumer's "
-        "reduction axis (per channel where no block size near it divides that axis). [default: chosen per "
-        "weight: per output channel (symmetric, scale after the consumer) where that is nearly as accurate as "
-        "blocks, else block; channel with --levels]", choices=("tensor", "channel", "block"))
+        None, "--granularity", "tensor, channel, block [default: per weight].", STORE,
+        choices=GRANULARITIES, metavar="G")
     block_size: int | None = _option(
-        None, "--block-size", "Elements per block (blocks only; under --target tensorrt 64 or 128, default 128).",
-        min=2, shown=QUANT_BLOCK_SIZE)
+        None, "--block-size", f"Elements per block [default: {QUANT_BLOCK_SIZE}].",
+        STORE, min=2, metavar="N")
     symmetric: bool | None = _option(
-        None, "--symmetric/--asymmetric",
-        "Asymmetric stores a zero point per group and uses all 2^bits levels over its range. [default: chosen "
-        "per weight, the one with the smaller error in the layer's output on the verification inputs; "
-        "symmetric where the lean lowering applies]")
+        None, "--symmetric/--asymmetric", "Zero points or none [default: per weight].", STORE)
     rounding: str = _option(
-        "auto", "--rounding",
-        "balanced: nudge the fewest values one step so that each group's rounding errors sum to zero (no "
-        "output shift from inputs with a common offset); auto: balanced for convolution weights, nearest "
-        "elsewhere.", choices=("auto", "nearest", "balanced"))
+        "auto", "--rounding", "nearest, balanced or auto (the default).", STORE,
+        choices=("auto", "nearest", "balanced"), metavar="R")
     lowering: str = _option(
-        "auto", "--lowering",
-        "dq: DequantizeLinear (opset upgraded when the scheme needs it); arith: Cast/Mul chain, folded at "
-        "session start into float weights; scaled: int8 Cast, scale after the MatMul/Gemm/Conv (one float copy "
-        "at load); auto: per tensor, lean in memory and about as accurate as blocks.", choices=CLI_LOWERINGS)
+        "auto", "--lowering", "dq, arith, scaled or auto (the default).", STORE, choices=CLI_LOWERINGS,
+        metavar="L")
     keep_quantized: bool = _option(
-        False, "--keep-quantized",
-        "Keep the weights quantized in memory at run time (DequantizeLinear in the graph, fused by onnxruntime "
-        "into MatMulNBits for MatMul weights; opset upgraded to 21). About 0.4x the float model's memory after "
-        "session creation, but a DequantizeLinear before a Conv, Gemm or LSTM runs at every inference and the "
-        "fused MatMul quantizes activations to int8: choose it where memory is the limit (a browser tab, a "
-        "phone), not latency or the last bit of accuracy. 4-bit weights always stay quantized.", is_flag=True)
+        False, "--keep-quantized", "Weights stay integers in memory at run time.", WHERE, is_flag=True)
     target: str = _option(
-        "any", "--target",
-        "any: standard ai.onnx ops only (loads in any runtime); onnxruntime: 4-bit MatMul weights become "
-        "com.microsoft MatMulNBits with accuracy_level 4 (weights stay 4-bit, activations quantized to int8 per "
-        "block inside the kernel, as onnxruntime-genai's builder does; 8-bit ones too in a decoder with a KV "
-        "cache, elsewhere the default's lean form: there int8 activations cost accuracy, and the 8-bit kernel is "
-        "slow in float); "
-        "tensorrt: what TensorRT's ONNX parser takes: symmetric DequantizeLinear weights (int8 per channel; int4 "
-        "in blocks, MatMul/Gemm only) for Conv, MatMul and Gemm, opset upgraded, int64 constants narrowed, and "
-        "the output checked against onnx-tensorrt's operator list (see `check`).", choices=TARGETS)
+        "any", "--target", "any, onnxruntime, onnxruntime-web, tensorrt.", WHERE, first=True,
+        choices=WHERE_IT_RUNS, metavar="WHERE")
     min_elements: int = _option(
-        QUANT_MIN_ELEMENTS, "--min-elements",
-        "Leave float constants with fewer elements alone (biases, norms, small kernels).", min=1)
+        QUANT_MIN_ELEMENTS, "--min-elements", f"Skip smaller constants [default: {QUANT_MIN_ELEMENTS}].", WEIGHTS,
+        min=1, metavar="N")
     include: tuple[str, ...] = _option(
-        (), "--include", "Only tensors whose name or consumer op matches.", multiple=True, metavar="GLOB")
+        (), "--include", "Only names or op types matching. Repeatable.", WEIGHTS, multiple=True, metavar="GLOB")
     exclude: tuple[str, ...] = _option(
-        (), "--exclude", "Skip tensors whose name or consumer op matches.", multiple=True, metavar="GLOB")
+        (), "--exclude", "Skip names or op types matching. Repeatable.", WEIGHTS, multiple=True, metavar="GLOB")
     levels: int | None = _option(
-        None, "--levels",
-        "Instead of integers: snap each weight group to N evenly spaced float values. Same file size, but it "
-        "compresses far better with gzip or brotli.", min=2, max=65536)
+        None, "--levels", "N float values per group instead (for gzip).", STORE, min=2, max=65536, metavar="N")
     fp16: bool = _option(
-        False, "--fp16", "Instead of integers: store float32 weights as float16, with a Cast back.", is_flag=True)
+        False, "--fp16", "float16 weights instead of integers.", STORE, is_flag=True)
 
     @classmethod
     def of(cls, **options) -> "QuantRequest":
@@ -103,10 +81,13 @@ class QuantRequest:
 
     def resolve(self, runtime: str = "onnxruntime", memory: int | None = None):
         """The complete configuration (quant.options.QuantOptions) for a result that runs in
-        `runtime` (--runtime) with `memory` bytes (--memory; None: this machine's): defaults
-        filled in, choices left to quant marked as such,
-        contradictions refused (OptionError)."""
+        `runtime` with `memory` bytes (--memory; None: this machine's): defaults filled in,
+        choices left to quant marked as such, contradictions refused (OptionError). Target
+        onnxruntime-web is target any in runtime onnxruntime-web."""
         from .options import QuantOptions
+
+        if self.target == "onnxruntime-web":
+            return dataclasses.replace(self, target="any").resolve("onnxruntime-web", memory)
 
         if self.block_size is not None and self.granularity in ("tensor", "channel"):
             raise OptionError(f"--block-size applies to blocks; --granularity {self.granularity} has none")

@@ -42,7 +42,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.verify import make_inputs, session
+from onnxsurgery.feeds import make_inputs
+from onnxsurgery.sessions import session
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))

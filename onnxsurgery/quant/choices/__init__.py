@@ -6,7 +6,7 @@ gave them) and return plan records (quant/plan.py); nothing else in `quant` deci
 - rules.py: which weights, their grouping, rounding and lowering, by consumer, opset and target;
 - lean.py: lean form or the accurate block chain, under a memory budget; small weights as float16;
 - symmetry.py: symmetric or with zero points;
-- budget.py: --target-error / --target-size, each weight int4, int8, float16 or float32.
+- allocation.py: --target-error / --target-size, each weight int4, int8, float16 or float32.
 
 Kept free of imports on purpose: `from .choices.rules import x` must not load the planner.
 """

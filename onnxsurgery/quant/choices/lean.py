@@ -23,7 +23,7 @@ from ..lowerings import REGISTRY
 from ..lowerings.scaled import zero_points_tried
 from ..quantize import quantize_site, scheme_args
 from .rules import balanced_rounding, lean_scheme
-from .sampling import MIN_SAMPLED_CHANNELS, SAMPLE_FROM_ELEMENTS, SAMPLED_ELEMENTS, channel_sample  # noqa: F401
+from .sampling import channel_sample
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
 # scaled.py) and spends a memory budget on the accurate block chain for the weights that

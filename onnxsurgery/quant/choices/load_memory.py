@@ -31,8 +31,9 @@ from collections.abc import Callable, Iterable
 import onnx
 
 from ...graph_utils import ConstantSite, consumers
+from ...kv_cache import has_kv_cache
 from ..lowerings.scaled import through_casts
-from ..options import Scheme, dq_opset
+from ..options import FLOAT_TYPES, Scheme, dq_opset
 from ..axes import choose_axes
 
 # Convolutions in a chain (issue 49: a detector and a speech net of convolutions held 1.07-1.10x
@@ -125,14 +126,6 @@ def applies(graph, options) -> bool:
     int8 activations kept SmolLM2-135M's greedy text as often as the lean form (6 of 20 prompts
     either way, rules.decoder_nbits), where an earlier count on 8 had it 2 against 3."""
     return options.lean_default and options.target == "any" and not has_kv_cache(graph)
-
-
-def has_kv_cache(graph) -> bool:
-    """A decoder fed its own past (past_key_values.*, past_key_*): the memory rule does not keep
-    its weights in DequantizeLinear under the default target (`applies`), the accurate chain
-    spends only what the plan saves at load (`room_at_load`), and where only onnxruntime runs it
-    its MatMul weights are 8-bit MatMulNBits (rules.decoder_nbits)."""
-    return any(inp.name.lower().startswith("past") for inp in graph.inputs)
 
 
 def room_at_load(planned: Iterable[tuple[ConstantSite, str]], mapped: bool = False) -> float:
@@ -233,11 +226,10 @@ def float_weights_fit(sites: Iterable[ConstantSite], memory: int | None) -> bool
     each inference, one float weight at a time.
     The float original could not be loaded there anyway, so no accuracy is given up against
     anything that runs."""
-    total = sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_DTYPES)
+    total = sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_TYPES)
     return total <= (machine_memory() if memory is None else memory)
 
 
-FLOAT_DTYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
 FIT_REASON = ("kept quantized at load ({how}): float weights {size} > memory where it runs {memory} (--memory)")
 FIT_HOW = {True: "DequantizeLinear -> MatMulNBits", False: "DequantizeLinear, run at each inference"}
 

@@ -19,13 +19,14 @@ import onnx_graphsurgeon as gs
 
 from ...errors import PlanError
 from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scopes
+from ...kv_cache import has_kv_cache
 from ..axes import choose_axes
 from ..calibration import Calibration
-from ..estimates import planned_bytes as estimated_payload
+from ..estimates import quantized_bytes
 from .int4_paths import forget_model_facts, matmulnbits_because
 from .lean import choose_lean, small_weight
-from .load_memory import (FIT_HOW, FIT_REASON, FLOAT_DTYPES, KEPT_OPSET, applies as memory_rule_applies,
-                          float_weights_fit, fuses_into_nbits, has_kv_cache, kept_in_memory, kept_reason, kept_scheme,
+from .load_memory import (FIT_HOW, FIT_REASON, KEPT_OPSET, applies as memory_rule_applies,
+                          float_weights_fit, fuses_into_nbits, kept_in_memory, kept_reason, kept_scheme,
                           machine_memory, room_at_load)
 from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
@@ -164,7 +165,7 @@ def _keep_to_fit(todo: list, sites, memory: int | None) -> list:
     their Cast: they are a small share of such a model."""
     from ...report import human_bytes
 
-    size = human_bytes(sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_DTYPES))
+    size = human_bytes(sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_TYPES))
     where = human_bytes(machine_memory() if memory is None else memory)
     kept = []
     for site, scheme, lowering, fp16, why, opts in todo:
@@ -273,8 +274,8 @@ def planned_bytes(record: WeightPlan, site: ConstantSite) -> int:
     if record.dtype == "float":
         return site.nbytes
     scheme = Scheme(record.granularity, record.axis, record.block_size)
-    return estimated_payload(site, record.dtype, scheme, record.lowering,
-                             not record.symmetric or record.dtype.startswith("u"))
+    return quantized_bytes(site, record.dtype, scheme, record.lowering,
+                           not record.symmetric or record.dtype.startswith("u"))
 
 
 # -- a plan from a file ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, collect_constants, consumers, graph_outputs_holding, \
     iter_scopes, read_values
+from ...kv_cache import has_kv_cache
 from ..axes import choose_axes
 from ..options import (FLOAT_TYPES, TENSORRT_BLOCK_SIZES, TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions,
                        Scheme, dq_min_opset)
@@ -22,7 +23,7 @@ from ..lowerings.embed_rows import word_table
 from .fused_forms import contrib_weight, fused_form, table_refusal
 from ..lowerings.scaled import scale_axis
 from .int4_paths import adapts, forget_model_facts, int4_form, model_fact, runs_matmulnbits, transposed_gemm_fuses
-from .load_memory import KEPT_OPSET, applies as memory_rule_applies, has_kv_cache, kept_in_memory
+from .load_memory import KEPT_OPSET, applies as memory_rule_applies, kept_in_memory
 
 # Recurrent ops multiply their weights by an internal state, so no scale can follow them, and
 # Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float model's memory). Their

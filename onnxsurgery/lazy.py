@@ -146,18 +146,16 @@ class ExternalFiles:
         for site in collect_constants(graph):
             if site.node is not None:
                 continue  # Constant nodes are small; their attributes are written as they are
-            proto = _spillable_proto(site.tensor)
-            if proto is None:
+            spillable = _spillable_proto(site.tensor)
+            if spillable is None:
                 continue
+            proto, payload = spillable
             fd, size = self._spill
             offset = size + (-size % SPILL_ALIGN)
-            raw = memoryview(proto.raw_data) if proto.HasField("raw_data") else None
-            payload = raw if raw is not None else memoryview(held_payload(site.tensor)).cast("B")
             done = 0
             while done < len(payload):
                 done += os.pwrite(fd, payload[done:done + COPY_CHUNK_BYTES], offset + done)
             self._spill = (fd, offset + len(payload))
-            proto.ClearField("raw_data")
             proto.data_location = onnx.TensorProto.EXTERNAL
             for key, value in (("location", SPILL_LOCATION), ("offset", str(offset)), ("length", str(len(payload)))):
                 entry = proto.external_data.add()
@@ -309,9 +307,11 @@ def held_payload(t) -> np.ndarray | None:
     return np.ascontiguousarray(values).reshape(-1)
 
 
-def _spillable_proto(t) -> onnx.TensorProto | None:
-    """A TensorProto naming `t` whose payload `ExternalFiles.offload` may move (its raw_data, or
-    `held_payload(t)` to be written), or None: small, already in a file, or not stored as is."""
+def _spillable_proto(t) -> tuple[onnx.TensorProto, memoryview] | None:
+    """For `ExternalFiles.offload`: a new TensorProto naming `t` (no payload: an upb message keeps
+    the bytes of a field it clears until it is freed itself, so a copy of one with raw_data held
+    a packed 4-bit weight for good: int4 of a 27 GB decoder grew to 5 GB) and the payload to
+    write; None for a payload small, already in a file, or not stored as it is."""
     values = t._values
     if isinstance(values, FileBackedValues):
         return None
@@ -319,11 +319,12 @@ def _spillable_proto(t) -> onnx.TensorProto | None:
         proto = values.tensor
         if proto.data_location == onnx.TensorProto.EXTERNAL or len(proto.raw_data) < LAZY_THRESHOLD:
             return None
-        copy = onnx.TensorProto()
-        copy.CopyFrom(proto)
-        copy.name = t.name
-        return copy
+        if proto.segment.ByteSize() or proto.external_data:
+            return None  # an unusual layout: left as it is
+        return (onnx.TensorProto(name=t.name, data_type=proto.data_type, dims=list(proto.dims)),
+                memoryview(proto.raw_data))
     payload = held_payload(t)
     if payload is None:
         return None
-    return onnx.TensorProto(name=t.name, data_type=int(dtype_to_onnx(t.dtype)), dims=list(t.shape))
+    return (onnx.TensorProto(name=t.name, data_type=int(dtype_to_onnx(t.dtype)), dims=list(t.shape)),
+            memoryview(payload).cast("B"))

@@ -328,3 +328,18 @@ def _spillable_proto(t) -> tuple[onnx.TensorProto, memoryview] | None:
         return None
     return (onnx.TensorProto(name=t.name, data_type=int(dtype_to_onnx(t.dtype)), dims=list(t.shape)),
             memoryview(payload).cast("B"))
+
+
+def payload_in_file(t) -> tuple[int, int, int, np.dtype, tuple[int, ...]] | None:
+    """(handle, offset, length, numpy dtype, shape) where the gs Constant `t`'s bytes sit in a
+    file exactly as numpy lays the array out (little-endian, C order, a type numpy has), so a
+    copy of them is the array's bytes; None otherwise (in memory, or another layout)."""
+    values = t._values
+    if not isinstance(values, FileBackedValues):
+        return None
+    dtype = _DIRECT_DTYPES.get(values.tensor.data_type)
+    shape = tuple(values.tensor.dims)
+    if dtype is None or values.length != dtype.itemsize * math.prod(shape):
+        return None
+    fd = values.files.fd_of(values.location)
+    return None if fd is None else (fd, values.offset, values.length, dtype, shape)

@@ -136,4 +136,15 @@ def externalize(graph: gs.Graph, *, min_bytes: int | None = None, node_names=(),
     sites = select_constants(graph, min_bytes=min_bytes, node_names=node_names, op_types=op_types, keep=keep,
                              report=report)
     moved = constants_to_inputs(graph, sites, report)
-    return report, {name: (lambda tensor=tensor: read_values(tensor)) for name, tensor in moved}
+    return report, {name: MovedConstant(tensor) for name, tensor in moved}
+
+
+class MovedConstant:
+    """A moved constant's array, read when called (`npy.write_arrays`: one at a time); `tensor`
+    is the gs Constant, whose bytes a writer may copy straight from the input's file."""
+
+    def __init__(self, tensor: gs.Constant):
+        self.tensor = tensor
+
+    def __call__(self):
+        return read_values(self.tensor)

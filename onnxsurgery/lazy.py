@@ -104,7 +104,7 @@ class ExternalFiles:
     def hold(self, payload: np.ndarray | bytes) -> str:
         """A location whose bytes are `payload` (a C-contiguous array, or bytes), kept until
         `close`: an exported model refers to a quantized weight there instead of holding a copy
-        (`io.export_model`), and the writer copies it straight into the output. The name holds
+        (`export.export_model`), and the writer copies it straight into the output. The name holds
         a NUL, which no file name can: it never stands for a file, and no file's name for it."""
         location = f"\0held:{len(self._held)}"
         self._held[location] = memoryview(payload).cast("B") if isinstance(payload, np.ndarray) else memoryview(payload)

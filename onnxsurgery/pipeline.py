@@ -19,7 +19,8 @@ from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from .defaults import MERGE_MIN_ELEMENTS
 from .graph_utils import collect_constants, make_names_unique, overridable_initializers
-from .io import export_model, import_onnx, inputs_with_defaults, open_model
+from .export import export_model
+from .io import import_onnx, inputs_with_defaults, open_model
 from .lazy import ExternalFiles, FileBackedValues, materialize
 from .passes.base import Estimate, Pass
 from .passes.bypass_identity import BypassIdentities
@@ -212,7 +213,7 @@ def finish(graph: gs.Graph, template: onnx.ModelProto | None = None, *,
     subgraph reading it). IR version, opsets, metadata and functions come from `template` (the
     model the graph was imported from) when given. `keep` (default: the constants listed among
     the graph's inputs) stay listed as inputs: overridable defaults. With `store`, large
-    in-memory payloads are referred to where it holds them (`io.export_model`)."""
+    in-memory payloads are referred to where it holds them (`export.export_model`)."""
     remove_dead(graph)
     graph.toposort(recurse_subgraphs=True)
     keep = overridable_initializers(graph) if keep is None else keep

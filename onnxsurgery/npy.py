@@ -30,6 +30,7 @@ import numpy as np
 from .errors import InputError, OutputError
 from .lazy import payload_in_file
 from .parallel import ordered_map
+from .writer import copy_range
 from .staging import write_atomic
 from .paths import confined
 
@@ -161,21 +162,14 @@ def _file_sha256(fd: int, offset: int, length: int) -> str:
 def _copy_npy(path: Path, fd: int, offset: int, length: int, dtype: np.dtype, shape: tuple[int, ...]) -> None:
     """A .npy of `shape` and `dtype` whose data are `length` bytes at `offset` of `fd`: the
     header written, the data copied in the kernel (copy_file_range, as `cp`; reading each
-    array and writing it again ran npy at 0.18x `cp` on a 5.46 GB decoder), chunked where the
-    platform or file system cannot."""
+    array and writing it again ran npy at 0.18x `cp` on a 5.46 GB decoder; `writer.copy_range`),
+    chunked where the platform or file system cannot."""
     with open(path, "wb") as f:
         np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(dtype),
                                                  "fortran_order": False, "shape": shape})
         f.flush()
-        start, done = f.tell(), 0
-        while done < length:
-            try:
-                n = os.copy_file_range(fd, f.fileno(), length - done, offset + done, start + done)
-            except (OSError, AttributeError):
-                n = -1
-            if n <= 0:
-                break
-            done += n
+        start = f.tell()
+        done = copy_range(fd, f.fileno(), offset, start, length)
         if done < length:  # the rest through this process
             f.seek(start + done)
             while done < length:

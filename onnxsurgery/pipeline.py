@@ -34,6 +34,7 @@ from .passes.shape_only import FoldShapeOnly
 from .protos import all_tensor_protos
 from .quant.calibration import Calibration
 from .quant.options import QuantOptions
+from .quant.plan import Plan
 from .report import PassReport, human_bytes
 
 log = logging.getLogger("onnxsurgery")
@@ -140,14 +141,15 @@ def quant_pipeline(options: QuantOptions, *, merge: bool = True, opsets: dict[st
     """`quant`: Identity nodes in front of weights bypassed (so that the quantizer sees who
     reads each weight), constants read only by Shape replaced by their shape and identical
     constants merged (unless `merge` is False), weights quantized (as `records`, a plan
-    read from a file, say, or as the options' plan); for TensorRT, which computes in int32,
-    int64 constants narrowed where exact. `mapped`: the model's weights are in a data file.
+    read from a file or the budget's Plan, or as the options' plan); for TensorRT, which
+    computes in int32, int64 constants narrowed where exact. `mapped`: the model's weights are in a data file.
     `store`: where the quantizer moves its payloads as they accumulate (`ExternalFiles.offload`)."""
     steps: list[Pass] = [BypassIdentities()]
     if merge:
         steps += [FoldShapeOnly(), MergeDuplicates()]
     steps.append(QuantizeWeights(options, (opsets or {}).get(""), calibration, activations,
-                                 tuple(records) if records is not None else None, mapped, store))
+                                 records if records is None or isinstance(records, Plan) else tuple(records), mapped,
+                                 store))
     if options.target == "tensorrt":
         steps.append(Narrow(_frozen(opsets)))
     return steps

@@ -190,9 +190,9 @@ def test_a_decoder_spends_on_the_accurate_chain_only_what_its_plan_saves_at_load
     assert lowerings(decoder) == {"Up": "scaled", "Down": "scaled", "Wide": "scaled"}
     with_table = _with_wide_weight(_loud_blocks(matmuls(table_rows=16384, past=True, opset=13)))
     assert lowerings(with_table) == {"Up": "arith", "Down": "arith", "Wide": "scaled"}
-    from onnxsurgery.quant.choices import planner
+    from onnxsurgery.quant.choices import memory_at_load
 
-    monkeypatch.setattr(planner, "room_at_load", lambda planned, mapped=False: float("inf"))
+    monkeypatch.setattr(memory_at_load, "room_at_load", lambda planned, mapped=False: float("inf"))
     assert lowerings(decoder) == {"Up": "arith", "Down": "arith", "Wide": "scaled"}
 
 

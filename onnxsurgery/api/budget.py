@@ -1,5 +1,8 @@
 """`quant --target-error` / `--target-size`: each weight stored as int4, int8, float16 or float32,
-by its output error in each format measured alone in onnxruntime (quant/choices/allocation.py)."""
+by its output error in each format measured alone in onnxruntime (quant/choices/allocation.py).
+The allocation is handed to the planner as a format per weight (QuantOptions.allocation), and
+the budget's result is the plan it makes: the run applies its records as it applies a --plan
+file's (plan_check.check_plan), and --dry-run shows it."""
 
 from __future__ import annotations
 
@@ -9,38 +12,50 @@ from pathlib import Path
 import onnx
 
 from ..staging import save_model
-from ..pipeline import open_workspace
+from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline
 from ..progress import progress
 from ..quant.choices import allocation
 from ..quant.calibration import Calibration
 from ..quant.options import QuantOptions
+from ..quant.plan import Plan
 from ..report import RunReport
 from ..verify import compare_models
-from .quant_steps import _activations, _at_required_opset, _run_quant_passes
+from .quant_steps import _activations, _at_required_opset, _run_quant_passes, needed_opset
 
 ALLOCATION_ROUNDS = 4
 
 
 def _literal(name: str) -> str:
-    """A glob pattern matching exactly `name`."""
+    """An --include pattern matching exactly `name`: each probe quantizes one weight as
+    `--include NAME` would (a table or a QDQ model's weight --include names is quantized too)."""
     return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def planning_options(options: QuantOptions) -> QuantOptions:
+    """The options the budget plans with: `options` at 8 bits of the same signedness (4 bits are
+    allocated per weight), no allocation yet."""
+    eight_bit = options if not options.four_bit else options.changed(
+        dtype="uint8" if options.dtype.startswith("u") else "int8")
+    return eight_bit.changed(allocation=None)
 
 
 def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: float | None,
               target_size: int | None, samples=None, shapes=None,
-              calibration: Calibration | None = None) -> tuple[QuantOptions, allocation.Allocation, float]:
-    """Options that store each weight as int4, int8 (`options.dtype`, or int8 when that is 4-bit),
-    float16 or float32 so as to meet `target_error` at the smallest size, or `target_size`
-    (bytes of the whole file) at the smallest error (quant/choices/allocation.py). Each weight's error
-    per integer format is measured alone in onnxruntime; an allocation for an error whose verified
-    error falls short is tightened and made again (at most ALLOCATION_ROUNDS times). Returns the
-    options, the allocation and its verified output error."""
+              calibration: Calibration | None = None) -> tuple[Plan, allocation.Allocation, float]:
+    """Each weight stored as int4, int8 (`options.dtype`, or int8 when that is 4-bit), float16
+    or float32 so as to meet `target_error` at the smallest size, or `target_size` (bytes of the
+    whole file) at the smallest error (quant/choices/allocation.py). Each weight's error per
+    integer format is measured alone in onnxruntime; an allocation for an error whose verified
+    error falls short is tightened and made again (at most ALLOCATION_ROUNDS times).
+
+    Returns (plan, allocated, error): the plan the allocation makes (the planner's records, its
+    notes and figures, at the opset the run upgrades the model to), which the run applies as it
+    applies a --plan file's records; the allocation (weight -> format); and the output error
+    verified for it."""
 
     from ..graph_utils import collect_constants, iter_scopes
 
-    eight_bit = options if not options.four_bit else options.changed(
-        dtype="uint8" if options.dtype.startswith("u") else "int8")
-    base = eight_bit.changed(int4_for=(), fp16_for=())
+    base = planning_options(options)
 
     def measured(opts: QuantOptions) -> tuple[float, int, int, list[str]]:
         """(output error, file bytes, bytes the quantizer saved, weights quantized), at the opset
@@ -69,7 +84,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
         if site.onnx_dtype == onnx.TensorProto.FLOAT:
             costs.bytes["float16"] = 2 * site.num_elements
         for fmt, opts in (("int8", base.changed(include=only)),
-                          ("int4", base.changed(include=only, int4_for=only))):
+                          ("int4", base.changed(include=only, allocation={name: "int4"}))):
             err, _, saved, done = measured(opts)
             if done:
                 costs.bytes[fmt], costs.error[fmt] = site.nbytes - saved, err
@@ -79,11 +94,10 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
     others = full_size - stored_int8  # the graph and what stays float, as the all-int8 file stores it
 
     def options_for(allocated: allocation.Allocation) -> QuantOptions:
-        return base.changed(
-            int4_for=tuple(_literal(n) for n in allocated.names("int4")),
-            fp16_for=tuple(options.fp16_for) + tuple(_literal(n) for n in allocated.names("float16")),
-            exclude=tuple(options.exclude)
-            + tuple(_literal(n) for n in allocated.names("float32") + allocated.names("kept")))
+        return base.changed(allocation=dict(allocated.formats))
+
+    def planned(allocated: allocation.Allocation) -> Plan:
+        return _plan(input_path, options_for(allocated), merge, samples, shapes, calibration)
 
     if target_size is not None:
         room = target_size - others
@@ -95,7 +109,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
             room -= size - target_size
         if full_size <= target_size and full_error <= err:  # errors need not add up as planned
             allocated, err = allocation.uniform(weights, "int8"), full_error
-        return options_for(allocated), allocated, err
+        return planned(allocated), allocated, err
     goal = target_error
     for _ in range(ALLOCATION_ROUNDS):
         allocated = allocation.for_error(weights, goal)
@@ -103,4 +117,18 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
         if err <= target_error or allocated.predicted_error == 0:
             break
         goal = allocated.predicted_error * target_error / err  # the prediction fell short by err / predicted
-    return options_for(allocated), allocated, err
+    return planned(allocated), allocated, err
+
+
+def _plan(input_path, options: QuantOptions, merge: bool, samples, shapes, calibration: Calibration | None) -> Plan:
+    """The planner's plan for `options` on the model at the opset the run upgrades it to, the
+    model not upgraded (as quant --dry-run plans)."""
+    ws = open_workspace(input_path)
+    try:
+        opset = max(ws.opsets.get("", 1), needed_opset(ws, options))
+        steps = quant_pipeline(options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibration,
+                               activations=_activations(input_path, options, samples, shapes),
+                               mapped=ws.has_external_data_files)
+        return dry_run_pipeline(ws.graph, steps, keep=ws.keep)
+    finally:
+        ws.close()

@@ -20,12 +20,13 @@ from ..quant.choices import allocation
 from ..kv_cache import has_kv_cache
 from ..quant.calibration import Calibration
 from ..quant.plan import Plan, WeightPlan, read_plan
+from ..quant.options import QuantOptions
 from ..quant.request import QuantRequest
 from ..report import RunReport
 from ..feeds import check_samples
 from ..verify import compare_models
 from ._common import _in_memory, _write_checked, output_for
-from .budget import _allocate
+from .budget import _allocate, planning_options
 from .check import _check_for_tensorrt
 from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _run_quant_passes, decided_by,
                           needed_opset)
@@ -69,16 +70,16 @@ def quant_plan(
     quant_options = request.resolve(runtime, memory)
     records = _records(plan)
     calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
-    notes = []
-    if target_error is not None or target_size is not None:
-        quant_options, notes = _budget(input_path, quant_options, merge, target_error, target_size, samples, shapes,
-                                       calibrated)
+    notes, applied = [], records
+    if target_error is not None or target_size is not None:  # the budget's plan, applied as --plan's records
+        applied, quant_options, notes = _budget(input_path, quant_options, merge, target_error, target_size,
+                                                samples, shapes, calibrated)
     ws = open_workspace(input_path)
     try:
-        opset = max(ws.opsets.get("", 1), needed_opset(ws, quant_options, records))
-        activations = _activations(input_path, quant_options, samples, shapes) if records is None else None
+        opset = max(ws.opsets.get("", 1), needed_opset(ws, quant_options, applied))
+        activations = _activations(input_path, quant_options, samples, shapes) if applied is None else None
         steps = quant_pipeline(quant_options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibrated,
-                               activations=activations, records=records, mapped=ws.has_external_data_files)
+                               activations=activations, records=applied, mapped=ws.has_external_data_files)
         result = dry_run_pipeline(ws.graph, steps, keep=ws.keep)
     finally:
         ws.close()
@@ -182,16 +183,17 @@ def quant_file(
         produce = lambda: _quantize_dynamic(ws)  # noqa: E731
     else:
         calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
-        if target_error is not None or target_size is not None:
-            quant_options, notes = _budget(input_path, quant_options, merge, target_error, target_size, samples,
-                                           shapes, calibrated, report)
+        applied = records
+        if target_error is not None or target_size is not None:  # the budget's plan, applied as --plan's records
+            applied, quant_options, notes = _budget(input_path, quant_options, merge, target_error, target_size,
+                                                    samples, shapes, calibrated, report)
             report.notes.extend(notes)
         ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes,
-                                records=records, reference_runs=reference_runs, deferred=upgrade_checks)
+                                records=applied, reference_runs=reference_runs, deferred=upgrade_checks)
         if ws.files is not None:
             ws.files.spill_into(out.parent)  # quantized weights wait in a file beside the output, not in memory
-        activations = _activations(input_path, quant_options, samples, shapes) if records is None else None
-        _run_quant_passes(ws, quant_options, merge, calibrated, activations, records)
+        activations = _activations(input_path, quant_options, samples, shapes) if applied is None else None
+        _run_quant_passes(ws, quant_options, merge, calibrated, activations, applied)
         report.passes = ws.reports
         _lift_plan(report)
         if calibrated is not None:
@@ -282,9 +284,11 @@ def _records(plan: PlanSource | None) -> list[WeightPlan] | None:
 
 
 def _budget(input_path, options, merge: bool, target_error, target_size, samples, shapes, calibrated,
-            report: RunReport | None = None):
-    """Options that store each weight as the budget allocates it, and a note saying how."""
-    options, allocated, probed_error = _allocate(
+            report: RunReport | None = None) -> tuple[Plan, QuantOptions, list[str]]:
+    """The plan that stores each weight as the budget allocates it (its records applied as a
+    --plan file's are), the options it was planned with (8 bits: budget.planning_options), and a
+    note saying how."""
+    plan, allocated, probed_error = _allocate(
         input_path, options, merge, target_error=target_error, target_size=target_size,
         samples=samples, shapes=shapes, calibration=calibrated)
     if report is not None:
@@ -292,8 +296,8 @@ def _budget(input_path, options, merge: bool, target_error, target_size, samples
     counts = ", ".join(f"{len(allocated.names(f))} {f}" for f in (*allocation.FORMATS, "kept")
                        if allocated.names(f))
     goal = f"--target-error {target_error:g}" if target_error is not None else f"--target-size {target_size / 1e6:g} MB"
-    return options, [f"{goal}: weights stored as {counts or 'nothing to allocate'} (output error "
-                     f"{probed_error:.3g} when planned)"]
+    return plan, planning_options(options), [f"{goal}: weights stored as {counts or 'nothing to allocate'} "
+                                             f"(output error {probed_error:.3g} when planned)"]
 
 
 def _lift_plan(report: RunReport) -> None:

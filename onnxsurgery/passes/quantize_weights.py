@@ -38,6 +38,7 @@ scale per channel (`choose_scheme`). Graph outputs and overridable inputs stay f
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import onnx_graphsurgeon as gs
@@ -50,8 +51,11 @@ from ..quant.estimates import estimated_bytes
 from ..quant.options import FLOAT_TYPES, QuantOptions, dq_min_opset
 from ..quant.plan import Plan, WeightPlan
 from ..quant.plan_edits import derive_records
-from ..quant.choices.planner import check_plan, plan_weights
-from ..quant.choices.rules import refusal, site_options
+from ..quant.choices.forms import site_options
+from ..quant.choices.model_facts import ModelFacts
+from ..quant.choices.plan_check import check_plan
+from ..quant.choices.planner import plan_weights
+from ..quant.choices.refusals import refusal
 from ..report import PassReport
 from .base import Estimate
 
@@ -64,7 +68,8 @@ class QuantizeWeights:
     GPTQ (gptq.py) instead of `rounding`. With `activations` (the inputs each weight's readers
     see, e.g. from the verification inputs), auto's choice between the lean and the accurate
     lowering is measured in the layers' outputs. `records`: a plan read from a file (quant
-    --plan), applied instead of the options' plan, after a check against the graph. The
+    --plan), or a Plan the budget made (api/budget.py), applied instead of the options' plan,
+    after a check against the graph. The
     report's details list the records applied (`weights`). UnsupportedModelError where the
     `dq` lowering is asked for at an opset that cannot express the scheme."""
 
@@ -72,7 +77,7 @@ class QuantizeWeights:
     opset: int | None = None
     calibration: Calibration | None = None
     activations: Calibration | None = None
-    records: tuple[WeightPlan, ...] | None = None
+    records: tuple[WeightPlan, ...] | Plan | None = None
     mapped: bool = False  # the model's weights are in a data file, which onnxruntime maps (load_memory.py)
     store: object = None  # lazy.ExternalFiles that quantized payloads are moved to as they accumulate
     name = "quantize"
@@ -85,19 +90,22 @@ class QuantizeWeights:
         lean-or-accurate choice is assumed lean."""
         opset = self.opset or graph.opset
         scopes = list(iter_scopes(graph))
+        facts = ModelFacts(graph)
         saved = 0
         for site in collect_constants(graph, scopes):
             if site.onnx_dtype in FLOAT_TYPES and id(site.tensor) not in removed \
-                    and refusal(site, scopes, site_options(site, self.options), keep) is None:
-                saved += site.nbytes - estimated_bytes(site, self.options, opset)
+                    and refusal(site, scopes, site_options(site, self.options, facts), keep) is None:
+                saved += site.nbytes - estimated_bytes(site, self.options, opset, facts)
         return Estimate(self.name, saved)
 
     def plan(self, graph: gs.Graph, *, keep: frozenset[str]) -> Plan:
         """What `apply` will do, the graph unchanged."""
         opset = self.opset or graph.opset
         if self.records is not None:  # fields an edit of the dtype left stale derived again (plan_edits.py)
-            records = derive_records(graph, list(self.records), opset, keep, self.options)
-            return check_plan(graph, records, opset, keep, self.options.target, self.calibration)
+            made = self.records if isinstance(self.records, Plan) else None  # the budget's, with its figures
+            records = derive_records(graph, list(made.weights if made else self.records), opset, keep, self.options)
+            return check_plan(graph, dataclasses.replace(made, weights=records) if made else records, opset, keep,
+                              self.options.target, self.calibration)
         options = self.options
         if options.lowering == "dq" and not (options.fp16 or options.levels) and opset < dq_min_opset(options):
             raise UnsupportedModelError(

@@ -9,8 +9,10 @@ from .lowerings.tied import scheme_for as tied_scheme
 from .lowerings.scaled import equalized_axis, zero_points_tried
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, has_zero_point
-from .choices.rules import (RECURRENT_DQ_OPSET, choose_scheme, float16_for_tensorrt, lean_scheme,
-                            lowering_for, recurrent_weight, required_opset, site_options)
+from .choices.forms import choose_scheme, float16_for_tensorrt, recurrent_weight, site_options
+from .choices.model_facts import ModelFacts
+from .choices.rules import RECURRENT_DQ_OPSET, lean_scheme, lowering_for, required_opset
+
 
 def stored_bytes(qt: Quantized, lowering: str) -> int:
     """Payload bytes of the quantized form (q, scales, zero points, input scales), measured."""
@@ -32,21 +34,21 @@ def quantized_bytes(site: ConstantSite, dtype: str, scheme: Scheme, lowering: st
                                            input_channels=site.shape[input_axis] if input_axis is not None else 0)
 
 
-def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int) -> int:
+def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int, facts: ModelFacts) -> int:
     """Payload bytes `site` would take when quantized with `options`, from its shape alone
     (for `info`: scales assumed to fit float16 under arith; `auto`'s int8 choice assumed lean,
     which it is unless a weight has outlier rows, with zero points for MatMul and Gemm, and int8
     for the small weights it may store as float16, which add at most 5% to the bytes; the
     opset is the one quant upgrades to; graph overhead of a few small nodes per weight not
-    counted)."""
-    options = site_options(site, options)
+    counted). `facts`: the model's (choices/model_facts.py), one for all its weights."""
+    options = site_options(site, options, facts)
     if options.fp16 or float16_for_tensorrt(site, options):
         return 2 * site.num_elements
     opset = max(opset, required_opset(options))
     if options.lean_default and recurrent_weight(site):  # quant upgrades the model for them
         opset = max(opset, RECURRENT_DQ_OPSET)
     scheme = choose_scheme(site, options)
-    lowering = lowering_for(site, options, scheme, opset)
+    lowering = lowering_for(site, options, scheme, opset, facts)
     symmetric = options.symmetric
     if lowering == "tied":
         scheme, symmetric = tied_scheme(site), True

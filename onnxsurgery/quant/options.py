@@ -48,8 +48,9 @@ class QuantOptions:
     exclude: tuple[str, ...] = ()
     fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
     levels: int | None = None  # snap weights to N values per group, keeping float storage
-    fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
-    int4_for: tuple[str, ...] = ()  # patterns of weights stored in 4 bits instead (quant/choices/allocation.py)
+    # the budget's format per weight (api/budget.py, quant/choices/allocation.py): name -> int4,
+    # int8, float16, float32 or kept; the weights it does not name follow the options
+    allocation: dict[str, str] | None = None
     rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
     keep_quantized: bool = False  # DequantizeLinear kept in the graph: integers in memory at run time
     target: str = "any"  # any: standard ai.onnx ops; onnxruntime: MatMulNBits; tensorrt: what its parser takes
@@ -113,7 +114,7 @@ class QuantOptions:
                              "emits integer arithmetic, which TensorRT refuses")
         if self.dtype == "int8" and self.granularity == "block":
             raise OptionError("target tensorrt: blocks are for int4 weights; int8 takes granularity tensor or channel")
-        if (self.dtype == "int4" or self.int4_for) and self.block_size not in TENSORRT_BLOCK_SIZES:
+        if (self.dtype == "int4" or self.allocated_int4) and self.block_size not in TENSORRT_BLOCK_SIZES:
             raise OptionError(f"target tensorrt: --block-size {self.block_size}: TensorRT's supported INT4 block "
                               "sizes are 64 and 128 (TensorRT 10.x, \"Working with Quantized Types\")")
         self.symmetric, self.lowering = True, "dq" if self.lowering == "auto" else self.lowering
@@ -129,8 +130,17 @@ class QuantOptions:
         return dataclasses.replace(self, **{**left, **changes})
 
     def as_four_bit(self) -> "QuantOptions":
-        """These options for a weight in `int4_for`: the 4-bit dtype of the same signedness."""
-        return self.changed(dtype="uint4" if self.dtype.startswith("u") else "int4", int4_for=())
+        """These options for a weight allocated 4 bits: the 4-bit dtype of the same signedness."""
+        return self.changed(dtype="uint4" if self.dtype.startswith("u") else "int4", allocation=None)
+
+    def allocated(self, name: str) -> str | None:
+        """The format the budget allocated weight `name` (`allocation`), None where it did not."""
+        return self.allocation.get(name) if self.allocation else None
+
+    @property
+    def allocated_int4(self) -> bool:
+        """Whether the budget allocated any weight 4 bits."""
+        return bool(self.allocation) and "int4" in self.allocation.values()
 
     @property
     def four_bit(self) -> bool:

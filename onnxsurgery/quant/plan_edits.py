@@ -25,7 +25,7 @@ from ..graph_utils import collect_constants
 from .choices.planner import plan_weights
 from .lowerings import REGISTRY
 from .options import FLOAT_TYPES, QuantOptions, Scheme
-from .plan import FOLLOWERS, WeightPlan, needs_derivation
+from .plan import FOLLOWERS, Plan, WeightPlan, needs_derivation
 from .vocabulary import INTEGER_DTYPES
 
 def derive_records(graph: gs.Graph, records: list[WeightPlan], opset: int, keep: frozenset[str],
@@ -55,9 +55,12 @@ def derive_records(graph: gs.Graph, records: list[WeightPlan], opset: int, keep:
     return out
 
 
-def derived_dtypes(graph: gs.Graph, records: list[WeightPlan], opset: int) -> set[str]:
+def derived_dtypes(graph: gs.Graph, records: list[WeightPlan] | Plan, opset: int) -> set[str]:
     """The dtypes of the records `derive_records` would complete (the opset they need is what
-    the default needs for that dtype: api.quant_steps.needed_opset)."""
+    the default needs for that dtype: api.quant_steps.needed_opset); a Plan's records (the
+    budget's, from the planner) have every field."""
+    if isinstance(records, Plan):
+        records = records.weights
     return {r.dtype for r, site in _with_sites(graph, records, opset) if site is not None and needs_derivation(r)}
 
 

@@ -55,8 +55,6 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
 
 from __future__ import annotations
 
-import weakref
-
 import onnx
 import onnx_graphsurgeon as gs
 
@@ -65,6 +63,7 @@ from ..axes import choose_axes
 from ..lowerings.dq_transposed import LOWERING as DQ_TRANSPOSED
 from ..lowerings.matmulnbits import LOWERING as MATMULNBITS
 from ..options import QuantOptions, Scheme
+from .model_facts import ModelFacts
 
 SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module docstring)
 # A model whose convolutions hold at most this share of its weights' bytes gets all of them int8
@@ -72,9 +71,6 @@ SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module
 CONV_SHARE = 0.10
 CONV_OPS = ("Conv", "ConvTranspose")
 BIAS_INPUTS = {"Conv": 2, "ConvTranspose": 2, "Gemm": 2, "LSTM": 3, "GRU": 3, "RNN": 3}  # op -> its bias input
-# fact -> (a weak reference to the main graph, value): `model_fact`; weak, so that a graph the
-# run has let go of is freed before verification creates its sessions
-_model_facts: dict[str, tuple[weakref.ref, object]] = {}
 
 
 def adapts(options: QuantOptions) -> bool:
@@ -114,11 +110,12 @@ def transposed_gemm_fuses(site: ConstantSite, scheme: Scheme) -> bool:
             and DQ_TRANSPOSED.fits(site, scheme, "int8", 21) is None and unfused_reason(site, scheme) is None)
 
 
-def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurrent: bool) -> QuantOptions:
+def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurrent: bool,
+              facts: ModelFacts) -> QuantOptions:
     """`options` (4-bit, `adapts`) for a weight onnxruntime runs fast at 4 bits, else the form
     the module docstring gives its reader, with the reason in `reason` (said in the plan).
-    `scheme`: the weight's grouping under `options` (rules.choose_scheme); `recurrent`: read only
-    as an LSTM/GRU/RNN weight (rules.recurrent_weight)."""
+    `scheme`: the weight's grouping under `options` (forms.choose_scheme); `recurrent`: read only
+    as an LSTM/GRU/RNN weight (forms.recurrent_weight); `facts`: the model's (model_facts.py)."""
     readers = consumers(site)
     ops = {n.op for n, _ in readers}
     if not readers:
@@ -133,7 +130,7 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
     lean = f"{eight_bit}, one scale per output channel applied after the reader (float at load), not 4-bit"
     if ops <= set(CONV_OPS) and all(i == 1 for _, i in readers):
         op = "/".join(sorted(ops))
-        share = conv_share(site, options.min_elements)
+        share = conv_share(options.min_elements, facts)
         if share <= CONV_SHARE:
             return options.changed(dtype=eight_bit, lowering="scaled", reason=(
                 f"{lean}: onnxruntime has no 4-bit {op}; a 4-bit weight is dequantized at every inference and "
@@ -161,7 +158,7 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
         # MatMulNBits: ddddocr's 8210x1024 classifier 0.0144 -> 0.0368 on rendered text, ALBERT's
         # pooler 0.29 -> 0.43 on generated ids); a plan record with lowering matmulnbits still takes it
         nbits = ops == {"MatMul"} and MATMULNBITS.fits(site, scheme, options.dtype, 0) is None
-        if why and nbits and runs_matmulnbits(site, options):
+        if why and nbits and runs_matmulnbits(site, options, facts):
             return options.changed(reason=f"{matmulnbits_because(options)}: 4-bit MatMulNBits" + (
                 f", one per reader over one packed weight ({len(readers)} readers)" if len(readers) > 1 else ""))
         if why:
@@ -170,14 +167,14 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
     return options
 
 
-def onnxruntime_only(site: ConstantSite) -> bool:
+def onnxruntime_only(facts: ModelFacts) -> bool:
     """Whether the model already holds com.microsoft ops (onnxruntime-genai's builder export:
     GroupQueryAttention, SkipSimplifiedLayerNormalization), so that only onnxruntime runs it."""
-    return model_fact(site, "onnxruntime_only", lambda graph: any(
+    return facts.get("onnxruntime_only", lambda graph: any(
         node.domain == "com.microsoft" for s in iter_scopes(graph) for node in s.graph.nodes))
 
 
-def runs_matmulnbits(site: ConstantSite, options: QuantOptions) -> bool:
+def runs_matmulnbits(site: ConstantSite, options: QuantOptions, facts: ModelFacts) -> bool:
     """Whether 4-bit MatMul weights are written as com.microsoft MatMulNBits rather than as a
     DequantizeLinear onnxruntime fuses into one: under --target onnxruntime, and under the default
     target in a model that only onnxruntime runs already (`onnxruntime_only`). There the fusion
@@ -185,7 +182,7 @@ def runs_matmulnbits(site: ConstantSite, options: QuantOptions) -> bool:
     0.26x the float model's memory after session creation as DequantizeLinear against 0.22x as
     MatMulNBits (the builder's own int4 export: 0.21x), decode alike (two runs: 12.7 against
     15.4 ms, 20.5 against 14.1)."""
-    return options.target == "onnxruntime" or (options.target == "any" and onnxruntime_only(site))
+    return options.target == "onnxruntime" or (options.target == "any" and onnxruntime_only(facts))
 
 
 def matmulnbits_because(options: QuantOptions) -> str:
@@ -193,30 +190,12 @@ def matmulnbits_because(options: QuantOptions) -> str:
     return "--target onnxruntime" if options.target == "onnxruntime" else "the model already has com.microsoft ops"
 
 
-def conv_share(site: ConstantSite, min_elements: int) -> float:
+def conv_share(min_elements: int, facts: ModelFacts) -> float:
     """The share of the bytes of the model's weights (constants of `min_elements` or more, the
-    whole model's, from `site`'s main graph) that Conv/ConvTranspose weights hold."""
+    whole model's) that Conv/ConvTranspose weights hold."""
     def share(graph: gs.Graph) -> float:
         sizes = [(s.nbytes, bool(consumers(s)) and all(n.op in CONV_OPS for n, _ in consumers(s)))
                  for s in collect_constants(graph, list(iter_scopes(graph))) if s.num_elements >= min_elements]
         total = sum(n for n, _ in sizes)
         return sum(n for n, conv in sizes if conv) / total if total else 0.0
-    return model_fact(site, f"conv_share {min_elements}", share)
-
-
-def model_fact(site: ConstantSite, fact: str, compute):
-    """compute(the main graph of `site`'s model), once per model rather than once per weight
-    (scanning every node for each of a decoder's 211 weights took 1.7 s of a 5.6 s plan)."""
-    scope = site.scope
-    while scope.parent is not None:
-        scope = scope.parent
-    cached = _model_facts.get(fact)
-    if cached is None or cached[0]() is not scope.graph:
-        cached = _model_facts[fact] = weakref.ref(scope.graph), compute(scope.graph)
-    return cached[1]
-
-
-def forget_model_facts() -> None:
-    """Drop what `model_fact` kept: a graph rewritten since (its lowerings add com.microsoft ops)
-    is asked again."""
-    _model_facts.clear()
+    return facts.get(f"conv_share {min_elements}", share)

@@ -17,12 +17,14 @@ from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
 from ..gptq import output_energy, output_error
-from ..options import QuantOptions, Scheme
+from ..options import QuantOptions
 from ..rounding import Quantized, weight_error
 from ..lowerings import REGISTRY
 from ..lowerings.scaled import zero_points_tried
 from ..quantize import quantize_site, scheme_args
-from .rules import balanced_rounding, lean_scheme
+from .candidate import Candidate
+from .forms import balanced_rounding
+from .rules import lean_scheme
 from .sampling import channel_sample
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
@@ -97,7 +99,7 @@ class _Cost:
         return self.ratio > (MIN_ACCURATE_RATIO_IN_WEIGHT if self.in_weight else MIN_ACCURATE_RATIO)
 
 
-def choose_lean(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions, opset: int,
+def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
                 total_bytes: int, activations: Calibration | None = None,
                 room_at_load: float | None = None) -> LeanChoice:
     """Each lean candidate's form: float16 for the lossiest small float32 weights
@@ -138,17 +140,17 @@ def choose_lean(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpt
     return choice
 
 
-def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOptions, opset: int,
+def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
                 activations: Calibration | None) -> list[_Cost]:
     """What each candidate's lean and accurate forms cost. Measured in the weight, a weight
     error far from the readers' large inputs counts as much as one next to them; PP-OCRv4 rec's
     conv2d_170 (240x240) loses 1.6x in the weight and 6.6x in the layer output, and it is the
     one that costs the model's output most."""
     if activations is not None:
-        activations.plan([site for site, _ in candidates])
+        activations.plan([c.site for c in candidates])
 
-    def measure(candidate: tuple[ConstantSite, Scheme]) -> _Cost:
-        site, scheme = candidate
+    def measure(candidate: Candidate) -> _Cost:
+        site, scheme = candidate.site, candidate.scheme
         values = read_values(site.tensor).astype(np.float32, copy=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         lean, lowering = lean_scheme(site, opset)
@@ -180,8 +182,8 @@ def lean_costs(candidates: list[tuple[ConstantSite, Scheme]], options: QuantOpti
 
     # weights measured together while they add up to no more than the largest one (parallel.py:
     # the working set stays a few times the largest tensor); calibration's moments are shared state
-    largest = max((site.nbytes for site, _ in candidates), default=0)
-    measured = ordered_map(measure, candidates, size=lambda c: c[0].nbytes, budget=largest,
+    largest = max((c.site.nbytes for c in candidates), default=0)
+    measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest,
                            workers=1 if activations is not None else WORKERS)
     return [cost for _, cost in progress(measured, "measure lean vs accurate", total=len(candidates), unit="weight")]
 

@@ -23,10 +23,10 @@ from ...progress import progress
 from ..calibration import Calibration
 from ..gptq import energy_layout, input_energy
 from .lean import layer_cost
-from ..options import QuantOptions, Scheme
 from ..lowerings.scaled import ZERO_POINT_READERS
 from ..quantize import quantize_site, scheme_args
-from .rules import balanced_rounding
+from .candidate import Candidate
+from .forms import balanced_rounding
 
 # Symmetric only where it beats asymmetric by 10% in the layer's output. With any margin, the
 # choice measured on generated inputs made two real models' int4 output worse (ddddocr 0.159 ->
@@ -112,9 +112,9 @@ def _values(tensor) -> np.ndarray | None:
     return None
 
 
-def choose_symmetric(candidates: list[tuple[ConstantSite, Scheme, str, QuantOptions]],
+def choose_symmetric(candidates: list[Candidate],
                      activations: Calibration | None = None) -> SymmetryChoice:
-    """Among `candidates` (site, scheme, lowering, the site's options), the weights more accurate
+    """Among `candidates` (each with its scheme, lowering and options), the weights more accurate
     symmetric, by SYMMETRIC_MARGIN, each form measured as the pass will quantize it."""
     if not candidates:
         return SymmetryChoice()
@@ -126,12 +126,12 @@ def choose_symmetric(candidates: list[tuple[ConstantSite, Scheme, str, QuantOpti
 
 def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
     if activations is not None:
-        activations.plan([site for site, *_ in candidates])
+        activations.plan([c.site for c in candidates])
     chosen = SymmetryChoice()
 
-    def measure(candidate) -> tuple[bool, np.ndarray | None]:
+    def measure(candidate: Candidate) -> tuple[bool, np.ndarray | None]:
         """(symmetric is chosen, the importance its rounding weighs by)."""
-        site, scheme, lowering, options = candidate
+        site, scheme, lowering, options = candidate.site, candidate.scheme, candidate.lowering, candidate.options
         values = read_values(site.tensor).astype(np.float32, copy=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         moments = activations.moments(site) if activations is not None else None
@@ -153,13 +153,13 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
 
     # weights measured together while they add up to no more than the largest one (parallel.py);
     # calibration's moments are shared state: one at a time then
-    largest = max(site.nbytes for site, *_ in candidates)
-    measured = ordered_map(measure, candidates, size=lambda c: c[0].nbytes, budget=largest,
+    largest = max(c.site.nbytes for c in candidates)
+    measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest,
                            workers=1 if activations is not None else WORKERS)
-    for (site, *_), (symmetric, importance) in progress(measured, "measure symmetric vs asymmetric",
-                                                         total=len(candidates), unit="weight"):
+    for candidate, (symmetric, importance) in progress(measured, "measure symmetric vs asymmetric",
+                                                       total=len(candidates), unit="weight"):
         if importance is not None:
-            chosen.importance[site.name] = importance
+            chosen.importance[candidate.name] = importance
         if symmetric:
-            chosen.symmetric.add(site.name)
+            chosen.symmetric.add(candidate.name)
     return chosen

@@ -29,7 +29,7 @@ from ..axes import choose_axes
 from ..options import QuantOptions, Scheme
 from ..quantize import quantize_args, quantize_site
 from ..rounding import weight_error
-from .int4_paths import model_fact
+from .model_facts import ModelFacts
 from .sampling import channel_sample
 
 # A weight whose symmetric per-channel error in the weight is more than this many times the
@@ -43,16 +43,17 @@ SMALL_FLOAT16_SHARE = 0.05
 BLOCK = 32
 
 
-def tensorrt_float16(site: ConstantSite, options: QuantOptions, int8_weight, balanced) -> str | None:
-    """Why `site` is stored as float16 under --target tensorrt int8 (module docstring), or None.
-    The rules' own predicates come from rules.site_options, which calls this: `int8_weight(site,
-    options)`, whether TensorRT reads the weight as int8; `balanced(site, options)`, whether it
-    gets balanced rounding."""
+def tensorrt_float16(site: ConstantSite, options: QuantOptions, int8_weight, balanced,
+                     facts: ModelFacts) -> str | None:
+    """Why `site` is stored as float16 under --target tensorrt int8 (module docstring), or None,
+    chosen once for the model (`facts`). The rules' own predicates come from forms.site_options,
+    which calls this: `int8_weight(site, options)`, whether TensorRT reads the weight as int8;
+    `balanced(site, options)`, whether it gets balanced rounding."""
     if options.target != "tensorrt" or options.dtype != "int8" or options.fp16 or options.levels or \
             options.granularity != "channel" or options.include:
         return None
-    chosen = model_fact(site, f"tensorrt_float16:{options.min_elements}:{options.exclude}",
-                        lambda graph: _chosen(graph, options, int8_weight, balanced))
+    chosen = facts.get(f"tensorrt_float16:{options.min_elements}:{options.exclude}",
+                       lambda graph: _chosen(graph, options, int8_weight, balanced))
     return chosen.get(site.name)
 
 

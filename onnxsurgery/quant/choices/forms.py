@@ -1,0 +1,138 @@
+"""The second stage: which forms fit each weight that is not refused. Its own options
+(`site_options`: the run's, or a per-weight rule's: the budget's 4 bits, TensorRT's limits,
+fused and looked-up tables, int4_paths.py's forms by reader), its grouping (`choose_scheme`)
+and rounding, and whether it is stored as float16 instead of integers."""
+
+from __future__ import annotations
+
+import onnx
+
+from ...graph_utils import ConstantSite, consumers
+from ..axes import choose_axes
+from ..lowerings import REGISTRY
+from ..lowerings.tied_nbits import hidden_axis as tied_hidden_axis
+from ..options import TENSORRT_BLOCK_SIZES, QuantOptions, Scheme, dq_min_opset
+from .fused_forms import fused_form
+from .int4_paths import adapts, int4_form
+from .model_facts import ModelFacts
+from .refusals import already_quantized, position_table, tensorrt_refusal
+
+# Recurrent ops multiply their weights by an internal state, so no scale can follow them (their
+# lean form: rules.RECURRENT_DQ_OPSET says which and why).
+RECURRENT_OPS = ("LSTM", "GRU", "RNN")
+
+
+def site_options(site: ConstantSite, options: QuantOptions, facts: ModelFacts) -> QuantOptions:
+    """The options for `site`: 4-bit where the budget allocated it 4 bits (options.allocation);
+    int8 per channel for a 4-bit weight TensorRT cannot take in blocks (tensorrt_int8_instead);
+    under --dtype int4 with the forms left to quant, int8 where onnxruntime has no fast 4-bit
+    path for the weight's reader (int4_paths.py, with the reason in `reason`); else `options`."""
+    if options.allocated(site.name) == "int4":
+        chosen = options.as_four_bit()
+        return tensorrt_int8_instead(site, chosen) or chosen
+    if (int8 := tensorrt_int8_instead(site, options)) is not None:
+        return int8
+    if options.target == "tensorrt":
+        from .tensorrt_float16 import tensorrt_float16  # this target's only: imported where it applies
+
+        if why := tensorrt_float16(site, options, tensorrt_int8_weight, balanced_rounding, facts):
+            return options.changed(fp16=True, reason=why)
+        if options.dtype == "int8" and options.granularity == "channel" and options.lowering == "dq" and \
+                REGISTRY["dq_equalized"].fits(site, Scheme("channel", choose_axes(site)[0]), "int8",
+                                              dq_min_opset(options)) is None:
+            return options.changed(lowering="dq_equalized")  # the default's equalization, as TensorRT takes it
+    if (fused := fused_form(site, options)) is not None:  # com.microsoft readers, looked-up tables
+        return fused
+    if adapts(options) and site.shape:  # a scalar has no grouping (refusal says so)
+        return int4_form(site, options, choose_scheme(site, options), recurrent_weight(site), facts)
+    return options
+
+
+def float16_for_tensorrt(site: ConstantSite, options: QuantOptions) -> str | None:
+    """Why a float32 weight is stored as float16 (with a Cast back) under target tensorrt: it
+    feeds a layer TensorRT takes no quantized weight for (an embedding table read by Gather, an
+    LSTM's weights, a Conv weight at int4), and Cast from float16 is a type conversion
+    TensorRT's parser takes everywhere. None for weights quantized as usual."""
+    if options.target != "tensorrt" or options.fp16 or options.levels or site.onnx_dtype != onnx.TensorProto.FLOAT:
+        return None
+    return tensorrt_refusal(site, options)
+
+
+def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
+    """The grouping asked for, fitted to the weight. Blocks must tile the blocked axis: when the
+    block size does not divide it, the largest divisor between half the block size and the
+    block size is used instead (200 input channels: blocks of 25 for 32), and when there is
+    none (depthwise and 3-channel convolutions, odd widths), one scale per channel. For
+    TensorRT, an axis no longer than the block size is one block: the same scales as per
+    channel, in the blockwise form TensorRT documents for 4-bit weights. A 4-bit MatMul/Gemm
+    weight takes the largest power of two among those divisors, where there is one."""
+    channel_axis, block_axis = choose_axes(site)
+    hidden = tied_hidden_axis(site)  # a tied token table: blocks along the hidden axis, which both
+    if hidden is not None:  # its readers reduce over (mirrored, the readers disagree: MatMul B, Transpose)
+        channel_axis, block_axis = 1 - hidden, hidden
+    if options.granularity == "tensor":
+        return Scheme("tensor")
+    if options.granularity == "block":
+        n = site.shape[block_axis]
+        if options.target == "tensorrt":  # only the block sizes TensorRT takes (tensorrt_block_size)
+            size = tensorrt_block_size(n, options.block_size)
+            return Scheme("block", block_axis, size) if size else Scheme("channel", channel_axis)
+        fitting = [b for b in range(options.block_size, (options.block_size - 1) // 2, -1) if n % b == 0]
+        if options.four_bit and options.target != "tensorrt" and matmul_weight(site):
+            # onnxruntime fuses 4-bit blocks of a power of two >= 16 into MatMulNBits (int4_paths.py):
+            # K = 240 takes blocks of 16 rather than 30 (PP-OCRv4 rec's 240x120 weights)
+            fitting = [b for b in fitting if b >= 16 and not b & (b - 1)] or fitting
+        if fitting:
+            return Scheme("block", block_axis, fitting[0])
+    return Scheme("channel", channel_axis)
+
+
+def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
+    """Whether `site` gets balanced rounding: asked for, or under auto a convolution weight."""
+    if options.rounding != "auto":
+        return options.rounding == "balanced"
+    readers = consumers(site)
+    return bool(readers) and all(n.op in ("Conv", "ConvTranspose") and i == 1 for n, i in readers)
+
+
+def tensorrt_block_size(n: int, asked: int) -> int | None:
+    """The INT4 block size TensorRT takes for a blocked axis of `n`: the one asked for (64 or
+    128), else 64 where 128 was asked and only 64 divides `n`; None where neither divides it
+    (the weight then stays int8 per channel: site_options)."""
+    return next((b for b in TENSORRT_BLOCK_SIZES if b <= asked and n % b == 0), None)
+
+
+def tensorrt_int8_instead(site: ConstantSite, options: QuantOptions) -> QuantOptions | None:
+    """Under --target tensorrt --dtype int4: int8 per channel (symmetric DequantizeLinear, which
+    TensorRT takes for MatMul and Gemm too) for a 2-D MatMul/Gemm weight whose blocked axis no
+    block size TensorRT takes divides (PP-OCRv4 rec's K = 240, 120); None elsewhere."""
+    if options.target != "tensorrt" or not options.four_bit or options.granularity != "block" or \
+            len(site.shape) != 2 or tensorrt_refusal(site, options):
+        return None
+    n = site.shape[choose_axes(site)[1]]
+    if tensorrt_block_size(n, options.block_size) is not None:
+        return None
+    sizes = [b for b in TENSORRT_BLOCK_SIZES if b <= options.block_size]
+    divides = f"neither {sizes[0]} nor {sizes[1]} divides" if len(sizes) > 1 else f"{sizes[0]} does not divide"
+    return options.changed(dtype="int8", granularity="channel",
+                           reason=f"int8 per channel, not int4: TensorRT's INT4 blocks are 64 or 128, and {divides} "
+                                  f"its blocked axis ({n})")
+
+
+def tensorrt_int8_weight(site: ConstantSite, options: QuantOptions) -> bool:
+    """Whether TensorRT reads `site` as a quantized weight (tensorrt_refusal), and it is a weight
+    at all (not a quantized model's own data, not a position table)."""
+    return not (tensorrt_refusal(site, options) or already_quantized(site) or position_table(site))
+
+
+def matmul_weight(site: ConstantSite) -> bool:
+    """A 2-D weight read only as B of MatMul or Gemm."""
+    readers = consumers(site)
+    return len(site.shape) == 2 and bool(readers) and all(n.op in ("MatMul", "Gemm") and i == 1 for n, i in readers)
+
+
+def recurrent_weight(site: ConstantSite) -> bool:
+    """A float32 weight read only as W or R of LSTM/GRU/RNN (lean form: DequantizeLinear)."""
+    readers = consumers(site)
+    return (site.onnx_dtype == onnx.TensorProto.FLOAT and bool(readers)
+            and all(n.op in RECURRENT_OPS and i in (1, 2) for n, i in readers))

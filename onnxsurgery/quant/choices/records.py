@@ -1,0 +1,119 @@
+"""The last stage: each candidate written as its plan record (quant/plan.py), once the measured
+choices are made (lean.py: lean form, accurate chain or float16; symmetry.py), with its `why`
+in words; and the bytes a record stores."""
+
+from __future__ import annotations
+
+from ...graph_utils import ConstantSite, consumers
+from ..estimates import quantized_bytes
+from ..lowerings.scaled import scaled_before, zero_points_fit
+from ..lowerings.tied import scheme_for as tied_scheme
+from ..options import QuantOptions, Scheme
+from ..plan import WeightPlan
+from .candidate import Candidate
+from .forms import balanced_rounding
+from .int4_paths import matmulnbits_because
+from .rules import decoder_nbits, lean_scheme
+from .model_facts import ModelFacts
+from .symmetry import SymmetryChoice
+
+
+def float_record(site: ConstantSite) -> WeightPlan:
+    """The record of a weight left as it is (its `why` said by the caller)."""
+    return WeightPlan(name=site.name, consumers=sorted({n.op for n, _ in consumers(site)}), shape=list(site.shape),
+                      dtype="float", bytes_before=site.nbytes, bytes_after=site.nbytes)
+
+
+def float16_record(record: WeightPlan, c: Candidate, options: QuantOptions, lossy: float | None) -> None:
+    """`record` as float16 with a Cast back: the candidate's own reason, --fp16, or auto's
+    (lean.py: `lossy`, int8's loss where that is why, else a small weight)."""
+    record.dtype, record.lowering = "float16", "cast"
+    record.why = c.why or ("--fp16" if options.fp16 else
+                           f"float16: int8 per channel loses {lossy:.1f}x the accurate chain in its layer's "
+                           "output on --inputs, and the chain does not fit the memory budget" if lossy else
+                           "small: float16 costs little and is more accurate than int8 here")
+
+
+def levels_record(record: WeightPlan, c: Candidate, options: QuantOptions) -> None:
+    """`record` as --levels: float storage, values snapped per group."""
+    record.lowering, record.levels = "levels", options.levels
+    record.granularity, record.axis, record.block_size = c.scheme.granularity, c.scheme.axis, c.scheme.block_size
+    record.why = f"--levels {options.levels}"
+
+
+def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opset: int, lean_choice,
+                   symmetry: SymmetryChoice, facts: ModelFacts) -> str | None:
+    """`record` as integers: the scheme and lowering the stages chose, symmetry settled. Returns
+    auto's lean-or-accurate outcome for the weight ("lean", "accurate"), None where it had none."""
+    site, scheme, lowering, opts = c.site, c.scheme, c.lowering, c.options
+    outcome = None
+    balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
+    symmetric = site.name in symmetry.symmetric if options.auto_symmetric else opts.symmetric
+    why = "the accurate block chain: the lean form loses most here" if lowering == "lean" else _why(lowering, opts)
+    if lowering == "tied":  # int8 whatever the dtype asked (rules.lowering_for says why)
+        scheme, symmetric, opts = tied_scheme(site), True, opts.changed(dtype="int8")
+        if options.four_bit:
+            why += "; int8, not 4-bit: kept 4-bit it was dequantized whole at every step"
+    elif lowering == "lean" and site.name in lean_choice.accurate:
+        lowering, outcome = "arith", "accurate"
+    elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight
+        scheme, lowering, outcome = *lean_scheme(site, opset), "lean"
+        why = _why(lowering, opts, lean=True)
+        if lowering == "scaled" and scaled_before(site, scheme.axis):
+            why = "lean: one scale per input row, applied to the reader's data input (Attention)"
+        if options.auto_symmetric:  # zero points where measured more accurate, or where asked for
+            symmetric = site.name not in lean_choice.asymmetric
+            why += "" if symmetric else "; zero points: measured more accurate"
+        else:
+            symmetric = opts.symmetric or not (lowering == "scaled" and zero_points_fit(site))
+    elif decoder_nbits_chosen(c, facts):
+        symmetric = True  # lean_default: the symmetry was left to quant
+        why += " (8 bits in a KV-cache decoder, symmetric blocks: rules.decoder_nbits)"
+    elif options.auto_symmetric:
+        why += "; symmetric: measured more accurate" if symmetric else ""
+    record.dtype, record.lowering, record.symmetric = opts.dtype, lowering, bool(symmetric)
+    record.granularity, record.block_size, record.axis = scheme.granularity, scheme.block_size, scheme.axis
+    record.rounding = "balanced" if balance else "nearest"
+    if opts.target == "onnxruntime" and not opts.four_bit and lowering not in ("matmulnbits", "tied_nbits"):
+        why += "; not MatMulNBits: at 8 bits outside a KV-cache decoder, the lean form (rules.decoder_nbits)"
+    record.why = opts.reason or why  # a per-weight rule's reason (choices/int4_paths.py) says it all
+    return outcome
+
+
+def decoder_nbits_chosen(c: Candidate, facts: ModelFacts) -> bool:
+    """Whether rules.decoder_nbits chose the candidate's lowering: an 8-bit MatMulNBits
+    of the int8 default."""
+    return c.lowering == "matmulnbits" and not c.options.four_bit and decoder_nbits(c.site, c.options, facts)
+
+
+def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:
+    if opts.target == "tensorrt":
+        return f"TensorRT reads it as {opts.dtype} DequantizeLinear"
+    if lean:
+        return {"scaled": "lean: one scale per output channel, applied after the reader",
+                "dq": "no scale can follow its reader (recurrent, contrib op): DequantizeLinear, integers kept",
+                "arith": "lean: one scale per channel (no reader takes the scale after it)",
+                "embed_rows": "EmbedLayerNormalization's word table: int8 rows gathered for its ids"}[lowering]
+    return {"gather": "embedding table: rows gathered, then dequantized",
+            "matmulnbits": f"{matmulnbits_because(opts)}: MatMulNBits" if opts.lowering == "auto"
+            else "--lowering matmulnbits",
+            "dq": "kept quantized in memory (DequantizeLinear)",
+            "dq_transposed": "kept quantized in memory, stored [K, N] for its Gemms without transB (fused into "
+                             "MatMulNBits by onnxruntime)",
+            "arith": "Cast -> Mul chain, folded at load" if opts.lowering == "auto" else "--lowering arith",
+            "scaled": "--lowering scaled",
+            "tied": "token table and lm_head in one: int8 rows gathered for the one, scaled after the other",
+            "tied_nbits": "token table and lm_head in one table: MatMulNBits and GatherBlockQuantized share it"
+            + ("" if opts.target == "onnxruntime" else " (the model already has com.microsoft ops)"),
+            }.get(lowering, f"--lowering {lowering}")
+
+
+def planned_bytes(record: WeightPlan, site: ConstantSite) -> int:
+    """The bytes `record` stores for `site` (plan.py's module doc)."""
+    if record.dtype == "float16":
+        return 2 * site.num_elements
+    if record.dtype == "float":
+        return site.nbytes
+    scheme = Scheme(record.granularity, record.axis, record.block_size)
+    return quantized_bytes(site, record.dtype, scheme, record.lowering,
+                           not record.symmetric or record.dtype.startswith("u"))

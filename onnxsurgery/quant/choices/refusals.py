@@ -1,0 +1,142 @@
+"""The first stage: which float constants the plan leaves as they are, and why (said in each
+record's `why`): a quantized model's own data, position tables, small weights and scalars,
+what the selection leaves out (--include, --exclude, the budget's float32), tables no lowering
+keeps lean, overridable inputs and graph outputs, weights TensorRT reads unquantized, values no
+scale represents; and the notes a selection that changes nothing gets."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import numpy as np
+import onnx
+
+from ...graph_utils import ConstantSite, consumers, graph_outputs_holding, read_values
+from ..options import TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions
+from .fused_forms import table_refusal
+
+# Ops whose float constant inputs are a quantized model's own data (scales, zero points, lookup
+# tables), not weights: quantizing a scale again breaks the model (a builder int4 export given to
+# quant again: 151 *_scales tensors re-quantized, output rel L2 1.0).
+QUANTIZED_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulNBits",
+                     "GatherBlockQuantized", "MatMulInteger", "ConvInteger", "MatMulIntegerToFloat",
+                     "DynamicQuantizeMatMul", "QAttention", "QGemm", "QEmbedLayerNormalization")
+# Rotary position tables (cos and sin per position and frequency) are read by these ops at these
+# inputs; a graph that computes rotary embedding itself names them so. Position tables, not weights.
+ROTARY_READERS = {"RotaryEmbedding": (2, 3), "GroupQueryAttention": (7, 8)}
+ROTARY_NAMES = ("cos_cache", "sin_cache", "cos_cached", "sin_cached")
+# The budget's float32 and kept weights (options.allocation) are refused in the words its plans
+# said when it passed them on as --exclude patterns: plans stay byte-identical (bench/plan_snapshot.py).
+EXCLUDED = "matched by --exclude"
+
+
+def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
+    """Whether a glob of `patterns` (--include, --exclude) matches the weight's name or the op
+    type of one of its readers."""
+    ops = {n.op for n, _ in consumers(site)}
+    return any(fnmatch.fnmatchcase(site.name, p) or any(fnmatch.fnmatchcase(op, p) for op in ops)
+               for p in patterns)
+
+
+def already_quantized(site: ConstantSite) -> str | None:
+    """Why `site` is a quantized model's own data rather than a weight (QUANTIZED_READERS)."""
+    ops = sorted({n.op for n, _ in consumers(site) if n.op in QUANTIZED_READERS or n.op.startswith("QLinear")})
+    return f"already quantized: read by {', '.join(ops)}" if ops else None
+
+
+def position_table(site: ConstantSite) -> str | None:
+    """Why `site` is a rotary position table (ROTARY_READERS, ROTARY_NAMES)."""
+    if any(i in ROTARY_READERS.get(n.op, ()) for n, i in consumers(site)) or \
+            any(part in site.name.lower() for part in ROTARY_NAMES):
+        return "a rotary position table (cos/sin cache), not a weight"
+    return None
+
+
+def quantizes_activations(scopes) -> bool:
+    """Whether the model quantizes its activations (QuantizeLinear nodes: a QDQ model)."""
+    return any(node.op == "QuantizeLinear" for scope in scopes for node in scope.graph.nodes)
+
+
+def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[str],
+            activations_quantized: bool = False) -> str | None:
+    """Why `site` is left as it is under `options` (the weight's own: forms.site_options), or
+    None; "small" below --min-elements. `activations_quantized` (quantizes_activations): its
+    float weights are left alone unless --include names them, since weight rounding would
+    stack on activation rounding."""
+    reason = already_quantized(site) or position_table(site)
+    if reason:
+        return reason
+    if site.num_elements < options.min_elements:
+        return "small"
+    if not site.shape:
+        return "a scalar: nothing to group or gain"
+    if options.fp16 and site.onnx_dtype != onnx.TensorProto.FLOAT:
+        return "--fp16 applies to float32 weights only"
+    if options.levels and site.onnx_dtype == onnx.TensorProto.BFLOAT16:
+        return "--levels: bfloat16 weights are left alone"
+    if options.include and not matches(site, options.include):
+        return "not matched by --include"
+    if options.exclude and matches(site, options.exclude) or options.allocated(site.name) in ("float32", "kept"):
+        return EXCLUDED
+    if not options.include and (table := table_refusal(site, options)):
+        return table
+    if activations_quantized and not options.include:
+        return "the model quantizes its activations (QDQ): --include NAME quantizes this weight too"
+    if site.name in keep:
+        return "overridable graph input"
+    if graph_outputs_holding(scopes, site.value):
+        return "graph output"
+    if not site.value.outputs:
+        return "no consumer"
+    float32 = site.onnx_dtype == onnx.TensorProto.FLOAT  # under tensorrt: float16 instead (float16_for_tensorrt)
+    if options.target == "tensorrt" and not (options.fp16 or options.levels or float32):
+        return tensorrt_refusal(site, options)
+    return None
+
+
+def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str | None:
+    """Why the weight's values keep it as it is, read once: NaN or Inf, which no scale
+    represents; for a weight to be stored as float16 (`float16_because`, the reason it would
+    be), magnitudes float16 cannot hold."""
+    values = read_values(site.tensor)
+    if not np.isfinite(values).all():
+        return "holds NaN or Inf values"
+    if float16_because and np.abs(values).max() > np.finfo(np.float16).max:
+        return f"{float16_because}; values beyond float16's range"
+    return None
+
+
+def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
+    """Why a weight is not quantized under target tensorrt (forms.float16_for_tensorrt): TensorRT
+    fuses a weight's DequantizeLinear into Conv, ConvTranspose, MatMul and Gemm, and takes 4-bit
+    weights for MatMul and Gemm only (blocks: 2-D)."""
+    ops = {n.op for n, _ in consumers(site)}
+    readers = TENSORRT_INT4_READERS if options.four_bit else TENSORRT_WEIGHT_READERS
+    if not ops <= set(readers):
+        return f"target tensorrt: read by {', '.join(sorted(ops - set(readers)))}; {options.dtype} weights " \
+               f"only for {', '.join(readers)}"
+    if any(index != 1 for _, index in consumers(site)):  # TensorRT fuses a DQ into the weight input only
+        return "target tensorrt: read as a bias or data input; quantized weights only as the layer's weight input"
+    if options.four_bit and len(site.shape) != 2:
+        return f"target tensorrt: 4-bit weights must be 2-D; this one is {len(site.shape)}-D"
+    return None
+
+
+def selection_notes(options: QuantOptions, records) -> list[str]:
+    """A selection that matches no weight (or every weight) says so: exit 0 with nothing
+    quantized must not look like success. So do weights left alone as a quantized model's own
+    data or as position tables, and a QDQ model's weights."""
+    notes = []
+    for kind, start in (("already quantized (scales and zero points of quantized ops)", "already quantized"),
+                        ("rotary position tables", "a rotary position table"),
+                        ("left float because the model quantizes its activations (QDQ; --include to quantize)",
+                         "the model quantizes its activations")):
+        count = sum(r.why.startswith(start) for r in records)
+        if count:
+            notes.append(f"{count} constant{'s' * (count != 1)} {kind}: left as they are")
+    large = [r for r in records if not r.why.startswith("below --min-elements")]
+    if options.include and large and all(r.why == "not matched by --include" for r in large):
+        notes.append(f"--include {' '.join(options.include)} matched no weight")
+    if options.exclude and large and all(r.why == EXCLUDED for r in large):
+        notes.append(f"--exclude {' '.join(options.exclude)} matched every weight")
+    return notes

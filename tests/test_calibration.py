@@ -191,6 +191,21 @@ def test_calibrated_file_loads_keeps_its_size_and_has_a_smaller_output_error(tmp
     assert cal.verification["rel_l2_error"] == pytest.approx(max(err_cal), rel=1e-3)  # held-out samples
 
 
+def test_a_plans_gptq_records_are_calibrated(tmp_path):
+    """A plan's `gptq` records are rounded with GPTQ on --calibration's inputs, as in the
+    planner's own run (plan_check.check_plan has them measured): a --plan file from --dry-run
+    --json, and so the budget's plan, which the run applies the same way."""
+    model = _calibration_model()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    calibration = _samples(range(64))
+    plan = onnxsurgery.quant_plan(src, min_elements=2000, calibration=calibration)
+    assert sorted(w.name for w in plan.weights if w.rounding == "gptq") == ["W1", "Wc"]
+    applied = onnxsurgery.quant_file(src, tmp_path / "p.onnx", plan=plan.to_dict(), calibration=calibration,
+                                     verify=False)
+    assert sorted(applied.pass_report("quantize").details["calibrated"]) == ["W1", "Wc"]
+
+
 def test_hessians_are_the_same_when_captured_in_small_chunks(tmp_path):
     model = _calibration_model()
     src = tmp_path / "in.onnx"

@@ -554,6 +554,23 @@ def test_target_size_of_the_default_file_is_the_default(tmp_path):
     assert report.verification["rel_l2_error"] <= error * 1.0001, (report.allocation, error)
 
 
+def test_budget_plan_is_applied_as_plan_records(tmp_path):
+    """The budget hands the run the plan its allocation makes (api/budget.py: no name patterns),
+    applied as a --plan file's records are: the dry run shows those records, the file holds them
+    record for record, and each weight is stored in the format it was allocated."""
+    src, found = _allocation_sources(tmp_path)
+    budget = (found["int4"][0] + found["int8"][0]) // 2
+    planned = onnxsurgery.quant_plan(src, min_elements=1024, target_size=budget)
+    report = onnxsurgery.quant_file(src, tmp_path / "s.onnx", min_elements=1024, target_size=budget)
+    assert report.weights == planned.to_dict()["weights"]
+    assert any("--target-size" in n for n in planned.notes) and "every weight as the plan says" not in planned.notes
+    stored = {"int4": "int4", "float16": "float16", "float32": "float", "kept": "float"}
+    records = {w["name"]: w["dtype"] for w in report.weights}
+    assert {name: records[name] for name, fmt in report.allocation.items() if fmt in stored} == \
+        {name: stored[fmt] for name, fmt in report.allocation.items() if fmt in stored}
+    assert "int4" in report.allocation.values()
+
+
 def test_allocation_leaves_room_for_the_large_weight_step():
     """Greedy by rate alone would spend the room on b's cheap step and leave a at int4."""
     from onnxsurgery.quant.choices import allocation

@@ -11,7 +11,7 @@ edit means what it says; fields the person did set and that fit are kept.
 Derived where: a field is null or left out; or the record's lowering does not fit the weight at
 the record's dtype but does at the other integer width, which is what an edit of the dtype alone
 leaves behind. A record whose lowering fits neither way is left as it is: the check after
-(planner.check_plan) refuses it, naming the weight, as it refuses any hand-written mistake.
+(plan_check.check_plan) refuses it, naming the weight, as it refuses any hand-written mistake.
 """
 
 from __future__ import annotations

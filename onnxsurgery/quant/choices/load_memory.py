@@ -144,7 +144,7 @@ def plan_extra(planned: list[tuple[ConstantSite, str]], mapped: bool = False) ->
 
 def _as_lean(planned: Iterable[tuple[ConstantSite, str]]) -> list[tuple[ConstantSite, str]]:
     """`planned` with a `lean` left in it (lean form or accurate chain, not chosen yet) as
-    `scaled`. The planner and rules.required_opset pass the lean form's own lowering instead
+    `scaled`. memory_at_load and rules.required_opset pass the lean form's own lowering instead
     (rules.lean_forms: `arith` where no reader takes the scale after it, `dq` before recurrent
     and contrib ops), which this module cannot import (rules imports it)."""
     return [(site, "scaled" if lowering == "lean" else lowering) for site, lowering in planned]

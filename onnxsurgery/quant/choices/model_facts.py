@@ -4,7 +4,7 @@ run rather than once per weight: scanning every node for each of a decoder's 211
 1.7 s of a 5.6 s plan.
 
 Each planning run makes its own (planner.plan_weights, and each question asked before one:
-rules.required_opset, planner.any_weight_to_change, the quantize pass's estimate) and
+rules.required_opset, rules.any_weight_to_change, the quantize pass's estimate) and
 hands it to the stages that ask; a graph rewritten since is asked again by the next run, and a
 graph the run has let go of is freed with it."""
 

@@ -571,6 +571,27 @@ def test_budget_plan_is_applied_as_plan_records(tmp_path):
     assert "int4" in report.allocation.values()
 
 
+def test_budget_keeps_the_models_opset_where_the_converter_fails(tmp_path, monkeypatch):
+    """Where onnx's converter cannot upgrade the model to the opset 4-bit weights need, the probes
+    and the budget's plan stay at the model's opset (the arith chain), and the run, which applies
+    the plan's records, writes that plan rather than refusing, with the note saying why."""
+    from onnxsurgery.api import quant_steps
+
+    src, found = _allocation_sources(tmp_path)
+    opset = onnx.load(str(src)).opset_import[0].version
+
+    def refuse(model, target):
+        raise UnsupportedModelError(f"cannot convert to opset {target}")
+
+    monkeypatch.setattr(quant_steps, "upgrade_opset", refuse)
+    budget = (found["int4"][0] + found["int8"][0]) // 2
+    report = onnxsurgery.quant_file(src, tmp_path / "s.onnx", min_elements=1024, target_size=budget)
+    assert "int4" in report.allocation.values()
+    assert onnx.load(str(tmp_path / "s.onnx")).opset_import[0].version == opset
+    assert any(n.startswith("cannot convert to opset") and "kept opset" in n for n in report.notes), report.notes
+    assert {w["lowering"] for w in report.weights if w["dtype"] == "int4"} <= {"arith", "gather"}  # no opset 21 form
+
+
 def test_allocation_leaves_room_for_the_large_weight_step():
     """Greedy by rate alone would spend the room on b's cheap step and leave a at int4."""
     from onnxsurgery.quant.choices import allocation

@@ -121,14 +121,26 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
 
 
 def _plan(input_path, options: QuantOptions, merge: bool, samples, shapes, calibration: Calibration | None) -> Plan:
-    """The planner's plan for `options` on the model at the opset the run upgrades it to, the
-    model not upgraded (as quant --dry-run plans)."""
+    """The planner's plan for `options` on the model, as quant --dry-run plans it: at the opset
+    the run upgrades the model to, the model itself not upgraded. Where onnx's converter cannot
+    upgrade it, at the model's own opset, as the probes were measured (the arith chain for 4-bit
+    weights), with the note saying so: the run applies the plan's records, which it would
+    refuse to fall back from."""
     ws = open_workspace(input_path)
+    current = ws.opsets.get("", 1)
+    upgrade = RunReport("quant", str(input_path))
     try:
-        opset = max(ws.opsets.get("", 1), needed_opset(ws, options))
+        opset = max(current, needed_opset(ws, options))
+        if opset > current:  # the converter's answer, as the probes had it
+            upgraded = _at_required_opset(open_workspace(input_path), input_path, options, upgrade, verify=False)
+            opset = upgraded.opsets.get("", 1)
+            upgraded.close()
         steps = quant_pipeline(options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibration,
                                activations=_activations(input_path, options, samples, shapes),
                                mapped=ws.has_external_data_files)
-        return dry_run_pipeline(ws.graph, steps, keep=ws.keep)
+        plan = dry_run_pipeline(ws.graph, steps, keep=ws.keep)
     finally:
         ws.close()
+    if opset == current:
+        plan.notes[:0] = upgrade.notes  # the converter's refusal, where the run keeps the model's opset
+    return plan

@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 
 import builders
 from onnxsurgery.cli import main
-from onnxsurgery.cli_options import GROUPS
+from onnxsurgery.cli.options import GROUPS
 from onnxsurgery.quant.request import WHERE_IT_RUNS
 
 

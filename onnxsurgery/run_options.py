@@ -155,7 +155,8 @@ class QuantRun:
 
     def check(self, dry_run: bool = False) -> None:
         """Every option that another makes meaningless, refused in words naming both
-        (OptionError, exit 2 on the CLI), before anything is read."""
+        (OptionError, exit 2 on the CLI), before anything is read: across groups here, within
+        the request by QuantRequest.resolve, called last."""
         decision, request, budget = self.decision, self.decision.request, self.budget.flag
         # --target onnxruntime-web says how the result is verified, which --dynamic's is too
         flags = " ".join(flags_of(dataclasses.replace(request, target="any")) if request.target == "onnxruntime-web"
@@ -185,6 +186,11 @@ class QuantRun:
                 raise OptionError(f"--dry-run writes and verifies nothing; {written[0]} does not apply")
         elif self.verification.max_error is not None and not self.verification.verify:
             raise OptionError("--max-error needs the verification that --no-verify skips")
+        self.resolved()  # and the request's own contradictions (QuantRequest.resolve), before anything is read
+
+    def resolved(self):
+        """The request resolved for where this run's result runs (quant.options.QuantOptions)."""
+        return self.decision.request.resolve(self.verification.runtime, self.decision.memory)
 
 
 def grouped(command: str, fields: dict, **given):

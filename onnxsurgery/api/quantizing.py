@@ -77,7 +77,7 @@ def prepare(input_path, run: QuantRun) -> Preparation:
     """The preparation (above) of `run` on the model at `input_path`: the budget's probes run
     here when it has one."""
     decision, inputs = run.decision, run.inputs
-    options = decision.request.resolve(run.verification.runtime, decision.memory)
+    options = run.resolved()
     calibration = Calibration(input_path, decision.calibration, shapes=inputs.shapes) \
         if decision.calibration is not None else None
     prepared = Preparation(run, options, _records(decision.plan), calibration, None)

@@ -1,5 +1,5 @@
 """How an option group declares itself once for the Python API, the CLI and its reference: each
-field of a frozen dataclass (quant/request.py's QuantRequest, run_options.py's groups) carries
+field of a frozen dataclass (quantization/request.py's QuantRequest, run_options.py's groups) carries
 its command-line spelling as plain data in its metadata, and cli/options.py turns that into
 click options (as Polygraphy's tools/args groups declare theirs, but with the API's own types).
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from .declare import CHECKS, OUTPUT, STORE, WEIGHTS, WHERE, declared, flags_of
 from .errors import OptionError
-from .quant.request import QuantRequest
+from .quantization.request import QuantRequest
 
 PlanSource = str | os.PathLike | dict | list  # a plan's JSON file, its parsed dict, or WeightPlan records
 
@@ -189,7 +189,7 @@ class QuantRun:
         self.resolved()  # and the request's own contradictions (QuantRequest.resolve), before anything is read
 
     def resolved(self):
-        """The request resolved for where this run's result runs (quant.options.QuantOptions)."""
+        """The request resolved for where this run's result runs (quantization.options.QuantOptions)."""
         return self.decision.request.resolve(self.verification.runtime, self.decision.memory)
 
 

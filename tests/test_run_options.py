@@ -18,7 +18,7 @@ from onnxsurgery import api
 from onnxsurgery.cli import main
 from onnxsurgery.declare import flags_of
 from onnxsurgery.errors import OptionError
-from onnxsurgery.quant.request import QuantRequest
+from onnxsurgery.quantization.request import QuantRequest
 from onnxsurgery.run_options import GROUPS, Budget, Decision, Inputs, Output, QuantRun, Verification
 
 

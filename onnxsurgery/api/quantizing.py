@@ -1,6 +1,6 @@
 """`quant`: weight-only quantization, in memory or from a file to a file (verified in
 onnxruntime before anything is written), and its dry run, which shows the plan and writes
-nothing. What the user asked is a QuantRequest (quant/request.py), resolved once; the run's
+nothing. What the user asked is a QuantRequest (quantization/request.py), resolved once; the run's
 other options come in groups (run_options.QuantRun), checked together there. Both the plan and
 the real run start from one `prepare`."""
 
@@ -16,12 +16,12 @@ from ..errors import OptionError, VerificationError
 from ..staging import copy_file
 from ..passes.constants_to_initializers import constant_nodes_to_initializers
 from ..pipeline import Workspace, dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
-from ..quant.choices import allocation
+from ..quantization.choices import allocation
 from ..kv_cache import has_kv_cache
-from ..quant.calibration import Calibration
-from ..quant.options import QuantOptions
-from ..quant.plan import Plan, WeightPlan, read_plan
-from ..quant.request import QuantRequest
+from ..quantization.calibration import Calibration
+from ..quantization.options import QuantOptions
+from ..quantization.plan import Plan, WeightPlan, read_plan
+from ..quantization.request import QuantRequest
 from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
 from ..feeds import check_samples
@@ -37,7 +37,7 @@ from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _
 def quant(model, *, merge: bool = True, request: QuantRequest | None = None,
           **options) -> tuple[onnx.ModelProto, RunReport]:
     """Weight-only quantization in memory (no verification; see `quant_file`). Options are the
-    fields of `QuantRequest` (quant/request.py), or give the `request` itself."""
+    fields of `QuantRequest` (quantization/request.py), or give the `request` itself."""
     if request is not None and options:
         raise OptionError(f"give a request or its options, not both ({', '.join(sorted(options))})")
     quant_options = (request or QuantRequest.of(**options)).resolve()
@@ -84,7 +84,7 @@ def prepare(input_path, run: QuantRun) -> Preparation:
     if run.budget.flag is not None:
         _budget(input_path, prepared)
     if prepared.records is None:
-        prepared.activations = _activations(input_path, prepared.options, inputs.samples, inputs.shapes)
+        prepared.activations = _activations(input_path, prepared.options, inputs)
     return prepared
 
 
@@ -113,7 +113,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
 
     - what decides (Decision): the `request` (or its fields: dtype, granularity, block_size,
       symmetric, rounding, lowering, keep_quantized, target, min_elements, include, exclude,
-      levels, fp16; quant/request.py), or a `plan` (a path to a plan's JSON, its parsed dict, or
+      levels, fp16; quantization/request.py), or a `plan` (a path to a plan's JSON, its parsed dict, or
       WeightPlan records: `quant_plan` writes one), applied exactly (`report.weights` lists the
       records applied), or `dynamic`: onnxruntime's quantize_dynamic instead (activations
       quantized at run time, subgraphs enabled, Constant-node weights made initializers first so
@@ -122,11 +122,11 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
       weights read by MatMul, Gemm or single-group Conv get GPTQ rounding: their integers are
       chosen for a small error in the layer's output on those inputs (gptq.py). `memory`
       (bytes; None: this machine's) is the memory where it will run: where the model's float
-      weights would not fit, its weights stay quantized at load (quant/choices/load_memory.py).
+      weights would not fit, its weights stay quantized at load (quantization/choices/load_memory.py).
     - a budget (Budget): with `target_error` (a relative L2 output error) or `target_size`
       (bytes of the output file), each weight is stored as int4, int8, float16 or float32: the
       smallest file within the error, or the smallest error that fits. What each weight costs in
-      each format is measured alone in onnxruntime (quant/choices/allocation.py);
+      each format is measured alone in onnxruntime (quantization/choices/allocation.py);
       `report.allocation` holds each weight's format.
     - the inputs (Inputs): `samples` (else generated ones, `shapes` fixing their dimensions) and
       `outputs`, the names the error is over (default: every output but a KV cache's present*).
@@ -173,7 +173,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         report.notes.extend(prepared.notes)
         report.allocation = prepared.allocation
         ws = _at_required_opset(ws, input_path, prepared.options, report, verify=verification.verify,
-                                samples=inputs.samples, shapes=inputs.shapes, records=prepared.records,
+                                inputs=inputs, records=prepared.records,
                                 reference_runs=reference_runs, deferred=upgrade_checks)
         if ws.files is not None:
             ws.files.spill_into(out.parent)  # quantized weights wait in a file beside the output, not in memory

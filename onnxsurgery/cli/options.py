@@ -1,6 +1,6 @@
 """Argument groups the commands share, one per concern (as Polygraphy's tools/args): each
 group is declared once as a frozen dataclass whose fields carry their command-line spelling
-(declare.py): QuantRequest (quant/request.py) for what to store, which weights and where it
+(declare.py): QuantRequest (quantization/request.py) for what to store, which weights and where it
 runs; run_options.py's Decision, Budget, Inputs, Verification and Output for the rest.
 `declared_options(Group)` makes a field's click option, `group_from(Group, kwargs)` collects
 the parsed values back into the group; a command's --help lists them under the group's title,

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..declare import OUTPUT
-from ..quant.request import QuantRequest
+from ..quantization.request import QuantRequest
 from ..render import render_run, render_verification
 from ..run_options import Budget, Decision, Inputs, Output, QuantRun, Verification
 from .common import handle_errors, output_options, refuse_same_file
@@ -35,7 +35,7 @@ def quant(input_path, output_path, dry_run, as_json, **groups):
     Start with no option (int8, chosen per weight); add --target for where it runs. Every
     option explained: docs/quantization.md."""
     from .. import api
-    from ..quant.plan import table
+    from ..quantization.plan import table
 
     if output_path is None and not dry_run:
         raise click.UsageError("give an OUTPUT (or --dry-run to see the plan)")

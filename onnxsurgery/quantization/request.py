@@ -71,7 +71,7 @@ class QuantRequest:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
 
     def resolve(self, runtime: str = "onnxruntime", memory: int | None = None):
-        """The complete configuration (quant.options.QuantOptions) for a result that runs in
+        """The complete configuration (quantization.options.QuantOptions) for a result that runs in
         `runtime` with `memory` bytes (--memory; None: this machine's): defaults filled in,
         choices left to quant marked as such, contradictions refused (OptionError). Target
         onnxruntime-web is target any in runtime onnxruntime-web."""

@@ -1,5 +1,5 @@
 """From options to a plan: one record per float constant, every decision made here and nowhere
-else (quant/plan.py says what a record holds).
+else (quantization/plan.py says what a record holds).
 
 The default's rules live in the modules this one calls: rules.py (which weights, grouping,
 lowering by consumer and opset, TensorRT's limits), lean.py (lean form or accurate

@@ -49,7 +49,7 @@ class QuantOptions:
     fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
     levels: int | None = None  # snap weights to N values per group, keeping float storage
     fp16_for: tuple[str, ...] = ()  # patterns of weights stored as float16 instead of integers
-    int4_for: tuple[str, ...] = ()  # patterns of weights stored in 4 bits instead (quant/choices/allocation.py)
+    int4_for: tuple[str, ...] = ()  # patterns of weights stored in 4 bits instead (quantization/choices/allocation.py)
     rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
     keep_quantized: bool = False  # DequantizeLinear kept in the graph: integers in memory at run time
     target: str = "any"  # any: standard ai.onnx ops; onnxruntime: MatMulNBits; tensorrt: what its parser takes
@@ -81,7 +81,7 @@ class QuantOptions:
         self.auto_scheme = self.granularity is None and self.symmetric is None and not (self.levels or self.fp16)
         if self.granularity is None:
             self.granularity = "channel" if self.levels else "block"
-        # Each weight quantized both ways keeps the more accurate (quant/choices/symmetry.py); the
+        # Each weight quantized both ways keeps the more accurate (quantization/choices/symmetry.py); the
         # lean lowering is symmetric by construction. `symmetric` is then what estimates assume.
         self.auto_symmetric = self.symmetric is None and not (self.levels or self.fp16)
         if self.symmetric is None:

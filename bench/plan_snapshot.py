@@ -2,12 +2,13 @@
 written to a folder, or compared with an earlier folder: the check that a restructuring of the
 planner changed no decision (issue 51: "plans byte-identical before and after").
 
-    python bench/plan_snapshot.py --out build/plans-before          # before the change
+    python bench/plan_snapshot.py --out build/plans-before --code ../base   # a checkout of the commit before
     python bench/plan_snapshot.py --out build/plans-after --compare build/plans-before
 
 Models: the samples built in code (encoder with shared layers, a tiny Llama decoder with a KV
 cache) and the real ones bench/runtime.py fetches into build/models (MiniLM, ALBERT, ddddocr,
-PP-OCRv4 rec, silero-vad), each skipped with a line where missing. Exit 1 when a plan differs.
+PP-OCRv4 rec, silero-vad's float32, If-less and float16 models), each skipped with a line
+where missing. Exit 1 when a plan differs.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ OPTION_SETS = {
     "tensorrt-int4": ["--target", "tensorrt", "--dtype", "int4"],
     "keep-quantized": ["--keep-quantized"],
     "symmetric-block": ["--symmetric", "--granularity", "block", "--block-size", "32"],
-    "asymmetric": ["--no-symmetric"],
+    "asymmetric": ["--asymmetric"],
     "uint8-tensor": ["--dtype", "uint8", "--granularity", "tensor"],
     "lean": ["--lowering", "scaled"],
     "arith": ["--lowering", "arith"],
@@ -74,19 +75,22 @@ def models(build: Path) -> dict[str, Path]:
             found[name] = real / rel
         else:
             print(f"  ({name} skipped: {real / rel} missing; bench/runtime.py fetches it)")
-    silero = next(real.rglob("silero_vad.onnx"), None) if real.exists() else None
-    if silero is not None:
-        found["silero"] = silero
+    for name, file in (("silero", "silero_vad.onnx"), ("silero_ifless", "silero_vad_op18_ifless.onnx"),
+                       ("silero_half", "silero_vad_half.onnx")):  # If branches; none; float16 weights
+        path = next(real.rglob(file), None) if real.exists() else None
+        if path is not None:
+            found[name] = path
     return found
 
 
-def inputs_for(model: Path, dest: Path) -> Path:
+def inputs_for(name: str, model: Path, dest: Path) -> Path:
     """Two samples of generated inputs (onnxsurgery's own), saved as .npz, for the measured sets."""
     import onnxruntime as ort
 
     from onnxsurgery.feeds import runnable_inputs
 
-    path = dest / f"{model.stem}.inputs.npz"
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / f"{name}.inputs.npz"
     if not path.exists():
         sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
         feeds = [runnable_inputs(sess, lambda f: sess.run(None, f), seed=seed, model=str(model))[0] for seed in (1, 2)]
@@ -94,9 +98,10 @@ def inputs_for(model: Path, dest: Path) -> Path:
     return path
 
 
-def plan(model: Path, args: list[str]) -> bytes:
+def plan(model: Path, args: list[str], code: Path = ROOT) -> bytes:
+    """The plan as `code`'s onnxsurgery prints it (python -m, run in that folder, imports its own)."""
     r = subprocess.run([sys.executable, "-m", "onnxsurgery", "-q", "quant", str(model), "--dry-run", "--json", *args],
-                       capture_output=True, cwd=ROOT)
+                       capture_output=True, cwd=code)
     # a refusal is part of the behaviour too: its one line, and the exit status
     return r.stdout if r.returncode == 0 else f"exit {r.returncode}: {r.stderr.decode().strip()}".encode()
 
@@ -108,6 +113,8 @@ def main() -> int:
     ap.add_argument("--build", type=Path, default=ROOT / "build")
     ap.add_argument("--only", nargs="*", help="option sets (default: all)")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--code", type=Path, default=ROOT,
+                    help="the onnxsurgery checkout that plans (default: this one; another worktree for a baseline)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     jobs = []
@@ -117,11 +124,12 @@ def main() -> int:
             if a.only and label not in a.only or label in MEASURED and not small:
                 continue
             if any("{inputs}" in o for o in options):
-                options = [str(inputs_for(model, a.out)) if o == "{inputs}" else o for o in options]
+                inputs = inputs_for(name, model, a.build.resolve() / "plan-samples" / "inputs")
+                options = [str(inputs) if o == "{inputs}" else o for o in options]
             options = [f"{model.stat().st_size / 2e6:.3f}" if o == "{half_size}" else o for o in options]
-            jobs.append((f"{name}.{label}.json", model, options))
+            jobs.append((f"{name}.{label}.json", model.resolve(), options))
     with ThreadPoolExecutor(a.jobs) as pool:
-        results = list(pool.map(lambda job: (job[0], plan(job[1], job[2])), jobs))
+        results = list(pool.map(lambda job: (job[0], plan(job[1], job[2], a.code)), jobs))
     differ = 0
     for file, text in results:
         (a.out / file).write_bytes(text)

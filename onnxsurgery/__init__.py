@@ -24,6 +24,12 @@ __all__ = [
     "shrink_folder",
     "QuantRequest",
     "QuantOptions",
+    "QuantRun",
+    "Decision",
+    "Budget",
+    "Inputs",
+    "Verification",
+    "Output",
     "Plan",
     "WeightPlan",
     "report_file",
@@ -70,9 +76,10 @@ _HOMES = {
                      "npy_file", "embed_file", "run_model"], "api"),
     **dict.fromkeys(["quant_folder", "shrink_folder"], "api.folders"),
     "report_file": "html_report",
-    "QuantOptions": "quant.options",
-    "QuantRequest": "quant.request",
-    **dict.fromkeys(["Plan", "WeightPlan"], "quant.plan"),
+    "QuantOptions": "quantization.options",
+    "QuantRequest": "quantization.request",
+    **dict.fromkeys(["QuantRun", "Decision", "Budget", "Inputs", "Verification", "Output"], "run_options"),
+    **dict.fromkeys(["Plan", "WeightPlan"], "quantization.plan"),
     **dict.fromkeys(["import_graph", "quantize_weights", "constants_to_npy", "embed_npy", "keeps_weights_small"],
                     "graph_api"),
     **dict.fromkeys(["finish", "run_pipeline", "estimate_pipeline", "shrink_pipeline", "quant_pipeline"], "pipeline"),
@@ -113,16 +120,10 @@ def __dir__() -> list[str]:
 class _Package(types.ModuleType):
     """This package's module object, for what Python does when it binds a submodule here
     (`setattr(onnxsurgery, "io", <module onnxsurgery.io>)`, on that submodule's first import):
-
-    - `onnxsurgery.quant` stays the API function, as it was when everything loaded eagerly: the
-      subpackage of the same name (onnxsurgery/quant/) is not bound over it;
-    - onnx-graphsurgeon's log lines are routed through `logging` (logs.py) as soon as gs is
-      loaded, by whichever submodule loads it, before gs can print anything for onnxsurgery.
-    """
+    onnx-graphsurgeon's log lines are routed through `logging` (logs.py) as soon as gs is
+    loaded, by whichever submodule loads it, before gs can print anything for onnxsurgery."""
 
     def __setattr__(self, name: str, value) -> None:
-        if name == "quant" and isinstance(value, types.ModuleType):
-            return  # the subpackage is sys.modules["onnxsurgery.quant"], and `from onnxsurgery.quant...` works
         super().__setattr__(name, value)
         _route_gs_logging()
 

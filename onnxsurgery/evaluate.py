@@ -26,7 +26,7 @@ from .api import quant_file, shrink_file
 from .errors import OnnxSurgeryError, VerificationError
 from .io import open_model
 from .progress import progress
-from .quant.request import QuantRequest
+from .quantization.request import QuantRequest
 from .session_memory import OverLimit, measure_in_fresh_process
 from .sessions import streams
 from .kv_cache import is_cache_output

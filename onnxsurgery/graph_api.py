@@ -35,8 +35,8 @@ from .passes.bypass_identity import BypassIdentities
 from .passes.embed import inputs_to_constants
 from .passes.externalize import externalize
 from .pipeline import remove_dead, run_pipeline
-from .quant.request import QuantRequest
-from .quant.choices.rules import required_opset
+from .quantization.request import QuantRequest
+from .quantization.choices.rules import required_opset
 from .passes.quantize_weights import QuantizeWeights
 from .report import PassReport
 

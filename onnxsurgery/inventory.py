@@ -7,7 +7,7 @@ import onnx
 from .graph_utils import collect_constants, iter_scopes
 from .defaults import MERGE_MIN_ELEMENTS
 from .pipeline import estimate_pipeline, open_workspace, quant_pipeline, shrink_pipeline
-from .quant.options import QuantOptions
+from .quantization.options import QuantOptions
 
 # `info`'s estimates: each method's pipeline, asked what it would save
 QUANT_ESTIMATES = {"quant int8": QuantOptions(), "quant int4": QuantOptions(dtype="int4"),

@@ -32,9 +32,9 @@ from .passes.narrow_types import Narrow
 from .passes.quantize_weights import QuantizeWeights
 from .passes.shape_only import FoldShapeOnly
 from .protos import all_tensor_protos
-from .quant.calibration import Calibration
-from .quant.options import QuantOptions
-from .quant.plan import Plan
+from .quantization.calibration import Calibration
+from .quantization.options import QuantOptions
+from .quantization.plan import Plan
 from .report import PassReport, human_bytes
 
 log = logging.getLogger("onnxsurgery")
@@ -173,7 +173,7 @@ def run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | 
 
 def dry_run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None):
     """`quant --dry-run`: the steps before the quantizer applied (on a graph nobody writes), then
-    the quantizer's plan (quant.plan.Plan) returned, the graph otherwise unchanged (steps after
+    the quantizer's plan (quantization.plan.Plan) returned, the graph otherwise unchanged (steps after
     it, such as TensorRT's narrowing, change no weight's plan)."""
     keep = overridable_initializers(graph) if keep is None else keep
     at = next(i for i, step in enumerate(passes) if isinstance(step, QuantizeWeights))

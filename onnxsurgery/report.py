@@ -42,7 +42,7 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)  # a result written, but worth a second look
     target_check: dict[str, Any] | None = None  # --target tensorrt: what its parser would refuse
     allocation: dict[str, str] | None = None  # --target-error / --target-size: weight -> format
-    weights: list[dict[str, Any]] | None = None  # quant: the plan's records applied (quant/plan.py)
+    weights: list[dict[str, Any]] | None = None  # quant: the plan's records applied (quantization/plan.py)
 
     def pass_report(self, name: str) -> PassReport | None:
         return next((p for p in self.passes if p.name == name), None)

@@ -56,13 +56,16 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-ALIGN = 4096
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when loaded by path (tests, bench)
+from external_data import DataFileWriter  # noqa: E402
+
 CHUNK = 1 << 23  # elements drawn at once: 32 MB of float32
 STD = 0.02
 
@@ -161,27 +164,18 @@ def _to_bytes(values: np.ndarray, dtype: str) -> bytes | memoryview:
 
 @dataclass
 class WeightFile:
-    """Weights written into one external-data file, `location` relative to the model."""
-    location: str
+    """Weights placed in `data` while the graph is built, drawn and written afterwards."""
+    data: DataFileWriter
     init: str = "normal"
     seed: int = 0
     specs: list[_Spec] = field(default_factory=list)
-    end: int = 0
 
     def add(self, name: str, shape, dtype: str, *, std: float = STD, mean: float = 0.0,
             array: np.ndarray | None = None) -> TensorProto:
         """Plan one tensor (random, or `array`) and return its external TensorProto."""
         shape = tuple(int(d) for d in shape)
-        offset = self.end + (-self.end % ALIGN)
-        spec = _Spec(name, shape, dtype, offset, std, mean, array)
-        self.specs.append(spec)
-        nbytes = spec.count * ITEMSIZE[dtype]
-        self.end = offset + nbytes
-        tensor = TensorProto(name=name, data_type=DTYPES[dtype], dims=list(shape))
-        tensor.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", self.location), ("offset", str(offset)), ("length", str(nbytes))):
-            entry = tensor.external_data.add()
-            entry.key, entry.value = key, value
+        tensor, offset = self.data.place(name, shape, DTYPES[dtype], math.prod(shape) * ITEMSIZE[dtype])
+        self.specs.append(_Spec(name, shape, dtype, offset, std, mean, array))
         return tensor
 
     def _chunk(self, index: int, spec: _Spec, start: int) -> bytes | memoryview:
@@ -200,35 +194,23 @@ class WeightFile:
             values += spec.mean
         return _to_bytes(values, spec.dtype)
 
-    def write(self, path: Path, threads: int = 2, progress: bool = False) -> None:
+    def write(self, threads: int = 2, progress: bool = False) -> None:
         """Draw every planned tensor, chunk by chunk on `threads` threads, and write it at its
         offset; at most 2 x threads chunks are in memory at a time."""
         jobs = ((i, spec, start) for i, spec in enumerate(self.specs) for start in range(0, spec.count, CHUNK))
-        written, total = 0, self.end
         t0 = shown = time.perf_counter()
-        with open(path, "wb") as out, ThreadPoolExecutor(max(1, threads)) as pool:
-            pending: deque = deque()
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            def submit(count: int) -> list:
+                return [(job, pool.submit(self._chunk, *job)) for job in islice(jobs, count)]
 
-            def refill() -> None:
-                while len(pending) < 2 * max(1, threads):
-                    job = next(jobs, None)
-                    if job is None:
-                        return
-                    pending.append((job[1], job[2], pool.submit(self._chunk, *job)))
-
-            refill()
+            pending = deque(submit(2 * max(1, threads)))
             while pending:
-                spec, start, future = pending.popleft()
-                data = future.result()
-                refill()
-                position = spec.offset + start * ITEMSIZE[spec.dtype]
-                if out.tell() != position:  # alignment padding
-                    out.write(b"\0" * (position - out.tell()))
-                out.write(data)
-                written = position + len(data)
+                (_, spec, start), future = pending.popleft()
+                pending.extend(submit(1))
+                self.data.write(future.result(), spec.offset + start * ITEMSIZE[spec.dtype])
                 if progress and time.perf_counter() - shown > 2:
-                    shown = time.perf_counter()
-                    print(f"  {written / 1e9:.2f} / {total / 1e9:.2f} GB, "
+                    written, shown = self.data.file.tell(), time.perf_counter()
+                    print(f"  {written / 1e9:.2f} / {self.data.end / 1e9:.2f} GB, "
                           f"{written / 1e6 / (shown - t0):.0f} MB/s", file=sys.stderr)
 
 
@@ -403,11 +385,12 @@ def build(cfg: Config, out: Path, *, threads: int = 2, progress: bool = False) -
     """Write OUT/model.onnx, OUT/model.onnx.data and OUT/config.json for `cfg`; the model's path."""
     out.mkdir(parents=True, exist_ok=True)
     model_path, data_path = out / "model.onnx", out / "model.onnx.data"
-    weights = WeightFile(data_path.name, init=cfg.init, seed=cfg.seed)
-    model = _Builder(cfg, weights).build()
     tmp_model, tmp_data = model_path.with_suffix(".onnx.tmp"), data_path.with_name(data_path.name + ".tmp")
     try:
-        weights.write(tmp_data, threads=threads, progress=progress)
+        with DataFileWriter(tmp_data, data_path.name) as data:
+            weights = WeightFile(data, init=cfg.init, seed=cfg.seed)
+            model = _Builder(cfg, weights).build()
+            weights.write(threads=threads, progress=progress)
         tmp_model.write_bytes(model.SerializeToString())
         os.replace(tmp_data, data_path)
         os.replace(tmp_model, model_path)

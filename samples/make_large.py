@@ -10,13 +10,14 @@ again under new names per layer (the way exporters of shared-weight models wrote
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper
 
-ALIGN = 4096
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when loaded by path
+from external_data import DataFileWriter  # noqa: E402
 
 
 def main() -> None:
@@ -33,44 +34,29 @@ def main() -> None:
     rng = np.random.default_rng(0)
     sets = [{k: (rng.standard_normal(s, dtype=np.float32) * 0.02) for k, s in shapes.items()}
             for _ in range(args.distinct)]
-    inits, nodes, offset = [], [], 0
-    with open(data_path, "wb") as data:
-        def weight(name: str, array: np.ndarray) -> str:
-            nonlocal offset
-            pad = -offset % ALIGN
-            data.write(b"\0" * pad)
-            offset += pad
-            data.write(array.tobytes())
-            tensor = onnx.TensorProto(name=name, data_type=TensorProto.FLOAT, dims=list(array.shape))
-            tensor.data_location = TensorProto.EXTERNAL
-            for key, value in (("location", data_path.name), ("offset", str(offset)), ("length", str(array.nbytes))):
-                entry = tensor.external_data.add()
-                entry.key, entry.value = key, value
-            offset += array.nbytes
-            inits.append(tensor)
-            return name
-
+    nodes = []
+    with DataFileWriter(data_path) as data:
         x = "x"
         for layer in range(args.layers):
             w = sets[layer % args.distinct]
             p = f"layer{layer}"
             q, k, v = (f"{p}_{n}" for n in "qkv")
             for n, out in (("q", q), ("k", k), ("v", v)):
-                nodes.append(helper.make_node("MatMul", [x, weight(f"{p}.{n}", w[n])], [out]))
+                nodes.append(helper.make_node("MatMul", [x, data.add(f"{p}.{n}", w[n]).name], [out]))
             mix = f"{p}_mix"
             nodes.append(helper.make_node("Sum", [q, k, v], [mix]))
             att = f"{p}_att"
-            nodes.append(helper.make_node("MatMul", [mix, weight(f"{p}.o", w["o"])], [att]))
+            nodes.append(helper.make_node("MatMul", [mix, data.add(f"{p}.o", w["o"]).name], [att]))
             res = f"{p}_res"
             nodes.append(helper.make_node("Add", [x, att], [res]))
             up, act, down = f"{p}_up", f"{p}_act", f"{p}_down"
-            nodes.append(helper.make_node("MatMul", [res, weight(f"{p}.ffn1", w["ffn1"])], [up]))
+            nodes.append(helper.make_node("MatMul", [res, data.add(f"{p}.ffn1", w["ffn1"]).name], [up]))
             nodes.append(helper.make_node("Relu", [up], [act]))
-            nodes.append(helper.make_node("MatMul", [act, weight(f"{p}.ffn2", w["ffn2"])], [down]))
+            nodes.append(helper.make_node("MatMul", [act, data.add(f"{p}.ffn2", w["ffn2"]).name], [down]))
             x = f"{p}_out"
             nodes.append(helper.make_node("Add", [res, down], [x]))
     graph = helper.make_graph(nodes, "large", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, h])],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 16, h])], inits)
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 16, h])], data.tensors)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     model_path.write_bytes(model.SerializeToString())

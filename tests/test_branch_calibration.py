@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 import builders
 import onnxsurgery
 from onnxsurgery.graph_utils import collect_constants, make_names_unique
-from onnxsurgery.quant.calibration import Calibration
+from onnxsurgery.quantization.calibration import Calibration
 
 ROWS, K = 4, 64
 

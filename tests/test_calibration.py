@@ -10,10 +10,10 @@ from conftest import builders, run
 from onnx import helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.quant.calibration import Calibration, Moments, Reader, calibrated_rounding, input_columns
+from onnxsurgery.quantization.calibration import Calibration, Moments, Reader, calibrated_rounding, input_columns
 from onnxsurgery.graph_utils import collect_constants
-from onnxsurgery.quant.gptq import matrix_order, quantize_with_hessian
-from onnxsurgery.quant.rounding import RANGES, quantize
+from onnxsurgery.quantization.gptq import matrix_order, quantize_with_hessian
+from onnxsurgery.quantization.rounding import RANGES, quantize
 
 
 @pytest.mark.parametrize("attrs", [
@@ -259,7 +259,7 @@ def test_cli_calibration(tmp_path):
 
 
 def test_inverse_cholesky_is_the_upper_factor_of_the_damped_inverse():
-    from onnxsurgery.quant.gptq import DAMPING, inverse_cholesky
+    from onnxsurgery.quantization.gptq import DAMPING, inverse_cholesky
 
     x = _correlated_inputs(300, 520, 7)  # rank 16 of 520; more than 256 columns: factored by halves, twice
     h = x.T @ x

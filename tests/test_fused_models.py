@@ -17,9 +17,9 @@ from conftest import run
 @pytest.fixture(autouse=True)
 def _lean_forms_alone(monkeypatch):
     """These tests are about the lean forms themselves. On their tiny models, which have no
-    embedding table to save memory elsewhere, the load-memory rule (quant/choices/load_memory.py,
+    embedding table to save memory elsewhere, the load-memory rule (quantization/choices/load_memory.py,
     tests/test_load_memory.py) would keep the MatMul weights quantized in memory instead."""
-    from onnxsurgery.quant.choices import load_memory
+    from onnxsurgery.quantization.choices import load_memory
 
     monkeypatch.setattr(load_memory, "EXTRA_AT_LOAD", {})
 

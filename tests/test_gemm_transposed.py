@@ -1,8 +1,8 @@
 """A Gemm weight read with transB=1 (a classifier head, torch's Linear) in blocks is stored
 transposed, [K, N] with blocks along axis 0, and its Gemms get transB=0: onnxruntime fuses
-DequantizeLinear only into a Gemm without transB (quant/lowerings/dq_transposed.py). Under
+DequantizeLinear only into a Gemm without transB (quantization/lowerings/dq_transposed.py). Under
 --dtype int4 such a weight is int8 blocks in that form, and a bias stays float16
-(quant/choices/int4_paths.py)."""
+(quantization/choices/int4_paths.py)."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ from onnx import helper, numpy_helper
 
 import builders
 from onnxsurgery.cli import main
-from onnxsurgery.cli_options import GROUPS
-from onnxsurgery.quant.request import WHERE_IT_RUNS
+from onnxsurgery.cli.options import GROUPS
+from onnxsurgery.quantization.request import WHERE_IT_RUNS
 
 
 def _help(*args: str) -> str:
@@ -46,7 +46,7 @@ def test_top_level_help_says_where_to_start():
 
 
 def test_where_it_runs_covers_every_target():
-    from onnxsurgery.quant.options import TARGETS
+    from onnxsurgery.quantization.options import TARGETS
 
     assert set(TARGETS) <= set(WHERE_IT_RUNS) and set(WHERE_IT_RUNS) - set(TARGETS) == {"onnxruntime-web"}
 

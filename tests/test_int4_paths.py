@@ -1,5 +1,5 @@
 """--dtype int4 picks each weight's form by whether onnxruntime runs its reader fast at 4 bits
-(quant/choices/int4_paths.py): 4-bit where it fuses DequantizeLinear into MatMulNBits, int8
+(quantization/choices/int4_paths.py): 4-bit where it fuses DequantizeLinear into MatMulNBits, int8
 where the reader has no fast 4-bit path, each record saying why."""
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def test_the_file_runs_and_onnxruntime_fuses_only_the_fast_weight(tmp_path, mode
 def test_convolutions_holding_little_of_the_model_are_all_int8(tmp_path):
     """A large Conv weight stays 4-bit where convolutions are most of the model (above), and
     goes int8 where they hold at most int4_paths.CONV_SHARE of the weights' bytes."""
-    from onnxsurgery.quant.choices.int4_paths import CONV_SHARE
+    from onnxsurgery.quantization.choices.int4_paths import CONV_SHARE
 
     conv, matmul = builders.rand((128, 64, 3, 3), 1) * 0.1, builders.rand((1024, 1024), 2) * 0.1
     nodes = [helper.make_node("Conv", ["img", "W_conv_large"], ["c"], pads=[1, 1, 1, 1]),

@@ -16,7 +16,7 @@ import onnxsurgery
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "onnxsurgery"
 HEAVY = ("onnxruntime", "onnx", "onnx_graphsurgeon", "numpy")
-QUANTIZERS = ("onnxsurgery.quant", "onnxsurgery.passes.quantize_weights")
+QUANTIZERS = ("onnxsurgery.quantization", "onnxsurgery.passes.quantize_weights")
 
 
 def _loaded_by(code: str) -> list[str]:
@@ -27,7 +27,7 @@ def _loaded_by(code: str) -> list[str]:
 
 
 # What a quant request is (plain data: the CLI builds its options from it), not a quantizer
-DECLARATIONS = ("onnxsurgery.quant", "onnxsurgery.quant.request", "onnxsurgery.quant.vocabulary")
+DECLARATIONS = ("onnxsurgery.quantization", "onnxsurgery.quantization.request", "onnxsurgery.quantization.vocabulary")
 
 
 def _heavy(modules: list[str]) -> list[str]:
@@ -55,16 +55,16 @@ def test_public_names_load_on_first_use():
     for name in onnxsurgery.__all__:
         assert getattr(onnxsurgery, name) is not None
     from onnxsurgery import QuantOptions, quant_file
-    from onnxsurgery.quant.options import QuantOptions as defined
+    from onnxsurgery.quantization.options import QuantOptions as defined
 
     assert QuantOptions is defined and quant_file is onnxsurgery.api.quant_file
     assert set(onnxsurgery.__all__) <= set(dir(onnxsurgery))
 
 
 def test_quant_stays_the_function_whatever_loads_first():
-    """onnxsurgery/quant/ is also a subpackage: importing it first must not bind it over the
-    API function `onnxsurgery.quant`, as it did not when the package loaded everything eagerly."""
-    code = ("from onnxsurgery.quant.options import QuantOptions\nimport onnxsurgery\n"
+    """`onnxsurgery.quant` is the API function whatever loads first (the subpackage was also
+    named quant/ until issue 51; it is quantization/), and gs logs through `logging`."""
+    code = ("from onnxsurgery.quantization.options import QuantOptions\nimport onnxsurgery\n"
             "assert callable(onnxsurgery.quant), onnxsurgery.quant\n"
             "from onnxsurgery import quant\nassert quant is onnxsurgery.api.quant\n"
             "from onnx_graphsurgeon.logger import G_LOGGER\nfrom onnxsurgery.logs import _forward\n"
@@ -79,7 +79,7 @@ def test_defaults_shown_in_help_are_the_ones_used():
 
     from onnxsurgery import api, defaults, evaluate
     from onnxsurgery.passes import merge_constants
-    from onnxsurgery.quant.options import QuantOptions
+    from onnxsurgery.quantization.options import QuantOptions
 
     def default(fn, name):
         return inspect.signature(fn).parameters[name].default
@@ -92,11 +92,11 @@ def test_defaults_shown_in_help_are_the_ones_used():
 
 
 def test_lowerings_named_once():
-    """quant/vocabulary.py names the lowerings for the CLI, the options and the plan; the
+    """quantization/vocabulary.py names the lowerings for the CLI, the options and the plan; the
     registry (one module per lowering) holds exactly those, and --lowering offers some."""
-    from onnxsurgery.quant.lowerings import REGISTRY
-    from onnxsurgery.quant.request import CLI_LOWERINGS
-    from onnxsurgery.quant.vocabulary import INTEGER_LOWERINGS
+    from onnxsurgery.quantization.lowerings import REGISTRY
+    from onnxsurgery.quantization.request import CLI_LOWERINGS
+    from onnxsurgery.quantization.vocabulary import INTEGER_LOWERINGS
 
     assert sorted(REGISTRY) == sorted(INTEGER_LOWERINGS)
     assert CLI_LOWERINGS == ("auto", "dq", "arith", "scaled")
@@ -182,7 +182,7 @@ def test_design_draws_the_spine_as_it_is():
     text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
     block = re.search(r"### The spine.*?```text\n(.*?)```", text, re.S).group(1)
     names = [line.split()[0] for line in block.splitlines() if line and not line[0].isspace()]
-    assert len(names) > 15 and names[0] == "cli.quant" and names[-1] == "report.RunReport"
+    assert len(names) > 15 and names[0] == "cli.quantizing.quant" and names[-1] == "report.RunReport"
     for name in names:
         parts = name.split(".")
         for cut in range(len(parts), 0, -1):  # the longest prefix that is a module

@@ -16,15 +16,15 @@ import builders
 import onnxsurgery
 from conftest import run
 from onnxsurgery.cli import main
-from onnxsurgery.quant.options import QuantOptions
+from onnxsurgery.quantization.options import QuantOptions
 
 
 @pytest.fixture(autouse=True)
 def _lean_forms_alone(monkeypatch):
     """These tests are about the lean forms themselves. On their tiny models, which have no
-    embedding table to save memory elsewhere, the load-memory rule (quant/choices/load_memory.py,
+    embedding table to save memory elsewhere, the load-memory rule (quantization/choices/load_memory.py,
     tests/test_load_memory.py) would keep the MatMul weights quantized in memory instead."""
-    from onnxsurgery.quant.choices import load_memory
+    from onnxsurgery.quantization.choices import load_memory
 
     monkeypatch.setattr(load_memory, "EXTRA_AT_LOAD", {})
 
@@ -103,7 +103,7 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     it; with the default share of two equal weights' bytes there is room for none. Without
     inputs the ratio is the weight's own, held to MIN_ACCURATE_RATIO_IN_WEIGHT; with inputs,
     the layer output's, held to MIN_ACCURATE_RATIO."""
-    from onnxsurgery.quant.choices import lean as lean_choice
+    from onnxsurgery.quantization.choices import lean as lean_choice
 
     monkeypatch.setattr(lean_choice, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone
     model = _outlier_model()
@@ -135,8 +135,8 @@ def test_input_side_equalization_helps_weights_with_outlier_rows(tmp_path):
     """A weight whose rows differ in range (row 7 is 40x larger): scaling the reader's input by
     r and dividing the weight's rows by r quantizes it far better than one scale per output
     channel alone; the model still computes the same in onnxruntime, within the error reported."""
-    from onnxsurgery.quant.lowerings.scaled import EQUALIZE_ALPHA
-    from onnxsurgery.quant.rounding import quantize, weight_error
+    from onnxsurgery.quantization.lowerings.scaled import EQUALIZE_ALPHA
+    from onnxsurgery.quantization.rounding import quantize, weight_error
 
     w = builders.rand((256, 64), 1) * 0.05
     w[7] *= 40.0
@@ -229,7 +229,7 @@ def test_auto_gives_zero_points_to_matmul_weights_and_float16_to_small_ones(tmp_
     """auto: the offset MatMul and Gemm weights are more accurate with zero points in their layers'
     outputs, and get them; the convolutions stay symmetric (lean_choice); the 1x1 Conv's weight
     (8,192 elements, below SMALL_WEIGHT_ELEMENTS, 4.5% of the int8 bytes) is stored as float16."""
-    from onnxsurgery.quant.choices.lean import SMALL_FLOAT16_SHARE, SMALL_WEIGHT_ELEMENTS
+    from onnxsurgery.quantization.choices.lean import SMALL_FLOAT16_SHARE, SMALL_WEIGHT_ELEMENTS
 
     model = _offset_readers_model(17)
     saved, out, report = _quant(tmp_path, model, min_elements=2048)
@@ -249,8 +249,8 @@ def test_float16_for_small_weights_keeps_to_its_share(tmp_path, monkeypatch):
     """A model made only of small weights: float16 for the lossiest of them (the outlier one
     first) while their extra byte per element stays within SMALL_FLOAT16_SHARE of the int8
     bytes; the rest stay int8, so the file stays near the int8 size."""
-    from onnxsurgery.quant.choices import lean as lean_choice
-    from onnxsurgery.quant.choices.lean import SMALL_FLOAT16_SHARE
+    from onnxsurgery.quantization.choices import lean as lean_choice
+    from onnxsurgery.quantization.choices.lean import SMALL_FLOAT16_SHARE
 
     nodes, inits, width = [], [], 64
     for i in range(20):  # 20 MatMuls of 64 x 64 = 4,096 elements
@@ -404,7 +404,7 @@ def test_lean_or_accurate_is_measured_on_what_the_layer_reads(tmp_path, monkeypa
     is coarse for the other rows, fine for these. When only rows 0-31 meet non-zero inputs the
     lean form costs the layer's output nothing more than blocks (kept lean); when only the
     other rows do, it costs several times more (the accurate chain, budget permitting)."""
-    from onnxsurgery.quant.choices import lean as lean_choice
+    from onnxsurgery.quantization.choices import lean as lean_choice
 
     monkeypatch.setattr(lean_choice, "ACCURATE_MEMORY_SHARE", 4.0)  # room for the chain
     monkeypatch.setattr(lean_choice, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone
@@ -472,7 +472,7 @@ def test_a_large_weight_is_measured_on_evenly_spaced_whole_channels():
     import onnx_graphsurgeon as gs
 
     from onnxsurgery.graph_utils import collect_constants
-    from onnxsurgery.quant.choices.sampling import SAMPLED_ELEMENTS, channel_sample
+    from onnxsurgery.quantization.choices.sampling import SAMPLED_ELEMENTS, channel_sample
 
     def site_of(w):
         x, y = gs.Variable("x", np.float32, [1, w.shape[0]]), gs.Variable("y", np.float32, [1, w.shape[1]])

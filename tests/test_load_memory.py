@@ -1,6 +1,6 @@
 """The int8 default keeps the largest MatMul weights quantized in memory (DequantizeLinear, fused
 by onnxruntime into MatMulNBits) where its lean forms alone would hold more at load than the
-float model, and only there (quant/choices/load_memory.py)."""
+float model, and only there (quantization/choices/load_memory.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from onnx import helper, numpy_helper
 import builders
 import onnxsurgery
 from conftest import run
-from onnxsurgery.quant.choices.load_memory import KEPT_REASON
+from onnxsurgery.quantization.choices.load_memory import KEPT_REASON
 
 HIDDEN = 64
 
@@ -112,7 +112,7 @@ def test_the_mapped_estimate_counts_no_table():
     import onnx_graphsurgeon as gs
 
     from onnxsurgery.graph_utils import collect_constants, iter_scopes
-    from onnxsurgery.quant.choices.load_memory import kept_in_memory, plan_extra
+    from onnxsurgery.quantization.choices.load_memory import kept_in_memory, plan_extra
 
     graph = gs.import_onnx(matmuls(table_rows=2048))
     sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph)))}
@@ -142,7 +142,7 @@ def test_the_estimate_keeps_the_largest_first_and_stops_at_zero():
     import onnx_graphsurgeon as gs
 
     from onnxsurgery.graph_utils import collect_constants, iter_scopes
-    from onnxsurgery.quant.choices.load_memory import kept_in_memory
+    from onnxsurgery.quantization.choices.load_memory import kept_in_memory
 
     graph = gs.import_onnx(matmuls(table_rows=64))
     sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph)))}
@@ -190,7 +190,7 @@ def test_a_decoder_spends_on_the_accurate_chain_only_what_its_plan_saves_at_load
     assert lowerings(decoder) == {"Up": "scaled", "Down": "scaled", "Wide": "scaled"}
     with_table = _with_wide_weight(_loud_blocks(matmuls(table_rows=16384, past=True, opset=13)))
     assert lowerings(with_table) == {"Up": "arith", "Down": "arith", "Wide": "scaled"}
-    from onnxsurgery.quant.choices import memory_at_load
+    from onnxsurgery.quantization.choices import memory_at_load
 
     monkeypatch.setattr(memory_at_load, "room_at_load", lambda planned, mapped=False: float("inf"))
     assert lowerings(decoder) == {"Up": "arith", "Down": "arith", "Wide": "scaled"}
@@ -220,7 +220,7 @@ def test_a_model_of_convolutions_keeps_its_largest_conv_weights_quantized(tmp_pa
     no more than the float model's (median of three fresh processes)."""
     from statistics import median
 
-    from onnxsurgery.quant.choices.load_memory import KEPT_CONV_REASON
+    from onnxsurgery.quantization.choices.load_memory import KEPT_CONV_REASON
     from onnxsurgery.session_memory import measure_in_fresh_process
 
     model = convolutions()
@@ -246,7 +246,7 @@ def test_conv_weights_are_kept_after_the_matmul_ones():
     import onnx_graphsurgeon as gs
 
     from onnxsurgery.graph_utils import collect_constants, iter_scopes
-    from onnxsurgery.quant.choices.load_memory import conv_kept, kept_in_memory
+    from onnxsurgery.quantization.choices.load_memory import conv_kept, kept_in_memory
 
     graph = gs.import_onnx(convolutions(channels=64, layers=3))
     sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph)))}
@@ -292,8 +292,8 @@ def test_lean_arith_weights_are_counted_and_kept(tmp_path):
     import onnx_graphsurgeon as gs
 
     from onnxsurgery.graph_utils import collect_constants, iter_scopes
-    from onnxsurgery.quant.choices.load_memory import ARITH_LEAN, KEPT_RUN_REASON, plan_extra
-    from onnxsurgery.quant.choices.rules import lean_forms
+    from onnxsurgery.quantization.choices.load_memory import ARITH_LEAN, KEPT_RUN_REASON, plan_extra
+    from onnxsurgery.quantization.choices.rules import lean_forms
     from onnxsurgery.session_memory import measure_in_fresh_process
 
     model = reordered_lstm()

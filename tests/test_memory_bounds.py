@@ -11,6 +11,7 @@ whole-model loading fails; wall times are not asserted (machines are noisy)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +19,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "samples"))
+from external_data import DataFileWriter  # noqa: E402
 from memory_probe import peak_anon, probe  # noqa: E402 - tests/ on sys.path
 
 HIDDEN, WIDE, LAYERS, EXACT_HALF, DUPLICATES = 1024, 2048, 48, 16, 8
 LARGEST = HIDDEN * WIDE * 4
-ALIGN = 4096
 # What a command may hold beyond the baseline: its working set around the tensors in flight (a
 # float copy, the quantized result, rounding temporaries; two weights at once, parallel.py: a
 # few times LARGEST) and a fixed slack for the graph, the batches of payloads waiting to move to
@@ -35,23 +37,8 @@ def _write_model(folder: Path) -> Path:
     """The model of the module docstring, written weight by weight (never all in memory)."""
     rng = np.random.default_rng(0)
     model_path, data_path = folder / "big.onnx", folder / "big.data"
-    inits, nodes, offset = [], [], 0
-    with open(data_path, "wb") as data:
-        def weight(name: str, array: np.ndarray) -> str:
-            nonlocal offset
-            pad = -offset % ALIGN
-            data.write(b"\0" * pad)
-            offset += pad
-            data.write(array.tobytes())
-            t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=list(array.shape))
-            t.data_location = TensorProto.EXTERNAL
-            for key, value in (("location", data_path.name), ("offset", str(offset)), ("length", str(array.nbytes))):
-                entry = t.external_data.add()
-                entry.key, entry.value = key, value
-            offset += array.nbytes
-            inits.append(t)
-            return name
-
+    nodes = []
+    with DataFileWriter(data_path) as data:
         x = "x"
         for layer in range(LAYERS // 2):
             up = rng.standard_normal((HIDDEN, WIDE), dtype=np.float32) * 0.03
@@ -59,7 +46,7 @@ def _write_model(folder: Path) -> Path:
             if 2 * layer < EXACT_HALF:
                 up, down = up.astype(np.float16).astype(np.float32), down.astype(np.float16).astype(np.float32)
             for i, (kind, w) in enumerate((("up", up), ("down", down))):
-                name = weight(f"layer{layer}.{kind}", w)
+                name = data.add(f"layer{layer}.{kind}", w).name
                 nodes.append(helper.make_node("MatMul", [x, name], [f"layer{layer}_{kind}"]))
                 x = f"layer{layer}_{kind}"
                 if i == 0:
@@ -67,13 +54,13 @@ def _write_model(folder: Path) -> Path:
                     x = f"{x}_relu"
             if layer < DUPLICATES // 2:  # the same bytes again, under other names, read by a side branch
                 for kind, w in (("up", up), ("down", down)):
-                    copy = weight(f"copy{layer}.{kind}", w)
+                    copy = data.add(f"copy{layer}.{kind}", w).name
                     nodes.append(helper.make_node("MatMul", [f"side{layer}" if kind == "down" else x, copy],
                                                   [f"side{layer}" if kind == "up" else f"side{layer}_out"]))
                 nodes.append(helper.make_node("Add", [x, f"side{layer}_out"], [f"layer{layer}_mix"]))
                 x = f"layer{layer}_mix"
     graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, HIDDEN])],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 4, HIDDEN])], inits)
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 4, HIDDEN])], data.tensors)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     model_path.write_bytes(model.SerializeToString())

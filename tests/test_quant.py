@@ -9,8 +9,8 @@ from onnxsurgery.protos import graphs_everywhere
 import onnxsurgery
 from onnxsurgery.protos import all_tensor_protos
 from onnxsurgery.errors import UnsupportedModelError, VerificationError
-from onnxsurgery.quant.options import QuantOptions
-from onnxsurgery.quant.rounding import dequantize, pack_halves, pack_nibbles, quantize
+from onnxsurgery.quantization.options import QuantOptions
+from onnxsurgery.quantization.rounding import dequantize, pack_halves, pack_nibbles, quantize
 
 # -- the arithmetic, against a plain numpy reference ----------------------------------------
 
@@ -594,7 +594,7 @@ def test_budget_keeps_the_models_opset_where_the_converter_fails(tmp_path, monke
 
 def test_allocation_leaves_room_for_the_large_weight_step():
     """Greedy by rate alone would spend the room on b's cheap step and leave a at int4."""
-    from onnxsurgery.quant.choices import allocation
+    from onnxsurgery.quantization.choices import allocation
 
     weights = [allocation.WeightCosts("a", {"int4": 10, "int8": 20}, {"int4": 0.3, "int8": 0.01}),
                allocation.WeightCosts("b", {"int4": 1, "float16": 2}, {"int4": 0.2})]
@@ -604,7 +604,7 @@ def test_allocation_leaves_room_for_the_large_weight_step():
 
 
 def test_allocation_takes_the_most_error_per_byte_first():
-    from onnxsurgery.quant.choices import allocation
+    from onnxsurgery.quantization.choices import allocation
 
     weights = [allocation.WeightCosts("a", {"int4": 10, "int8": 20, "float32": 80}, {"int4": 0.3, "int8": 0.02}),
                allocation.WeightCosts("b", {"int4": 10, "int8": 20, "float32": 80}, {"int4": 0.1, "int8": 0.01})]

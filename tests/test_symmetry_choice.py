@@ -1,5 +1,5 @@
 """`--symmetric` left to quant: each weight keeps whichever of symmetric and asymmetric gives the
-smaller error in its layer's output (quant/choices/symmetry.py). Built so that each way wins
+smaller error in its layer's output (quantization/choices/symmetry.py). Built so that each way wins
 once: a lopsided weight (all values positive) wastes half the symmetric levels; a weight that
 already sits on a symmetric 4-bit grid (as after quantization-aware training) is exact
 symmetric and not asymmetric, whose 15 steps span min to max. Each output reads one weight, so
@@ -67,7 +67,7 @@ def test_explicit_symmetry_is_not_second_guessed(tmp_path):
 
 
 def test_input_energy_lays_out_the_diagonal_as_the_weight():
-    from onnxsurgery.quant.gptq import input_energy
+    from onnxsurgery.quantization.gptq import input_energy
 
     d = np.arange(1, 25, dtype=np.float64)
     matmul = input_energy(np.diag(d[:6]), (6, 4), channel_axis=1, block_axis=0)
@@ -80,7 +80,7 @@ def test_input_energy_lays_out_the_diagonal_as_the_weight():
 def test_weighted_clipping_trades_an_unread_outlier_for_finer_steps():
     """Row 3 of the weight meets an input that is nearly always 0: its outlier costs the layer
     little, and clipping it gives every other row of its block finer steps."""
-    from onnxsurgery.quant.rounding import quantize
+    from onnxsurgery.quantization.rounding import quantize
 
     rng = np.random.default_rng(0)
     w = rng.normal(size=(64, 16)).astype(np.float32)
@@ -104,7 +104,7 @@ def test_int4_clipping_without_inputs_is_weighted_by_what_a_layer_norm_feeds(tmp
     import onnx_graphsurgeon as gs
 
     from onnxsurgery.graph_utils import collect_constants
-    from onnxsurgery.quant.choices.symmetry import normalized_input_energy
+    from onnxsurgery.quantization.choices.symmetry import normalized_input_energy
 
     gamma = np.linspace(0.1, 3.0, 64).astype(np.float32)
     beta = np.full(64, 0.5, np.float32)

@@ -415,7 +415,7 @@ def test_shrink_for_tensorrt_says_what_merging_means_and_checks_the_result(tmp_p
 
 
 def test_tensorrt_small_weight_rule_is_the_defaults():
-    from onnxsurgery.quant.choices import lean, tensorrt_float16
+    from onnxsurgery.quantization.choices import lean, tensorrt_float16
 
     assert tensorrt_float16.SMALL_WEIGHT_ELEMENTS == lean.SMALL_WEIGHT_ELEMENTS
     assert tensorrt_float16.SMALL_FLOAT16_SHARE == lean.SMALL_FLOAT16_SHARE

@@ -1,5 +1,5 @@
 """`quant --target-error` / `--target-size`: each weight stored as int4, int8, float16 or float32,
-by its output error in each format measured alone in onnxruntime (quant/choices/allocation.py).
+by its output error in each format measured alone in onnxruntime (quantization/choices/allocation.py).
 The allocation is handed to the planner as a format per weight (QuantOptions.allocation), and
 the budget's result is the plan it makes: the run applies its records as it applies a --plan
 file's (plan_check.check_plan), and --dry-run shows it."""
@@ -14,11 +14,12 @@ import onnx
 from ..staging import save_model
 from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline
 from ..progress import progress
-from ..quant.choices import allocation
-from ..quant.calibration import Calibration
-from ..quant.options import QuantOptions
-from ..quant.plan import Plan
+from ..quantization.choices import allocation
+from ..quantization.calibration import Calibration
+from ..quantization.options import QuantOptions
+from ..quantization.plan import Plan
 from ..report import RunReport
+from ..run_options import Inputs
 from ..verify import compare_models
 from .quant_steps import _activations, _at_required_opset, _run_quant_passes, needed_opset
 
@@ -44,7 +45,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
               calibration: Calibration | None = None) -> tuple[Plan, allocation.Allocation, float]:
     """Each weight stored as int4, int8 (`options.dtype`, or int8 when that is 4-bit), float16
     or float32 so as to meet `target_error` at the smallest size, or `target_size` (bytes of the
-    whole file) at the smallest error (quant/choices/allocation.py). Each weight's error per
+    whole file) at the smallest error (quantization/choices/allocation.py). Each weight's error per
     integer format is measured alone in onnxruntime; an allocation for an error whose verified
     error falls short is tightened and made again (at most ALLOCATION_ROUNDS times).
 
@@ -62,7 +63,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
         the final run will have (4-bit weights: 21, with float32 scales)."""
         ws = _at_required_opset(open_workspace(input_path), input_path, opts, RunReport("quant", str(input_path)),
                                 verify=False)
-        _run_quant_passes(ws, opts, merge, calibration, _activations(input_path, opts, samples, shapes))
+        _run_quant_passes(ws, opts, merge, calibration, _activations(input_path, opts, Inputs(samples, shapes)))
         quantize = ws.reports[-1]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "probe.onnx"
@@ -136,7 +137,7 @@ def _plan(input_path, options: QuantOptions, merge: bool, samples, shapes, calib
             opset = upgraded.opsets.get("", 1)
             upgraded.close()
         steps = quant_pipeline(options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibration,
-                               activations=_activations(input_path, options, samples, shapes),
+                               activations=_activations(input_path, options, Inputs(samples, shapes)),
                                mapped=ws.has_external_data_files)
         plan = dry_run_pipeline(ws.graph, steps, keep=ws.keep)
     finally:

@@ -29,7 +29,7 @@ from typing import Callable
 
 import onnx
 
-from ..errors import InputError, OutputError
+from ..errors import InputError, OptionError, OutputError
 from ..paths import confined, external_locations
 from ..report import RunReport
 
@@ -150,10 +150,11 @@ def _check_config(folder: Path) -> None:
 def quant_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **options) -> list[RunReport]:
     """`quant_file` on each model of a model folder into a new folder that runs as it is
     (module doc); the other files copied. The reports' notes say what was copied."""
-    from .quantizing import quant_file
+    from .quantizing import quant_file, quant_run
 
-    reports, copied = run_on_folder("quant", input_dir, output_dir,
-                                    lambda model, out: quant_file(model, out, **options))
+    run = quant_run(options.pop("run", None), options)
+    _refuse_in_place(run.output.in_place)
+    reports, copied = run_on_folder("quant", input_dir, output_dir, lambda model, out: quant_file(model, out, run=run))
     _note_copied(reports, copied)
     return reports
 
@@ -162,10 +163,16 @@ def shrink_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, *
     """`shrink_file` on each model of a model folder, as `quant_folder` does."""
     from .shrinking import shrink_file
 
+    _refuse_in_place(options["output"].in_place if options.get("output") else options.get("in_place", False))
     reports, copied = run_on_folder("shrink", input_dir, output_dir,
                                     lambda model, out: shrink_file(model, out, **options))
     _note_copied(reports, copied)
     return reports
+
+
+def _refuse_in_place(in_place: bool) -> None:
+    if in_place:
+        raise OptionError("--in-place rewrites a file; a model folder is written to a new folder")
 
 
 def _note_copied(reports: list[RunReport], copied: list[str]) -> None:

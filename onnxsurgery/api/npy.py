@@ -19,6 +19,7 @@ from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..feeds import check_samples, make_inputs
 from ..sessions import load_error, session
+from ..run_options import Output, grouped
 from ._common import model_file, output_for
 
 
@@ -30,15 +31,18 @@ def npy_file(
     min_bytes: int | None = None,
     names: tuple[str, ...] = (),
     ops: tuple[str, ...] = (),
-    external_data: bool = False,
     merge: bool = True,
-    in_place: bool = False,
     min_elements: int = MERGE_MIN_ELEMENTS,
+    output: Output | None = None,
+    **fields,
 ) -> RunReport:
     """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
     inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
-    Identical constants are merged first, so each distinct tensor is written once."""
-    out = output_for(input_path, output_path, in_place)
+    Identical constants are merged first, so each distinct tensor is written once. The output
+    (run_options.Output, or its fields as keywords): `in_place`, `external_data`."""
+    output = grouped("npy", fields, output=output)
+    external_data = bool(output.external_data)
+    out = output_for(input_path, output_path, output.in_place)
     why = load_error(input_path)  # before the workspace holds the graph: the session's memory comes first
     ws = open_workspace(input_path)
     report = RunReport("npy", str(input_path), output=str(out), bytes_before=ws.input_bytes)
@@ -77,11 +81,14 @@ def embed_file(
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
     *,
-    in_place: bool = False,
-    external_data: bool = False,
+    output: Output | None = None,
+    **fields,
 ) -> RunReport:
-    """Put the arrays of a model written by `npy_file` back as initializers."""
-    out = output_for(input_path, output_path, in_place)
+    """Put the arrays of a model written by `npy_file` back as initializers. The output
+    (run_options.Output, or its fields as keywords): `in_place`, `external_data`."""
+    output = grouped("embed", fields, output=output)
+    external_data = bool(output.external_data)
+    out = output_for(input_path, output_path, output.in_place)
     if not Path(input_path).is_file():
         raise InputError(f"input not found: {input_path}")
     if read_manifest(input_path) is None:

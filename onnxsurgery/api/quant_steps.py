@@ -16,12 +16,13 @@ from ..io import load_model, open_model
 from ..staging import save_model
 from ..opset import upgrade_opset
 from ..pipeline import Workspace, open_workspace, quant_pipeline
-from ..quant.calibration import Calibration
-from ..quant.options import QuantOptions
-from ..quant.plan_edits import derived_dtypes
-from ..quant.choices.planner import plan_opset
-from ..quant.choices.rules import any_weight_to_change, required_opset
+from ..quantization.calibration import Calibration
+from ..quantization.options import QuantOptions
+from ..quantization.plan_edits import derived_dtypes
+from ..quantization.choices.planner import plan_opset
+from ..quantization.choices.rules import any_weight_to_change, required_opset
 from ..report import RunReport
+from ..run_options import Inputs
 from ..verify import compare_models
 
 log = logging.getLogger("onnxsurgery")
@@ -43,15 +44,15 @@ def upgrade_tolerance(model: onnx.ModelProto) -> float:
 
 
 
-def _activations(input_path, options: QuantOptions, samples, shapes) -> Calibration | None:
+def _activations(input_path, options: QuantOptions, inputs: Inputs) -> Calibration | None:
     """What auto's measured choices (lean or accurate, symmetric or not) read: each layer's
-    input on the user's own inputs (`samples`, from --inputs), or nothing. Generated inputs
+    input on the user's own inputs (`inputs.samples`, from --inputs), or nothing. Generated inputs
     rank the choices wrongly on real data (a random image is not text, random token ids are not
     a sentence: ddddocr's output error on rendered text went 0.0125 -> 0.0605 when its choices
     were measured on them), so without real inputs the choices are made from the weights alone.
     The budget's probes use it too, so that their int8 is the default's."""
-    if samples and (options.auto_scheme or options.auto_symmetric):
-        return Calibration(input_path, samples, shapes=shapes)
+    if inputs.samples and (options.auto_scheme or options.auto_symmetric):
+        return Calibration(input_path, inputs.samples, shapes=inputs.shapes)
     return None
 
 
@@ -87,7 +88,7 @@ def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
 
 
 def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunReport, *, verify: bool,
-                       samples=None, shapes=None, records=None, reference_runs: dict | None = None,
+                       inputs: Inputs | None = None, records=None, reference_runs: dict | None = None,
                        deferred: list | None = None) -> Workspace:
     """`ws`, or a workspace on the model upgraded to the opset the lowering needs (opset.py),
     checked in onnxruntime against the original first when `verify`. Where `auto` asked for the
@@ -103,6 +104,7 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
     converter's (refused) or the quantization's (a warning). Small models pay for each run of
     the model (a 1.2 MB conv net over 9 s of audio: 0.3 s a run, three runs 4-5x
     quantize_dynamic's time, bench/small_models.py), so it runs where it tells something."""
+    inputs = inputs or Inputs()  # generated ones
     needed, current = needed_opset(ws, options, records), ws.opsets.get("", 1)
     if needed <= current or ws.template is None:
         return ws
@@ -133,10 +135,10 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
         # (references into the file, not weights) waits for the result's verification
         kept = onnx.ModelProto()
         kept.CopyFrom(upgraded)
-        deferred.append(lambda: _check_upgrade(source, kept, needed, samples, shapes, reference_runs))
+        deferred.append(lambda: _check_upgrade(source, kept, needed, inputs, reference_runs))
         note += ", verified with the result (on its own where the result's error is large)"
     elif verify:
-        check = _check_upgrade(source, upgraded, needed, samples, shapes, reference_runs,
+        check = _check_upgrade(source, upgraded, needed, inputs, reference_runs,
                                in_file=files is not None)
         note += f", verified in onnxruntime (max abs error {check['max_abs_error']:.3g})"
     report.notes.append(note)
@@ -146,19 +148,20 @@ def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: Run
     return ws
 
 
-def _check_upgrade(source, upgraded: onnx.ModelProto, opset: int, samples, shapes, reference_runs,
+def _check_upgrade(source, upgraded: onnx.ModelProto, opset: int, inputs: Inputs, reference_runs,
                    in_file: bool = True) -> dict:
     """The upgraded model against the original (compare_models' figures), refused
     (VerificationError) where it moves the outputs by more than float reassociation does.
     `in_file`: its payloads are still in `source`'s file (open_model's references)."""
     if in_file:
-        check = compare_models(source, upgraded, samples=samples, shapes=shapes, candidate_beside=source,
+        check = compare_models(source, upgraded, samples=inputs.samples, shapes=inputs.shapes, candidate_beside=source,
                                reference_runs=reference_runs)
     else:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "upgraded.onnx"
             save_model(upgraded, path)
-            check = compare_models(source, path, samples=samples, shapes=shapes, reference_runs=reference_runs)
+            check = compare_models(source, path, samples=inputs.samples, shapes=inputs.shapes,
+                                   reference_runs=reference_runs)
     if not check["rel_l2_error"] <= upgrade_tolerance(upgraded):
         raise VerificationError(f"the model upgraded to opset {opset} computes other outputs than the input "
                                 f"(relative L2 {check['rel_l2_error']:.3g}); nothing written")

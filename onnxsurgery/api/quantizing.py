@@ -1,27 +1,28 @@
 """`quant`: weight-only quantization, in memory or from a file to a file (verified in
 onnxruntime before anything is written), and its dry run, which shows the plan and writes
-nothing. What the user asked is a QuantRequest (quant/request.py), resolved once; the run's
-own options (verification, budget, --plan, --dynamic) are checked against it here."""
+nothing. What the user asked is a QuantRequest (quantization/request.py), resolved once; the run's
+other options come in groups (run_options.QuantRun), checked together there. Both the plan and
+the real run start from one `prepare`."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import onnx
 
 from ..errors import OptionError, VerificationError
 from ..staging import copy_file
 from ..passes.constants_to_initializers import constant_nodes_to_initializers
-from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
-from ..quant.choices import allocation
+from ..pipeline import Workspace, dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
+from ..quantization.choices import allocation
 from ..kv_cache import has_kv_cache
-from ..quant.calibration import Calibration
-from ..quant.plan import Plan, WeightPlan, read_plan
-from ..quant.options import QuantOptions
-from ..quant.request import QuantRequest
+from ..quantization.calibration import Calibration
+from ..quantization.options import QuantOptions
+from ..quantization.plan import Plan, WeightPlan, read_plan
+from ..quantization.request import QuantRequest
+from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
 from ..feeds import check_samples
 from ..verify import compare_models
@@ -31,14 +32,15 @@ from .check import _check_for_tensorrt
 from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _run_quant_passes, decided_by,
                           needed_opset)
 
-PlanSource = str | os.PathLike | dict | list
 
 
 def quant(model, *, merge: bool = True, request: QuantRequest | None = None,
           **options) -> tuple[onnx.ModelProto, RunReport]:
     """Weight-only quantization in memory (no verification; see `quant_file`). Options are the
-    fields of `QuantRequest` (quant/request.py), or give the `request` itself."""
-    quant_options = _request(request, options).resolve()
+    fields of `QuantRequest` (quantization/request.py), or give the `request` itself."""
+    if request is not None and options:
+        raise OptionError(f"give a request or its options, not both ({', '.join(sorted(options))})")
+    quant_options = (request or QuantRequest.of(**options)).resolve()
     result, report, _ = _in_memory(
         model, "quant", lambda ws, report: _run_quant_passes(ws, quant_options, merge),
         prepare=lambda ws, report: _at_required_opset(ws, model, quant_options, report, verify=False))
@@ -46,101 +48,96 @@ def quant(model, *, merge: bool = True, request: QuantRequest | None = None,
     return result, report
 
 
-def quant_plan(
-    input_path: str | os.PathLike,
-    *,
-    request: QuantRequest | None = None,
-    plan: PlanSource | None = None,
-    merge: bool = True,
-    samples: list[dict[str, np.ndarray]] | None = None,
-    shapes: dict[str, list[int]] | None = None,
-    target_error: float | None = None,
-    target_size: int | None = None,
-    calibration: list[dict[str, np.ndarray]] | None = None,
-    runtime: str = "onnxruntime",
-    memory: int | None = None,
-    **options,
-) -> Plan:
+@dataclass
+class Preparation:
+    """What a quant run decides before its first graph edit, the same for `quant_plan` and
+    `quant_file`: the request resolved, a plan's records, the calibration and the inputs the
+    measured choices read, and the budget's allocation (with its note)."""
+
+    run: QuantRun
+    options: QuantOptions
+    records: list[WeightPlan] | Plan | None  # a plan's records, or the budget's Plan (applied alike)
+    calibration: Calibration | None
+    activations: Calibration | None
+    notes: list[str] = field(default_factory=list)
+    allocation: dict | None = None
+
+    def steps(self, ws: Workspace, opsets: dict[str, int], store=None) -> list:
+        """The quant pipeline for `ws` at `opsets`."""
+        return quant_pipeline(self.options, merge=self.run.decision.merge, opsets=opsets,
+                              calibration=self.calibration, activations=self.activations, records=self.records,
+                              mapped=ws.has_external_data_files, store=store)
+
+    @property
+    def decided_by(self) -> str | None:
+        # the budget's plan was made by the planner's per-weight choices, as a run without one
+        records = None if isinstance(self.records, Plan) else self.records
+        return decided_by(self.options, self.run.inputs.samples, records)
+
+
+def prepare(input_path, run: QuantRun) -> Preparation:
+    """The preparation (above) of `run` on the model at `input_path`: the budget's probes run
+    here when it has one."""
+    decision, inputs = run.decision, run.inputs
+    options = run.resolved()
+    calibration = Calibration(input_path, decision.calibration, shapes=inputs.shapes) \
+        if decision.calibration is not None else None
+    prepared = Preparation(run, options, _records(decision.plan), calibration, None)
+    if run.budget.flag is not None:
+        _budget(input_path, prepared)
+    if prepared.records is None:
+        prepared.activations = _activations(input_path, prepared.options, inputs)
+    return prepared
+
+
+def quant_plan(input_path: str | os.PathLike, *, run: QuantRun | None = None, **options) -> Plan:
     """What `quant_file` with the same arguments would do to each weight (`quant --dry-run`),
-    writing nothing. The model is planned at the opset the real run upgrades it to, without
-    upgrading it; with `plan`, that plan is checked against the model."""
-    request = _request(request, options)
-    _check_run_options(request, plan=plan, target_error=target_error, target_size=target_size,
-                       calibration=calibration, runtime=runtime)
-    quant_options = request.resolve(runtime, memory)
-    records = _records(plan)
-    calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
-    notes, applied = [], records
-    if target_error is not None or target_size is not None:  # the budget's plan, applied as --plan's records
-        applied, quant_options, notes = _budget(input_path, quant_options, merge, target_error, target_size,
-                                                samples, shapes, calibrated)
+    writing nothing: the options are quant_file's but for verification and output. The model is
+    planned at the opset the real run upgrades it to, without upgrading it; with `plan`, that
+    plan is checked against the model."""
+    run = quant_run(run, options, dry_run=True)
+    prepared = prepare(input_path, run)
     ws = open_workspace(input_path)
     try:
-        opset = max(ws.opsets.get("", 1), needed_opset(ws, quant_options, applied))
-        activations = _activations(input_path, quant_options, samples, shapes) if applied is None else None
-        steps = quant_pipeline(quant_options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibrated,
-                               activations=activations, records=applied, mapped=ws.has_external_data_files)
-        result = dry_run_pipeline(ws.graph, steps, keep=ws.keep)
+        opset = max(ws.opsets.get("", 1), needed_opset(ws, prepared.options, prepared.records))
+        result = dry_run_pipeline(ws.graph, prepared.steps(ws, {**ws.opsets, "": opset}), keep=ws.keep)
     finally:
         ws.close()
-    result.notes[:0] = notes + list(filter(None, [decided_by(quant_options, samples, records)]))
+    result.notes[:0] = prepared.notes + list(filter(None, [prepared.decided_by]))
     return result
 
 
-def quant_file(
-    input_path: str | os.PathLike,
-    output_path: str | os.PathLike,
-    *,
-    request: QuantRequest | None = None,
-    plan: PlanSource | None = None,
-    merge: bool = True,
-    verify: bool = True,
-    max_error: float | None = None,
-    samples: list[dict[str, np.ndarray]] | None = None,
-    shapes: dict[str, list[int]] | None = None,
-    in_place: bool = False,
-    external_data: bool | None = None,
-    dynamic: bool = False,
-    target_error: float | None = None,
-    target_size: int | None = None,
-    calibration: list[dict[str, np.ndarray]] | None = None,
-    runtime: str = "onnxruntime",
-    outputs: tuple[str, ...] | None = None,
-    memory: int | None = None,
-    **options,
-) -> RunReport:
-    """Quantize weights from a file to a file. What to do is the `request` (or its fields as
-    keyword arguments: dtype, granularity, block_size, symmetric, rounding, lowering,
-    keep_quantized, target, min_elements, include, exclude, levels, fp16; quant/request.py), or
-    a `plan` (a path to a plan's JSON, its parsed dict, or WeightPlan records: `quant_plan`
-    writes one), applied exactly; `report.weights` lists the records applied.
+def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *, run: QuantRun | None = None,
+               **options) -> RunReport:
+    """Quantize weights from a file to a file. The options come in groups (run_options.py), each
+    given whole (`inputs=Inputs(...)`, or `run=QuantRun(...)` for all) or field by field as
+    keywords:
 
-    Unless `verify` is False, the input and the result run in onnxruntime on the same inputs
-    (`samples`, or generated ones) before anything is written; with `max_error`, a result whose
-    relative L2 output error exceeds it is not written (VerificationError). The error is over
-    `outputs` (names), by default every output but a KV cache's `present*` ones.
-
-    With `target_error` (a relative L2 output error) or `target_size` (bytes of the output
-    file), each weight is stored as int4, int8, float16 or float32: the smallest file whose
-    verified error is within `target_error`, or the smallest error that fits `target_size`. What
-    each weight costs in each format is measured alone in onnxruntime (quant/choices/allocation.py);
-    `report.allocation` holds the format of each weight.
-
-    With `calibration` (samples like `samples`, ideally other ones), weights read by MatMul,
-    Gemm or single-group Conv get GPTQ rounding: their integers are chosen for a small error in
-    the layer's output on those inputs rather than in the weight itself (gptq.py).
-
-    `dynamic` runs onnxruntime's quantize_dynamic instead (activations quantized at run time),
-    with subgraphs enabled, after turning Constant-node weights into initializers so that it
-    sees them; it takes none of the request's options.
-
-    An input whose weights live in a data file, or a decoder with a KV cache, is written the
-    same way (as with `external_data`): `<output>.data` beside the output; external_data=False
-    keeps one file (below the 2 GB protobuf limit).
-
-    `memory` (bytes; None: this machine's) is the memory where it will run: where the model's
-    float weights would not fit, its MatMul weights stay quantized at load
-    (quant/choices/load_memory.py).
+    - what decides (Decision): the `request` (or its fields: dtype, granularity, block_size,
+      symmetric, rounding, lowering, keep_quantized, target, min_elements, include, exclude,
+      levels, fp16; quantization/request.py), or a `plan` (a path to a plan's JSON, its parsed dict, or
+      WeightPlan records: `quant_plan` writes one), applied exactly (`report.weights` lists the
+      records applied), or `dynamic`: onnxruntime's quantize_dynamic instead (activations
+      quantized at run time, subgraphs enabled, Constant-node weights made initializers first so
+      that it sees them), taking none of the request's options. `merge` (default True) merges
+      identical weights first. With `calibration` (samples like `samples`, ideally other ones),
+      weights read by MatMul, Gemm or single-group Conv get GPTQ rounding: their integers are
+      chosen for a small error in the layer's output on those inputs (gptq.py). `memory`
+      (bytes; None: this machine's) is the memory where it will run: where the model's float
+      weights would not fit, its weights stay quantized at load (quantization/choices/load_memory.py).
+    - a budget (Budget): with `target_error` (a relative L2 output error) or `target_size`
+      (bytes of the output file), each weight is stored as int4, int8, float16 or float32: the
+      smallest file within the error, or the smallest error that fits. What each weight costs in
+      each format is measured alone in onnxruntime (quantization/choices/allocation.py);
+      `report.allocation` holds each weight's format.
+    - the inputs (Inputs): `samples` (else generated ones, `shapes` fixing their dimensions) and
+      `outputs`, the names the error is over (default: every output but a KV cache's present*).
+    - verification (Verification): unless `verify` is False, the input and the result run in
+      onnxruntime on the same inputs before anything is written; with `max_error`, a result
+      whose relative L2 output error exceeds it is not written (VerificationError).
+    - the output (Output): `in_place` to overwrite the input; `external_data` (None: as the
+      input, or for a decoder with a KV cache: `<output>.data` beside the output; False: one
+      file, below the 2 GB protobuf limit).
 
     Where the result will run is the request's `target` (any, onnxruntime, onnxruntime-web,
     tensorrt): verification computes as that runtime does (sessions.session_settings), and the
@@ -151,20 +148,12 @@ def quant_file(
     list (`check_file`): what TensorRT would refuse becomes warnings and `target_check`.
 
     Contradicting options raise OptionError (also a ValueError) before anything is read."""
-    request = _request(request, options)
-    _check_run_options(request, plan=plan, dynamic=dynamic, target_error=target_error, target_size=target_size,
-                       calibration=calibration, runtime=runtime)
-    if max_error is not None and not verify:
-        raise OptionError("--max-error needs the verification that --no-verify skips")
-    quant_options = request.resolve(runtime, memory)
-    runtime = quant_options.runtime  # target onnxruntime-web: verified as the web build computes
-    records = _records(plan)
-    out = output_for(input_path, output_path, in_place)
-    if calibration is not None:  # a wrong key: one line naming it, not onnxruntime's own words
-        check_samples(input_path, calibration, complete=False, flag="--calibration")
-    for_tensorrt = quant_options.target == "tensorrt"
-    if for_tensorrt:
-        runtime = "tensorrt"  # where it runs: verified as TensorRT computes (sessions.session_settings)
+    run = quant_run(run, options)
+    decision, inputs, verification = run.decision, run.inputs, run.verification
+    out = output_for(input_path, output_path, run.output.in_place)
+    if decision.calibration is not None:  # a wrong key: one line naming it, not onnxruntime's own words
+        check_samples(input_path, decision.calibration, complete=False, flag="--calibration")
+    prepared = None if decision.dynamic else prepare(input_path, run)
     ws = open_workspace(input_path)
     reference_runs: dict = {}  # the original runs once, for the upgrade's check and the result's
     upgrade_checks: list = []  # the opset upgrade's own check, run where the result's error is large
@@ -173,48 +162,46 @@ def quant_file(
     # genai builder writes them: onnxruntime maps the file instead of holding a parsed copy of the
     # weights beside its own (SmolLM2-135M, default int8: genai's export 1.08x -> 0.94x the float
     # model's memory; optimum's one-file export 1.00x -> 0.81x)
+    external_data = run.output.external_data
     if external_data is None:
         external_data = ws.has_external_data_files or has_kv_cache(ws.graph)
-    if dynamic:
-        if merge:
+    if prepared is None:  # --dynamic
+        if decision.merge:
             ws.run_pipeline(shrink_pipeline())
         ws.run(constant_nodes_to_initializers)
         report.passes = ws.reports
         produce = lambda: _quantize_dynamic(ws)  # noqa: E731
     else:
-        calibrated = Calibration(input_path, calibration, shapes=shapes) if calibration is not None else None
-        applied = records
-        if target_error is not None or target_size is not None:  # the budget's plan, applied as --plan's records
-            applied, quant_options, notes = _budget(input_path, quant_options, merge, target_error, target_size,
-                                                    samples, shapes, calibrated, report)
-            report.notes.extend(notes)
-        ws = _at_required_opset(ws, input_path, quant_options, report, verify=verify, samples=samples, shapes=shapes,
-                                records=applied, reference_runs=reference_runs, deferred=upgrade_checks)
+        report.notes.extend(prepared.notes)
+        report.allocation = prepared.allocation
+        ws = _at_required_opset(ws, input_path, prepared.options, report, verify=verification.verify,
+                                inputs=inputs, records=prepared.records,
+                                reference_runs=reference_runs, deferred=upgrade_checks)
         if ws.files is not None:
             ws.files.spill_into(out.parent)  # quantized weights wait in a file beside the output, not in memory
-        activations = _activations(input_path, quant_options, samples, shapes) if applied is None else None
-        _run_quant_passes(ws, quant_options, merge, calibrated, activations, applied)
+        ws.run_pipeline(prepared.steps(ws, ws.opsets, store=ws.store))
         report.passes = ws.reports
         _lift_plan(report)
-        if calibrated is not None:
+        if prepared.calibration is not None:
             details = report.pass_report("quantize").details
+            count = len(decision.calibration)
             report.notes.append(f"GPTQ rounding for {len(details['calibrated'])} of {len(details['quantized'])} "
-                                f"weights, from {len(calibration)} calibration sample{'s' * (len(calibration) != 1)}"
+                                f"weights, from {count} calibration sample{'s' * (count != 1)}"
                                 + (f" ({len(details['not_calibrated'])} others: see --json, not_calibrated)"
                                    if details["not_calibrated"] else ""))
-        report.notes.extend(filter(None, [decided_by(quant_options, samples, records)]))
+        report.notes.extend(filter(None, [prepared.decided_by]))
         produce = ws.export
 
     def check(written: Path) -> None:
-        if for_tensorrt:
+        if run.runtime == "tensorrt":
             _check_for_tensorrt(written, report)
-        if not verify:
+        if not verification.verify:
             return
-        report.verification = compare_models(input_path, written, samples=samples, shapes=shapes,
-                                             fold_candidate=False, runtime=runtime, outputs=outputs,
+        report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
+                                             fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
                                              reference_runs=reference_runs)
-        worst = report.verification["rel_l2_error"]
-        four_bit = quant_options.four_bit or (records is not None and any(  # a plan's 4-bit records
+        worst, max_error = report.verification["rel_l2_error"], verification.max_error
+        four_bit = prepared is not None and (prepared.options.four_bit or any(  # a plan's 4-bit records
             w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))
         if not (worst <= large_error_line(four_bit) and (max_error is None or worst <= max_error)):
             for check_upgrade in upgrade_checks:  # the converter's doing, not the quantization's?
@@ -226,7 +213,7 @@ def quant_file(
         if max_error is None and not worst <= large_error_line(four_bit):
             report.warnings.append(_large_error_warning(report.verification, "int4" if four_bit else "int8"))
 
-    if not dynamic and not ws.has_external_data_files and not any(p.changed for p in report.passes):
+    if prepared is not None and not ws.has_external_data_files and not any(p.changed for p in report.passes):
         # nothing merged or quantized (an already-quantized model, say): the input as it is. A
         # re-export changed only its initializers' order, and with it onnxruntime's memory
         # (quantize_dynamic's MiniLM: 1.05x); a copy computes what the input did, at any batch
@@ -241,38 +228,14 @@ def quant_file(
     return report
 
 
-def _request(request: QuantRequest | None, options: dict) -> QuantRequest:
-    if request is not None and options:
-        raise OptionError(f"give a request or its options, not both ({', '.join(sorted(options))})")
-    return request if request is not None else QuantRequest.of(**options)
-
-
-def _check_run_options(request: QuantRequest, *, plan=None, dynamic: bool = False, target_error=None,
-                       target_size=None, calibration=None, runtime: str = "onnxruntime") -> None:
-    """The run's own options against each other and against the request: one that another
-    makes meaningless is refused, in words naming both (OptionError)."""
-    # --target onnxruntime-web says how the result is verified, which --dynamic's is too
-    flags = " ".join(dataclasses.replace(request, target="any").flags() if request.target == "onnxruntime-web"
-                     else request.flags())
-    if target_error is not None and target_size is not None:
-        raise OptionError("give --target-error or --target-size, not both")
-    budget = "--target-error" if target_error is not None else "--target-size" if target_size is not None else None
-    if dynamic:
-        asked = flags or budget or ("--plan" if plan is not None else None) or \
-            ("--calibration" if calibration is not None else None)
-        if asked:
-            raise OptionError(f"--dynamic runs onnxruntime's quantize_dynamic, which takes none of {asked}")
-    if plan is not None:
-        # the target stays: the plan is checked against what it takes
-        asked = " ".join(dataclasses.replace(request, target="any").flags()) or budget
-        if asked:
-            raise OptionError(f"--plan decides every weight; {asked} does not apply (edit the plan instead)")
-    stays_float = "--fp16" if request.fp16 else "--levels" if request.levels else None
-    if stays_float and (calibration is not None or budget):
-        raise OptionError(f"{stays_float} stores no integers; {budget or '--calibration'} does not apply")
-    if request.target == "tensorrt" and runtime == "onnxruntime-web":
-        raise OptionError("--target tensorrt and --runtime onnxruntime-web name two runtimes; pick one "
-                          "(--target onnxruntime-web)")
+def quant_run(run: QuantRun | None, options: dict, dry_run: bool = False) -> QuantRun:
+    """`run`, or the run `options` (keywords) make; checked."""
+    if run is None:
+        return QuantRun.of(dry_run=dry_run, **options)
+    if options:
+        raise OptionError(f"give run or its options, not both ({', '.join(sorted(options))})")
+    run.check(dry_run)
+    return run
 
 
 def _records(plan: PlanSource | None) -> list[WeightPlan] | None:
@@ -283,21 +246,22 @@ def _records(plan: PlanSource | None) -> list[WeightPlan] | None:
     return read_plan({"weights": plan} if isinstance(plan, list) else plan)
 
 
-def _budget(input_path, options, merge: bool, target_error, target_size, samples, shapes, calibrated,
-            report: RunReport | None = None) -> tuple[Plan, QuantOptions, list[str]]:
-    """The plan that stores each weight as the budget allocates it (its records applied as a
-    --plan file's are), the options it was planned with (8 bits: budget.planning_options), and a
-    note saying how."""
-    plan, allocated, probed_error = _allocate(
-        input_path, options, merge, target_error=target_error, target_size=target_size,
-        samples=samples, shapes=shapes, calibration=calibrated)
-    if report is not None:
-        report.allocation = allocated.formats
+def _budget(input_path, prepared: Preparation) -> None:
+    """The budget's allocation into `prepared`: the plan that stores each weight as allocated
+    (its records applied as a --plan file's are), the options it was planned with (8 bits:
+    budget.planning_options), each weight's format, and a note saying how."""
+    run = prepared.run
+    target_error, target_size = run.budget.target_error, run.budget.target_size
+    prepared.records, allocated, probed_error = _allocate(
+        input_path, prepared.options, run.decision.merge, target_error=target_error, target_size=target_size,
+        samples=run.inputs.samples, shapes=run.inputs.shapes, calibration=prepared.calibration)
+    prepared.options = planning_options(prepared.options)
+    prepared.allocation = allocated.formats
     counts = ", ".join(f"{len(allocated.names(f))} {f}" for f in (*allocation.FORMATS, "kept")
                        if allocated.names(f))
     goal = f"--target-error {target_error:g}" if target_error is not None else f"--target-size {target_size / 1e6:g} MB"
-    return plan, planning_options(options), [f"{goal}: weights stored as {counts or 'nothing to allocate'} "
-                                             f"(output error {probed_error:.3g} when planned)"]
+    prepared.notes.append(f"{goal}: weights stored as {counts or 'nothing to allocate'} (output error "
+                          f"{probed_error:.3g} when planned)")
 
 
 def _lift_plan(report: RunReport) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import onnx
 
-from ..errors import VerificationError
+from ..errors import OptionError, VerificationError
 from ..staging import copy_file
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
+from ..run_options import Inputs, Output, grouped
 from ..verify import compare_models
 from ..sessions import load_error
 from ._common import _in_memory, _write_checked, output_for
@@ -57,32 +57,38 @@ def shrink_file(
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
     *,
-    in_place: bool = False,
-    external_data: bool | None = None,
     verify: bool = False,
     min_elements: int = MERGE_MIN_ELEMENTS,
     transposed: bool = False,
     narrow: bool = False,
     half: bool = True,
     reshaped: bool = False,
-    samples: list[dict[str, np.ndarray]] | None = None,
-    shapes: dict[str, list[int]] | None = None,
     target: str | None = None,
+    inputs: Inputs | None = None,
+    output: Output | None = None,
+    **fields,
 ) -> RunReport:
     """`shrink` from a file to a file, written atomically. `target` "tensorrt": the result is
     checked as `check` does, and a note says what merging means there (targets/tensorrt.py).
-    `external_data` None: a data file
-    where the input has one (True: always; False: one file, below the 2 GB protobuf limit).
+    The output (run_options.Output, or its fields as keywords): `in_place`; `external_data`
+    None: a data file where the input has one (True: always; False: one file, below the 2 GB
+    protobuf limit).
 
-    With `verify`, input and result run in onnxruntime on `samples` (or generated inputs,
-    `shapes` fixing their dimensions) first, and nothing
+    With `verify`, input and result run in onnxruntime on the inputs (run_options.Inputs, or its
+    fields: `samples`, or generated inputs with `shapes` fixing their dimensions) first, and nothing
     is written unless every output is bit-identical (nor when onnxruntime cannot load the
     input). Without it, a model onnxruntime cannot load is still shrunk (the rewrite is lossless
     by construction) with a note saying why it was not checked. When the rewrite would not make
     the file smaller, the output is a byte-for-byte copy of the input (run in onnxruntime too,
     with `verify`).
     """
-    out = output_for(input_path, output_path, in_place)
+    inputs, output = grouped("shrink", fields, inputs=inputs, output=output)
+    if (inputs.samples or inputs.shapes) and not verify:
+        raise OptionError("--inputs and --shape are what --verify runs on; add --verify")
+    if inputs.outputs is not None:
+        raise OptionError("shrink verifies every output bit for bit; --outputs does not apply")
+    samples, shapes, external_data = inputs.samples, inputs.shapes, output.external_data
+    out = output_for(input_path, output_path, output.in_place)
     why = None if verify else load_error(input_path)  # before the workspace: one of them in memory at a time
     ws = open_workspace(input_path)
     report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)

@@ -15,7 +15,7 @@ peak RSS growth over session creation: 1.04x the float32 original's with the Cas
 
 One Cast per reading graph, not one in the scope feeding a subgraph: onnxruntime's
 FuseInitializersTransformer (1.31, constant folding off) fails to load a model whose half-width
-initializer's Cast is read only implicitly by an If/Loop/Scan node (see quant/apply.py).
+initializer's Cast is read only implicitly by an If/Loop/Scan node (see quantization/apply.py).
 
 Exactness is a bit-pattern round trip (to 16 bits and back gives the same uint32s), so -0.0,
 infinities and subnormals are kept. A constant is left alone when:

@@ -24,7 +24,7 @@ axis); Gemm B likewise, honouring transB; Conv W [M, C, ...]: channels along M, 
 ConvTranspose W [C, M, ...]: channels along M; Gather data: one scale per row. Otherwise axis 0
 for channels and the last axis for blocks.
 
-Rounding: `balanced` (each group's rounding errors sum to zero, quant/rounding.py) for weights read
+Rounding: `balanced` (each group's rounding errors sum to zero, quantization/rounding.py) for weights read
 only by Conv/ConvTranspose under `auto`, round-to-nearest elsewhere. Measured over four
 rounding draws (scales jittered by up to 2%): PP-OCRv4 rec's median output error 0.066 -> 0.038
 and argmax agreement 98.1% -> 98.8%, because conv inputs are non-negative activations that turn
@@ -45,17 +45,17 @@ import onnx_graphsurgeon as gs
 
 from ..errors import UnsupportedModelError
 from ..graph_utils import collect_constants, iter_scopes
-from ..quant.apply import apply_plan
-from ..quant.calibration import Calibration
-from ..quant.estimates import estimated_bytes
-from ..quant.options import FLOAT_TYPES, QuantOptions, dq_min_opset
-from ..quant.plan import Plan, WeightPlan
-from ..quant.plan_edits import derive_records
-from ..quant.choices.forms import site_options
-from ..quant.choices.model_facts import ModelFacts
-from ..quant.choices.plan_check import check_plan
-from ..quant.choices.planner import plan_weights
-from ..quant.choices.refusals import refusal
+from ..quantization.apply import apply_plan
+from ..quantization.calibration import Calibration
+from ..quantization.estimates import estimated_bytes
+from ..quantization.options import FLOAT_TYPES, QuantOptions, dq_min_opset
+from ..quantization.plan import Plan, WeightPlan
+from ..quantization.plan_edits import derive_records
+from ..quantization.choices.forms import site_options
+from ..quantization.choices.model_facts import ModelFacts
+from ..quantization.choices.plan_check import check_plan
+from ..quantization.choices.planner import plan_weights
+from ..quantization.choices.refusals import refusal
 from ..report import PassReport
 from .base import Estimate
 
@@ -63,7 +63,7 @@ from .base import Estimate
 @dataclass(frozen=True, eq=False)
 class QuantizeWeights:
     """Quantize float weights in place (all scopes), as a pipeline step (passes/base.py): plan
-    (quant/choices/planner.py), then apply the plan (quant/apply.py). `opset` None: the graph's.
+    (quantization/choices/planner.py), then apply the plan (quantization/apply.py). `opset` None: the graph's.
     With `calibration`, the integer roundings of the weights whose consumers it supports use
     GPTQ (gptq.py) instead of `rounding`. With `activations` (the inputs each weight's readers
     see, e.g. from the verification inputs), auto's choice between the lean and the accurate
@@ -84,7 +84,7 @@ class QuantizeWeights:
     needs_cleanup = True  # constants merged away and Identity nodes bypassed must not count
 
     def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
-        """From shapes alone (quant.estimates.estimated_bytes): the weights the pass would take,
+        """From shapes alone (quantization.estimates.estimated_bytes): the weights the pass would take,
         minus the bytes each would store. Weights the pass skips for their values (NaN or Inf;
         beyond float16's range where TensorRT needs float16) are counted; auto's
         lean-or-accurate choice is assumed lean."""

@@ -1,7 +1,8 @@
 """What the user asked `quant` for: one frozen declaration that the Python API, the CLI's
-options (cli.py builds them from the fields' metadata) and the CLI reference come from.
+options (cli/options.py builds them from the fields' metadata) and the CLI reference come from.
 
-A field left None means "choose for me". `resolve()` turns the request into the complete
+Each field declares its command-line spelling (declare.py). A field left None means "choose
+for me". `resolve()` turns the request into the complete
 configuration the planner reads (QuantOptions), refusing contradictions there, once.
 `flags()` writes a request back as command-line flags (the report page prints them).
 """
@@ -9,8 +10,9 @@ configuration the planner reads (QuantOptions), refusing contradictions there, o
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ..declare import STORE, WEIGHTS, WHERE, declared, flags_of
 from ..defaults import QUANT_BLOCK_SIZE, QUANT_MIN_ELEMENTS, TENSORRT_BLOCK_SIZE
 from ..errors import OptionError
 from .vocabulary import GRANULARITIES, INTEGER_DTYPES, INTEGER_LOWERINGS
@@ -23,51 +25,40 @@ CLI_LOWERINGS = ("auto", *(name for name in INTEGER_LOWERINGS if name in ("dq", 
 WHERE_IT_RUNS = ("any", "onnxruntime", "onnxruntime-web", "tensorrt")
 
 
-def _option(default, flag: str, help: str, group: str, **cli) -> dataclasses.Field:
-    """A request field and how the CLI spells it: `flag` ("--x", or "--x/--no-x" for a
-    three-state boolean), `help` (one line: --help shows it; docs/quantization.md explains),
-    `group` (the title --help lists it under, cli_options.GROUPS), and click's keywords as plain
-    data: choices, min, max, is_flag, multiple, metavar."""
-    return field(default=default, metadata={"flag": flag, "help": help, "group": group, **cli})
-
-
-STORE, WEIGHTS, WHERE = "What to store", "Which weights", "Where it runs"  # cli_options.GROUPS
-
-
 @dataclass(frozen=True)
 class QuantRequest:
-    dtype: str | None = _option(
+    dtype: str | None = declared(
         None, "--dtype", "int8 (default), uint8, int4 or uint4.", STORE,
         choices=INTEGER_DTYPES, metavar="TYPE")
-    granularity: str | None = _option(
+    granularity: str | None = declared(
         None, "--granularity", "tensor, channel, block [default: per weight].", STORE,
         choices=GRANULARITIES, metavar="G")
-    block_size: int | None = _option(
+    block_size: int | None = declared(
         None, "--block-size", f"Elements per block [default: {QUANT_BLOCK_SIZE}].",
         STORE, min=2, metavar="N")
-    symmetric: bool | None = _option(
+    symmetric: bool | None = declared(
         None, "--symmetric/--asymmetric", "Zero points or none [default: per weight].", STORE)
-    rounding: str = _option(
+    rounding: str = declared(
         "auto", "--rounding", "nearest, balanced or auto (the default).", STORE,
         choices=("auto", "nearest", "balanced"), metavar="R")
-    lowering: str = _option(
+    lowering: str = declared(
         "auto", "--lowering", "dq, arith, scaled or auto (the default).", STORE, choices=CLI_LOWERINGS,
         metavar="L")
-    keep_quantized: bool = _option(
+    keep_quantized: bool = declared(
         False, "--keep-quantized", "Weights stay integers in memory at run time.", WHERE, is_flag=True)
-    target: str = _option(
+    target: str = declared(
         "any", "--target", "any, onnxruntime, onnxruntime-web, tensorrt.", WHERE, first=True,
         choices=WHERE_IT_RUNS, metavar="WHERE")
-    min_elements: int = _option(
+    min_elements: int = declared(
         QUANT_MIN_ELEMENTS, "--min-elements", f"Skip smaller constants [default: {QUANT_MIN_ELEMENTS}].", WEIGHTS,
         min=1, metavar="N")
-    include: tuple[str, ...] = _option(
+    include: tuple[str, ...] = declared(
         (), "--include", "Only names or op types matching. Repeatable.", WEIGHTS, multiple=True, metavar="GLOB")
-    exclude: tuple[str, ...] = _option(
+    exclude: tuple[str, ...] = declared(
         (), "--exclude", "Skip names or op types matching. Repeatable.", WEIGHTS, multiple=True, metavar="GLOB")
-    levels: int | None = _option(
+    levels: int | None = declared(
         None, "--levels", "N float values per group instead (for gzip).", STORE, min=2, max=65536, metavar="N")
-    fp16: bool = _option(
+    fp16: bool = declared(
         False, "--fp16", "float16 weights instead of integers.", STORE, is_flag=True)
 
     @classmethod
@@ -80,7 +71,7 @@ class QuantRequest:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
 
     def resolve(self, runtime: str = "onnxruntime", memory: int | None = None):
-        """The complete configuration (quant.options.QuantOptions) for a result that runs in
+        """The complete configuration (quantization.options.QuantOptions) for a result that runs in
         `runtime` with `memory` bytes (--memory; None: this machine's): defaults filled in,
         choices left to quant marked as such, contradictions refused (OptionError). Target
         onnxruntime-web is target any in runtime onnxruntime-web."""
@@ -115,18 +106,4 @@ class QuantRequest:
 
     def flags(self) -> list[str]:
         """The command-line flags that ask for this request."""
-        out: list[str] = []
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value == f.default:
-                continue
-            flag = f.metadata["flag"]
-            if "/" in flag:
-                out.append(flag.split("/")[0 if value else 1])
-            elif f.metadata.get("is_flag"):
-                out.append(flag)
-            elif f.metadata.get("multiple"):
-                out.extend(x for v in value for x in (flag, v))
-            else:
-                out.extend((flag, str(value)))
-        return out
+        return flags_of(self)

@@ -1,5 +1,5 @@
 """Plan -> graph edits: each record's weight quantized and lowered exactly as the record says.
-Nothing is decided here (quant/choices/ decides); the rounding itself may fall back from GPTQ
+Nothing is decided here (quantization/choices/ decides); the rounding itself may fall back from GPTQ
 to round-to-nearest where the calibration inputs cannot support it, and says so."""
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """A quantization plan: one record per candidate weight, saying what `quant` will do to it and why.
 
-Planning (quant/choices/planner.py) reads the weights, and real inputs where the user gave them, and
-writes nothing; applying (quant/apply.py) does what each record says and decides nothing. In
+Planning (quantization/choices/planner.py) reads the weights, and real inputs where the user gave them, and
+writes nothing; applying (quantization/apply.py) does what each record says and decides nothing. In
 between, the plan is plain data: `quant --dry-run` prints it, `--dry-run --json` writes it,
 `quant --plan FILE` applies one edited by hand or by a script, and the `--json` report of a
 real run lists the records it applied under `weights`.
 
 A record's `dtype` is what the weight is stored as:
 - `int8`, `uint8`, `int4`, `uint4`: integers with scales (`granularity`, `block_size`,
-  `axis`, `symmetric`), turned back into float by `lowering` (quant/lowerings/);
+  `axis`, `symmetric`), turned back into float by `lowering` (quantization/lowerings/);
 - `float16`: stored in 2 bytes with a Cast back to float32 (lowering `cast`);
 - `float`: left as it is (lowering None), or, with lowering `levels`, its values snapped to
   `levels` evenly spaced values per group (same storage, compresses better).

@@ -48,7 +48,7 @@ class QuantOptions:
     exclude: tuple[str, ...] = ()
     fp16: bool = False  # store float32 weights as float16 + Cast instead of integers
     levels: int | None = None  # snap weights to N values per group, keeping float storage
-    # the budget's format per weight (api/budget.py, quant/choices/allocation.py): name -> int4,
+    # the budget's format per weight (api/budget.py, quantization/choices/allocation.py): name -> int4,
     # int8, float16, float32 or kept; the weights it does not name follow the options
     allocation: dict[str, str] | None = None
     rounding: str = "auto"  # nearest | balanced | auto: balanced for convolution weights
@@ -82,7 +82,7 @@ class QuantOptions:
         self.auto_scheme = self.granularity is None and self.symmetric is None and not (self.levels or self.fp16)
         if self.granularity is None:
             self.granularity = "channel" if self.levels else "block"
-        # Each weight quantized both ways keeps the more accurate (quant/choices/symmetry.py); the
+        # Each weight quantized both ways keeps the more accurate (quantization/choices/symmetry.py); the
         # lean lowering is symmetric by construction. `symmetric` is then what estimates assume.
         self.auto_symmetric = self.symmetric is None and not (self.levels or self.fp16)
         if self.symmetric is None:

@@ -1,5 +1,5 @@
 """The default's choices, every one of them: they read the weights (and real inputs where the user
-gave them) and return plan records (quant/plan.py); nothing else in `quant` decides.
+gave them) and return plan records (quantization/plan.py); nothing else in `quant` decides.
 
 - planner.py: options -> a Plan, one record per float constant, the only orchestrator: each
   weight a Candidate (candidate.py) that the stages read and return, in order:

@@ -1,5 +1,5 @@
 """From options to a plan: one record per float constant, every decision made by the stages this
-module runs in order, and nowhere else (quant/plan.py says what a record holds). Each weight
+module runs in order, and nowhere else (quantization/plan.py says what a record holds). Each weight
 that is not refused becomes a Candidate (candidate.py) that every stage reads and returns:
 
 1. refusals.py: what is left as it is, and why;

@@ -6,7 +6,7 @@ that the CLI's --help reads them without loading a quantizer (tests/test_layers.
   float16 and float);
 - TARGETS: what --target takes (QuantRequest, QuantOptions);
 - GRANULARITIES: one scale per tensor, per channel or per block (--granularity, a record's);
-- INTEGER_LOWERINGS: the lowerings of quant/lowerings/, one module each (its REGISTRY has
+- INTEGER_LOWERINGS: the lowerings of quantization/lowerings/, one module each (its REGISTRY has
   exactly these keys, tests/test_layers.py checks): how stored integers turn back into a
   weight. A plan record of an integer dtype names one; QuantOptions.lowering is one or "auto";
   --lowering offers a few (request.CLI_LOWERINGS), the rules choose the others per weight.

@@ -1,4 +1,4 @@
-"""The last stage: each candidate written as its plan record (quant/plan.py), once the measured
+"""The last stage: each candidate written as its plan record (quantization/plan.py), once the measured
 choices are made (lean.py: lean form, accurate chain or float16; symmetry.py), with its `why`
 in words; and the bytes a record stores."""
 

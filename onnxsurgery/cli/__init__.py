@@ -1,0 +1,52 @@
+"""Command line: a thin click layer, one module per group of commands (shrinking, quantizing,
+npy, inspecting), their options declared once in the groups they share (options.py) and the
+errors, paths and exit codes in common.py. Each command parses its options, calls one API
+function (imported then, so that --help loads no onnx, onnxruntime or quantizer: its defaults
+are in defaults.py) and renders its report. Library errors become one line on stderr and exit
+code 2."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from .common import EXIT_ERROR, EXIT_INTERNAL
+from .inspecting import check, compare, info, report
+from .npy import embed, npy, run
+from .quantizing import quant
+from .shrinking import shrink
+
+__all__ = ["main", "EXIT_ERROR", "EXIT_INTERNAL"]
+
+
+class _Commands(click.Group):
+    """The commands in the order a newcomer meets them, not alphabetically."""
+
+    ORDER = ("info", "shrink", "quant", "report", "compare", "run", "npy", "embed", "check")
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands, key=lambda name: (self.ORDER + (name,)).index(name))
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="onnxsurgery")
+@click.option("-v", "--verbose", is_flag=True, help="Log what the passes do.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars (they show only on a terminal anyway).")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
+    """Make ONNX model files smaller without breaking them.
+
+    Start with `onnxsurgery info MODEL`: where the bytes are and what each command would save.
+    Then `shrink IN OUT` (lossless) or `quant IN OUT` (int8 weights, verified in onnxruntime);
+    `report MODEL` measures every method on one page. `COMMAND --help` lists a command's options;
+    docs/commands.md is the tour."""
+    ctx.ensure_object(dict)["quiet"] = quiet
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+
+
+
+
+for command in (info, shrink, quant, report, compare, run, npy, embed, check):
+    main.add_command(command)

@@ -1,0 +1,98 @@
+"""What every command shares: one line per error and the exit codes, the MODEL argument's
+check, the output paths like `cp`, and the Output group's options."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import click
+
+from .. import progress
+from ..errors import OnnxSurgeryError, OutputError
+from ..run_options import Output
+from .options import OUTPUT, declared_options, option
+
+EXIT_ERROR = 2
+EXIT_INTERNAL = 3
+
+
+def one_line(message: str) -> str:
+    """A message on one line: names from a damaged file may hold newlines or control bytes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
+def handle_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        debug = kwargs.pop("debug", False)
+        ctx = click.get_current_context(silent=True)
+        quiet = bool(ctx and (ctx.find_root().obj or {}).get("quiet"))
+        progress.enable(progress.wanted(quiet, bool(kwargs.get("as_json"))))
+        try:
+            return fn(*args, **kwargs)
+        except click.ClickException:
+            raise
+        except OnnxSurgeryError as e:
+            click.echo(f"onnxsurgery: error: {one_line(str(e))}", err=True)
+            sys.exit(EXIT_ERROR)
+        except MemoryError:
+            click.echo("onnxsurgery: error: out of memory", err=True)
+            sys.exit(EXIT_ERROR)
+        except Exception as e:  # a bug: still one line, unless --debug asks for the traceback
+            if debug:
+                raise
+            first = str(e).splitlines()[0] if str(e) else ""
+            click.echo(f"onnxsurgery: internal error: {type(e).__name__}: {first} "
+                       "(rerun with --debug for the traceback)", err=True)
+            sys.exit(EXIT_INTERNAL)
+
+    return click.option("--debug", is_flag=True, hidden=True)(wrapper)
+
+
+def model_argument(ctx, param, value):
+    """A click callback for a MODEL argument: a folder or a missing path refused in one line,
+    the same words for every command (api._common.model_file)."""
+    from ..api._common import model_file
+
+    for path in (value if isinstance(value, tuple) else (value,)):
+        if path is not None:
+            try:
+                model_file(path)
+            except OnnxSurgeryError as e:
+                click.echo(f"onnxsurgery: error: {one_line(str(e))}", err=True)
+                ctx.exit(EXIT_ERROR)
+    return value
+
+
+def refuse_same_file(src, dst, in_place: bool) -> None:
+    """The output is the input: refused in the CLI's words (the API says in_place=True)."""
+    try:
+        same = not in_place and Path(dst).resolve() == Path(src).resolve()
+    except OSError:
+        same = False
+    if same:
+        raise OutputError(f"output is the input file ({dst}); pass --in-place to overwrite it")
+
+
+def outputs_for(inputs: tuple[str, ...], output: str) -> list[tuple[Path, Path]]:
+    """Pair inputs with outputs like `cp`: one input to a file or folder, many to a folder."""
+    out = Path(output)
+    if len(inputs) > 1 or output.endswith(("/", "\\")):
+        if not out.is_dir():
+            raise OutputError(f"with several inputs, the output must be an existing folder: {out}")
+        names = [Path(i).name for i in inputs]
+        if len(set(names)) != len(names):
+            raise OutputError("two inputs share a file name; they would overwrite each other")
+        return [(Path(i), out / Path(i).name) for i in inputs]
+    if out.is_dir():
+        return [(Path(inputs[0]), out / Path(inputs[0]).name)]
+    return [(Path(inputs[0]), out)]
+
+
+def output_options(fn):
+    """--json, and the Output group's --in-place and --external-data/--one-file
+    (run_options.Output; `group_from(Output, kwargs)` collects them)."""
+    fn = option("--json", "as_json", is_flag=True, group=OUTPUT, help="Print the report as JSON.")(fn)
+    return declared_options(Output)(fn)

@@ -1,0 +1,212 @@
+"""A run's options besides what to store, one frozen group per concern, each declaring its own
+command-line spelling (declare.py) for the Python API, the CLI and its reference alike:
+
+- Decision: what decides each weight (a QuantRequest, a plan, or onnxruntime's quantize_dynamic),
+  and what the deciding reads: merging first, GPTQ's calibration inputs, the memory where it runs.
+- Budget: an output error or a file size to meet, weight by weight.
+- Inputs: what the models run on (samples, shapes) and the outputs an error is over.
+- Verification: whether the result runs before it is written, the largest error allowed, and
+  the runtime it is computed as.
+- Output: overwriting the input, a data file or one file.
+
+`QuantRun` holds a quant call's groups. `QuantRun.of(**keywords)` routes the API's flat keywords
+(`samples=`, `dtype=`, `in_place=`) to their groups, and `check()` refuses every combination of
+options from different groups, here and nowhere else (a request's own contradictions are
+QuantRequest.resolve's). shrink_file takes Inputs and Output too; npy_file and embed_file take
+Output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+from .declare import CHECKS, OUTPUT, STORE, WEIGHTS, WHERE, declared, flags_of
+from .errors import OptionError
+from .quantization.request import QuantRequest
+
+PlanSource = str | os.PathLike | dict | list  # a plan's JSON file, its parsed dict, or WeightPlan records
+
+
+@dataclass(frozen=True)
+class Decision:
+    request: QuantRequest = field(default_factory=QuantRequest)  # its fields declare their own flags
+    plan: PlanSource | None = declared(
+        None, "--plan", "Apply a plan (from --dry-run --json).", WEIGHTS, metavar="FILE", path=True)
+    dynamic: bool = declared(False, "--dynamic", "onnxruntime's quantize_dynamic instead.", STORE, is_flag=True)
+    calibration: list | None = declared(
+        None, "--calibration", "Real inputs (.npz) to round for (GPTQ).", STORE, metavar="FILE", parse="samples")
+    merge: bool = declared(True, "--no-merge", "Do not merge identical weights first.", WEIGHTS, parse="negate")
+    memory: int | None = declared(  # bytes where it runs; None: this machine's (choices/load_memory.py)
+        None, "--memory", "Its memory [default: this machine's].", WHERE, metavar="GB", parse="gigabytes")
+
+
+@dataclass(frozen=True)
+class Budget:
+    target_error: float | None = declared(
+        None, "--target-error", "Smallest file within this output error.", STORE, metavar="X", positive=True)
+    target_size: int | None = declared(  # bytes of the output file
+        None, "--target-size", "Smallest output error within this size.", STORE, metavar="MB", parse="megabytes")
+
+    def __post_init__(self):
+        if self.target_error is not None and self.target_size is not None:
+            raise OptionError("give --target-error or --target-size, not both")
+
+    @property
+    def flag(self) -> str | None:
+        """The budget's flag, None without one."""
+        return next(iter(flags_of(self)), None)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    samples: list | None = declared(
+        None, "--inputs", "Real inputs (.npz) [default: generated].", CHECKS, metavar="FILE", parse="samples")
+    shapes: dict | None = declared(
+        None, "--shape", "Fix a generated input's shape. Repeatable.", CHECKS, multiple=True, metavar="NAME:DxD",
+        parse="shapes")
+    outputs: tuple[str, ...] | None = declared(  # None: every output but a KV cache's present*
+        None, "--outputs", "Outputs the error is over. Repeatable.", CHECKS, multiple=True, metavar="NAME",
+        parse="names")
+
+
+@dataclass(frozen=True)
+class Verification:
+    verify: bool = declared(True, "--no-verify", "Skip the onnxruntime comparison.", CHECKS, parse="negate")
+    max_error: float | None = declared(
+        None, "--max-error", "Write nothing above this relative L2 error.", CHECKS, metavar="X", number=True)
+    # the result computed as onnxruntime-web computes it; the CLI's hidden alias of --target onnxruntime-web
+    runtime: str = declared("onnxruntime", "--runtime", "Before --target onnxruntime-web: verify as that runtime "
+                            "computes.", WHERE, choices=("onnxruntime", "onnxruntime-web"), hidden=True)
+
+
+@dataclass(frozen=True)
+class Output:
+    in_place: bool = declared(False, "--in-place", "Allow the output to be the input file.", OUTPUT, is_flag=True)
+    external_data: bool | None = declared(  # None: a data file where the input has one (or a KV cache)
+        None, "--external-data/--one-file", "Weights in OUTPUT.data or in the .onnx.", OUTPUT)
+
+
+GROUPS = {"decision": Decision, "budget": Budget, "inputs": Inputs, "verification": Verification, "output": Output}
+
+
+def field_names(group) -> set[str]:
+    return {f.name for f in dataclasses.fields(group)}
+
+
+@dataclass(frozen=True)
+class QuantRun:
+    """A quant call's options, group by group (module doc)."""
+
+    decision: Decision = field(default_factory=Decision)
+    budget: Budget = field(default_factory=Budget)
+    inputs: Inputs = field(default_factory=Inputs)
+    verification: Verification = field(default_factory=Verification)
+    output: Output = field(default_factory=Output)
+
+    @classmethod
+    def of(cls, *, dry_run: bool = False, **keywords) -> "QuantRun":
+        """The run from the API's keywords: whole groups by their names (`inputs=Inputs(...)`,
+        `request=QuantRequest(...)`), or their fields one by one (`samples=`, `dtype=`), one or
+        the other for a group. An unknown keyword is refused in one line naming the known ones;
+        the combination is checked (`check`)."""
+        groups = {name: keywords.pop(name) for name in GROUPS if keywords.get(name) is not None}
+        owners = {key: name for name, group in GROUPS.items() for key in field_names(group)}
+        owners.update(dict.fromkeys(field_names(QuantRequest), "request"))
+        fields: dict[str, dict] = {name: {} for name in (*GROUPS, "request")}
+        for key, value in keywords.items():
+            if key not in owners and key not in GROUPS:
+                raise OptionError(f"unknown quant option '{key}'; the options are {', '.join(sorted(owners))}")
+            if key in owners and (value is not None or owners[key] != "request"):
+                fields[owners[key]][key] = value
+        if fields["request"]:
+            if fields["decision"].get("request") is not None:
+                raise OptionError(f"give a request or its options, not both ({', '.join(sorted(fields['request']))})")
+            fields["decision"]["request"] = QuantRequest.of(**fields["request"])
+        elif fields["decision"].get("request") is None:
+            fields["decision"].pop("request", None)
+        if fields["inputs"].get("outputs") is not None:
+            fields["inputs"]["outputs"] = tuple(fields["inputs"]["outputs"])
+        for name, group in GROUPS.items():
+            if name not in groups:
+                groups[name] = group(**fields[name])
+            elif fields[name]:
+                raise OptionError(f"give {name} or its fields, not both ({', '.join(sorted(fields[name]))})")
+        run = cls(**groups)._web_alias()
+        run.check(dry_run)
+        return run
+
+    def _web_alias(self) -> "QuantRun":
+        """The hidden `--runtime onnxruntime-web` beside target any is `--target onnxruntime-web`
+        (declared once, in QuantRequest)."""
+        request = self.decision.request
+        if self.verification.runtime == "onnxruntime-web" and request.target == "any":
+            request = dataclasses.replace(request, target="onnxruntime-web")
+            return dataclasses.replace(self, decision=dataclasses.replace(self.decision, request=request))
+        return self
+
+    @property
+    def runtime(self) -> str:
+        """What verification computes as: TensorRT for its target, else onnxruntime or its web build."""
+        if self.decision.request.target == "tensorrt":
+            return "tensorrt"
+        return "onnxruntime-web" if self.decision.request.target == "onnxruntime-web" else self.verification.runtime
+
+    def check(self, dry_run: bool = False) -> None:
+        """Every option that another makes meaningless, refused in words naming both
+        (OptionError, exit 2 on the CLI), before anything is read: across groups here, within
+        the request by QuantRequest.resolve, called last."""
+        decision, request, budget = self.decision, self.decision.request, self.budget.flag
+        # --target onnxruntime-web says how the result is verified, which --dynamic's is too
+        flags = " ".join(flags_of(dataclasses.replace(request, target="any")) if request.target == "onnxruntime-web"
+                         else flags_of(request))
+        if decision.dynamic:
+            if dry_run:
+                raise OptionError("--dynamic runs onnxruntime's quantize_dynamic, which has no plan to show")
+            asked = flags or budget or ("--plan" if decision.plan is not None else None) or \
+                ("--calibration" if decision.calibration is not None else None)
+            if asked:
+                raise OptionError(f"--dynamic runs onnxruntime's quantize_dynamic, which takes none of {asked}")
+        if decision.plan is not None:
+            # the target stays: the plan is checked against what it takes
+            asked = " ".join(flags_of(dataclasses.replace(request, target="any"))) or budget
+            if asked:
+                raise OptionError(f"--plan decides every weight; {asked} does not apply (edit the plan instead)")
+        stays_float = "--fp16" if request.fp16 else "--levels" if request.levels else None
+        if stays_float and (decision.calibration is not None or budget):
+            raise OptionError(f"{stays_float} stores no integers; {budget or '--calibration'} does not apply")
+        if request.target == "tensorrt" and self.verification.runtime == "onnxruntime-web":
+            raise OptionError("--target tensorrt and --runtime onnxruntime-web name two runtimes; pick one "
+                              "(--target onnxruntime-web)")
+        if dry_run:
+            written = flags_of(self.output) + flags_of(dataclasses.replace(self.verification, runtime="onnxruntime")) \
+                + (["--outputs"] if self.inputs.outputs else [])
+            if written:
+                raise OptionError(f"--dry-run writes and verifies nothing; {written[0]} does not apply")
+        elif self.verification.max_error is not None and not self.verification.verify:
+            raise OptionError("--max-error needs the verification that --no-verify skips")
+        self.resolved()  # and the request's own contradictions (QuantRequest.resolve), before anything is read
+
+    def resolved(self):
+        """The request resolved for where this run's result runs (quantization.options.QuantOptions)."""
+        return self.decision.request.resolve(self.verification.runtime, self.decision.memory)
+
+
+def grouped(command: str, fields: dict, **given):
+    """The groups named in `given` (name -> the group object, or None), each built from the
+    keywords in `fields` that belong to it where not given whole; an unknown keyword, or a group
+    given both ways, is refused in one line. `command` names the caller in the error."""
+    kinds = {name: GROUPS[name] for name in given}
+    owners = {key: name for name, group in kinds.items() for key in field_names(group)}
+    unknown = sorted(set(fields) - set(owners))
+    if unknown:
+        raise OptionError(f"unknown {command} option '{unknown[0]}'; the options are "
+                          f"{', '.join(sorted({*owners, *kinds}))}")
+    out = []
+    for name, group in kinds.items():
+        mine = {key: value for key, value in fields.items() if owners[key] == name}
+        if given[name] is not None and mine:
+            raise OptionError(f"give {name} or its fields, not both ({', '.join(sorted(mine))})")
+        out.append(given[name] if given[name] is not None else group(**mine))
+    return out[0] if len(out) == 1 else tuple(out)

@@ -51,7 +51,7 @@ from ..quantization.estimates import estimated_bytes
 from ..quantization.options import FLOAT_TYPES, QuantOptions, dq_min_opset
 from ..quantization.plan import Plan, WeightPlan
 from ..quantization.plan_edits import derive_records
-from ..quantization.choices.forms import site_options
+from ..quantization.choices.forms import site_form
 from ..quantization.choices.model_facts import ModelFacts
 from ..quantization.choices.plan_check import check_plan
 from ..quantization.choices.planner import plan_weights
@@ -94,7 +94,7 @@ class QuantizeWeights:
         saved = 0
         for site in collect_constants(graph, scopes):
             if site.onnx_dtype in FLOAT_TYPES and id(site.tensor) not in removed \
-                    and refusal(site, scopes, site_options(site, self.options, facts), keep) is None:
+                    and refusal(site, scopes, site_form(site, self.options, facts).options, keep) is None:
                 saved += site.nbytes - estimated_bytes(site, self.options, opset, facts)
         return Estimate(self.name, saved)
 

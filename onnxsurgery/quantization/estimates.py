@@ -9,7 +9,7 @@ from .lowerings.tied import scheme_for as tied_scheme
 from .lowerings.scaled import equalized_axis, zero_points_tried
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, has_zero_point
-from .choices.forms import choose_scheme, float16_for_tensorrt, recurrent_weight, site_options
+from .choices.forms import choose_scheme, float16_for_tensorrt, recurrent_weight, site_form
 from .choices.model_facts import ModelFacts
 from .choices.rules import RECURRENT_DQ_OPSET, lean_scheme, lowering_for, required_opset
 
@@ -41,7 +41,7 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int, facts
     for the small weights it may store as float16, which add at most 5% to the bytes; the
     opset is the one quant upgrades to; graph overhead of a few small nodes per weight not
     counted). `facts`: the model's (choices/model_facts.py), one for all its weights."""
-    options = site_options(site, options, facts)
+    options = site_form(site, options, facts).options
     if options.fp16 or float16_for_tensorrt(site, options):
         return 2 * site.num_elements
     opset = max(opset, required_opset(options))

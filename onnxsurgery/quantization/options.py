@@ -56,9 +56,6 @@ class QuantOptions:
     target: str = "any"  # any: standard ai.onnx ops; onnxruntime: MatMulNBits; tensorrt: what its parser takes
     runtime: str = "onnxruntime"  # where the result runs (--runtime): onnxruntime-web's WASM kernels differ
     memory: int | None = None  # bytes where it runs (--memory); None: this machine's (choices/load_memory.py)
-    # Set by the per-weight rules only (choices/forms.site_options): why this weight's options differ from
-    # the ones asked for, said first in its plan record's why.
-    reason: str = ""
 
     def __post_init__(self):
         for name, value, choices in (("dtype", self.dtype, INTEGER_DTYPES),
@@ -109,7 +106,7 @@ class QuantOptions:
             raise OptionError(f"target tensorrt takes dtype int8 or int4 (zero point 0), not {self.dtype}")
         if self.symmetric is False:
             raise OptionError("target tensorrt needs symmetric weights: TensorRT refuses a non-zero zero point")
-        if self.lowering not in ("auto", "dq", "dq_equalized"):  # dq_equalized: forms.site_options
+        if self.lowering not in ("auto", "dq", "dq_equalized"):  # dq_equalized: forms.site_form
             raise OptionError(f"target tensorrt lowers with DequantizeLinear; lowering {self.lowering!r} "
                              "emits integer arithmetic, which TensorRT refuses")
         if self.dtype == "int8" and self.granularity == "block":

@@ -1,7 +1,7 @@
-"""The second stage: which forms fit each weight that is not refused. Its own options
-(`site_options`: the run's, or a per-weight rule's: the budget's 4 bits, TensorRT's limits,
-fused and looked-up tables, int4_paths.py's forms by reader), its grouping (`choose_scheme`)
-and rounding, and whether it is stored as float16 instead of integers."""
+"""The second stage: which forms fit each weight that is not refused. Its own options and the
+reason they differ from the run's (`site_form`: the budget's 4 bits, TensorRT's limits, fused
+and looked-up tables, int4_paths.py's forms by reader), its grouping (`choose_scheme`) and
+rounding, and whether it is stored as float16 instead of integers."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ..axes import choose_axes
 from ..lowerings import REGISTRY
 from ..lowerings.tied_nbits import hidden_axis as tied_hidden_axis
 from ..options import TENSORRT_BLOCK_SIZES, QuantOptions, Scheme, dq_min_opset
+from .candidate import Form, form
 from .fused_forms import fused_form
 from .int4_paths import adapts, int4_form
 from .model_facts import ModelFacts
@@ -22,30 +23,31 @@ from .refusals import already_quantized, position_table, tensorrt_refusal
 RECURRENT_OPS = ("LSTM", "GRU", "RNN")
 
 
-def site_options(site: ConstantSite, options: QuantOptions, facts: ModelFacts) -> QuantOptions:
-    """The options for `site`: 4-bit where the budget allocated it 4 bits (options.allocation);
-    int8 per channel for a 4-bit weight TensorRT cannot take in blocks (tensorrt_int8_instead);
-    under --dtype int4 with the forms left to quant, int8 where onnxruntime has no fast 4-bit
-    path for the weight's reader (int4_paths.py, with the reason in `reason`); else `options`."""
+def site_form(site: ConstantSite, options: QuantOptions, facts: ModelFacts) -> Form:
+    """The options for `site`, with the reason where a rule changed them: 4-bit where the budget
+    allocated it 4 bits (options.allocation); int8 per channel for a 4-bit weight TensorRT
+    cannot take in blocks (tensorrt_int8_instead); float16 where TensorRT's int8 serves worst
+    (tensorrt_float16.py); under --dtype int4 with the forms left to quant, int8 where
+    onnxruntime has no fast 4-bit path for the weight's reader (int4_paths.py); else `options`."""
     if options.allocated(site.name) == "int4":
         chosen = options.as_four_bit()
-        return tensorrt_int8_instead(site, chosen) or chosen
+        return tensorrt_int8_instead(site, chosen) or Form(chosen)
     if (int8 := tensorrt_int8_instead(site, options)) is not None:
         return int8
     if options.target == "tensorrt":
         from .tensorrt_float16 import tensorrt_float16  # this target's only: imported where it applies
 
         if why := tensorrt_float16(site, options, tensorrt_int8_weight, balanced_rounding, facts):
-            return options.changed(fp16=True, reason=why)
+            return form(options, why, fp16=True)
         if options.dtype == "int8" and options.granularity == "channel" and options.lowering == "dq" and \
                 REGISTRY["dq_equalized"].fits(site, Scheme("channel", choose_axes(site)[0]), "int8",
                                               dq_min_opset(options)) is None:
-            return options.changed(lowering="dq_equalized")  # the default's equalization, as TensorRT takes it
+            return Form(options.changed(lowering="dq_equalized"))  # the default's equalization, as TensorRT takes it
     if (fused := fused_form(site, options)) is not None:  # com.microsoft readers, looked-up tables
         return fused
     if adapts(options) and site.shape:  # a scalar has no grouping (refusal says so)
         return int4_form(site, options, choose_scheme(site, options), recurrent_weight(site), facts)
-    return options
+    return Form(options)
 
 
 def float16_for_tensorrt(site: ConstantSite, options: QuantOptions) -> str | None:
@@ -98,11 +100,11 @@ def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
 def tensorrt_block_size(n: int, asked: int) -> int | None:
     """The INT4 block size TensorRT takes for a blocked axis of `n`: the one asked for (64 or
     128), else 64 where 128 was asked and only 64 divides `n`; None where neither divides it
-    (the weight then stays int8 per channel: site_options)."""
+    (the weight then stays int8 per channel: site_form)."""
     return next((b for b in TENSORRT_BLOCK_SIZES if b <= asked and n % b == 0), None)
 
 
-def tensorrt_int8_instead(site: ConstantSite, options: QuantOptions) -> QuantOptions | None:
+def tensorrt_int8_instead(site: ConstantSite, options: QuantOptions) -> Form | None:
     """Under --target tensorrt --dtype int4: int8 per channel (symmetric DequantizeLinear, which
     TensorRT takes for MatMul and Gemm too) for a 2-D MatMul/Gemm weight whose blocked axis no
     block size TensorRT takes divides (PP-OCRv4 rec's K = 240, 120); None elsewhere."""
@@ -114,9 +116,8 @@ def tensorrt_int8_instead(site: ConstantSite, options: QuantOptions) -> QuantOpt
         return None
     sizes = [b for b in TENSORRT_BLOCK_SIZES if b <= options.block_size]
     divides = f"neither {sizes[0]} nor {sizes[1]} divides" if len(sizes) > 1 else f"{sizes[0]} does not divide"
-    return options.changed(dtype="int8", granularity="channel",
-                           reason=f"int8 per channel, not int4: TensorRT's INT4 blocks are 64 or 128, and {divides} "
-                                  f"its blocked axis ({n})")
+    return form(options, f"int8 per channel, not int4: TensorRT's INT4 blocks are 64 or 128, and {divides} its "
+                         f"blocked axis ({n})", dtype="int8", granularity="channel")
 
 
 def tensorrt_int8_weight(site: ConstantSite, options: QuantOptions) -> bool:

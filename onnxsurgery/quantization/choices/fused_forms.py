@@ -28,6 +28,7 @@ from ...graph_utils import ConstantSite, consumers
 from ..lowerings.embed_rows import READER as WORD_TABLE_READER, gathers_behind_cast, looked_up
 from ..lowerings.scaled import scale_axis, through_casts
 from ..options import QuantOptions
+from .candidate import Form, form
 from .int4_paths import adapts
 
 CONTRIB_DOMAIN = "com.microsoft"
@@ -71,12 +72,12 @@ def table_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
     return None
 
 
-def fused_form(site: ConstantSite, options: QuantOptions) -> QuantOptions | None:
-    """The options for `site` where weights stay quantized (module docstring), with the reason
-    said in the plan; None where this module has no rule for it."""
+def fused_form(site: ConstantSite, options: QuantOptions) -> Form | None:
+    """The form of `site` where weights stay quantized (module docstring), with the reason said
+    in the plan; None where this module has no rule for it."""
     if options.stays_quantized and rows_gathered(site, options):
         reader = "Gather through a Cast" if gathers_behind_cast(site) is not None else WORD_TABLE_READER
-        return options.changed(reason=(
+        return form(options, reason=(
             f"{options.dtype} rows gathered for the ids, then dequantized (embed_rows): DequantizeLinear before "
             f"{reader} would dequantize all of it at every run"))
     if not (adapts(options) and contrib_weight(site) and site.shape) or looked_up(site):
@@ -86,7 +87,7 @@ def fused_form(site: ConstantSite, options: QuantOptions) -> QuantOptions | None
     slow = (f"not 4-bit: onnxruntime has no 4-bit {ops}, and a 4-bit DequantizeLinear before it runs at every "
             "inference (fused all-MiniLM-L6-v2, Attention's: 1.25x latency against 0.75x)")
     if scale_axis(site) is not None:
-        return options.changed(dtype="int8", lowering="scaled", reason=(
+        return form(options, dtype="int8", lowering="scaled", reason=(
             f"int8, the default's lean form (scale on the reader's input or output, float at load), {slow}"))
-    return options.changed(dtype=eight_bit, lowering="dq", granularity="channel", reason=(
+    return form(options, dtype=eight_bit, lowering="dq", granularity="channel", reason=(
         f"{eight_bit} per channel DequantizeLinear, the default's form for it, {slow}"))

@@ -63,6 +63,7 @@ from ..axes import choose_axes
 from ..lowerings.dq_transposed import LOWERING as DQ_TRANSPOSED
 from ..lowerings.matmulnbits import LOWERING as MATMULNBITS
 from ..options import QuantOptions, Scheme
+from .candidate import Form, form
 from .model_facts import ModelFacts
 
 SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module docstring)
@@ -111,46 +112,46 @@ def transposed_gemm_fuses(site: ConstantSite, scheme: Scheme) -> bool:
 
 
 def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurrent: bool,
-              facts: ModelFacts) -> QuantOptions:
+              facts: ModelFacts) -> Form:
     """`options` (4-bit, `adapts`) for a weight onnxruntime runs fast at 4 bits, else the form
-    the module docstring gives its reader, with the reason in `reason` (said in the plan).
+    the module docstring gives its reader, with its reason (said in the plan).
     `scheme`: the weight's grouping under `options` (forms.choose_scheme); `recurrent`: read only
     as an LSTM/GRU/RNN weight (forms.recurrent_weight); `facts`: the model's (model_facts.py)."""
     readers = consumers(site)
     ops = {n.op for n, _ in readers}
     if not readers:
-        return options
+        return Form(options)
     if site.onnx_dtype == onnx.TensorProto.FLOAT and (len(site.shape) == 1 or all(
             i == BIAS_INPUTS.get(n.op) for n, i in readers)):
         # per channel a 1-D weight's scales alone take as many bytes as float32; in blocks a bias is
         # added unscaled (ddddocr's LSTM bias: 8% weight error in 4-bit blocks). dtype: what --fp16 takes
-        return options.changed(fp16=True, dtype="int8", reason="float16, not 4-bit: a bias or 1-D weight has "
-                                                               "no channels to share a scale, and float16 costs little")
+        return form(options, "float16, not 4-bit: a bias or 1-D weight has no channels to share a scale, and "
+                             "float16 costs little", fp16=True, dtype="int8")
     eight_bit = "uint8" if options.dtype.startswith("u") else "int8"
     lean = f"{eight_bit}, one scale per output channel applied after the reader (float at load), not 4-bit"
     if ops <= set(CONV_OPS) and all(i == 1 for _, i in readers):
         op = "/".join(sorted(ops))
         share = conv_share(options.min_elements, facts)
         if share <= CONV_SHARE:
-            return options.changed(dtype=eight_bit, lowering="scaled", reason=(
+            return form(options, dtype=eight_bit, lowering="scaled", reason=(
                 f"{lean}: onnxruntime has no 4-bit {op}; a 4-bit weight is dequantized at every inference and "
                 f"the {op} loses its packed weights, and the model's convolutions hold {share:.0%} of its "
                 "weights: their float copies cost little memory"))
         if site.num_elements < SMALL_CONV_ELEMENTS:
-            return options.changed(dtype=eight_bit, lowering="scaled", reason=(
+            return form(options, dtype=eight_bit, lowering="scaled", reason=(
                 f"{lean}: onnxruntime has no 4-bit {op}; a 4-bit weight is dequantized at every inference and "
                 f"the {op} loses its packed weights, which costs most in the early, small layers"))
-        return options.changed(reason=f"4-bit DequantizeLinear, dequantized at every inference (onnxruntime has "
-                                      f"no 4-bit {op}): {site.num_elements} elements, kept small in memory")
+        return form(options, f"4-bit DequantizeLinear, dequantized at every inference (onnxruntime has no 4-bit "
+                             f"{op}): {site.num_elements} elements, kept small in memory")
     if recurrent:
-        return options.changed(dtype=eight_bit, lowering="dq", granularity="channel", reason=(
+        return form(options, dtype=eight_bit, lowering="dq", granularity="channel", reason=(
             f"{eight_bit} per channel DequantizeLinear, not 4-bit: {'/'.join(sorted(ops))} has no quantized "
             "kernel, and 4-bit blocks take longest to dequantize at every inference; folded into float at "
             "load it held more memory than the float model"))
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
         if transposed_gemm_fuses(site, scheme):
-            return options.changed(dtype=eight_bit, lowering="dq_transposed", granularity="block", reason=(
+            return form(options, dtype=eight_bit, lowering="dq_transposed", granularity="block", reason=(
                 f"{eight_bit} blocks in a DequantizeLinear, stored transposed so that onnxruntime fuses it with "
                 "the Gemm into MatMulNBits (integers stay in memory), not 4-bit: a Gemm with transB is most "
                 "often a classifier head, where 4 bits cost most"))
@@ -159,12 +160,12 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
         # pooler 0.29 -> 0.43 on generated ids); a plan record with lowering matmulnbits still takes it
         nbits = ops == {"MatMul"} and MATMULNBITS.fits(site, scheme, options.dtype, 0) is None
         if why and nbits and runs_matmulnbits(site, options, facts):
-            return options.changed(reason=f"{matmulnbits_because(options)}: 4-bit MatMulNBits" + (
+            return form(options, reason=f"{matmulnbits_because(options)}: 4-bit MatMulNBits" + (
                 f", one per reader over one packed weight ({len(readers)} readers)" if len(readers) > 1 else ""))
         if why:
-            return options.changed(dtype=eight_bit, lowering="scaled", reason=f"{lean}: {why}" + (
+            return form(options, dtype=eight_bit, lowering="scaled", reason=f"{lean}: {why}" + (
                 "; --target onnxruntime keeps it 4-bit (one com.microsoft MatMulNBits per reader)" if nbits else ""))
-    return options
+    return Form(options)
 
 
 def onnxruntime_only(facts: ModelFacts) -> bool:

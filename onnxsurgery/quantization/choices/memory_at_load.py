@@ -50,8 +50,7 @@ def planned_forms(candidates: list[Candidate]) -> list:
 def _keep_in_memory(candidates: list[Candidate], mapped: bool) -> list[Candidate]:
     """The MatMul (and Conv) weights that load_memory keeps quantized in memory lowered as `dq`."""
     kept = {site.name for site in kept_in_memory(planned_forms(candidates), left_lean=small_weight, mapped=mapped)}
-    return [dataclasses.replace(c, scheme=kept_scheme(c.site), lowering="dq",
-                                options=c.options.changed(reason=kept_reason(c.site)))
+    return [dataclasses.replace(c, scheme=kept_scheme(c.site), lowering="dq", reason=kept_reason(c.site))
             if c.name in kept else c for c in candidates]
 
 
@@ -70,6 +69,6 @@ def _keep_to_fit(candidates: list[Candidate], sites, memory: int | None) -> list
                 c.site.onnx_dtype == onnx.TensorProto.FLOAT:
             reason = FIT_REASON.format(how=FIT_HOW[fuses_into_nbits(c.site)], size=size, memory=where)
             c = dataclasses.replace(c, scheme=kept_scheme(c.site), lowering="dq", float16=False, why=reason,
-                                    options=c.options.changed(reason=reason))
+                                    reason=reason)
         kept.append(c)
     return kept

@@ -26,7 +26,7 @@ from ..calibration import Calibration
 from ..options import FLOAT_TYPES, QuantOptions
 from ..plan import Plan, WeightPlan
 from .candidate import Candidate
-from .forms import choose_scheme, float16_for_tensorrt, site_options
+from .forms import choose_scheme, float16_for_tensorrt, site_form
 from .lean import choose_lean
 from .memory_at_load import at_load
 from .model_facts import ModelFacts
@@ -114,7 +114,8 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
 def _candidate(site: ConstantSite, scopes, options: QuantOptions, opset: int, keep, qdq: bool,
                facts: ModelFacts) -> Candidate | str:
     """The weight as a candidate (stages 1-3), or why it is left as it is."""
-    opts = site_options(site, options, facts)  # 4-bit for the weights allocated 4 bits, ...
+    form = site_form(site, options, facts)  # 4-bit for the weights allocated 4 bits, ...
+    opts = form.options
     no_quantized_form = float16_for_tensorrt(site, opts)
     reason = refusal(site, scopes, opts, keep, qdq) or value_refusal(site, float16_because=no_quantized_form)
     if reason:
@@ -123,7 +124,7 @@ def _candidate(site: ConstantSite, scopes, options: QuantOptions, opset: int, ke
     float16 = site.onnx_dtype == onnx.TensorProto.FLOAT and options.allocated(site.name) == "float16"
     why = "allocated float16 by the budget" if float16 else ""
     if opts.fp16 and not options.fp16:  # a per-weight rule's float16 (choices/int4_paths.py)
-        float16, why = True, opts.reason
+        float16, why = True, form.reason
     if no_quantized_form:
         float16, why = True, no_quantized_form
-    return Candidate(site, opts, scheme, lowering_for(site, opts, scheme, opset, facts), float16, why)
+    return Candidate(site, opts, scheme, lowering_for(site, opts, scheme, opset, facts), float16, why, form.reason)

@@ -76,7 +76,7 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
     record.rounding = "balanced" if balance else "nearest"
     if opts.target == "onnxruntime" and not opts.four_bit and lowering not in ("matmulnbits", "tied_nbits"):
         why += "; not MatMulNBits: at 8 bits outside a KV-cache decoder, the lean form (rules.decoder_nbits)"
-    record.why = opts.reason or why  # a per-weight rule's reason (choices/int4_paths.py) says it all
+    record.why = c.reason or why  # a per-weight rule's reason (forms.site_form, choices/int4_paths.py) says it all
     return outcome
 
 

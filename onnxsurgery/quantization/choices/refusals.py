@@ -59,7 +59,7 @@ def quantizes_activations(scopes) -> bool:
 
 def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[str],
             activations_quantized: bool = False) -> str | None:
-    """Why `site` is left as it is under `options` (the weight's own: forms.site_options), or
+    """Why `site` is left as it is under `options` (the weight's own: forms.site_form), or
     None; "small" below --min-elements. `activations_quantized` (quantizes_activations): its
     float weights are left alone unless --include names them, since weight rounding would
     stack on activation rounding."""

@@ -16,7 +16,7 @@ from ..lowerings.embed_rows import word_table
 from ..lowerings.scaled import scale_axis
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
-from .forms import choose_scheme, recurrent_weight, site_options
+from .forms import choose_scheme, recurrent_weight, site_form
 from .fused_forms import contrib_weight
 from .int4_paths import runs_matmulnbits, transposed_gemm_fuses
 from .load_memory import KEPT_OPSET, applies as memory_rule_applies, kept_in_memory
@@ -71,11 +71,11 @@ def any_weight_to_change(graph: gs.Graph, options: QuantOptions, keep: frozenset
     """Whether `options` would change any weight of `graph` (a model whose weights are all
     quantized already, or all excluded, needs no opset upgrade: its rewrite alone moved an
     already-quantized MiniLM's batch-4 outputs by 8.4%). The planner's first two stages, asked
-    of each weight until one is not refused (refusals.py, forms.site_options)."""
+    of each weight until one is not refused (refusals.py, forms.site_form)."""
     facts = ModelFacts(graph)
     scopes = list(iter_scopes(graph))
     qdq = quantizes_activations(scopes)
-    return any(refusal(site, scopes, site_options(site, options, facts), keep, qdq) is None
+    return any(refusal(site, scopes, site_form(site, options, facts).options, keep, qdq) is None
                for site in collect_constants(graph, scopes) if site.onnx_dtype in FLOAT_TYPES)
 
 

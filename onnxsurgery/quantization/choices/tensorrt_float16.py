@@ -46,7 +46,7 @@ BLOCK = 32
 def tensorrt_float16(site: ConstantSite, options: QuantOptions, int8_weight, balanced,
                      facts: ModelFacts) -> str | None:
     """Why `site` is stored as float16 under --target tensorrt int8 (module docstring), or None,
-    chosen once for the model (`facts`). The rules' own predicates come from forms.site_options,
+    chosen once for the model (`facts`). The rules' own predicates come from forms.site_form,
     which calls this: `int8_weight(site, options)`, whether TensorRT reads the weight as int8;
     `balanced(site, options)`, whether it gets balanced rounding."""
     if options.target != "tensorrt" or options.dtype != "int8" or options.fp16 or options.levels or \

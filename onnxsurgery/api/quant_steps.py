@@ -19,7 +19,7 @@ from ..pipeline import Workspace, open_workspace, quant_pipeline
 from ..quantization.calibration import Calibration
 from ..quantization.options import QuantOptions
 from ..quantization.plan_edits import derived_dtypes
-from ..quantization.choices.planner import plan_opset
+from ..quantization.choices.plan_check import plan_opset
 from ..quantization.choices.rules import any_weight_to_change, required_opset
 from ..report import RunReport
 from ..run_options import Inputs

@@ -30,7 +30,6 @@ from .forms import choose_scheme, float16_for_tensorrt, site_form
 from .lean import choose_lean
 from .memory_at_load import at_load
 from .model_facts import ModelFacts
-from .plan_check import plan_opset  # noqa: F401  (api/quant_steps.py imports it from here until it is ported)
 from .records import decoder_nbits_chosen, float16_record, float_record, integer_record, levels_record, planned_bytes
 from .refusals import quantizes_activations, refusal, selection_notes, value_refusal
 from .rules import lowering_for

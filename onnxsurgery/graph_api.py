@@ -105,7 +105,7 @@ def constants_to_npy(graph: gs.Graph, model_path: str | os.PathLike, *, npy_dir:
     Overridable initializers, graph outputs, sparse and string tensors stay."""
     remove_dead(graph)  # constants merged away must not be written out
     report, arrays = externalize(graph, min_bytes=min_bytes, node_names=names, op_types=ops,
-                                 keep=overridable_initializers(graph))
+                                 overridable=overridable_initializers(graph))
     npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(model_path)
     manifest = write_arrays(arrays, npy_dir, manifest_path(model_path))
     write_manifest(manifest, manifest_path(model_path))

@@ -28,14 +28,14 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELE
     large = sorted((s for s in sites if s.nbytes >= min_bytes), key=lambda s: -s.nbytes)
     memo: dict = {}  # quant's merge step is shrink's: the weights are read once
     shrink_steps = estimate_pipeline(graph, shrink_pipeline(min_elements=min_elements, opsets=ws.opsets),
-                                     keep=ws.keep, memo=memo)
+                                     overridable=ws.overridable, memo=memo)
     merge = next(step for step in shrink_steps if step.name == "merge_duplicates")
     groups = merge.details["groups"]
     # quant merges first, so its figures include what shrink's merge saves
     savings = {"shrink": sum(step.bytes_saved for step in shrink_steps)}
     shrink_parts = {_PART_NAMES.get(step.name, step.name): step.bytes_saved for step in shrink_steps}
     for method, options in QUANT_ESTIMATES.items():
-        steps = estimate_pipeline(graph, quant_pipeline(options, opsets=ws.opsets), keep=ws.keep,
+        steps = estimate_pipeline(graph, quant_pipeline(options, opsets=ws.opsets), overridable=ws.overridable,
                                   memo=memo)
         savings[method] = sum(step.bytes_saved for step in steps)
     group_of = {id(m.tensor): i for i, g in enumerate(groups) for m in g.members}

@@ -51,7 +51,7 @@ class Workspace:
 
     graph: gs.Graph
     template: onnx.ModelProto | None
-    keep: frozenset[str] = frozenset()
+    overridable: frozenset[str] = frozenset()  # initializers also listed as graph inputs: a caller may feed them
     input_bytes: int = 0
     files: ExternalFiles | None = None
     reports: list[PassReport] = field(default_factory=list)
@@ -74,7 +74,7 @@ class Workspace:
         return report
 
     def run_pipeline(self, passes: list[Pass]) -> list[PassReport]:
-        reports = run_pipeline(self.graph, passes, keep=self.keep)
+        reports = run_pipeline(self.graph, passes, overridable=self.overridable)
         for report in reports:
             self.reports.append(report)
             _log_report(report)
@@ -93,7 +93,7 @@ class Workspace:
         """`finish`. Large payloads may still be references into the input's files, or to
         arrays the files hold (`ExternalFiles.hold`): write with `save_model(..., files=self.files)`
         before `close`."""
-        return finish(self.graph, self.template, keep=self.keep, store=self.files)
+        return finish(self.graph, self.template, overridable=self.overridable, store=self.files)
 
     def finish(self) -> onnx.ModelProto:
         """`export`, with every payload read in: a self-contained ModelProto."""
@@ -159,43 +159,43 @@ def _frozen(opsets: dict[str, int] | None) -> tuple[tuple[str, int], ...] | None
     return tuple(sorted(opsets.items())) if opsets is not None else None
 
 
-def run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None) -> list[PassReport]:
+def run_pipeline(graph: gs.Graph, passes: list[Pass], *, overridable: frozenset[str] | None = None) -> list[PassReport]:
     """Apply each step in order, in place; the graph is cleaned up before a step that needs it.
-    `keep` (default: the constants listed among the graph's inputs) is never touched."""
-    keep = overridable_initializers(graph) if keep is None else keep
+    `overridable` (default: the constants listed among the graph's inputs) is never touched."""
+    overridable = overridable_initializers(graph) if overridable is None else overridable
     reports = []
     for step in passes:
         if step.needs_cleanup:
             remove_dead(graph)
-        reports.append(step.apply(graph, keep=keep))
+        reports.append(step.apply(graph, overridable=overridable))
     return reports
 
 
-def dry_run_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None):
+def dry_run_pipeline(graph: gs.Graph, passes: list[Pass], *, overridable: frozenset[str] | None = None):
     """`quant --dry-run`: the steps before the quantizer applied (on a graph nobody writes), then
     the quantizer's plan (quantization.plan.Plan) returned, the graph otherwise unchanged (steps after
     it, such as TensorRT's narrowing, change no weight's plan)."""
-    keep = overridable_initializers(graph) if keep is None else keep
+    overridable = overridable_initializers(graph) if overridable is None else overridable
     at = next(i for i, step in enumerate(passes) if isinstance(step, QuantizeWeights))
     before, quantize = passes[:at], passes[at]
-    run_pipeline(graph, before, keep=keep)
+    run_pipeline(graph, before, overridable=overridable)
     remove_dead(graph)
-    return quantize.plan(graph, keep=keep)
+    return quantize.plan(graph, overridable=overridable)
 
 
-def estimate_pipeline(graph: gs.Graph, passes: list[Pass], *, keep: frozenset[str] | None = None,
+def estimate_pipeline(graph: gs.Graph, passes: list[Pass], *, overridable: frozenset[str] | None = None,
                       memo: dict | None = None) -> list[Estimate]:
     """What each step would save, the graph unchanged: each estimate leaves out the constants
     the steps before it would remove. Pipelines estimated on one graph may share a `memo`, so
     that a step they have in common (the merge) reads the weights once."""
-    keep = overridable_initializers(graph) if keep is None else keep
+    overridable = overridable_initializers(graph) if overridable is None else overridable
     memo = {} if memo is None else memo
     removed: frozenset[int] = frozenset()
     estimates = []
     for step in passes:
         key = (step, removed)
         if key not in memo:
-            memo[key] = step.estimate(graph, keep=keep, removed=removed)
+            memo[key] = step.estimate(graph, overridable=overridable, removed=removed)
         removed |= memo[key].removes
         estimates.append(memo[key])
     return estimates
@@ -208,18 +208,18 @@ def remove_dead(graph: gs.Graph) -> None:
 
 
 def finish(graph: gs.Graph, template: onnx.ModelProto | None = None, *,
-           keep: frozenset[str] | None = None, store: ExternalFiles | None = None) -> onnx.ModelProto:
+           overridable: frozenset[str] | None = None, store: ExternalFiles | None = None) -> onnx.ModelProto:
     """The end of every pipeline: remove what the passes left dead (in all scopes, keeping graph
     inputs), sort, and export with onnxsurgery's exporter, which writes each constant once in the
     innermost graph that reads it (gs.export_onnx writes an outer constant again into every
     subgraph reading it). IR version, opsets, metadata and functions come from `template` (the
-    model the graph was imported from) when given. `keep` (default: the constants listed among
+    model the graph was imported from) when given. `overridable` (default: the constants listed among
     the graph's inputs) stay listed as inputs: overridable defaults. With `store`, large
     in-memory payloads are referred to where it holds them (`export.export_model`)."""
     remove_dead(graph)
     graph.toposort(recurse_subgraphs=True)
-    keep = overridable_initializers(graph) if keep is None else keep
-    return export_model(graph, template, keep_as_inputs=keep, store=store)
+    overridable = overridable_initializers(graph) if overridable is None else overridable
+    return export_model(graph, template, keep_as_inputs=overridable, store=store)
 
 
 def _log_report(report: PassReport) -> None:
@@ -240,7 +240,7 @@ def open_workspace(source, files: ExternalFiles | None = None) -> Workspace:
     references point (a model read by open_model and rewritten, e.g. upgraded, payloads still
     in the input's files)."""
     if isinstance(source, gs.Graph):
-        return Workspace(source, None, keep=overridable_initializers(source))
+        return Workspace(source, None, overridable=overridable_initializers(source))
     if isinstance(source, onnx.ModelProto):
         model, size = source, source.ByteSize()
     else:
@@ -249,7 +249,7 @@ def open_workspace(source, files: ExternalFiles | None = None) -> Workspace:
     if files is not None:
         _read_payloads_through(graph, files)
     make_names_unique(graph)
-    return Workspace(graph, model, keep=inputs_with_defaults(model), input_bytes=size, files=files)
+    return Workspace(graph, model, overridable=inputs_with_defaults(model), input_bytes=size, files=files)
 
 
 def _read_payloads_through(graph: gs.Graph, files: ExternalFiles) -> None:

@@ -159,7 +159,8 @@ def test_info_shows_what_16_bit_storage_saves(save):
 
     src = save(exact_mlp())
     ws = open_workspace(str(src))
-    steps = {step.name: step for step in estimate_pipeline(ws.graph, shrink_pipeline(opsets=ws.opsets), keep=ws.keep)}
+    steps = {step.name: step for step in estimate_pipeline(ws.graph, shrink_pipeline(opsets=ws.opsets),
+                                                           overridable=ws.overridable)}
     half = steps.pop("half_width")
     assert half.bytes_saved == 2 * (64 * 128 + 128 + 128 * 32) and not any(s.bytes_saved for s in steps.values())
     r = CliRunner().invoke(main, ["info", str(src), "--json"])

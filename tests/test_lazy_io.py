@@ -162,7 +162,7 @@ def test_arrays_held_by_the_export_are_written_as_gs_would_write_them(tmp_path):
         held = {t.name for t in onnxsurgery.protos.all_tensor_protos(ours.graph)
                 if t.data_location == onnx.TensorProto.EXTERNAL and lazy.external_ref(t)[0].startswith("\0")}
         assert held == {"W", "else_W", "ids"}
-        gs_own = finish(ws.graph, ws.template, keep=ws.keep)  # no store: payloads copied in
+        gs_own = finish(ws.graph, ws.template, overridable=ws.overridable)  # no store: payloads copied in
         for external in (False, True):
             a, b = tmp_path / f"ours{external}.onnx", tmp_path / f"gs{external}.onnx"
             save_model(ours, a, external_data=external, files=ws.files)

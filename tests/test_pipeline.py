@@ -47,9 +47,9 @@ def test_each_step_estimates_what_it_then_does_and_the_estimate_changes_nothing(
     step, build = _STEPS[name]
     graph = onnxsurgery.import_graph(build())
     before = _graph_bytes(graph)
-    estimate = step.estimate(graph, keep=frozenset())
+    estimate = step.estimate(graph, overridable=frozenset())
     assert _graph_bytes(graph) == before
-    report = step.apply(graph, keep=frozenset())
+    report = step.apply(graph, overridable=frozenset())
     assert report.bytes_saved > 0
     assert estimate.bytes_saved == report.bytes_saved, (estimate, report.bytes_saved)
 

@@ -139,7 +139,7 @@ def _plan(input_path, options: QuantOptions, merge: bool, samples, shapes, calib
         steps = quant_pipeline(options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibration,
                                activations=_activations(input_path, options, Inputs(samples, shapes)),
                                mapped=ws.has_external_data_files)
-        plan = dry_run_pipeline(ws.graph, steps, keep=ws.keep)
+        plan = dry_run_pipeline(ws.graph, steps, overridable=ws.overridable)
     finally:
         ws.close()
     if opset == current:

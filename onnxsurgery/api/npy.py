@@ -57,7 +57,8 @@ def npy_file(
         report.notes.append(f"tensors of 1 KB or more are in {written[0].name}")
         return report
     ws.cleanup()  # constants merged away must not be selected
-    moved_report, arrays = externalize(ws.graph, min_bytes=min_bytes, node_names=names, op_types=ops, keep=ws.keep)
+    moved_report, arrays = externalize(ws.graph, min_bytes=min_bytes, node_names=names, op_types=ops,
+                                       overridable=ws.overridable)
     ws.reports.append(moved_report)
     report.passes = ws.reports
     npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(out)

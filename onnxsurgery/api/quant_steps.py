@@ -82,7 +82,7 @@ def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
         derived = derived_dtypes(ws.graph, records, ws.opsets.get("", 1))
         return max([plan_opset(records), *(required_opset(QuantOptions(dtype=d), ws.graph, ws.has_external_data_files)
                                            for d in sorted(derived))])
-    if not any_weight_to_change(ws.graph, options, ws.keep):
+    if not any_weight_to_change(ws.graph, options, ws.overridable):
         return 1
     return required_opset(options, ws.graph, mapped=ws.has_external_data_files)
 

@@ -100,7 +100,7 @@ def quant_plan(input_path: str | os.PathLike, *, run: QuantRun | None = None, **
     ws = open_workspace(input_path)
     try:
         opset = max(ws.opsets.get("", 1), needed_opset(ws, prepared.options, prepared.records))
-        result = dry_run_pipeline(ws.graph, prepared.steps(ws, {**ws.opsets, "": opset}), keep=ws.keep)
+        result = dry_run_pipeline(ws.graph, prepared.steps(ws, {**ws.opsets, "": opset}), overridable=ws.overridable)
     finally:
         ws.close()
     result.notes[:0] = prepared.notes + list(filter(None, [prepared.decided_by]))

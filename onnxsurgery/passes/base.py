@@ -4,10 +4,10 @@ Each pass module keeps its public function (`merge_duplicate_constants(graph, ..
 PassReport`, for scripts; the quantizer's is graph_api.quantize_weights) and adds a small class
 holding the pass's options, with two methods:
 
-- `estimate(graph, keep=..., removed=...)`: the bytes the pass would save, without changing
+- `estimate(graph, overridable=..., removed=...)`: the bytes the pass would save, without changing
   the graph, and the constants it would remove, so that the next pass's estimate leaves them
   out (quant's estimate does not count a weight that the merge before it removes).
-- `apply(graph, keep=...)`: do it, in place, and say what was done (PassReport).
+- `apply(graph, overridable=...)`: do it, in place, and say what was done (PassReport).
 
 A pipeline is a list of these (pipeline.py: shrink_pipeline, quant_pipeline): `quant`, `shrink`
 and `info` run or estimate the same lists, so `info` asks the passes instead of reaching into
@@ -41,8 +41,9 @@ class Pass(Protocol):
     # still looks like a weight with no reader): the runner cleans up the graph before it.
     needs_cleanup: bool
 
-    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
         ...
 
-    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
         ...

@@ -47,8 +47,9 @@ class BypassIdentities:
     name = "bypass_identity"
     needs_cleanup = False
 
-    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
         return Estimate(self.name)
 
-    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
         return bypass_constant_identities(graph)

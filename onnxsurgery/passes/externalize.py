@@ -70,10 +70,10 @@ def select_constants(
     min_bytes: int | None = None,
     node_names: list[str] | tuple[str, ...] = (),
     op_types: list[str] | tuple[str, ...] = (),
-    keep: frozenset[str] | None = None,
+    overridable: frozenset[str] | None = None,
     report: PassReport | None = None,
 ) -> list[ConstantSite]:
-    keep = overridable_initializers(graph) if keep is None else keep
+    overridable = overridable_initializers(graph) if overridable is None else overridable
     scopes = list(iter_scopes(graph))
     chosen = []
     by_default = min_bytes is None and not node_names and not op_types
@@ -91,7 +91,7 @@ def select_constants(
         if not wanted:
             continue
         reason = None
-        if site.name in keep:
+        if site.name in overridable:
             reason = "overridable graph input"
         elif is_sparse(site.tensor) or site.onnx_dtype == onnx.TensorProto.STRING:
             reason = "sparse or string tensor"
@@ -128,12 +128,13 @@ def constants_to_inputs(
 
 
 def externalize(graph: gs.Graph, *, min_bytes: int | None = None, node_names=(), op_types=(),
-                keep: frozenset[str] | None = None) -> tuple[PassReport, dict]:
+                overridable: frozenset[str] | None = None) -> tuple[PassReport, dict]:
     """Select (`select_constants`) and move (`constants_to_inputs`) in one step: the report, and
     for each moved constant, by input name, a function that reads its array, for the caller to
     write out one at a time (a model's weights are never all in memory at once)."""
     report = PassReport("externalize")
-    sites = select_constants(graph, min_bytes=min_bytes, node_names=node_names, op_types=op_types, keep=keep,
+    sites = select_constants(graph, min_bytes=min_bytes, node_names=node_names, op_types=op_types,
+                             overridable=overridable,
                              report=report)
     moved = constants_to_inputs(graph, sites, report)
     return report, {name: MovedConstant(tensor) for name, tensor in moved}

@@ -69,13 +69,13 @@ def cast_overhead(name: str) -> int:
 
 
 def store_half_width(graph: gs.Graph, *, min_elements: int = MERGE_MIN_ELEMENTS,
-                     keep: frozenset[str] = frozenset(), opset: int | None = None, store=None) -> PassReport:
+                     overridable: frozenset[str] = frozenset(), opset: int | None = None, store=None) -> PassReport:
     """Store exactly representable float32 constants as float16/bfloat16 with a Cast, in place.
     `store` (lazy.ExternalFiles): told of each 2-byte copy made, to move them out of memory."""
     report = PassReport("half_width")
     names = NameAllocator(graph)
     stored: list[dict] = []
-    for site, half_type, reason in _choices(graph, keep, min_elements, opset or graph.opset):
+    for site, half_type, reason in _choices(graph, overridable, min_elements, opset or graph.opset):
         if half_type is None:
             if reason is not None:
                 report.skip(site.name, reason)
@@ -102,18 +102,20 @@ class HalfWidth:
     name = "half_width"
     needs_cleanup = False
 
-    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
         """Exact for the payload: reads the float32 constants to check that they round-trip."""
         saved = sum(site.nbytes // 2 for site, half_type, _ in
-                    _choices(graph, keep, self.min_elements, self.opset or graph.opset, removed)
+                    _choices(graph, overridable, self.min_elements, self.opset or graph.opset, removed)
                     if half_type is not None)
         return Estimate(self.name, saved)
 
-    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
-        return store_half_width(graph, min_elements=self.min_elements, keep=keep, opset=self.opset, store=self.store)
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
+        return store_half_width(graph, min_elements=self.min_elements, overridable=overridable, opset=self.opset,
+                                store=self.store)
 
 
-def _choices(graph: gs.Graph, keep: frozenset[str], min_elements: int, opset: int,
+def _choices(graph: gs.Graph, overridable: frozenset[str], min_elements: int, opset: int,
              removed: frozenset[int] = frozenset()):
     """(site, FLOAT16 | BFLOAT16, None) for each float32 constant that may be stored in 2 bytes,
     (site, None, reason) for one that may not, and (site, None, None) for one not worth a word
@@ -127,7 +129,7 @@ def _choices(graph: gs.Graph, keep: frozenset[str], min_elements: int, opset: in
         readers = consumers(site)
         if not readers or site.num_elements < min_elements:
             continue
-        reason = _refusal(site, scopes, readers, keep)
+        reason = _refusal(site, scopes, readers, overridable)
         if reason is None and site.nbytes // 2 <= cast_overhead(site.name) * len(readers_by_graph(site)):
             continue  # too small to pay for its Casts
         if reason is not None:
@@ -137,8 +139,8 @@ def _choices(graph: gs.Graph, keep: frozenset[str], min_elements: int, opset: in
         yield site, half_type, why
 
 
-def _refusal(site: ConstantSite, scopes, readers, keep: frozenset[str]) -> str | None:
-    if site.name in keep:
+def _refusal(site: ConstantSite, scopes, readers, overridable: frozenset[str]) -> str | None:
+    if site.name in overridable:
         return "overridable graph input"
     if graph_outputs_holding(scopes, site.value):
         return "graph output: its type is part of the interface"

@@ -69,12 +69,12 @@ class DuplicateGroup:
         return self.nbytes * (len(self.members) - 1)
 
     def to_dict(self) -> dict:
-        keep = self.members[0]
+        survivor = self.members[0]
         return {
-            "kept": keep.name,
+            "kept": survivor.name,
             "count": len(self.members),
-            "dtype": onnx.TensorProto.DataType.Name(keep.onnx_dtype).lower(),
-            "shape": list(keep.shape),
+            "dtype": onnx.TensorProto.DataType.Name(survivor.onnx_dtype).lower(),
+            "shape": list(survivor.shape),
             "bytes_each": self.nbytes,
             "bytes_saved": self.bytes_saved,
             "merged": [m.name for m in self.members[1:]],
@@ -82,7 +82,7 @@ class DuplicateGroup:
 
 
 def candidate_sites(graph: gs.Graph, scopes: list[Scope], *, min_elements: int,
-                    keep: frozenset[str], report: PassReport | None = None) -> list[ConstantSite]:
+                    overridable: frozenset[str], report: PassReport | None = None) -> list[ConstantSite]:
     """Constants that may be merged: dense, not strings, big enough, not protected."""
     out = []
     for site in collect_constants(graph, scopes):
@@ -92,7 +92,7 @@ def candidate_sites(graph: gs.Graph, scopes: list[Scope], *, min_elements: int,
             if report is not None:
                 report.skip(site.name, "sparse or string tensor")
             continue
-        if site.name in keep:
+        if site.name in overridable:
             if report is not None:
                 report.skip(site.name, "overridable graph input (initializer listed as input)")
             continue
@@ -221,13 +221,13 @@ def merge_duplicate_constants(
     graph: gs.Graph,
     *,
     min_elements: int = MERGE_MIN_ELEMENTS,
-    keep: frozenset[str] | None = None,
+    overridable: frozenset[str] | None = None,
 ) -> PassReport:
     """Merge bit-identical constants in `graph` (all scopes), in place."""
-    keep = overridable_initializers(graph) if keep is None else keep
+    overridable = overridable_initializers(graph) if overridable is None else overridable
     report = PassReport("merge_duplicates")
     scopes = list(iter_scopes(graph))
-    sites = candidate_sites(graph, scopes, min_elements=min_elements, keep=keep, report=report)
+    sites = candidate_sites(graph, scopes, min_elements=min_elements, overridable=overridable, report=report)
     groups = find_duplicate_groups(sites)
     names = NameAllocator(graph)
     for group in groups:
@@ -253,17 +253,19 @@ class MergeDuplicates:
     name = "merge_duplicates"
     needs_cleanup = False
 
-    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
         """Exact: the same groups the pass merges. details["groups"]: the DuplicateGroups."""
-        sites = [s for s in candidate_sites(graph, list(iter_scopes(graph)), min_elements=self.min_elements, keep=keep)
+        sites = [s for s in candidate_sites(graph, list(iter_scopes(graph)), min_elements=self.min_elements,
+                                            overridable=overridable)
                  if id(s.tensor) not in removed]
         groups = find_duplicate_groups(sites)
         return Estimate(self.name, sum(g.bytes_saved for g in groups),
                         removes=frozenset(id(m.tensor) for g in groups for m in g.members[1:]),
                         details={"groups": groups})
 
-    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
-        return merge_duplicate_constants(graph, min_elements=self.min_elements, keep=keep)
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
+        return merge_duplicate_constants(graph, min_elements=self.min_elements, overridable=overridable)
 
 
 def _survivor_value(group: DuplicateGroup, names: NameAllocator) -> gs.Tensor:

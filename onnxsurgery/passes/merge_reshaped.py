@@ -108,12 +108,12 @@ class Merge:
                 "source_shape": list(self.source.shape), "bytes_saved": self.bytes_saved}
 
 
-def find_reshaped_merges(graph: gs.Graph, *, min_elements: int, keep: frozenset[str],
+def find_reshaped_merges(graph: gs.Graph, *, min_elements: int, overridable: frozenset[str],
                          removed: frozenset[int] = frozenset()) -> tuple[list[Merge], list[tuple[str, str]]]:
     """The merges worth making, and (name, reason) for each equal tensor left alone."""
     scopes = list(iter_scopes(graph))
     by_size: dict[tuple[int, int], list[ConstantSite]] = defaultdict(list)
-    for site in candidate_sites(graph, scopes, min_elements=min_elements, keep=keep):
+    for site in candidate_sites(graph, scopes, min_elements=min_elements, overridable=overridable):
         if id(site.tensor) not in removed and site.onnx_dtype in RESHAPED_TYPES and consumers(site):
             by_size[(site.onnx_dtype, site.num_elements)].append(site)
     merges: list[Merge] = []
@@ -165,12 +165,12 @@ def _refusal(site: ConstantSite, scopes: list[Scope]) -> str | None:
 
 
 def merge_reshaped_constants(graph: gs.Graph, *, min_elements: int = MERGE_MIN_ELEMENTS,
-                             keep: frozenset[str] | None = None) -> PassReport:
+                             overridable: frozenset[str] | None = None) -> PassReport:
     """Merge constants equal in bytes to another under another shape, in place (each one's
     readers read a Reshape of the kept one)."""
-    keep = overridable_initializers(graph) if keep is None else keep
+    overridable = overridable_initializers(graph) if overridable is None else overridable
     report = PassReport("merge_reshaped")
-    merges, refused = find_reshaped_merges(graph, min_elements=min_elements, keep=keep)
+    merges, refused = find_reshaped_merges(graph, min_elements=min_elements, overridable=overridable)
     for name, reason in refused:
         report.skip(name, reason)
     report.changed = len(merges)
@@ -219,11 +219,13 @@ class MergeReshaped:
     name = "merge_reshaped"
     needs_cleanup = False
 
-    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
         """The merges the pass would make (reads the candidates' bytes, one tensor at a time)."""
-        merges, _ = find_reshaped_merges(graph, min_elements=self.min_elements, keep=keep, removed=removed)
+        merges, _ = find_reshaped_merges(graph, min_elements=self.min_elements, overridable=overridable,
+                                         removed=removed)
         return Estimate(self.name, sum(m.bytes_saved for m in merges),
                         removes=frozenset(id(m.target.tensor) for m in merges), details={"merges": merges})
 
-    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
-        return merge_reshaped_constants(graph, min_elements=self.min_elements, keep=keep)
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
+        return merge_reshaped_constants(graph, min_elements=self.min_elements, overridable=overridable)

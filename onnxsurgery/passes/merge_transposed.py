@@ -45,12 +45,12 @@ def merge_transposed_constants(
     graph: gs.Graph,
     *,
     min_elements: int = MERGE_MIN_ELEMENTS,
-    keep: frozenset[str] | None = None,
+    overridable: frozenset[str] | None = None,
 ) -> PassReport:
     """Merge 2-D constants equal to another's transpose, in place (a Transpose node reads the survivor)."""
-    keep = overridable_initializers(graph) if keep is None else keep
+    overridable = overridable_initializers(graph) if overridable is None else overridable
     report = PassReport("merge_transposed")
-    pairs, refused = _transposed_pairs(graph, min_elements=min_elements, keep=keep)
+    pairs, refused = _transposed_pairs(graph, min_elements=min_elements, overridable=overridable)
     for name, reason in refused:
         report.skip(name, reason)
     names = NameAllocator(graph)
@@ -76,23 +76,24 @@ class MergeTransposed:
     name = "merge_transposed"
     needs_cleanup = False
 
-    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
         """Exact: the pairs the pass would merge (reads the 2-D candidates' bytes)."""
-        pairs, _ = _transposed_pairs(graph, min_elements=self.min_elements, keep=keep, removed=removed)
+        pairs, _ = _transposed_pairs(graph, min_elements=self.min_elements, overridable=overridable, removed=removed)
         return Estimate(self.name, sum(target.nbytes for _, target in pairs),
                         removes=frozenset(id(target.tensor) for _, target in pairs))
 
-    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
-        return merge_transposed_constants(graph, min_elements=self.min_elements, keep=keep)
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
+        return merge_transposed_constants(graph, min_elements=self.min_elements, overridable=overridable)
 
 
-def _transposed_pairs(graph: gs.Graph, *, min_elements: int, keep: frozenset[str],
+def _transposed_pairs(graph: gs.Graph, *, min_elements: int, overridable: frozenset[str],
                       removed: frozenset[int] = frozenset()):
     """(source, target) pairs where target == source.T and target may read Transpose(source),
     each target and each source in one pair at most; and (name, reason) for pairs refused."""
     scopes = list(iter_scopes(graph))
     sites = [
-        s for s in candidate_sites(graph, scopes, min_elements=min_elements, keep=keep)
+        s for s in candidate_sites(graph, scopes, min_elements=min_elements, overridable=overridable)
         if len(s.shape) == 2 and id(s.tensor) not in removed
     ]
     by_layout: dict[tuple, list[ConstantSite]] = defaultdict(list)

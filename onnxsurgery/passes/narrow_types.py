@@ -52,13 +52,13 @@ NARROWABLE_INPUTS = {
 
 
 def narrow_constants(
-    graph: gs.Graph, *, keep: frozenset[str] | None = None, opsets: dict[str, int] | None = None
+    graph: gs.Graph, *, overridable: frozenset[str] | None = None, opsets: dict[str, int] | None = None
 ) -> PassReport:
     """Narrow int64/float64 constants in place where every consumer accepts the narrow type."""
-    keep = overridable_initializers(graph) if keep is None else keep
+    overridable = overridable_initializers(graph) if overridable is None else overridable
     report = PassReport("narrow")
     narrowed: list[dict] = []
-    for site, narrow, reason in _narrowings(graph, keep, opsets or {"": graph.opset}):
+    for site, narrow, reason in _narrowings(graph, overridable, opsets or {"": graph.opset}):
         if reason is not None:
             report.skip(site.name, reason)
             continue
@@ -84,20 +84,22 @@ class Narrow:
     name = "narrow"
     needs_cleanup = False
 
-    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
         """Exact: reads the int64/float64 constants to check that their values survive."""
-        saved = sum(site.nbytes - narrow.nbytes for site, narrow, _ in _narrowings(graph, keep, self._opsets(graph))
+        saved = sum(site.nbytes - narrow.nbytes
+                    for site, narrow, _ in _narrowings(graph, overridable, self._opsets(graph))
                     if narrow is not None and id(site.tensor) not in removed)
         return Estimate(self.name, saved)
 
-    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
-        return narrow_constants(graph, keep=keep, opsets=self._opsets(graph))
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
+        return narrow_constants(graph, overridable=overridable, opsets=self._opsets(graph))
 
     def _opsets(self, graph: gs.Graph) -> dict[str, int]:
         return dict(self.opsets) if self.opsets is not None else {"": graph.opset}
 
 
-def _narrowings(graph: gs.Graph, keep: frozenset[str], opsets: dict[str, int]):
+def _narrowings(graph: gs.Graph, overridable: frozenset[str], opsets: dict[str, int]):
     """(site, narrowed values, None) for each int64/float64 constant that may be narrowed, and
     (site, None, reason) for each that may not."""
     scopes = list(iter_scopes(graph))
@@ -105,7 +107,7 @@ def _narrowings(graph: gs.Graph, keep: frozenset[str], opsets: dict[str, int]):
         if site.onnx_dtype not in _NARROWER:
             continue
         np_type, type_str = _NARROWER[site.onnx_dtype]
-        reason = _refusal(site, scopes, type_str, keep, opsets)
+        reason = _refusal(site, scopes, type_str, overridable, opsets)
         if reason is not None:
             yield site, None, reason
             continue
@@ -117,8 +119,8 @@ def _narrowings(graph: gs.Graph, keep: frozenset[str], opsets: dict[str, int]):
             yield site, narrow, None
 
 
-def _refusal(site, scopes, type_str: str, keep: frozenset[str], opsets: dict[str, int]) -> str | None:
-    if site.name in keep:
+def _refusal(site, scopes, type_str: str, overridable: frozenset[str], opsets: dict[str, int]) -> str | None:
+    if site.name in overridable:
         return "overridable graph input"
     if graph_outputs_holding(scopes, site.value):
         return "graph output: its type is part of the interface"

@@ -83,7 +83,8 @@ class QuantizeWeights:
     name = "quantize"
     needs_cleanup = True  # constants merged away and Identity nodes bypassed must not count
 
-    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
         """From shapes alone (quantization.estimates.estimated_bytes): the weights the pass would take,
         minus the bytes each would store. Weights the pass skips for their values (NaN or Inf;
         beyond float16's range where TensorRT needs float16) are counted; auto's
@@ -94,27 +95,28 @@ class QuantizeWeights:
         saved = 0
         for site in collect_constants(graph, scopes):
             if site.onnx_dtype in FLOAT_TYPES and id(site.tensor) not in removed \
-                    and refusal(site, scopes, site_form(site, self.options, facts).options, keep) is None:
+                    and refusal(site, scopes, site_form(site, self.options, facts).options, overridable) is None:
                 saved += site.nbytes - estimated_bytes(site, self.options, opset, facts)
         return Estimate(self.name, saved)
 
-    def plan(self, graph: gs.Graph, *, keep: frozenset[str]) -> Plan:
+    def plan(self, graph: gs.Graph, *, overridable: frozenset[str]) -> Plan:
         """What `apply` will do, the graph unchanged."""
         opset = self.opset or graph.opset
         if self.records is not None:  # fields an edit of the dtype left stale derived again (plan_edits.py)
             made = self.records if isinstance(self.records, Plan) else None  # the budget's, with its figures
-            records = derive_records(graph, list(made.weights if made else self.records), opset, keep, self.options)
-            return check_plan(graph, dataclasses.replace(made, weights=records) if made else records, opset, keep,
-                              self.options.target, self.calibration)
+            records = derive_records(graph, list(made.weights if made else self.records), opset, overridable,
+                                     self.options)
+            plan = dataclasses.replace(made, weights=records) if made else records
+            return check_plan(graph, plan, opset, overridable, self.options.target, self.calibration)
         options = self.options
         if options.lowering == "dq" and not (options.fp16 or options.levels) and opset < dq_min_opset(options):
             raise UnsupportedModelError(
                 f"--lowering dq with {options.dtype}/{options.granularity} needs opset "
                 f"{dq_min_opset(options)}; this model is opset {opset}")
-        return plan_weights(graph, options, opset, keep, self.activations, self.calibration, self.mapped)
+        return plan_weights(graph, options, opset, overridable, self.activations, self.calibration, self.mapped)
 
-    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
-        plan = self.plan(graph, keep=keep)
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
+        plan = self.plan(graph, overridable=overridable)
         report = apply_plan(graph, plan, self.calibration, self.store)
         report.details["weights"] = plan.to_dict()["weights"]  # the records applied, as --dry-run lists them
         report.details["plan_notes"] = list(plan.notes)

@@ -77,14 +77,14 @@ class ShapeOnly:
                 "shape": list(self.site.shape), "shape_nodes": len(self.readers), "bytes_saved": self.bytes_saved}
 
 
-def find_shape_only(graph: gs.Graph, *, keep: frozenset[str],
+def find_shape_only(graph: gs.Graph, *, overridable: frozenset[str],
                     removed: frozenset[int] = frozenset()) -> list[ShapeOnly]:
     """The constants of `graph` (all scopes) read only by Shape nodes whose replacement by their
     shape saves bytes. Decided on dtype, shape and readers alone: no value is read."""
     scopes = list(iter_scopes(graph))
     found = []
     for site in collect_constants(graph, scopes):
-        if id(site.tensor) in removed or site.name in keep or is_sparse(site.tensor):
+        if id(site.tensor) in removed or site.name in overridable or is_sparse(site.tensor):
             continue
         if site.onnx_dtype == onnx.TensorProto.STRING:
             continue
@@ -102,12 +102,12 @@ def find_shape_only(graph: gs.Graph, *, keep: frozenset[str],
     return found
 
 
-def fold_shape_only_constants(graph: gs.Graph, *, keep: frozenset[str] | None = None) -> PassReport:
+def fold_shape_only_constants(graph: gs.Graph, *, overridable: frozenset[str] | None = None) -> PassReport:
     """Replace every Shape node that reads a constant read only by Shape nodes with a Constant
     node holding the shape it returns, in place; the constants are then unread."""
-    keep = overridable_initializers(graph) if keep is None else keep
+    overridable = overridable_initializers(graph) if overridable is None else overridable
     report = PassReport("shape_only")
-    found = find_shape_only(graph, keep=keep)
+    found = find_shape_only(graph, overridable=overridable)
     report.details = {"constants": [item.to_dict() for item in found]}
     names = NameAllocator(graph)
     for item in found:
@@ -132,12 +132,13 @@ class FoldShapeOnly:
     name = "shape_only"
     needs_cleanup = False
 
-    def estimate(self, graph: gs.Graph, *, keep: frozenset[str], removed: frozenset[int] = frozenset()) -> Estimate:
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
         """Exact: the constants the pass removes (no value is read)."""
-        found = find_shape_only(graph, keep=keep, removed=removed)
+        found = find_shape_only(graph, overridable=overridable, removed=removed)
         return Estimate(self.name, sum(item.bytes_saved for item in found),
                         removes=frozenset(id(item.site.tensor) for item in found),
                         details={"constants": found})
 
-    def apply(self, graph: gs.Graph, *, keep: frozenset[str]) -> PassReport:
-        return fold_shape_only_constants(graph, keep=keep)
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
+        return fold_shape_only_constants(graph, overridable=overridable)

@@ -28,7 +28,7 @@ from .options import FLOAT_TYPES, QuantOptions, Scheme
 from .plan import FOLLOWERS, Plan, WeightPlan, needs_derivation
 from .vocabulary import INTEGER_DTYPES
 
-def derive_records(graph: gs.Graph, records: list[WeightPlan], opset: int, keep: frozenset[str],
+def derive_records(graph: gs.Graph, records: list[WeightPlan], opset: int, overridable: frozenset[str],
                    options: QuantOptions) -> list[WeightPlan]:
     """Copies of `records`, each integer record whose dtype-following fields are missing or
     stale completed from the default plan for its weight at its dtype (module doc). `options`:
@@ -40,12 +40,12 @@ def derive_records(graph: gs.Graph, records: list[WeightPlan], opset: int, keep:
             todo.setdefault(asked, []).append(record)
         out.append(record)
     for (dtype, *fixed), wanting in todo.items():
-        defaults = _default_records(graph, dtype, opset, keep, options, {r.name for r in wanting}, *fixed)
+        defaults = _default_records(graph, dtype, opset, overridable, options, {r.name for r in wanting}, *fixed)
         for record in wanting:
             default = defaults.get(record.name)
             if default is None:
                 raise PlanError(f"plan weight '{record.name}': cannot be stored as {dtype}: "
-                                f"{_why_not(graph, record.name, dtype, opset, keep, options)}")
+                                f"{_why_not(graph, record.name, dtype, opset, overridable, options)}")
             for key in FOLLOWERS:
                 if getattr(record, key) is None:
                     setattr(record, key, getattr(default, key))
@@ -95,7 +95,7 @@ def _stale(record: WeightPlan, site, opset: int) -> bool:
         return False
 
 
-def _default_records(graph: gs.Graph, dtype: str, opset: int, keep: frozenset[str], options: QuantOptions,
+def _default_records(graph: gs.Graph, dtype: str, opset: int, overridable: frozenset[str], options: QuantOptions,
                      names: set[str], granularity: str | None = None, symmetric: bool | None = None,
                      block_size: int | None = None) -> dict[str, WeightPlan]:
     """What the default stores each of `names` as at `dtype` (and the granularity, symmetry and
@@ -110,7 +110,7 @@ def _default_records(graph: gs.Graph, dtype: str, opset: int, keep: frozenset[st
         base["block_size"] = block_size
     for asked in (base, {**base, "granularity": granularity or "block"}):
         try:
-            plan = plan_weights(graph, QuantOptions(**asked), opset, keep)
+            plan = plan_weights(graph, QuantOptions(**asked), opset, overridable)
         except (PlanError, ValueError):
             continue
         for record in plan.weights:
@@ -121,10 +121,10 @@ def _default_records(graph: gs.Graph, dtype: str, opset: int, keep: frozenset[st
     return found
 
 
-def _why_not(graph: gs.Graph, name: str, dtype: str, opset: int, keep, options: QuantOptions) -> str:
+def _why_not(graph: gs.Graph, name: str, dtype: str, opset: int, overridable, options: QuantOptions) -> str:
     """Why the default leaves `name` float at `dtype` (the planner's reason), for the refusal."""
     try:
-        plan = plan_weights(graph, QuantOptions(dtype=dtype, min_elements=1, target=options.target), opset, keep)
+        plan = plan_weights(graph, QuantOptions(dtype=dtype, min_elements=1, target=options.target), opset, overridable)
     except (PlanError, ValueError) as e:
         return str(e)
     record = plan.record(name)

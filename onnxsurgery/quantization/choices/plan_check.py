@@ -20,7 +20,7 @@ from .records import float_record, planned_bytes
 from .refusals import refusal, tensorrt_refusal
 
 
-def check_plan(graph: gs.Graph, records: list[WeightPlan] | Plan, opset: int, keep: frozenset[str],
+def check_plan(graph: gs.Graph, records: list[WeightPlan] | Plan, opset: int, overridable: frozenset[str],
                target: str = "any", calibration: Calibration | None = None) -> Plan:
     """The plan `records` ask for, each checked against `graph` at `opset` (PlanError naming the
     weight otherwise), completed with the graph's facts (consumers, shape, bytes, axis where left
@@ -46,7 +46,7 @@ def check_plan(graph: gs.Graph, records: list[WeightPlan] | Plan, opset: int, ke
         record.consumers, record.shape, record.bytes_before = (sorted({n.op for n, _ in consumers(site)}),
                                                                list(site.shape), site.nbytes)
         if record.changes:
-            _check_record(site, record, scopes, opset, keep, target, calibration)
+            _check_record(site, record, scopes, opset, overridable, target, calibration)
         record.bytes_after = planned_bytes(record, site)
         record.why = record.why or "from the plan"
         planned.append(record)
@@ -58,13 +58,13 @@ def check_plan(graph: gs.Graph, records: list[WeightPlan] | Plan, opset: int, ke
     return Plan(planned, opset, target, list(planner.notes), dict(planner.details), importance=planner.importance)
 
 
-def _check_record(site: ConstantSite, r: WeightPlan, scopes, opset: int, keep, target: str,
+def _check_record(site: ConstantSite, r: WeightPlan, scopes, opset: int, overridable, target: str,
                   calibration: Calibration | None) -> None:
     def refuse(why: str):
         raise PlanError(f"plan weight '{r.name}': {why}")
 
     stand_in = QuantOptions(min_elements=1, target="any")  # what refusal() checks beyond the options
-    reason = refusal(site, scopes, stand_in, keep)
+    reason = refusal(site, scopes, stand_in, overridable)
     if reason:
         refuse(f"cannot be changed: {reason}")
     if r.dtype == "float16" and site.onnx_dtype != onnx.TensorProto.FLOAT:

@@ -36,7 +36,7 @@ from .rules import lowering_for
 from .symmetry import SymmetryChoice, choose_symmetric
 
 
-def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: frozenset[str],
+def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, overridable: frozenset[str],
                  activations: Calibration | None = None, calibration: Calibration | None = None,
                  mapped: bool = False) -> Plan:
     """The plan for every float constant of `graph` (all scopes) under `options` at `opset`.
@@ -44,10 +44,10 @@ def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, keep: froze
     `calibration`: GPTQ's inputs (the weights it can round get rounding `gptq`); `mapped`: the
     model's weights are in a data file, which onnxruntime maps (load_memory.py)."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # huge finite weights: see apply
-        return _plan(graph, options, opset, keep, activations, calibration, mapped)
+        return _plan(graph, options, opset, overridable, activations, calibration, mapped)
 
 
-def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibration, mapped: bool) -> Plan:
+def _plan(graph, options: QuantOptions, opset: int, overridable, activations, calibration, mapped: bool) -> Plan:
     facts = ModelFacts(graph)
     scopes = list(iter_scopes(graph))
     qdq = quantizes_activations(scopes)
@@ -56,7 +56,7 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype in FLOAT_TYPES:
             records[site.name] = float_record(site)
-            found = _candidate(site, scopes, options, opset, keep, qdq, facts)
+            found = _candidate(site, scopes, options, opset, overridable, qdq, facts)
             if isinstance(found, Candidate):
                 candidates.append(found)
             else:
@@ -110,13 +110,13 @@ def _plan(graph, options: QuantOptions, opset: int, keep, activations, calibrati
     })
 
 
-def _candidate(site: ConstantSite, scopes, options: QuantOptions, opset: int, keep, qdq: bool,
+def _candidate(site: ConstantSite, scopes, options: QuantOptions, opset: int, overridable, qdq: bool,
                facts: ModelFacts) -> Candidate | str:
     """The weight as a candidate (stages 1-3), or why it is left as it is."""
     form = site_form(site, options, facts)  # 4-bit for the weights allocated 4 bits, ...
     opts = form.options
     no_quantized_form = float16_for_tensorrt(site, opts)
-    reason = refusal(site, scopes, opts, keep, qdq) or value_refusal(site, float16_because=no_quantized_form)
+    reason = refusal(site, scopes, opts, overridable, qdq) or value_refusal(site, float16_because=no_quantized_form)
     if reason:
         return f"below --min-elements ({opts.min_elements})" if reason == "small" else reason
     scheme = choose_scheme(site, opts)

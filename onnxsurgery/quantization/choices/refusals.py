@@ -57,7 +57,7 @@ def quantizes_activations(scopes) -> bool:
     return any(node.op == "QuantizeLinear" for scope in scopes for node in scope.graph.nodes)
 
 
-def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[str],
+def refusal(site: ConstantSite, scopes, options: QuantOptions, overridable: frozenset[str],
             activations_quantized: bool = False) -> str | None:
     """Why `site` is left as it is under `options` (the weight's own: forms.site_form), or
     None; "small" below --min-elements. `activations_quantized` (quantizes_activations): its
@@ -82,7 +82,7 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, keep: frozenset[s
         return table
     if activations_quantized and not options.include:
         return "the model quantizes its activations (QDQ): --include NAME quantizes this weight too"
-    if site.name in keep:
+    if site.name in overridable:
         return "overridable graph input"
     if graph_outputs_holding(scopes, site.value):
         return "graph output"

@@ -67,7 +67,7 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None, mapped: bo
     return 1
 
 
-def any_weight_to_change(graph: gs.Graph, options: QuantOptions, keep: frozenset[str]) -> bool:
+def any_weight_to_change(graph: gs.Graph, options: QuantOptions, overridable: frozenset[str]) -> bool:
     """Whether `options` would change any weight of `graph` (a model whose weights are all
     quantized already, or all excluded, needs no opset upgrade: its rewrite alone moved an
     already-quantized MiniLM's batch-4 outputs by 8.4%). The planner's first two stages, asked
@@ -75,7 +75,7 @@ def any_weight_to_change(graph: gs.Graph, options: QuantOptions, keep: frozenset
     facts = ModelFacts(graph)
     scopes = list(iter_scopes(graph))
     qdq = quantizes_activations(scopes)
-    return any(refusal(site, scopes, site_form(site, options, facts).options, keep, qdq) is None
+    return any(refusal(site, scopes, site_form(site, options, facts).options, overridable, qdq) is None
                for site in collect_constants(graph, scopes) if site.onnx_dtype in FLOAT_TYPES)
 
 

@@ -826,3 +826,24 @@ def test_fp16_weight_read_only_inside_if_branches_loads_unfolded(tmp_path):
     got = sessions.session(out, fold_constants=False).run(None, feeds)[0]
     want = feeds["x"] @ b.rand((64, 64), 5).astype(np.float16).astype(np.float32)
     assert np.abs(got - want).max() < 1e-4 * np.abs(want).max()
+
+
+def test_a_weight_the_budget_leaves_float_says_so():
+    """A weight the budget allocates float32 (or its own float16 type) is not "matched by
+    --exclude" when no --exclude was given: its record says the budget chose it."""
+    from onnx import helper, numpy_helper
+
+    from onnxsurgery.quantization.choices.planner import plan_weights
+
+    w = builders.rand((64, 64), 1)
+    h = builders.rand((64, 64), 2).astype(np.float16)
+    m = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("Cast", ["y"], ["yh"], to=10),
+                        helper.make_node("MatMul", ["yh", "H"], ["z"])], [builders.vi("x", shape=[2, 64])],
+                       [builders.vi("z", onnx.TensorProto.FLOAT16, [2, 64])],
+                       [numpy_helper.from_array(w, "W"), numpy_helper.from_array(h, "H")])
+    graph = onnxsurgery.import_graph(m)
+    plan = plan_weights(graph, QuantOptions(min_elements=16, allocation={"W": "float32", "H": "kept"}), 17, frozenset())
+    assert {r.name: r.why for r in plan.weights} == {"W": "allocated float32 by the budget",
+                                                     "H": "allocated its own type by the budget"}
+    excluded = plan_weights(graph, QuantOptions(min_elements=16, exclude=("W",)), 17, frozenset())
+    assert excluded.record("W").why == "matched by --exclude"

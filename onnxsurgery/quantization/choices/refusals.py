@@ -76,8 +76,10 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, overridable: froz
         return "--levels: bfloat16 weights are left alone"
     if options.include and not matches(site, options.include):
         return "not matched by --include"
-    if options.exclude and matches(site, options.exclude) or options.allocated(site.name) in ("float32", "kept"):
+    if options.exclude and matches(site, options.exclude):
         return EXCLUDED
+    if options.allocated(site.name) in ("float32", "kept"):  # kept: a float16/bfloat16 weight as it is
+        return f"allocated {'float32' if options.allocated(site.name) == 'float32' else 'its own type'} by the budget"
     if not options.include and (table := table_refusal(site, options)):
         return table
     if activations_quantized and not options.include:

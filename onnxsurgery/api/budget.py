@@ -19,7 +19,7 @@ from ..quantization.calibration import Calibration
 from ..quantization.options import QuantOptions
 from ..quantization.plan import Plan
 from ..report import RunReport
-from ..run_options import Inputs
+from ..run_options import Budget, Inputs
 from ..verify import compare_models
 from .quant_steps import _activations, _at_required_opset, _run_quant_passes, needed_opset
 
@@ -40,13 +40,13 @@ def planning_options(options: QuantOptions) -> QuantOptions:
     return eight_bit.changed(allocation=None)
 
 
-def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: float | None,
-              target_size: int | None, samples=None, shapes=None,
+def _allocate(input_path, options: QuantOptions, merge: bool, budget: Budget, inputs: Inputs,
               calibration: Calibration | None = None) -> tuple[Plan, allocation.Allocation, float]:
     """Each weight stored as int4, int8 (`options.dtype`, or int8 when that is 4-bit), float16
-    or float32 so as to meet `target_error` at the smallest size, or `target_size` (bytes of the
-    whole file) at the smallest error (quantization/choices/allocation.py). Each weight's error per
-    integer format is measured alone in onnxruntime; an allocation for an error whose verified
+    or float32 so as to meet `budget.target_error` at the smallest size, or `budget.target_size`
+    (bytes of the whole file) at the smallest error, measured on `inputs`
+    (quantization/choices/allocation.py). Each weight's error per integer format is measured
+    alone in onnxruntime; an allocation for an error whose verified
     error falls short is tightened and made again (at most ALLOCATION_ROUNDS times).
 
     Returns (plan, allocated, error): the plan the allocation makes (the planner's records, its
@@ -57,18 +57,19 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
     from ..graph_utils import collect_constants, iter_scopes
 
     base = planning_options(options)
+    target_error, target_size = budget.target_error, budget.target_size
 
     def measured(opts: QuantOptions) -> tuple[float, int, int, list[str]]:
         """(output error, file bytes, bytes the quantizer saved, weights quantized), at the opset
         the final run will have (4-bit weights: 21, with float32 scales)."""
         ws = _at_required_opset(open_workspace(input_path), input_path, opts, RunReport("quant", str(input_path)),
                                 verify=False)
-        _run_quant_passes(ws, opts, merge, calibration, _activations(input_path, opts, Inputs(samples, shapes)))
+        _run_quant_passes(ws, opts, merge, calibration, _activations(input_path, opts, inputs))
         quantize = ws.reports[-1]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "probe.onnx"
             save_model(ws.export(), path, files=ws.files)
-            err = compare_models(input_path, path, samples=samples, shapes=shapes,
+            err = compare_models(input_path, path, samples=inputs.samples, shapes=inputs.shapes,
                                  fold_candidate=False)["rel_l2_error"]
             size = path.stat().st_size
         ws.close()
@@ -98,7 +99,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
         return base.changed(allocation=dict(allocated.formats))
 
     def planned(allocated: allocation.Allocation) -> Plan:
-        return _plan(input_path, options_for(allocated), merge, samples, shapes, calibration)
+        return _plan(input_path, options_for(allocated), merge, inputs, calibration)
 
     if target_size is not None:
         room = target_size - others
@@ -121,7 +122,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, *, target_error: f
     return planned(allocated), allocated, err
 
 
-def _plan(input_path, options: QuantOptions, merge: bool, samples, shapes, calibration: Calibration | None) -> Plan:
+def _plan(input_path, options: QuantOptions, merge: bool, inputs: Inputs, calibration: Calibration | None) -> Plan:
     """The planner's plan for `options` on the model, as quant --dry-run plans it: at the opset
     the run upgrades the model to, the model itself not upgraded. Where onnx's converter cannot
     upgrade it, at the model's own opset, as the probes were measured (the arith chain for 4-bit
@@ -137,7 +138,7 @@ def _plan(input_path, options: QuantOptions, merge: bool, samples, shapes, calib
             opset = upgraded.opsets.get("", 1)
             upgraded.close()
         steps = quant_pipeline(options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibration,
-                               activations=_activations(input_path, options, Inputs(samples, shapes)),
+                               activations=_activations(input_path, options, inputs),
                                mapped=ws.has_external_data_files)
         plan = dry_run_pipeline(ws.graph, steps, overridable=ws.overridable)
     finally:

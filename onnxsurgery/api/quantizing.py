@@ -252,9 +252,8 @@ def _budget(input_path, prepared: Preparation) -> None:
     budget.planning_options), each weight's format, and a note saying how."""
     run = prepared.run
     target_error, target_size = run.budget.target_error, run.budget.target_size
-    prepared.records, allocated, probed_error = _allocate(
-        input_path, prepared.options, run.decision.merge, target_error=target_error, target_size=target_size,
-        samples=run.inputs.samples, shapes=run.inputs.shapes, calibration=prepared.calibration)
+    prepared.records, allocated, probed_error = _allocate(input_path, prepared.options, run.decision.merge,
+                                                          run.budget, run.inputs, prepared.calibration)
     prepared.options = planning_options(prepared.options)
     prepared.allocation = allocated.formats
     counts = ", ".join(f"{len(allocated.names(f))} {f}" for f in (*allocation.FORMATS, "kept")

@@ -111,28 +111,18 @@ class QuantRun:
         `request=QuantRequest(...)`), or their fields one by one (`samples=`, `dtype=`), one or
         the other for a group. An unknown keyword is refused in one line naming the known ones;
         the combination is checked (`check`)."""
-        groups = {name: keywords.pop(name) for name in GROUPS if keywords.get(name) is not None}
-        owners = {key: name for name, group in GROUPS.items() for key in field_names(group)}
-        owners.update(dict.fromkeys(field_names(QuantRequest), "request"))
-        fields: dict[str, dict] = {name: {} for name in (*GROUPS, "request")}
-        for key, value in keywords.items():
-            if key not in owners and key not in GROUPS:
-                raise OptionError(f"unknown quant option '{key}'; the options are {', '.join(sorted(owners))}")
-            if key in owners and (value is not None or owners[key] != "request"):
-                fields[owners[key]][key] = value
-        if fields["request"]:
-            if fields["decision"].get("request") is not None:
-                raise OptionError(f"give a request or its options, not both ({', '.join(sorted(fields['request']))})")
-            fields["decision"]["request"] = QuantRequest.of(**fields["request"])
-        elif fields["decision"].get("request") is None:
-            fields["decision"].pop("request", None)
-        if fields["inputs"].get("outputs") is not None:
-            fields["inputs"]["outputs"] = tuple(fields["inputs"]["outputs"])
-        for name, group in GROUPS.items():
-            if name not in groups:
-                groups[name] = group(**fields[name])
-            elif fields[name]:
-                raise OptionError(f"give {name} or its fields, not both ({', '.join(sorted(fields[name]))})")
+        asked = {key: keywords.pop(key) for key in list(keywords) if key in field_names(QuantRequest)}
+        asked = {key: value for key, value in asked.items() if value is not None}  # None: choose for me
+        if asked:  # the request's fields, one by one: the decision's request
+            if keywords.get("request") is not None:
+                raise OptionError(f"give a request or its options, not both ({', '.join(sorted(asked))})")
+            keywords["request"] = QuantRequest.of(**asked)
+        elif keywords.get("request", ...) is None:
+            del keywords["request"]
+        if keywords.get("outputs") is not None:
+            keywords["outputs"] = tuple(keywords["outputs"])
+        given = {name: keywords.pop(name, None) for name in GROUPS}
+        groups = dict(zip(GROUPS, grouped("quant", keywords, also=field_names(QuantRequest), **given)))
         run = cls(**groups)._web_alias()
         run.check(dry_run)
         return run
@@ -193,16 +183,17 @@ class QuantRun:
         return self.decision.request.resolve(self.verification.runtime, self.decision.memory)
 
 
-def grouped(command: str, fields: dict, **given):
+def grouped(command: str, fields: dict, also: set[str] = frozenset(), **given):
     """The groups named in `given` (name -> the group object, or None), each built from the
     keywords in `fields` that belong to it where not given whole; an unknown keyword, or a group
-    given both ways, is refused in one line. `command` names the caller in the error."""
+    given both ways, is refused in one line. `command` names the caller in the error, `also`
+    the other keywords it takes (listed there too)."""
     kinds = {name: GROUPS[name] for name in given}
     owners = {key: name for name, group in kinds.items() for key in field_names(group)}
     unknown = sorted(set(fields) - set(owners))
     if unknown:
         raise OptionError(f"unknown {command} option '{unknown[0]}'; the options are "
-                          f"{', '.join(sorted({*owners, *kinds}))}")
+                          f"{', '.join(sorted({*owners, *kinds, *also}))}")
     out = []
     for name, group in kinds.items():
         mine = {key: value for key, value in fields.items() if owners[key] == name}

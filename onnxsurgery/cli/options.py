@@ -110,10 +110,8 @@ def declared_options(group, only: tuple[str, ...] | None = None):
                 kwargs["is_flag"] = True
             elif meta.get("multiple"):
                 kwargs["multiple"] = True
-            elif "/" not in meta["flag"] and not meta.get("parse"):
-                kwargs["default"] = f.default
-            else:
-                kwargs["default"] = None if meta.get("parse") or f.default is None else f.default
+            else:  # a value parsed from what is typed has none until typed
+                kwargs["default"] = None if meta.get("parse") else f.default
             fn = option(meta["flag"], f.name, group=meta["group"], first=meta.get("first", False), **kwargs)(fn)
         return fn
 

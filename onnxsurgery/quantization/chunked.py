@@ -40,14 +40,19 @@ def _scratch(shape: tuple[int, ...]) -> np.ndarray:
     return np.empty((rows, *shape[1:]), np.float32)
 
 
-def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type) -> np.ndarray:
+def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
+                  divisor: np.ndarray | None = None) -> np.ndarray:
     """rint(view / s_b [+ z_b]) clipped to [qmin, qmax], as `store` integers (view's shape).
-    `z_b` None: no zero point."""
+    `z_b` None: no zero point. `divisor`: of view / divisor instead."""
     out = np.empty(view.shape, store)
     scratch = _scratch(view.shape)
     for part in row_slices(view.shape):
         q = scratch[:part.stop - part.start]
-        np.divide(view[part], rows_of(s_b, part, view.ndim), out=q)
+        if divisor is not None:
+            np.divide(view[part], rows_of(divisor, part, view.ndim), out=q)
+            np.divide(q, rows_of(s_b, part, view.ndim), out=q)
+        else:
+            np.divide(view[part], rows_of(s_b, part, view.ndim), out=q)
         if z_b is not None:
             q += rows_of(z_b, part, view.ndim)
         np.rint(q, out=q)
@@ -79,12 +84,15 @@ def clipped_error(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, importance: 
     return out
 
 
-def channel_ranges(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
-    """min and max of x over every axis but `axis`, one pass over x."""
+def channel_ranges(x: np.ndarray, axis: int, divisor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """min and max of x (or of x / divisor) over every axis but `axis`, one pass over x."""
     lo = hi = None
     others = tuple(a for a in range(1, x.ndim))
+    scratch = _scratch(x.shape) if divisor is not None else None
     for part in row_slices(x.shape):
         rows = x[part]
+        if divisor is not None:
+            rows = np.divide(rows, rows_of(divisor, part, x.ndim), out=scratch[:part.stop - part.start])
         if axis == 0:
             flat = rows.reshape(rows.shape[0], -1)
             if lo is None:

@@ -100,6 +100,7 @@ def quantize(
     balanced: bool = False,
     search_clip: bool = False,
     importance: np.ndarray | None = None,
+    divisor: np.ndarray | None = None,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
@@ -108,14 +109,21 @@ def quantize(
     they fit; `balanced` makes each channel's or block's rounding errors sum to zero (module
     docstring; ignored per tensor and for a ragged last block); `search_clip` narrows each
     group's range where that lowers its squared error (`_clip_ranges`), each element's error
-    weighted by `importance` (broadcast to x) where given."""
+    weighted by `importance` (broadcast to x) where given. `divisor` (broadcast to x): x / divisor
+    is quantized, divided a slice of rows at a time where the steps allow (per channel, plain
+    rounding), else as a whole first."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
     elif granularity == "channel":
         block_size = None
     x32 = np.asarray(x, dtype=np.float32)
-    lo, hi = _ranges(x32, granularity, axis, block_size)
+    if divisor is not None and (balanced or search_clip or granularity != "channel" or x32.ndim == 0):
+        x32, divisor = x32 / divisor, None
+    if divisor is not None:
+        lo, hi = channel_ranges(x32, axis, divisor)
+    else:
+        lo, hi = _ranges(x32, granularity, axis, block_size)
     if search_clip and granularity != "tensor":
         lo, hi = _clip_ranges(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size,
                               importance)
@@ -137,7 +145,7 @@ def quantize(
             _balance(q, exact, axis + 1 if blocked_view else axis, blocked_view, qmin, qmax)
         q = q.astype(store)
     else:  # the same steps a slice of rows at a time (chunked.py)
-        q = round_to_grid(view, s_b, z_b if with_zero_point else None, qmin, qmax, store)
+        q = round_to_grid(view, s_b, z_b if with_zero_point else None, qmin, qmax, store, divisor)
     zp = np.asarray(zero).astype(store) if with_zero_point else None
     return Quantized(q.reshape(x32.shape),
                      scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),

@@ -11,7 +11,7 @@ import onnx
 
 from ..graph_utils import ConstantSite
 from .lowerings import REGISTRY
-from .lowerings.scaled import equalize, through_casts
+from .lowerings.scaled import equalizing_scales, through_casts
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, quantize
 
@@ -50,7 +50,12 @@ def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, loweri
         args = {**args, "half_scales": True}  # scaled applies the scales in the weight's float16
     if not REGISTRY[lowering].equalized or not equalized:
         return quantize(values, axis=scheme.axis, balanced=balanced, **args)
-    values, r, input_axis = equalize(values, site)
-    qt = quantize(values, axis=scheme.axis, balanced=balanced, **args)
+    r, input_axis = equalizing_scales(values, site)
+    if r is None:
+        return quantize(values, axis=scheme.axis, balanced=balanced, **args)
+    along = [1] * values.ndim
+    along[input_axis] = -1
+    # values / r, divided as quantize goes (what equalize returns, without a full-size copy)
+    qt = quantize(values, axis=scheme.axis, balanced=balanced, divisor=r.reshape(along), **args)
     qt.input_scale, qt.input_axis = r, input_axis
     return qt

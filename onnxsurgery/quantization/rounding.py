@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .chunked import block_ranges, channel_ranges, clipped_error, dequantized_difference, round_to_grid
+
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
 
 
@@ -72,8 +74,7 @@ def _ranges(x: np.ndarray, granularity: str, axis: int | None, block_size: int |
     if granularity == "tensor":
         return x.min(), x.max()
     if granularity == "channel":
-        moved = np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
-        return moved.min(axis=1), moved.max(axis=1)
+        return channel_ranges(x, axis)
     n = x.shape[axis]
     nblocks = -(-n // block_size)
     pad = nblocks * block_size - n
@@ -83,8 +84,7 @@ def _ranges(x: np.ndarray, granularity: str, axis: int | None, block_size: int |
         x = np.pad(x, widths, mode="edge")  # repeats an existing value: ranges unchanged
     shape = list(x.shape)
     shape[axis:axis + 1] = [nblocks, block_size]
-    blocks = x.reshape(shape)
-    return blocks.min(axis=axis + 1), blocks.max(axis=axis + 1)
+    return block_ranges(x.reshape(shape), axis + 1)
 
 
 def quantize(
@@ -100,6 +100,7 @@ def quantize(
     balanced: bool = False,
     search_clip: bool = False,
     importance: np.ndarray | None = None,
+    divisor: np.ndarray | None = None,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
@@ -108,34 +109,45 @@ def quantize(
     they fit; `balanced` makes each channel's or block's rounding errors sum to zero (module
     docstring; ignored per tensor and for a ragged last block); `search_clip` narrows each
     group's range where that lowers its squared error (`_clip_ranges`), each element's error
-    weighted by `importance` (broadcast to x) where given."""
+    weighted by `importance` (broadcast to x) where given. `divisor` (broadcast to x): x / divisor
+    is quantized, divided a slice of rows at a time where the steps allow (per channel, plain
+    rounding), else as a whole first."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
     elif granularity == "channel":
         block_size = None
     x32 = np.asarray(x, dtype=np.float32)
-    lo, hi = _ranges(x32, granularity, axis, block_size)
+    if divisor is not None and (balanced or search_clip or granularity != "channel" or x32.ndim == 0):
+        x32, divisor = x32 / divisor, None
+    if divisor is not None:
+        lo, hi = channel_ranges(x32, axis, divisor)
+    else:
+        lo, hi = _ranges(x32, granularity, axis, block_size)
     if search_clip and granularity != "tensor":
         lo, hi = _clip_ranges(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size,
                               importance)
     scale, zero = scales_for_ranges(lo, hi, qmin, qmax, symmetric, half_scales)
     view, s_b, z_b = _grouped(x32, scale, zero.astype(np.float32), granularity, axis, block_size)
     with_zero_point = not symmetric or qmin >= 0  # signed symmetric: the zero point is 0
-    q = view / s_b
-    if with_zero_point:
-        q += z_b
     blocked_view = view.ndim > x32.ndim  # blocks that tile their axis: members along axis + 1
     balance = balanced and (granularity == "channel" or blocked_view)
-    exact = q.copy() if balance else None
-    np.rint(q, out=q)
-    np.clip(q, qmin, qmax, out=q)
-    if balance:
-        exact -= q  # the rounding residuals
-        _balance(q, exact, axis + 1 if blocked_view else axis, blocked_view, qmin, qmax)
     store = (np.uint8 if qmax < 256 else np.uint16) if qmin >= 0 else np.int8
+    if balance or view.ndim == 0:
+        q = view / s_b
+        if with_zero_point:
+            q += z_b
+        exact = q.copy() if balance else None
+        np.rint(q, out=q)
+        np.clip(q, qmin, qmax, out=q)
+        if balance:
+            exact -= q  # the rounding residuals
+            _balance(q, exact, axis + 1 if blocked_view else axis, blocked_view, qmin, qmax)
+        q = q.astype(store)
+    else:  # the same steps a slice of rows at a time (chunked.py)
+        q = round_to_grid(view, s_b, z_b if with_zero_point else None, qmin, qmax, store, divisor)
     zp = np.asarray(zero).astype(store) if with_zero_point else None
-    return Quantized(q.astype(store).reshape(x32.shape),
+    return Quantized(q.reshape(x32.shape),
                      scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
                      zp, dtype, granularity, axis, block_size)
 
@@ -193,21 +205,14 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
         importance = _grouped(importance, lo, lo, granularity, axis, block_size)[0]
     with_zero_point = not symmetric or qmin >= 0
     best_err = best_ratio = None
+    q = None  # each ratio's squared errors, in one array reused (chunked.clipped_error)
     for ratio in CLIP_RATIOS:
         scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
         view, s_b, z_b = _grouped(x, scale.astype(np.float32), zero.astype(np.float32), granularity, axis,
                                   block_size)
-        q = view / s_b
-        if with_zero_point:
-            q += z_b
-        np.clip(np.rint(q, out=q), qmin, qmax, out=q)
-        if with_zero_point:
-            q -= z_b
-        q *= s_b
-        q -= view
-        np.square(q, out=q)
-        if importance is not None:
-            q *= importance
+        if q is None:
+            q = np.empty(view.shape, np.float32)
+        clipped_error(view, s_b, z_b if with_zero_point else None, qmin, qmax, importance, q)
         members = (axis + 1,) if granularity == "block" else tuple(a for a in range(x.ndim) if a != axis)
         err = q.sum(axis=members, dtype=np.float64).reshape(np.shape(lo))
         if best_err is None:
@@ -303,12 +308,10 @@ def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
     difference, made absolute in place); the sums of squares are dot products, as
     np.linalg.norm computes them."""
     x = np.asarray(x, np.float32).ravel()
-    diff = qt.dequantize().ravel()
-    diff -= x
+    diff, largest = dequantized_difference(x, qt, _grouped)  # slices of rows at a time (chunked.py)
     err2, norm2 = float(np.dot(diff, diff)), float(np.dot(x, x))
-    np.abs(diff, out=diff)
     return {
-        "max_abs_error": float(diff.max()) if diff.size else 0.0,
+        "max_abs_error": largest if diff.size else 0.0,
         "rel_l2_error": float(np.sqrt(err2 / norm2)) if norm2 > 0 else 0.0,
     }
 

@@ -13,6 +13,7 @@ import onnx
 
 from ...graph_utils import ConstantSite, consumers, graph_outputs_holding, read_values
 from ..options import TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions
+from ..chunked import all_finite
 from .fused_forms import table_refusal
 
 # Ops whose float constant inputs are a quantized model's own data (scales, zero points, lookup
@@ -101,7 +102,7 @@ def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str
     represents; for a weight to be stored as float16 (`float16_because`, the reason it would
     be), magnitudes float16 cannot hold."""
     values = read_values(site.tensor)
-    if not np.isfinite(values).all():
+    if not all_finite(values):
         return "holds NaN or Inf values"
     if float16_because and np.abs(values).max() > np.finfo(np.float16).max:
         return f"{float16_because}; values beyond float16's range"

@@ -55,6 +55,7 @@ import onnx_graphsurgeon as gs
 from ...graph_utils import ConstantSite, NameAllocator, consumers, read_only_by, read_values, readers_by_graph
 from ..nodes import Emitter
 from ..options import Scheme
+from ..chunked import abs_max
 from ..rounding import Quantized
 from .base import Lowering
 
@@ -198,14 +199,20 @@ def equalized_axis(site: ConstantSite) -> int | None:
 def equalize(values: np.ndarray, site: ConstantSite) -> tuple[np.ndarray, np.ndarray | None, int | None]:
     """(values / r along the input axis, r, that axis), or (values, None, None) where some reader
     cannot take an input-side scale (module docstring)."""
-    axis = equalized_axis(site)
+    r, axis = equalizing_scales(values, site)
     if axis is None:
         return values, None, None
-    others = tuple(i for i in range(values.ndim) if i != axis)
-    r = np.abs(values).max(axis=others).astype(np.float64) ** EQUALIZE_ALPHA
-    r = np.where((r > 0) & np.isfinite(r), r, 1.0).astype(SCALED_TYPES.get(site.onnx_dtype, np.float32))
-    r = r.astype(np.float32)  # a float16 weight's r is a float16 value: the graph multiplies by exactly that
     return values / r.reshape(_along(values.ndim, axis)), r, axis
+
+
+def equalizing_scales(values: np.ndarray, site: ConstantSite) -> tuple[np.ndarray | None, int | None]:
+    """(r, the input axis) that `equalize` divides by, or (None, None)."""
+    axis = equalized_axis(site)
+    if axis is None:
+        return None, None
+    r = abs_max(values, axis).astype(np.float64) ** EQUALIZE_ALPHA  # np.abs(values).max(axis=others)
+    r = np.where((r > 0) & np.isfinite(r), r, 1.0).astype(SCALED_TYPES.get(site.onnx_dtype, np.float32))
+    return r.astype(np.float32), axis  # a float16 weight's r is a float16 value: the graph multiplies by exactly that
 
 
 def _along(rank: int, axis: int) -> list[int]:

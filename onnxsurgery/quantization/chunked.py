@@ -1,0 +1,182 @@
+"""Elementwise steps of rounding.py run a slice of rows at a time, so that the chain of
+ufuncs on each slice stays in the CPU's cache instead of passing over the whole tensor once
+per step (and allocating a full-size temporary for each). Each element goes through exactly
+the ufuncs, in the order and types, that the whole-array code applies: the results are the
+same bits. Reductions whose order could change a float sum are left to the callers; min and
+max are exact in any order.
+
+Quantizing a 1.4B-parameter decoder spent most of its time in these passes over memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+# Elements per slice: 256 KB of float32, within a core's L2 cache with a few such buffers
+CHUNK_ELEMENTS = 1 << 16
+
+
+def row_slices(shape: tuple[int, ...]) -> Iterator[slice]:
+    """Slices along axis 0 of an array of `shape`, each about CHUNK_ELEMENTS elements (at
+    least one row)."""
+    rows = shape[0]
+    per_row = max(1, int(np.prod(shape[1:], dtype=np.int64)))
+    step = max(1, CHUNK_ELEMENTS // per_row)
+    for start in range(0, rows, step):
+        yield slice(start, min(start + step, rows))
+
+
+def rows_of(a, part: slice, ndim: int):
+    """The part of `a` (which broadcasts against an array of `ndim` dimensions) that meets that
+    array's rows `part`."""
+    if np.ndim(a) == ndim and np.shape(a)[0] != 1:
+        return a[part]
+    return a
+
+
+def _scratch(shape: tuple[int, ...]) -> np.ndarray:
+    rows = max((s.stop - s.start for s in row_slices(shape)), default=0)
+    return np.empty((rows, *shape[1:]), np.float32)
+
+
+def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
+                  divisor: np.ndarray | None = None) -> np.ndarray:
+    """rint(view / s_b [+ z_b]) clipped to [qmin, qmax], as `store` integers (view's shape).
+    `z_b` None: no zero point. `divisor`: of view / divisor instead."""
+    out = np.empty(view.shape, store)
+    scratch = _scratch(view.shape)
+    for part in row_slices(view.shape):
+        q = scratch[:part.stop - part.start]
+        if divisor is not None:
+            np.divide(view[part], rows_of(divisor, part, view.ndim), out=q)
+            np.divide(q, rows_of(s_b, part, view.ndim), out=q)
+        else:
+            np.divide(view[part], rows_of(s_b, part, view.ndim), out=q)
+        if z_b is not None:
+            q += rows_of(z_b, part, view.ndim)
+        np.rint(q, out=q)
+        np.clip(q, qmin, qmax, out=q)
+        out[part] = q
+    return out
+
+
+def clipped_error(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, importance: np.ndarray | None,
+                  out: np.ndarray) -> np.ndarray:
+    """Into `out` (float32, view's shape): the squared error of rounding view to the grid
+    (s_b, z_b), each weighted by `importance` (view's shape) where given."""
+    for part in row_slices(view.shape):
+        q = out[part]
+        v = view[part]
+        s = rows_of(s_b, part, view.ndim)
+        np.divide(v, s, out=q)
+        if z_b is not None:
+            z = rows_of(z_b, part, view.ndim)
+            q += z
+        np.clip(np.rint(q, out=q), qmin, qmax, out=q)
+        if z_b is not None:
+            q -= z
+        q *= s
+        q -= v
+        np.square(q, out=q)
+        if importance is not None:
+            q *= importance[part]
+    return out
+
+
+def channel_ranges(x: np.ndarray, axis: int, divisor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """min and max of x (or of x / divisor) over every axis but `axis`, one pass over x."""
+    lo = hi = None
+    others = tuple(a for a in range(1, x.ndim))
+    scratch = _scratch(x.shape) if divisor is not None else None
+    for part in row_slices(x.shape):
+        rows = x[part]
+        if divisor is not None:
+            rows = np.divide(rows, rows_of(divisor, part, x.ndim), out=scratch[:part.stop - part.start])
+        if axis == 0:
+            flat = rows.reshape(rows.shape[0], -1)
+            if lo is None:
+                lo, hi = np.empty(x.shape[0], x.dtype), np.empty(x.shape[0], x.dtype)
+            flat.min(axis=1, out=lo[part])
+            flat.max(axis=1, out=hi[part])
+        else:
+            reduce = (0,) + tuple(a for a in others if a != axis)
+            part_lo, part_hi = rows.min(axis=reduce), rows.max(axis=reduce)
+            if lo is None:
+                lo, hi = part_lo, part_hi
+            else:
+                np.minimum(lo, part_lo, out=lo)
+                np.maximum(hi, part_hi, out=hi)
+    return lo, hi
+
+
+def block_ranges(blocks: np.ndarray, member_axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """min and max of `blocks` (x viewed as [..., nblocks, block, ...]) over `member_axis`
+    (never 0), one pass."""
+    shape = blocks.shape[:member_axis] + blocks.shape[member_axis + 1:]
+    lo, hi = np.empty(shape, blocks.dtype), np.empty(shape, blocks.dtype)
+    for part in row_slices(blocks.shape):
+        rows = blocks[part]
+        rows.min(axis=member_axis, out=lo[part])
+        rows.max(axis=member_axis, out=hi[part])
+    return lo, hi
+
+
+def dequantized_difference(x: np.ndarray, qt, grouped) -> tuple[np.ndarray, float]:
+    """(qt.dequantize() - x flattened, the largest |difference|), the difference computed a
+    slice of rows at a time into one array; `grouped` is rounding._grouped."""
+    q = qt.q
+    zero = qt.zero_point.astype(np.float32) if qt.zero_point is not None else np.zeros_like(qt.scale)
+    diff = np.empty(q.shape, np.float32)
+    view, s_b, z_b = grouped(diff, qt.scale, zero, qt.granularity, qt.axis, qt.block_size)
+    rows_per_view_row = 1
+    if view.ndim > diff.ndim and qt.axis == 0:  # blocks along axis 0: a view row is a block of rows
+        rows_per_view_row = qt.block_size
+    r = None
+    if qt.input_scale is not None:
+        along = [1] * q.ndim
+        along[qt.input_axis] = -1
+        r = qt.input_scale.reshape(along)
+    x = x.reshape(q.shape)
+    maxima = []
+    for part in row_slices(view.shape) if view.ndim else ():
+        rows = slice(part.start * rows_per_view_row, part.stop * rows_per_view_row)
+        d = diff[rows]
+        d[...] = q[rows]
+        d_view = view[part]
+        if qt.zero_point is not None:
+            d_view -= rows_of(z_b, part, view.ndim)
+        d_view *= rows_of(s_b, part, view.ndim)
+        if r is not None:
+            d *= rows_of(r, rows, diff.ndim)
+        d -= x[rows]
+        if d.size:
+            maxima.append(np.abs(d).max())
+    if not view.ndim:
+        diff = qt.dequantize()
+        diff -= x
+        maxima = [np.abs(diff).max()]
+    return diff.ravel(), float(np.max(maxima)) if maxima else 0.0
+
+
+def abs_max(x: np.ndarray, axis: int) -> np.ndarray:
+    """np.abs(x).max over every axis but `axis`, without a full-size |x|."""
+    maxima = None
+    for part in row_slices(x.shape):
+        rows = np.abs(x[part])
+        if axis == 0:
+            if maxima is None:
+                maxima = np.empty(x.shape[0], rows.dtype)
+            rows.reshape(rows.shape[0], -1).max(axis=1, out=maxima[part])
+        else:
+            found = rows.max(axis=tuple(a for a in range(x.ndim) if a != axis))
+            maxima = found if maxima is None else np.maximum(maxima, found, out=maxima)
+    return maxima
+
+
+def all_finite(x: np.ndarray) -> bool:
+    """np.isfinite(x).all(), without a full-size array of booleans; stops at the first slice
+    that holds a NaN or Inf."""
+    if x.ndim == 0:
+        return bool(np.isfinite(x))
+    return all(np.isfinite(x[part]).all() for part in row_slices(x.shape))

@@ -137,19 +137,19 @@ def shrink_pipeline(*, min_elements: int = MERGE_MIN_ELEMENTS, transposed: bool 
 
 def quant_pipeline(options: QuantOptions, *, merge: bool = True, opsets: dict[str, int] | None = None,
                    calibration: Calibration | None = None, activations: Calibration | None = None,
-                   records=None, mapped: bool = False, store: ExternalFiles | None = None) -> list[Pass]:
+                   records=None, store: ExternalFiles | None = None) -> list[Pass]:
     """`quant`: Identity nodes in front of weights bypassed (so that the quantizer sees who
     reads each weight), constants read only by Shape replaced by their shape and identical
     constants merged (unless `merge` is False), weights quantized (as `records`, a plan
     read from a file or the budget's Plan, or as the options' plan); for TensorRT, which
-    computes in int32, int64 constants narrowed where exact. `mapped`: the model's weights are in a data file.
+    computes in int32, int64 constants narrowed where exact.
     `store`: where the quantizer moves its payloads as they accumulate (`ExternalFiles.offload`)."""
     steps: list[Pass] = [BypassIdentities()]
     if merge:
         steps += [FoldShapeOnly(), MergeDuplicates()]
     steps.append(QuantizeWeights(options, (opsets or {}).get(""), calibration, activations,
-                                 records if records is None or isinstance(records, Plan) else tuple(records), mapped,
-                                 store))
+                                 records if records is None or isinstance(records, Plan) else tuple(records),
+                                 store=store))
     if options.target == "tensorrt":
         steps.append(Narrow(_frozen(opsets)))
     return steps

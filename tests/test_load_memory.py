@@ -85,42 +85,32 @@ def test_a_gathered_table_pays_for_the_lean_forms(tmp_path):
     assert next(o.version for o in onnx.load(str(out)).opset_import if o.domain in ("", "ai.onnx")) == 12
 
 
-def test_a_mapped_table_pays_for_nothing(tmp_path):
-    """With its weights in a data file, which onnxruntime maps, the original never reads its
-    table's pages at session creation: gathering the table saves nothing there, so the same
-    model that keeps nothing self-contained (test above) keeps its largest MatMul weight
-    quantized in memory. The output keeps a data file of its own, named after it, and computes
-    the float model's outputs within the verified error."""
+def test_the_plan_does_not_depend_on_where_the_weights_are_stored(tmp_path):
+    """The same model as one file, with a data file and in a folder gets the same plan (issue
+    59: planning against a mapped original kept the largest MatMul weight quantized only when
+    the weights were in a data file, and moved a text encoder's error 5x). The data-file
+    output keeps a data file of its own and computes the float model's outputs within the
+    verified error."""
     model = matmuls(table_rows=2048, opset=13)
-    src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
-    onnx.save(model, str(src), save_as_external_data=True, location="in.onnx.data", size_threshold=1024)
-    report = onnxsurgery.quant_file(src, out, min_elements=1024)
-    records = {w["name"]: w for w in report.weights}
-    assert records["Table"]["lowering"] == "gather"
-    assert {n for n, r in records.items() if r["lowering"] == "dq"} == {"Up"}
-    assert records["Up"]["why"] == KEPT_REASON
+    one_file, with_data = tmp_path / "one.onnx", tmp_path / "in.onnx"
+    onnx.save(model, str(one_file))
+    onnx.save(matmuls(table_rows=2048, opset=13), str(with_data), save_as_external_data=True,
+              location="in.onnx.data", size_threshold=1024)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    onnx.save(matmuls(table_rows=2048, opset=13), str(folder / "model.onnx"), save_as_external_data=True,
+              location="model.onnx.data", size_threshold=1024)
+    plans = [onnxsurgery.quant_plan(path, min_elements=1024).to_dict()["weights"]
+             for path in (one_file, with_data, folder / "model.onnx")]
+    assert plans[0] == plans[1] == plans[2]
+    assert not [w for w in plans[0] if w["lowering"] == "dq"]  # the table saves more than the lean forms add
+    out = tmp_path / "q.onnx"
+    report = onnxsurgery.quant_file(with_data, out, min_elements=1024)
     assert (tmp_path / "q.onnx.data").is_file()
     feeds = builders.feeds_for(model)
-    (a,), (b,) = run(src, feeds), run(out, feeds)  # onnx.save moved `model`'s payloads to the file
+    (a,), (b,) = run(one_file, feeds), run(out, feeds)
     assert 0 < np.linalg.norm(b - a) / np.linalg.norm(a) < 0.02
     assert report.verification["rel_l2_error"] < 0.02
-
-
-def test_the_mapped_estimate_counts_no_table():
-    """load_memory's figures against a mapped original: the gathered table saves nothing, a
-    lean weight adds 0.15 of its bytes and a kept one saves half of them (MAPPED_AT_LOAD)."""
-    import onnx_graphsurgeon as gs
-
-    from onnxsurgery.graph_utils import collect_constants, iter_scopes
-    from onnxsurgery.quantization.choices.load_memory import kept_in_memory, plan_extra
-
-    graph = gs.import_onnx(matmuls(table_rows=2048))
-    sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph)))}
-    planned = [(sites[n], "scaled") for n in ("Up", "Down", "Head")] + [(sites["Table"], "gather")]
-    assert plan_extra(planned) < 0 < plan_extra(planned, mapped=True)
-    assert plan_extra(planned, mapped=True) == 0.15 * sum(sites[n].nbytes for n in ("Up", "Down", "Head"))
-    assert kept_in_memory(planned) == []
-    assert kept_in_memory(planned, mapped=True) == [sites["Up"]]  # +21.6 KB, then -20 KB
 
 
 def test_not_for_decoders_nor_for_target_onnxruntime(tmp_path):
@@ -192,7 +182,7 @@ def test_a_decoder_spends_on_the_accurate_chain_only_what_its_plan_saves_at_load
     assert lowerings(with_table) == {"Up": "arith", "Down": "arith", "Wide": "scaled"}
     from onnxsurgery.quantization.choices import memory_at_load
 
-    monkeypatch.setattr(memory_at_load, "room_at_load", lambda planned, mapped=False: float("inf"))
+    monkeypatch.setattr(memory_at_load, "room_at_load", lambda planned: float("inf"))
     assert lowerings(decoder) == {"Up": "arith", "Down": "arith", "Wide": "scaled"}
 
 

@@ -138,8 +138,7 @@ def _plan(input_path, options: QuantOptions, merge: bool, inputs: Inputs, calibr
             opset = upgraded.opsets.get("", 1)
             upgraded.close()
         steps = quant_pipeline(options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibration,
-                               activations=_activations(input_path, options, inputs),
-                               mapped=ws.has_external_data_files)
+                               activations=_activations(input_path, options, inputs))
         plan = dry_run_pipeline(ws.graph, steps, overridable=ws.overridable)
     finally:
         ws.close()

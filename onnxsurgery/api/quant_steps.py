@@ -71,8 +71,7 @@ def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
                       calibration: Calibration | None = None, activations: Calibration | None = None,
                       records=None) -> None:
     ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, calibration=calibration,
-                                   activations=activations, records=records, mapped=ws.has_external_data_files,
-                                   store=ws.store))
+                                   activations=activations, records=records, store=ws.store))
 
 
 def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
@@ -80,11 +79,11 @@ def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
     they change any weight at all."""
     if records is not None:  # and a record whose fields are to be derived: what its dtype needs by default
         derived = derived_dtypes(ws.graph, records, ws.opsets.get("", 1))
-        return max([plan_opset(records), *(required_opset(QuantOptions(dtype=d), ws.graph, ws.has_external_data_files)
+        return max([plan_opset(records), *(required_opset(QuantOptions(dtype=d), ws.graph)
                                            for d in sorted(derived))])
     if not any_weight_to_change(ws.graph, options, ws.overridable):
         return 1
-    return required_opset(options, ws.graph, mapped=ws.has_external_data_files)
+    return required_opset(options, ws.graph)
 
 
 def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunReport, *, verify: bool,

@@ -66,7 +66,7 @@ class Preparation:
         """The quant pipeline for `ws` at `opsets`."""
         return quant_pipeline(self.options, merge=self.run.decision.merge, opsets=opsets,
                               calibration=self.calibration, activations=self.activations, records=self.records,
-                              mapped=ws.has_external_data_files, store=store)
+                              store=store)
 
     @property
     def decided_by(self) -> str | None:

@@ -78,7 +78,6 @@ class QuantizeWeights:
     calibration: Calibration | None = None
     activations: Calibration | None = None
     records: tuple[WeightPlan, ...] | Plan | None = None
-    mapped: bool = False  # the model's weights are in a data file, which onnxruntime maps (load_memory.py)
     store: object = None  # lazy.ExternalFiles that quantized payloads are moved to as they accumulate
     name = "quantize"
     needs_cleanup = True  # constants merged away and Identity nodes bypassed must not count
@@ -113,7 +112,7 @@ class QuantizeWeights:
             raise UnsupportedModelError(
                 f"--lowering dq with {options.dtype}/{options.granularity} needs opset "
                 f"{dq_min_opset(options)}; this model is opset {opset}")
-        return plan_weights(graph, options, opset, overridable, self.activations, self.calibration, self.mapped)
+        return plan_weights(graph, options, opset, overridable, self.activations, self.calibration)
 
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
         plan = self.plan(graph, overridable=overridable)

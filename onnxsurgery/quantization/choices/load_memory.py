@@ -14,13 +14,15 @@ to keep), until the sum is not. The price is the
 fused kernel's int8 activations: PP-OCRv4 rec (seven of its MatMul weights kept), memory 1.15x
 -> 0.99x the float model's, relative L2 on rendered text 0.0719 -> 0.0758, latency 1.02x.
 
-A model whose weights live in a data file (`mapped`) is compared with an original that
-onnxruntime maps rather than reads: a page it never touches at session creation costs nothing,
-so a table read only by Gather holds nothing there, float or gathered int8 (MAPPED_AT_LOAD), and
-gathering it pays for no lean form. There, too, the accurate chain spends only what the plan
-saves at load (the planner's `room`). all-MiniLM-L6-v2 as model.onnx + model.onnx.data, default
-int8, against its mapped original: 1.30x at session creation before (0.93x after the first runs,
-once the original's table pages are read).
+The estimate is made against the float weights as held in memory, wherever they are stored. A
+model whose weights live in a data file is, at session creation, compared with an original that
+onnxruntime maps rather than reads (a table read only by Gather holds nothing there), which would
+set a lower baseline; planning against it (as this module once did) made the plan a function of
+the storage: the same 438 MB text encoder as one file and with a data file got 10 weights
+planned differently, and with --inputs an output error of 0.115 against 0.022. A plan depends on
+the weights' values and the inputs only; all-MiniLM-L6-v2 with a data file then holds 1.30x its
+mapped original at session creation (0.93x after the first runs, once the original's table
+pages are read).
 """
 
 from __future__ import annotations
@@ -82,26 +84,17 @@ EXTRA_AT_LOAD = {
     ("embed_rows", "other"): -1.0,  # EmbedLayerNormalization's word table, int8 rows gathered
     ("dq", "other"): -1.0,  # DequantizeLinear kept before recurrent or contrib ops: integers only
 }
-# A mapped original (see the module docstring): measured on a 30522x384 table read by Gather,
-# model.onnx + model.onnx.data, peak RSS growth over session creation: +1 MB as float32, int8 and
-# uint8 alike (none of its pages read). Four mapped 2048x2048 MatMul weights in a chain: `scaled`
-# +0.13-0.19 of their bytes, DequantizeLinear fused into MatMulNBits -0.49 (the same weights
-# inline: +0.25 and -0.39).
-MAPPED_AT_LOAD = {**EXTRA_AT_LOAD,
-                  ("gather", "Gather"): 0.0, ("scaled", "other"): 0.15, ("dq_fused", "MatMul"): -0.5}
 KEPT_OPSET = dq_opset("int8", "channel")  # DequantizeLinear per channel: 13
 FUSED_K_MIN = 16  # MatMulNBits' smallest block; onnxruntime fuses a per-channel weight in blocks of 32
 
 
-def extra_at_load(site: ConstantSite, lowering: str, mapped: bool = False) -> float:
-    """Bytes the weight's form holds at load beyond the float weight (EXTRA_AT_LOAD; with
-    `mapped`, against an original whose data file onnxruntime maps: MAPPED_AT_LOAD)."""
+def extra_at_load(site: ConstantSite, lowering: str) -> float:
+    """Bytes the weight's form holds at load beyond the float weight (EXTRA_AT_LOAD)."""
     ops = {n.op for n, _ in consumers(site)}
     op = ops.pop() if len(ops) == 1 else "other"
     if lowering == "dq" and fuses_into_nbits(site):
         lowering = "dq_fused"
-    table = MAPPED_AT_LOAD if mapped else EXTRA_AT_LOAD
-    ratio = table.get((lowering, op), table.get((lowering, "other"), 0.0))
+    ratio = EXTRA_AT_LOAD.get((lowering, op), EXTRA_AT_LOAD.get((lowering, "other"), 0.0))
     return ratio * site.nbytes
 
 
@@ -128,18 +121,18 @@ def applies(graph, options) -> bool:
     return options.lean_default and options.target == "any" and not has_kv_cache(graph)
 
 
-def room_at_load(planned: Iterable[tuple[ConstantSite, str]], mapped: bool = False) -> float:
+def room_at_load(planned: Iterable[tuple[ConstantSite, str]]) -> float:
     """Bytes the forms in `planned` (pairs of a weight and its lowering) hold at load below what
     the float weights held, by EXTRA_AT_LOAD; 0 where they hold more. What the accurate chain
     may spend where nothing else pays for it (choices/lean.py): in a decoder, which keeps no
-    weight in memory, and in a `mapped` model, whose untouched table pages pay for nothing."""
-    return max(0.0, -plan_extra(_as_lean(planned), mapped))
+    weight in memory."""
+    return max(0.0, -plan_extra(_as_lean(planned)))
 
 
-def plan_extra(planned: list[tuple[ConstantSite, str]], mapped: bool = False) -> float:
+def plan_extra(planned: list[tuple[ConstantSite, str]]) -> float:
     """What the forms in `planned` hold at load beyond the float weights (EXTRA_AT_LOAD; `lean`
     counted as `scaled`: _as_lean)."""
-    return sum(extra_at_load(site, lowering, mapped) for site, lowering in _as_lean(planned))
+    return sum(extra_at_load(site, lowering) for site, lowering in _as_lean(planned))
 
 
 def _as_lean(planned: Iterable[tuple[ConstantSite, str]]) -> list[tuple[ConstantSite, str]]:
@@ -151,17 +144,15 @@ def _as_lean(planned: Iterable[tuple[ConstantSite, str]]) -> list[tuple[Constant
 
 
 def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
-                   left_lean: Callable[[ConstantSite], bool] = lambda site: False,
-                   mapped: bool = False) -> list[ConstantSite]:
+                   left_lean: Callable[[ConstantSite], bool] = lambda site: False) -> list[ConstantSite]:
     """The weights to lower as `dq` instead of their lean form (`lean` or `scaled` in `planned`,
     pairs of a weight and the lowering planned for it), until the plan's estimated extra at load
     is not above zero (module docstring); [] where it is not already. MatMul weights onnxruntime
     fuses into MatMulNBits first, largest first; then, largest first, lean `arith` weights
     (arith_kept) and Conv weights (conv_kept), whose DequantizeLinear runs at every inference.
-    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16);
-    `mapped`: the original's weights are in a data file onnxruntime maps (MAPPED_AT_LOAD)."""
+    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16)."""
     planned = _as_lean(planned)
-    extra = plan_extra(planned, mapped)
+    extra = plan_extra(planned)
     kept = []
     lean = [(site, lowering) for site, lowering in planned if lowering in ("scaled", "arith") and not left_lean(site)]
     largest = lambda pairs: sorted(pairs, key=lambda pair: -pair[0].nbytes)  # noqa: E731
@@ -171,7 +162,7 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     for site, lowering in movable:
         if extra <= 0:
             break
-        extra += extra_at_load(site, "dq", mapped) - extra_at_load(site, lowering, mapped)
+        extra += extra_at_load(site, "dq") - extra_at_load(site, lowering)
         kept.append(site)
     return kept
 

@@ -21,23 +21,20 @@ from .rules import lean_forms
 from .model_facts import ModelFacts
 
 
-def at_load(candidates: list[Candidate], graph: gs.Graph, options: QuantOptions, opset: int, mapped: bool,
+def at_load(candidates: list[Candidate], graph: gs.Graph, options: QuantOptions, opset: int,
             facts: ModelFacts) -> tuple[list[Candidate], float | None]:
     """The candidates with those kept quantized in memory lowered as `dq`, and the cap on what
-    the accurate chain spends at load (None: its share alone). `mapped`: the model's weights are
-    in a data file, which onnxruntime maps (load_memory.py)."""
+    the accurate chain spends at load (None: its share alone). The same wherever the weights
+    are stored (load_memory.py)."""
     sites = collect_constants(graph, list(iter_scopes(graph)))
     if options.target != "tensorrt" and opset >= KEPT_OPSET and not float_weights_fit(sites, options.memory):
         return _keep_to_fit(candidates, sites, options.memory), None
     if memory_rule_applies(graph, options) and opset >= KEPT_OPSET:
-        candidates = _keep_in_memory(candidates, mapped)
-        # the original's untouched table pages pay for nothing: the chain spends only what the
-        # plan saves at load (all-MiniLM-L6-v2 with a data file: see load_memory.py)
-        return candidates, room_at_load(planned_forms(candidates), mapped) if mapped else None
+        return _keep_in_memory(candidates), None
     if options.lean_default and facts.kv_cache:  # nothing kept in memory to pay for the chain:
         # it spends only what the plan saves at load (SmolLM2-135M's optimum export, int8: 1.18x ->
         # 1.04x the float model's memory, top-1 97.1% -> 98.5% on held-out prompts)
-        return candidates, room_at_load(planned_forms(candidates), mapped)
+        return candidates, room_at_load(planned_forms(candidates))
     return candidates, None
 
 
@@ -47,9 +44,9 @@ def planned_forms(candidates: list[Candidate]) -> list:
     return lean_forms((c.site, "cast" if c.float16 else c.lowering) for c in candidates)
 
 
-def _keep_in_memory(candidates: list[Candidate], mapped: bool) -> list[Candidate]:
+def _keep_in_memory(candidates: list[Candidate]) -> list[Candidate]:
     """The MatMul (and Conv) weights that load_memory keeps quantized in memory lowered as `dq`."""
-    kept = {site.name for site in kept_in_memory(planned_forms(candidates), left_lean=small_weight, mapped=mapped)}
+    kept = {site.name for site in kept_in_memory(planned_forms(candidates), left_lean=small_weight)}
     return [dataclasses.replace(c, scheme=kept_scheme(c.site), lowering="dq", reason=kept_reason(c.site))
             if c.name in kept else c for c in candidates]
 

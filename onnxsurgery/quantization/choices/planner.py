@@ -37,17 +37,16 @@ from .symmetry import SymmetryChoice, choose_symmetric
 
 
 def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, overridable: frozenset[str],
-                 activations: Calibration | None = None, calibration: Calibration | None = None,
-                 mapped: bool = False) -> Plan:
+                 activations: Calibration | None = None, calibration: Calibration | None = None) -> Plan:
     """The plan for every float constant of `graph` (all scopes) under `options` at `opset`.
     `activations`: the inputs each weight's readers see, for auto's measured choices;
-    `calibration`: GPTQ's inputs (the weights it can round get rounding `gptq`); `mapped`: the
-    model's weights are in a data file, which onnxruntime maps (load_memory.py)."""
+    `calibration`: GPTQ's inputs (the weights it can round get rounding `gptq`). Where the
+    weights are stored (one file, a data file, a folder) changes nothing."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # huge finite weights: see apply
-        return _plan(graph, options, opset, overridable, activations, calibration, mapped)
+        return _plan(graph, options, opset, overridable, activations, calibration)
 
 
-def _plan(graph, options: QuantOptions, opset: int, overridable, activations, calibration, mapped: bool) -> Plan:
+def _plan(graph, options: QuantOptions, opset: int, overridable, activations, calibration) -> Plan:
     facts = ModelFacts(graph)
     scopes = list(iter_scopes(graph))
     qdq = quantizes_activations(scopes)
@@ -66,7 +65,7 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
         "per_channel_instead_of_blocks": [c.name for c in candidates if c.scheme.granularity != c.options.granularity
                                           and c.lowering != "lean"],
         "float16_for_tensorrt": {c.name: c.why for c in candidates if float16_for_tensorrt(c.site, c.options)}}
-    candidates, room = at_load(candidates, graph, options, opset, mapped, facts)
+    candidates, room = at_load(candidates, graph, options, opset, facts)
     lean_choice = choose_lean([c for c in candidates if c.lowering == "lean"], options, opset,
                               total_bytes=sum(c.site.nbytes for c in candidates), activations=activations,
                               room_at_load=room)

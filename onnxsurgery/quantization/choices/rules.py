@@ -37,10 +37,10 @@ RECURRENT_DQ_OPSET = 13
 TRANSPOSED_GEMM_OPSET = 21
 
 
-def required_opset(opts: QuantOptions, graph: gs.Graph | None = None, mapped: bool = False) -> int:
+def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
     """The opset the lowering asked for needs (the API upgrades a model below it): DequantizeLinear
     with blocks or 4-bit types needs 21; the default's lean form of recurrent weights (in `graph`)
-    needs 13; every other lowering works from opset 7 (or 11). `mapped`: as plan_weights'.
+    needs 13; every other lowering works from opset 7 (or 11).
 
     Asked before planning, of every weight of the options' size whatever the selection: the
     opset a plan is made at can change its lowerings, so it is not derived from the plan (that
@@ -48,8 +48,7 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None, mapped: bo
     if opts.fp16 or opts.levels:
         return 1
     if opts.allocated_int4:  # the weights allocated 4 bits need what 4-bit options need
-        return max(required_opset(opts.as_four_bit(), graph, mapped),
-                   required_opset(opts.changed(allocation=None), graph, mapped))
+        return max(required_opset(opts.as_four_bit(), graph), required_opset(opts.changed(allocation=None), graph))
     if opts.lowering == "dq" or (opts.lowering == "auto" and opts.stays_quantized):
         return dq_min_opset(opts)
     if graph is not None and opts.lean_default:
@@ -62,7 +61,7 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None, mapped: bo
             return RECURRENT_DQ_OPSET
         planned = lean_forms((site, lowering_for(site, opts, choose_scheme(site, opts), KEPT_OPSET, facts))
                              for site in weights if site.onnx_dtype in FLOAT_TYPES and site.shape)
-        if memory_rule_applies(graph, opts) and kept_in_memory(planned, mapped=mapped):
+        if memory_rule_applies(graph, opts) and kept_in_memory(planned):
             return KEPT_OPSET  # per-channel DequantizeLinear (load_memory.py)
     return 1
 

@@ -304,3 +304,48 @@ def test_calibration_of_a_model_with_external_data(tmp_path):
                                  calibration=_samples(range(64)))
     assert sorted(cal.pass_report("quantize").details["calibrated"]) == ["W1", "Wc"]
     assert cal.verification["rel_l2_error"] < 0.05
+
+
+def test_a_weight_whose_statistics_would_dwarf_it_is_not_calibrated(tmp_path):
+    """H is K x K whatever the weight's size: a Gemm after a flattened feature map (issue 59: K =
+    65536, 64 GiB) ran out of memory. Here K = 6000 (550 MiB of H for a 94 KB weight): skipped,
+    with the reason, nothing allocated; the quantization still runs and is verified."""
+    k = 6000
+    nodes = [helper.make_node("Gemm", ["x", "W"], ["y"])]
+    model = builders.model(nodes, [builders.vi("x", shape=[1, k])], [builders.vi("y", shape=[1, 4])],
+                           [numpy_helper.from_array(builders.rand((k, 4), 1) * 0.05, "W")])
+    src = tmp_path / "wide.onnx"
+    onnx.save(model, str(src))
+    samples = [{"x": np.random.default_rng(s).standard_normal((1, k)).astype(np.float32)} for s in range(4)]
+    calibration = Calibration(src, samples)
+    site = next(s for s in collect_constants(gs.import_onnx(model)) if s.name == "W")
+    calibration.plan([site])
+    assert "statistics" in calibration.skipped["W"] and calibration.moments(site) is None
+    report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", calibration=samples, samples=samples, min_elements=1000)
+    assert "W" in report.pass_report("quantize").details["not_calibrated"]
+    assert report.verification["rel_l2_error"] < 0.05
+
+
+@pytest.mark.parametrize("op", ["Conv", "MatMul"])
+def test_rows_sampled_from_a_large_activation_estimate_h(op):
+    """Past ROWS_PER_COLUMN x K rows, H is measured on a fixed subset of the rows and scaled back
+    to their count: about the full H (the choices and GPTQ's factor read its shape, not its
+    noise), at a fraction of the reading; the same subset every run."""
+    from onnxsurgery.quantization.calibration import sampled_columns
+
+    rng = np.random.default_rng(0)
+    if op == "Conv":
+        x, shape, attrs = rng.standard_normal((2, 8, 96, 96)).astype(np.float32) + 0.5, (16, 8, 3, 3), {"pads": [1] * 4}
+    else:
+        x, shape, attrs = rng.standard_normal((3, 4000, 24)).astype(np.float32) + 0.5, (24, 16), {}
+    reader = Reader("x", op, attrs)
+    full = sum(c.T.astype(np.float64) @ c for c in input_columns(x, reader, shape))
+    scale, parts = sampled_columns(x, reader, shape, max_rows=3000)
+    parts = list(parts)
+    read = sum(len(c) for c in parts)
+    assert scale > 3 and read <= 3000 + x.shape[0]
+    estimate = scale * sum(c.T.astype(np.float64) @ c for c in parts)
+    assert np.linalg.norm(estimate - full) / np.linalg.norm(full) < 0.1
+    again = list(sampled_columns(x, reader, shape, max_rows=3000)[1])
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again))
+    assert sampled_columns(x, reader, shape, max_rows=10 ** 7)[0] == 1.0  # under the cap: every row

@@ -6,6 +6,7 @@ the real run start from one `prepare`."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..passes.constants_to_initializers import constant_nodes_to_initializers
 from ..pipeline import Workspace, dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
 from ..quantization.choices import allocation
 from ..kv_cache import has_kv_cache
-from ..quantization.calibration import Calibration
+from ..quantization.calibration import ROWS_PER_COLUMN, Calibration
 from ..quantization.options import QuantOptions
 from ..quantization.plan import Plan, WeightPlan, read_plan
 from ..quantization.request import QuantRequest
@@ -67,6 +68,15 @@ class Preparation:
         return quant_pipeline(self.options, merge=self.run.decision.merge, opsets=opsets,
                               calibration=self.calibration, activations=self.activations, records=self.records,
                               store=store)
+
+    @property
+    def sampling_note(self) -> str | None:
+        """What the measured choices and GPTQ read of large activations, when not all of it."""
+        sampled = sorted({name for c in (self.activations, self.calibration) if c is not None for name in c.sampled})
+        if not sampled:
+            return None
+        return (f"the inputs of {len(sampled)} weight{'s' * (len(sampled) != 1)} measured on a fixed sample of their "
+                f"rows (large activations: at most {ROWS_PER_COLUMN} rows per input column, calibration.py)")
 
     @property
     def decided_by(self) -> str | None:
@@ -182,6 +192,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         ws.run_pipeline(prepared.steps(ws, ws.opsets, store=ws.store))
         report.passes = ws.reports
         _lift_plan(report)
+        report.notes.extend(filter(None, [prepared.sampling_note]))
         if prepared.calibration is not None:
             details = report.pass_report("quantize").details
             count = len(decision.calibration)
@@ -206,6 +217,10 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         if not (worst <= large_error_line(four_bit) and (max_error is None or worst <= max_error)):
             for check_upgrade in upgrade_checks:  # the converter's doing, not the quantization's?
                 check_upgrade()
+        if not math.isfinite(worst):  # a NaN model is no result, whatever --max-error says
+            raise VerificationError(
+                f"relative L2 output error {worst}: the outputs on the verification inputs are not finite "
+                "(NaN or infinity); nothing written")
         if max_error is not None and not worst <= max_error:
             raise VerificationError(
                 f"relative L2 output error {worst:.3g} exceeds --max-error {max_error:g}; nothing written"

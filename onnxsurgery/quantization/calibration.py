@@ -24,6 +24,15 @@ check GPTQ on samples it was not fitted to (`Moments`). Weights that read the sa
 same way (a transformer's Q, K and V) share one `Moments`. They are captured in chunks whose
 H fit in `memory_budget` bytes, so a large model runs the samples more than once rather than
 holding every H at the same time.
+
+Cost is bounded by the weight, not by the data. H takes 16 K^2 bytes whatever the weight's size
+(a Gemm after a flattened 64 x 1024 feature map has K = 65536: 64 GiB), so a weight whose H
+would outgrow both the chunk budget and STATISTICS_PER_WEIGHT times its own float32 bytes is
+rounded without calibration (said so, in `skipped`). And a large activation is not read in
+full: a Conv at 512 x 512 meets 262,144 input rows per sample, and H from ROWS_PER_COLUMN x K of
+them (a fixed pseudo-random subset, spread evenly over the samples, scaled back to the full
+count) is as good for GPTQ's factor and the output errors the choices compare, at the cost of
+GPTQ's own K^3 factorization rather than rows x K^2 (`sampled` says where).
 """
 
 from __future__ import annotations
@@ -44,6 +53,9 @@ from .rounding import Quantized
 
 DEFAULT_MEMORY_BUDGET = 256 << 20
 _PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
+STATISTICS_PER_WEIGHT = 4  # H may take this many times the weight's float32 bytes (or the chunk budget)
+ROWS_PER_COLUMN = 64  # input rows read per input column of a weight, over all samples
+MIN_ROWS = 4096  # ... and never fewer than this
 
 
 Branch = tuple  # (the If's first output, "then_branch" | "else_branch")
@@ -106,11 +118,35 @@ def readers(site: ConstantSite) -> list[Reader] | None:
 
 def input_columns(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...]):
     """The rows the weight's input columns meet, as [rows, K] float32 slices (a generator)."""
+    return sampled_columns(x, reader, weight_shape)[1]
+
+
+def sampled_columns(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...], max_rows: int | None = None):
+    """(total rows / rows read, [rows, K] float32 slices): every row, or with `max_rows` a fixed
+    pseudo-random subset of about that many (a Conv's: as many output positions per sample)."""
     x = np.asarray(x, np.float32)
     if reader.op != "Conv":
         k = weight_shape[1] if reader.op == "Gemm" and reader.attrs.get("transB", 0) else weight_shape[0]
-        yield x.reshape(-1, k)
-        return
+        rows = x.reshape(-1, k)
+        if max_rows is None or rows.shape[0] <= max_rows:
+            return 1.0, iter([rows])
+        return rows.shape[0] / max_rows, iter([rows[_subset(rows.shape[0], max_rows)]])
+    patches, r = _patches(x, reader, weight_shape)  # [N, *out, *kernel, C]: a view, nothing copied
+    width = patches.shape[-1] * math.prod(weight_shape[2:])
+    n, out = patches.shape[0], patches.shape[1:1 + r]
+    positions = math.prod(out)
+    if max_rows is not None and n * positions > max_rows:
+        per_sample = max(1, -(-max_rows // n))
+        chosen = _subset(positions, per_sample)
+        return positions / chosen.size, _positions(patches, np.unravel_index(chosen, out), width)
+    per_row = max(1, math.prod(patches.shape[2:1 + r]) * width * 4)  # bytes per step of the first out axis
+    step = max(1, _PATCH_BYTES // per_row)
+    return 1.0, (patches[i, o:o + step].reshape(-1, width) for i in range(n) for o in range(0, out[0], step))
+
+
+def _patches(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """A Conv's input unfolded into kernel-sized windows, [N, *out, *kernel, C] (gptq's column
+    order on the last axes), as a strided view of the padded input; and the spatial rank."""
     kernel = weight_shape[2:]
     r = len(kernel)
     pads = [0] * 2 * r  # VALID
@@ -123,14 +159,20 @@ def input_columns(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...]):
     win = np.lib.stride_tricks.sliding_window_view(x, span, axis=tuple(range(2, 2 + r)))
     win = win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)
               + tuple(slice(None, None, d) for d in dilations)]  # [N, C, *out, *kernel]
-    order = [0] + list(range(2, 2 + 2 * r)) + [1]  # [N, *out, *kernel, C]: gptq's column order
-    patches = win.transpose(order)
-    width = math.prod(kernel) * x.shape[1]
-    per_row = max(1, math.prod(patches.shape[2:1 + r]) * width * 4)  # bytes per step of the first out axis
-    step = max(1, _PATCH_BYTES // per_row)
-    for n in range(patches.shape[0]):
-        for o in range(0, patches.shape[1], step):
-            yield patches[n, o:o + step].reshape(-1, width)
+    return win.transpose([0] + list(range(2, 2 + 2 * r)) + [1]), r
+
+
+def _positions(patches: np.ndarray, coords: tuple[np.ndarray, ...], width: int):
+    """The windows at `coords` (output positions) of every sample, in slices of _PATCH_BYTES."""
+    step = max(1, _PATCH_BYTES // (width * 4))
+    for i in range(patches.shape[0]):
+        for o in range(0, coords[0].size, step):
+            yield patches[i][tuple(c[o:o + step] for c in coords)].reshape(-1, width)
+
+
+def _subset(total: int, count: int) -> np.ndarray:
+    """`count` of range(total), sorted, the same every run (seeded by the sizes)."""
+    return np.sort(np.random.default_rng([total, count]).choice(total, count, replace=False))
 
 
 class Moments:
@@ -200,6 +242,7 @@ class Calibration:
         self._cache: dict[_Reading, Moments] = {}
         self._waiting: dict[_Reading, int] = {}  # weights not yet asked for, per reading
         self.skipped: dict[str, str] = {}  # weight -> why it was not calibrated
+        self._sampled: set[_Reading] = set()  # readings whose H came from a subset of the input rows
         self._sessions: dict[tuple, object] = {}  # probes, by the If branches inlined and the outputs asked
         self._graph_inputs: set[str] = set()
         self._graph_outputs: set[str] = set()
@@ -230,11 +273,21 @@ class Calibration:
                                            "a reader calibration does not support (grouped Conv, transA, ...)")
                 continue
             reading = _Reading.of(found, tuple(site.shape), choose_axes(site)[0])
+            limit = max(self.memory_budget, DEFAULT_MEMORY_BUDGET, STATISTICS_PER_WEIGHT * 4 * math.prod(site.shape))
+            if 16 * reading.k ** 2 > limit:
+                self.skipped[site.name] = (f"its {reading.k} input columns would need {_size(16 * reading.k ** 2)} of "
+                                           f"statistics, more than {STATISTICS_PER_WEIGHT}x the weight")
+                continue
             if reading not in self._readers:
                 self._readings.append(reading)
                 self._readers[reading] = found
             self._planned[site.name] = reading
             self._waiting[reading] = self._waiting.get(reading, 0) + 1
+
+    @property
+    def sampled(self) -> list[str]:
+        """The weights captured so far whose H was measured on a subset of their input rows."""
+        return [name for name, reading in self._planned.items() if reading in self._sampled]
 
     def _as_in_the_file(self, found: list[Reader], weight: str) -> list[Reader] | None:
         """`found` with the activations of branch readers named as in the model file, which the
@@ -285,6 +338,8 @@ class Calibration:
             total += 16 * reading.k ** 2
         self._cache = {reading: Moments(reading.k) for reading in chunk}
         given = self._graph_inputs
+        rows_per_sample = {reading: -(-max(MIN_ROWS, ROWS_PER_COLUMN * reading.k) // len(self.samples))
+                           for reading in chunk}
         for index, feeds in enumerate(self._feeds()):
             chosen = self._branches_taken(feeds)
             taken = [(reading, [r for r in self._readers[reading] if r.branch is None or chosen.get(r.branch[0]) ==
@@ -298,8 +353,11 @@ class Calibration:
             for reading, found in taken:
                 h = self._cache[reading].folds[index % 2]
                 for r in found:
-                    for cols in input_columns(values[r.activation], r, reading.shape):
-                        h += cols.T @ cols  # float32 product, accumulated in float64
+                    scale, parts = sampled_columns(values[r.activation], r, reading.shape, rows_per_sample[reading])
+                    if scale != 1.0:
+                        self._sampled.add(reading)
+                    for cols in parts:
+                        h += (cols.T @ cols) * scale if scale != 1.0 else cols.T @ cols  # float32, summed in float64
         if chunk[-1] is self._readings[-1]:
             self._sessions = {}  # the last chunk: free the probes' copies of the model
 
@@ -338,6 +396,10 @@ class Calibration:
             if missing and generated is None:
                 generated = make_inputs(self._probe({}), shapes=self.shapes, model=self.model_path)
             yield {**{k: generated[k] for k in missing}, **sample}
+
+
+def _size(n: int) -> str:
+    return f"{n / 2 ** 30:.1f} GiB" if n >= 2 ** 30 else f"{n / 2 ** 20:.0f} MiB"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Models that compute in float16: their weights take the lean lowering in their own type (an
-int8 Cast to float16, scales in float16 after the reader), so that onnxruntime folds nothing into
-float32 copies at load; every option works, the opset upgrade checked at float16's precision."""
+int8 Cast to float16 times float16 scales, folded at load), so that onnxruntime folds nothing into
+float32 copies; not the scale after the reader, whose unscaled float16 output can overflow; every
+option works, the opset upgrade checked at float16's precision."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import onnx
 import pytest
 
 import builders
+from onnx import helper, numpy_helper
 import onnxsurgery
 from onnxsurgery.api.quant_steps import upgrade_tolerance
 
@@ -27,7 +29,7 @@ def float16_model(tmp_path):
 def test_the_default_lowers_float16_weights_in_float16(tmp_path, float16_model):
     report = onnxsurgery.quant_file(float16_model, tmp_path / "q.onnx", min_elements=1024, samples=_feeds())
     labels = {e["name"]: e["scheme"] for e in report.pass_report("quantize").details["largest_errors"]}
-    assert labels["W_mm"].endswith("/scaled") and labels["W_const"].endswith("/scaled")
+    assert labels["W_mm"].endswith("/arith") and labels["W_const"].endswith("/arith")
     graph = onnx.load(str(tmp_path / "q.onnx")).graph
     int8 = {t.name for t in graph.initializer if t.data_type == onnx.TensorProto.INT8}
     casts = [n for n in graph.node if n.op_type == "Cast" and set(n.input) & int8]
@@ -38,6 +40,34 @@ def test_the_default_lowers_float16_weights_in_float16(tmp_path, float16_model):
     onnx.save(builders.quant_cases(), str(src32))
     report32 = onnxsurgery.quant_file(src32, tmp_path / "q32.onnx", min_elements=1024, samples=_feeds())
     assert report.verification["rel_l2_error"] <= 1.5 * report32.verification["rel_l2_error"]
+
+
+def test_no_float16_overflow_before_the_scale(tmp_path):
+    """A float16 Conv with a bias 1/scale times larger than float16 holds (issue 59: a float16
+    segmentation net, every output NaN, written with exit 0): the lean form is not `scaled`
+    there, and the verified result is finite and close, with --inputs as without."""
+    rng = np.random.default_rng(0)
+    w1 = (rng.standard_normal((64, 32, 3, 3)) * 5e-4).astype(np.float16)
+    w2 = (rng.standard_normal((64, 64, 3, 3)) * 5e-4).astype(np.float16)
+    bias = (rng.standard_normal(64) * 40).astype(np.float16)
+    nodes = [helper.make_node("Cast", ["x"], ["xh"], to=onnx.TensorProto.FLOAT16),
+             helper.make_node("MaxPool", ["xh"], ["p0"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p0", "W1", "B1"], ["c1"], pads=[1] * 4),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "W2"], ["c2"], pads=[1] * 4),
+             helper.make_node("Cast", ["c2"], ["y"], to=onnx.TensorProto.FLOAT)]
+    model = builders.model(nodes, [builders.vi("x", shape=[1, 32, 32, 32])], [builders.vi("y", shape=[1, 64, 8, 8])],
+                           [numpy_helper.from_array(w1, "W1"), numpy_helper.from_array(bias, "B1"),
+                            numpy_helper.from_array(w2, "W2")], opset=13)
+    src = tmp_path / "conv16.onnx"
+    onnx.save(model, str(src))
+    samples = [{"x": np.random.default_rng(s).standard_normal((1, 32, 32, 32)).astype(np.float32)} for s in (1, 2)]
+    for given in (None, samples):
+        report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", samples=given)
+        assert {w["name"]: w["lowering"] for w in report.weights if w["dtype"] == "int8"} == {"W1": "arith",
+                                                                                              "W2": "arith"}
+        assert report.verification["rel_l2_error"] < 0.02
 
 
 @pytest.mark.parametrize("options", [{"dtype": "int4"}, {"keep_quantized": True}, {"target": "tensorrt"},

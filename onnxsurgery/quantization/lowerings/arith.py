@@ -2,7 +2,12 @@
 4-bit values stored two per uint8 and unpacked with BitShift (opset 11 on; Cast/Div/Mul/Sub in
 int32 before), so any scheme works at any opset. onnxruntime folds the chain at session start:
 no run-time cost, float weights in memory, and while folding it holds every intermediate (four
-weight-sized float copies for blocks with zero points, two for Cast -> Mul)."""
+weight-sized float copies for blocks with zero points, two for Cast -> Mul).
+
+A float16 weight's chain computes in float16: (q - z) * s has at most 9 + 11 significant bits,
+exact in float32, so float16 arithmetic rounds it once, as a float32 chain and a Cast would,
+without a float32 copy of the weight while onnxruntime folds it. bfloat16 keeps the float32
+chain and its Cast (8 bits of mantissa: the product is not exact there)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ from .base import Lowering, always
 def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor:
     emit = Emitter(site.scope.graph, names, site.name)
     shape = list(site.shape)
+    if site.onnx_dtype == onnx.TensorProto.FLOAT16:
+        return build_arith(qt, emit, names, site.name, shape, opset, onnx.TensorProto.FLOAT16)
     out = build_arith(qt, emit, names, site.name, shape, opset)
     if site.onnx_dtype != onnx.TensorProto.FLOAT:
         out = emit("Cast", [out], dtype=FLOAT_TYPES[site.onnx_dtype], shape=shape, to=site.onnx_dtype)
@@ -28,33 +35,38 @@ def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -
 
 
 def build_arith(qt: Quantized, emit: Emitter, names: NameAllocator, base: str, shape: list[int],
-                opset: int) -> gs.Variable:
+                opset: int, to: int = onnx.TensorProto.FLOAT) -> gs.Variable:
+    """The chain in float type `to` (float32, or float16 for a float16 weight: module docstring)."""
     four_bit = qt.dtype in ("int4", "uint4")
     view = broadcast_shape(qt, shape)
+    float_dtype = np.float16 if to == onnx.TensorProto.FLOAT16 else np.float32
     zero = zero_to_subtract(qt, view, names, base)
-    if zero is not None and zero.values.dtype != np.float32:  # integers, folded at session start
-        zero = emit("Cast", [zero], to=onnx.TensorProto.FLOAT)
+    if zero is not None and zero.values.dtype.kind == "f" and zero.values.dtype != float_dtype:  # int4's offset
+        zero = const(names, f"{base}_offset", zero.values.astype(float_dtype))
+    elif zero is not None and zero.values.dtype != float_dtype:  # integers, folded at session start
+        zero = emit("Cast", [zero], dtype=float_dtype, to=to)
     blocked = qt.granularity == "block"
     work_shape = blocked_shape(qt, shape)  # blocks get an axis of their own, for the scales to broadcast
     if four_bit:
         nibbles = (qt.q.astype(np.int16) + nibble_offset(qt)).ravel()  # C order of the (blocked) work shape
         q = unpack_nibbles(nibbles, emit, names, base, opset)
         q = emit("Reshape", [q, const(names, f"{base}_qshape", np.array(work_shape, np.int64))], dtype=q.dtype)
-        q = emit("Cast", [q], to=onnx.TensorProto.FLOAT)
+        q = emit("Cast", [q], dtype=float_dtype, to=to)
     else:
         # Stored already blocked (same bytes): onnxruntime folds the chain at session start and
         # holds every float intermediate until folding ends, so one float Reshape fewer is
         # one weight-sized float copy less at load time.
         stored = int_tensor(names, f"{base}_q", qt.q.reshape(work_shape), qt.dtype)
-        q = emit("Cast", [stored], to=onnx.TensorProto.FLOAT)
+        q = emit("Cast", [stored], dtype=float_dtype, to=to)
     if zero is not None:
-        q = emit("Sub", [q, zero])
+        q = emit("Sub", [q, zero], dtype=float_dtype)
     scale = const(names, f"{base}_scale", qt.scale.reshape(view))
-    if qt.scale.dtype != np.float32:  # float16 scales (half the bytes), folded at session start
-        scale = emit("Cast", [scale], to=onnx.TensorProto.FLOAT)
-    x = emit("Mul", [q, scale])
+    if qt.scale.dtype != float_dtype:  # float16 scales of a float32 weight (half the bytes), folded at load
+        scale = emit("Cast", [scale], dtype=float_dtype, to=to)
+    x = emit("Mul", [q, scale], dtype=float_dtype)
     if blocked:
-        x = emit("Reshape", [x, const(names, f"{base}_shape", np.array(shape, np.int64))], shape=shape)
+        x = emit("Reshape", [x, const(names, f"{base}_shape", np.array(shape, np.int64))], dtype=float_dtype,
+                 shape=shape)
     return x
 
 

@@ -39,6 +39,13 @@ the integers but ran 1.68x the fused original's latency (dequantized at every ru
 weight); the arith chain held 1.40x its memory (with the rest of the model). Per-row scales
 lose some accuracy against per-column ones (weight error 0.009-0.011 against 0.008).
 
+float16 arithmetic: a reader that computes in float16 would see the integers themselves, so its
+output before the scale (and a bias divided by the scale) is 1/scale times the real one: on a
+float16 segmentation net (isnet, 1024x1024) a Conv's bias over its scale passed 65504, every
+output NaN (issue 59). So a float16 weight read by MatMul, Gemm or Conv in float16 is not
+`scaled` (the planner picks another form); through a Cast to float32 it is, and a float16
+table's Gather (integers up to 127, then the scale) is too.
+
 Limits: float32 and float16 weights (float16: scales in float16, no zero points); every reader
 must be MatMul input B (2-D), Gemm input B, Conv input W, com.microsoft FusedMatMul input B
 (2-D; what onnxruntime's optimizer makes of MatMul with a Transpose or a Mul) or Attention's
@@ -163,6 +170,8 @@ def scale_axis(site: ConstantSite) -> int | None:
         return None
     rank = len(site.shape)
     places = set()
+    if computes_in_float16(site) and any(node.op != "Gather" for node, _ in readers):
+        return None  # the unscaled output would overflow float16 (module docstring)
     for node, index in readers:
         if index != (0 if node.op == "Gather" else 1) or (len(node.inputs) > 2 and node.inputs[2] is site.value):
             return None
@@ -174,6 +183,12 @@ def scale_axis(site: ConstantSite) -> int | None:
         else:
             return None
     return places.pop()[0] if len(places) == 1 else None
+
+
+def computes_in_float16(site: ConstantSite) -> bool:
+    """Whether `site`'s readers multiply it in float16: a float16 weight not read through Casts
+    to float32."""
+    return site.onnx_dtype == onnx.TensorProto.FLOAT16 and through_casts(site) is None
 
 
 def input_channel_axis(node: gs.Node, rank: int) -> int | None:
@@ -372,6 +387,8 @@ def _reduce_sum(emit: Emitter, constant, data: gs.Tensor, axis: int, opset: int)
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
     """One int8 scale per output channel, every reader able to take it after itself (module doc)."""
     axis = scale_axis(site)
+    if axis is None and computes_in_float16(site):
+        return "read in float16 arithmetic, where the integers before the scale could overflow"
     if axis is None:
         return "a reader cannot take the scale after it (float32 MatMul B, Gemm B, Conv W or FusedMatMul B only)"
     if dtype != "int8" or scheme.granularity != "channel" or scheme.axis != axis:

@@ -35,3 +35,27 @@ class OptionError(OnnxSurgeryError, ValueError):
 class PlanError(OptionError):
     """A quantization plan (`quant --plan FILE`) that is malformed, names a weight the model
     lacks, or asks for something the weight cannot take."""
+
+
+def from_os_error(e: OSError, output: object = None) -> OnnxSurgeryError:
+    """An OSError raised while a command reads or writes (a path through a file, a folder it may
+    not write, a full disk) as the error the library promises: OutputError when the file it names
+    is the output or lies beside it (`output`: the output path), else InputError. One line, in
+    the operating system's own words, naming the file."""
+    from pathlib import Path
+
+    filename = getattr(e, "filename", None)
+    why = e.strerror or str(e) or type(e).__name__
+    writing = filename is None
+    if output is not None and filename is not None:
+        try:
+            out = Path(output).absolute()
+            name = Path(filename).absolute()
+            writing = name == out or name.is_relative_to(out.parent) or name.is_relative_to(out)
+        except (OSError, ValueError, TypeError):
+            writing = True
+    if writing:
+        target = output if output is not None else filename
+        where = f" ({filename})" if filename is not None and str(filename) != str(target) else ""
+        return OutputError(f"cannot write {target}: {why}{where}")
+    return InputError(f"cannot read {filename}: {why}")

@@ -92,10 +92,14 @@ def write_arrays(arrays: dict, npy_dir: Path, manifest: Path) -> dict:
     (not yet written). The folder is filled in a staging folder and renamed into place. Each
     value is an array, or a function returning one (`externalize`'s): read, written and let go
     one at a time."""
+    from .staging import check_output_folder
+
     npy_dir = Path(npy_dir)
-    if not npy_dir.parent.exists():
-        raise OutputError(f"folder does not exist: {npy_dir.parent}")
-    staging = Path(tempfile.mkdtemp(prefix=f".{npy_dir.name}.", dir=npy_dir.parent))
+    check_output_folder(npy_dir.parent, "the .npy folder's parent")
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{npy_dir.name}.", dir=npy_dir.parent))
+    except OSError as e:
+        raise OutputError(f"cannot write {npy_dir}: {e.strerror or e}") from e
     entries = {}
     used: set[str] = set()
     def read_and_hash(item) -> tuple[np.ndarray | None, str]:

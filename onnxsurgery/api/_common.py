@@ -3,16 +3,43 @@ result that is checked before it is put in place."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from pathlib import Path
 from typing import Callable
 
 import onnx
 
-from ..errors import InputError, OutputError
+from ..errors import InputError, OnnxSurgeryError, OutputError, from_os_error
 from ..staging import check_output_path, stage_model
 from ..pipeline import Workspace, open_workspace
 from ..report import RunReport
+
+
+def os_errors(fn: Callable | None = None, *, output: str = "output_path") -> Callable:
+    """`fn` with the OSErrors its reads and writes may raise (a path through a file, a folder it
+    may not write, a full disk) raised as the OnnxSurgeryError the API promises
+    (`errors.from_os_error`: OutputError naming the output, or InputError naming the file read).
+    `output` names `fn`'s output parameter."""
+    if fn is None:
+        return functools.partial(os_errors, output=output)
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except OnnxSurgeryError:
+            raise
+        except OSError as e:
+            try:
+                target = signature.bind_partial(*args, **kwargs).arguments.get(output)
+            except TypeError:
+                target = None
+            raise from_os_error(e, target) from e
+
+    return wrapper
 
 
 def model_file(source, what: str = "input"):

@@ -32,6 +32,7 @@ import onnx
 from ..errors import InputError, OptionError, OutputError
 from ..paths import confined, external_locations
 from ..report import RunReport
+from ._common import os_errors
 
 GENAI_CONFIG = "genai_config.json"
 
@@ -99,8 +100,11 @@ def run_on_folder(command: str, input_dir: str | os.PathLike, output_dir: str | 
     if out.is_dir() and any(out.iterdir()):
         raise OutputError(f"output folder is not empty: {out} (a model folder is written whole, into a new or "
                           "empty folder)")
-    if not out.parent.resolve().is_dir():
+    if not out.parent.resolve().exists():
         raise OutputError(f"output folder's parent does not exist: {out.parent}")
+    from ..staging import check_output_folder
+
+    check_output_folder(out.parent.resolve(), "output folder's parent")
     if out.resolve() == src.resolve() or out.resolve().is_relative_to(src.resolve()):
         raise OutputError(f"the output folder {out} is inside the input folder {src}")
     skip = {(src / m).resolve() for m in models}
@@ -147,6 +151,7 @@ def _check_config(folder: Path) -> None:
                 raise OutputError(f"{GENAI_CONFIG} names {name}, which the output folder lacks")
 
 
+@os_errors(output="output_dir")
 def quant_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **options) -> list[RunReport]:
     """`quant_file` on each model of a model folder into a new folder that runs as it is
     (module doc); the other files copied. The reports' notes say what was copied."""
@@ -159,6 +164,7 @@ def quant_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **
     return reports
 
 
+@os_errors(output="output_dir")
 def shrink_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **options) -> list[RunReport]:
     """`shrink_file` on each model of a model folder, as `quant_folder` does."""
     from .shrinking import shrink_file

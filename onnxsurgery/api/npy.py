@@ -20,9 +20,10 @@ from ..report import RunReport
 from ..feeds import check_samples, make_inputs
 from ..sessions import load_error, session
 from ..run_options import Output, grouped
-from ._common import model_file, output_for
+from ._common import model_file, os_errors, output_for
 
 
+@os_errors
 def npy_file(
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
@@ -78,6 +79,7 @@ def npy_file(
     return report
 
 
+@os_errors
 def embed_file(
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,

@@ -4,6 +4,7 @@ check, the output paths like `cp`, and the Output group's options."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,17 @@ def one_line(message: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
+def _broken_pipe() -> None:
+    """stdout closed early (`onnxsurgery info M | head`): nothing to say, and no second error when
+    Python flushes stdout at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(1)
+
+
 def handle_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -39,6 +51,15 @@ def handle_errors(fn):
             sys.exit(EXIT_ERROR)
         except MemoryError:
             click.echo("onnxsurgery: error: out of memory", err=True)
+            sys.exit(EXIT_ERROR)
+        except BrokenPipeError:
+            _broken_pipe()
+        except OSError as e:  # the system refused a read or a write: the user's to fix, not a bug
+            if debug:
+                raise
+            from ..errors import from_os_error
+
+            click.echo(f"onnxsurgery: error: {one_line(str(from_os_error(e)))}", err=True)
             sys.exit(EXIT_ERROR)
         except Exception as e:  # a bug: still one line, unless --debug asks for the traceback
             if debug:

@@ -3,9 +3,12 @@ check, the output paths like `cp`, and the Output group's options."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -22,6 +25,56 @@ EXIT_INTERNAL = 3
 def one_line(message: str) -> str:
     """A message on one line: names from a damaged file may hold newlines or control bytes."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the command is, as Ctrl-C's KeyboardInterrupt is: every
+    staging folder and temporary file is removed on the way out (`kill PID` left a hidden
+    `.out.onnx.XXXX/` folder of 56 MB)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def signals_as_interrupts():
+    """SIGTERM and SIGHUP raise `Interrupted` while the command runs (main thread only: a
+    handler can be set nowhere else); the handlers before are put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            previous[signum] = signal.signal(signum, _raise_interrupted)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def wrote(count: int = 1) -> None:
+    """A command says it has put `count` outputs in place (an interruption then says that nothing
+    more was written, rather than nothing)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta["onnxsurgery.written"] = ctx.meta.get("onnxsurgery.written", 0) + count
+
+
+def _interrupted(e: KeyboardInterrupt) -> None:
+    signum = getattr(e, "signum", signal.SIGINT)
+    how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    ctx = click.get_current_context(silent=True)
+    more = " more" if ctx is not None and ctx.meta.get("onnxsurgery.written") else ""
+    click.echo(f"onnxsurgery: interrupted ({how}); nothing{more} was written", err=True)
+    sys.exit(128 + signum)
 
 
 def _broken_pipe() -> None:
@@ -43,7 +96,8 @@ def handle_errors(fn):
         quiet = bool(ctx and (ctx.find_root().obj or {}).get("quiet"))
         progress.enable(progress.wanted(quiet, bool(kwargs.get("as_json"))))
         try:
-            return fn(*args, **kwargs)
+            with signals_as_interrupts():
+                return fn(*args, **kwargs)
         except click.ClickException:
             raise
         except OnnxSurgeryError as e:
@@ -52,6 +106,8 @@ def handle_errors(fn):
         except MemoryError:
             click.echo("onnxsurgery: error: out of memory", err=True)
             sys.exit(EXIT_ERROR)
+        except KeyboardInterrupt as e:
+            _interrupted(e)
         except BrokenPipeError:
             _broken_pipe()
         except OSError as e:  # the system refused a read or a write: the user's to fix, not a bug

@@ -100,6 +100,9 @@ def write_arrays(arrays: dict, npy_dir: Path, manifest: Path) -> dict:
         staging = Path(tempfile.mkdtemp(prefix=f".{npy_dir.name}.", dir=npy_dir.parent))
     except OSError as e:
         raise OutputError(f"cannot write {npy_dir}: {e.strerror or e}") from e
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the shipped folder private
     entries = {}
     used: set[str] = set()
     def read_and_hash(item) -> tuple[np.ndarray | None, str]:

@@ -156,3 +156,18 @@ def test_npy_external_data_writes_standard_pair(tmp_path, save):
     assert not manifest_path(out).exists()
     assert report.pass_report("merge_duplicates").changed == 2
     assert_same_outputs(m, out)
+
+
+def test_the_npy_folder_takes_the_umask_like_any_other_output(tmp_path, save):
+    """Issue 57, item 9: mkdtemp's 0700 made the shipped .npy folder private under umask 022."""
+    import os
+
+    src = save(builders.duplicate_initializers())
+    old = os.umask(0o022)
+    try:
+        onnxsurgery.npy_file(src, tmp_path / "g.onnx", min_bytes=0)
+    finally:
+        os.umask(old)
+    folder = tmp_path / "g.npy"
+    assert folder.is_dir() and oct(folder.stat().st_mode & 0o777) == oct(0o755)
+    assert all(oct(p.stat().st_mode & 0o777) == oct(0o644) for p in folder.iterdir())

@@ -42,6 +42,39 @@ def os_errors(fn: Callable | None = None, *, output: str = "output_path") -> Cal
     return wrapper
 
 
+def plan_json(source):
+    """A plan as `quant --plan` takes it: a path read as JSON here, so that a file that is not JSON
+    (the table `--dry-run` prints without `--json`) is refused with the flag that writes one; a
+    dict or a list of records as it is."""
+    if not isinstance(source, (str, os.PathLike)):
+        return source
+    import json
+
+    from ..errors import PlanError
+
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(f"plan file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlanError(f"cannot read plan {path}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise PlanError(f"plan {path} is not JSON ({e}): a plan file is what `quant MODEL --dry-run --json > "
+                        f"{path.name}` writes (--dry-run alone prints the plan as a table, to read)") from None
+
+
+def folder_plan(data) -> dict | None:
+    """The plans of a model folder's `quant FOLDER --dry-run --json` (model path -> plan), or None
+    when `data` is one model's plan."""
+    if isinstance(data, dict) and "weights" not in data and data and all(
+            isinstance(v, dict) and "weights" in v for v in data.values()):
+        return data
+    return None
+
+
 def model_file(source, what: str = "input"):
     """`source` as given, once a path is known to name a file: a folder and a missing path are
     each refused in one line of their own ("is a directory", as `info` says it), before any

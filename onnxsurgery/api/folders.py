@@ -159,7 +159,9 @@ def quant_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **
 
     run = quant_run(options.pop("run", None), options)
     _refuse_in_place(run.output.in_place)
-    reports, copied = run_on_folder("quant", input_dir, output_dir, lambda model, out: quant_file(model, out, run=run))
+    runs = _runs_by_model(run, folder_models(input_dir))
+    reports, copied = run_on_folder("quant", input_dir, output_dir,
+                                    lambda model, out: quant_file(model, out, run=runs(model.relative_to(input_dir))))
     _note_copied(reports, copied)
     return reports
 
@@ -174,6 +176,37 @@ def shrink_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, *
                                     lambda model, out: shrink_file(model, out, **options))
     _note_copied(reports, copied)
     return reports
+
+
+def _runs_by_model(run, models: list[Path]) -> Callable:
+    """The run for each model of a folder: a folder's plan (what `quant FOLDER --dry-run --json`
+    writes: model path -> plan) gives each model its own; one model's plan fits a folder of one."""
+    import dataclasses
+
+    from ..errors import PlanError
+    from ._common import folder_plan, plan_json
+
+    if run.decision.plan is None or isinstance(run.decision.plan, list):
+        return lambda model: run
+    data = plan_json(run.decision.plan)
+    plans = folder_plan(data)
+    names = [str(m) for m in models]
+    if plans is None:
+        if len(models) != 1:
+            raise PlanError(f"the plan is one model's, and the folder has {len(models)} ({', '.join(names)}): "
+                            "`quant FOLDER --dry-run --json` writes a plan per model")
+        plans = {names[0]: data}
+    unknown = sorted(set(plans) - set(names))
+    if unknown:
+        raise PlanError(f"the plan names {unknown[0]}, which is not a model of the folder ({', '.join(names)})")
+    missing = [n for n in names if n not in plans]
+    if missing:
+        raise PlanError(f"the plan has no entry for {missing[0]}; `quant FOLDER --dry-run --json` writes one per model")
+
+    def run_for(model: Path):
+        return dataclasses.replace(run, decision=dataclasses.replace(run.decision, plan=plans[str(model)]))
+
+    return run_for
 
 
 def _refuse_in_place(in_place: bool) -> None:

@@ -143,6 +143,31 @@ def model_argument(ctx, param, value):
     return value
 
 
+def model_or_folder_argument(ctx, param, value):
+    """A click callback for a MODEL argument that may also be a model folder (`info`, `check`:
+    each of its models, as `quant` and `shrink` take one); a folder without a model, or a missing
+    path, is refused in one line."""
+    from ..api.folders import folder_models
+
+    if value is not None and Path(value).is_dir():
+        try:
+            folder_models(value)
+        except OnnxSurgeryError as e:
+            click.echo(f"onnxsurgery: error: {one_line(str(e))}", err=True)
+            ctx.exit(EXIT_ERROR)
+        return value
+    return model_argument(ctx, param, value)
+
+
+def models_of(path: str) -> list[str]:
+    """The model files `path` stands for: itself, or a model folder's models."""
+    if not Path(path).is_dir():
+        return [path]
+    from ..api.folders import folder_models
+
+    return [str(Path(path) / m) for m in folder_models(path)]
+
+
 def refuse_same_file(src, dst, in_place: bool) -> None:
     """The output is the input: refused in the CLI's words (the API says in_place=True)."""
     try:

@@ -1,0 +1,100 @@
+"""Issue 57 (a newcomer's first hour, second pass) and the smaller items of issue 59: each item
+that is not its own file's, tested through the CLI as a newcomer meets it."""
+
+from __future__ import annotations
+
+import json
+import onnx
+import pytest
+from click.testing import CliRunner
+from conftest import builders
+
+from onnxsurgery.cli import main
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, ["-q", *map(str, args)])
+
+
+def one_error_line(r, *words: str) -> None:
+    assert r.exit_code == 2, r.output
+    assert r.output.count("\n") == 1 and r.output.startswith("onnxsurgery: error: "), r.output
+    assert all(w in r.output for w in words), r.output
+
+
+@pytest.fixture
+def folder(tmp_path, save):
+    """A model folder as optimum writes one: two models and a config."""
+    f = tmp_path / "export"
+    f.mkdir()
+    onnx.save(builders.quant_cases(), str(f / "a.onnx"))
+    onnx.save(builders.duplicate_initializers(size=64), str(f / "b.onnx"))
+    (f / "config.json").write_text("{}")
+    return f
+
+
+# item 3: the plan round trip as the README words it
+
+
+def test_a_plan_that_is_not_json_names_the_flag_that_writes_one(tmp_path, save):
+    src = save(builders.quant_cases(), "q.onnx")
+    r = invoke("quant", src, "--dry-run")
+    assert r.exit_code == 0 and r.output.startswith("plan:")
+    (tmp_path / "plan.txt").write_text(r.output)
+    r = invoke("quant", src, tmp_path / "o.onnx", "--plan", tmp_path / "plan.txt")
+    one_error_line(r, "is not JSON", "--dry-run --json")
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_the_plan_round_trip_with_json(tmp_path, save):
+    src = save(builders.quant_cases(), "q.onnx")
+    r = invoke("quant", src, "--dry-run", "--json")
+    (tmp_path / "plan.json").write_text(r.output)
+    r = invoke("quant", src, tmp_path / "o.onnx", "--plan", tmp_path / "plan.json")
+    assert r.exit_code == 0, r.output
+    assert "every weight as the plan says" in r.output
+
+
+# item 4: a folder's plan, several inputs, info and check of a folder
+
+
+def test_a_folders_plan_is_taken_by_its_own_command(tmp_path, folder):
+    r = invoke("quant", folder, "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    plans = json.loads(r.output)
+    assert sorted(plans) == ["a.onnx", "b.onnx"]
+    (tmp_path / "fp.json").write_text(r.output)
+    r = invoke("quant", folder, tmp_path / "out", "--plan", tmp_path / "fp.json")
+    assert r.exit_code == 0, r.output
+    assert r.output.count("every weight as the plan says") == 2
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.onnx", "b.onnx", "config.json"]
+    # one model's plan for a folder of two: refused, saying what to give
+    one = json.dumps(plans["a.onnx"])
+    (tmp_path / "one.json").write_text(one)
+    one_error_line(invoke("quant", folder, tmp_path / "out2", "--plan", tmp_path / "one.json"), "a plan per model")
+    # the folder's plan for one file: refused, not "a plan is a JSON object with a list under ..."
+    one_error_line(invoke("quant", folder / "a.onnx", tmp_path / "x.onnx", "--plan", tmp_path / "fp.json"),
+                   "one model's plan")
+
+
+def test_quant_takes_several_inputs_into_a_folder_as_shrink_does(tmp_path, folder):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    r = invoke("quant", folder / "a.onnx", folder / "b.onnx", dest)
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in dest.iterdir()) == ["a.onnx", "b.onnx"]
+    assert f"{folder / 'a.onnx'} -> {dest / 'a.onnx'}" in r.output and f"{dest / 'b.onnx'}" in r.output
+
+
+def test_info_and_check_take_a_model_folder(folder):
+    r = invoke("info", folder)
+    assert r.exit_code == 0, r.output
+    assert f"{folder / 'a.onnx'}:" in r.output and f"{folder / 'b.onnx'}:" in r.output
+    data = json.loads(invoke("info", folder, "--json").output)
+    assert sorted(data) == [str(folder / "a.onnx"), str(folder / "b.onnx")]
+    r = invoke("check", folder)
+    assert r.exit_code == 0, r.output
+    assert r.output.count("0 findings against") == 2
+    empty = folder.parent / "empty"
+    empty.mkdir()
+    one_error_line(invoke("info", empty), "no .onnx file")

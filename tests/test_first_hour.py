@@ -4,10 +4,14 @@ that is not its own file's, tested through the CLI as a newcomer meets it."""
 from __future__ import annotations
 
 import json
+import shutil
+
+import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
 from conftest import builders
+from onnx import TensorProto, helper, numpy_helper
 
 from onnxsurgery.cli import main
 
@@ -98,3 +102,51 @@ def test_info_and_check_take_a_model_folder(folder):
     empty = folder.parent / "empty"
     empty.mkdir()
     one_error_line(invoke("info", empty), "no .onnx file")
+
+
+# item 13 and issue 59: check's next step, and the ai.onnx.ml operators by their name
+
+
+def test_check_says_what_to_do_next_on_a_default_int8_model(tmp_path, save):
+    src = save(builders.quant_cases(), "q.onnx")
+    assert invoke("quant", src, tmp_path / "q8.onnx").exit_code == 0
+    r = invoke("check", tmp_path / "q8.onnx")
+    assert r.exit_code == 1
+    assert "next:" in r.output and "quant FLOAT_MODEL OUT --target tensorrt" in r.output
+    assert invoke("quant", src, tmp_path / "qt.onnx", "--target", "tensorrt").exit_code == 0
+    r = invoke("check", tmp_path / "qt.onnx")
+    assert r.exit_code == 0 and "next:" not in r.output, r.output
+
+
+def tree_ensemble() -> onnx.ModelProto:
+    node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain="ai.onnx.ml", n_targets=1,
+                            nodes_featureids=[0], nodes_modes=["LEAF"], nodes_nodeids=[0], nodes_treeids=[0],
+                            nodes_values=[0.0], nodes_truenodeids=[0], nodes_falsenodeids=[0],
+                            target_ids=[0], target_nodeids=[0], target_treeids=[0], target_weights=[1.5])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    m.ir_version = 8
+    return m
+
+
+def test_check_calls_ai_onnx_ml_operators_standard_not_custom(save):
+    r = invoke("check", save(tree_ensemble(), "trees.onnx"))
+    assert r.exit_code == 1
+    assert "TreeEnsembleRegressor" in r.output and "ai.onnx.ml" in r.output
+    assert "custom op" not in r.output
+    assert "next:" in r.output and "quant FLOAT_MODEL" not in r.output
+
+
+def test_a_conv_only_models_header_names_no_matmulnbits_fusion(tmp_path, save):
+    """Issue 59: the verification header of a Conv-only model said "DequantizeLinear -> MatMul
+    fused into MatMulNBits" (fixed in verify.py before this issue's pass; kept here)."""
+    w = builders.rand((32, 16, 3, 3), 1) * 0.1
+    conv = builders.model([helper.make_node("Conv", ["x", "W"], ["y"], pads=[1, 1, 1, 1])],
+                          [builders.vi("x", shape=[1, 16, 8, 8])], [builders.vi("y", shape=[1, 32, 8, 8])],
+                          [numpy_helper.from_array(w, "W")])
+    src = save(conv, "conv.onnx")
+    for args in ([], ["--lowering", "dq"], ["--dtype", "int4"]):
+        r = invoke("quant", src, tmp_path / "c.onnx", *args)
+        assert r.exit_code == 0, r.output
+        assert "verification" in r.output and "MatMulNBits" not in r.output, r.output

@@ -59,3 +59,14 @@ def from_os_error(e: OSError, output: object = None) -> OnnxSurgeryError:
         where = f" ({filename})" if filename is not None and str(filename) != str(target) else ""
         return OutputError(f"cannot write {target}: {why}{where}")
     return InputError(f"cannot read {filename}: {why}")
+
+
+def runtime_message(e: BaseException, limit: int = 600) -> str:
+    """onnxruntime's message on one line, its tail kept: the part that says what to change often
+    follows a line break ("Got invalid dimensions for input: x for the following indices" /
+    " index: 2 Got: 48 Expected: 224"). Lines are joined, runs of spaces squeezed, and a message
+    longer than `limit` characters keeps its start and its end."""
+    text = " ".join(" ".join(line.split()) for line in str(e).splitlines() if line.strip())
+    if len(text) > limit:
+        text = text[: limit // 2] + " ... " + text[-limit // 2:]
+    return text

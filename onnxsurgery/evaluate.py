@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .api import quant_file, shrink_file
-from .errors import OnnxSurgeryError, VerificationError
+from .errors import OnnxSurgeryError, VerificationError, runtime_message
 from .io import open_model
 from .progress import progress
 from .quantization.request import QuantRequest
@@ -197,7 +197,7 @@ def _run(sess, names: list[str], feeds: dict[str, np.ndarray], what: str) -> lis
     try:
         return sess.run(names, feeds)
     except Exception as e:  # onnxruntime raises its own exception types
-        raise VerificationError(f"onnxruntime failed to run {what}: {str(e).splitlines()[0]}") from e
+        raise VerificationError(f"onnxruntime failed to run {what}: {runtime_message(e)}") from e
 
 
 def _make(method: Method, source: Path, out: Path, samples, shapes) -> None:
@@ -337,5 +337,5 @@ def _latencies(sess, path: Path, feeds: dict[str, np.ndarray], warm: bool = Fals
             sess.run(names, feeds)
             times.append(time.perf_counter() - t)
     except Exception as e:  # onnxruntime raises its own exception types
-        raise VerificationError(f"onnxruntime failed to run {path.name}: {str(e).splitlines()[0]}") from e
+        raise VerificationError(f"onnxruntime failed to run {path.name}: {runtime_message(e)}") from e
     return times

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, runtime_message
 from ..staging import save_model
 from ..npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
 from ..passes.embed import inputs_to_constants
@@ -17,7 +17,7 @@ from ..passes.externalize import externalize
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..feeds import check_samples, make_inputs
+from ..feeds import check_samples, runnable_inputs
 from ..sessions import load_error, session
 from ..run_options import Output, grouped
 from ._common import model_file, os_errors, output_for
@@ -118,13 +118,21 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
         check_samples(model, [given], complete=False)  # the model's inputs include the .npy arrays' names
     constants = {name: array for name, array in load_feeds(model).items() if name not in given}
     sess = session(model, initializers=constants)
-    missing = [i for i in sess.get_inputs() if i.name not in given]
-    if missing:
-        generated = make_inputs(sess, shapes=shapes, seed=seed, model=model)
-        given.update({i.name: generated[i.name] for i in missing})
     names = [o.name for o in sess.get_outputs()]
-    try:
-        values = sess.run(names, given)
-    except Exception as e:  # onnxruntime's own exception types
-        raise InputError(f"onnxruntime failed to run {model}: {str(e).splitlines()[0]}") from e
+    missing = [i for i in sess.get_inputs() if i.name not in given]
+    if not missing:
+        try:
+            values = sess.run(names, given)
+        except Exception as e:  # onnxruntime's own exception types
+            raise InputError(f"onnxruntime failed to run {model}: {runtime_message(e)}") from e
+        return dict(zip(names, values))
+    # generated as compare and quant generate them (feeds.runnable_inputs): the lengths in turn,
+    # until one runs (silero-vad's reflect padding needs more than 32 samples)
+    sample, values, _, error = runnable_inputs(sess, lambda feeds: sess.run(names, {**feeds, **given}),
+                                               shapes=shapes, seed=seed, model=model)
+    if error is not None:
+        fixable = ", ".join(f"{i.name}{list(i.shape)}" for i in missing if i.name not in (shapes or {}))
+        hint = f"--shape NAME:DxD for {fixable}, or --inputs FILE.npz" if fixable else "--inputs FILE.npz"
+        raise InputError(f"onnxruntime failed to run {model} on generated inputs: {runtime_message(error)} "
+                         f"(give {hint})")
     return dict(zip(names, values))

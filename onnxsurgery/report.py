@@ -23,6 +23,11 @@ class PassReport:
     details: dict[str, Any] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
 
+    def __str__(self) -> str:
+        saved = f", saving {human_bytes(self.bytes_saved)}" if self.bytes_saved else ""
+        skipped = f", {len(self.skipped)} skipped" if self.skipped else ""
+        return f"{self.name}: {self.changed} changed{saved}{skipped}"
+
     def skip(self, name: str, reason: str) -> None:
         self.skipped.append(Skipped(name, reason))
 
@@ -43,6 +48,16 @@ class RunReport:
     target_check: dict[str, Any] | None = None  # --target tensorrt: what its parser would refuse
     allocation: dict[str, str] | None = None  # --target-error / --target-size: weight -> format
     weights: list[dict[str, Any]] | None = None  # quant: the plan's records applied (quantization/plan.py)
+
+    def __str__(self) -> str:
+        """What the CLI prints for this run (a few lines); `repr` and the attributes hold the rest."""
+        from .render import render_run, render_verification
+
+        lines = [render_run(self)]
+        if self.verification is not None:
+            lines.append(render_verification(self.verification))
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
 
     def pass_report(self, name: str) -> PassReport | None:
         return next((p for p in self.passes if p.name == name), None)

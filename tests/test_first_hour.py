@@ -4,7 +4,6 @@ that is not its own file's, tested through the CLI as a newcomer meets it."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import onnx
@@ -150,3 +149,59 @@ def test_a_conv_only_models_header_names_no_matmulnbits_fusion(tmp_path, save):
         r = invoke("quant", src, tmp_path / "c.onnx", *args)
         assert r.exit_code == 0, r.output
         assert "verification" in r.output and "MatMulNBits" not in r.output, r.output
+
+
+# items 5, 6 and 7: run's generated inputs, onnxruntime's whole message, --shape names
+
+
+def reflect_pad() -> onnx.ModelProto:
+    """silero-vad's trouble in small: reflect padding of 40 needs more than 32 samples."""
+    pads = numpy_helper.from_array(np.array([0, 40, 0, 40], np.int64), "pads")
+    return builders.model([helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")],
+                          [builders.vi("x", shape=[1, "n"])], [builders.vi("y", shape=[1, None])], [pads], opset=18)
+
+
+def test_run_generates_inputs_that_run_as_compare_does(save):
+    src = save(reflect_pad(), "pad.onnx")
+    assert invoke("compare", src, src).exit_code == 0
+    r = invoke("run", src)
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("y: float32[1, 592]")
+
+
+def fixed_image() -> onnx.ModelProto:
+    return builders.model([helper.make_node("Relu", ["x"], ["y"])], [builders.vi("x", shape=[1, 3, 224, 224])],
+                          [builders.vi("y", shape=[1, 3, 224, 224])])
+
+
+def test_onnxruntimes_message_keeps_what_to_change(save):
+    r = invoke("run", save(fixed_image(), "img.onnx"), "--shape", "x:1x3x48x192")
+    one_error_line(r, "for the following indices", "index: 2 Got: 48 Expected: 224")
+
+
+def test_an_unknown_shape_name_is_refused_listing_the_inputs(tmp_path, save):
+    src = save(fixed_image(), "img.onnx")
+    one_error_line(invoke("run", src, "--shape", "z:1x3x48x192"), "--shape z", "x[1, 3, 224, 224]")
+    q = save(builders.quant_cases(), "q.onnx")
+    r = invoke("quant", q, tmp_path / "o.onnx", "--shape", "idz:2")
+    one_error_line(r, "--shape idz", "ids[2]")
+    assert not (tmp_path / "o.onnx").exists()
+    one_error_line(invoke("compare", q, q, "--shape", "idz:2"), "--shape idz")
+
+
+# item 14: print(report) is what the CLI prints
+
+
+def test_printing_a_report_gives_the_clis_lines_not_the_dataclass(tmp_path, save):
+    import onnxsurgery
+
+    src = save(builders.duplicate_initializers(), "d.onnx")
+    model, report = onnxsurgery.shrink(src)
+    text = str(report)
+    assert text.startswith(f"{src} -> ") and "merged 2 constants" in text
+    assert len(text) < 1000 and "PassReport(" not in text
+    written = onnxsurgery.quant_file(save(builders.quant_cases(), "q.onnx"), tmp_path / "q8.onnx")
+    text = str(written)
+    assert "quantized 4 weights" in text and "verification" in text and len(text) < 2000
+    assert "RunReport(" in repr(written)  # the details stay where they were
+    assert str(report.pass_report("merge_duplicates")).startswith("merge_duplicates: 2 changed")

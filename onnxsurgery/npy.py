@@ -44,6 +44,13 @@ BIT_PATTERN_NOTE = ("Entries with 'stored_as' hold the raw bits of a type .npy c
                     "e.g. np.load(f).view(ml_dtypes.bfloat16) (4-bit types: one value per byte, low nibble).")
 
 
+# npy's default selection (issue 57, item 8): every constant of at least 1 KB, the weights, as `info`
+# lists them. Until then the default moved only the constants read more than once after merging
+# (scs4onnx's npy mode, now --shared), which on real models, whose weights are each read once, moved
+# nothing ("6.8 MB -> 6.8 MB", an empty folder) or a stray 8-byte constant.
+DEFAULT_MIN_BYTES = 1024
+
+
 def manifest_path(model_path: str | os.PathLike) -> Path:
     p = Path(model_path)
     return p.with_name(p.stem + ".npy.json")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, runtime_message
+from ..errors import InputError, OptionError, runtime_message
 from ..staging import save_model
-from ..npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
+from ..npy import DEFAULT_MIN_BYTES, default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
 from ..passes.embed import inputs_to_constants
 from ..passes.externalize import externalize
 from ..defaults import MERGE_MIN_ELEMENTS
@@ -34,13 +34,21 @@ def npy_file(
     ops: tuple[str, ...] = (),
     merge: bool = True,
     min_elements: int = MERGE_MIN_ELEMENTS,
+    shared: bool = False,
     output: Output | None = None,
     **fields,
 ) -> RunReport:
     """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
     inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
-    Identical constants are merged first, so each distinct tensor is written once. The output
-    (run_options.Output, or its fields as keywords): `in_place`, `external_data`."""
+    Identical constants are merged first, so each distinct tensor is written once. Which move:
+    those of at least `min_bytes`, feeding nodes named like `names` or of types `ops` (their
+    union); with none of these, every constant of at least 1 KB (npy.DEFAULT_MIN_BYTES); with
+    `shared`, only the constants read more than once after merging (scs4onnx's npy mode). The
+    output (run_options.Output, or its fields as keywords): `in_place`, `external_data`."""
+    if shared and (min_bytes is not None or names or ops):
+        raise OptionError("--shared is a selection of its own; --min-bytes, --names and --ops select otherwise")
+    if not shared and min_bytes is None and not names and not ops:
+        min_bytes = DEFAULT_MIN_BYTES
     output = grouped("npy", fields, output=output)
     external_data = bool(output.external_data)
     out = output_for(input_path, output_path, output.in_place)
@@ -74,6 +82,11 @@ def npy_file(
             shutil.rmtree(npy_dir, ignore_errors=True)
         raise
     report.bytes_after = sum(p.stat().st_size for p in written)
+    if not moved_report.changed:
+        report.notes.append("moved nothing: " + ("no constant is read more than once (--shared)" if shared else
+                            f"no constant of at least {min_bytes} bytes" if min_bytes is not None and not names
+                            and not ops else "no constant matches the selection")
+                            + "; --min-bytes 0 moves every constant")
     moved_report.details = {"npy_dir": str(npy_dir), "manifest": str(manifest_path(out)),
                             "inputs": list(manifest["inputs"])}
     return report

@@ -205,3 +205,17 @@ def test_printing_a_report_gives_the_clis_lines_not_the_dataclass(tmp_path, save
     assert "quantized 4 weights" in text and "verification" in text and len(text) < 2000
     assert "RunReport(" in repr(written)  # the details stay where they were
     assert str(report.pass_report("merge_duplicates")).startswith("merge_duplicates: 2 changed")
+
+
+# item 10: a block size that does not divide an axis is said, not silently changed
+
+
+def test_a_block_size_that_does_not_divide_is_said(tmp_path, save):
+    src = save(builders.quant_cases(), "q.onnx")
+    r = invoke("quant", src, "--dry-run", "--block-size", "7", "--granularity", "block")
+    assert r.exit_code == 0, r.output
+    assert "--block-size 7 does not divide" in r.output and "blocks of 4 for" in r.output
+    r = invoke("quant", src, tmp_path / "b.onnx", "--block-size", "7", "--granularity", "block")
+    assert r.exit_code == 0 and "blocks of 4 for" in r.output, r.output
+    r = invoke("quant", src, tmp_path / "b.onnx", "--block-size", "16", "--granularity", "block")
+    assert r.exit_code == 0 and "--block-size 16" not in r.output, r.output  # 16 divides 64: nothing to say

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..errors import InputError, OptionError, runtime_message
 from ..staging import save_model
-from ..npy import DEFAULT_MIN_BYTES, default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
+from ..npy import (DEFAULT_MIN_BYTES, default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays,
+                   write_manifest)
 from ..passes.embed import inputs_to_constants
 from ..passes.externalize import externalize
 from ..defaults import MERGE_MIN_ELEMENTS

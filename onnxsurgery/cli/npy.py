@@ -35,8 +35,9 @@ def npy(input_path, output_path, npy_dir, min_bytes, names, ops, shared, no_merg
     """Move constants out to .npy files, leaving graph inputs of the same names.
 
     By default every constant of 1 KB or more moves (the weights, as `info` lists them);
-    --min-bytes, --names and --ops select instead, --shared only those read more than once. A manifest OUTPUT-stem.npy.json lists input -> file, dtype, shape,
-    sha256. Run the result with `onnxsurgery run`, restore it with `onnxsurgery embed`.
+    --min-bytes, --names and --ops select instead, --shared only those read more than once.
+    A manifest OUTPUT-stem.npy.json lists input -> file, dtype, shape, sha256. Run the result
+    with `onnxsurgery run`, restore it with `onnxsurgery embed`.
     With --external-data, writes a standard OUTPUT + OUTPUT.data pair instead.
     """
     from .. import api

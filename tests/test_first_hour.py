@@ -219,3 +219,30 @@ def test_a_block_size_that_does_not_divide_is_said(tmp_path, save):
     assert r.exit_code == 0 and "blocks of 4 for" in r.output, r.output
     r = invoke("quant", src, tmp_path / "b.onnx", "--block-size", "16", "--granularity", "block")
     assert r.exit_code == 0 and "--block-size 16" not in r.output, r.output  # 16 divides 64: nothing to say
+
+
+# item 12: latency noise is not coloured as a regression
+
+
+def test_the_report_measures_its_latency_noise_and_leaves_it_uncoloured(tmp_path, save, monkeypatch):
+    """A loaded machine: the original's runs at the end take 25% longer than at the start. The
+    band a latency ratio must leave to be coloured covers that."""
+    from onnxsurgery import evaluate
+    from onnxsurgery.html_report import report_file
+
+    real, calls = evaluate._latencies, []
+
+    def loaded(sess, path, feeds, warm=False):
+        times = real(sess, path, feeds, warm)
+        calls.append(path)
+        slower = 1.25 if len(calls) > 2 else 1.0  # the original's runs at the end (after each method's)
+        return [t * slower for t in times]
+
+    monkeypatch.setattr(evaluate, "_latencies", loaded)
+    src = save(builders.duplicate_initializers(), "d.onnx")
+    data = report_file(src, tmp_path / "r.html", methods=("shrink",))
+    original, shrink = data["methods"]
+    assert original["latency_noise"] >= 0.2 and shrink["latency_noise"] >= original["latency_noise"]
+    assert 0 < original["latency_min_ms"] <= original["latency_ms"]
+    page = (tmp_path / "r.html").read_text()
+    assert "row.latency_noise" in page and "left uncoloured" in page

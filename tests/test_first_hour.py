@@ -246,3 +246,20 @@ def test_the_report_measures_its_latency_noise_and_leaves_it_uncoloured(tmp_path
     assert 0 < original["latency_min_ms"] <= original["latency_ms"]
     page = (tmp_path / "r.html").read_text()
     assert "row.latency_noise" in page and "left uncoloured" in page
+
+
+# item 11: a checkout beside a script shadows the package; the docs say where else to put it
+
+
+def test_the_docs_suggest_no_checkout_that_shadows_the_package(tmp_path):
+    """The examples' README suggested `~/onnxsurgery`, from where `cd ~ && python api.py`
+    imports the checkout as an empty namespace package. It suggests another place now and says
+    what the symptom means. (A root __init__.py that says so itself is not an option: pytest
+    would import the checkout root as the package `onnxsurgery` when run there.)"""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "examples" / "README.md").read_text()
+    assert "~/onnxsurgery/" not in text and "~/src/onnxsurgery" in text
+    assert "has no attribute 'shrink'" in text
+    assert not (root / "__init__.py").exists()

@@ -263,3 +263,10 @@ def test_the_docs_suggest_no_checkout_that_shadows_the_package(tmp_path):
     assert "~/onnxsurgery/" not in text and "~/src/onnxsurgery" in text
     assert "has no attribute 'shrink'" in text
     assert not (root / "__init__.py").exists()
+
+
+def test_compare_and_quant_keep_onnxruntimes_whole_message_too(tmp_path, save):
+    """verify.py keeps the first line of onnxruntime's message; the CLI puts the rest back."""
+    src = save(fixed_image(), "img.onnx")
+    r = invoke("compare", src, src, "--shape", "x:1x3x48x192")
+    one_error_line(r, "for the following indices", "index: 2 Got: 48 Expected: 224")

@@ -63,8 +63,10 @@ def quant(paths, dry_run, as_json, **groups):
     if dry_run:
         from ..api.folders import folder_models
 
-        models = [Path(inputs[0]) / m for m in folder_models(inputs[0])] if folders else [Path(i) for i in inputs]
-        plans = {str(m.relative_to(inputs[0]) if folders else m): api.quant_plan(m, run=run) for m in models}
+        # keyed as --plan looks them up: a folder's models by their path in it, files as given
+        models = {str(m): Path(inputs[0]) / m for m in folder_models(inputs[0])} if folders else \
+            {i: Path(i) for i in inputs}
+        plans = {key: api.quant_plan(path, run=run) for key, path in models.items()}
         for plan in plans.values():
             plan.notes.extend(filter(None, [block_size_note(request, [dataclasses.asdict(w) for w in plan.weights])]))
         if len(plans) == 1 and not folders:

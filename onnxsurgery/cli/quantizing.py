@@ -47,11 +47,12 @@ def quant(paths, dry_run, as_json, **groups):
         inputs, output_path = paths[:-1], paths[-1]
     request = group_from(QuantRequest, groups)
     decision = dataclasses.replace(group_from(Decision, groups), request=request)
-    if decision.plan is not None:  # read here: a file that is not JSON is refused naming the flag that writes one
-        decision = dataclasses.replace(decision, plan=plan_json(decision.plan))
     run = QuantRun.of(dry_run=dry_run, decision=decision, budget=group_from(Budget, groups),
                       inputs=group_from(Inputs, groups), verification=group_from(Verification, groups),
                       output=group_from(Output, groups))
+    if decision.plan is not None:  # read here, once the options agree: a file that is not JSON is refused naming
+        decision = dataclasses.replace(run.decision, plan=plan_json(decision.plan))  # the flag that writes one
+        run = dataclasses.replace(run, decision=decision)
     folders = [p for p in inputs if Path(p).is_dir()]  # a model folder: each model (api/folders.py)
     if folders and len(inputs) > 1:
         raise OptionError(f"a model folder ({folders[0]}) goes alone: quant FOLDER OUT_FOLDER")

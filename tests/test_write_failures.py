@@ -110,3 +110,8 @@ def test_a_write_the_system_refuses_midway_is_one_line_and_an_output_error(model
     with pytest.raises(OutputError, match="Permission denied"):
         onnxsurgery.quant_file(q, tmp_path / "x.onnx")
     assert not (tmp_path / "x.onnx").exists() and hidden(tmp_path) == []
+
+
+def test_run_save_under_a_regular_file_is_one_line(models):
+    _, d, a_file = models
+    one_error_line(invoke("run", d, "--save", a_file / "o.npz"), "is a file")

@@ -101,8 +101,9 @@ def _check_save_target(save: Path, model_path: str) -> None:
         raise OutputError(f"--save writes an .npz of the outputs; give a name ending in .npz, not {save}")
     if save.is_dir():
         raise OutputError(f"--save is a directory: {save}")
-    if not save.parent.is_dir():
-        raise OutputError(f"--save: output folder does not exist: {save.parent}")
+    from ..staging import check_output_folder
+
+    check_output_folder(save.parent, "--save: output folder")
 
 
 def _save_outputs(save: Path, outputs: dict) -> None:

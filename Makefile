@@ -23,8 +23,9 @@ demo: install
 	$(VENV)/bin/onnxsurgery shrink $(SAMPLES)/encoder_shared.onnx $(SAMPLES)/encoder_shared.shrunk.onnx --verify
 	@echo "Next: 'source $(VENV)/bin/activate' (or call $(VENV)/bin/onnxsurgery), then the README's tour."
 
+# --require-deps: a test whose package is missing fails rather than skips (tests/conftest.py)
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --require-deps
 
 # The browser tests: onnxruntime-web (WASM) in headless Chromium. Needs Node/npm and
 # /usr/bin/chromium (Debian: apt-get install chromium; .ci/run installs it).

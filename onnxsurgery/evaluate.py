@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .api import quant_file, shrink_file
-from .errors import OnnxSurgeryError, VerificationError
+from .errors import OnnxSurgeryError, VerificationError, runtime_message
 from .io import open_model
 from .progress import progress
 from .quantization.request import QuantRequest
@@ -41,6 +41,11 @@ from .sessions import session
 # Latency: at least this many timed runs after one warm-up, more while within the time budget
 # (2 s before: 20 of 398 s on SmolLM2's export, where one run takes 0.3-0.6 s here).
 MIN_RUNS, MAX_RUNS, LATENCY_BUDGET_S = 3, 20, 1.0
+# The least spread a latency ratio is read against (issue 57, item 12: a byte-identical copy showed
+# 1.17-1.27x in red on a loaded machine). Each report measures its own: how far the original's runs
+# spread (interquartile range over the median) and how far its medians at the start and at the end
+# of the run differ; a ratio within that band of 1 is noise, and the page leaves it uncoloured.
+MIN_LATENCY_NOISE = 0.05
 BROTLI_QUALITY = 5  # what servers use compressing on the fly; 9 took 11 s on 16 MB, 11 took 67 s
 # Compressing whole files took most of `report`'s time on SmolLM2's 540 MB export (398 s in
 # all): gzip -9 runs at 0.7-1.5 MB/s on its float32 weights (bfloat16 values widened: two zero
@@ -97,6 +102,8 @@ class Measurement:
     max_abs_error: float | None = None
     argmax_agreement: float | None = None  # the lowest over outputs that have one
     latency_ms: float | None = None
+    latency_min_ms: float | None = None  # the fastest run: the figure load disturbs least
+    latency_noise: float | None = None  # the spread a latency ratio must exceed to mean something (a fraction)
     memory_bytes: int | None = None
     memory_note: str | None = None  # why memory_bytes is None: stopped over MEMORY_LIMIT
     failed: str | None = None  # why there are no figures
@@ -144,7 +151,9 @@ def measure_methods(model_path: str | os.PathLike, scratch: str | os.PathLike, *
                 background.wait()  # nothing else runs while this file is timed
                 candidate = _session(out)
                 expected.compare(row, candidate, samples)
-                row.latency_ms = statistics.median(_latencies(candidate, out, samples[0], warm=True)) * 1000
+                times = _latencies(candidate, out, samples[0], warm=True)
+                row.latency_ms, row.latency_min_ms = statistics.median(times) * 1000, min(times) * 1000
+                row.latency_noise = _spread(times)
                 del candidate
                 background.start(row, out, remove=True)
             except OnnxSurgeryError as e:
@@ -156,8 +165,15 @@ def measure_methods(model_path: str | os.PathLike, scratch: str | os.PathLike, *
         background.pool.shutdown()
     # Timed again at the end, so that a machine warming up or slowing down over the run does not
     # favour the methods: the original's median is over both sets of runs.
-    original.latency_ms = statistics.median(original_times + _latencies(_session(model_path), model_path,
-                                                                        samples[0])) * 1000
+    end_times = _latencies(_session(model_path), model_path, samples[0])
+    original.latency_ms = statistics.median(original_times + end_times) * 1000
+    original.latency_min_ms = min(original_times + end_times) * 1000
+    drift = abs(statistics.median(original_times) / statistics.median(end_times) - 1)
+    noise = max(MIN_LATENCY_NOISE, _spread(original_times + end_times), drift)
+    original.latency_noise = noise
+    for row in rows[1:]:  # a row's band: the original's, or its own runs' where they spread more
+        if row.latency_noise is not None:
+            row.latency_noise = max(noise, row.latency_noise)
     original.exact, original.rel_l2_error, original.max_abs_error = True, 0.0, 0.0
     return rows
 
@@ -197,7 +213,7 @@ def _run(sess, names: list[str], feeds: dict[str, np.ndarray], what: str) -> lis
     try:
         return sess.run(names, feeds)
     except Exception as e:  # onnxruntime raises its own exception types
-        raise VerificationError(f"onnxruntime failed to run {what}: {str(e).splitlines()[0]}") from e
+        raise VerificationError(f"onnxruntime failed to run {what}: {runtime_message(e)}") from e
 
 
 def _make(method: Method, source: Path, out: Path, samples, shapes) -> None:
@@ -323,6 +339,14 @@ def _next_bytes(files: list[Path], after: Path, n: int) -> bytes:
     return out
 
 
+def _spread(times: list[float]) -> float:
+    """The interquartile range of `times` over their median (0 for fewer than 4)."""
+    if len(times) < 4:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(times, n=4)
+    return (q3 - q1) / statistics.median(times)
+
+
 def _latencies(sess, path: Path, feeds: dict[str, np.ndarray], warm: bool = False) -> list[float]:
     """Seconds per run of `sess` (on the model at `path`), after one warm-up run unless the
     session has run already (`warm`: the comparison's runs were its warm-up)."""
@@ -337,5 +361,5 @@ def _latencies(sess, path: Path, feeds: dict[str, np.ndarray], warm: bool = Fals
             sess.run(names, feeds)
             times.append(time.perf_counter() - t)
     except Exception as e:  # onnxruntime raises its own exception types
-        raise VerificationError(f"onnxruntime failed to run {path.name}: {str(e).splitlines()[0]}") from e
+        raise VerificationError(f"onnxruntime failed to run {path.name}: {runtime_message(e)}") from e
     return times

@@ -155,6 +155,7 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
     rng = np.random.default_rng(seed)
     bounds, compared = _index_bounds(model), _compared_constants(model)
     inputs = list(sess.get_inputs())
+    check_shape_names(shapes, inputs, model)
     dims = _dimension_values(inputs, shapes, _cache_config(model), batch, past_length, length)
     past = dims.get(_PAST, 0) if any(is_cache_input(i.name) for i in inputs) else 0
     feeds = {}
@@ -179,6 +180,19 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
         else:
             feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
     return feeds
+
+
+def check_shape_names(shapes: dict[str, list[int]], inputs, model=None) -> None:
+    """A --shape that names no input of the model is refused (a mistyped name was ignored, and
+    the input it meant generated at its default shape), listing the model's inputs."""
+    names = [i.name for i in inputs]
+    unknown = [name for name in shapes if name not in names]
+    if unknown:
+        from .errors import OptionError
+
+        where = f"{_describe(model)} has" if model is not None else "the model has"
+        raise OptionError(f"--shape {unknown[0]}: {where} no input of that name; its inputs: "
+                          + ", ".join(f"{i.name}{list(i.shape)}" for i in inputs))
 
 
 def runnable_inputs(sess, run, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,

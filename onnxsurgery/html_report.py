@@ -22,11 +22,13 @@ from .defaults import METHOD_KEYS
 from .evaluate import (BROTLI_QUALITY, EXACT_COMPRESSION_BYTES, METHODS, SAMPLE_PIECE_BYTES, SAMPLE_PIECES,
                        measure_methods)
 from .inventory import inventory
+from .api._common import os_errors
 from .staging import check_output_path, write_atomic
 
 PLACEHOLDER = "/*REPORT_DATA*/"
 
 
+@os_errors
 def report_file(
     model_path: str | os.PathLike,
     output_path: str | os.PathLike,

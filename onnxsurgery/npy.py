@@ -44,6 +44,13 @@ BIT_PATTERN_NOTE = ("Entries with 'stored_as' hold the raw bits of a type .npy c
                     "e.g. np.load(f).view(ml_dtypes.bfloat16) (4-bit types: one value per byte, low nibble).")
 
 
+# npy's default selection (issue 57, item 8): every constant of at least 1 KB, the weights, as `info`
+# lists them. Until then the default moved only the constants read more than once after merging
+# (scs4onnx's npy mode, now --shared), which on real models, whose weights are each read once, moved
+# nothing ("6.8 MB -> 6.8 MB", an empty folder) or a stray 8-byte constant.
+DEFAULT_MIN_BYTES = 1024
+
+
 def manifest_path(model_path: str | os.PathLike) -> Path:
     p = Path(model_path)
     return p.with_name(p.stem + ".npy.json")
@@ -92,10 +99,17 @@ def write_arrays(arrays: dict, npy_dir: Path, manifest: Path) -> dict:
     (not yet written). The folder is filled in a staging folder and renamed into place. Each
     value is an array, or a function returning one (`externalize`'s): read, written and let go
     one at a time."""
+    from .staging import check_output_folder
+
     npy_dir = Path(npy_dir)
-    if not npy_dir.parent.exists():
-        raise OutputError(f"folder does not exist: {npy_dir.parent}")
-    staging = Path(tempfile.mkdtemp(prefix=f".{npy_dir.name}.", dir=npy_dir.parent))
+    check_output_folder(npy_dir.parent, "the .npy folder's parent")
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{npy_dir.name}.", dir=npy_dir.parent))
+    except OSError as e:
+        raise OutputError(f"cannot write {npy_dir}: {e.strerror or e}") from e
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp's 0700 would make the shipped folder private
     entries = {}
     used: set[str] = set()
     def read_and_hash(item) -> tuple[np.ndarray | None, str]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from .report import RunReport, human_bytes
+from .units import human_bytes
+
+# report.RunReport is named in annotations without an import: report.py imports this module to
+# print itself (RunReport.__str__), and the layers allow no cycle (tests/test_layers.py).
 
 
 def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
@@ -16,7 +19,7 @@ def _pct(before: int, after: int) -> str:
     return f"{(after - before) / before * 100:+.1f}%" if before else "n/a"
 
 
-def render_run(report: RunReport, top: int = 5) -> str:
+def render_run(report: "RunReport", top: int = 5) -> str:  # noqa: F821
     lines = [f"{report.input} -> {report.output or '(not written)'}"]
     lines.append(
         f"  size: {human_bytes(report.bytes_before)} -> {human_bytes(report.bytes_after)} "

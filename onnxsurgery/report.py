@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from .units import human_bytes  # noqa: F401  (here first: plan.py, pipeline.py and others import it from here)
+
 
 @dataclass
 class Skipped:
@@ -22,6 +24,11 @@ class PassReport:
     bytes_saved: int = 0
     details: dict[str, Any] = field(default_factory=dict)
     skipped: list[Skipped] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        saved = f", saving {human_bytes(self.bytes_saved)}" if self.bytes_saved else ""
+        skipped = f", {len(self.skipped)} skipped" if self.skipped else ""
+        return f"{self.name}: {self.changed} changed{saved}{skipped}"
 
     def skip(self, name: str, reason: str) -> None:
         self.skipped.append(Skipped(name, reason))
@@ -44,16 +51,18 @@ class RunReport:
     allocation: dict[str, str] | None = None  # --target-error / --target-size: weight -> format
     weights: list[dict[str, Any]] | None = None  # quant: the plan's records applied (quantization/plan.py)
 
+    def __str__(self) -> str:
+        """What the CLI prints for this run (a few lines); `repr` and the attributes hold the rest."""
+        from .render import render_run, render_verification
+
+        lines = [render_run(self)]
+        if self.verification is not None:
+            lines.append(render_verification(self.verification))
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
     def pass_report(self, name: str) -> PassReport | None:
         return next((p for p in self.passes if p.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"

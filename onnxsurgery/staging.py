@@ -47,9 +47,21 @@ def check_output_path(input_path: str | os.PathLike | None, output: str | os.Pat
             raise OutputError(f"output is the input file ({out}); pass --in-place to overwrite it")
     if out.is_dir():
         raise OutputError(f"output is a directory: {out}")
-    if not out.parent.exists():
-        raise OutputError(f"output folder does not exist: {out.parent}")
+    check_output_folder(out.parent)
     return out
+
+
+def check_output_folder(folder: Path, what: str = "output folder") -> None:
+    """`folder` can take a new file: it exists, is a folder (not a file a path runs through) and
+    lets us write there. Checked before any work, so that a command refuses in one line rather
+    than failing at its first temporary file. (Run as root, the permission check passes and the
+    write itself fails; `errors.from_os_error` then says it in the same words.)"""
+    if not folder.exists():
+        raise OutputError(f"{what} does not exist: {folder}")
+    if not folder.is_dir():
+        raise OutputError(f"{what} is not a folder: {folder} is a file")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write to {folder}: permission denied")
 
 
 

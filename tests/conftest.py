@@ -10,6 +10,34 @@ sys.path.insert(0, str(Path(__file__).parent))
 import builders  # noqa: E402
 
 
+def pytest_addoption(parser):
+    parser.addoption("--require-deps", action="store_true",
+                     help="A test module that pytest.importorskip()s a missing package fails instead of skipping "
+                          "(`make test` passes it: the dev extra installs every package the tests import).")
+
+
+def pytest_configure(config):
+    if config.getoption("--require-deps"):
+        pytest.importorskip = _required_import
+
+
+def _required_import(modname, minversion=None, reason=None, **kwargs):
+    """pytest.importorskip under --require-deps: a missing package is a failure naming it."""
+    import importlib
+
+    try:
+        module = importlib.import_module(modname)
+    except ImportError as e:
+        raise ImportError(f"tests need '{modname}' ({e}); `make install` installs it (pyproject.toml, the dev "
+                          "extra), or run pytest without --require-deps to skip these tests") from None
+    if minversion is not None:
+        from packaging.version import Version
+
+        if Version(getattr(module, "__version__", "0")) < Version(minversion):
+            raise ImportError(f"tests need '{modname}' >= {minversion}, found {module.__version__}")
+    return module
+
+
 def run(model, feeds):
     """Outputs of `model` (ModelProto or path) in a real onnxruntime session."""
     src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)

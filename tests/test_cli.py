@@ -200,8 +200,8 @@ def test_run_save_writes_the_outputs(tmp_path, save):
 
 
 @pytest.mark.parametrize("args", [
-    ["npy", "{d}", "{t}/o.onnx"], ["embed", "{d}", "{t}/o.onnx"], ["info", "{d}"], ["run", "{d}"],
-    ["report", "{d}"], ["check", "{d}"], ["compare", "{d}", "{m}"], ["compare", "{m}", "{d}"],
+    ["npy", "{d}", "{t}/o.onnx"], ["embed", "{d}", "{t}/o.onnx"], ["run", "{d}"],
+    ["report", "{d}"], ["compare", "{d}", "{m}"], ["compare", "{m}", "{d}"],
 ])
 def test_a_folder_given_as_a_model_says_is_a_directory_in_every_command(tmp_path, save, args):
     model = save(builders.duplicate_initializers())
@@ -211,10 +211,11 @@ def test_a_folder_given_as_a_model_says_is_a_directory_in_every_command(tmp_path
     _one_error_line(r, f"input is a directory, not an .onnx file: {folder}")
 
 
-@pytest.mark.parametrize("args", [["shrink", "{d}", "{t}/o"], ["quant", "{d}", "{t}/o"], ["quant", "{d}", "--dry-run"]])
+@pytest.mark.parametrize("args", [["shrink", "{d}", "{t}/o"], ["quant", "{d}", "{t}/o"], ["quant", "{d}", "--dry-run"],
+                                  ["info", "{d}"], ["check", "{d}"]])
 def test_shrink_and_quant_take_a_model_folder_and_say_when_it_holds_none(tmp_path, args):
-    """shrink and quant take a model folder (tests/test_model_folders.py); one with no model
-    says so, "is a directory" as the others say it."""
+    """shrink, quant, info and check take a model folder (tests/test_model_folders.py); one with
+    no model says so, "is a directory" as the others say it."""
     folder = tmp_path / "folder"
     folder.mkdir()
     r = invoke(*[a.format(d=folder, t=tmp_path) for a in args])

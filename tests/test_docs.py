@@ -7,8 +7,9 @@ a newcomer runs them from the repository root; each example's in `build/<example
 examples/README.md tells a reader to run them, and nothing may be written outside that folder
 (issue 49: the examples left models, `plan.json` and `report.html` in the repository's root).
 - `console` blocks: each `$ ` line runs (`onnxsurgery ...` through this Python, `python ...` as
-  this Python), must exit 0, and must print the lines shown below it, with every number masked
-  (figures such as errors depend on the CPU; the words and the layout must not change), except
+  this Python; a final `> FILE` writes its output to FILE), must exit 0, and must print the
+  lines shown below it, with every number masked (figures such as errors depend on the CPU; the
+  words and the layout must not change), except
   the lines of the sample builders (`python .../samples/...`), which are seeded and print their
   sizes exactly;
 - `python` blocks are executed;
@@ -62,6 +63,9 @@ def _run_console(block: str, cwd: Path) -> None:
             commands[-1][1].append(line)
     for command, expected in commands:
         args = shlex.split(command)
+        into = None
+        if len(args) > 2 and args[-2] == ">":  # `... --dry-run --json > plan.json`: stdout to that file
+            args, into = args[:-2], cwd / args[-1]
         exact = args[0] == "python" and len(args) > 1 and "samples/" in args[1]
         if args[0] == "onnxsurgery":
             args = [sys.executable, "-m", "onnxsurgery", *args[1:]]
@@ -71,6 +75,10 @@ def _run_console(block: str, cwd: Path) -> None:
             pytest.fail(f"a console block may run onnxsurgery and python only: {command}")
         proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "100"})
         assert proc.returncode == 0, f"{command}: {proc.stderr}"
+        if into is not None:
+            into.write_text(proc.stdout)
+            assert not expected, f"{command}: its output goes to {into.name}, none can be shown"
+            continue
         if exact:
             assert proc.stdout.strip("\n").splitlines() == expected, f"{command} now prints:\n{proc.stdout}"
         assert _masked(proc.stdout) == _masked("\n".join(expected)), f"{command} now prints:\n{proc.stdout}"
@@ -125,7 +133,7 @@ def test_the_examples_say_how_to_run_them_in_a_fresh_folder():
 
 def test_the_readme_is_a_short_guide_that_links_its_docs():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert 100 <= len(readme.splitlines()) <= 160
+    assert 100 <= len(readme.splitlines()) <= 190  # 160 until set-up's cost and the round trips (issue 57)
     assert "make demo" in readme and "make test" in readme and "pip install" in readme
     for link in re.findall(r"\]\(((?:docs|bench|examples)/[^)#]+|CHANGELOG\.md)", readme):
         assert (ROOT / link).exists(), link

@@ -130,7 +130,7 @@ def test_cli_npy_run_embed(tmp_path, save):
     m = builders.if_and_loop_subgraphs()
     src = save(m)
     runner = CliRunner()
-    r = runner.invoke(main, ["npy", str(src), str(tmp_path / "m.onnx")])
+    r = runner.invoke(main, ["npy", str(src), str(tmp_path / "m.onnx"), "--shared"])
     assert r.exit_code == 0, r.output
     assert "moved 2 constants" in r.output
     feeds = builders.feeds_for(m)
@@ -156,3 +156,34 @@ def test_npy_external_data_writes_standard_pair(tmp_path, save):
     assert not manifest_path(out).exists()
     assert report.pass_report("merge_duplicates").changed == 2
     assert_same_outputs(m, out)
+
+
+def test_the_npy_folder_takes_the_umask_like_any_other_output(tmp_path, save):
+    """Issue 57, item 9: mkdtemp's 0700 made the shipped .npy folder private under umask 022."""
+    import os
+
+    src = save(builders.duplicate_initializers())
+    old = os.umask(0o022)
+    try:
+        onnxsurgery.npy_file(src, tmp_path / "g.onnx", min_bytes=0)
+    finally:
+        os.umask(old)
+    folder = tmp_path / "g.npy"
+    assert folder.is_dir() and oct(folder.stat().st_mode & 0o777) == oct(0o755)
+    assert all(oct(p.stat().st_mode & 0o777) == oct(0o644) for p in folder.iterdir())
+
+
+def test_npy_moves_the_weights_by_default(tmp_path, save):
+    """Issue 57, item 8: the default moved only constants read more than once, so nothing on a
+    real model (each weight read once). Now every constant of 1 KB or more moves; a selection
+    that moves nothing says so and what would."""
+    src = save(builders.quant_cases())  # weights of 16-33 KB, each read once but W_mm, a bias of 256 B
+    r = CliRunner().invoke(main, ["npy", str(src), str(tmp_path / "m.onnx")])
+    assert r.exit_code == 0, r.output
+    assert "moved 4 constants" in r.output
+    manifest = json.loads((tmp_path / "m.npy.json").read_text())
+    assert sorted(manifest["inputs"]) == ["E", "W_const", "W_if", "W_mm"]
+    r = CliRunner().invoke(main, ["npy", str(src), str(tmp_path / "n.onnx"), "--min-bytes", "1000000"])
+    assert r.exit_code == 0 and "moved nothing: no constant of at least 1000000 bytes" in r.output, r.output
+    r = CliRunner().invoke(main, ["npy", str(src), str(tmp_path / "s.onnx"), "--shared", "--min-bytes", "5"])
+    assert r.exit_code == 2 and "--shared" in r.output

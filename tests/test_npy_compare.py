@@ -114,7 +114,7 @@ def test_npy_by_default_leaves_a_qdq_models_shared_scales_in_place(tmp_path, sav
     onnxruntime fuses no pattern with. Now they stay, with a reason each."""
     m = builders.qdq_static()
     src, out = save(m), tmp_path / "n.onnx"
-    data = json.loads(_cli("npy", src, out, "--json").output)
+    data = json.loads(_cli("npy", src, out, "--shared", "--json").output)  # the old default: read more than once
     moved = next(p for p in data["passes"] if p["name"] == "externalize")
     assert moved["changed"] == 0
     assert {s["name"] for s in moved["skipped"]} == {"s_a", "z_a", "s_w", "z_w"}

@@ -3,16 +3,76 @@ result that is checked before it is put in place."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from pathlib import Path
 from typing import Callable
 
 import onnx
 
-from ..errors import InputError, OutputError
+from ..errors import InputError, OnnxSurgeryError, OutputError, from_os_error
 from ..staging import check_output_path, stage_model
 from ..pipeline import Workspace, open_workspace
 from ..report import RunReport
+
+
+def os_errors(fn: Callable | None = None, *, output: str = "output_path") -> Callable:
+    """`fn` with the OSErrors its reads and writes may raise (a path through a file, a folder it
+    may not write, a full disk) raised as the OnnxSurgeryError the API promises
+    (`errors.from_os_error`: OutputError naming the output, or InputError naming the file read).
+    `output` names `fn`'s output parameter."""
+    if fn is None:
+        return functools.partial(os_errors, output=output)
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except OnnxSurgeryError:
+            raise
+        except OSError as e:
+            try:
+                target = signature.bind_partial(*args, **kwargs).arguments.get(output)
+            except TypeError:
+                target = None
+            raise from_os_error(e, target) from e
+
+    return wrapper
+
+
+def plan_json(source):
+    """A plan as `quant --plan` takes it: a path read as JSON here, so that a file that is not JSON
+    (the table `--dry-run` prints without `--json`) is refused with the flag that writes one; a
+    dict or a list of records as it is."""
+    if not isinstance(source, (str, os.PathLike)):
+        return source
+    import json
+
+    from ..errors import PlanError
+
+    path = Path(source)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(f"plan file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlanError(f"cannot read plan {path}: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise PlanError(f"plan {path} is not JSON ({e}): a plan file is what `quant MODEL --dry-run --json > "
+                        f"{path.name}` writes (--dry-run alone prints the plan as a table, to read)") from None
+
+
+def folder_plan(data) -> dict | None:
+    """The plans of a model folder's `quant FOLDER --dry-run --json` (model path -> plan), or None
+    when `data` is one model's plan."""
+    if isinstance(data, dict) and "weights" not in data and data and all(
+            isinstance(v, dict) and "weights" in v for v in data.values()):
+        return data
+    return None
 
 
 def model_file(source, what: str = "input"):

@@ -36,8 +36,30 @@ def check_file(model: str | os.PathLike | onnx.ModelProto, *, target: str = "ten
         materialize(model, files, small)
         files.close()
     listing = operator_list()
+    refused = [str(f) for f in check_tensorrt(model)]
     return {"target": listing["release"], "source": listing["source"], "retrieved": listing["retrieved"],
-            "rules": [QUANTIZED_TYPES_PAGE, SCHEMES_PAGE], "refused": [str(f) for f in check_tensorrt(model)]}
+            "rules": [QUANTIZED_TYPES_PAGE, SCHEMES_PAGE], "refused": refused, "next": next_step(refused)}
+
+
+# words of the findings that quant --target tensorrt removes: weights stored in forms TensorRT refuses
+_QUANTIZED_WORDS = ("INT8", "UINT8", "INT4", "UINT4", "DequantizeLinear", "zero point", "block", "scale",
+                    "MatMulNBits", "GatherBlockQuantized")
+
+
+def next_step(refused: list[str]) -> str | None:
+    """What to do about the findings (issue 57, item 13): weights quantized in forms TensorRT
+    refuses (a default `quant` writes forms onnxruntime runs best) are `quant --target tensorrt`'s
+    to write from the float model; the model's own operators are not."""
+    if not refused:
+        return None
+    quantized = [f for f in refused if any(word in f for word in _QUANTIZED_WORDS)]
+    if quantized:
+        return (f"{len(quantized)} of these concern quantized weights: `onnxsurgery quant FLOAT_MODEL OUT "
+                "--target tensorrt` writes, from the float model, weights in forms TensorRT takes (then `onnxsurgery "
+                "check OUT`)" + ("" if len(quantized) == len(refused) else
+                                 "; the others are the model's own operators, which quant leaves as they are"))
+    return ("these are the model's own operators, which quant leaves as they are: TensorRT needs a plugin for each, "
+            "or an export without them (`quant --target tensorrt` removes only quantized forms TensorRT refuses)")
 
 
 def _dequantize_parameters(graph: onnx.GraphProto) -> set[str]:

@@ -32,6 +32,7 @@ import onnx
 from ..errors import InputError, OptionError, OutputError
 from ..paths import confined, external_locations
 from ..report import RunReport
+from ._common import os_errors
 
 GENAI_CONFIG = "genai_config.json"
 
@@ -99,8 +100,11 @@ def run_on_folder(command: str, input_dir: str | os.PathLike, output_dir: str | 
     if out.is_dir() and any(out.iterdir()):
         raise OutputError(f"output folder is not empty: {out} (a model folder is written whole, into a new or "
                           "empty folder)")
-    if not out.parent.resolve().is_dir():
+    if not out.parent.resolve().exists():
         raise OutputError(f"output folder's parent does not exist: {out.parent}")
+    from ..staging import check_output_folder
+
+    check_output_folder(out.parent.resolve(), "output folder's parent")
     if out.resolve() == src.resolve() or out.resolve().is_relative_to(src.resolve()):
         raise OutputError(f"the output folder {out} is inside the input folder {src}")
     skip = {(src / m).resolve() for m in models}
@@ -147,6 +151,7 @@ def _check_config(folder: Path) -> None:
                 raise OutputError(f"{GENAI_CONFIG} names {name}, which the output folder lacks")
 
 
+@os_errors(output="output_dir")
 def quant_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **options) -> list[RunReport]:
     """`quant_file` on each model of a model folder into a new folder that runs as it is
     (module doc); the other files copied. The reports' notes say what was copied."""
@@ -154,11 +159,14 @@ def quant_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **
 
     run = quant_run(options.pop("run", None), options)
     _refuse_in_place(run.output.in_place)
-    reports, copied = run_on_folder("quant", input_dir, output_dir, lambda model, out: quant_file(model, out, run=run))
+    runs = _runs_by_model(run, folder_models(input_dir))
+    reports, copied = run_on_folder("quant", input_dir, output_dir,
+                                    lambda model, out: quant_file(model, out, run=runs(model.relative_to(input_dir))))
     _note_copied(reports, copied)
     return reports
 
 
+@os_errors(output="output_dir")
 def shrink_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **options) -> list[RunReport]:
     """`shrink_file` on each model of a model folder, as `quant_folder` does."""
     from .shrinking import shrink_file
@@ -168,6 +176,37 @@ def shrink_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, *
                                     lambda model, out: shrink_file(model, out, **options))
     _note_copied(reports, copied)
     return reports
+
+
+def _runs_by_model(run, models: list[Path]) -> Callable:
+    """The run for each model of a folder: a folder's plan (what `quant FOLDER --dry-run --json`
+    writes: model path -> plan) gives each model its own; one model's plan fits a folder of one."""
+    import dataclasses
+
+    from ..errors import PlanError
+    from ._common import folder_plan, plan_json
+
+    if run.decision.plan is None or isinstance(run.decision.plan, list):
+        return lambda model: run
+    data = plan_json(run.decision.plan)
+    plans = folder_plan(data)
+    names = [str(m) for m in models]
+    if plans is None:
+        if len(models) != 1:
+            raise PlanError(f"the plan is one model's, and the folder has {len(models)} ({', '.join(names)}): "
+                            "`quant FOLDER --dry-run --json` writes a plan per model")
+        plans = {names[0]: data}
+    unknown = sorted(set(plans) - set(names))
+    if unknown:
+        raise PlanError(f"the plan names {unknown[0]}, which is not a model of the folder ({', '.join(names)})")
+    missing = [n for n in names if n not in plans]
+    if missing:
+        raise PlanError(f"the plan has no entry for {missing[0]}; `quant FOLDER --dry-run --json` writes one per model")
+
+    def run_for(model: Path):
+        return dataclasses.replace(run, decision=dataclasses.replace(run.decision, plan=plans[str(model)]))
+
+    return run_for
 
 
 def _refuse_in_place(in_place: bool) -> None:

@@ -9,20 +9,22 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, OptionError, runtime_message
 from ..staging import save_model
-from ..npy import default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays, write_manifest
+from ..npy import (DEFAULT_MIN_BYTES, default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays,
+                   write_manifest)
 from ..passes.embed import inputs_to_constants
 from ..passes.externalize import externalize
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..feeds import check_samples, make_inputs
+from ..feeds import check_samples, runnable_inputs
 from ..sessions import load_error, session
 from ..run_options import Output, grouped
-from ._common import model_file, output_for
+from ._common import model_file, os_errors, output_for
 
 
+@os_errors
 def npy_file(
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
@@ -33,13 +35,21 @@ def npy_file(
     ops: tuple[str, ...] = (),
     merge: bool = True,
     min_elements: int = MERGE_MIN_ELEMENTS,
+    shared: bool = False,
     output: Output | None = None,
     **fields,
 ) -> RunReport:
     """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
     inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
-    Identical constants are merged first, so each distinct tensor is written once. The output
-    (run_options.Output, or its fields as keywords): `in_place`, `external_data`."""
+    Identical constants are merged first, so each distinct tensor is written once. Which move:
+    those of at least `min_bytes`, feeding nodes named like `names` or of types `ops` (their
+    union); with none of these, every constant of at least 1 KB (npy.DEFAULT_MIN_BYTES); with
+    `shared`, only the constants read more than once after merging (scs4onnx's npy mode). The
+    output (run_options.Output, or its fields as keywords): `in_place`, `external_data`."""
+    if shared and (min_bytes is not None or names or ops):
+        raise OptionError("--shared is a selection of its own; --min-bytes, --names and --ops select otherwise")
+    if not shared and min_bytes is None and not names and not ops:
+        min_bytes = DEFAULT_MIN_BYTES
     output = grouped("npy", fields, output=output)
     external_data = bool(output.external_data)
     out = output_for(input_path, output_path, output.in_place)
@@ -73,11 +83,17 @@ def npy_file(
             shutil.rmtree(npy_dir, ignore_errors=True)
         raise
     report.bytes_after = sum(p.stat().st_size for p in written)
+    if not moved_report.changed:
+        report.notes.append("moved nothing: " + ("no constant is read more than once (--shared)" if shared else
+                            f"no constant of at least {min_bytes} bytes" if min_bytes is not None and not names
+                            and not ops else "no constant matches the selection")
+                            + "; --min-bytes 0 moves every constant")
     moved_report.details = {"npy_dir": str(npy_dir), "manifest": str(manifest_path(out)),
                             "inputs": list(manifest["inputs"])}
     return report
 
 
+@os_errors
 def embed_file(
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,
@@ -116,13 +132,21 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
         check_samples(model, [given], complete=False)  # the model's inputs include the .npy arrays' names
     constants = {name: array for name, array in load_feeds(model).items() if name not in given}
     sess = session(model, initializers=constants)
-    missing = [i for i in sess.get_inputs() if i.name not in given]
-    if missing:
-        generated = make_inputs(sess, shapes=shapes, seed=seed, model=model)
-        given.update({i.name: generated[i.name] for i in missing})
     names = [o.name for o in sess.get_outputs()]
-    try:
-        values = sess.run(names, given)
-    except Exception as e:  # onnxruntime's own exception types
-        raise InputError(f"onnxruntime failed to run {model}: {str(e).splitlines()[0]}") from e
+    missing = [i for i in sess.get_inputs() if i.name not in given]
+    if not missing:
+        try:
+            values = sess.run(names, given)
+        except Exception as e:  # onnxruntime's own exception types
+            raise InputError(f"onnxruntime failed to run {model}: {runtime_message(e)}") from e
+        return dict(zip(names, values))
+    # generated as compare and quant generate them (feeds.runnable_inputs): the lengths in turn,
+    # until one runs (silero-vad's reflect padding needs more than 32 samples)
+    sample, values, _, error = runnable_inputs(sess, lambda feeds: sess.run(names, {**feeds, **given}),
+                                               shapes=shapes, seed=seed, model=model)
+    if error is not None:
+        fixable = ", ".join(f"{i.name}{list(i.shape)}" for i in missing if i.name not in (shapes or {}))
+        hint = f"--shape NAME:DxD for {fixable}, or --inputs FILE.npz" if fixable else "--inputs FILE.npz"
+        raise InputError(f"onnxruntime failed to run {model} on generated inputs: {runtime_message(error)} "
+                         f"(give {hint})")
     return dict(zip(names, values))

@@ -15,7 +15,7 @@ from ..report import RunReport
 from ..run_options import Inputs, Output, grouped
 from ..verify import compare_models
 from ..sessions import load_error
-from ._common import _in_memory, _write_checked, output_for
+from ._common import _in_memory, _write_checked, os_errors, output_for
 
 
 def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
@@ -53,6 +53,7 @@ def shrink(
     return result, report
 
 
+@os_errors
 def shrink_file(
     input_path: str | os.PathLike,
     output_path: str | os.PathLike,

@@ -3,8 +3,12 @@ check, the output paths like `cp`, and the Output group's options."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -23,6 +27,86 @@ def one_line(message: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the command is, as Ctrl-C's KeyboardInterrupt is: every
+    staging folder and temporary file is removed on the way out (`kill PID` left a hidden
+    `.out.onnx.XXXX/` folder of 56 MB)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def signals_as_interrupts():
+    """SIGTERM and SIGHUP raise `Interrupted` while the command runs (main thread only: a
+    handler can be set nowhere else); the handlers before are put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            previous[signum] = signal.signal(signum, _raise_interrupted)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def wrote(count: int = 1) -> None:
+    """A command says it has put `count` outputs in place (an interruption then says that nothing
+    more was written, rather than nothing)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta["onnxsurgery.written"] = ctx.meta.get("onnxsurgery.written", 0) + count
+
+
+def _interrupted(e: KeyboardInterrupt) -> None:
+    signum = getattr(e, "signum", signal.SIGINT)
+    how = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    ctx = click.get_current_context(silent=True)
+    more = " more" if ctx is not None and ctx.meta.get("onnxsurgery.written") else ""
+    click.echo(f"onnxsurgery: interrupted ({how}); nothing{more} was written", err=True)
+    sys.exit(128 + signum)
+
+
+def _whole_message(e: OnnxSurgeryError) -> str:
+    """`e`'s message, where it quotes only the first line of the onnxruntime run error it came
+    from (verify.py keeps that line alone) with the rest put back: the part that says what to change
+    often follows ("... for the following indices" / "index: 2 Got: 48 Expected: 224")."""
+    from ..errors import runtime_message
+
+    text, cause = str(e), e.__cause__ or e.__context__
+    if "onnxruntime failed to run" not in text:  # a load error's first line is chosen (sessions._first_line)
+        return text
+    while isinstance(cause, OnnxSurgeryError):  # wrapped more than once: the first error's own words
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return text
+    lines = [line for line in str(cause).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0] in text and " ".join(lines[1].split()) not in text:
+        text = text.replace(lines[0], runtime_message(cause), 1)
+    return text
+
+
+def _broken_pipe() -> None:
+    """stdout closed early (`onnxsurgery info M | head`): nothing to say, and no second error when
+    Python flushes stdout at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(1)
+
+
 def handle_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -31,14 +115,26 @@ def handle_errors(fn):
         quiet = bool(ctx and (ctx.find_root().obj or {}).get("quiet"))
         progress.enable(progress.wanted(quiet, bool(kwargs.get("as_json"))))
         try:
-            return fn(*args, **kwargs)
+            with signals_as_interrupts():
+                return fn(*args, **kwargs)
         except click.ClickException:
             raise
         except OnnxSurgeryError as e:
-            click.echo(f"onnxsurgery: error: {one_line(str(e))}", err=True)
+            click.echo(f"onnxsurgery: error: {one_line(_whole_message(e))}", err=True)
             sys.exit(EXIT_ERROR)
         except MemoryError:
             click.echo("onnxsurgery: error: out of memory", err=True)
+            sys.exit(EXIT_ERROR)
+        except KeyboardInterrupt as e:
+            _interrupted(e)
+        except BrokenPipeError:
+            _broken_pipe()
+        except OSError as e:  # the system refused a read or a write: the user's to fix, not a bug
+            if debug:
+                raise
+            from ..errors import from_os_error
+
+            click.echo(f"onnxsurgery: error: {one_line(str(from_os_error(e)))}", err=True)
             sys.exit(EXIT_ERROR)
         except Exception as e:  # a bug: still one line, unless --debug asks for the traceback
             if debug:
@@ -64,6 +160,31 @@ def model_argument(ctx, param, value):
                 click.echo(f"onnxsurgery: error: {one_line(str(e))}", err=True)
                 ctx.exit(EXIT_ERROR)
     return value
+
+
+def model_or_folder_argument(ctx, param, value):
+    """A click callback for a MODEL argument that may also be a model folder (`info`, `check`:
+    each of its models, as `quant` and `shrink` take one); a folder without a model, or a missing
+    path, is refused in one line."""
+    from ..api.folders import folder_models
+
+    if value is not None and Path(value).is_dir():
+        try:
+            folder_models(value)
+        except OnnxSurgeryError as e:
+            click.echo(f"onnxsurgery: error: {one_line(str(e))}", err=True)
+            ctx.exit(EXIT_ERROR)
+        return value
+    return model_argument(ctx, param, value)
+
+
+def models_of(path: str) -> list[str]:
+    """The model files `path` stands for: itself, or a model folder's models."""
+    if not Path(path).is_dir():
+        return [path]
+    from ..api.folders import folder_models
+
+    return [str(Path(path) / m) for m in folder_models(path)]
 
 
 def refuse_same_file(src, dst, in_place: bool) -> None:

@@ -12,12 +12,12 @@ import click
 from ..defaults import METHOD_KEYS
 from ..render import render_info, render_report_summary, render_verification
 from ..run_options import Inputs
-from .common import handle_errors, model_argument
+from .common import handle_errors, model_argument, model_or_folder_argument, models_of
 from .options import declared_options, group_from
 
 
 @click.command(short_help="Where the bytes are, and what each command saves.")
-@click.argument("path", type=str, callback=model_argument)
+@click.argument("path", type=str, callback=model_or_folder_argument)
 @click.option("--min-bytes", type=click.IntRange(min=0), default=1024, show_default=True,
               help="List constants of at least this many bytes.")
 @click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
@@ -25,14 +25,16 @@ from .options import declared_options, group_from
 @click.option("--json", "as_json", is_flag=True, help="Print the inventory as JSON.")
 @handle_errors
 def info(path, min_bytes, top, as_json):
-    """Show where the bytes are and what each method would save. Writes nothing."""
+    """Show where the bytes are and what each method would save. Writes nothing. PATH may be a
+    model folder: each of its models (as `quant` and `shrink` take them)."""
     from .. import api
 
-    data = api.info(path, min_bytes=min_bytes)
+    models = models_of(path)
+    found = {model: api.info(model, min_bytes=min_bytes) for model in models}
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(found[path] if models == [path] else found, indent=2))
     else:
-        click.echo(render_info(path, data, top=top))
+        click.echo("\n\n".join(render_info(model, data, top=top) for model, data in found.items()))
 
 
 @click.command(short_help="One HTML page measuring every method.")
@@ -65,7 +67,7 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
 
 
 @click.command(short_help="What TensorRT's parser would refuse.")
-@click.argument("model", callback=model_argument)
+@click.argument("model", callback=model_or_folder_argument)
 @click.option("--target", type=click.Choice(["tensorrt"]), default="tensorrt", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @handle_errors
@@ -76,20 +78,25 @@ def check(model, target, as_json):
     TensorRT's documentation states for quantized weights ("Working with Quantized Types",
     "Quantization Schemes", TensorRT 10.x: symmetric, positive scales, INT4 in blocks of 64 or
     128 along the last or second-to-last dimension, opset 21 for blocks, one DequantizeLinear per
-    reader). One line per finding, naming its page; exit code 1 when there is any. No TensorRT
-    needed, and no substitute for a real engine build."""
+    reader). One line per finding, naming its page, then what to do next; exit code 1 when there
+    is any. MODEL may be a model folder: each of its models. No TensorRT needed, and no
+    substitute for a real engine build."""
     from .. import api
 
-    result = api.check_file(model, target=target)
+    models = models_of(model)
+    results = {m: api.check_file(m, target=target) for m in models}
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        click.echo(json.dumps(results[model] if models == [model] else results, indent=2))
     else:
-        for finding in result["refused"]:
-            click.echo(f"{model}: {finding}")
-        click.echo(f"{model}: {len(result['refused'])} finding{'s' * (len(result['refused']) != 1)} against "
-                   f"{result['target']} (onnx-tensorrt's operator list, retrieved {result['retrieved']}) and the "
-                   f"quantization rules of {result['rules'][0]}")
-    if result["refused"]:
+        for name, result in results.items():
+            for finding in result["refused"]:
+                click.echo(f"{name}: {finding}")
+            click.echo(f"{name}: {len(result['refused'])} finding{'s' * (len(result['refused']) != 1)} against "
+                       f"{result['target']} (onnx-tensorrt's operator list, retrieved {result['retrieved']}) and the "
+                       f"quantization rules of {result['rules'][0]}")
+            if result.get("next"):
+                click.echo(f"{name}: next: {result['next']}")
+    if any(r["refused"] for r in results.values()):
         sys.exit(1)
 
 

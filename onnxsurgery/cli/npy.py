@@ -20,20 +20,24 @@ from .options import group_from
 @click.argument("output_path", metavar="OUTPUT")
 @click.option("--npy-dir", type=click.Path(file_okay=False),
               help="Folder for the .npy files [default: OUTPUT without .onnx, plus .npy/].")
-@click.option("--min-bytes", type=click.IntRange(min=0), help="Move constants of at least this many bytes.")
+@click.option("--min-bytes", type=click.IntRange(min=0),
+              help="Move constants of at least this many bytes [default: 1024, unless --names or --ops select].")
 @click.option("--names", multiple=True, metavar="GLOB",
               help="Move constants feeding nodes whose name matches (or whose own name matches). Repeatable.")
 @click.option("--ops", multiple=True, metavar="OPTYPE",
               help="Move constants feeding nodes of this op type. Repeatable.")
+@click.option("--shared", is_flag=True,
+              help="Move only the constants read more than once after merging (scs4onnx's npy mode).")
 @click.option("--no-merge", is_flag=True, help="Do not merge identical constants first.")
 @output_options
 @handle_errors
-def npy(input_path, output_path, npy_dir, min_bytes, names, ops, no_merge, as_json, **groups):
+def npy(input_path, output_path, npy_dir, min_bytes, names, ops, shared, no_merge, as_json, **groups):
     """Move constants out to .npy files, leaving graph inputs of the same names.
 
-    By default the constants read more than once (after merging) move; --min-bytes, --names
-    and --ops select instead. A manifest OUTPUT-stem.npy.json lists input -> file, dtype, shape,
-    sha256. Run the result with `onnxsurgery run`, restore it with `onnxsurgery embed`.
+    By default every constant of 1 KB or more moves (the weights, as `info` lists them);
+    --min-bytes, --names and --ops select instead, --shared only those read more than once.
+    A manifest OUTPUT-stem.npy.json lists input -> file, dtype, shape, sha256. Run the result
+    with `onnxsurgery run`, restore it with `onnxsurgery embed`.
     With --external-data, writes a standard OUTPUT + OUTPUT.data pair instead.
     """
     from .. import api
@@ -41,7 +45,7 @@ def npy(input_path, output_path, npy_dir, min_bytes, names, ops, no_merge, as_js
     output = group_from(Output, groups)
     refuse_same_file(input_path, output_path, output.in_place)
     report = api.npy_file(input_path, output_path, npy_dir=npy_dir, min_bytes=min_bytes, names=names, ops=ops,
-                          merge=not no_merge, output=output)
+                          shared=shared, merge=not no_merge, output=output)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_run(report))
 
 
@@ -97,8 +101,9 @@ def _check_save_target(save: Path, model_path: str) -> None:
         raise OutputError(f"--save writes an .npz of the outputs; give a name ending in .npz, not {save}")
     if save.is_dir():
         raise OutputError(f"--save is a directory: {save}")
-    if not save.parent.is_dir():
-        raise OutputError(f"--save: output folder does not exist: {save.parent}")
+    from ..staging import check_output_folder
+
+    check_output_folder(save.parent, "--save: output folder")
 
 
 def _save_outputs(save: Path, outputs: dict) -> None:

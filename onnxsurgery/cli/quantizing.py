@@ -13,13 +13,13 @@ from ..declare import OUTPUT
 from ..quantization.request import QuantRequest
 from ..render import render_run, render_verification
 from ..run_options import Budget, Decision, Inputs, Output, QuantRun, Verification
-from .common import handle_errors, output_options, refuse_same_file
+from ..errors import OptionError, PlanError
+from .common import handle_errors, output_options, outputs_for, refuse_same_file, wrote
 from .options import GroupedCommand, declared_options, group_from, option
 
 
 @click.command(cls=GroupedCommand, short_help="Weights as 8- or 4-bit integers, verified.")
-@click.argument("input_path", metavar="INPUT")
-@click.argument("output_path", metavar="[OUTPUT]", required=False)
+@click.argument("paths", nargs=-1, required=True, metavar="INPUT... [OUTPUT]")
 @declared_options(QuantRequest)
 @declared_options(Budget)
 @declared_options(Decision)
@@ -28,48 +28,111 @@ from .options import GroupedCommand, declared_options, group_from, option
 @option("--dry-run", is_flag=True, group=OUTPUT, help="Print the plan and write nothing.")
 @output_options
 @handle_errors
-def quant(input_path, output_path, dry_run, as_json, **groups):
+def quant(paths, dry_run, as_json, **groups):
     """Weight-only quantization: float weights become 8- or 4-bit integers plus scales,
-    verified in onnxruntime. INPUT may be a model folder; OUTPUT is then a new folder.
+    verified in onnxruntime. Like cp: INPUT OUTPUT, or INPUT... FOLDER/. INPUT may be a model
+    folder; OUTPUT is then a new folder.
 
     Start with no option (int8, chosen per weight); add --target for where it runs. Every
     option explained: docs/quantization.md."""
     from .. import api
+    from ..api._common import folder_plan, plan_json
     from ..quantization.plan import table
 
-    if output_path is None and not dry_run:
-        raise click.UsageError("give an OUTPUT (or --dry-run to see the plan)")
+    if dry_run:
+        inputs, output_path = paths, None
+    elif len(paths) < 2:
+        raise click.UsageError("give an INPUT and an OUTPUT (or --dry-run to see the plan)")
+    else:
+        inputs, output_path = paths[:-1], paths[-1]
     request = group_from(QuantRequest, groups)
     decision = dataclasses.replace(group_from(Decision, groups), request=request)
     run = QuantRun.of(dry_run=dry_run, decision=decision, budget=group_from(Budget, groups),
                       inputs=group_from(Inputs, groups), verification=group_from(Verification, groups),
                       output=group_from(Output, groups))
-    folder = Path(input_path).is_dir()  # a model folder: each model (api/folders.py)
+    if decision.plan is not None:  # read here, once the options agree: a file that is not JSON is refused naming
+        decision = dataclasses.replace(run.decision, plan=plan_json(decision.plan))  # the flag that writes one
+        run = dataclasses.replace(run, decision=decision)
+    folders = [p for p in inputs if Path(p).is_dir()]  # a model folder: each model (api/folders.py)
+    if folders and len(inputs) > 1:
+        raise OptionError(f"a model folder ({folders[0]}) goes alone: quant FOLDER OUT_FOLDER")
+    plans = None if folders else folder_plan(decision.plan)  # several models' plans, by the path given
+    if plans is not None and any(i not in plans for i in inputs):
+        missing = next(i for i in inputs if i not in plans)
+        raise PlanError(f"--plan holds the plans of {', '.join(plans)}, none for {missing}: give one model's plan "
+                        "(`quant MODEL --dry-run --json`), or the inputs that `--dry-run --json` was given")
     if dry_run:
-        if folder:
-            from ..api.folders import folder_models
+        from ..api.folders import folder_models
 
-            plans = {str(m): api.quant_plan(Path(input_path) / m, run=run) for m in folder_models(input_path)}
+        # keyed as --plan looks them up: a folder's models by their path in it, files as given
+        models = {str(m): Path(inputs[0]) / m for m in folder_models(inputs[0])} if folders else \
+            {i: Path(i) for i in inputs}
+        plans = {key: api.quant_plan(path, run=run) for key, path in models.items()}
+        for plan in plans.values():
+            plan.notes.extend(filter(None, [block_size_note(request, [dataclasses.asdict(w) for w in plan.weights])]))
+        if len(plans) == 1 and not folders:
+            plan = next(iter(plans.values()))
+            click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else table(plan))
+        else:
+            shown = {(str(Path(inputs[0]) / m) if folders else m): p for m, p in plans.items()}
             click.echo(json.dumps({m: p.to_dict() for m, p in plans.items()}, indent=2) if as_json else
-                       "\n".join(f"{Path(input_path) / m}:\n{table(p)}" for m, p in plans.items()))
-            return
-        plan = api.quant_plan(input_path, run=run)
-        click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else table(plan))
+                       "\n".join(f"{m}:\n{table(p)}" for m, p in shown.items()))
         return
-    if folder:  # a model folder in, a folder out
+    if folders:  # a model folder in, a folder out
         from ..api.folders import quant_folder
 
-        reports = quant_folder(input_path, output_path, run=run)
+        reports = quant_folder(inputs[0], output_path, run=run)
+        for report in reports:
+            report.notes.extend(filter(None, [block_size_note(request, report.weights or [])]))
+        wrote(len(reports))
+        shown = reports
     else:
-        refuse_same_file(input_path, output_path, run.output.in_place)
-        reports = [api.quant_file(input_path, output_path, run=run)]
+        reports, shown = [], []
+        for given, (src, dst) in zip(inputs, outputs_for(inputs, output_path)):
+            refuse_same_file(src, dst, run.output.in_place)
+            this = run if plans is None else dataclasses.replace(
+                run, decision=dataclasses.replace(decision, plan=plans[given]))
+            reports.append(api.quant_file(src, dst, run=this))
+            reports[-1].notes.extend(filter(None, [block_size_note(request, reports[-1].weights or [])]))
+            wrote()
+            if not as_json:
+                _show(reports[-1])
     if as_json:
         data = [r.to_dict() for r in reports]
         click.echo(json.dumps(data[0] if len(data) == 1 else data, indent=2))
         return
-    for report in reports:
-        click.echo(render_run(report))
-        if report.verification is not None:
-            click.echo(render_verification(report.verification))
-        for warning in report.warnings:
-            click.echo(f"onnxsurgery: warning: {warning}", err=True)
+    for report in shown:
+        _show(report)
+
+
+def block_size_note(request: QuantRequest, records: list[dict]) -> str | None:
+    """What --block-size N became where N does not divide a weight's blocked axis (issue 57, item
+    10: `--block-size 7` gave blocks of 4 without a word): blocks must tile the axis, so the
+    largest divisor between N/2 and N is used, or one scale per channel where there is none
+    (quantization/choices/forms.py, choose_scheme)."""
+    asked = request.block_size
+    if asked is None or request.fp16 or request.levels:
+        return None
+    integer = [r for r in records if r.get("dtype") in ("int8", "uint8", "int4", "uint4")]
+    used: dict[str, list[str]] = {}
+    for r in integer:  # a weight per channel is a rule's choice, unless blocks were asked for
+        if r.get("granularity") == "block" and r.get("block_size") != asked:
+            axis = r["shape"][r["axis"]] if r.get("shape") and r.get("axis") is not None else None
+            used.setdefault(f"blocks of {r['block_size']}", []).append(
+                f"{r['name']} (axis of {axis})" if axis is not None else r["name"])
+        elif r.get("granularity") == "channel" and request.granularity == "block":
+            used.setdefault("one scale per channel", []).append(r["name"])
+    if not used:
+        return None
+    said = "; ".join(f"{form} for {', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''}"
+                     for form, names in used.items())
+    return (f"--block-size {asked} does not divide every blocked axis, and blocks must tile it: {said} (the "
+            f"largest divisor between {asked // 2 + 1} and {asked}, else one scale per channel)")
+
+
+def _show(report) -> None:
+    click.echo(render_run(report))
+    if report.verification is not None:
+        click.echo(render_verification(report.verification))
+    for warning in report.warnings:
+        click.echo(f"onnxsurgery: warning: {warning}", err=True)

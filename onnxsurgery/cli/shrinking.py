@@ -11,7 +11,7 @@ from ..defaults import MERGE_MIN_ELEMENTS
 from ..errors import OptionError
 from ..render import render_run
 from ..run_options import Inputs, Output
-from .common import handle_errors, output_options, outputs_for, refuse_same_file
+from .common import handle_errors, output_options, outputs_for, refuse_same_file, wrote
 from .options import declared_options, group_from
 
 
@@ -59,6 +59,7 @@ def shrink(paths, min_elements, transposed, narrow, reshaped, verify, target, as
         for src, dst in outputs_for(paths[:-1], paths[-1]):
             refuse_same_file(src, dst, output.in_place)
             report = api.shrink_file(src, dst, output=output, **options)
+            wrote()
             reports.append(report)
             if not as_json:
                 click.echo(render_run(report))

@@ -166,6 +166,10 @@ def _names_read(node: onnx.NodeProto) -> set[str]:
 
 def _check_node(node: onnx.NodeProto, listing: dict, opset: int, types: dict, constants: dict):
     op, name = node.op_type, node.name
+    if node.domain == "ai.onnx.ml":  # ONNX's own ML operators (trees, scalers, encoders): standard, not custom
+        yield Finding(op, name, "an operator of ONNX's standard ai.onnx.ml domain, which TensorRT's ONNX parser does "
+                      "not take (onnx-tensorrt lists none of that domain): run it in onnxruntime")
+        return
     if node.domain not in ("", "ai.onnx"):
         yield Finding(op, name, f"custom op of domain {node.domain!r}: TensorRT builds it only with a plugin")
         return

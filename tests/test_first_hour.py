@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from conftest import builders
 from onnx import TensorProto, helper, numpy_helper
 
+import onnxsurgery
 from onnxsurgery.cli import main
 
 
@@ -219,6 +220,11 @@ def test_a_block_size_that_does_not_divide_is_said(tmp_path, save):
     assert r.exit_code == 0 and "blocks of 4 for" in r.output, r.output
     r = invoke("quant", src, tmp_path / "b.onnx", "--block-size", "16", "--granularity", "block")
     assert r.exit_code == 0 and "--block-size 16" not in r.output, r.output  # 16 divides 64: nothing to say
+    # the API says it too: the note is the plan's, not the CLI's
+    plan = onnxsurgery.quant_plan(src, block_size=7, granularity="block")
+    assert any("--block-size 7 does not divide" in n for n in plan.notes)
+    written = onnxsurgery.quant_file(src, tmp_path / "b.onnx", block_size=7, granularity="block", verify=False)
+    assert any("blocks of 4 for" in n for n in written.notes)
 
 
 # item 12: latency noise is not coloured as a regression

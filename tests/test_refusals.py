@@ -20,7 +20,8 @@ def _log_of_a_near_cancellation(k: int = 4096) -> onnx.ModelProto:
     nodes = [helper.make_node("MatMul", ["x", "W"], ["s"]), helper.make_node("Sub", ["s", "one"], ["d"]),
              helper.make_node("Log", ["d"], ["y"])]
     return builders.model(nodes, [builders.vi("x", shape=[1, k])], [builders.vi("y", shape=[1, 1])],
-                          [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.ones(1, np.float32), "one")], opset=13)
+                          [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.ones(1, np.float32), "one")],
+                          opset=13)
 
 
 @pytest.mark.filterwarnings("error")  # no numpy warning about the NaN reaches the user either

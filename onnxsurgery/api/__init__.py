@@ -9,13 +9,8 @@ commands to measure what they make, and nothing here imports it."""
 from .check import check_file
 from .inspecting import compare, info
 from .npy import embed_file, npy_file, run_model
-from ._common import os_errors
 from .quantizing import quant, quant_file, quant_plan
 from .shrinking import shrink, shrink_file
-
-# quant_file's OSErrors (an output under a file, a folder it may not write) as OutputError, as the
-# other commands raise them; wrapped here, where the API is assembled (api/quantizing.py is its own)
-quant_file = os_errors(quant_file)
 
 __all__ = ["shrink", "shrink_file", "quant", "quant_file", "quant_plan", "info", "npy_file", "embed_file", "run_model",
            "check_file", "compare"]

@@ -18,6 +18,7 @@ from ..opset import upgrade_opset
 from ..pipeline import Workspace, open_workspace, quant_pipeline
 from ..quantization.calibration import Calibration
 from ..quantization.options import QuantOptions
+from ..quantization.request import QuantRequest
 from ..quantization.plan_edits import derived_dtypes
 from ..quantization.choices.plan_check import plan_opset
 from ..quantization.choices.rules import any_weight_to_change, required_opset
@@ -201,3 +202,28 @@ def _its_logging_to_ours():
         yield
     finally:
         root.removeFilter(redirect)
+
+
+def block_size_note(request: QuantRequest, records: list[dict]) -> str | None:
+    """What --block-size N became where N does not divide a weight's blocked axis (issue 57, item
+    10: `--block-size 7` gave blocks of 4 without a word): blocks must tile the axis, so the
+    largest divisor between N/2 and N is used, or one scale per channel where there is none
+    (quantization/choices/forms.py, choose_scheme)."""
+    asked = request.block_size
+    if asked is None or request.fp16 or request.levels:
+        return None
+    integer = [r for r in records if r.get("dtype") in ("int8", "uint8", "int4", "uint4")]
+    used: dict[str, list[str]] = {}
+    for r in integer:  # a weight per channel is a rule's choice, unless blocks were asked for
+        if r.get("granularity") == "block" and r.get("block_size") != asked:
+            axis = r["shape"][r["axis"]] if r.get("shape") and r.get("axis") is not None else None
+            used.setdefault(f"blocks of {r['block_size']}", []).append(
+                f"{r['name']} (axis of {axis})" if axis is not None else r["name"])
+        elif r.get("granularity") == "channel" and request.granularity == "block":
+            used.setdefault("one scale per channel", []).append(r["name"])
+    if not used:
+        return None
+    said = "; ".join(f"{form} for {', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''}"
+                     for form, names in used.items())
+    return (f"--block-size {asked} does not divide every blocked axis, and blocks must tile it: {said} (the "
+            f"largest divisor between {asked // 2 + 1} and {asked}, else one scale per channel)")

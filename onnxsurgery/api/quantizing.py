@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import onnx
@@ -27,11 +27,11 @@ from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
 from ..feeds import check_samples
 from ..verify import compare_models
-from ._common import _in_memory, _write_checked, output_for
+from ._common import _in_memory, _write_checked, os_errors, output_for
 from .budget import _allocate, planning_options
 from .check import _check_for_tensorrt
-from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _run_quant_passes, decided_by,
-                          needed_opset)
+from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _run_quant_passes, block_size_note,
+                          decided_by, needed_opset)
 
 
 
@@ -114,9 +114,11 @@ def quant_plan(input_path: str | os.PathLike, *, run: QuantRun | None = None, **
     finally:
         ws.close()
     result.notes[:0] = prepared.notes + list(filter(None, [prepared.decided_by]))
+    result.notes.extend(filter(None, [block_size_note(run.decision.request, [asdict(w) for w in result.weights])]))
     return result
 
 
+@os_errors  # an output under a file, a folder it may not write: OutputError, as every command raises
 def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *, run: QuantRun | None = None,
                **options) -> RunReport:
     """Quantize weights from a file to a file. The options come in groups (run_options.py), each
@@ -192,7 +194,8 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         ws.run_pipeline(prepared.steps(ws, ws.opsets, store=ws.store))
         report.passes = ws.reports
         _lift_plan(report)
-        report.notes.extend(filter(None, [prepared.sampling_note]))
+        report.notes.extend(filter(None, [prepared.sampling_note,
+                                          block_size_note(decision.request, report.weights or [])]))
         if prepared.calibration is not None:
             details = report.pass_report("quantize").details
             count = len(decision.calibration)

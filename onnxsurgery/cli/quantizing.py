@@ -68,8 +68,6 @@ def quant(paths, dry_run, as_json, **groups):
         models = {str(m): Path(inputs[0]) / m for m in folder_models(inputs[0])} if folders else \
             {i: Path(i) for i in inputs}
         plans = {key: api.quant_plan(path, run=run) for key, path in models.items()}
-        for plan in plans.values():
-            plan.notes.extend(filter(None, [block_size_note(request, [dataclasses.asdict(w) for w in plan.weights])]))
         if len(plans) == 1 and not folders:
             plan = next(iter(plans.values()))
             click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else table(plan))
@@ -82,8 +80,6 @@ def quant(paths, dry_run, as_json, **groups):
         from ..api.folders import quant_folder
 
         reports = quant_folder(inputs[0], output_path, run=run)
-        for report in reports:
-            report.notes.extend(filter(None, [block_size_note(request, report.weights or [])]))
         wrote(len(reports))
         shown = reports
     else:
@@ -93,7 +89,6 @@ def quant(paths, dry_run, as_json, **groups):
             this = run if plans is None else dataclasses.replace(
                 run, decision=dataclasses.replace(decision, plan=plans[given]))
             reports.append(api.quant_file(src, dst, run=this))
-            reports[-1].notes.extend(filter(None, [block_size_note(request, reports[-1].weights or [])]))
             wrote()
             if not as_json:
                 _show(reports[-1])
@@ -103,31 +98,6 @@ def quant(paths, dry_run, as_json, **groups):
         return
     for report in shown:
         _show(report)
-
-
-def block_size_note(request: QuantRequest, records: list[dict]) -> str | None:
-    """What --block-size N became where N does not divide a weight's blocked axis (issue 57, item
-    10: `--block-size 7` gave blocks of 4 without a word): blocks must tile the axis, so the
-    largest divisor between N/2 and N is used, or one scale per channel where there is none
-    (quantization/choices/forms.py, choose_scheme)."""
-    asked = request.block_size
-    if asked is None or request.fp16 or request.levels:
-        return None
-    integer = [r for r in records if r.get("dtype") in ("int8", "uint8", "int4", "uint4")]
-    used: dict[str, list[str]] = {}
-    for r in integer:  # a weight per channel is a rule's choice, unless blocks were asked for
-        if r.get("granularity") == "block" and r.get("block_size") != asked:
-            axis = r["shape"][r["axis"]] if r.get("shape") and r.get("axis") is not None else None
-            used.setdefault(f"blocks of {r['block_size']}", []).append(
-                f"{r['name']} (axis of {axis})" if axis is not None else r["name"])
-        elif r.get("granularity") == "channel" and request.granularity == "block":
-            used.setdefault("one scale per channel", []).append(r["name"])
-    if not used:
-        return None
-    said = "; ".join(f"{form} for {', '.join(names[:3])}{f' and {len(names) - 3} more' if len(names) > 3 else ''}"
-                     for form, names in used.items())
-    return (f"--block-size {asked} does not divide every blocked axis, and blocks must tile it: {said} (the "
-            f"largest divisor between {asked // 2 + 1} and {asked}, else one scale per channel)")
 
 
 def _show(report) -> None:

@@ -53,7 +53,7 @@ def _activations(input_path, options: QuantOptions, inputs: Inputs) -> Calibrati
     were measured on them), so without real inputs the choices are made from the weights alone.
     The budget's probes use it too, so that their int8 is the default's."""
     if inputs.samples and (options.auto_scheme or options.auto_symmetric):
-        return Calibration(input_path, inputs.samples, shapes=inputs.shapes)
+        return Calibration(input_path, inputs.samples, shapes=inputs.shapes, folds=1)  # no GPTQ held-out check
     return None
 
 

@@ -34,8 +34,9 @@ would outgrow both the chunk budget and STATISTICS_PER_WEIGHT times its own floa
 rounded without calibration (said so, in `skipped`). And a large activation is not read in
 full: a Conv at 512 x 512 meets 262,144 input rows per sample, and H from ROWS_PER_COLUMN x K of
 them (a fixed pseudo-random subset, spread evenly over the samples, scaled back to the full
-count) is as good for GPTQ's factor and the output errors the choices compare, at the cost of
-GPTQ's own K^3 factorization rather than rows x K^2 (`sampled` says where).
+count) is as good for GPTQ's factor and the output errors the choices compare, at a small
+multiple of GPTQ's own K^3 factorization rather than rows x K^2 (`sampled` says where). The
+measured choices (not GPTQ) keep one fold: half the memory, half the chunks.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ MAX_MEMORY_BUDGET = 2 << 30
 _PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
 _WAITING_BYTES = 256 << 20  # input rows held for one product over several samples (_Waiting)
 STATISTICS_PER_WEIGHT = 4  # H may take this many times the weight's float32 bytes (or the chunk budget)
-ROWS_PER_COLUMN = 64  # input rows read per input column of a weight, over all samples
+ROWS_PER_COLUMN = 16  # input rows read per input column of a weight, over all samples
 MIN_ROWS = 4096  # ... and never fewer than this
 
 
@@ -185,19 +186,19 @@ class Moments:
     odd-numbered calibration samples. `factor` caches GPTQ's factors while `reused` (more
     weights read the same inputs: Q, K and V); otherwise each is freed after its use."""
 
-    def __init__(self, k: int):
-        self.folds = np.zeros((2, k, k))
+    def __init__(self, k: int, folds: int = 2):
+        self.folds = np.zeros((folds, k, k))
         self.reused = False
         self._factors: dict[str, np.ndarray] = {}
 
     @property
     def total(self) -> np.ndarray:
-        return self.folds[0] + self.folds[1]
+        return self.folds[0] if len(self.folds) == 1 else self.folds[0] + self.folds[1]
 
     @property
     def has_two_folds(self) -> bool:
         """False with a single sample: nothing is left over to check a fit against."""
-        return bool(self.folds[1].any())
+        return len(self.folds) == 2 and bool(self.folds[1].any())
 
     def factor(self, which: str) -> np.ndarray:
         """gptq.inverse_cholesky of "total", "even" or "odd"."""
@@ -234,13 +235,14 @@ class Calibration:
     model at `model_path`; inputs a sample lacks are generated as in verification."""
 
     def __init__(self, model_path: str | os.PathLike, samples: list[dict[str, np.ndarray]], *,
-                 shapes: dict[str, list[int]] | None = None, memory_budget: int | None = None):
+                 shapes: dict[str, list[int]] | None = None, memory_budget: int | None = None, folds: int = 2):
         if not samples:
             raise InputError("calibration needs at least one sample")
         self.model_path = model_path
         self.samples = samples
         self.shapes = shapes
         self.memory_budget = chunk_budget() if memory_budget is None else memory_budget
+        self.folds = folds  # 2 for GPTQ's held-out check; the measured choices read only the total
         self._planned: dict[str, _Reading] = {}  # weight -> how it reads its inputs
         self._readings: list[_Reading] = []  # distinct, in the order they will be asked for
         self._readers: dict[_Reading, list[Reader]] = {}
@@ -339,11 +341,11 @@ class Calibration:
     def _capture(self, start: int) -> None:
         chunk, total = [], 0
         for reading in self._readings[start:]:
-            if chunk and total + 16 * reading.k ** 2 > self.memory_budget:  # two folds of float64
+            if chunk and total + 8 * self.folds * reading.k ** 2 > self.memory_budget:  # folds of float64
                 break
             chunk.append(reading)
-            total += 16 * reading.k ** 2
-        self._cache = {reading: Moments(reading.k) for reading in chunk}
+            total += 8 * self.folds * reading.k ** 2
+        self._cache = {reading: Moments(reading.k, self.folds) for reading in chunk}
         given = self._graph_inputs
         rows_per_sample = {reading: -(-max(MIN_ROWS, ROWS_PER_COLUMN * reading.k) // len(self.samples))
                            for reading in chunk}
@@ -364,7 +366,7 @@ class Calibration:
                     if scale != 1.0:
                         self._sampled.add(reading)
                     for cols in parts:
-                        waiting.add(reading, index % 2, cols, scale)
+                        waiting.add(reading, index % self.folds, cols, scale)
         waiting.flush()
         if chunk[-1] is self._readings[-1]:
             self._sessions = {}  # the last chunk: free the probes' copies of the model

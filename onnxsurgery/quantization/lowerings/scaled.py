@@ -211,29 +211,15 @@ def equalized_axis(site: ConstantSite) -> int | None:
     return axes.pop() if len(axes) == 1 else None
 
 
-def equalize(values: np.ndarray, site: ConstantSite) -> tuple[np.ndarray, np.ndarray | None, int | None]:
-    """(values / r along the input axis, r, that axis), or (values, None, None) where some reader
-    cannot take an input-side scale (module docstring)."""
-    r, axis = equalizing_scales(values, site)
-    if axis is None:
-        return values, None, None
-    return values / r.reshape(_along(values.ndim, axis)), r, axis
-
-
 def equalizing_scales(values: np.ndarray, site: ConstantSite) -> tuple[np.ndarray | None, int | None]:
-    """(r, the input axis) that `equalize` divides by, or (None, None)."""
+    """(r, the input axis) the weight is divided by along that axis before quantizing (module
+    docstring: input-side equalization), or (None, None) where some reader cannot take it."""
     axis = equalized_axis(site)
     if axis is None:
         return None, None
     r = abs_max(values, axis).astype(np.float64) ** EQUALIZE_ALPHA  # np.abs(values).max(axis=others)
     r = np.where((r > 0) & np.isfinite(r), r, 1.0).astype(SCALED_TYPES.get(site.onnx_dtype, np.float32))
     return r.astype(np.float32), axis  # a float16 weight's r is a float16 value: the graph multiplies by exactly that
-
-
-def _along(rank: int, axis: int) -> list[int]:
-    view = [1] * rank
-    view[axis] = -1
-    return view
 
 
 def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> None:

@@ -36,8 +36,12 @@ def apply_plan(graph: gs.Graph, plan: Plan, calibration: Calibration | None = No
     they accumulate (`offload`), so that a model's quantized weights are never all held."""
     # Weights with huge (finite) values overflow float32 sums in the error figures; numpy's
     # warnings about it must not reach the user's terminal (NaN/Inf weights are never planned)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _apply(graph, plan, calibration, store)
+    try:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return _apply(graph, plan, calibration, store)
+    finally:
+        if calibration is not None:
+            calibration.release()  # GPTQ's H, before verification
 
 
 def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) -> PassReport:

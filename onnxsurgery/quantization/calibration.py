@@ -334,9 +334,14 @@ class Calibration:
         self._waiting[reading] -= 1
         found = self._cache[reading]
         found.reused = self._waiting[reading] > 0
-        if not found.reused:
-            del self._cache[reading]  # the caller holds it for this last weight only
+        # kept until the next chunk is captured (the chunk's bytes are within the budget either
+        # way): the next stage's plan asks for the same readings (lean, then symmetric), and a
+        # capture is a run of the model over every sample
         return found
+
+    def release(self) -> None:
+        """Frees the captured H and the probes' sessions (the next `moments` captures again)."""
+        self._cache, self._sessions = {}, {}
 
     def _capture(self, start: int) -> None:
         chunk, total = [], 0
@@ -345,6 +350,7 @@ class Calibration:
                 break
             chunk.append(reading)
             total += 8 * self.folds * reading.k ** 2
+        self._cache = {}  # the last chunk's H freed before this one's is filled
         self._cache = {reading: Moments(reading.k, self.folds) for reading in chunk}
         given = self._graph_inputs
         rows_per_sample = {reading: -(-max(MIN_ROWS, ROWS_PER_COLUMN * reading.k) // len(self.samples))

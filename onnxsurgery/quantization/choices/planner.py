@@ -74,6 +74,8 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
         symmetry = choose_symmetric([c for c in candidates if c.lowering not in ("lean", "scaled", "tied")
                                      and not c.float16 and c.name not in lean_choice.half
                                      and not decoder_nbits_chosen(c, facts)], activations)
+    if activations is not None:
+        activations.release()  # the last stage that reads them: H freed before quantizing and verifying
     stays_float = bool(options.fp16 or options.levels)
     gptq_skipped: dict[str, str] = {}
     outcomes: dict[str, list[str]] = {}  # auto's lean-or-accurate choice: "lean" / "accurate" -> weights

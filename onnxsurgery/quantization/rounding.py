@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .chunked import block_ranges, channel_ranges, clipped_error, dequantized_difference, round_to_grid
+from .chunked import best_clip, block_ranges, channel_ranges, clipped_error, dequantized_difference, round_to_grid
 
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
 
@@ -204,16 +204,21 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
         importance = np.broadcast_to(np.asarray(importance, np.float32), x.shape)
         importance = _grouped(importance, lo, lo, granularity, axis, block_size)[0]
     with_zero_point = not symmetric or qmin >= 0
+    grids = [_grouped(x, scale, zero, granularity, axis, block_size)
+             for scale, zero in _clip_grids(lo, hi, qmin, qmax, symmetric, half_scales)]
+    view = grids[0][0]
+    if granularity == "block" or axis == 0:  # each group within a slice of rows: every ratio in one pass
+        members = (axis + 1,) if granularity == "block" else tuple(range(1, x.ndim))
+        picked = best_clip(view, np.stack([s_b for _, s_b, _ in grids]),
+                           np.stack([z_b for _, _, z_b in grids]) if with_zero_point else None,
+                           qmin, qmax, importance, members, np.shape(lo))
+        best_ratio = np.asarray(CLIP_RATIOS, np.float64)[picked]
+        return lo * best_ratio, hi * best_ratio
     best_err = best_ratio = None
-    q = None  # each ratio's squared errors, in one array reused (chunked.clipped_error)
-    for ratio in CLIP_RATIOS:
-        scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
-        view, s_b, z_b = _grouped(x, scale.astype(np.float32), zero.astype(np.float32), granularity, axis,
-                                  block_size)
-        if q is None:
-            q = np.empty(view.shape, np.float32)
+    q = np.empty(view.shape, np.float32)  # each ratio's squared errors, in one array reused
+    for ratio, (view, s_b, z_b) in zip(CLIP_RATIOS, grids):
         clipped_error(view, s_b, z_b if with_zero_point else None, qmin, qmax, importance, q)
-        members = (axis + 1,) if granularity == "block" else tuple(a for a in range(x.ndim) if a != axis)
+        members = tuple(a for a in range(x.ndim) if a != axis)
         err = q.sum(axis=members, dtype=np.float64).reshape(np.shape(lo))
         if best_err is None:
             best_err, best_ratio = err, np.ones_like(err)
@@ -221,6 +226,25 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
             better = err < best_err
             best_err, best_ratio = np.where(better, err, best_err), np.where(better, ratio, best_ratio)
     return lo * best_ratio, hi * best_ratio
+
+
+def _clip_grids(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool):
+    """(scale, zero point) as float32 for each ratio of CLIP_RATIOS: the bits of
+    scales_for_ranges(lo * ratio, hi * ratio, ...). Symmetric, the largest magnitude is taken
+    once: a product's rounding is monotonic and odd, so max(-(lo * r), hi * r, 0) is
+    max(-lo, hi, 0) * r in the ranges' own type."""
+    if not symmetric:
+        for ratio in CLIP_RATIOS:
+            scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
+            yield scale.astype(np.float32), zero.astype(np.float32)
+        return
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    amax = np.maximum(np.maximum(-lo, hi), 0)
+    centre = 0 if qmin < 0 else (qmax + qmin + 1) // 2
+    zero = np.full(amax.shape, np.float32(centre))
+    for ratio in CLIP_RATIOS:
+        scale = _stored_scale(np.asarray(amax * ratio, np.float64) / (qmax - centre), half_scales)
+        yield scale.astype(np.float32), zero
 
 
 def has_zero_point(dtype: str, symmetric: bool) -> bool:
@@ -246,7 +270,10 @@ def scales_for_ranges(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales
 def scale_dtype(scale: np.ndarray, half: bool) -> type:
     """float16 if asked and every scale is a normal float16 value (with room for rounding
     up), else float32."""
-    scale = np.where(scale > 0, scale, 1.0)
+    return _positive_scale_dtype(np.where(scale > 0, scale, 1.0), half)
+
+
+def _positive_scale_dtype(scale: np.ndarray, half: bool) -> type:
     return np.float16 if half and scale.min() >= 2.0 ** -14 and scale.max() <= 65504 / 1.01 else np.float32
 
 
@@ -254,9 +281,12 @@ def _stored_scale(scale: np.ndarray, half: bool | type) -> np.ndarray:
     """Scales as stored (`scale_dtype`, or the type given); rounded up, so that the range
     still fits in the integers. Constant groups (scale 0) get 1, so that no 0 or NaN appears."""
     scale = np.where(scale > 0, scale, 1.0)
-    dtype = half if isinstance(half, type) else scale_dtype(scale, half)
-    stored = scale.astype(dtype)
-    return np.where(stored < scale, np.nextafter(stored, dtype(np.inf)), stored).astype(dtype)
+    dtype = half if isinstance(half, type) else _positive_scale_dtype(scale, half)
+    stored = np.asarray(scale.astype(dtype))
+    low = stored < scale
+    if low.any():
+        stored[low] = np.nextafter(stored[low], dtype(np.inf))
+    return stored
 
 
 def _grouped(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, granularity: str, axis: int | None,

@@ -109,8 +109,22 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
     sliced_s = s_all.ndim == view.ndim + 1 and s_all.shape[1] != 1
     sliced_z = z_all is not None and z_all.ndim == view.ndim + 1 and z_all.shape[1] != 1
     summed = tuple(m + 1 for m in members)
-    terms = int(np.prod([view.shape[m] for m in members]))
-    tolerance = max(SEPARATED, 4 * terms * 2.0 ** -24)
+    members_count = int(np.prod([view.shape[m] for m in members]))
+    tolerance = max(SEPARATED, 4 * members_count * 2.0 ** -24)
+
+    def differences(v: np.ndarray, part: slice, q: np.ndarray) -> np.ndarray:
+        """Into q ([grids, *v.shape]): each grid's rounded value minus v."""
+        s = s_all[:, part] if sliced_s else s_all
+        np.divide(v, s, out=q)
+        if z_all is not None:
+            z = z_all[:, part] if sliced_z else z_all
+            q += z
+        np.clip(np.rint(q, out=q), qmin, qmax, out=q)
+        if z_all is not None:
+            q -= z
+        q *= s
+        q -= v
+        return q
 
     def run(parts: list[slice]) -> None:
         scratch = None
@@ -118,34 +132,28 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
             v = view[part]
             if scratch is None or scratch.shape[1] < v.shape[0]:
                 scratch = np.empty((grids, *v.shape), np.float32)
-            q = scratch[:, :v.shape[0]]
-            s = s_all[:, part] if sliced_s else s_all
-            np.divide(v, s, out=q)
-            if z_all is not None:
-                z = z_all[:, part] if sliced_z else z_all
-                q += z
-            np.clip(np.rint(q, out=q), qmin, qmax, out=q)
-            if z_all is not None:
-                q -= z
-            q *= s
-            q -= v
-            np.square(q, out=q)
-            if importance is not None:
-                q *= importance[part]
-            err = q.sum(axis=summed)  # float32
+            q = differences(v, part, scratch[:, :v.shape[0]])
+            with np.errstate(over="ignore", invalid="ignore"):  # huge values: handled below
+                np.square(q, out=q)
+                if importance is not None:
+                    q *= importance[part]
+                err = q.sum(axis=summed)  # float32
             pick = err.argmin(axis=0)
-            least = np.take_along_axis(err, pick[None], axis=0)
+            least = np.take_along_axis(err, pick[None], axis=0)[0]
             close = (err <= least * np.float32(1 + tolerance)).sum(axis=0) > 1  # another grid within reach
-            close |= ~np.isfinite(least[0])
+            huge = ~np.isfinite(least)  # squares past float32's range (a damaged weight): float64 throughout
+            close &= ~huge
             if close.any():
                 where = np.nonzero(close)
-                terms = q.transpose(0, *[a + 1 for a in range(v.ndim) if a + 1 not in summed], *summed)
-                exact = terms[(slice(None), *where)].reshape(grids, len(where[0]), -1).sum(axis=-1, dtype=np.float64)
-                best_err, chosen = exact[0], np.zeros(exact.shape[1], np.intp)
-                for g in range(1, grids):  # the first grid's error stands unless a later one is smaller
-                    better = exact[g] < best_err
-                    best_err, chosen = np.where(better, exact[g], best_err), np.where(better, g, chosen)
-                pick[where] = chosen
+                by_group = q.transpose(0, *[a + 1 for a in range(v.ndim) if a + 1 not in summed], *summed)
+                exact = by_group[(slice(None), *where)].reshape(grids, len(where[0]), -1).sum(axis=-1, dtype=np.float64)
+                pick[where] = _first_least(exact)
+            if huge.any():
+                d = differences(v, part, q).astype(np.float64)
+                np.square(d, out=d)
+                if importance is not None:
+                    d *= importance[part]
+                pick[huge] = _first_least(d.sum(axis=summed))[huge]
             best[part] = pick
 
     parts = list(row_slices(view.shape, CLIP_CHUNK_ELEMENTS // grids))
@@ -156,6 +164,27 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
         for done in [_pool().submit(run, parts[i::workers]) for i in range(workers)]:
             done.result()
     return best
+
+
+def _first_least(err: np.ndarray) -> np.ndarray:
+    """Per group (axes 1...), the index along axis 0 of the smallest error: the first grid's
+    stands unless a later one is smaller (NaN never is)."""
+    best_err, pick = err[0], np.zeros(err.shape[1:], np.intp)
+    for g in range(1, err.shape[0]):
+        better = err[g] < best_err
+        best_err, pick = np.where(better, err[g], best_err), np.where(better, g, pick)
+    return pick
+
+
+def sum_squares(x: np.ndarray) -> float:
+    """The sum of x's squares in float64, a slice of rows at a time (float32 dot products of
+    huge values overflow)."""
+    x = x.reshape(x.shape[0] if x.ndim else 1, -1)
+    total = 0.0
+    for part in row_slices(x.shape):
+        rows = x[part].astype(np.float64).ravel()
+        total += float(np.dot(rows, rows))
+    return total
 
 
 _POOL = None

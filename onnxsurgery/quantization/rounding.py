@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .chunked import best_clip, block_ranges, channel_ranges, clipped_error, dequantized_difference, round_to_grid
+from .chunked import best_clip, block_ranges, channel_ranges, sum_squares, clipped_error, dequantized_difference, round_to_grid
 
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
 
@@ -217,7 +217,8 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
     best_err = best_ratio = None
     q = np.empty(view.shape, np.float32)  # each ratio's squared errors, in one array reused
     for ratio, (view, s_b, z_b) in zip(CLIP_RATIOS, grids):
-        clipped_error(view, s_b, z_b if with_zero_point else None, qmin, qmax, importance, q)
+        with np.errstate(over="ignore", invalid="ignore"):  # huge values: errors inf, ratio 1 stands
+            clipped_error(view, s_b, z_b if with_zero_point else None, qmin, qmax, importance, q)
         members = tuple(a for a in range(x.ndim) if a != axis)
         err = q.sum(axis=members, dtype=np.float64).reshape(np.shape(lo))
         if best_err is None:
@@ -339,7 +340,10 @@ def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
     np.linalg.norm computes them."""
     x = np.asarray(x, np.float32).ravel()
     diff, largest = dequantized_difference(x, qt, _grouped)  # slices of rows at a time (chunked.py)
-    err2, norm2 = float(np.dot(diff, diff)), float(np.dot(x, x))
+    with np.errstate(over="ignore", invalid="ignore"):
+        err2, norm2 = float(np.dot(diff, diff)), float(np.dot(x, x))
+    if not (np.isfinite(err2) and np.isfinite(norm2)):  # huge values: their squares overflow float32
+        err2, norm2 = sum_squares(diff), sum_squares(x)
     return {
         "max_abs_error": largest if diff.size else 0.0,
         "rel_l2_error": float(np.sqrt(err2 / norm2)) if norm2 > 0 else 0.0,

@@ -20,7 +20,7 @@ Each value stays within one step of its exact value.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,6 +42,10 @@ class Quantized:
     # before quantizing, and the graph multiplies the reader's input by it (scaled.py)
     input_scale: np.ndarray | None = None
     input_axis: int | None = None
+    # `search_clip`'s pick per group (an index into CLIP_RATIOS), which `clip_picks` takes again
+    clip_picks: np.ndarray | None = field(default=None, compare=False, repr=False)
+    # quantize.quantize_site's record of this weight's measurements (quantize.remembering)
+    remembered: object = field(default=None, compare=False, repr=False)
 
     def dequantize(self) -> np.ndarray:
         return dequantize(self)
@@ -101,6 +105,7 @@ def quantize(
     search_clip: bool = False,
     importance: np.ndarray | None = None,
     divisor: np.ndarray | None = None,
+    clip_picks: np.ndarray | None = None,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
@@ -109,9 +114,10 @@ def quantize(
     they fit; `balanced` makes each channel's or block's rounding errors sum to zero (module
     docstring; ignored per tensor and for a ragged last block); `search_clip` narrows each
     group's range where that lowers its squared error (`_clip_ranges`), each element's error
-    weighted by `importance` (broadcast to x) where given. `divisor` (broadcast to x): x / divisor
-    is quantized, divided a slice of rows at a time where the steps allow (per channel, plain
-    rounding), else as a whole first."""
+    weighted by `importance` (broadcast to x) where given; `clip_picks`: the search's result for
+    the same x and arguments (Quantized.clip_picks), taken instead of searching again. `divisor`
+    (broadcast to x): x / divisor is quantized, divided a slice of rows at a time where the steps
+    allow (per channel, plain rounding), else as a whole first."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
@@ -124,9 +130,13 @@ def quantize(
         lo, hi = channel_ranges(x32, axis, divisor)
     else:
         lo, hi = _ranges(x32, granularity, axis, block_size)
-    if search_clip and granularity != "tensor":
-        lo, hi = _clip_ranges(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size,
-                              importance)
+    picks = None
+    if search_clip and granularity != "tensor" and clip_picks is not None:
+        ratio = np.asarray(CLIP_RATIOS, np.float64)[clip_picks]
+        lo, hi, picks = lo * ratio, hi * ratio, clip_picks
+    elif search_clip and granularity != "tensor":
+        lo, hi, picks = _clip_ranges(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size,
+                                     importance)
     scale, zero = scales_for_ranges(lo, hi, qmin, qmax, symmetric, half_scales)
     view, s_b, z_b = _grouped(x32, scale, zero.astype(np.float32), granularity, axis, block_size)
     with_zero_point = not symmetric or qmin >= 0  # signed symmetric: the zero point is 0
@@ -149,7 +159,7 @@ def quantize(
     zp = np.asarray(zero).astype(store) if with_zero_point else None
     return Quantized(q.reshape(x32.shape),
                      scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
-                     zp, dtype, granularity, axis, block_size)
+                     zp, dtype, granularity, axis, block_size, clip_picks=picks)
 
 
 def _balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis: bool, qmin: int,
@@ -199,7 +209,7 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
     clipped to the range's edge, in exchange for finer steps for every other value. 4-bit
     grids have so few steps that the exchange usually pays."""
     if granularity == "block" and x.shape[axis] % block_size:
-        return lo, hi  # ragged last block: left to plain ranges (the pass avoids it)
+        return lo, hi, np.zeros(np.shape(lo), np.uint8)  # ragged last block: plain ranges (the pass avoids it)
     if importance is not None:  # laid out as _grouped lays out x
         importance = np.broadcast_to(np.asarray(importance, np.float32), x.shape)
         importance = _grouped(importance, lo, lo, granularity, axis, block_size)[0]
@@ -213,20 +223,21 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
                            np.stack([z_b for _, _, z_b in grids]) if with_zero_point else None,
                            qmin, qmax, importance, members, np.shape(lo))
         best_ratio = np.asarray(CLIP_RATIOS, np.float64)[picked]
-        return lo * best_ratio, hi * best_ratio
-    best_err = best_ratio = None
+        return lo * best_ratio, hi * best_ratio, picked.astype(np.uint8)
+    best_err = best_index = None
     q = np.empty(view.shape, np.float32)  # each ratio's squared errors, in one array reused
-    for ratio, (view, s_b, z_b) in zip(CLIP_RATIOS, grids):
+    for index, (view, s_b, z_b) in enumerate(grids):
         with np.errstate(over="ignore", invalid="ignore"):  # huge values: errors inf, ratio 1 stands
             clipped_error(view, s_b, z_b if with_zero_point else None, qmin, qmax, importance, q)
         members = tuple(a for a in range(x.ndim) if a != axis)
         err = q.sum(axis=members, dtype=np.float64).reshape(np.shape(lo))
         if best_err is None:
-            best_err, best_ratio = err, np.ones_like(err)
+            best_err, best_index = err, np.zeros(err.shape, np.uint8)
         else:
             better = err < best_err
-            best_err, best_ratio = np.where(better, err, best_err), np.where(better, ratio, best_ratio)
-    return lo * best_ratio, hi * best_ratio
+            best_err, best_index = np.where(better, err, best_err), np.where(better, index, best_index)
+    best_ratio = np.asarray(CLIP_RATIOS, np.float64)[best_index]
+    return lo * best_ratio, hi * best_ratio, best_index.astype(np.uint8)
 
 
 def _clip_grids(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool):
@@ -338,6 +349,17 @@ def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
     """Max abs and relative L2 error of the dequantized weight. One scratch array (the
     difference, made absolute in place); the sums of squares are dot products, as
     np.linalg.norm computes them."""
+    if qt.remembered is not None:
+        known = qt.remembered.error_for(x)
+        if known is not None:
+            return known
+    found = _weight_error(x, qt)
+    if qt.remembered is not None:
+        qt.remembered.measured(x, found)
+    return found
+
+
+def _weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
     x = np.asarray(x, np.float32).ravel()
     diff, largest = dequantized_difference(x, qt, _grouped)  # slices of rows at a time (chunked.py)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -353,10 +375,15 @@ def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
 def pack_nibbles(q: np.ndarray, signed: bool) -> np.ndarray:
     """4-bit values (flattened, C order) packed two per byte, low nibble first, as ONNX stores
     INT4/UINT4. Signed values are stored in two's complement."""
-    flat = q.astype(np.int16).ravel() & 0x0F
+    flat = np.ascontiguousarray(q).reshape(-1)
+    if flat.dtype.itemsize != 1:
+        flat = flat.astype(np.int16).astype(np.uint8)  # the low byte: the nibble that matters
+    flat = flat.view(np.uint8)  # two's complement: the low nibble is the value's
     if flat.size % 2:
-        flat = np.append(flat, 0)
-    return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+        flat = np.append(flat, np.uint8(0))
+    packed = np.left_shift(flat[1::2], 4)  # uint8: the high nibble drops out
+    packed |= flat[0::2] & np.uint8(0x0F)
+    return packed
 
 
 def pack_halves(nibbles: np.ndarray) -> np.ndarray:

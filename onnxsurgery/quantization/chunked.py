@@ -27,6 +27,36 @@ def row_slices(shape: tuple[int, ...], elements: int | None = None) -> Iterator[
         yield slice(start, min(start + step, rows))
 
 
+def tiles(shape: tuple[int, ...], elements: int, split_last: bool) -> Iterator[tuple[slice, ...]]:
+    """Index tuples (rows along axis 0, and where `split_last` and one row holds more than
+    `elements`, columns along the last axis too) covering an array of `shape`, each about
+    `elements` elements: a wide matrix's blocks along axis 0 ([nblocks, block, N]) have rows
+    of block x N elements, far beyond a cache."""
+    per_row = max(1, int(np.prod(shape[1:], dtype=np.int64)))
+    if not split_last or len(shape) < 2 or per_row <= elements:
+        for part in row_slices(shape, elements):
+            yield (part,)
+        return
+    width = shape[-1]
+    per_column = per_row // width
+    step = max(1, elements // max(1, per_column))
+    for row in range(shape[0]):
+        for start in range(0, width, step):
+            yield (slice(row, row + 1), *[slice(None)] * (len(shape) - 2), slice(start, min(start + step, width)))
+
+
+def tile_of(a, tile: tuple[slice, ...], ndim: int, lead: int = 0):
+    """The part of `a` (which broadcasts against an array of `ndim` dimensions, after `lead`
+    leading axes of its own) that meets that array's `tile`."""
+    if np.ndim(a) != ndim + lead:
+        return a
+    index = [slice(None)] * lead
+    shape = np.shape(a)[lead:]
+    for axis, part in enumerate(tile):
+        index.append(part if shape[axis] != 1 else slice(None))
+    return a[tuple(index)]
+
+
 def rows_of(a, part: slice, ndim: int):
     """The part of `a` (which broadcasts against an array of `ndim` dimensions) that meets that
     array's rows `part`."""
@@ -106,18 +136,16 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
     otherwise (SEPARATED)."""
     grids = s_all.shape[0]
     best = np.empty(groups, np.intp)
-    sliced_s = s_all.ndim == view.ndim + 1 and s_all.shape[1] != 1
-    sliced_z = z_all is not None and z_all.ndim == view.ndim + 1 and z_all.shape[1] != 1
     summed = tuple(m + 1 for m in members)
     members_count = int(np.prod([view.shape[m] for m in members]))
     tolerance = max(SEPARATED, 4 * members_count * 2.0 ** -24)
 
-    def differences(v: np.ndarray, part: slice, q: np.ndarray) -> np.ndarray:
+    def differences(v: np.ndarray, part: tuple[slice, ...], q: np.ndarray) -> np.ndarray:
         """Into q ([grids, *v.shape]): each grid's rounded value minus v."""
-        s = s_all[:, part] if sliced_s else s_all
+        s = tile_of(s_all, part, view.ndim, 1)
         np.divide(v, s, out=q)
         if z_all is not None:
-            z = z_all[:, part] if sliced_z else z_all
+            z = tile_of(z_all, part, view.ndim, 1)
             q += z
         np.clip(np.rint(q, out=q), qmin, qmax, out=q)
         if z_all is not None:
@@ -126,17 +154,17 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
         q -= v
         return q
 
-    def run(parts: list[slice]) -> None:
-        scratch = None
+    def run(parts: list[tuple[slice, ...]]) -> None:
+        scratch = np.empty(0, np.float32)
         for part in parts:
             v = view[part]
-            if scratch is None or scratch.shape[1] < v.shape[0]:
-                scratch = np.empty((grids, *v.shape), np.float32)
-            q = differences(v, part, scratch[:, :v.shape[0]])
+            if scratch.size < grids * v.size:
+                scratch = np.empty(grids * v.size, np.float32)
+            q = differences(v, part, scratch[:grids * v.size].reshape(grids, *v.shape))
             with np.errstate(over="ignore", invalid="ignore"):  # huge values: handled below
                 np.square(q, out=q)
                 if importance is not None:
-                    q *= importance[part]
+                    q *= tile_of(importance, part, view.ndim)
                 err = q.sum(axis=summed)  # float32
             pick = err.argmin(axis=0)
             least = np.take_along_axis(err, pick[None], axis=0)[0]
@@ -152,11 +180,13 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
                 d = differences(v, part, q).astype(np.float64)
                 np.square(d, out=d)
                 if importance is not None:
-                    d *= importance[part]
+                    d *= tile_of(importance, part, view.ndim)
                 pick[huge] = _first_least(d.sum(axis=summed))[huge]
-            best[part] = pick
+            full = (*part, *[slice(None)] * (view.ndim - len(part)))
+            best[tuple(p for axis, p in enumerate(full) if axis not in members)] = pick
 
-    parts = list(row_slices(view.shape, CLIP_CHUNK_ELEMENTS // grids))
+    last_is_member = view.ndim - 1 in members
+    parts = list(tiles(view.shape, CLIP_CHUNK_ELEMENTS // grids, split_last=not last_is_member))
     workers = min(_workers(), len(parts))
     if workers <= 1:
         run(parts)

@@ -214,18 +214,18 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
         importance = np.broadcast_to(np.asarray(importance, np.float32), x.shape)
         importance = _grouped(importance, lo, lo, granularity, axis, block_size)[0]
     with_zero_point = not symmetric or qmin >= 0
-    grids = [_grouped(x, scale, zero, granularity, axis, block_size)
-             for scale, zero in _clip_grids(lo, hi, qmin, qmax, symmetric, half_scales)]
-    view = grids[0][0]
+    scales, zeros = _clip_grids(lo, hi, qmin, qmax, symmetric, half_scales)
     if granularity == "block" or axis == 0:  # each group within a slice of rows: every ratio in one pass
+        view, s_b, _ = _grouped(x, scales[0], zeros[0], granularity, axis, block_size)
         members = (axis + 1,) if granularity == "block" else tuple(range(1, x.ndim))
-        picked = best_clip(view, np.stack([s_b for _, s_b, _ in grids]),
-                           np.stack([z_b for _, _, z_b in grids]) if with_zero_point else None,
+        grouped = (len(CLIP_RATIOS), *s_b.shape)
+        picked = best_clip(view, scales.reshape(grouped), zeros.reshape(grouped) if with_zero_point else None,
                            qmin, qmax, importance, members, np.shape(lo))
         best_ratio = np.asarray(CLIP_RATIOS, np.float64)[picked]
         return lo * best_ratio, hi * best_ratio, picked.astype(np.uint8)
     best_err = best_index = None
-    q = np.empty(view.shape, np.float32)  # each ratio's squared errors, in one array reused
+    grids = [_grouped(x, scale, zero, granularity, axis, block_size) for scale, zero in zip(scales, zeros)]
+    q = np.empty(grids[0][0].shape, np.float32)  # each ratio's squared errors, in one array reused
     for index, (view, s_b, z_b) in enumerate(grids):
         with np.errstate(over="ignore", invalid="ignore"):  # huge values: errors inf, ratio 1 stands
             clipped_error(view, s_b, z_b if with_zero_point else None, qmin, qmax, importance, q)
@@ -241,22 +241,27 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
 
 
 def _clip_grids(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool):
-    """(scale, zero point) as float32 for each ratio of CLIP_RATIOS: the bits of
-    scales_for_ranges(lo * ratio, hi * ratio, ...). Symmetric, the largest magnitude is taken
-    once: a product's rounding is monotonic and odd, so max(-(lo * r), hi * r, 0) is
+    """Scales and zero points as float32, [len(CLIP_RATIOS), *lo.shape], one row per ratio: the
+    bits of scales_for_ranges(lo * ratio, hi * ratio, ...). Symmetric, the largest magnitude is
+    taken once: a product's rounding is monotonic and odd, so max(-(lo * r), hi * r, 0) is
     max(-lo, hi, 0) * r in the ranges' own type."""
-    if not symmetric:
-        for ratio in CLIP_RATIOS:
-            scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
-            yield scale.astype(np.float32), zero.astype(np.float32)
-        return
     lo, hi = np.asarray(lo), np.asarray(hi)
+    scales = np.empty((len(CLIP_RATIOS), *lo.shape), np.float32)
+    zeros = np.empty_like(scales)
+    if not symmetric:
+        for g, ratio in enumerate(CLIP_RATIOS):
+            scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
+            scales[g], zeros[g] = scale, zero
+        return scales, zeros
     amax = np.maximum(np.maximum(-lo, hi), 0)
     centre = 0 if qmin < 0 else (qmax + qmin + 1) // 2
-    zero = np.full(amax.shape, np.float32(centre))
-    for ratio in CLIP_RATIOS:
-        scale = _stored_scale(np.asarray(amax * ratio, np.float64) / (qmax - centre), half_scales)
-        yield scale.astype(np.float32), zero
+    zeros[...] = centre
+    exact = np.empty(amax.shape, np.float64)
+    for g, ratio in enumerate(CLIP_RATIOS):
+        exact[...] = amax * ratio
+        exact /= qmax - centre
+        scales[g] = _stored_scale(exact, half_scales)
+    return scales, zeros
 
 
 def has_zero_point(dtype: str, symmetric: bool) -> bool:
@@ -295,10 +300,15 @@ def _stored_scale(scale: np.ndarray, half: bool | type) -> np.ndarray:
     scale = np.where(scale > 0, scale, 1.0)
     dtype = half if isinstance(half, type) else _positive_scale_dtype(scale, half)
     stored = np.asarray(scale.astype(dtype))
-    low = stored < scale
-    if low.any():
-        stored[low] = np.nextafter(stored[low], dtype(np.inf))
+    _round_up(stored, scale)
     return stored
+
+
+def _round_up(stored: np.ndarray, exact: np.ndarray) -> None:
+    """np.nextafter(stored, inf) in place where stored < exact, as an integer add on the bits:
+    one step up for a positive float (stored >= 0, as every scale is)."""
+    bits = stored.view(np.int32 if stored.dtype == np.float32 else np.int16)
+    np.add(bits, stored < exact, out=bits, casting="unsafe")
 
 
 def _grouped(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, granularity: str, axis: int | None,

@@ -45,15 +45,17 @@ def test_divisor_is_quantizing_the_divided_weight(granularity, block_size, axis)
         assert a.q.tobytes() == b.q.tobytes() and a.scale.tobytes() == b.scale.tobytes()
 
 
-def test_weight_error_with_input_scale_matches_dequantize():
+@pytest.mark.parametrize("shape,axis", [((64, 96), 0), ((96, 64), 1), ((32, 2000), 0)])
+def test_weight_error_with_input_scale_matches_dequantize(shape, axis):
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((64, 96)).astype(np.float32)
-    qt = quantize(x, dtype="int4", granularity="block", axis=0, block_size=32, symmetric=False, search_clip=True)
-    qt.input_scale, qt.input_axis = rng.uniform(0.5, 2, 64).astype(np.float32), 0
+    x = rng.standard_normal(shape).astype(np.float32)
+    qt = quantize(x, dtype="int4", granularity="block", axis=axis, block_size=32, symmetric=False, search_clip=True)
+    qt.input_scale, qt.input_axis = rng.uniform(0.5, 2, shape[0]).astype(np.float32), 0
     diff = qt.dequantize().ravel() - x.ravel()
     err = weight_error(x, qt)
     assert err["max_abs_error"] == float(np.abs(diff).max())
-    assert err["rel_l2_error"] == float(np.sqrt(float(np.dot(diff, diff)) / float(np.dot(x.ravel(), x.ravel()))))
+    d64, x64 = diff.astype(np.float64), x.ravel().astype(np.float64)  # tiles' float32 dots summed in float64
+    assert err["rel_l2_error"] == pytest.approx(float(np.sqrt(np.dot(d64, d64) / np.dot(x64, x64))), rel=1e-6)
 
 
 def _clip_reference(x, lo, hi, symmetric, granularity, axis, block_size, importance):

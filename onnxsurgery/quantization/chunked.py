@@ -206,17 +206,6 @@ def _first_least(err: np.ndarray) -> np.ndarray:
     return pick
 
 
-def sum_squares(x: np.ndarray) -> float:
-    """The sum of x's squares in float64, a slice of rows at a time (float32 dot products of
-    huge values overflow)."""
-    x = x.reshape(x.shape[0] if x.ndim else 1, -1)
-    total = 0.0
-    for part in row_slices(x.shape):
-        rows = x[part].astype(np.float64).ravel()
-        total += float(np.dot(rows, rows))
-    return total
-
-
 _POOL = None
 
 
@@ -273,41 +262,52 @@ def block_ranges(blocks: np.ndarray, member_axis: int) -> tuple[np.ndarray, np.n
     return lo, hi
 
 
-def dequantized_difference(x: np.ndarray, qt, grouped) -> tuple[np.ndarray, float]:
-    """(qt.dequantize() - x flattened, the largest |difference|), the difference computed a
-    slice of rows at a time into one array; `grouped` is rounding._grouped."""
-    q = qt.q
+def error_sums(x: np.ndarray, qt, grouped) -> tuple[float, float, float]:
+    """(sum of (qt.dequantize() - x)^2, sum of x^2, the largest |difference|) in one pass over
+    tiles of the grouped weight, with no full-size difference: each tile's float32 dot
+    products summed in float64 (in float64 throughout where a tile's squares overflow float32).
+    `grouped` is rounding._grouped."""
+    q = qt.q.reshape(qt.q.shape or (1,))
+    x = np.asarray(x, np.float32).reshape(q.shape)
     zero = qt.zero_point.astype(np.float32) if qt.zero_point is not None else np.zeros_like(qt.scale)
-    diff = np.empty(q.shape, np.float32)
-    view, s_b, z_b = grouped(diff, qt.scale, zero, qt.granularity, qt.axis, qt.block_size)
-    rows_per_view_row = 1
-    if view.ndim > diff.ndim and qt.axis == 0:  # blocks along axis 0: a view row is a block of rows
-        rows_per_view_row = qt.block_size
+    scale = qt.scale
+    if qt.q.ndim == 0:
+        scale, zero = scale.reshape(1), zero.reshape(1)
+    q_view, s_b, z_b = grouped(q, scale, zero, qt.granularity, qt.axis, qt.block_size)
+    x_view = x.reshape(q_view.shape)
     r = None
     if qt.input_scale is not None:
         along = [1] * q.ndim
         along[qt.input_axis] = -1
-        r = qt.input_scale.reshape(along)
-    x = x.reshape(q.shape)
-    maxima = []
-    for part in row_slices(view.shape) if view.ndim else ():
-        rows = slice(part.start * rows_per_view_row, part.stop * rows_per_view_row)
-        d = diff[rows]
-        d[...] = q[rows]
-        d_view = view[part]
+        r = np.broadcast_to(qt.input_scale.reshape(along), q.shape)
+        r = np.ascontiguousarray(r).reshape(q_view.shape) if q_view.ndim != q.ndim else r
+    err2 = norm2 = 0.0
+    largest = 0.0
+    scratch = np.empty(0, np.float32)
+    for part in tiles(q_view.shape, CHUNK_ELEMENTS, split_last=True):
+        qs, xs = q_view[part], x_view[part]
+        if scratch.size < qs.size:
+            scratch = np.empty(qs.size, np.float32)
+        d = scratch[:qs.size].reshape(qs.shape)
+        d[...] = qs
         if qt.zero_point is not None:
-            d_view -= rows_of(z_b, part, view.ndim)
-        d_view *= rows_of(s_b, part, view.ndim)
+            d -= tile_of(z_b, part, q_view.ndim)
+        d *= tile_of(s_b, part, q_view.ndim)
         if r is not None:
-            d *= rows_of(r, rows, diff.ndim)
-        d -= x[rows]
-        if d.size:
-            maxima.append(np.abs(d).max())
-    if not view.ndim:
-        diff = qt.dequantize()
-        diff -= x
-        maxima = [np.abs(diff).max()]
-    return diff.ravel(), float(np.max(maxima)) if maxima else 0.0
+            d *= tile_of(r, part, q_view.ndim)
+        d -= xs
+        if not d.size:
+            continue
+        largest = max(largest, float(d.max()), -float(d.min()))
+        flat, xf = d.reshape(-1), xs.reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            e, n = float(np.dot(flat, flat)), float(np.dot(xf, xf))
+        if not (np.isfinite(e) and np.isfinite(n)):  # huge values: their squares overflow float32
+            f64, x64 = flat.astype(np.float64), xf.astype(np.float64)
+            e, n = float(np.dot(f64, f64)), float(np.dot(x64, x64))
+        err2 += e
+        norm2 += n
+    return err2, norm2, largest
 
 
 def abs_max(x: np.ndarray, axis: int) -> np.ndarray:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .chunked import best_clip, block_ranges, channel_ranges, sum_squares, clipped_error, dequantized_difference, round_to_grid
+from .chunked import best_clip, block_ranges, channel_ranges, clipped_error, error_sums, round_to_grid
 
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
 
@@ -356,9 +356,10 @@ def snap_to_levels(x: np.ndarray, levels: int, *, granularity: str = "channel", 
 
 
 def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
-    """Max abs and relative L2 error of the dequantized weight. One scratch array (the
-    difference, made absolute in place); the sums of squares are dot products, as
-    np.linalg.norm computes them."""
+    """Max abs and relative L2 error of the dequantized weight, in one pass over tiles of it
+    (chunked.error_sums: no full-size difference; each tile's float32 dot products summed in
+    float64, so the figure can differ from one whole-array float32 dot product in its last
+    digits)."""
     if qt.remembered is not None:
         known = qt.remembered.error_for(x)
         if known is not None:
@@ -370,14 +371,9 @@ def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
 
 
 def _weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
-    x = np.asarray(x, np.float32).ravel()
-    diff, largest = dequantized_difference(x, qt, _grouped)  # slices of rows at a time (chunked.py)
-    with np.errstate(over="ignore", invalid="ignore"):
-        err2, norm2 = float(np.dot(diff, diff)), float(np.dot(x, x))
-    if not (np.isfinite(err2) and np.isfinite(norm2)):  # huge values: their squares overflow float32
-        err2, norm2 = sum_squares(diff), sum_squares(x)
+    err2, norm2, largest = error_sums(x, qt, _grouped)  # tiles at a time, no full-size difference (chunked.py)
     return {
-        "max_abs_error": largest if diff.size else 0.0,
+        "max_abs_error": largest,
         "rel_l2_error": float(np.sqrt(err2 / norm2)) if norm2 > 0 else 0.0,
     }
 

@@ -75,16 +75,19 @@ def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
     """rint(view / s_b [+ z_b]) clipped to [qmin, qmax], as `store` integers (view's shape).
     `z_b` None: no zero point. `divisor`: of view / divisor instead."""
     out = np.empty(view.shape, store)
-    scratch = _scratch(view.shape)
-    for part in row_slices(view.shape):
-        q = scratch[:part.stop - part.start]
+    scratch = np.empty(0, np.float32)
+    for part in tiles(view.shape, CHUNK_ELEMENTS, split_last=True):  # wide rows cut along the last axis
+        v = view[part]
+        if scratch.size < v.size:
+            scratch = np.empty(v.size, np.float32)
+        q = scratch[:v.size].reshape(v.shape)
         if divisor is not None:
-            np.divide(view[part], rows_of(divisor, part, view.ndim), out=q)
-            np.divide(q, rows_of(s_b, part, view.ndim), out=q)
+            np.divide(v, tile_of(divisor, part, view.ndim), out=q)
+            np.divide(q, tile_of(s_b, part, view.ndim), out=q)
         else:
-            np.divide(view[part], rows_of(s_b, part, view.ndim), out=q)
+            np.divide(v, tile_of(s_b, part, view.ndim), out=q)
         if z_b is not None:
-            q += rows_of(z_b, part, view.ndim)
+            q += tile_of(z_b, part, view.ndim)
         np.rint(q, out=q)
         np.clip(q, qmin, qmax, out=q)
         out[part] = q
@@ -255,10 +258,13 @@ def block_ranges(blocks: np.ndarray, member_axis: int) -> tuple[np.ndarray, np.n
     (never 0), one pass."""
     shape = blocks.shape[:member_axis] + blocks.shape[member_axis + 1:]
     lo, hi = np.empty(shape, blocks.dtype), np.empty(shape, blocks.dtype)
-    for part in row_slices(blocks.shape):
+    split = member_axis != blocks.ndim - 1
+    for part in tiles(blocks.shape, CHUNK_ELEMENTS, split_last=split):  # wide rows cut along the last axis
         rows = blocks[part]
-        rows.min(axis=member_axis, out=lo[part])
-        rows.max(axis=member_axis, out=hi[part])
+        full = (*part, *[slice(None)] * (blocks.ndim - len(part)))
+        kept = tuple(p for axis, p in enumerate(full) if axis != member_axis)
+        rows.min(axis=member_axis, out=lo[kept])
+        rows.max(axis=member_axis, out=hi[kept])
     return lo, hi
 
 

@@ -21,6 +21,7 @@ from ...graph_utils import ConstantSite, consumers, read_only_by, read_values
 from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
+from ..chunked import all_finite
 from ..gptq import energy_layout, input_energy
 from .lean import layer_cost
 from ..lowerings.scaled import ZERO_POINT_READERS
@@ -41,6 +42,8 @@ class SymmetryChoice:
     # 4-bit weights: what each element multiplies in the layer's input (gptq.input_energy), which
     # weights their clipping search (schemes.scheme_args); measured here, reused by the pass
     importance: dict[str, np.ndarray] = field(default_factory=dict)
+    finite: set[str] = field(default_factory=set)  # read whole to be measured, with no NaN or Inf
+    not_finite: set[str] = field(default_factory=set)  # read to be measured: NaN or Inf (not measured)
 
 
 def weighted_clipping(site: ConstantSite) -> bool:
@@ -129,10 +132,13 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
         activations.plan([c.site for c in candidates])
     chosen = SymmetryChoice()
 
-    def measure(candidate: Candidate) -> tuple[bool, np.ndarray | None]:
-        """(symmetric is chosen, the importance its rounding weighs by)."""
+    def measure(candidate: Candidate) -> tuple[bool | None, np.ndarray | None]:
+        """(symmetric is chosen, the importance its rounding weighs by); None: the weight holds
+        NaN or Inf (the plan's check, on this read: planner.py)."""
         site, scheme, lowering, options = candidate.site, candidate.scheme, candidate.lowering, candidate.options
         values = read_values(site.tensor).astype(np.float32, copy=False)
+        if not all_finite(values):
+            return None, None
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         moments = activations.moments(site) if activations is not None else None
         importance = None
@@ -158,6 +164,10 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
                            workers=1 if activations is not None else WORKERS)
     for candidate, (symmetric, importance) in progress(measured, "measure symmetric vs asymmetric",
                                                        total=len(candidates), unit="weight"):
+        if symmetric is None:
+            chosen.not_finite.add(candidate.name)
+            continue
+        chosen.finite.add(candidate.name)
         if importance is not None:
             chosen.importance[candidate.name] = importance
         if symmetric:

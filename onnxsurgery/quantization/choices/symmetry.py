@@ -1,6 +1,9 @@
 """`--symmetric` left to quant (symmetric None): each weight outside the lean lowering is
 quantized both ways and keeps the one with the smaller error in its layer's output, measured on
-the verification inputs (lean.layer_cost), or in the weight where they do not reach it.
+the verification inputs (lean.layer_cost), or in the weight where they do not reach it: there, a
+weight of sampling.SAMPLE_FROM_ELEMENTS or more on a sample of its output channels, as lean.py
+measures (4-bit's clipping search of both ways over every element of a 1.36B decoder was most of
+`quant --dtype int4`; every group lies within a channel, so a channel's errors are its own).
 
 Neither way wins everywhere. Asymmetric groups use all 2^bits levels over [min, max];
 symmetric ones waste a level or more on a lopsided group, but their 4-bit ranges are searched
@@ -28,6 +31,7 @@ from ..lowerings.scaled import ZERO_POINT_READERS
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
 from .forms import balanced_rounding
+from .sampling import sample_like, sampled_channels
 
 # Symmetric only where it beats asymmetric by 10% in the layer's output. With any margin, the
 # choice measured on generated inputs made two real models' int4 output worse (ddddocr 0.159 ->
@@ -151,9 +155,16 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
                 energy = normalized_input_energy(site)
                 importance = None if energy is None else energy_layout(energy, tuple(site.shape),
                                                                        channel_axis=channel_axis, block_axis=block_axis)
+        measured, weighed = values, importance
+        if moments is None:  # measured in the weight: a large one on a sample of its channels (sampling.py)
+            picked = sampled_channels(values, site)
+            if picked is not None:
+                channel_axis = choose_axes(site)[0]
+                measured = np.take(values, picked, axis=channel_axis)
+                weighed = sample_like(importance, values, picked, channel_axis)
         symmetric, asymmetric = (
-            layer_cost(values, quantize_site(values, site, scheme, lowering, balance,
-                                             scheme_args(options, scheme, lowering, sym, importance)), site, moments)
+            layer_cost(measured, quantize_site(measured, site, scheme, lowering, balance,
+                                               scheme_args(options, scheme, lowering, sym, weighed)), site, moments)
             for sym in (True, False))
         return symmetric <= SYMMETRIC_MARGIN * asymmetric, importance
 

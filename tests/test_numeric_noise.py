@@ -64,10 +64,12 @@ def test_nan_check_on_the_measurements_read_plans_as_checking_first(tmp_path, mo
     conv = builders.rand((16, 8, 3, 3), 3)
     conv[0, 0, 0, 0] = np.inf
     nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("MatMul", ["h", "N"], ["y"]),
-             helper.make_node("Conv", ["img", "C"], ["z"], pads=[1, 1, 1, 1]), helper.make_node("Gather", ["W", "ids"], ["g"])]
+             helper.make_node("Conv", ["img", "C"], ["z"], pads=[1, 1, 1, 1]),
+             helper.make_node("Gather", ["W", "ids"], ["g"])]
     model = builders.model(nodes, [builders.vi("x", shape=[2, 64]), builders.vi("img", shape=[1, 8, 6, 6]),
                                    builders.vi("ids", onnx.TensorProto.INT64, shape=[3])],
-                           [builders.vi("y", shape=[2, 64]), builders.vi("z", shape=[1, 16, 6, 6]), builders.vi("g", shape=[3, 64])],
+                           [builders.vi("y", shape=[2, 64]), builders.vi("z", shape=[1, 16, 6, 6]),
+                            builders.vi("g", shape=[3, 64])],
                            [numpy_helper.from_array(a, n) for a, n in ((w, "W"), (bad, "N"), (conv, "C"))])
     src = tmp_path / "nan.onnx"
     onnx.save(model, str(src))

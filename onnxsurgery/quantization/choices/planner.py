@@ -11,8 +11,9 @@ that is not refused becomes a Candidate (candidate.py) that every stage reads an
 6. records.py: each candidate as its record, with its why.
 
 Planning reads weight values only where a stage needs them (NaN checks, the measured choices),
-once for both where a measured choice reads the weight, and writes nothing. The model's own facts (model_facts.py) are asked once per run. A plan made
-elsewhere (a plan file, the budget's) is checked against the graph by plan_check.py.
+once for both where a measured choice reads the weight, and writes nothing. The model's own
+facts (model_facts.py) are asked once per run. A plan made elsewhere (a plan file, the
+budget's) is checked against the graph by plan_check.py.
 """
 
 from __future__ import annotations

@@ -45,12 +45,57 @@ def test_divisor_is_quantizing_the_divided_weight(granularity, block_size, axis)
         assert a.q.tobytes() == b.q.tobytes() and a.scale.tobytes() == b.scale.tobytes()
 
 
-def test_weight_error_with_input_scale_matches_dequantize():
+@pytest.mark.parametrize("shape,axis", [((64, 96), 0), ((96, 64), 1), ((32, 2000), 0)])
+def test_weight_error_with_input_scale_matches_dequantize(shape, axis):
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((64, 96)).astype(np.float32)
-    qt = quantize(x, dtype="int4", granularity="block", axis=0, block_size=32, symmetric=False, search_clip=True)
-    qt.input_scale, qt.input_axis = rng.uniform(0.5, 2, 64).astype(np.float32), 0
+    x = rng.standard_normal(shape).astype(np.float32)
+    qt = quantize(x, dtype="int4", granularity="block", axis=axis, block_size=32, symmetric=False, search_clip=True)
+    qt.input_scale, qt.input_axis = rng.uniform(0.5, 2, shape[0]).astype(np.float32), 0
     diff = qt.dequantize().ravel() - x.ravel()
     err = weight_error(x, qt)
     assert err["max_abs_error"] == float(np.abs(diff).max())
-    assert err["rel_l2_error"] == float(np.sqrt(float(np.dot(diff, diff)) / float(np.dot(x.ravel(), x.ravel()))))
+    d64, x64 = diff.astype(np.float64), x.ravel().astype(np.float64)  # tiles' float32 dots summed in float64
+    assert err["rel_l2_error"] == pytest.approx(float(np.sqrt(np.dot(d64, d64) / np.dot(x64, x64))), rel=1e-6)
+
+
+def _clip_reference(x, lo, hi, symmetric, granularity, axis, block_size, importance):
+    """rounding._clip_ranges as it was: one whole-array pass per ratio, float64 sums."""
+    from onnxsurgery.quantization.rounding import CLIP_RATIOS, _grouped, scales_for_ranges
+    best_err = best_ratio = None
+    for ratio in CLIP_RATIOS:
+        scale, zero = scales_for_ranges(lo * ratio, hi * ratio, -8, 7, symmetric, False)
+        view, s_b, z_b = _grouped(x, scale.astype(np.float32), zero.astype(np.float32), granularity, axis, block_size)
+        q = np.empty(view.shape, np.float32)
+        chunked.clipped_error(view, s_b, None if symmetric else z_b, -8, 7, importance, q)
+        members = (axis + 1,) if granularity == "block" else tuple(a for a in range(x.ndim) if a != axis)
+        err = q.sum(axis=members, dtype=np.float64).reshape(np.shape(lo))
+        if best_err is None:
+            best_err, best_ratio = err, np.ones_like(err)
+        else:
+            better = err < best_err
+            best_err, best_ratio = np.where(better, err, best_err), np.where(better, ratio, best_ratio)
+    return lo * best_ratio, hi * best_ratio
+
+
+@pytest.mark.parametrize("shape,granularity,axis,block_size", [
+    ((256, 96), "block", 0, 32), ((96, 256), "block", 1, 32), ((16, 64, 3, 3), "block", 1, 16),
+    ((64, 48), "channel", 0, None)])
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_clip_search_in_one_pass_picks_the_whole_array_ratios(shape, granularity, axis, block_size, symmetric,
+                                                              weighted, monkeypatch):
+    """Every ratio of a slice at once, float32 sums checked in float64 where close, on two
+    threads: the ratios the one-pass-per-ratio search picked."""
+    from onnxsurgery.quantization import rounding
+    monkeypatch.setattr(chunked, "CLIP_CHUNK_ELEMENTS", 7000)
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal(shape) * rng.standard_t(3, shape)).astype(np.float32)
+    x[: shape[0] // 4] = 0  # constant groups: every ratio ties
+    importance = rng.uniform(0.1, 3, (shape[0],) + (1,) * (len(shape) - 1)).astype(np.float32) if weighted else None
+    lo, hi = rounding._ranges(x, granularity, axis, block_size)
+    imp = None
+    if importance is not None:
+        imp = rounding._grouped(np.broadcast_to(importance, shape), lo, lo, granularity, axis, block_size)[0]
+    want = _clip_reference(x, lo, hi, symmetric, granularity, axis, block_size, imp)
+    got = rounding._clip_ranges(x, lo, hi, -8, 7, symmetric, False, granularity, axis, block_size, importance)
+    assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()

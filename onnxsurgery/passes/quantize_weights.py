@@ -51,6 +51,7 @@ from ..quantization.estimates import estimated_bytes
 from ..quantization.options import FLOAT_TYPES, QuantOptions, dq_min_opset
 from ..quantization.plan import Plan, WeightPlan
 from ..quantization.plan_edits import derive_records
+from ..quantization.quantize import remembering
 from ..quantization.choices.forms import site_form
 from ..quantization.choices.model_facts import ModelFacts
 from ..quantization.choices.plan_check import check_plan
@@ -115,8 +116,11 @@ class QuantizeWeights:
         return plan_weights(graph, options, opset, overridable, self.activations, self.calibration)
 
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
-        plan = self.plan(graph, overridable=overridable)
-        report = apply_plan(graph, plan, self.calibration, self.store)
+        # what the plan measured of a weight (4-bit clipping picks, weight errors) is not
+        # measured again when it is applied (quantize.remembering)
+        with remembering():
+            plan = self.plan(graph, overridable=overridable)
+            report = apply_plan(graph, plan, self.calibration, self.store)
         report.details["weights"] = plan.to_dict()["weights"]  # the records applied, as --dry-run lists them
         report.details["plan_notes"] = list(plan.notes)
         return report

@@ -17,14 +17,44 @@ import numpy as np
 CHUNK_ELEMENTS = 1 << 16
 
 
-def row_slices(shape: tuple[int, ...]) -> Iterator[slice]:
-    """Slices along axis 0 of an array of `shape`, each about CHUNK_ELEMENTS elements (at
-    least one row)."""
+def row_slices(shape: tuple[int, ...], elements: int | None = None) -> Iterator[slice]:
+    """Slices along axis 0 of an array of `shape`, each about `elements` (CHUNK_ELEMENTS)
+    elements (at least one row)."""
     rows = shape[0]
     per_row = max(1, int(np.prod(shape[1:], dtype=np.int64)))
-    step = max(1, CHUNK_ELEMENTS // per_row)
+    step = max(1, (elements or CHUNK_ELEMENTS) // per_row)
     for start in range(0, rows, step):
         yield slice(start, min(start + step, rows))
+
+
+def tiles(shape: tuple[int, ...], elements: int, split_last: bool) -> Iterator[tuple[slice, ...]]:
+    """Index tuples (rows along axis 0, and where `split_last` and one row holds more than
+    `elements`, columns along the last axis too) covering an array of `shape`, each about
+    `elements` elements: a wide matrix's blocks along axis 0 ([nblocks, block, N]) have rows
+    of block x N elements, far beyond a cache."""
+    per_row = max(1, int(np.prod(shape[1:], dtype=np.int64)))
+    if not split_last or len(shape) < 2 or per_row <= elements:
+        for part in row_slices(shape, elements):
+            yield (part,)
+        return
+    width = shape[-1]
+    per_column = per_row // width
+    step = max(1, elements // max(1, per_column))
+    for row in range(shape[0]):
+        for start in range(0, width, step):
+            yield (slice(row, row + 1), *[slice(None)] * (len(shape) - 2), slice(start, min(start + step, width)))
+
+
+def tile_of(a, tile: tuple[slice, ...], ndim: int, lead: int = 0):
+    """The part of `a` (which broadcasts against an array of `ndim` dimensions, after `lead`
+    leading axes of its own) that meets that array's `tile`."""
+    if np.ndim(a) != ndim + lead:
+        return a
+    index = [slice(None)] * lead
+    shape = np.shape(a)[lead:]
+    for axis, part in enumerate(tile):
+        index.append(part if shape[axis] != 1 else slice(None))
+    return a[tuple(index)]
 
 
 def rows_of(a, part: slice, ndim: int):
@@ -45,16 +75,19 @@ def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
     """rint(view / s_b [+ z_b]) clipped to [qmin, qmax], as `store` integers (view's shape).
     `z_b` None: no zero point. `divisor`: of view / divisor instead."""
     out = np.empty(view.shape, store)
-    scratch = _scratch(view.shape)
-    for part in row_slices(view.shape):
-        q = scratch[:part.stop - part.start]
+    scratch = np.empty(0, np.float32)
+    for part in tiles(view.shape, CHUNK_ELEMENTS, split_last=True):  # wide rows cut along the last axis
+        v = view[part]
+        if scratch.size < v.size:
+            scratch = np.empty(v.size, np.float32)
+        q = scratch[:v.size].reshape(v.shape)
         if divisor is not None:
-            np.divide(view[part], rows_of(divisor, part, view.ndim), out=q)
-            np.divide(q, rows_of(s_b, part, view.ndim), out=q)
+            np.divide(v, tile_of(divisor, part, view.ndim), out=q)
+            np.divide(q, tile_of(s_b, part, view.ndim), out=q)
         else:
-            np.divide(view[part], rows_of(s_b, part, view.ndim), out=q)
+            np.divide(v, tile_of(s_b, part, view.ndim), out=q)
         if z_b is not None:
-            q += rows_of(z_b, part, view.ndim)
+            q += tile_of(z_b, part, view.ndim)
         np.rint(q, out=q)
         np.clip(q, qmin, qmax, out=q)
         out[part] = q
@@ -82,6 +115,116 @@ def clipped_error(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, importance: 
         if importance is not None:
             q *= importance[part]
     return out
+
+
+# Elements (times grids) per slice of `best_clip`: 1 MB of float32 scratch, within a core's L2
+CLIP_CHUNK_ELEMENTS = 1 << 18
+# float32 sums of a group's squared errors, each term >= 0, are within (n - 1) * 2^-24 of the
+# float64 sums (relative): where the best grid's float32 sum is below every other's by more than
+# this, the float64 sums pick the same grid, and only the groups closer than that are summed in
+# float64 again (1 in 10^4 to 10^5 of blocks of 32 on normal weights; all-zero groups always)
+SEPARATED = 1e-4
+
+
+def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmin: int, qmax: int,
+              importance: np.ndarray | None, members: tuple[int, ...], groups: tuple[int, ...]) -> np.ndarray:
+    """For each group, the index along axis 0 of `s_all` (and `z_all`) of the grid with the smallest
+    float64 sum of `clipped_error` over the group's members, the earliest where several tie: every
+    candidate grid of a slice of rows evaluated in one pass over it while it is in cache, instead of
+    one pass over the whole tensor per grid, and the slices shared among the threads of
+    parallel.WORKERS. `s_all`, `z_all`: [grids, *s_b's shape] (z None: no zero point); `members`:
+    the axes of `view` a group sums over; `groups`: the shape of the result. Only for groups that
+    lie within a slice of rows (blocks, or channels along axis 0). The squared errors are the
+    whole-array code's bits; their sums are float32 first, float64 where that could decide
+    otherwise (SEPARATED)."""
+    grids = s_all.shape[0]
+    best = np.empty(groups, np.intp)
+    summed = tuple(m + 1 for m in members)
+    members_count = int(np.prod([view.shape[m] for m in members]))
+    tolerance = max(SEPARATED, 4 * members_count * 2.0 ** -24)
+
+    def differences(v: np.ndarray, part: tuple[slice, ...], q: np.ndarray) -> np.ndarray:
+        """Into q ([grids, *v.shape]): each grid's rounded value minus v."""
+        s = tile_of(s_all, part, view.ndim, 1)
+        np.divide(v, s, out=q)
+        if z_all is not None:
+            z = tile_of(z_all, part, view.ndim, 1)
+            q += z
+        np.clip(np.rint(q, out=q), qmin, qmax, out=q)
+        if z_all is not None:
+            q -= z
+        q *= s
+        q -= v
+        return q
+
+    def run(parts: list[tuple[slice, ...]]) -> None:
+        scratch = np.empty(0, np.float32)
+        for part in parts:
+            v = view[part]
+            if scratch.size < grids * v.size:
+                scratch = np.empty(grids * v.size, np.float32)
+            q = differences(v, part, scratch[:grids * v.size].reshape(grids, *v.shape))
+            with np.errstate(over="ignore", invalid="ignore"):  # huge values: handled below
+                np.square(q, out=q)
+                if importance is not None:
+                    q *= tile_of(importance, part, view.ndim)
+                err = q.sum(axis=summed)  # float32
+            pick = err.argmin(axis=0)
+            least = np.take_along_axis(err, pick[None], axis=0)[0]
+            close = (err <= least * np.float32(1 + tolerance)).sum(axis=0) > 1  # another grid within reach
+            huge = ~np.isfinite(least)  # squares past float32's range (a damaged weight): float64 throughout
+            close &= ~huge
+            if close.any():
+                where = np.nonzero(close)
+                by_group = q.transpose(0, *[a + 1 for a in range(v.ndim) if a + 1 not in summed], *summed)
+                exact = by_group[(slice(None), *where)].reshape(grids, len(where[0]), -1).sum(axis=-1, dtype=np.float64)
+                pick[where] = _first_least(exact)
+            if huge.any():
+                d = differences(v, part, q).astype(np.float64)
+                np.square(d, out=d)
+                if importance is not None:
+                    d *= tile_of(importance, part, view.ndim)
+                pick[huge] = _first_least(d.sum(axis=summed))[huge]
+            full = (*part, *[slice(None)] * (view.ndim - len(part)))
+            best[tuple(p for axis, p in enumerate(full) if axis not in members)] = pick
+
+    last_is_member = view.ndim - 1 in members
+    parts = list(tiles(view.shape, CLIP_CHUNK_ELEMENTS // grids, split_last=not last_is_member))
+    workers = min(_workers(), len(parts))
+    if workers <= 1:
+        run(parts)
+    else:
+        for done in [_pool().submit(run, parts[i::workers]) for i in range(workers)]:
+            done.result()
+    return best
+
+
+def _first_least(err: np.ndarray) -> np.ndarray:
+    """Per group (axes 1...), the index along axis 0 of the smallest error: the first grid's
+    stands unless a later one is smaller (NaN never is)."""
+    best_err, pick = err[0], np.zeros(err.shape[1:], np.intp)
+    for g in range(1, err.shape[0]):
+        better = err[g] < best_err
+        best_err, pick = np.where(better, err[g], best_err), np.where(better, g, pick)
+    return pick
+
+
+_POOL = None
+
+
+def _workers() -> int:
+    from ..parallel import WORKERS
+    return WORKERS
+
+
+def _pool():
+    """Threads the slices of one tensor share (numpy's loops release the GIL); never the pool
+    of parallel.ordered_map, whose workers wait here."""
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _POOL = ThreadPoolExecutor(_workers(), thread_name_prefix="chunked")
+    return _POOL
 
 
 def channel_ranges(x: np.ndarray, axis: int, divisor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -115,48 +258,62 @@ def block_ranges(blocks: np.ndarray, member_axis: int) -> tuple[np.ndarray, np.n
     (never 0), one pass."""
     shape = blocks.shape[:member_axis] + blocks.shape[member_axis + 1:]
     lo, hi = np.empty(shape, blocks.dtype), np.empty(shape, blocks.dtype)
-    for part in row_slices(blocks.shape):
+    split = member_axis != blocks.ndim - 1
+    for part in tiles(blocks.shape, CHUNK_ELEMENTS, split_last=split):  # wide rows cut along the last axis
         rows = blocks[part]
-        rows.min(axis=member_axis, out=lo[part])
-        rows.max(axis=member_axis, out=hi[part])
+        full = (*part, *[slice(None)] * (blocks.ndim - len(part)))
+        kept = tuple(p for axis, p in enumerate(full) if axis != member_axis)
+        rows.min(axis=member_axis, out=lo[kept])
+        rows.max(axis=member_axis, out=hi[kept])
     return lo, hi
 
 
-def dequantized_difference(x: np.ndarray, qt, grouped) -> tuple[np.ndarray, float]:
-    """(qt.dequantize() - x flattened, the largest |difference|), the difference computed a
-    slice of rows at a time into one array; `grouped` is rounding._grouped."""
-    q = qt.q
+def error_sums(x: np.ndarray, qt, grouped) -> tuple[float, float, float]:
+    """(sum of (qt.dequantize() - x)^2, sum of x^2, the largest |difference|) in one pass over
+    tiles of the grouped weight, with no full-size difference: each tile's float32 dot
+    products summed in float64 (in float64 throughout where a tile's squares overflow float32).
+    `grouped` is rounding._grouped."""
+    q = qt.q.reshape(qt.q.shape or (1,))
+    x = np.asarray(x, np.float32).reshape(q.shape)
     zero = qt.zero_point.astype(np.float32) if qt.zero_point is not None else np.zeros_like(qt.scale)
-    diff = np.empty(q.shape, np.float32)
-    view, s_b, z_b = grouped(diff, qt.scale, zero, qt.granularity, qt.axis, qt.block_size)
-    rows_per_view_row = 1
-    if view.ndim > diff.ndim and qt.axis == 0:  # blocks along axis 0: a view row is a block of rows
-        rows_per_view_row = qt.block_size
+    scale = qt.scale
+    if qt.q.ndim == 0:
+        scale, zero = scale.reshape(1), zero.reshape(1)
+    q_view, s_b, z_b = grouped(q, scale, zero, qt.granularity, qt.axis, qt.block_size)
+    x_view = x.reshape(q_view.shape)
     r = None
     if qt.input_scale is not None:
         along = [1] * q.ndim
         along[qt.input_axis] = -1
-        r = qt.input_scale.reshape(along)
-    x = x.reshape(q.shape)
-    maxima = []
-    for part in row_slices(view.shape) if view.ndim else ():
-        rows = slice(part.start * rows_per_view_row, part.stop * rows_per_view_row)
-        d = diff[rows]
-        d[...] = q[rows]
-        d_view = view[part]
+        r = np.broadcast_to(qt.input_scale.reshape(along), q.shape)
+        r = np.ascontiguousarray(r).reshape(q_view.shape) if q_view.ndim != q.ndim else r
+    err2 = norm2 = 0.0
+    largest = 0.0
+    scratch = np.empty(0, np.float32)
+    for part in tiles(q_view.shape, CHUNK_ELEMENTS, split_last=True):
+        qs, xs = q_view[part], x_view[part]
+        if scratch.size < qs.size:
+            scratch = np.empty(qs.size, np.float32)
+        d = scratch[:qs.size].reshape(qs.shape)
+        d[...] = qs
         if qt.zero_point is not None:
-            d_view -= rows_of(z_b, part, view.ndim)
-        d_view *= rows_of(s_b, part, view.ndim)
+            d -= tile_of(z_b, part, q_view.ndim)
+        d *= tile_of(s_b, part, q_view.ndim)
         if r is not None:
-            d *= rows_of(r, rows, diff.ndim)
-        d -= x[rows]
-        if d.size:
-            maxima.append(np.abs(d).max())
-    if not view.ndim:
-        diff = qt.dequantize()
-        diff -= x
-        maxima = [np.abs(diff).max()]
-    return diff.ravel(), float(np.max(maxima)) if maxima else 0.0
+            d *= tile_of(r, part, q_view.ndim)
+        d -= xs
+        if not d.size:
+            continue
+        largest = max(largest, float(d.max()), -float(d.min()))
+        flat, xf = d.reshape(-1), xs.reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            e, n = float(np.dot(flat, flat)), float(np.dot(xf, xf))
+        if not (np.isfinite(e) and np.isfinite(n)):  # huge values: their squares overflow float32
+            f64, x64 = flat.astype(np.float64), xf.astype(np.float64)
+            e, n = float(np.dot(f64, f64)), float(np.dot(x64, x64))
+        err2 += e
+        norm2 += n
+    return err2, norm2, largest
 
 
 def abs_max(x: np.ndarray, axis: int) -> np.ndarray:

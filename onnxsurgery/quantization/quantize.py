@@ -6,6 +6,9 @@ and by apply.py."""
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+
 import numpy as np
 import onnx
 
@@ -42,10 +45,87 @@ def quantize_args(dtype: str, scheme: Scheme, lowering: str, symmetric: bool,
                 importance=importance if weighted else None)
 
 
+class _Record:
+    """What was measured of one weight quantized one way: the clipping search's picks and the
+    weight error (rounding.weight_error), for the same values quantized the same way again."""
+
+    def __init__(self, fingerprint):
+        self.fingerprint = fingerprint
+        self.clip_picks = None
+        self.error = None
+
+    def error_for(self, x: np.ndarray) -> dict | None:
+        return dict(self.error) if self.error is not None and _fingerprint(x) == self.fingerprint else None
+
+    def measured(self, x: np.ndarray, error: dict) -> None:
+        if _fingerprint(x) == self.fingerprint:
+            self.error = dict(error)
+
+
+_MEMORY: dict = {}
+_OPEN = [0]
+_LOCK = threading.Lock()
+
+
+@contextmanager
+def remembering():
+    """Within it, quantize_site remembers each weight's clipping picks and weight error, per
+    way of quantizing it, so that a weight the plan measured is not searched nor measured again
+    when the plan is applied (the pass opens it around both: passes/quantize_weights.py). A
+    record holds one byte per group of clipping picks (1/128 of the float32 weight in blocks of
+    32) and two floats; all are dropped when the outermost one closes."""
+    with _LOCK:
+        _OPEN[0] += 1
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _OPEN[0] -= 1
+            if not _OPEN[0]:
+                _MEMORY.clear()
+
+
+def _fingerprint(values: np.ndarray) -> tuple:
+    """The shape, type and about 64 evenly spaced elements of `values`: tells the whole weight from
+    a sample of its channels or a transformed copy (quantize_site's callers pass both)."""
+    flat = np.asarray(values).reshape(-1)
+    return values.shape, values.dtype.str, flat[::max(1, flat.size // 61)].tobytes()
+
+
+def _record(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
+            equalized: bool) -> _Record | None:
+    if not _OPEN[0]:
+        return None
+    importance = args.get("importance")
+    key = (id(site.tensor), site.name, scheme, lowering, balanced, equalized, id(importance),
+           *sorted((k, v) for k, v in args.items() if k != "importance"))
+    fingerprint = _fingerprint(values)
+    with _LOCK:
+        record = _MEMORY.get(key)
+        if record is None or record.fingerprint != fingerprint:
+            record = _MEMORY[key] = _Record(fingerprint)
+            record.importance = importance  # held, so that its id stays its own
+    return record
+
+
 def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
               equalized: bool = True) -> Quantized:
     """quantize() for `scheme`; under `scaled`, of the weight equalized along its input axis
-    first (scaled.equalize), unless `equalized` is False (GPTQ rounds the weight as it is)."""
+    first (scaled.equalize), unless `equalized` is False (GPTQ rounds the weight as it is).
+    Within `remembering`, the clipping search and the weight error of the same values
+    quantized the same way are taken from the first time."""
+    record = _record(values, site, scheme, lowering, balanced, args, equalized)
+    if record is not None and record.clip_picks is not None:
+        args = {**args, "clip_picks": record.clip_picks}
+    qt = _quantize_site(values, site, scheme, lowering, balanced, args, equalized)
+    if record is not None:
+        record.clip_picks = qt.clip_picks
+        qt.remembered = record
+    return qt
+
+
+def _quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool,
+                   args: dict, equalized: bool) -> Quantized:
     if REGISTRY[lowering].equalized and site.onnx_dtype == onnx.TensorProto.FLOAT16 and through_casts(site) is None:
         args = {**args, "half_scales": True}  # scaled applies the scales in the weight's float16
     if not REGISTRY[lowering].equalized or not equalized:

@@ -20,11 +20,11 @@ Each value stays within one step of its exact value.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .chunked import block_ranges, channel_ranges, clipped_error, dequantized_difference, round_to_grid
+from .chunked import best_clip, block_ranges, channel_ranges, clipped_error, error_sums, round_to_grid
 
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
 
@@ -42,6 +42,10 @@ class Quantized:
     # before quantizing, and the graph multiplies the reader's input by it (scaled.py)
     input_scale: np.ndarray | None = None
     input_axis: int | None = None
+    # `search_clip`'s pick per group (an index into CLIP_RATIOS), which `clip_picks` takes again
+    clip_picks: np.ndarray | None = field(default=None, compare=False, repr=False)
+    # quantize.quantize_site's record of this weight's measurements (quantize.remembering)
+    remembered: object = field(default=None, compare=False, repr=False)
 
     def dequantize(self) -> np.ndarray:
         return dequantize(self)
@@ -101,6 +105,7 @@ def quantize(
     search_clip: bool = False,
     importance: np.ndarray | None = None,
     divisor: np.ndarray | None = None,
+    clip_picks: np.ndarray | None = None,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
@@ -109,9 +114,10 @@ def quantize(
     they fit; `balanced` makes each channel's or block's rounding errors sum to zero (module
     docstring; ignored per tensor and for a ragged last block); `search_clip` narrows each
     group's range where that lowers its squared error (`_clip_ranges`), each element's error
-    weighted by `importance` (broadcast to x) where given. `divisor` (broadcast to x): x / divisor
-    is quantized, divided a slice of rows at a time where the steps allow (per channel, plain
-    rounding), else as a whole first."""
+    weighted by `importance` (broadcast to x) where given; `clip_picks`: the search's result for
+    the same x and arguments (Quantized.clip_picks), taken instead of searching again. `divisor`
+    (broadcast to x): x / divisor is quantized, divided a slice of rows at a time where the steps
+    allow (per channel, plain rounding), else as a whole first."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
@@ -124,9 +130,13 @@ def quantize(
         lo, hi = channel_ranges(x32, axis, divisor)
     else:
         lo, hi = _ranges(x32, granularity, axis, block_size)
-    if search_clip and granularity != "tensor":
-        lo, hi = _clip_ranges(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size,
-                              importance)
+    picks = None
+    if search_clip and granularity != "tensor" and clip_picks is not None:
+        ratio = np.asarray(CLIP_RATIOS, np.float64)[clip_picks]
+        lo, hi, picks = lo * ratio, hi * ratio, clip_picks
+    elif search_clip and granularity != "tensor":
+        lo, hi, picks = _clip_ranges(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size,
+                                     importance)
     scale, zero = scales_for_ranges(lo, hi, qmin, qmax, symmetric, half_scales)
     view, s_b, z_b = _grouped(x32, scale, zero.astype(np.float32), granularity, axis, block_size)
     with_zero_point = not symmetric or qmin >= 0  # signed symmetric: the zero point is 0
@@ -149,7 +159,7 @@ def quantize(
     zp = np.asarray(zero).astype(store) if with_zero_point else None
     return Quantized(q.reshape(x32.shape),
                      scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
-                     zp, dtype, granularity, axis, block_size)
+                     zp, dtype, granularity, axis, block_size, clip_picks=picks)
 
 
 def _balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis: bool, qmin: int,
@@ -199,28 +209,59 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
     clipped to the range's edge, in exchange for finer steps for every other value. 4-bit
     grids have so few steps that the exchange usually pays."""
     if granularity == "block" and x.shape[axis] % block_size:
-        return lo, hi  # ragged last block: left to plain ranges (the pass avoids it)
+        return lo, hi, np.zeros(np.shape(lo), np.uint8)  # ragged last block: plain ranges (the pass avoids it)
     if importance is not None:  # laid out as _grouped lays out x
         importance = np.broadcast_to(np.asarray(importance, np.float32), x.shape)
         importance = _grouped(importance, lo, lo, granularity, axis, block_size)[0]
     with_zero_point = not symmetric or qmin >= 0
-    best_err = best_ratio = None
-    q = None  # each ratio's squared errors, in one array reused (chunked.clipped_error)
-    for ratio in CLIP_RATIOS:
-        scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
-        view, s_b, z_b = _grouped(x, scale.astype(np.float32), zero.astype(np.float32), granularity, axis,
-                                  block_size)
-        if q is None:
-            q = np.empty(view.shape, np.float32)
-        clipped_error(view, s_b, z_b if with_zero_point else None, qmin, qmax, importance, q)
-        members = (axis + 1,) if granularity == "block" else tuple(a for a in range(x.ndim) if a != axis)
+    scales, zeros = _clip_grids(lo, hi, qmin, qmax, symmetric, half_scales)
+    if granularity == "block" or axis == 0:  # each group within a slice of rows: every ratio in one pass
+        view, s_b, _ = _grouped(x, scales[0], zeros[0], granularity, axis, block_size)
+        members = (axis + 1,) if granularity == "block" else tuple(range(1, x.ndim))
+        grouped = (len(CLIP_RATIOS), *s_b.shape)
+        picked = best_clip(view, scales.reshape(grouped), zeros.reshape(grouped) if with_zero_point else None,
+                           qmin, qmax, importance, members, np.shape(lo))
+        best_ratio = np.asarray(CLIP_RATIOS, np.float64)[picked]
+        return lo * best_ratio, hi * best_ratio, picked.astype(np.uint8)
+    best_err = best_index = None
+    grids = [_grouped(x, scale, zero, granularity, axis, block_size) for scale, zero in zip(scales, zeros)]
+    q = np.empty(grids[0][0].shape, np.float32)  # each ratio's squared errors, in one array reused
+    for index, (view, s_b, z_b) in enumerate(grids):
+        with np.errstate(over="ignore", invalid="ignore"):  # huge values: errors inf, ratio 1 stands
+            clipped_error(view, s_b, z_b if with_zero_point else None, qmin, qmax, importance, q)
+        members = tuple(a for a in range(x.ndim) if a != axis)
         err = q.sum(axis=members, dtype=np.float64).reshape(np.shape(lo))
         if best_err is None:
-            best_err, best_ratio = err, np.ones_like(err)
+            best_err, best_index = err, np.zeros(err.shape, np.uint8)
         else:
             better = err < best_err
-            best_err, best_ratio = np.where(better, err, best_err), np.where(better, ratio, best_ratio)
-    return lo * best_ratio, hi * best_ratio
+            best_err, best_index = np.where(better, err, best_err), np.where(better, index, best_index)
+    best_ratio = np.asarray(CLIP_RATIOS, np.float64)[best_index]
+    return lo * best_ratio, hi * best_ratio, best_index.astype(np.uint8)
+
+
+def _clip_grids(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool):
+    """Scales and zero points as float32, [len(CLIP_RATIOS), *lo.shape], one row per ratio: the
+    bits of scales_for_ranges(lo * ratio, hi * ratio, ...). Symmetric, the largest magnitude is
+    taken once: a product's rounding is monotonic and odd, so max(-(lo * r), hi * r, 0) is
+    max(-lo, hi, 0) * r in the ranges' own type."""
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    scales = np.empty((len(CLIP_RATIOS), *lo.shape), np.float32)
+    zeros = np.empty_like(scales)
+    if not symmetric:
+        for g, ratio in enumerate(CLIP_RATIOS):
+            scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
+            scales[g], zeros[g] = scale, zero
+        return scales, zeros
+    amax = np.maximum(np.maximum(-lo, hi), 0)
+    centre = 0 if qmin < 0 else (qmax + qmin + 1) // 2
+    zeros[...] = centre
+    exact = np.empty(amax.shape, np.float64)
+    for g, ratio in enumerate(CLIP_RATIOS):
+        exact[...] = amax * ratio
+        exact /= qmax - centre
+        scales[g] = _stored_scale(exact, half_scales)
+    return scales, zeros
 
 
 def has_zero_point(dtype: str, symmetric: bool) -> bool:
@@ -228,10 +269,47 @@ def has_zero_point(dtype: str, symmetric: bool) -> bool:
     return not symmetric or RANGES[dtype][0] >= 0
 
 
+# Groups per slice of scales_for_ranges: its float64 steps on a 1.36B decoder's 42M blocks
+# allocated and faulted in a 340 MB array per step
+GROUP_CHUNK = 1 << 16
+
+
 def scales_for_ranges(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool | type = False):
     """Stored scales and zero points (float64, integral) for groups with these min and max.
     `half_scales`: float16 scales where all fit (True), or a forced storage type (np.float16 or
-    np.float32: GPTQ fixes it once for a tensor whose groups it scales one at a time)."""
+    np.float32: GPTQ fixes it once for a tensor whose groups it scales one at a time). Many
+    groups are taken GROUP_CHUNK at a time (the storage type decided over all of them first):
+    the same values."""
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    if lo.size <= GROUP_CHUNK or lo.shape != hi.shape:
+        return _scales_for_ranges(lo, hi, qmin, qmax, symmetric, half_scales)
+    flat_lo, flat_hi = lo.reshape(-1), hi.reshape(-1)
+    parts = [slice(i, i + GROUP_CHUNK) for i in range(0, lo.size, GROUP_CHUNK)]
+    dtype = half_scales if isinstance(half_scales, type) else np.float32
+    if half_scales is True:  # float16 only if every group's scale fits (scale_dtype), over all groups
+        least, most = np.inf, -np.inf
+        for part in parts:
+            raw = _raw_scale(flat_lo[part], flat_hi[part], qmin, qmax, symmetric)
+            raw = np.where(raw > 0, raw, 1.0)
+            least, most = min(least, raw.min()), max(most, raw.max())
+        dtype = np.float16 if least >= 2.0 ** -14 and most <= 65504 / 1.01 else np.float32
+    scale, zero = np.empty(lo.size, dtype), np.empty(lo.size, np.float64)
+    for part in parts:
+        scale[part], zero[part] = _scales_for_ranges(flat_lo[part], flat_hi[part], qmin, qmax, symmetric, dtype)
+    return scale.reshape(lo.shape), zero.reshape(lo.shape)
+
+
+def _raw_scale(lo, hi, qmin: int, qmax: int, symmetric: bool) -> np.ndarray:
+    """The float64 scale of each group before it is stored (`_scales_for_ranges`' arithmetic)."""
+    lo = np.minimum(np.asarray(lo, np.float64), 0.0)
+    hi = np.maximum(np.asarray(hi, np.float64), 0.0)
+    if symmetric:
+        centre = 0 if qmin < 0 else (qmax + qmin + 1) // 2
+        return np.maximum(-lo, hi) / (qmax - centre)
+    return (hi - lo) / (qmax - qmin)
+
+
+def _scales_for_ranges(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool | type = False):
     lo = np.minimum(np.asarray(lo, np.float64), 0.0)  # zero must be exactly representable
     hi = np.maximum(np.asarray(hi, np.float64), 0.0)
     if symmetric:
@@ -246,7 +324,10 @@ def scales_for_ranges(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales
 def scale_dtype(scale: np.ndarray, half: bool) -> type:
     """float16 if asked and every scale is a normal float16 value (with room for rounding
     up), else float32."""
-    scale = np.where(scale > 0, scale, 1.0)
+    return _positive_scale_dtype(np.where(scale > 0, scale, 1.0), half)
+
+
+def _positive_scale_dtype(scale: np.ndarray, half: bool) -> type:
     return np.float16 if half and scale.min() >= 2.0 ** -14 and scale.max() <= 65504 / 1.01 else np.float32
 
 
@@ -254,9 +335,17 @@ def _stored_scale(scale: np.ndarray, half: bool | type) -> np.ndarray:
     """Scales as stored (`scale_dtype`, or the type given); rounded up, so that the range
     still fits in the integers. Constant groups (scale 0) get 1, so that no 0 or NaN appears."""
     scale = np.where(scale > 0, scale, 1.0)
-    dtype = half if isinstance(half, type) else scale_dtype(scale, half)
-    stored = scale.astype(dtype)
-    return np.where(stored < scale, np.nextafter(stored, dtype(np.inf)), stored).astype(dtype)
+    dtype = half if isinstance(half, type) else _positive_scale_dtype(scale, half)
+    stored = np.asarray(scale.astype(dtype))
+    _round_up(stored, scale)
+    return stored
+
+
+def _round_up(stored: np.ndarray, exact: np.ndarray) -> None:
+    """np.nextafter(stored, inf) in place where stored < exact, as an integer add on the bits:
+    one step up for a positive float (stored >= 0, as every scale is)."""
+    bits = stored.view(np.int32 if stored.dtype == np.float32 else np.int16)
+    np.add(bits, stored < exact, out=bits, casting="unsafe")
 
 
 def _grouped(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, granularity: str, axis: int | None,
@@ -304,14 +393,24 @@ def snap_to_levels(x: np.ndarray, levels: int, *, granularity: str = "channel", 
 
 
 def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
-    """Max abs and relative L2 error of the dequantized weight. One scratch array (the
-    difference, made absolute in place); the sums of squares are dot products, as
-    np.linalg.norm computes them."""
-    x = np.asarray(x, np.float32).ravel()
-    diff, largest = dequantized_difference(x, qt, _grouped)  # slices of rows at a time (chunked.py)
-    err2, norm2 = float(np.dot(diff, diff)), float(np.dot(x, x))
+    """Max abs and relative L2 error of the dequantized weight, in one pass over tiles of it
+    (chunked.error_sums: no full-size difference; each tile's float32 dot products summed in
+    float64, so the figure can differ from one whole-array float32 dot product in its last
+    digits)."""
+    if qt.remembered is not None:
+        known = qt.remembered.error_for(x)
+        if known is not None:
+            return known
+    found = _weight_error(x, qt)
+    if qt.remembered is not None:
+        qt.remembered.measured(x, found)
+    return found
+
+
+def _weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
+    err2, norm2, largest = error_sums(x, qt, _grouped)  # tiles at a time, no full-size difference (chunked.py)
     return {
-        "max_abs_error": largest if diff.size else 0.0,
+        "max_abs_error": largest,
         "rel_l2_error": float(np.sqrt(err2 / norm2)) if norm2 > 0 else 0.0,
     }
 
@@ -319,10 +418,21 @@ def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
 def pack_nibbles(q: np.ndarray, signed: bool) -> np.ndarray:
     """4-bit values (flattened, C order) packed two per byte, low nibble first, as ONNX stores
     INT4/UINT4. Signed values are stored in two's complement."""
-    flat = q.astype(np.int16).ravel() & 0x0F
+    flat = np.ascontiguousarray(q).reshape(-1)
+    if flat.dtype.itemsize != 1:
+        flat = flat.astype(np.int16).astype(np.uint8)  # the low byte: the nibble that matters
+    flat = flat.view(np.uint8)  # two's complement: the low nibble is the value's
     if flat.size % 2:
-        flat = np.append(flat, 0)
-    return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+        flat = np.append(flat, np.uint8(0))
+    low, high = flat[0::2], flat[1::2]
+    packed = np.empty(high.size, np.uint8)
+    scratch = np.empty(max(1, min(high.size, 1 << 18)), np.uint8)
+    for start in range(0, high.size, scratch.size):  # a slice at a time: no full-size temporaries
+        part = slice(start, start + scratch.size)
+        out = packed[part]
+        np.left_shift(high[part], 4, out=out)  # uint8: the high nibble drops out
+        out |= np.bitwise_and(low[part], np.uint8(0x0F), out=scratch[:out.size])
+    return packed
 
 
 def pack_halves(nibbles: np.ndarray) -> np.ndarray:

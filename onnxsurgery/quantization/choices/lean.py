@@ -18,6 +18,7 @@ from ...progress import progress
 from ..calibration import Calibration
 from ..gptq import output_energy, output_error
 from ..options import QuantOptions
+from ..chunked import all_finite
 from ..rounding import Quantized, weight_error
 from ..lowerings import REGISTRY
 from ..lowerings.scaled import zero_points_tried
@@ -80,6 +81,8 @@ class LeanChoice:
     asymmetric: set[str] = field(default_factory=set)  # lean, with zero points (scaled.py)
     half: set[str] = field(default_factory=set)  # small: float16, with a Cast back
     lossy: dict[str, float] = field(default_factory=dict)  # in `half` as LOSSY_FLOAT16_SHARE's: the ratio
+    finite: set[str] = field(default_factory=set)  # read whole to be measured, with no NaN or Inf
+    not_finite: set[str] = field(default_factory=set)  # read to be measured: NaN or Inf (not measured)
 
 
 @dataclass
@@ -92,6 +95,7 @@ class _Cost:
     asymmetric: bool  # the lean form measured more accurate with zero points
     in_weight: bool = False  # measured in the weight (no inputs reach it): MIN_ACCURATE_RATIO_IN_WEIGHT
     float16_elements: int = 0  # elements, for a float32 weight float16 can hold, else 0
+    finite: bool = True  # no NaN or Inf (else nothing else was measured)
 
     @property
     def loses_enough(self) -> bool:
@@ -114,7 +118,8 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
         costs = lean_costs(candidates, options, opset, activations)
     except InputError:  # the inputs could not be generated or run: measure in the weights
         costs = lean_costs(candidates, options, opset, None)
-    choice = LeanChoice()
+    choice = LeanChoice(finite={c.name for c in costs if c.finite}, not_finite={c.name for c in costs if not c.finite})
+    costs = [c for c in costs if c.finite]
     room = SMALL_FLOAT16_SHARE * total_bytes / 4  # float32 bytes -> int8 bytes
     for cost in sorted((c for c in costs if c.small), key=lambda c: c.error, reverse=True):
         if cost.small <= room:  # float16 stores one byte per element more than int8
@@ -152,6 +157,8 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
     def measure(candidate: Candidate) -> _Cost:
         site, scheme = candidate.site, candidate.scheme
         values = read_values(site.tensor).astype(np.float32, copy=False)
+        if not all_finite(values):  # the plan's NaN/Inf check, on this read (planner.py)
+            return _Cost(site.name, 0.0, 1.0, 0, 0, False, finite=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         lean, lowering = lean_scheme(site, opset)
         moments = activations.moments(site) if activations is not None else None

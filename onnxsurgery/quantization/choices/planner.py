@@ -10,9 +10,10 @@ that is not refused becomes a Candidate (candidate.py) that every stage reads an
    float16; symmetric or with zero points), in the layers' outputs where inputs were given;
 6. records.py: each candidate as its record, with its why.
 
-Planning reads weight values only where a stage needs them (NaN checks, the measured choices)
-and writes nothing. The model's own facts (model_facts.py) are asked once per run. A plan made
-elsewhere (a plan file, the budget's) is checked against the graph by plan_check.py.
+Planning reads weight values only where a stage needs them (NaN checks, the measured choices),
+once for both where a measured choice reads the weight, and writes nothing. The model's own
+facts (model_facts.py) are asked once per run. A plan made elsewhere (a plan file, the
+budget's) is checked against the graph by plan_check.py.
 """
 
 from __future__ import annotations
@@ -46,8 +47,14 @@ def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, overridable
         return _plan(graph, options, opset, overridable, activations, calibration)
 
 
-def _plan(graph, options: QuantOptions, opset: int, overridable, activations, calibration) -> Plan:
+def _plan(graph, options: QuantOptions, opset: int, overridable, activations, calibration,
+          defer_values: bool = True) -> Plan:
+    """`defer_values`: the NaN/Inf check of a weight that a measured choice reads anyway (lean.py,
+    symmetry.py) is made on that read, not on one of its own before; should any weight turn out
+    not finite, the plan is made again with every weight checked first, so that the decisions
+    are those of checking first (the refused weight counts in no budget)."""
     facts = ModelFacts(graph)
+    unchecked: set[str] = set()  # candidates whose values were not checked for NaN/Inf yet
     scopes = list(iter_scopes(graph))
     qdq = quantizes_activations(scopes)
     records: dict[str, WeightPlan] = {}
@@ -55,7 +62,8 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype in FLOAT_TYPES:
             records[site.name] = float_record(site)
-            found = _candidate(site, scopes, options, opset, overridable, qdq, facts)
+            found = _candidate(site, scopes, options, opset, overridable, qdq, facts,
+                               unchecked if defer_values else None)
             if isinstance(found, Candidate):
                 candidates.append(found)
             else:
@@ -74,6 +82,11 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
         symmetry = choose_symmetric([c for c in candidates if c.lowering not in ("lean", "scaled", "tied")
                                      and not c.float16 and c.name not in lean_choice.half
                                      and not decoder_nbits_chosen(c, facts)], activations)
+    if unchecked:
+        read = lean_choice.finite | symmetry.finite  # read whole by a measurement, and finite
+        if lean_choice.not_finite | symmetry.not_finite or any(
+                value_refusal(c.site) for c in candidates if c.name in unchecked and c.name not in read):
+            return _plan(graph, options, opset, overridable, activations, calibration, defer_values=False)
     if activations is not None:
         activations.release()  # the last stage that reads them: H freed before quantizing and verifying
     stays_float = bool(options.fp16 or options.levels)
@@ -112,12 +125,18 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
 
 
 def _candidate(site: ConstantSite, scopes, options: QuantOptions, opset: int, overridable, qdq: bool,
-               facts: ModelFacts) -> Candidate | str:
-    """The weight as a candidate (stages 1-3), or why it is left as it is."""
+               facts: ModelFacts, unchecked: set[str] | None = None) -> Candidate | str:
+    """The weight as a candidate (stages 1-3), or why it is left as it is. `unchecked`: where
+    given, a weight whose values only the NaN/Inf check would read is not read here, and its
+    name is added (`_plan` checks it on the measurements' read)."""
     form = site_form(site, options, facts)  # 4-bit for the weights allocated 4 bits, ...
     opts = form.options
     no_quantized_form = float16_for_tensorrt(site, opts)
-    reason = refusal(site, scopes, opts, overridable, qdq) or value_refusal(site, float16_because=no_quantized_form)
+    reason = refusal(site, scopes, opts, overridable, qdq)
+    if not reason and unchecked is not None and not no_quantized_form:
+        unchecked.add(site.name)
+    elif not reason:
+        reason = value_refusal(site, float16_because=no_quantized_form)
     if reason:
         return f"below --min-elements ({opts.min_elements})" if reason == "small" else reason
     scheme = choose_scheme(site, opts)

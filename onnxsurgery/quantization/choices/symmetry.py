@@ -1,6 +1,9 @@
 """`--symmetric` left to quant (symmetric None): each weight outside the lean lowering is
 quantized both ways and keeps the one with the smaller error in its layer's output, measured on
-the verification inputs (lean.layer_cost), or in the weight where they do not reach it.
+the verification inputs (lean.layer_cost), or in the weight where they do not reach it: there, a
+weight of sampling.SAMPLE_FROM_ELEMENTS or more on a sample of its output channels, as lean.py
+measures (4-bit's clipping search of both ways over every element of a 1.36B decoder was most of
+`quant --dtype int4`; every group lies within a channel, so a channel's errors are its own).
 
 Neither way wins everywhere. Asymmetric groups use all 2^bits levels over [min, max];
 symmetric ones waste a level or more on a lopsided group, but their 4-bit ranges are searched
@@ -21,12 +24,14 @@ from ...graph_utils import ConstantSite, consumers, read_only_by, read_values
 from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
+from ..chunked import all_finite
 from ..gptq import energy_layout, input_energy
 from .lean import layer_cost
 from ..lowerings.scaled import ZERO_POINT_READERS
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
 from .forms import balanced_rounding
+from .sampling import sample_like, sampled_channels
 
 # Symmetric only where it beats asymmetric by 10% in the layer's output. With any margin, the
 # choice measured on generated inputs made two real models' int4 output worse (ddddocr 0.159 ->
@@ -41,6 +46,8 @@ class SymmetryChoice:
     # 4-bit weights: what each element multiplies in the layer's input (gptq.input_energy), which
     # weights their clipping search (schemes.scheme_args); measured here, reused by the pass
     importance: dict[str, np.ndarray] = field(default_factory=dict)
+    finite: set[str] = field(default_factory=set)  # read whole to be measured, with no NaN or Inf
+    not_finite: set[str] = field(default_factory=set)  # read to be measured: NaN or Inf (not measured)
 
 
 def weighted_clipping(site: ConstantSite) -> bool:
@@ -129,10 +136,13 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
         activations.plan([c.site for c in candidates])
     chosen = SymmetryChoice()
 
-    def measure(candidate: Candidate) -> tuple[bool, np.ndarray | None]:
-        """(symmetric is chosen, the importance its rounding weighs by)."""
+    def measure(candidate: Candidate) -> tuple[bool | None, np.ndarray | None]:
+        """(symmetric is chosen, the importance its rounding weighs by); None: the weight holds
+        NaN or Inf (the plan's check, on this read: planner.py)."""
         site, scheme, lowering, options = candidate.site, candidate.scheme, candidate.lowering, candidate.options
         values = read_values(site.tensor).astype(np.float32, copy=False)
+        if not all_finite(values):
+            return None, None
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
         moments = activations.moments(site) if activations is not None else None
         importance = None
@@ -145,9 +155,16 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
                 energy = normalized_input_energy(site)
                 importance = None if energy is None else energy_layout(energy, tuple(site.shape),
                                                                        channel_axis=channel_axis, block_axis=block_axis)
+        measured, weighed = values, importance
+        if moments is None:  # measured in the weight: a large one on a sample of its channels (sampling.py)
+            picked = sampled_channels(values, site)
+            if picked is not None:
+                channel_axis = choose_axes(site)[0]
+                measured = np.take(values, picked, axis=channel_axis)
+                weighed = sample_like(importance, values, picked, channel_axis)
         symmetric, asymmetric = (
-            layer_cost(values, quantize_site(values, site, scheme, lowering, balance,
-                                             scheme_args(options, scheme, lowering, sym, importance)), site, moments)
+            layer_cost(measured, quantize_site(measured, site, scheme, lowering, balance,
+                                               scheme_args(options, scheme, lowering, sym, weighed)), site, moments)
             for sym in (True, False))
         return symmetric <= SYMMETRIC_MARGIN * asymmetric, importance
 
@@ -158,6 +175,10 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
                            workers=1 if activations is not None else WORKERS)
     for candidate, (symmetric, importance) in progress(measured, "measure symmetric vs asymmetric",
                                                        total=len(candidates), unit="weight"):
+        if symmetric is None:
+            chosen.not_finite.add(candidate.name)
+            continue
+        chosen.finite.add(candidate.name)
         if importance is not None:
             chosen.importance[candidate.name] = importance
         if symmetric:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .errors import InputError, VerificationError
+from .errors import InputError, VerificationError, runtime_message
 from .kv_cache import is_cache_output
 from .output_kinds import has_class_axis
 from .progress import progress
@@ -301,4 +301,4 @@ def _run(sess, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarra
     try:
         return sess.run(names, feeds)
     except Exception as e:  # onnxruntime raises its own exception types
-        raise VerificationError(f"onnxruntime failed to run: {str(e).splitlines()[0]}") from e
+        raise VerificationError(f"onnxruntime failed to run: {runtime_message(e)}") from e

@@ -272,7 +272,10 @@ def test_the_docs_suggest_no_checkout_that_shadows_the_package(tmp_path):
 
 
 def test_compare_and_quant_keep_onnxruntimes_whole_message_too(tmp_path, save):
-    """verify.py keeps the first line of onnxruntime's message; the CLI puts the rest back."""
+    """verify.py keeps onnxruntime's whole message on one line (runtime_message), tail included,
+    for the CLI and for Python callers alike."""
     src = save(fixed_image(), "img.onnx")
     r = invoke("compare", src, src, "--shape", "x:1x3x48x192")
     one_error_line(r, "for the following indices", "index: 2 Got: 48 Expected: 224")
+    with pytest.raises(onnxsurgery.OnnxSurgeryError, match="index: 2 Got: 48 Expected: 224"):
+        onnxsurgery.compare(src, src, shapes={"x": [1, 3, 48, 192]})

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import onnx
 
-from ..errors import UnsupportedModelError, VerificationError
+from ..errors import UnsupportedModelError, VerificationError, runtime_message
 from ..io import load_model, open_model
 from ..staging import save_model
 from ..opset import upgrade_opset
@@ -179,7 +179,7 @@ def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
             with _its_logging_to_ours():
                 quantize_dynamic(str(src), str(dst), extra_options={"EnableSubgraph": True})
         except Exception as e:  # its own errors: report them in one line
-            raise UnsupportedModelError(f"quantize_dynamic failed: {str(e).splitlines()[0]}") from e
+            raise UnsupportedModelError(f"quantize_dynamic failed: {runtime_message(e)}") from e
         # Its output can list nodes out of order around subgraphs that read outer values;
         # one more pass through gs sorts them.
         return open_workspace(load_model(dst)).finish()

@@ -77,25 +77,6 @@ def _interrupted(e: KeyboardInterrupt) -> None:
     sys.exit(128 + signum)
 
 
-def _whole_message(e: OnnxSurgeryError) -> str:
-    """`e`'s message, where it quotes only the first line of the onnxruntime run error it came
-    from (verify.py keeps that line alone) with the rest put back: the part that says what to change
-    often follows ("... for the following indices" / "index: 2 Got: 48 Expected: 224")."""
-    from ..errors import runtime_message
-
-    text, cause = str(e), e.__cause__ or e.__context__
-    if "onnxruntime failed to run" not in text:  # a load error's first line is chosen (sessions._first_line)
-        return text
-    while isinstance(cause, OnnxSurgeryError):  # wrapped more than once: the first error's own words
-        cause = cause.__cause__ or cause.__context__
-    if cause is None:
-        return text
-    lines = [line for line in str(cause).splitlines() if line.strip()]
-    if len(lines) > 1 and lines[0] in text and " ".join(lines[1].split()) not in text:
-        text = text.replace(lines[0], runtime_message(cause), 1)
-    return text
-
-
 def _broken_pipe() -> None:
     """stdout closed early (`onnxsurgery info M | head`): nothing to say, and no second error when
     Python flushes stdout at exit."""
@@ -120,7 +101,7 @@ def handle_errors(fn):
         except click.ClickException:
             raise
         except OnnxSurgeryError as e:
-            click.echo(f"onnxsurgery: error: {one_line(_whole_message(e))}", err=True)
+            click.echo(f"onnxsurgery: error: {one_line(str(e))}", err=True)
             sys.exit(EXIT_ERROR)
         except MemoryError:
             click.echo("onnxsurgery: error: out of memory", err=True)

@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ..errors import InputError
+from ..errors import InputError, runtime_message
 from ..graph_utils import ConstantSite, consumers, readers_by_graph
 from .axes import axes_read, choose_axes
 from .gptq import inverse_cholesky, output_error, quantize_with_factor
@@ -364,7 +364,7 @@ class Calibration:
             try:
                 values = dict(zip(wanted, self._probe(chosen).run(wanted, feeds))) if wanted else {}
             except Exception as e:  # onnxruntime's own exception types: a sample that does not fit
-                raise InputError(f"onnxruntime failed on a calibration sample: {str(e).splitlines()[0]}") from e
+                raise InputError(f"onnxruntime failed on a calibration sample: {runtime_message(e)}") from e
             values.update({k: v for k, v in feeds.items() if k in given})
             for reading, found in taken:
                 for r in found:

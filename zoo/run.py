@@ -129,6 +129,9 @@ STORAGE_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "
 OTHER_CMDS = ["info", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4", "quant --dry-run --json"]
 QUICK_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4",
               "quant --dry-run --json", "npy", "embed", "compare"]
+HEAVY_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4",
+              "quant --target tensorrt", "quant --dry-run --json", "quant --dry-run --json --inputs", "npy", "embed"]
+HEAVY_STORAGE = ["info", "quant", "quant --dry-run --json", "quant --dry-run --json --inputs"]
 QUICK_STORAGE = ["info", "shrink --verify", "quant", "quant --dry-run --json", "quant --dry-run --json --inputs"]
 
 
@@ -228,7 +231,7 @@ def run_model(m: Model, args, baseline: int) -> dict:
     base["peers"] = run_peers(m, src, work, ref, report_feeds, args.timeout)
     peer_time = {"int8": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int8" and v["handles"]},
                  "int4": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int4" and v["handles"]}}
-    chosen = (["shipped", "external"] if args.quick else
+    chosen = (["shipped", "external"] if args.quick else ["shipped", "external", "folder"] if m.heavy else
               ["shipped", "external", "folder", "fp16", "bf16", "opset21"])
     plans: dict[str, dict[str, str]] = {"quant --dry-run --json": {}, "quant --dry-run --json --inputs": {}}
     vdir = WORK / m.name / "variants"
@@ -241,6 +244,8 @@ def run_model(m: Model, args, baseline: int) -> dict:
             continue
         if args.quick:
             cmds = QUICK_CMDS if variant == "shipped" else QUICK_STORAGE
+        elif m.heavy:
+            cmds = HEAVY_CMDS if variant == "shipped" else HEAVY_STORAGE
         else:
             cmds = FULL if variant == "shipped" else STORAGE_CMDS if variant in variants.STORAGE else OTHER_CMDS
         largest, half = invariants.largest_tensor_bytes(vpath)

@@ -162,11 +162,9 @@ def e5(package_dir: Path, path_in_package: str, out: Path) -> None:
     word = const("embeddings.word_embeddings.weight", f.q4("emb.word", f.VOC, H))
     pos = const("embeddings.position_embeddings.weight", f.f32("emb.pos", (f.MAXP, H)))
     typ = const("embeddings.token_type_embeddings.weight", f.f32("emb.type", (f.TVS, H))[0])
-    const("axes0", np.array([0], np.int64))
     const("axes1", np.array([1], np.int64))
     const("axes12", np.array([1, 2], np.int64))
     const("one", np.array(1, np.int64))
-    const("zero", np.array(0, np.int64))
     const("onef", np.array(1.0, np.float32))
     const("neg", np.array(-1e4, np.float32))
     const("split_shape", np.array([0, 0, NH, hd], np.int64))
@@ -174,9 +172,11 @@ def e5(package_dir: Path, path_in_package: str, out: Path) -> None:
     const("scale", np.array(1.0 / np.sqrt(hd), np.float32))
     const("half", np.array(0.5, np.float32))
     const("rsqrt2", np.array(1 / np.sqrt(2), np.float32))
-    shape = node("Shape", ["input_ids"], "ids_shape")
-    seq = node("Gather", [shape, "one"], "seq_len", axis=0)
-    rng = node("Range", ["zero", seq, "one"], "positions")
+    # positions 0..S-1 per row, as transformers' XLM-R counts them (a CumSum of ones); a Range over
+    # Shape matches onnxruntime's EmbedLayerNormalization fusion, which then fails at run time
+    ones = node("ConstantOfShape", [node("Shape", ["input_ids"], "ids_shape")], "ids_ones",
+                value=numpy_helper.from_array(np.array([1], np.int64)))
+    rng = node("Sub", [node("CumSum", [ones, "one"], "ids_cumsum"), "one"], "positions")
     x = node("Gather", [word, "input_ids"], "word_emb", axis=0)
     p = node("Gather", [pos, rng], "pos_emb", axis=0)
     x = node("Add", [x, p], "emb_sum0")
@@ -200,7 +200,8 @@ def e5(package_dir: Path, path_in_package: str, out: Path) -> None:
         for part, key in (("q", "query"), ("k", "key"), ("v", "value")):
             y = linear(x, f"{P}.{part}", f"{L}.attention.self.{key}", H, H)
             y = node("Reshape", [y, "split_shape"], f"{L}/{part}/split")
-            heads[part] = node("Transpose", [y], f"{L}/{part}/heads", perm=[0, 2, 3, 1] if part == "k" else [0, 2, 1, 3])
+            perm = [0, 2, 3, 1] if part == "k" else [0, 2, 1, 3]
+            heads[part] = node("Transpose", [y], f"{L}/{part}/heads", perm=perm)
         s = node("MatMul", [heads["q"], heads["k"]], f"{L}/scores")
         s = node("Mul", [s, "scale"], f"{L}/scores_scaled")
         s = node("Add", [s, bias], f"{L}/scores_masked")

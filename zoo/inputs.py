@@ -157,9 +157,11 @@ def _table(rng: np.random.Generator, size: tuple[int, int]) -> Image.Image:
     rows, cols = int(rng.integers(3, 7)), int(rng.integers(2, 5))
     font = _font(int(h / rows * 0.3))
     for r in range(rows + 1):
-        d.line([w * 0.05, h * 0.05 + r * h * 0.9 / rows, w * 0.95, h * 0.05 + r * h * 0.9 / rows], fill="black", width=2)
+        y = h * 0.05 + r * h * 0.9 / rows
+        d.line([w * 0.05, y, w * 0.95, y], fill="black", width=2)
     for c in range(cols + 1):
-        d.line([w * 0.05 + c * w * 0.9 / cols, h * 0.05, w * 0.05 + c * w * 0.9 / cols, h * 0.95], fill="black", width=2)
+        x = w * 0.05 + c * w * 0.9 / cols
+        d.line([x, h * 0.05, x, h * 0.95], fill="black", width=2)
     for r in range(rows):
         for c in range(cols):
             txt = str(rng.choice(WORDS)) if r == 0 or c == 0 else f"{rng.uniform(0, 999):.1f}"
@@ -262,14 +264,14 @@ def photos_1024(model, seed, n):
 
 # ---------------------------------------------------------------- speech
 @functools.lru_cache(maxsize=64)
-def _speak(text: str, pitch: int, speed: int) -> np.ndarray:
+def _speak(text: str, pitch: int, speed: int, voice: str = "en-us") -> np.ndarray:
     """espeak-ng speech at 16 kHz, float32 in [-1, 1]."""
     if not shutil.which("espeak-ng"):
         raise RuntimeError("espeak-ng is missing (apt-get install espeak-ng)")
     with tempfile.TemporaryDirectory() as tmp:
         wav = Path(tmp) / "s.wav"
-        subprocess.run(["espeak-ng", "-w", str(wav), "-p", str(pitch), "-s", str(speed), text], check=True,
-                       capture_output=True)
+        subprocess.run(["espeak-ng", "-v", voice, "-w", str(wav), "-p", str(pitch), "-s", str(speed), text],
+                       check=True, capture_output=True)
         with wave.open(str(wav)) as w:
             rate = w.getframerate()
             x = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
@@ -282,8 +284,9 @@ def _speak(text: str, pitch: int, speed: int) -> np.ndarray:
 def _utterances(seed: int, n: int) -> list[np.ndarray]:
     rng = _rng(seed)
     order = rng.permutation(len(SPEECH))
-    return [_speak(SPEECH[order[i % len(SPEECH)]], int(rng.integers(20, 80)), int(rng.integers(140, 190)))
-            for i in range(n)]
+    voices = ["en-us", "en-us+m3", "en", "en-us+f2"]
+    return [_speak(SPEECH[order[i % len(SPEECH)]], int(rng.integers(30, 70)), int(rng.integers(120, 140)),
+                   voices[int(rng.integers(len(voices)))]) for i in range(n)]
 
 
 def speech_samples(model, seed, n):
@@ -330,13 +333,18 @@ def _embeddings(audio: np.ndarray) -> np.ndarray:
 
 
 def speech_embeddings(model, seed, n):
-    """hey_jarvis reads the last 16 embeddings (1.28 s) of openWakeWord's front end."""
+    """hey_jarvis reads 16 embeddings (1.28 s) of openWakeWord's front end; as a streaming detector
+    fires at its peak, each utterance gives the 16 where the shipped model scores highest."""
+    s = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    name = s.get_inputs()[0].name
     feeds = []
     for x in _utterances(seed, n):
         emb = _embeddings(x)
         if len(emb) < 16:
             emb = np.concatenate([np.zeros((16 - len(emb), 96), np.float32), emb])
-        feeds.append({"x.1": emb[-16:][None].astype(np.float32)})
+        windows = [emb[i:i + 16][None].astype(np.float32) for i in range(len(emb) - 15)]
+        scores = [float(s.run(None, {name: w})[0].ravel()[0]) for w in windows]
+        feeds.append({name: windows[int(np.argmax(scores))]})
     return feeds
 
 

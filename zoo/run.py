@@ -330,7 +330,8 @@ def markdown(results: dict) -> str:
         "Each cell: seconds (relative L2 error, the largest over outputs and report-set samples / task",
         "decisions kept, zoo/decisions.py). Times include interpreter start; one run each, on a shared",
         "2-core machine. Invariants: checks over all variants and commands (zoo/invariants.py).",
-        f"Run: {results['date']}, {results['seconds'] / 60:.0f} min{' (--quick)' if results['quick'] else ''}.",
+        f"Run: {results['date']}, {results['seconds'] / 60:.0f} min of model runs"
+        f"{' (--quick)' if results['quick'] else ''}.",
         "",
         "| model | domain | MB | `quant` | quantize_dynamic | onnx-shrink-ray | `quant --inputs` "
         "| `quant --dtype int4` | matmul_nbits int4 | invariants passed / failed |",
@@ -382,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.merge:
         parts = [json.loads(Path(p).read_text()) for p in args.merge]
         results = {"date": max(p["date"] for p in parts), "quick": any(p["quick"] for p in parts),
-                   "baseline": parts[0]["baseline"], "seconds": sum(p.get("seconds", 0) for p in parts),
+                   "baseline": parts[0]["baseline"],
+                   "seconds": sum(m.get("seconds", 0) for p in parts for m in p["models"]),
                    "models": [m for p in parts for m in p["models"]],
                    "failures": [f for p in parts for f in p["failures"]]}
         order = {m.name: i for i, m in enumerate(MODELS)}

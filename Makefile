@@ -7,7 +7,7 @@ SAMPLES := build/samples
 LAYERS ?= 12
 HIDDEN ?= 768
 
-.PHONY: install install-web demo test test-web test-onnx-suite test-real-models test-trt bench lint clean
+.PHONY: zoo zoo-quick zoo-deps install install-web demo test test-web test-onnx-suite test-real-models test-trt bench lint clean
 
 install: $(VENV)/.installed
 
@@ -76,8 +76,25 @@ bench: install install-web
 	$(PY) bench/small_models.py
 	$(PY) bench/small_models.py --dynamic-batch --repeat 3
 
+# Real models from PyPI wheels and npm tarballs through every command, with invariants checked
+# (zoo/run.py, issue 59): the table goes into docs/benchmarks.md ("Zoo"), the figures into
+# build/zoo/results.json; exits non-zero listing the failed invariants. Needs pip's and npm's
+# registries, and espeak-ng (apt-get install espeak-ng) for the speech models. About 30 minutes;
+# zoo-quick: the small models, as shipped and with external data, a few minutes.
+zoo-deps: install
+	$(PY) -m pip install --quiet -e '.[zoo]'
+	@command -v espeak-ng >/dev/null || apt-get install -y -qq espeak-ng >/dev/null 2>&1 || echo "zoo: espeak-ng missing (speech inputs will fail)"
+
+zoo: zoo-deps
+	$(PY) zoo/fetch.py
+	$(PY) zoo/run.py
+
+zoo-quick: zoo-deps
+	$(PY) zoo/fetch.py --quick
+	$(PY) zoo/run.py --quick --no-docs
+
 lint: install
-	$(VENV)/bin/ruff check onnxsurgery tests samples bench docs
+	$(VENV)/bin/ruff check onnxsurgery tests samples bench docs zoo
 
 clean:
 	rm -rf build .pytest_cache

@@ -1,0 +1,114 @@
+"""The zoo's invariant checker (zoo/invariants.py, issue 59) on tiny models built here: no network,
+no zoo model, any CPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from zoo import decisions, invariants  # noqa: E402
+
+
+def _model(path: Path, value: float) -> Path:
+    """y = x * w with w filled with `value` (NaN makes every output NaN)."""
+    w = numpy_helper.from_array(np.full((4,), value, np.float32), "w")
+    g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["y"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
+    onnx.save_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    return path
+
+
+def _run(path: Path, feeds):
+    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return [dict(zip([o.name for o in s.get_outputs()], s.run(None, f))) for f in feeds]
+
+
+FEEDS = [{"x": np.array([[1, -2, 3, -4], [0.5, 2, -1, 1]], np.float32)}]
+
+
+def test_a_model_computing_nan_is_flagged(tmp_path):
+    ref = _run(_model(tmp_path / "a.onnx", 1.0), FEEDS)
+    bad = _run(_model(tmp_path / "b.onnx", float("nan")), FEEDS)
+    res = invariants.compare_runs(ref, bad, decisions.argmax_last, FEEDS)
+    assert not res["finite"]
+    fails = invariants.written_model(res, exact=False, min_agreement=0.9)
+    assert any("NaN or inf" in f for f in fails)
+
+
+def test_an_identical_model_passes_and_a_changed_one_is_not_bit_identical(tmp_path):
+    ref = _run(_model(tmp_path / "a.onnx", 1.0), FEEDS)
+    same = _run(_model(tmp_path / "c.onnx", 1.0), FEEDS)
+    res = invariants.compare_runs(ref, same, decisions.argmax_last, FEEDS)
+    assert invariants.written_model(res, exact=True, min_agreement=1.0) == []
+    near = _run(_model(tmp_path / "d.onnx", 1.001), FEEDS)
+    res = invariants.compare_runs(ref, near, decisions.argmax_last, FEEDS)
+    assert res["decisions"] == 1.0 and 0 < res["error"] < 0.01
+    assert any("bit-identical" in f for f in invariants.written_model(res, exact=True, min_agreement=1.0))
+    assert invariants.written_model(res, exact=False, min_agreement=0.9) == []
+
+
+def test_decisions_that_flip_are_flagged(tmp_path):
+    ref = _run(_model(tmp_path / "a.onnx", 1.0), FEEDS)
+    flipped = _run(_model(tmp_path / "e.onnx", -1.0), FEEDS)
+    res = invariants.compare_runs(ref, flipped, decisions.argmax_last, FEEDS)
+    assert res["finite"] and res["decisions"] == 0.0
+    assert any("decisions kept" in f for f in invariants.written_model(res, exact=False, min_agreement=0.9))
+
+
+@pytest.mark.parametrize("stderr, what", [
+    ("/x/rounding.py:312: RuntimeWarning: overflow encountered in dot\n  q = a @ b\n", "python warning"),
+    ("Traceback (most recent call last):\n  File ...\nValueError: x\n", "traceback"),
+    ("onnxsurgery: error: internal error (ValueError): x\n", "internal error"),
+    ("onnxsurgery: error: out of memory\n", "out of memory"),
+])
+def test_leaks_in_the_output_are_flagged(stderr, what):
+    fails = invariants.clean_exit("quant", 2, "", stderr)
+    assert any(what in f for f in fails), fails
+
+
+def test_exit_codes():
+    assert invariants.clean_exit("quant", 0, "ok\n", "") == []
+    assert invariants.clean_exit("quant", 2, "", "onnxsurgery: error: the input is not a model\n") == []
+    assert any("one expected" in f for f in invariants.clean_exit("quant", 2, "", "error: a\nerror: b\n"))
+    assert any("exit 1" in f for f in invariants.clean_exit("quant", 1, "", "boom\n"))
+    assert invariants.clean_exit("check", 1, "Cast: ...\n", "") == []  # check: findings
+    assert any("killed" in f for f in invariants.clean_exit("quant", -9, "", "", killed="RssAnon 13 GB"))
+    # the tool's own lower-case warning line is not a leaked Python warning
+    assert invariants.clean_exit("quant", 0, "  warning: relative L2 output error 0.3 is large\n", "") == []
+
+
+def test_plans_must_not_depend_on_storage():
+    rec = {"name": "w", "dtype": "int8", "granularity": "channel", "why": "default"}
+    one = json.dumps({"version": 1, "weights": [rec]})
+    other = json.dumps({"version": 1, "weights": [dict(rec, granularity="block", why="kept quantized in memory")]})
+    assert invariants.same_plans({"shipped": one, "external": one, "folder": one}) == []
+    fails = invariants.same_plans({"shipped": one, "external": other})
+    assert len(fails) == 1 and "external" in fails[0] and "granularity" in fails[0]
+
+
+def test_memory_and_time_bounds():
+    bound = invariants.memory_bound(100 * 2**20, 10 * 2**20)
+    assert bound == 100 * 2**20 + 128 * 2**20 + 80 * 2**20
+    assert invariants.within_memory(bound, bound) == []
+    assert invariants.within_memory(bound + 1, bound)
+    assert invariants.within_time(3.9, {"quantize_dynamic": 1.0, "shrink_ray": 2.0}, 4) == []
+    assert invariants.within_time(4.1, {"quantize_dynamic": 1.0}, 4)
+    assert invariants.within_time(100, {}, 4) == []  # no peer handles the model: nothing to compare
+
+
+def test_sparse_decisions_count_where_either_side_decided():
+    a = np.array([0, 0, 1, 1, 0, 0, 0, 0])
+    b = np.array([0, 0, 1, 0, 0, 0, 0, 0])
+    assert decisions.agreement(a, b, sparse=True) == 0.5
+    assert decisions.agreement(a, b, sparse=False) == 7 / 8
+    assert decisions.agreement(None, b, sparse=False) is None

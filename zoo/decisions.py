@@ -1,0 +1,85 @@
+"""Task decisions (zoo/models.py `decision`): outputs of one run (dict name -> array, in the
+session's order) and its feed -> (decisions as a 1-D array, sparse). For a sparse decision
+(detections) agreement is counted where either side decided something; otherwise over all."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _first(outputs: dict) -> np.ndarray:
+    return np.asarray(next(iter(outputs.values())))
+
+
+def none(outputs, feed):
+    return None, False
+
+
+def argmax_last(outputs, feed):
+    return _first(outputs).argmax(-1).ravel(), False
+
+
+argmax_first_output = argmax_last
+
+
+def label(outputs, feed):
+    return _first(outputs).ravel(), False
+
+
+def yolo_presence(outputs, feed):
+    """YOLOv8 [1, 4 + classes, anchors]: which classes are detected (score > 0.25) in the image,
+    and the class of the most confident anchor (the zoo's photos have no faces or bodies that
+    nudenet detects at 0.25, so the top class carries the decision)."""
+    out = _first(outputs)
+    scores = out[:, 4:, :].max(axis=2)
+    return np.concatenate([(scores > 0.25).ravel(), scores.argmax(axis=1).ravel() + 1]), True
+
+
+def picodet_presence(outputs, feed):
+    """PicoDet: score outputs [1, anchors, classes] per stride (the ones with 10 columns)."""
+    scores = np.concatenate([v.reshape(-1, v.shape[-1]) for v in outputs.values() if v.shape[-1] == 10])
+    return (scores.max(axis=0) > 0.5).ravel(), True
+
+
+def yolox_objects(outputs, feed):
+    """YOLOX [1, anchors, 4 + obj + cls]: anchors whose obj * cls > 0.1 (ddddocr's score_thr)."""
+    out = _first(outputs)
+    return (out[..., 4] * out[..., 5] > 0.1).ravel(), True
+
+
+def mask_half(outputs, feed):
+    return (_first(outputs).astype(np.float32) > 0.5).ravel(), False
+
+
+def wakeword(outputs, feed):
+    return (_first(outputs) > 0.5).ravel(), False
+
+
+def pitch_semitone(outputs, feed):
+    """CREPE bins are 20 cents: the argmax to the semitone (5 bins)."""
+    return (_first(outputs).argmax(-1) // 5).ravel(), False
+
+
+def retrieval(outputs, feed):
+    """A batch of n questions then n answers: which answer each question retrieves (cosine),
+    from `sentence_embedding` or the masked mean of the [B, S, H] hidden states."""
+    emb = outputs.get("sentence_embedding")
+    if emb is None:
+        hidden = next(v for v in outputs.values() if v.ndim == 3)
+        mask = feed["attention_mask"][..., None].astype(np.float32)
+        emb = (hidden * mask).sum(1) / mask.sum(1)
+    emb = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    n = len(emb) // 2
+    return (emb[:n] @ emb[n:].T).argmax(1), False
+
+
+def agreement(a: np.ndarray | None, b: np.ndarray | None, sparse: bool) -> float | None:
+    if a is None or b is None:
+        return None
+    a, b = np.asarray(a).ravel(), np.asarray(b).ravel()
+    if a.shape != b.shape:
+        return 0.0
+    if sparse:
+        either = (a != 0) | (b != 0)
+        return 1.0 if not either.any() else float((a == b)[either].mean())
+    return float((a == b).mean())

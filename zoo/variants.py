@@ -1,0 +1,158 @@
+"""Variants of a model built in code (issue 59): the same weights stored differently, and other
+weights. Each function (src, dest folder) -> path to give the CLI; raises Skip with a reason.
+
+  shipped   the file as it ships
+  external  the same graph with every tensor of >= 1 KiB in one NAME.onnx.data (save_as_external_data)
+  folder    a directory holding model.onnx + model.onnx.data (as optimum/genai exports ship)
+  fp16      onnxconverter-common's float16 conversion, keep_io_types=True (I/O stay float32)
+  bf16      bfloat16 weights each followed by Cast to float32: onnxruntime's CPU provider has no
+            bfloat16 MatMul/Conv/Gemm kernels, so bfloat16 arithmetic does not run there; storage does
+  opset21   onnx.version_converter to opset 21 (IR 10), the opset of int4 and blocked DequantizeLinear
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+STORAGE = ("shipped", "external", "folder")  # same weights: plans must agree
+
+
+class Skip(Exception):
+    """A variant that is not built, and why."""
+
+
+def _float_weights(model: onnx.ModelProto) -> int:
+    return sum(1 for t in model.graph.initializer if t.data_type == TensorProto.FLOAT)
+
+
+def shipped(src: Path, dest: Path) -> Path:
+    return src
+
+
+def external(src: Path, dest: Path) -> Path:
+    out = dest / f"{src.stem}.onnx"
+    m = onnx.load(str(src))
+    onnx.save_model(m, str(out), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=f"{out.name}.data", size_threshold=1024)
+    if not (dest / f"{out.name}.data").exists():
+        raise Skip("no tensor of 1 KiB or more to move to a data file")
+    return out
+
+
+def folder(src: Path, dest: Path) -> Path:
+    d = dest / f"{src.stem}_folder"
+    d.mkdir(parents=True, exist_ok=True)
+    m = onnx.load(str(src))
+    onnx.save_model(m, str(d / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="model.onnx.data", size_threshold=1024)
+    return d
+
+
+def _is_16bit(m: onnx.ModelProto) -> bool:
+    return any(t.data_type in (TensorProto.FLOAT16, TensorProto.BFLOAT16) for t in m.graph.initializer)
+
+
+def _has_ml(m: onnx.ModelProto) -> bool:
+    return any(n.domain == "ai.onnx.ml" for n in m.graph.node)
+
+
+def fp16(src: Path, dest: Path) -> Path:
+    from onnxconverter_common import float16
+
+    m = onnx.load(str(src))
+    if _is_16bit(m):
+        raise Skip("weights are already 16-bit as shipped")
+    if _has_ml(m):
+        raise Skip("ai.onnx.ml tree operators take float32/float64 only: no float16 form exists")
+    if not _float_weights(m):
+        raise Skip("no float32 initializers")
+    out = dest / f"{src.stem}.fp16.onnx"
+    m16 = float16.convert_float_to_float16(m, keep_io_types=True, disable_shape_infer=False)
+    onnx.save_model(m16, str(out))
+    _loads(out)
+    return out
+
+
+def bf16(src: Path, dest: Path) -> Path:
+    m = onnx.load(str(src))
+    if _is_16bit(m):
+        raise Skip("weights are already 16-bit as shipped")
+    moved = 0
+    nodes = []
+    for t in m.graph.initializer:
+        if t.data_type != TensorProto.FLOAT or np.prod(t.dims) < 1024:
+            continue
+        arr = numpy_helper.to_array(t).astype(np.float32)
+        bits = arr.view(np.uint32)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+        name = t.name
+        new = helper.make_tensor(name + "__bf16", TensorProto.BFLOAT16, list(t.dims), rounded.tobytes(), raw=True)
+        t.CopyFrom(new)
+        nodes.append(helper.make_node("Cast", [name + "__bf16"], [name], name=name + "__cast", to=TensorProto.FLOAT))
+        moved += 1
+    if not moved:
+        raise Skip("no float32 initializer of 1024 elements or more")
+    for n in reversed(nodes):
+        m.graph.node.insert(0, n)
+    out = dest / f"{src.stem}.bf16.onnx"
+    onnx.save_model(m, str(out))
+    _loads(out)
+    return out
+
+
+def opset21(src: Path, dest: Path) -> Path:
+    from onnx import version_converter
+
+    m = onnx.load(str(src))
+    current = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if current >= 21:
+        raise Skip(f"already opset {current}")
+    try:
+        up = version_converter.convert_version(m, 21)
+    except Exception as e:  # noqa: BLE001 - the converter's refusal is the reason
+        raise Skip(f"onnx.version_converter refused: {str(e).splitlines()[0][:160]}") from e
+    up.ir_version = max(up.ir_version, 10)
+    out = dest / f"{src.stem}.opset21.onnx"
+    onnx.save_model(up, str(out))
+    _loads(out)
+    return out
+
+
+def _loads(path: Path) -> None:
+    import onnxruntime as ort
+
+    try:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001
+        path.unlink(missing_ok=True)
+        raise Skip(f"the converted model does not load in onnxruntime: {str(e).splitlines()[0][:160]}") from e
+
+
+BUILDERS = {"shipped": shipped, "external": external, "folder": folder, "fp16": fp16, "bf16": bf16,
+            "opset21": opset21}
+
+
+def build(name: str, src: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    marker = dest / f".{name}.path"
+    if marker.exists() and Path(marker.read_text()).exists():
+        return Path(marker.read_text())
+    skip = dest / f".{name}.skip"
+    if skip.exists():
+        raise Skip(skip.read_text())
+    try:
+        path = BUILDERS[name](src, dest)
+    except Skip as s:
+        skip.write_text(str(s))
+        raise
+    marker.write_text(str(path))
+    return path
+
+
+def clear(dest: Path) -> None:
+    shutil.rmtree(dest, ignore_errors=True)

@@ -57,6 +57,10 @@ def test_the_plan_round_trip_with_json(tmp_path, save):
     r = invoke("quant", src, tmp_path / "o.onnx", "--plan", tmp_path / "plan.json")
     assert r.exit_code == 0, r.output
     assert "every weight as the plan says" in r.output
+    # `quant IN OUT --dry-run`, as the zoo and many a user type it: OUT is what it would write
+    r = invoke("quant", src, tmp_path / "not_yet.onnx", "--dry-run", "--json")
+    assert r.exit_code == 0 and json.loads(r.output) == json.loads((tmp_path / "plan.json").read_text()), r.output
+    assert not (tmp_path / "not_yet.onnx").exists()
 
 
 # item 4: a folder's plan, several inputs, info and check of a folder

@@ -39,8 +39,9 @@ def quant(paths, dry_run, as_json, **groups):
     from ..api._common import folder_plan, plan_json
     from ..quantization.plan import table
 
-    if dry_run:
-        inputs, output_path = paths, None
+    if dry_run:  # `quant IN OUT --dry-run`: the OUT it would write (not there yet) is no input
+        inputs = paths[:-1] if len(paths) > 1 and not Path(paths[-1]).exists() else paths
+        output_path = None
     elif len(paths) < 2:
         raise click.UsageError("give an INPUT and an OUTPUT (or --dry-run to see the plan)")
     else:

@@ -19,7 +19,7 @@ from ..passes.constants_to_initializers import constant_nodes_to_initializers
 from ..pipeline import Workspace, dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
 from ..quantization.choices import allocation
 from ..kv_cache import has_kv_cache
-from ..quantization.calibration import ROWS_PER_COLUMN, Calibration
+from ..quantization.calibration import Calibration
 from ..quantization.options import QuantOptions
 from ..quantization.plan import Plan, WeightPlan, read_plan
 from ..quantization.request import QuantRequest
@@ -76,7 +76,7 @@ class Preparation:
         if not sampled:
             return None
         return (f"the inputs of {len(sampled)} weight{'s' * (len(sampled) != 1)} measured on a fixed sample of their "
-                f"rows (large activations: at most {ROWS_PER_COLUMN} rows per input column, calibration.py)")
+                f"rows (large activations: calibration.py, ROWS_PER_COLUMN)")
 
     @property
     def decided_by(self) -> str | None:

@@ -36,7 +36,9 @@ full: a Conv at 512 x 512 meets 262,144 input rows per sample, and H from ROWS_P
 them (a fixed pseudo-random subset, spread evenly over the samples, scaled back to the full
 count) is as good for GPTQ's factor and the output errors the choices compare, at a small
 multiple of GPTQ's own K^3 factorization rather than rows x K^2 (`sampled` says where). The
-measured choices (not GPTQ) keep one fold: half the memory, half the chunks.
+measured choices (not GPTQ) keep one fold, half the memory and half the chunks, and read 4 rows
+per column: they compare the output errors of a weight's candidate forms on one H, where GPTQ
+inverts it.
 """
 
 from __future__ import annotations
@@ -58,9 +60,10 @@ from .rounding import Quantized
 DEFAULT_MEMORY_BUDGET = 256 << 20  # the least a chunk may hold, and what any weight's H may take
 MAX_MEMORY_BUDGET = 2 << 30
 _PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
-_WAITING_BYTES = 256 << 20  # input rows held for one product over several samples (_Waiting)
+_WAITING_BYTES = 64 << 20  # input rows held for one product over several samples (_Waiting)
 STATISTICS_PER_WEIGHT = 4  # H may take this many times the weight's float32 bytes (or the chunk budget)
-ROWS_PER_COLUMN = 16  # input rows read per input column of a weight, over all samples
+ROWS_PER_COLUMN = 16  # input rows read per input column of a weight, over all samples (GPTQ)
+CHOICE_ROWS_PER_COLUMN = 4  # ... for the measured choices, which compare errors on one H
 MIN_ROWS = 4096  # ... and never fewer than this
 
 
@@ -235,7 +238,8 @@ class Calibration:
     model at `model_path`; inputs a sample lacks are generated as in verification."""
 
     def __init__(self, model_path: str | os.PathLike, samples: list[dict[str, np.ndarray]], *,
-                 shapes: dict[str, list[int]] | None = None, memory_budget: int | None = None, folds: int = 2):
+                 shapes: dict[str, list[int]] | None = None, memory_budget: int | None = None, folds: int = 2,
+                 rows_per_column: int = ROWS_PER_COLUMN):
         if not samples:
             raise InputError("calibration needs at least one sample")
         self.model_path = model_path
@@ -243,6 +247,7 @@ class Calibration:
         self.shapes = shapes
         self.memory_budget = chunk_budget() if memory_budget is None else memory_budget
         self.folds = folds  # 2 for GPTQ's held-out check; the measured choices read only the total
+        self.rows_per_column = rows_per_column
         self._planned: dict[str, _Reading] = {}  # weight -> how it reads its inputs
         self._readings: list[_Reading] = []  # distinct, in the order they will be asked for
         self._readers: dict[_Reading, list[Reader]] = {}
@@ -353,7 +358,7 @@ class Calibration:
         self._cache = {}  # the last chunk's H freed before this one's is filled
         self._cache = {reading: Moments(reading.k, self.folds) for reading in chunk}
         given = self._graph_inputs
-        rows_per_sample = {reading: -(-max(MIN_ROWS, ROWS_PER_COLUMN * reading.k) // len(self.samples))
+        rows_per_sample = {reading: -(-max(MIN_ROWS, self.rows_per_column * reading.k) // len(self.samples))
                            for reading in chunk}
         waiting = _Waiting(self._cache)
         for index, feeds in enumerate(self._feeds()):

@@ -183,7 +183,9 @@ def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> di
         if r.rc == 0 and out.exists():
             row["size"] = sum(p.stat().st_size for p in work.glob(f"peer.{peer}.onnx*"))
             row.update(evaluate(out, ref, feeds, m))
-            row["handles"] = "load_error" not in row and row.get("finite", False)
+            # handles it: runs, finite, and made it smaller (a peer that changed nothing sets no pace)
+            row["handles"] = ("load_error" not in row and row.get("finite", False)
+                              and row["size"] < 0.9 * src.stat().st_size)
         else:
             row["handles"] = False
             row["error_line"] = invariants._last(r.stderr)
@@ -307,7 +309,11 @@ def _cell(row: dict | None, peer: bool = False) -> str:
     if not row:
         return "-"
     if peer and not row.get("handles"):
-        return "fails" if "load_error" not in row else "does not run"
+        if "load_error" in row:
+            return f"{_t(row.get('wall'))} s, does not run"
+        if "error" in row and row.get("finite"):
+            return f"{_t(row.get('wall'))} s, not smaller ({row['error']:.3g})"
+        return "fails" if row.get("rc") != 0 else "NaN"
     if row.get("rc") not in (0, None):
         return f"exit {row['rc']} ({_t(row.get('wall'))} s)"
     if "load_error" in row:

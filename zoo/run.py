@@ -183,7 +183,9 @@ def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> di
         if r.rc == 0 and out.exists():
             row["size"] = sum(p.stat().st_size for p in work.glob(f"peer.{peer}.onnx*"))
             row.update(evaluate(out, ref, feeds, m))
-            row["handles"] = "load_error" not in row and row.get("finite", False)
+            # handles it: runs, finite, and made it smaller (a peer that changed nothing sets no pace)
+            row["handles"] = ("load_error" not in row and row.get("finite", False)
+                              and row["size"] < 0.9 * src.stat().st_size)
         else:
             row["handles"] = False
             row["error_line"] = invariants._last(r.stderr)
@@ -307,7 +309,11 @@ def _cell(row: dict | None, peer: bool = False) -> str:
     if not row:
         return "-"
     if peer and not row.get("handles"):
-        return "fails" if "load_error" not in row else "does not run"
+        if "load_error" in row:
+            return f"{_t(row.get('wall'))} s, does not run"
+        if "error" in row and row.get("finite"):
+            return f"{_t(row.get('wall'))} s, not smaller ({row['error']:.3g})"
+        return "fails" if row.get("rc") != 0 else "NaN"
     if row.get("rc") not in (0, None):
         return f"exit {row['rc']} ({_t(row.get('wall'))} s)"
     if "load_error" in row:
@@ -370,6 +376,27 @@ def write_docs(text: str) -> None:
     doc.write_text(new)
 
 
+def retime(r: dict) -> None:
+    """Re-judge a stored model's time invariant under the current peer rule (merge of older runs)."""
+    peers, size = r.get("peers", {}), r.get("size", 0)
+    for row in peers.values():
+        if row.get("handles") and size and row.get("size", 0) >= 0.9 * size:
+            row["handles"] = False
+    pace = {kind: {k: v["wall"] for k, v in peers.items() if v["kind"] == kind and v.get("handles")}
+            for kind in ("int8", "int4")}
+    cmds = r.get("variants", {}).get("shipped", {}).get("commands", {})
+    for cmd, row in cmds.items():
+        kind = COMMANDS.get(cmd, (None, None, None))[2]
+        if not kind or row.get("rc") != 0:
+            continue
+        old = [f for f in row.get("failures", []) if "fastest peer" in f]
+        new = (invariants.within_time(row["wall"], pace["int8"], invariants.TIME_FACTOR * invariants.INPUTS_FACTOR)
+               if kind == "inputs" else invariants.within_time(row["wall"], pace[kind], invariants.TIME_FACTOR))
+        row["failures"] = [f for f in row.get("failures", []) if f not in old] + new
+        r["failures"] = [f for f in r["failures"] if not any(f == f"{r['name']} [shipped] {cmd}: {o}" for o in old)]
+        r["failures"] += [f"{r['name']} [shipped] {cmd}: {f}" for f in new]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=None, help="model names (zoo/models.py)")
@@ -387,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
                    "seconds": sum(m.get("seconds", 0) for p in parts for m in p["models"]),
                    "models": [m for p in parts for m in p["models"]],
                    "failures": [f for p in parts for f in p["failures"]]}
+        for m in results["models"]:
+            retime(m)
+        results["failures"] = [f for m in results["models"] for f in m["failures"]]
         order = {m.name: i for i, m in enumerate(MODELS)}
         results["models"].sort(key=lambda m: order.get(m["name"], 99))
         Path(args.out).write_text(json.dumps(results, indent=1, default=str))

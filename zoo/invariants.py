@@ -154,6 +154,24 @@ def memory_bound(baseline: int, largest_tensor: int, float_weights_16bit: int = 
     return baseline + SLACK + TIMES_LARGEST * largest_tensor + 2 * float_weights_16bit
 
 
+RUNS_NOTHING = ("info", "check", "quant --dry-run --json", "npy")  # hold no session of the model's size
+WAITING_ROWS = 64 * 2**20  # docs/memory.md: input rows waiting for one product (calibration._Waiting)
+
+
+def command_bound(bound: int, command: str, own_run: int) -> int:
+    """docs/memory.md's bound for `command`: commands that run the model add what onnxruntime holds
+    to run it once (`own_run`, measured: its activations), and --inputs the statistics' chunk
+    budget and the rows waiting for one product."""
+    if command in RUNS_NOTHING:
+        return bound
+    bound += own_run
+    if "--inputs" in command:
+        from onnxsurgery.quantization.calibration import chunk_budget
+
+        bound += chunk_budget() + WAITING_ROWS
+    return bound
+
+
 def within_memory(peak_anon: int, bound: int) -> list[str]:
     if peak_anon > bound:
         return [f"peak anonymous memory {peak_anon / 1e6:.0f} MB > bound {bound / 1e6:.0f} MB (docs/memory.md)"]

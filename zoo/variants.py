@@ -156,3 +156,39 @@ def build(name: str, src: Path, dest: Path) -> Path:
 
 def clear(dest: Path) -> None:
     shutil.rmtree(dest, ignore_errors=True)
+
+
+def topologically_sorted(path: Path, dest: Path) -> Path | None:
+    """The model at `path` (a file or a folder's model.onnx) with its main graph's nodes in
+    topological order, keeping their order otherwise (Kahn's algorithm by position), written
+    under `dest`; None where they are in that order already."""
+    import heapq
+
+    model_file = path / "model.onnx" if path.is_dir() else path
+    m = onnx.load(str(model_file))
+    nodes = list(m.graph.node)
+    made = {out: i for i, n in enumerate(nodes) for out in n.output if out}
+    needs = [{made[x] for x in n.input if x in made and made[x] != i} for i, n in enumerate(nodes)]
+    if all(j < i for i, deps in enumerate(needs) for j in deps):
+        return None
+    users: dict[int, list[int]] = {}
+    for i, deps in enumerate(needs):
+        for j in deps:
+            users.setdefault(j, []).append(i)
+    waiting = [len(d) for d in needs]
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users.get(i, []):
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes[i] for i in order)
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / "sorted.onnx"
+    onnx.save_model(m, str(out), save_as_external_data=m.ByteSize() > 1.9e9, location="sorted.onnx.data")
+    return out

@@ -7,7 +7,7 @@ SAMPLES := build/samples
 LAYERS ?= 12
 HIDDEN ?= 768
 
-.PHONY: zoo zoo-quick zoo-deps install install-web demo test test-web test-onnx-suite test-real-models test-trt bench lint clean
+.PHONY: zoo zoo-quick zoo-ci zoo-deps install install-web demo test test-web test-onnx-suite test-real-models test-trt bench lint clean
 
 install: $(VENV)/.installed
 
@@ -88,6 +88,14 @@ zoo-deps: install
 zoo: zoo-deps
 	$(PY) zoo/fetch.py
 	$(PY) zoo/run.py
+
+# zoo-ci: zoo-quick's three small models in CI, every invariant but time (no peers run: time is a
+# benchmark's, on a quiet machine); installs only what they need (the zoo extra's torch would pull
+# CUDA wheels from PyPI). A few minutes.
+zoo-ci: install
+	$(PY) -m pip install --quiet -e '.[zoo-ci]'
+	$(PY) zoo/fetch.py --quick
+	$(PY) zoo/run.py --quick --no-docs --no-peers --out build/zoo/results-ci.json
 
 zoo-quick: zoo-deps
 	$(PY) zoo/fetch.py --quick

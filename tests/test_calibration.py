@@ -10,7 +10,8 @@ from conftest import builders, run
 from onnx import helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.quantization.calibration import Calibration, Moments, Reader, calibrated_rounding, input_columns
+from onnxsurgery.quantization.calibration import Calibration, Moments, calibrated_rounding
+from onnxsurgery.quantization.input_rows import Reader, input_columns
 from onnxsurgery.graph_utils import collect_constants
 from onnxsurgery.quantization.gptq import matrix_order, quantize_with_hessian
 from onnxsurgery.quantization.rounding import RANGES, quantize
@@ -331,7 +332,7 @@ def test_rows_sampled_from_a_large_activation_estimate_h(op):
     """Past ROWS_PER_COLUMN x K rows, H is measured on a fixed subset of the rows and scaled back
     to their count: about the full H (the choices and GPTQ's factor read its shape, not its
     noise), at a fraction of the reading; the same subset every run."""
-    from onnxsurgery.quantization.calibration import sampled_columns
+    from onnxsurgery.quantization.input_rows import sampled_columns
 
     rng = np.random.default_rng(0)
     if op == "Conv":

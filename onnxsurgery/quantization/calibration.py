@@ -3,7 +3,7 @@ H = sum of x x^T of its consumer's inputs, for GPTQ rounding (gptq.py).
 
 The original model runs in onnxruntime with each consumer's data input added as a graph
 output. Supported consumers: MatMul (2-D weight as B), Gemm (B, without transA) and Conv with
-one group (the input unfolded into kernel-sized patches), in the main graph or in a branch of
+one group (the input unfolded into kernel-sized patches: input_rows.py), in the main graph or in a branch of
 a main-graph If (a merged decoder's weights are read in both branches of its If on
 use_cache_branch). Values inside a branch are no graph values onnxruntime can return, so each
 sample runs through a copy of the model whose If is replaced by the branch that sample takes
@@ -49,139 +49,21 @@ from pathlib import Path
 from dataclasses import dataclass, replace
 
 import numpy as np
-import onnx_graphsurgeon as gs
 
 from ..errors import InputError, runtime_message
-from ..graph_utils import ConstantSite, consumers, readers_by_graph
-from .axes import axes_read, choose_axes
+from ..graph_utils import ConstantSite
+from .axes import choose_axes
 from .gptq import inverse_cholesky, output_error, quantize_with_factor
+from .input_rows import Reader, reading_graphs, readers, sampled_columns
 from .rounding import Quantized
 
 DEFAULT_MEMORY_BUDGET = 256 << 20  # the least a chunk may hold, and what any weight's H may take
 MAX_MEMORY_BUDGET = 2 << 30
-_PATCH_BYTES = 64 << 20  # unfolded Conv inputs are processed in slices of about this size
 _WAITING_BYTES = 64 << 20  # input rows held for one product over several samples (_Waiting)
 STATISTICS_PER_WEIGHT = 4  # H may take this many times the weight's float32 bytes (or the chunk budget)
 ROWS_PER_COLUMN = 16  # input rows read per input column of a weight, over all samples (GPTQ)
 CHOICE_ROWS_PER_COLUMN = 4  # ... for the measured choices, which compare errors on one H
 MIN_ROWS = 4096  # ... and never fewer than this
-
-
-Branch = tuple  # (the If's first output, "then_branch" | "else_branch")
-
-
-def reading_graphs(site: ConstantSite) -> dict[int, Branch | None] | None:
-    """For each graph that reads `site` (by id): None for the main graph, the If branch for a
-    branch of a main-graph If; None overall when a reader lives anywhere else (a Loop/Scan
-    body, an If nested deeper), whose values are not measured."""
-    root = site.scope
-    while root.parent is not None:
-        root = root.parent
-    main = root.graph
-    branches = {id(node.attrs[b]): (node.outputs[0].name, b) for node in main.nodes if node.op == "If" and node.outputs
-                for b in ("then_branch", "else_branch") if isinstance(node.attrs.get(b), gs.Graph)}
-    where: dict[int, Branch | None] = {}
-    for graph, _ in readers_by_graph(site):
-        if graph is main:
-            where[id(graph)] = None
-        elif id(graph) in branches:
-            where[id(graph)] = branches[id(graph)]
-        else:
-            return None
-    return where
-
-
-@dataclass(frozen=True)
-class Reader:
-    """One consumer reading a weight: its data input and how it multiplies the weight."""
-
-    activation: str
-    op: str  # MatMul | Gemm | Conv
-    attrs: dict
-    branch: Branch | None = None  # the If branch holding the consumer, None in the main graph
-    node: str = ""  # the consumer's name
-
-
-def readers(site: ConstantSite) -> list[Reader] | None:
-    """How each consumer multiplies `site`, or None when one of them is not supported."""
-    where = reading_graphs(site)
-    if not site.value.outputs or where is None:
-        return None
-    graph_of = {id(node): id(graph) for graph, found in readers_by_graph(site) for node, _ in found}
-    rank = len(site.shape)
-    found = []
-    for node, idx in consumers(site):
-        data = node.inputs[0]
-        ok = idx == 1 and data is not site.value and not hasattr(data, "values") and (
-            (node.op == "MatMul" and rank == 2)
-            or (node.op == "Gemm" and rank == 2 and not node.attrs.get("transA", 0))
-            or (node.op == "Conv" and rank >= 3 and node.attrs.get("group", 1) == 1
-                and node.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")))
-        if not ok:
-            return None
-        found.append(Reader(data.name, node.op, dict(node.attrs), where[graph_of[id(node)]], node.name))
-    if len(axes_read(site)) > 1:  # readers disagree on the layout
-        return None
-    return found
-
-
-def input_columns(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...]):
-    """The rows the weight's input columns meet, as [rows, K] float32 slices (a generator)."""
-    return sampled_columns(x, reader, weight_shape)[1]
-
-
-def sampled_columns(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...], max_rows: int | None = None):
-    """(total rows / rows read, [rows, K] float32 slices): every row, or with `max_rows` a fixed
-    pseudo-random subset of about that many (a Conv's: as many output positions per sample)."""
-    x = np.asarray(x, np.float32)
-    if reader.op != "Conv":
-        k = weight_shape[1] if reader.op == "Gemm" and reader.attrs.get("transB", 0) else weight_shape[0]
-        rows = x.reshape(-1, k)
-        if max_rows is None or rows.shape[0] <= max_rows:
-            return 1.0, iter([rows])
-        return rows.shape[0] / max_rows, iter([rows[_subset(rows.shape[0], max_rows)]])
-    patches, r = _patches(x, reader, weight_shape)  # [N, *out, *kernel, C]: a view, nothing copied
-    width = patches.shape[-1] * math.prod(weight_shape[2:])
-    n, out = patches.shape[0], patches.shape[1:1 + r]
-    positions = math.prod(out)
-    if max_rows is not None and n * positions > max_rows:
-        per_sample = max(1, -(-max_rows // n))
-        chosen = _subset(positions, per_sample)
-        return positions / chosen.size, _positions(patches, np.unravel_index(chosen, out), width)
-    per_row = max(1, math.prod(patches.shape[2:1 + r]) * width * 4)  # bytes per step of the first out axis
-    step = max(1, _PATCH_BYTES // per_row)
-    return 1.0, (patches[i, o:o + step].reshape(-1, width) for i in range(n) for o in range(0, out[0], step))
-
-
-def _patches(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
-    """A Conv's input unfolded into kernel-sized windows, [N, *out, *kernel, C] (gptq's column
-    order on the last axes), as a strided view of the padded input; and the spatial rank."""
-    kernel = weight_shape[2:]
-    r = len(kernel)
-    pads = [0] * 2 * r  # VALID
-    if reader.attrs.get("auto_pad", "NOTSET") == "NOTSET":
-        pads = list(reader.attrs.get("pads", pads))
-    strides = list(reader.attrs.get("strides", [1] * r))
-    dilations = list(reader.attrs.get("dilations", [1] * r))
-    x = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + r]) for i in range(r)])
-    span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-    win = np.lib.stride_tricks.sliding_window_view(x, span, axis=tuple(range(2, 2 + r)))
-    win = win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)
-              + tuple(slice(None, None, d) for d in dilations)]  # [N, C, *out, *kernel]
-    return win.transpose([0] + list(range(2, 2 + 2 * r)) + [1]), r
-
-
-def _positions(patches: np.ndarray, coords: tuple[np.ndarray, ...], width: int):
-    """The windows at `coords` (output positions) of every sample, in slices of _PATCH_BYTES."""
-    step = max(1, _PATCH_BYTES // (width * 4))
-    for i in range(patches.shape[0]):
-        for o in range(0, coords[0].size, step):
-            yield patches[i][tuple(c[o:o + step] for c in coords)].reshape(-1, width)
-
-
-def _subset(total: int, count: int) -> np.ndarray:
-    """`count` of range(total), sorted, the same every run (seeded by the sizes)."""
-    return np.sort(np.random.default_rng([total, count]).choice(total, count, replace=False))
 
 
 class Moments:

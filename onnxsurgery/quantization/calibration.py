@@ -30,8 +30,9 @@ runs, never H (each sums its samples in the same order).
 
 Cost is bounded by the weight, not by the data. H takes 16 K^2 bytes whatever the weight's size
 (a Gemm after a flattened 64 x 1024 feature map has K = 65536: 64 GiB), so a weight whose H
-would outgrow both the chunk budget and STATISTICS_PER_WEIGHT times its own float32 bytes is
-rounded without calibration (said so, in `skipped`). And a large activation is not read in
+would outgrow both DEFAULT_MEMORY_BUDGET and STATISTICS_PER_WEIGHT times its own float32 bytes
+is rounded without calibration (said so, in `skipped`; not the chunk budget, which follows the
+machine: the plan must not). And a large activation is not read in
 full: a Conv at 512 x 512 meets 262,144 input rows per sample, and H from ROWS_PER_COLUMN x K of
 them (a fixed pseudo-random subset, spread evenly over the samples, scaled back to the full
 count) is as good for GPTQ's factor and the output errors the choices compare, at a small
@@ -60,7 +61,7 @@ from .rounding import Quantized
 DEFAULT_MEMORY_BUDGET = 256 << 20  # the least a chunk may hold, and what any weight's H may take
 MAX_MEMORY_BUDGET = 2 << 30
 _WAITING_BYTES = 64 << 20  # input rows held for one product over several samples (_Waiting)
-STATISTICS_PER_WEIGHT = 4  # H may take this many times the weight's float32 bytes (or the chunk budget)
+STATISTICS_PER_WEIGHT = 4  # H may take this many times the weight's float32 bytes (or DEFAULT_MEMORY_BUDGET)
 ROWS_PER_COLUMN = 16  # input rows read per input column of a weight, over all samples (GPTQ)
 CHOICE_ROWS_PER_COLUMN = 4  # ... for the measured choices, which compare errors on one H
 MIN_ROWS = 4096  # ... and never fewer than this

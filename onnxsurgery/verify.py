@@ -88,6 +88,10 @@ def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[s
         a = np.asarray(a)
         b = np.asarray(b)
         entry: dict = {"shape": list(a.shape), "exact": a.shape == b.shape and a.tobytes() == b.tobytes()}
+        # NaN or infinity the candidate made where the reference has a number (any, if the
+        # shapes differ): what quant refuses, where a different shape (a decoder's output
+        # length) is only a large error
+        entry["not_finite"] = _not_finite(a, b)
         if a.shape != b.shape:
             entry.update(max_abs_error=float("inf"), rel_l2_error=float("inf"))
         elif a.dtype.kind in "fc":
@@ -165,6 +169,7 @@ def compare_models(
                 per_output[name] = entry
                 continue
             prev["exact"] = prev["exact"] and entry["exact"]
+            prev["not_finite"] += entry["not_finite"]
             for key in ("max_abs_error", "rel_l2_error"):
                 prev[key] = max(prev[key], entry[key])
     del cand_sess
@@ -186,9 +191,21 @@ def compare_models(
         "exact": all(e["exact"] for e in per_output.values()),
         "max_abs_error": max((e["max_abs_error"] for e in chosen), default=0.0),
         "rel_l2_error": max((e["rel_l2_error"] for e in chosen), default=0.0),
+        "not_finite": sum(e["not_finite"] for e in per_output.values()),
         "headline": headline,
         "outputs": per_output,
     }
+
+
+def _not_finite(reference: np.ndarray, candidate: np.ndarray) -> int:
+    """How many of `candidate`'s values are NaN or infinite where `reference`'s are not (all of
+    its non-finite values where the shapes differ); 0 for integer outputs."""
+    if candidate.dtype.kind not in "fc":
+        return 0
+    bad = ~np.isfinite(candidate)
+    if reference.shape == candidate.shape and reference.dtype.kind in "fc":
+        bad &= np.isfinite(reference)
+    return int(bad.sum())
 
 
 def _give_back_freed_memory() -> None:

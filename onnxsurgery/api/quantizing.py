@@ -6,7 +6,6 @@ the real run start from one `prepare`."""
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -220,10 +219,10 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         if not (worst <= large_error_line(four_bit) and (max_error is None or worst <= max_error)):
             for check_upgrade in upgrade_checks:  # the converter's doing, not the quantization's?
                 check_upgrade()
-        if not math.isfinite(worst):  # a NaN model is no result, whatever --max-error says
+        if report.verification.get("not_finite"):  # a NaN model is no result, whatever --max-error says
             raise VerificationError(
-                f"relative L2 output error {worst}: the outputs on the verification inputs are not finite "
-                "(NaN or infinity); nothing written")
+                f"{report.verification['not_finite']} output values are NaN or infinite on the verification "
+                "inputs where the original's are numbers; nothing written")
         if max_error is not None and not worst <= max_error:
             raise VerificationError(
                 f"relative L2 output error {worst:.3g} exceeds --max-error {max_error:g}; nothing written"

@@ -134,6 +134,7 @@ class Calibration:
         self._planned: dict[str, _Reading] = {}  # weight -> how it reads its inputs
         self._readings: list[_Reading] = []  # distinct, in the order they will be asked for
         self._readers: dict[_Reading, list[Reader]] = {}
+        self._ahead: dict[_Reading, list[Reader]] = {}  # readings a later plan asks for (`ahead`)
         self._cache: dict[_Reading, Moments] = {}
         self._waiting: dict[_Reading, int] = {}  # weights not yet asked for, per reading
         self.skipped: dict[str, str] = {}  # weight -> why it was not calibrated
@@ -144,6 +145,13 @@ class Calibration:
         self._input_names: list[str] = []
         self._conditions: dict[str, str] = {}  # a main-graph If (its first output) -> its condition, in the file
         self._file_branches: dict[tuple[str, str], list] | None = None  # (If, branch) -> its nodes in the file
+
+    def ahead(self, sites: list[ConstantSite]) -> None:
+        """Weights that plans to come will ask for (the lean stage's, then the symmetric
+        stage's): a capture takes their readings into its chunk too, so that the model runs over
+        the samples once for both stages rather than once per stage."""
+        self.plan(sites)
+        self._ahead = dict(self._readers)
 
     def plan(self, sites: list[ConstantSite]) -> None:
         """The weights to be asked for, in the order they will be asked for."""
@@ -229,11 +237,12 @@ class Calibration:
 
     def release(self) -> None:
         """Frees the captured H and the probes' sessions (the next `moments` captures again)."""
-        self._cache, self._sessions = {}, {}
+        self._cache, self._sessions, self._ahead = {}, {}, {}
 
     def _capture(self, start: int) -> None:
         chunk, total = [], 0
-        for reading in self._readings[start:]:
+        asked = self._readings[start:]
+        for reading in asked + [r for r in self._ahead if r not in set(asked)]:
             if chunk and total + 8 * self.folds * reading.k ** 2 > self.memory_budget:  # folds of float64
                 break
             chunk.append(reading)
@@ -246,8 +255,8 @@ class Calibration:
         waiting = _Waiting(self._cache)
         for index, feeds in enumerate(self._feeds()):
             chosen = self._branches_taken(feeds)
-            taken = [(reading, [r for r in self._readers[reading] if r.branch is None or chosen.get(r.branch[0]) ==
-                                r.branch[1]]) for reading in chunk]
+            taken = [(reading, [r for r in self._all_readers[reading] if r.branch is None or
+                                chosen.get(r.branch[0]) == r.branch[1]]) for reading in chunk]
             wanted = sorted({r.activation for _, found in taken for r in found} - given)
             try:
                 values = dict(zip(wanted, self._probe(chosen).run(wanted, feeds))) if wanted else {}
@@ -268,7 +277,7 @@ class Calibration:
     def _branches_taken(self, feeds: dict[str, np.ndarray]) -> dict[str, str]:
         """The branch each If holding a planned reader takes on `feeds`: its condition is a
         graph input given there, or a main-graph value computed first."""
-        conditions = {branch[0]: self._conditions[branch[0]] for found in self._readers.values()
+        conditions = {branch[0]: self._conditions[branch[0]] for found in self._all_readers.values()
                       for r in found if (branch := r.branch) is not None}
         if not conditions:
             return {}
@@ -277,18 +286,23 @@ class Calibration:
         return {key: "then_branch" if bool(np.asarray({**feeds, **values}[cond]).reshape(-1)[0]) else "else_branch"
                 for key, cond in conditions.items()}
 
+    @property
+    def _all_readers(self) -> dict:
+        return {**self._ahead, **self._readers}
+
     def _probe(self, chosen: dict[str, str], outputs: list[str] | None = None):
         """A session of the original model, its Ifs replaced by the branches `chosen`, with
         every planned activation found there (or `outputs`) as an output."""
         from ..sessions import session
 
-        key = (tuple(sorted(chosen.items())), tuple(outputs or ()))
+        acts = set(outputs or ()) or {r.activation for found in self._all_readers.values() for r in found
+                                      if r.branch is None or chosen.get(r.branch[0]) == r.branch[1]}
+        extra = tuple(sorted(acts - self._graph_inputs - self._graph_outputs))
+        key = (tuple(sorted(chosen.items())), extra)  # a later plan asking for other values: another probe
         if key not in self._sessions:
-            acts = set(outputs or ()) or {r.activation for found in self._readers.values() for r in found
-                                          if r.branch is None or chosen.get(r.branch[0]) == r.branch[1]}
             # read mapped from the file, not copied (sessions.session, map_weights)
             self._sessions[key] = session(self.model_path, map_weights=True, branches=chosen or None,
-                                          extra_outputs=tuple(sorted(acts - self._graph_inputs - self._graph_outputs)))
+                                          extra_outputs=extra)
         return self._sessions[key]
 
     def _feeds(self):

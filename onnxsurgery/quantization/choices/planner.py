@@ -74,6 +74,10 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
                                           and c.lowering != "lean"],
         "float16_for_tensorrt": {c.name: c.why for c in candidates if float16_for_tensorrt(c.site, c.options)}}
     candidates, room = at_load(candidates, graph, options, opset, facts)
+    if activations is not None:  # what the lean and symmetric stages will ask for: one capture for both
+        activations.ahead([c.site for c in candidates if c.lowering == "lean" or (
+            options.auto_symmetric and c.lowering not in ("scaled", "tied") and not c.float16
+            and not decoder_nbits_chosen(c, facts))])
     lean_choice = choose_lean([c for c in candidates if c.lowering == "lean"], options, opset,
                               total_bytes=sum(c.site.nbytes for c in candidates), activations=activations,
                               room_at_load=room)

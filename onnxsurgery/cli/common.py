@@ -135,12 +135,17 @@ def model_argument(ctx, param, value):
 
     for path in (value if isinstance(value, tuple) else (value,)):
         if path is not None:
-            try:
-                model_file(path)
-            except OnnxSurgeryError as e:
-                click.echo(f"onnxsurgery: error: {one_line(str(e))}", err=True)
-                ctx.exit(EXIT_ERROR)
+            _refused_in_one_line(ctx, model_file, path)
     return value
+
+
+def _refused_in_one_line(ctx, check, path) -> None:
+    """`check(path)`, its OnnxSurgeryError said in one line with exit 2 (a click callback's)."""
+    try:
+        check(path)
+    except OnnxSurgeryError as e:
+        click.echo(f"onnxsurgery: error: {one_line(str(e))}", err=True)
+        ctx.exit(EXIT_ERROR)
 
 
 def model_or_folder_argument(ctx, param, value):
@@ -150,11 +155,7 @@ def model_or_folder_argument(ctx, param, value):
     from ..api.folders import folder_models
 
     if value is not None and Path(value).is_dir():
-        try:
-            folder_models(value)
-        except OnnxSurgeryError as e:
-            click.echo(f"onnxsurgery: error: {one_line(str(e))}", err=True)
-            ctx.exit(EXIT_ERROR)
+        _refused_in_one_line(ctx, folder_models, value)
         return value
     return model_argument(ctx, param, value)
 

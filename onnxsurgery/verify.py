@@ -117,6 +117,7 @@ def compare_models(
     shapes: dict[str, list[int]] | None = None, seed: int = 0, fold_candidate: bool = True,
     runtime: str = "onnxruntime", outputs: tuple[str, ...] | None = None,
     candidate_beside: str | os.PathLike | None = None, reference_runs: dict | None = None,
+    reference_outputs: tuple[list[str], list[list[np.ndarray]]] | None = None,
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
 
@@ -139,6 +140,10 @@ def compare_models(
     is the reference's own file under the reference's settings is not run again: the same file
     in the same session settings computes the same outputs (shrink --verify where nothing
     changed, `compare A A`).
+
+    `reference_outputs` (names, each sample's outputs): the reference's outputs on `samples`,
+    computed already (quant --inputs: the measured choices ran the original on them:
+    `Calibration.reference_outputs`), taken instead of running the reference again.
     """
     generated = samples is None
     # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
@@ -148,6 +153,11 @@ def compare_models(
     runs_key = (_identity(reference), streamed, seed, repr(shapes), None if generated else id(samples), same)
     if reference_runs is not None and runs_key in reference_runs:
         names, samples, expected = reference_runs[runs_key]
+    elif reference_outputs is not None and not generated and not same:
+        names, expected = reference_outputs
+        if reference_runs is not None:
+            reference_runs.clear()
+            reference_runs[runs_key] = (names, samples, expected)
     else:
         # the reference's own file is not compared with anything: one sample shows that it runs
         names, samples, expected = _reference_runs(reference, samples, shapes, seed, streamed, wider=not same)

@@ -350,3 +350,64 @@ def test_rows_sampled_from_a_large_activation_estimate_h(op):
     again = list(sampled_columns(x, reader, shape, max_rows=3000)[1])
     assert all(np.array_equal(a, b) for a, b in zip(parts, again))
     assert sampled_columns(x, reader, shape, max_rows=10 ** 7)[0] == 1.0  # under the cap: every row
+
+
+def test_choices_keep_the_rows_of_a_wide_weight_and_measure_the_same_output_error(tmp_path):
+    """The measured choices read CHOICE_ROWS rows per weight; where those are fewer than the
+    weight's input columns, H is kept as its rows (RowSample) and never formed: the output
+    errors it gives are those of H = X^T X over the same rows."""
+    from onnxsurgery.quantization.gptq import RowSample, input_energy, output_energy
+
+    k, n = 600, 8
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((k, n)) * 0.05).astype(np.float32)
+    m = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[4, k])],
+                       [builders.vi("y", shape=[4, n])], [numpy_helper.from_array(w, "W")])
+    src = tmp_path / "wide.onnx"
+    onnx.save(m, str(src))
+    samples = [{"x": rng.standard_normal((4, k)).astype(np.float32)} for _ in range(5)]  # 20 rows < 600 columns
+    site = next(s for s in collect_constants(gs.import_onnx(m)) if s.name == "W")
+    choices = Calibration.for_choices(src, samples)
+    choices.plan([site])
+    kept = choices.moments(site).total
+    assert isinstance(kept, RowSample) and kept.rows.shape == (20, k)
+    x = np.concatenate([s["x"] for s in samples]).astype(np.float64)
+    h = x.T @ x
+    d = rng.standard_normal((k, n)).astype(np.float32)
+    expected = output_energy(d, h, channel_axis=1, block_axis=0)
+    assert output_energy(d, kept, channel_axis=1, block_axis=0) == pytest.approx(expected, rel=1e-4)
+    np.testing.assert_allclose(input_energy(kept, (k, 1), channel_axis=1, block_axis=0),
+                               input_energy(h, (k, 1), channel_axis=1, block_axis=0), rtol=1e-4)
+    # GPTQ's calibration (rows per column x K) forms H from the same samples
+    gptq = Calibration(src, samples)
+    gptq.plan([site])
+    np.testing.assert_allclose(gptq.moments(site).total, h, rtol=1e-4, atol=1e-6 * np.abs(h).max())
+
+
+def test_verification_takes_the_captures_outputs_as_its_reference(tmp_path):
+    """quant --inputs: the measured choices ran the original model on every sample, asking for
+    its outputs too; verification compares the result with those instead of running the
+    original again, and its figures are the ones a fresh reference run gives."""
+    from onnxsurgery.verify import compare_models
+
+    model = _calibration_model()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    samples = _samples(range(3))
+    quantized = tmp_path / "q.onnx"
+    onnxsurgery.quant_file(src, quantized, min_elements=1000, verify=False)
+    choices = Calibration.for_choices(src, samples)
+    sites = [s for s in collect_constants(gs.import_onnx(model)) if s.name in ("W1", "Wc")]
+    choices.plan(sites)
+    choices.moments(sites[0])
+    names, outputs = choices.reference_outputs(samples)
+    assert names == ["c", "d"] and len(outputs) == 3
+    for got, feeds in zip(outputs, samples):
+        for a, b in zip(got, run(model, feeds)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert choices.reference_outputs(_samples(range(3))) is None  # not these samples: not their outputs
+    fresh = compare_models(src, quantized, samples=samples, fold_candidate=False)
+    shared = compare_models(src, quantized, samples=samples, fold_candidate=False,
+                            reference_outputs=(names, outputs))
+    assert shared["rel_l2_error"] == pytest.approx(fresh["rel_l2_error"], rel=1e-4)
+    assert shared["samples"] == fresh["samples"] == 3

@@ -16,7 +16,7 @@ from ..io import load_model, open_model
 from ..staging import save_model
 from ..opset import upgrade_opset
 from ..pipeline import Workspace, open_workspace, quant_pipeline
-from ..quantization.calibration import CHOICE_ROWS_PER_COLUMN, Calibration
+from ..quantization.calibration import Calibration
 from ..quantization.options import QuantOptions
 from ..quantization.request import QuantRequest
 from ..quantization.plan_edits import derived_dtypes
@@ -53,8 +53,7 @@ def _activations(input_path, options: QuantOptions, inputs: Inputs) -> Calibrati
     were measured on them), so without real inputs the choices are made from the weights alone.
     The budget's probes use it too, so that their int8 is the default's."""
     if inputs.samples and (options.auto_scheme or options.auto_symmetric):
-        return Calibration(input_path, inputs.samples, shapes=inputs.shapes, folds=1,  # no GPTQ held-out check
-                           rows_per_column=CHOICE_ROWS_PER_COLUMN)
+        return Calibration.for_choices(input_path, inputs.samples, shapes=inputs.shapes)
     return None
 
 

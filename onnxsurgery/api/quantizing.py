@@ -75,7 +75,7 @@ class Preparation:
         if not sampled:
             return None
         return (f"the inputs of {len(sampled)} weight{'s' * (len(sampled) != 1)} measured on a fixed sample of their "
-                f"rows (large activations: calibration.py, ROWS_PER_COLUMN)")
+                f"rows (large activations: calibration.py, CHOICE_ROWS and ROWS_PER_COLUMN)")
 
     @property
     def decided_by(self) -> str | None:
@@ -210,9 +210,11 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             _check_for_tensorrt(written, report)
         if not verification.verify:
             return
+        captured = prepared.activations if prepared is not None else None  # its runs: the reference's
         report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
                                              fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
-                                             reference_runs=reference_runs)
+                                             reference_runs=reference_runs, reference_outputs=captured and
+                                             captured.reference_outputs(inputs.samples))
         worst, max_error = report.verification["rel_l2_error"], verification.max_error
         four_bit = prepared is not None and (prepared.options.four_bit or any(  # a plan's 4-bit records
             w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))

@@ -35,11 +35,14 @@ is rounded without calibration (said so, in `skipped`; not the chunk budget, whi
 machine: the plan must not). And a large activation is not read in
 full: a Conv at 512 x 512 meets 262,144 input rows per sample, and H from ROWS_PER_COLUMN x K of
 them (a fixed pseudo-random subset, spread evenly over the samples, scaled back to the full
-count) is as good for GPTQ's factor and the output errors the choices compare, at a small
-multiple of GPTQ's own K^3 factorization rather than rows x K^2 (`sampled` says where). The
-measured choices (not GPTQ) keep one fold, half the memory and half the chunks, and read 4 rows
-per column: they compare the output errors of a weight's candidate forms on one H, where GPTQ
-inverts it.
+count) is as good for GPTQ's factor, at a small multiple of its own K^3 factorization rather
+than rows x K^2 (`sampled` says where). The measured choices (not GPTQ) keep one fold, half the
+memory and half the chunks, and read CHOICE_ROWS rows per weight whatever its width: they
+compare the output errors of a weight's candidate forms, an estimate whose precision follows
+the rows read, where GPTQ inverts H. Where those rows are fewer than K, H is kept as the rows
+(`RowSample`). Their runs of the original model also keep its outputs, which verification
+then takes as its reference (`reference_outputs`): with --inputs the original runs once per
+sample, not twice.
 """
 
 from __future__ import annotations
@@ -54,37 +57,51 @@ import numpy as np
 from ..errors import InputError, runtime_message
 from ..graph_utils import ConstantSite
 from .axes import choose_axes
-from .gptq import inverse_cholesky, output_error, quantize_with_factor
+from .gptq import RowSample, inverse_cholesky, output_error, quantize_with_factor
 from .input_rows import Reader, reading_graphs, readers, sampled_columns
 from .rounding import Quantized
 
 DEFAULT_MEMORY_BUDGET = 256 << 20  # the least a chunk may hold, and what any weight's H may take
 MAX_MEMORY_BUDGET = 2 << 30
-_WAITING_BYTES = 64 << 20  # input rows held for one product over several samples (_Waiting)
+_MIN_PRODUCT_ROWS = 256  # rows of a narrow input (K < 256) held for one product (_Waiting)
 STATISTICS_PER_WEIGHT = 4  # H may take this many times the weight's float32 bytes (or DEFAULT_MEMORY_BUDGET)
 ROWS_PER_COLUMN = 16  # input rows read per input column of a weight, over all samples (GPTQ)
-CHOICE_ROWS_PER_COLUMN = 4  # ... for the measured choices, which compare errors on one H
 MIN_ROWS = 4096  # ... and never fewer than this
+CHOICE_ROWS = 2048  # input rows read per weight, over all samples, for the measured choices
 
 
 class Moments:
     """H = sum of x x^T over the inputs one weight meets, in two folds: even-numbered and
     odd-numbered calibration samples. `factor` caches GPTQ's factors while `reused` (more
-    weights read the same inputs: Q, K and V); otherwise each is freed after its use."""
+    weights read the same inputs: Q, K and V); otherwise each is freed after its use.
+
+    With one fold and fewer rows than columns (the measured choices on a wide weight), H is
+    kept as its rows (`RowSample`): forming it would cost rows x K^2 and each output error
+    N x K^2, where the rows cost N x K x rows and nothing to form."""
 
     def __init__(self, k: int, folds: int = 2):
         self.folds = np.zeros((folds, k, k))
         self.reused = False
         self._factors: dict[str, np.ndarray] = {}
+        self._rows: RowSample | None = None
+
+    @staticmethod
+    def of_rows(rows: np.ndarray) -> "Moments":
+        moments = Moments(0, 1)
+        moments.folds = None
+        moments._rows = RowSample(rows)
+        return moments
 
     @property
-    def total(self) -> np.ndarray:
+    def total(self) -> np.ndarray | RowSample:
+        if self._rows is not None:
+            return self._rows
         return self.folds[0] if len(self.folds) == 1 else self.folds[0] + self.folds[1]
 
     @property
     def has_two_folds(self) -> bool:
         """False with a single sample: nothing is left over to check a fit against."""
-        return len(self.folds) == 2 and bool(self.folds[1].any())
+        return self.folds is not None and len(self.folds) == 2 and bool(self.folds[1].any())
 
     def factor(self, which: str) -> np.ndarray:
         """gptq.inverse_cholesky of "total", "even" or "odd"."""
@@ -122,7 +139,7 @@ class Calibration:
 
     def __init__(self, model_path: str | os.PathLike, samples: list[dict[str, np.ndarray]], *,
                  shapes: dict[str, list[int]] | None = None, memory_budget: int | None = None, folds: int = 2,
-                 rows_per_column: int = ROWS_PER_COLUMN):
+                 rows_per_column: int = ROWS_PER_COLUMN, rows: int | None = None):
         if not samples:
             raise InputError("calibration needs at least one sample")
         self.model_path = model_path
@@ -131,6 +148,11 @@ class Calibration:
         self.memory_budget = chunk_budget() if memory_budget is None else memory_budget
         self.folds = folds  # 2 for GPTQ's held-out check; the measured choices read only the total
         self.rows_per_column = rows_per_column
+        self.rows = rows  # a fixed number of rows per weight (the choices), else rows_per_column x K
+        # the model's own outputs on each sample, from the first capture's runs: verification's
+        # reference (`reference_outputs`), which then need not run the model again
+        self._outputs: list[list[np.ndarray]] | None = None
+        self._output_names: list[str] = []
         self._planned: dict[str, _Reading] = {}  # weight -> how it reads its inputs
         self._readings: list[_Reading] = []  # distinct, in the order they will be asked for
         self._readers: dict[_Reading, list[Reader]] = {}
@@ -145,6 +167,14 @@ class Calibration:
         self._input_names: list[str] = []
         self._conditions: dict[str, str] = {}  # a main-graph If (its first output) -> its condition, in the file
         self._file_branches: dict[tuple[str, str], list] | None = None  # (If, branch) -> its nodes in the file
+
+    @staticmethod
+    def for_choices(model_path, samples, *, shapes=None) -> "Calibration":
+        """What the measured choices read: one fold (no GPTQ held-out check) of CHOICE_ROWS rows
+        per weight. They compare a weight's candidate forms by their output error, an estimate
+        whose precision follows the number of rows, not the weight's width: rows in proportion
+        to K made H cost K^3 (ddddocr_det: 165 GFLOP for one 3456-column Conv)."""
+        return Calibration(model_path, samples, shapes=shapes, folds=1, rows=CHOICE_ROWS)
 
     def ahead(self, sites: list[ConstantSite]) -> None:
         """Weights that plans to come will ask for (the lean stage's, then the symmetric
@@ -235,6 +265,15 @@ class Calibration:
         # capture is a run of the model over every sample
         return found
 
+    def reference_outputs(self, samples) -> tuple[list[str], list[list[np.ndarray]]] | None:
+        """(output names, each sample's outputs) from the captures' runs of the original model on
+        `samples` when those are this calibration's own, each given whole (no input generated);
+        else None. The same file on the same inputs in the same session settings, asked for more
+        outputs: what verification's reference run computes, at no second run."""
+        if samples is not self.samples or self._outputs is None:
+            return None
+        return self._output_names, self._outputs
+
     def release(self) -> None:
         """Frees the captured H and the probes' sessions (the next `moments` captures again)."""
         self._cache, self._sessions, self._ahead = {}, {}, {}
@@ -243,25 +282,33 @@ class Calibration:
         chunk, total = [], 0
         asked = self._readings[start:]
         for reading in asked + [r for r in self._ahead if r not in set(asked)]:
-            if chunk and total + 8 * self.folds * reading.k ** 2 > self.memory_budget:  # folds of float64
+            held = self._held(reading)
+            if chunk and total + held > self.memory_budget:
                 break
             chunk.append(reading)
-            total += 8 * self.folds * reading.k ** 2
+            total += held
         self._cache = {}  # the last chunk's H freed before this one's is filled
         self._cache = {reading: Moments(reading.k, self.folds) for reading in chunk}
         given = self._graph_inputs
-        rows_per_sample = {reading: -(-max(MIN_ROWS, self.rows_per_column * reading.k) // len(self.samples))
-                           for reading in chunk}
-        waiting = _Waiting(self._cache)
+        rows_per_sample = {reading: -(-self._rows_read(reading) // len(self.samples)) for reading in chunk}
+        waiting = _Waiting(self._cache, as_rows=self.rows is not None)
+        keep = self._outputs is None and all(set(self._input_names) <= set(sample) for sample in self.samples)
+        outputs = []
         for index, feeds in enumerate(self._feeds()):
             chosen = self._branches_taken(feeds)
             taken = [(reading, [r for r in self._all_readers[reading] if r.branch is None or
                                 chosen.get(r.branch[0]) == r.branch[1]]) for reading in chunk]
             wanted = sorted({r.activation for _, found in taken for r in found} - given)
+            probe = self._probe(chosen)
+            if keep:
+                self._output_names = [o.name for o in probe.get_outputs() if o.name in self._graph_outputs]
+                wanted += [name for name in self._output_names if name not in wanted]
             try:
-                values = dict(zip(wanted, self._probe(chosen).run(wanted, feeds))) if wanted else {}
+                values = dict(zip(wanted, probe.run(wanted, feeds))) if wanted else {}
             except Exception as e:  # onnxruntime's own exception types: a sample that does not fit
                 raise InputError(f"onnxruntime failed on a calibration sample: {runtime_message(e)}") from e
+            if keep:
+                outputs.append([values[name] for name in self._output_names])
             values.update({k: v for k, v in feeds.items() if k in given})
             for reading, found in taken:
                 for r in found:
@@ -271,8 +318,22 @@ class Calibration:
                     for cols in parts:
                         waiting.add(reading, index % self.folds, cols, scale)
         waiting.flush()
+        if keep:
+            self._outputs = outputs
         if chunk[-1] is self._readings[-1]:
             self._sessions = {}  # the last chunk: free the probes' copies of the model
+
+    def _rows_read(self, reading: "_Reading") -> int:
+        return self.rows if self.rows is not None else max(MIN_ROWS, self.rows_per_column * reading.k)
+
+    def _held(self, reading: "_Reading") -> int:
+        """Bytes a reading holds while captured: per fold H in float64 and its rows waiting
+        (_Waiting: at most K of them, or with a fixed row count those rows and one sample's more)."""
+        if self.rows is None:
+            return 12 * self.folds * reading.k ** 2
+        n = len(self.samples)
+        rows = -(-self._rows_read(reading) // n) * n  # at most: each sample's share, rounded up
+        return 8 * reading.k ** 2 + 4 * reading.k * rows if rows >= reading.k else 4 * reading.k * rows
 
     def _branches_taken(self, feeds: dict[str, np.ndarray]) -> dict[str, str]:
         """The branch each If holding a planned reader takes on `feeds`: its condition is a
@@ -319,26 +380,42 @@ class Calibration:
 class _Waiting:
     """Input rows waiting to be added to their H, over several samples: one [rows, K] product
     over many samples is far faster than one per sample (3072 columns, 16 samples of 128 rows:
-    3.5 s -> 0.55 s). At most _WAITING_BYTES wait at once."""
+    3.5 s -> 0.55 s). Each H waits for K rows: every product then costs at least as much as
+    adding its K x K float32 result into the float64 H, which a shared 64 MiB limit broke on a
+    transformer (48 readings held 2 samples at a time: 256-row products, 33 s of 48). The rows
+    held are at most 4 K^2 bytes per fold (half of H's own 8 K^2, counted in the chunk's
+    budget: `Calibration._held`), plus one sample's rows. `as_rows` (a fixed row count per
+    weight, the choices) holds every row to the end, and H is formed only where rows >= K
+    (else `Moments.of_rows`)."""
 
-    def __init__(self, cache: dict):
+    def __init__(self, cache: dict, as_rows: bool = False):
         self.cache = cache
+        self.as_rows = as_rows
         self.parts: dict[tuple, list[np.ndarray]] = {}
-        self.held = 0
+        self.rows: dict[tuple, int] = {}
 
     def add(self, reading, fold: int, cols: np.ndarray, scale: float) -> None:
         if scale != 1.0:  # (c x)^T (c x) = c^2 x^T x: rows sampled from a larger activation count for all
             cols = cols * np.float32(math.sqrt(scale))
-        self.parts.setdefault((reading, fold), []).append(cols)
-        self.held += cols.nbytes
-        if self.held > _WAITING_BYTES:
-            self.flush()
+        key = (reading, fold)
+        self.parts.setdefault(key, []).append(cols)
+        self.rows[key] = self.rows.get(key, 0) + len(cols)
+        if not self.as_rows and self.rows[key] >= max(reading.k, _MIN_PRODUCT_ROWS):
+            self._add(key)
 
     def flush(self) -> None:
-        for (reading, fold), parts in self.parts.items():
-            cols = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            self.cache[reading].folds[fold] += cols.T @ cols  # a float32 product, summed in float64
-        self.parts, self.held = {}, 0
+        for key in list(self.parts):
+            self._add(key)
+
+    def _add(self, key) -> None:
+        reading, fold = key
+        parts = self.parts.pop(key)
+        self.rows.pop(key)
+        cols = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if self.as_rows and len(cols) < reading.k:
+            self.cache[reading] = Moments.of_rows(cols)  # its H never formed (its zeros never touched)
+            return
+        self.cache[reading].folds[fold] += cols.T @ cols  # a float32 product, summed in float64
 
 
 def chunk_budget() -> int:

@@ -109,16 +109,31 @@ def output_error(x: np.ndarray, qt: Quantized, hessian: np.ndarray, *, channel_a
                          channel_axis=channel_axis, block_axis=block_axis)
 
 
-def output_energy(w: np.ndarray, hessian: np.ndarray, *, channel_axis: int, block_axis: int) -> float:
+class RowSample:
+    """H given as the input rows behind it, H = X^T X (X: [rows, K] float32). Where rows < K,
+    an output error costs N x K x rows instead of N x K^2, and H is never formed."""
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = rows
+
+    def diagonal(self) -> np.ndarray:
+        return np.einsum("ij,ij->j", self.rows, self.rows, dtype=np.float64)
+
+
+def output_energy(w: np.ndarray, hessian: np.ndarray | RowSample, *, channel_axis: int, block_axis: int) -> float:
     """trace(W H W^T): the squared norm of the layer's output, summed over the inputs behind H."""
     d = np.transpose(w, matrix_order(w.ndim, channel_axis, block_axis)).reshape(w.shape[channel_axis], -1)
-    return float(np.einsum("ij,ij->", d @ hessian.astype(np.float32), d, dtype=np.float64))  # float32: 2x faster
+    if isinstance(hessian, RowSample):
+        out = d @ hessian.rows.T
+        return float(np.einsum("ij,ij->", out, out, dtype=np.float64))
+    return float(np.einsum("ij,ij->", d @ hessian.astype(np.float32, copy=False), d, dtype=np.float64))  # float32: 2x faster
 
 
 def input_energy(hessian: np.ndarray, shape: tuple[int, ...], *, channel_axis: int, block_axis: int) -> np.ndarray:
     """diag(H) laid out as the weight (its channel axis of size 1): how much of the layer's
     input each weight element multiplies, summed over the inputs behind H."""
-    return energy_layout(np.diagonal(hessian), shape, channel_axis=channel_axis, block_axis=block_axis)
+    diag = hessian.diagonal() if isinstance(hessian, RowSample) else np.diagonal(hessian)
+    return energy_layout(diag, shape, channel_axis=channel_axis, block_axis=block_axis)
 
 
 def energy_layout(diag: np.ndarray, shape: tuple[int, ...], *, channel_axis: int, block_axis: int) -> np.ndarray:

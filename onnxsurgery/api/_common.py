@@ -117,7 +117,7 @@ def _in_memory(model, command: str, run_passes, prepare=None) -> tuple[onnx.Mode
         ws = prepare(ws, report)
     run_passes(ws, report)
     report.passes = ws.reports
-    result = ws.finish()
+    result = ws.materialized(ws.finish())
     report.bytes_after = result.ByteSize()
     return result, report, ws
 

@@ -68,7 +68,7 @@ def _allocate(input_path, options: QuantOptions, merge: bool, budget: Budget, in
         quantize = ws.reports[-1]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "probe.onnx"
-            save_model(ws.export(), path, files=ws.files)
+            save_model(ws.finish(), path, files=ws.files)
             err = compare_models(input_path, path, samples=inputs.samples, shapes=inputs.shapes,
                                  fold_candidate=False)["rel_l2_error"]
             size = path.stat().st_size

@@ -61,7 +61,7 @@ def npy_file(
     if merge:
         ws.run_pipeline(shrink_pipeline(min_elements=min_elements))  # each distinct tensor once
     if external_data:
-        written = save_model(ws.export(), out, external_data=True, files=ws.files)
+        written = save_model(ws.finish(), out, external_data=True, files=ws.files)
         report.passes = ws.reports
         report.bytes_after = sum(p.stat().st_size for p in written)
         report.notes.append(f"tensors of 1 KB or more are in {written[0].name}")
@@ -72,7 +72,7 @@ def npy_file(
     ws.reports.append(moved_report)
     report.passes = ws.reports
     npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(out)
-    exported = ws.export()  # before anything is written: a failure here leaves nothing behind
+    exported = ws.finish()  # before anything is written: a failure here leaves nothing behind
     created = not npy_dir.exists()
     manifest = write_arrays(arrays, npy_dir, manifest_path(out))
     try:
@@ -115,7 +115,7 @@ def embed_file(
     report = RunReport("embed", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     ws.run(inputs_to_constants, arrays=feeds)
     report.passes = ws.reports
-    written = save_model(ws.export(), out, external_data=external_data, files=ws.files)
+    written = save_model(ws.finish(), out, external_data=external_data, files=ws.files)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
 

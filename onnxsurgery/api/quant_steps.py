@@ -175,7 +175,7 @@ def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
 
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
-        save_model(ws.export(), src, files=ws.files)
+        save_model(ws.finish(), src, files=ws.files)
         try:
             with _its_logging_to_ours():
                 quantize_dynamic(str(src), str(dst), extra_options={"EnableSubgraph": True})
@@ -183,7 +183,8 @@ def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
             raise UnsupportedModelError(f"quantize_dynamic failed: {runtime_message(e)}") from e
         # Its output can list nodes out of order around subgraphs that read outer values;
         # one more pass through gs sorts them.
-        return open_workspace(load_model(dst)).finish()
+        sorted_ws = open_workspace(load_model(dst))
+        return sorted_ws.materialized(sorted_ws.finish())
 
 
 @contextlib.contextmanager

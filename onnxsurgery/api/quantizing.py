@@ -6,12 +6,14 @@ the real run start from one `prepare`."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import onnx
 
+from ..declare import flags_of
 from ..errors import OptionError, VerificationError
 from ..staging import copy_file
 from ..passes.constants_to_initializers import constant_nodes_to_initializers
@@ -34,15 +36,21 @@ from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _
 
 
 
-def quant(model, *, merge: bool = True, request: QuantRequest | None = None,
-          **options) -> tuple[onnx.ModelProto, RunReport]:
-    """Weight-only quantization in memory (no verification; see `quant_file`). Options are the
-    fields of `QuantRequest` (quantization/request.py), or give the `request` itself."""
-    if request is not None and options:
-        raise OptionError(f"give a request or its options, not both ({', '.join(sorted(options))})")
-    quant_options = (request or QuantRequest.of(**options)).resolve()
+def quant(model, *, run: QuantRun | None = None, **options) -> tuple[onnx.ModelProto, RunReport]:
+    """Weight-only quantization in memory (no verification; see `quant_file`). It takes what
+    `quant_file` and `quant_plan` take (a `run`, or its options as keywords: the fields of
+    `QuantRequest`, `request=`, `merge=`, `memory=`), but for what needs files: a plan, a
+    budget, calibration, inputs, verification and output."""
+    run = QuantRun.given(run, options)
+    decision = run.decision
+    kept = dataclasses.replace(decision, request=QuantRequest(), merge=True, memory=None)
+    beyond = flags_of(kept) + flags_of(run.budget) + flags_of(run.inputs) + flags_of(run.verification) \
+        + flags_of(run.output)
+    if beyond:
+        raise OptionError(f"quant in memory takes the request, merge and memory; {beyond[0]} is quant_file's")
+    quant_options = run.options
     result, report, _ = _in_memory(
-        model, "quant", lambda ws, report: _run_quant_passes(ws, quant_options, merge),
+        model, "quant", lambda ws, report: _run_quant_passes(ws, quant_options, decision.merge),
         prepare=lambda ws, report: _at_required_opset(ws, model, quant_options, report, verify=False))
     _lift_plan(report)
     return result, report
@@ -88,7 +96,7 @@ def prepare(input_path, run: QuantRun) -> Preparation:
     """The preparation (above) of `run` on the model at `input_path`: the budget's probes run
     here when it has one."""
     decision, inputs = run.decision, run.inputs
-    options = run.resolved()
+    options = run.options
     calibration = Calibration(input_path, decision.calibration, shapes=inputs.shapes) \
         if decision.calibration is not None else None
     prepared = Preparation(run, options, _records(decision.plan), calibration, None)
@@ -104,7 +112,7 @@ def quant_plan(input_path: str | os.PathLike, *, run: QuantRun | None = None, **
     writing nothing: the options are quant_file's but for verification and output. The model is
     planned at the opset the real run upgrades it to, without upgrading it; with `plan`, that
     plan is checked against the model."""
-    run = quant_run(run, options, dry_run=True)
+    run = QuantRun.given(run, options, dry_run=True)
     prepared = prepare(input_path, run)
     ws = open_workspace(input_path)
     try:
@@ -159,7 +167,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
     list (`check_file`): what TensorRT would refuse becomes warnings and `target_check`.
 
     Contradicting options raise OptionError (also a ValueError) before anything is read."""
-    run = quant_run(run, options)
+    run = QuantRun.given(run, options)
     decision, inputs, verification = run.decision, run.inputs, run.verification
     out = output_for(input_path, output_path, run.output.in_place)
     if decision.calibration is not None:  # a wrong key: one line naming it, not onnxruntime's own words
@@ -203,7 +211,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
                                 + (f" ({len(details['not_calibrated'])} others: see --json, not_calibrated)"
                                    if details["not_calibrated"] else ""))
         report.notes.extend(filter(None, [prepared.decided_by]))
-        produce = ws.export
+        produce = ws.finish
 
     def check(written: Path) -> None:
         if run.runtime == "tensorrt":
@@ -243,16 +251,6 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
     written = _write_checked(ws, produce, out, external_data, check)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
-
-
-def quant_run(run: QuantRun | None, options: dict, dry_run: bool = False) -> QuantRun:
-    """`run`, or the run `options` (keywords) make; checked."""
-    if run is None:
-        return QuantRun.of(dry_run=dry_run, **options)
-    if options:
-        raise OptionError(f"give run or its options, not both ({', '.join(sorted(options))})")
-    run.check(dry_run)
-    return run
 
 
 def _records(plan: PlanSource | None) -> list[WeightPlan] | None:

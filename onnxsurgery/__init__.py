@@ -69,6 +69,7 @@ __all__ = [
     "BypassIdentities",
     "QuantizeWeights",
     "ShrinkRun",
+    "NpyRun",
     "PassReport",
     "RunReport",
     "OnnxSurgeryError",
@@ -110,7 +111,7 @@ _HOMES = {
     "BypassIdentities": "passes.bypass_identity",
     "QuantizeWeights": "passes.quantize_weights",
     **dict.fromkeys(["PassBase", "PassManager"], "passes.base"),
-    "ShrinkRun": "run_options",
+    **dict.fromkeys(["ShrinkRun", "NpyRun"], "run_options"),
     **dict.fromkeys(["PassReport", "RunReport"], "report"),
 }
 

@@ -32,7 +32,7 @@ from .graph_utils import make_names_unique, overridable_initializers
 from .io import import_onnx, inputs_with_defaults, load_model
 from .npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
 from .passes.bypass_identity import BypassIdentities
-from .passes.embed import inputs_to_constants
+from .passes.embed import EmbedInputs
 from .passes.externalize import externalize
 from .passes.base import PassManager, as_function, remove_dead
 from .passes.merge_constants import MergeDuplicates
@@ -130,4 +130,4 @@ def constants_to_npy(graph: gs.Graph, model_path: str | os.PathLike, *, npy_dir:
 def embed_npy(graph: gs.Graph, model_path: str | os.PathLike) -> PassReport:
     """`embed` on a gs.Graph, in place: the inputs listed in the manifest beside `model_path`
     become initializers again, their arrays read and checked (dtype, shape, sha256)."""
-    return inputs_to_constants(graph, arrays=load_feeds(model_path))
+    return EmbedInputs(load_feeds(model_path))(graph)

@@ -12,14 +12,13 @@ from __future__ import annotations
 import gc
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
 
 import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from .defaults import MERGE_MIN_ELEMENTS
-from .graph_utils import collect_constants, make_names_unique, overridable_initializers
+from .graph_utils import collect_constants, hold_values, held_values, make_names_unique, overridable_initializers
 from .export import export_model
 from .io import import_onnx, inputs_with_defaults, open_model
 from .lazy import ExternalFiles, FileBackedValues, materialize
@@ -67,12 +66,6 @@ class Workspace:
     def has_external_data_files(self) -> bool:
         """True when the input keeps tensors in files other than the .onnx itself."""
         return self.files is not None and bool(self.files.data_files)
-
-    def run(self, pass_fn: Callable[..., PassReport], **options) -> PassReport:
-        report = pass_fn(self.graph, **options)
-        self.reports.append(report)
-        _log_report(report)
-        return report
 
     def run_pipeline(self, passes: list[PassBase]) -> list[PassReport]:
         reports = PassManager(tuple(passes), self.overridable).run(self.graph)
@@ -224,6 +217,6 @@ def open_workspace(source, files: ExternalFiles | None = None) -> Workspace:
 def _read_payloads_through(graph: gs.Graph, files: ExternalFiles) -> None:
     """Give every constant whose payload is still in a file values that read it on demand."""
     for site in collect_constants(graph):
-        values = site.tensor._values
+        values = held_values(site.tensor)
         if type(values) is LazyValues and values.tensor.data_location == onnx.TensorProto.EXTERNAL:
-            site.tensor._values = FileBackedValues(values.tensor, files)
+            hold_values(site.tensor, FileBackedValues(values.tensor, files))

@@ -217,11 +217,8 @@ class ShrinkRun:
     @classmethod
     def of(cls, **keywords) -> "ShrinkRun":
         """The run from the API's keywords: its own fields, and the inputs and output groups
-        given whole or field by field (QuantRun.of)."""
-        own = {key: keywords.pop(key) for key in list(keywords) if key in SHRINK_FIELDS}
-        given = {name: keywords.pop(name, None) for name in ("inputs", "output")}
-        inputs, output = grouped("shrink", keywords, also=SHRINK_FIELDS, **given)
-        return cls(**own, inputs=inputs, output=output)
+        given whole or field by field (`routed`)."""
+        return routed(cls, "shrink", keywords)
 
     @classmethod
     def given(cls, run: "ShrinkRun | None", keywords: dict) -> "ShrinkRun":
@@ -234,7 +231,47 @@ class ShrinkRun:
         return {name: getattr(self, name) for name in ("min_elements", "transposed", "narrow", "half", "reshaped")}
 
 
-SHRINK_FIELDS = {f.name for f in dataclasses.fields(ShrinkRun)} - {"inputs", "output"}
+@dataclass(frozen=True)
+class NpyRun:
+    """An npy call's options: which constants move (`min_bytes`, None: 1 KB unless `names` or
+    `ops` select; or only the `shared` ones), where (`npy_dir`, None: beside the output), merging
+    first, and the output. Constructing one is npy's one validation site. (embed's options are
+    the Output group alone.)"""
+
+    npy_dir: str | os.PathLike | None = None
+    min_bytes: int | None = None
+    names: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
+    merge: bool = True
+    min_elements: int = MERGE_MIN_ELEMENTS
+    shared: bool = False
+    output: Output = field(default_factory=Output)
+
+    def __post_init__(self):
+        object.__setattr__(self, "names", tuple(self.names))
+        object.__setattr__(self, "ops", tuple(self.ops))
+        if self.shared and (self.min_bytes is not None or self.names or self.ops):
+            raise OptionError("--shared is a selection of its own; --min-bytes, --names and --ops select otherwise")
+
+    @classmethod
+    def of(cls, **keywords) -> "NpyRun":
+        return routed(cls, "npy", keywords)
+
+    @classmethod
+    def given(cls, run: "NpyRun | None", keywords: dict) -> "NpyRun":
+        return given_run(cls, run, keywords)
+
+
+def routed(kind, command: str, keywords: dict):
+    """A run of `kind` (ShrinkRun, NpyRun) from flat keywords: its own fields as they are, its
+    groups (inputs, output) given whole or field by field (`grouped`); an unknown keyword
+    refused in one line naming `command`'s options."""
+    groups = [f.name for f in dataclasses.fields(kind) if f.name in GROUPS]
+    own = {f.name for f in dataclasses.fields(kind)} - set(groups)
+    mine = {key: keywords.pop(key) for key in list(keywords) if key in own}
+    given = {name: keywords.pop(name, None) for name in groups}
+    made = grouped(command, keywords, also=own, **given)
+    return kind(**mine, **dict(zip(groups, made if len(groups) > 1 else (made,))))
 
 
 def given_run(kind, run, keywords: dict, **fixed):

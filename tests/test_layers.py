@@ -79,15 +79,15 @@ def test_defaults_shown_in_help_are_the_ones_used():
 
     from onnxsurgery import api, defaults, evaluate
     from onnxsurgery.passes import merge_constants
-    from onnxsurgery.run_options import ShrinkRun
+    from onnxsurgery.run_options import NpyRun, ShrinkRun
     from onnxsurgery.quantization.options import QuantOptions
 
     def default(fn, name):
         return inspect.signature(fn).parameters[name].default
 
-    for fn in (api.npy_file, api.info):
-        assert default(fn, "min_elements") == defaults.MERGE_MIN_ELEMENTS == 16, fn
-    assert merge_constants.MergeDuplicates().min_elements == ShrinkRun().min_elements == defaults.MERGE_MIN_ELEMENTS
+    assert default(api.info, "min_elements") == defaults.MERGE_MIN_ELEMENTS == 16
+    for run in (merge_constants.MergeDuplicates(), ShrinkRun(), NpyRun()):
+        assert run.min_elements == defaults.MERGE_MIN_ELEMENTS, run
     assert QuantOptions().min_elements == defaults.QUANT_MIN_ELEMENTS == 4096
     assert QuantOptions().block_size == defaults.QUANT_BLOCK_SIZE
     assert tuple(m.key for m in evaluate.METHODS) == defaults.METHOD_KEYS

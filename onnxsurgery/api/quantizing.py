@@ -16,7 +16,7 @@ import onnx
 from ..declare import flags_of
 from ..errors import OptionError, VerificationError
 from ..staging import copy_file
-from ..passes.constants_to_initializers import constant_nodes_to_initializers
+from ..passes.constants_to_initializers import ConstantsToInitializers
 from ..pipeline import Workspace, dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
 from ..quantization.choices import allocation
 from ..kv_cache import has_kv_cache
@@ -187,7 +187,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
     if prepared is None:  # --dynamic
         if decision.merge:
             ws.run_pipeline(shrink_pipeline())
-        ws.run(constant_nodes_to_initializers)
+        ws.run_pipeline([ConstantsToInitializers()])
         report.passes = ws.reports
         produce = lambda: _quantize_dynamic(ws)  # noqa: E731
     else:

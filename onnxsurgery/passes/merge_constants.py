@@ -38,6 +38,7 @@ from ..graph_utils import (
     collect_constants,
     common_scope,
     graph_outputs_holding,
+    held_values,
     is_file_backed,
     is_sparse,
     iter_scopes,
@@ -264,7 +265,7 @@ def survivor_value(group: DuplicateGroup, names: NameAllocator) -> gs.Tensor:
         return first.value
     # Constant nodes in sibling scopes: none is visible from all others, so the value becomes
     # an initializer (sharing the stored tensor, no copy) owned by their common scope.
-    return gs.Constant(names.new(first.name), first.tensor._values)
+    return gs.Constant(names.new(first.name), held_values(first.tensor))
 
 
 def _redirect(member: ConstantSite, survivor: gs.Tensor, scopes: list[Scope]) -> None:

@@ -28,11 +28,11 @@ from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
 from ..feeds import check_samples
 from ..verify import compare_models
-from ._common import _in_memory, _write_checked, os_errors, output_for
-from .budget import _allocate, planning_options
-from .check import _check_for_tensorrt
-from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _run_quant_passes, block_size_note,
-                          decided_by, needed_opset)
+from ._common import in_memory, write_checked, os_errors, output_for
+from .budget import allocate, planning_options
+from .check import check_for_tensorrt
+from .quant_steps import (at_required_opset, block_size_note, decided_by, measured_activations, needed_opset,
+                          run_quant_passes, run_quantize_dynamic)
 
 
 
@@ -49,9 +49,9 @@ def quant(model, *, run: QuantRun | None = None, **options) -> tuple[onnx.ModelP
     if beyond:
         raise OptionError(f"quant in memory takes the request, merge and memory; {beyond[0]} is quant_file's")
     quant_options = run.options
-    result, report, _ = _in_memory(
-        model, "quant", lambda ws, report: _run_quant_passes(ws, quant_options, decision.merge),
-        prepare=lambda ws, report: _at_required_opset(ws, model, quant_options, report, verify=False))
+    result, report, _ = in_memory(
+        model, "quant", lambda ws, report: run_quant_passes(ws, quant_options, decision.merge),
+        prepare=lambda ws, report: at_required_opset(ws, model, quant_options, report, verify=False))
     _lift_plan(report)
     return result, report
 
@@ -103,7 +103,7 @@ def prepare(input_path, run: QuantRun) -> Preparation:
     if run.budget.flag is not None:
         _budget(input_path, prepared)
     if prepared.records is None:
-        prepared.activations = _activations(input_path, prepared.options, inputs)
+        prepared.activations = measured_activations(input_path, prepared.options, inputs)
     return prepared
 
 
@@ -189,11 +189,11 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             ws.run_pipeline(shrink_pipeline())
         ws.run_pipeline([ConstantsToInitializers()])
         report.passes = ws.reports
-        produce = lambda: _quantize_dynamic(ws)  # noqa: E731
+        produce = lambda: run_quantize_dynamic(ws)  # noqa: E731
     else:
         report.notes.extend(prepared.notes)
         report.allocation = prepared.allocation
-        ws = _at_required_opset(ws, input_path, prepared.options, report, verify=verification.verify,
+        ws = at_required_opset(ws, input_path, prepared.options, report, verify=verification.verify,
                                 inputs=inputs, records=prepared.records,
                                 reference_runs=reference_runs, deferred=upgrade_checks)
         if ws.files is not None:
@@ -215,7 +215,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
 
     def check(written: Path) -> None:
         if run.runtime == "tensorrt":
-            _check_for_tensorrt(written, report)
+            check_for_tensorrt(written, report)
         if not verification.verify:
             return
         report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
@@ -248,7 +248,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         copy_file(input_path, out)
         report.bytes_after = report.bytes_before
         return report
-    written = _write_checked(ws, produce, out, external_data, check)
+    written = write_checked(ws, produce, out, external_data, check)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
 
@@ -267,7 +267,7 @@ def _budget(input_path, prepared: Preparation) -> None:
     budget.planning_options), each weight's format, and a note saying how."""
     run = prepared.run
     target_error, target_size = run.budget.target_error, run.budget.target_size
-    prepared.records, allocated, probed_error = _allocate(input_path, prepared.options, run.decision.merge,
+    prepared.records, allocated, probed_error = allocate(input_path, prepared.options, run.decision.merge,
                                                           run.budget, run.inputs, prepared.calibration)
     prepared.options = planning_options(prepared.options)
     prepared.allocation = allocated.formats

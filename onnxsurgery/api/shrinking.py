@@ -14,7 +14,7 @@ from ..report import RunReport
 from ..run_options import ShrinkRun
 from ..verify import compare_models
 from ..sessions import load_error
-from ._common import _in_memory, _write_checked, os_errors, output_for
+from ._common import in_memory, write_checked, os_errors, output_for
 
 
 def _run_shrink_passes(ws: Workspace, report: RunReport, run: ShrinkRun) -> None:
@@ -38,7 +38,7 @@ def shrink(model, *, run: ShrinkRun | None = None, **options) -> tuple[onnx.Mode
     if run != ShrinkRun(**run.passes):
         raise OptionError("shrink in memory takes min_elements, transposed, narrow, half and reshaped; "
                           "verification, target and output are shrink_file's")
-    result, report, ws = _in_memory(model, "shrink", lambda ws, report: _run_shrink_passes(ws, report, run))
+    result, report, ws = in_memory(model, "shrink", lambda ws, report: _run_shrink_passes(ws, report, run))
     if ws.template is not None and report.bytes_after > report.bytes_before:
         report.notes.append("the rewritten model was larger than the input; input kept as it is")
         result, report.bytes_after = ws.materialized(ws.template), report.bytes_before
@@ -104,7 +104,7 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
         return report
 
     # payloads stay in the input file until written
-    written = _write_checked(ws, ws.finish, out, external_data, check if verify else None)
+    written = write_checked(ws, ws.finish, out, external_data, check if verify else None)
     report.bytes_after = sum(p.stat().st_size for p in written)
     if copy_allowed and report.bytes_after > report.bytes_before:
         report.notes.append("the rewritten model was larger than the input; wrote the input as it is")
@@ -118,8 +118,8 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
 def _for_target(target: str, written: Path, report: RunReport) -> None:
     """`shrink --target tensorrt`: what merging means there, and the check of the result."""
     from ..targets.tensorrt import MERGING_NOTE
-    from .check import _check_for_tensorrt
+    from .check import check_for_tensorrt
 
     if any(p.name == "merge_duplicates" and p.changed for p in report.passes):
         report.notes.append(MERGING_NOTE)
-    _check_for_tensorrt(written, report)
+    check_for_tensorrt(written, report)

@@ -9,11 +9,14 @@ command-line spelling (declare.py) for the Python API, the CLI and its reference
   the runtime it is computed as.
 - Output: overwriting the input, a data file or one file.
 
-`QuantRun` holds a quant call's groups. `QuantRun.of(**keywords)` routes the API's flat keywords
-(`samples=`, `dtype=`, `in_place=`) to their groups, and `check()` refuses every combination of
-options from different groups, here and nowhere else (a request's own contradictions are
-QuantRequest.resolve's). shrink_file takes Inputs and Output too; npy_file and embed_file take
-Output.
+Each command's options are one frozen object, validated once, when it is constructed:
+`QuantRun` (quant_file, quant_plan and quant: the groups above; its `options` are the request
+resolved once), `ShrinkRun` (shrink, shrink_file), `NpyRun` (npy_file; embed_file takes the
+Output group). `X.of(**keywords)` routes the API's flat keywords (`samples=`, `dtype=`,
+`in_place=`) to their groups; `X.given(run, keywords)` takes one or the other, the calling
+shape of every file command. Refused here: what one group's option makes meaningless in
+another's; ranges, choices and a request's own contradictions are the value types' own
+(QuantOptions, QuantRequest.resolve, click's ranges from the declared fields).
 """
 
 from __future__ import annotations

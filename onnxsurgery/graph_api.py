@@ -32,13 +32,26 @@ from .graph_utils import make_names_unique, overridable_initializers
 from .io import import_onnx, inputs_with_defaults, load_model
 from .npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
 from .passes.bypass_identity import BypassIdentities
-from .passes.embed import inputs_to_constants
+from .passes.embed import EmbedInputs
 from .passes.externalize import externalize
-from .pipeline import remove_dead, run_pipeline
+from .passes.base import PassManager, as_function, remove_dead
+from .passes.merge_constants import MergeDuplicates
+from .passes.merge_reshaped import MergeReshaped
+from .passes.merge_transposed import MergeTransposed
+from .passes.narrow_types import Narrow
+from .passes.shape_only import FoldShapeOnly
 from .quantization.request import QuantRequest
 from .quantization.choices.rules import required_opset
 from .passes.quantize_weights import QuantizeWeights
 from .report import PassReport
+
+# The passes as the functions scripts call, each its class run on the graph (passes.base.as_function):
+# `merge_duplicate_constants(graph, min_elements=...)` is `MergeDuplicates(min_elements=...)(graph)`.
+merge_duplicate_constants = as_function(MergeDuplicates)
+merge_transposed_constants = as_function(MergeTransposed)
+merge_reshaped_constants = as_function(MergeReshaped)
+fold_shape_only_constants = as_function(FoldShapeOnly)
+narrow_constants = as_function(Narrow)
 
 # Stored narrower than the float32 they stand for: what dequantization or a Cast widens.
 _NARROW_STORAGE = (np.int8, np.uint8, np.float16)
@@ -76,7 +89,7 @@ def quantize_weights(graph: gs.Graph, **options) -> PassReport:
     if graph.opset < needed:
         raise UnsupportedModelError(f"this scheme needs opset {needed}; the graph is opset {graph.opset}: "
                                     "upgrade the model first (onnx.version_converter), or use quant_file, which does")
-    bypassed, report = run_pipeline(graph, [BypassIdentities(), QuantizeWeights(quant_options, graph.opset)])
+    bypassed, report = PassManager((BypassIdentities(), QuantizeWeights(quant_options, graph.opset))).run(graph)
     report.details["identities_bypassed"] = bypassed.changed
     return report
 
@@ -117,4 +130,4 @@ def constants_to_npy(graph: gs.Graph, model_path: str | os.PathLike, *, npy_dir:
 def embed_npy(graph: gs.Graph, model_path: str | os.PathLike) -> PassReport:
     """`embed` on a gs.Graph, in place: the inputs listed in the manifest beside `model_path`
     become initializers again, their arrays read and checked (dtype, shape, sha256)."""
-    return inputs_to_constants(graph, arrays=load_feeds(model_path))
+    return EmbedInputs(load_feeds(model_path))(graph)

@@ -135,10 +135,24 @@ class ConstantSite:
         return stored_nbytes(self.tensor)
 
 
+def held_values(c: gs.Constant):
+    """What holds a constant's values: gs's private `Constant._values` (gs 0.6: LazyValues over
+    the imported proto, SparseValues, a numpy array) or ours (lazy.FileBackedValues). The one
+    adapter over that private attribute (with `hold_values`); a gs upgrade that renames it is
+    fixed here."""
+    return c._values
+
+
+def hold_values(c: gs.Constant, values) -> None:
+    """Give `c` a holder of its values (`held_values`), e.g. one that reads them from a file on
+    demand, without loading anything."""
+    c._values = values
+
+
 def onnx_dtype(c: gs.Constant) -> int:
     """The ONNX data type of a constant, read without touching its values."""
-    if isinstance(c._values, LazyValues):
-        return int(c._values.tensor.data_type)
+    if isinstance(held_values(c), LazyValues):
+        return int(held_values(c).tensor.data_type)
     from onnx_graphsurgeon.exporters.onnx_exporter import dtype_to_onnx
 
     return int(dtype_to_onnx(c.export_dtype if c.export_dtype is not None else c.dtype))
@@ -173,7 +187,7 @@ def stored_bytes(c: gs.Constant) -> bytes:
     For an imported tensor in raw form this is the protobuf's raw_data, with no numpy array
     in between; typed-field tensors (float_data, int64_data, ...) go through numpy.
     """
-    v = c._values
+    v = held_values(c)
     if is_file_backed(c):
         return v.read()
     if isinstance(v, LazyValues):
@@ -186,21 +200,22 @@ def stored_bytes(c: gs.Constant) -> bytes:
 
 def is_file_backed(c: gs.Constant) -> bool:
     """True when the values are still in a file (lazy.FileBackedValues) and read on demand."""
-    return hasattr(c._values, "read")
+    return hasattr(held_values(c), "read")
 
 
 def read_stored(c: gs.Constant, offset: int, length: int) -> bytes:
     """Bytes [offset, offset + length) of the stored values; reads only those from a file."""
     if is_file_backed(c):
-        return c._values.read(offset, length)
+        return held_values(c).read(offset, length)
     return stored_bytes(c)[offset:offset + length]
 
 
 def read_values(c: gs.Constant) -> np.ndarray:
     """The constant's values as numpy, without caching them in the constant (gs's `.values`
     keeps what it loads, which would hold every weight a pass looks at in memory)."""
-    if isinstance(c._values, LazyValues):
-        return c._values.load()
+    values = held_values(c)
+    if isinstance(values, LazyValues):
+        return values.load()
     return np.asarray(c.values)
 
 
@@ -212,7 +227,7 @@ def set_values(c: gs.Constant, array: np.ndarray) -> None:
 
 
 def is_sparse(c: gs.Constant) -> bool:
-    return isinstance(c._values, SparseValues)
+    return isinstance(held_values(c), SparseValues)
 
 
 def collect_constants(graph: gs.Graph, scopes: list[Scope] | None = None) -> list[ConstantSite]:

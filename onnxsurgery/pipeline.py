@@ -1,9 +1,10 @@
 """Run passes over a model: import once, rewrite, clean up and sort once, export once.
 
-A pipeline is data: a list of steps (passes/base.py), built here once per command
-(`shrink_pipeline`, `quant_pipeline`), run with `run_pipeline` by the API, the CLI and scripts
-on gs graphs alike, estimated with `estimate_pipeline` by `info` without changing the graph, and
-run up to the quantizer's plan with `dry_run_pipeline` by `quant --dry-run`.
+A pipeline is data: a list of passes (passes/base.py), built here once per command
+(`shrink_pipeline`, `quant_pipeline`), run by one manager (passes.base.PassManager): whole
+(`run_pipeline`, by the API, the CLI and scripts on gs graphs alike), estimated without changing
+the graph (`estimate_pipeline`, by `info`), or up to the quantizer's plan (`dry_run_pipeline`,
+by `quant --dry-run`). `finish` is the end of every pipeline: cleanup, sort, export, once.
 """
 
 from __future__ import annotations
@@ -11,18 +12,17 @@ from __future__ import annotations
 import gc
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
 
 import onnx
 import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from .defaults import MERGE_MIN_ELEMENTS
-from .graph_utils import collect_constants, make_names_unique, overridable_initializers
+from .graph_utils import collect_constants, hold_values, held_values, make_names_unique, overridable_initializers
 from .export import export_model
 from .io import import_onnx, inputs_with_defaults, open_model
 from .lazy import ExternalFiles, FileBackedValues, materialize
-from .passes.base import Estimate, Pass
+from .passes.base import Estimate, PassBase, PassManager, remove_dead
 from .passes.bypass_identity import BypassIdentities
 from .passes.half_width import HalfWidth
 from .passes.merge_constants import MergeDuplicates
@@ -67,14 +67,8 @@ class Workspace:
         """True when the input keeps tensors in files other than the .onnx itself."""
         return self.files is not None and bool(self.files.data_files)
 
-    def run(self, pass_fn: Callable[..., PassReport], **options) -> PassReport:
-        report = pass_fn(self.graph, **options)
-        self.reports.append(report)
-        _log_report(report)
-        return report
-
-    def run_pipeline(self, passes: list[Pass]) -> list[PassReport]:
-        reports = run_pipeline(self.graph, passes, overridable=self.overridable)
+    def run_pipeline(self, passes: list[PassBase]) -> list[PassReport]:
+        reports = PassManager(tuple(passes), self.overridable).run(self.graph)
         for report in reports:
             self.reports.append(report)
             _log_report(report)
@@ -89,15 +83,12 @@ class Workspace:
         once `spill_into` a folder, else None (everything stays in memory)."""
         return self.files if self.files is not None and self.files.spilling else None
 
-    def export(self) -> onnx.ModelProto:
-        """`finish`. Large payloads may still be references into the input's files, or to
-        arrays the files hold (`ExternalFiles.hold`): write with `save_model(..., files=self.files)`
-        before `close`."""
-        return finish(self.graph, self.template, overridable=self.overridable, store=self.files)
-
     def finish(self) -> onnx.ModelProto:
-        """`export`, with every payload read in: a self-contained ModelProto."""
-        return self.materialized(self.export())
+        """The graph's `finish` (cleanup, sort, export once). Large payloads may still be
+        references into the input's files, or to arrays the files hold (`ExternalFiles.hold`):
+        write with `save_model(..., files=self.files)` before `close`, or read them in
+        (`materialized`) for a self-contained ModelProto."""
+        return finish(self.graph, self.template, overridable=self.overridable, store=self.files)
 
     def close(self) -> None:
         """Release the graph, the input's proto and its data files once the result is staged,
@@ -110,7 +101,8 @@ class Workspace:
         gc.collect()
 
     def materialized(self, model: onnx.ModelProto) -> onnx.ModelProto:
-        """`model` with every payload still in the input's files read back in."""
+        """`model` (`finish`'s, or the input's template) with every payload still in the input's
+        files read back in: a self-contained ModelProto."""
         if self.files is not None:
             materialize(model, self.files, all_tensor_protos(model.graph))
         return model
@@ -118,18 +110,18 @@ class Workspace:
 
 def shrink_pipeline(*, min_elements: int = MERGE_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
                     half: bool = True, reshaped: bool = False, opsets: dict[str, int] | None = None,
-                    store: ExternalFiles | None = None) -> list[Pass]:
+                    store: ExternalFiles | None = None) -> list[PassBase]:
     """`shrink`: constants read only by Shape become their shape; identical constants merged;
     optionally (`reshaped`) those equal under another shape, through a Reshape; optionally
     transposed copies; optionally narrow; then, unless `half` is False, float32 constants exact
     in 16 bits stored in 2 bytes (moved to `store` as they accumulate, `ExternalFiles.offload`)."""
-    steps: list[Pass] = [FoldShapeOnly(), MergeDuplicates(min_elements)]
+    steps: list[PassBase] = [FoldShapeOnly(), MergeDuplicates(min_elements)]
     if reshaped:
         steps.append(MergeReshaped(min_elements))
     if transposed:
         steps.append(MergeTransposed(min_elements))
     if narrow:
-        steps.append(Narrow(_frozen(opsets)))
+        steps.append(Narrow(opsets))
     if half:
         steps.append(HalfWidth(min_elements, (opsets or {}).get(""), store))
     return steps
@@ -137,74 +129,44 @@ def shrink_pipeline(*, min_elements: int = MERGE_MIN_ELEMENTS, transposed: bool 
 
 def quant_pipeline(options: QuantOptions, *, merge: bool = True, opsets: dict[str, int] | None = None,
                    calibration: Calibration | None = None, activations: Calibration | None = None,
-                   records=None, store: ExternalFiles | None = None) -> list[Pass]:
+                   records=None, store: ExternalFiles | None = None) -> list[PassBase]:
     """`quant`: Identity nodes in front of weights bypassed (so that the quantizer sees who
     reads each weight), constants read only by Shape replaced by their shape and identical
     constants merged (unless `merge` is False), weights quantized (as `records`, a plan
     read from a file or the budget's Plan, or as the options' plan); for TensorRT, which
     computes in int32, int64 constants narrowed where exact.
     `store`: where the quantizer moves its payloads as they accumulate (`ExternalFiles.offload`)."""
-    steps: list[Pass] = [BypassIdentities()]
+    steps: list[PassBase] = [BypassIdentities()]
     if merge:
         steps += [FoldShapeOnly(), MergeDuplicates()]
     steps.append(QuantizeWeights(options, (opsets or {}).get(""), calibration, activations,
                                  records if records is None or isinstance(records, Plan) else tuple(records),
                                  store=store))
     if options.target == "tensorrt":
-        steps.append(Narrow(_frozen(opsets)))
+        steps.append(Narrow(opsets))
     return steps
 
 
-def _frozen(opsets: dict[str, int] | None) -> tuple[tuple[str, int], ...] | None:
-    return tuple(sorted(opsets.items())) if opsets is not None else None
+def run_pipeline(graph: gs.Graph, passes: list[PassBase], *,
+                 overridable: frozenset[str] | None = None) -> list[PassReport]:
+    """`passes` applied in order, in place (PassManager.run); `overridable` (default: the
+    constants listed among the graph's inputs) is never touched."""
+    return PassManager(tuple(passes), overridable).run(graph)
 
 
-def run_pipeline(graph: gs.Graph, passes: list[Pass], *, overridable: frozenset[str] | None = None) -> list[PassReport]:
-    """Apply each step in order, in place; the graph is cleaned up before a step that needs it.
-    `overridable` (default: the constants listed among the graph's inputs) is never touched."""
+def dry_run_pipeline(graph: gs.Graph, passes: list[PassBase], *, overridable: frozenset[str] | None = None) -> Plan:
+    """`quant --dry-run`: the passes before the quantizer applied (on a graph nobody writes), then
+    the quantizer's plan (quantization.plan.Plan) returned, the graph otherwise unchanged (passes
+    after it, such as TensorRT's narrowing, change no weight's plan)."""
     overridable = overridable_initializers(graph) if overridable is None else overridable
-    reports = []
-    for step in passes:
-        if step.needs_cleanup:
-            remove_dead(graph)
-        reports.append(step.apply(graph, overridable=overridable))
-    return reports
-
-
-def dry_run_pipeline(graph: gs.Graph, passes: list[Pass], *, overridable: frozenset[str] | None = None):
-    """`quant --dry-run`: the steps before the quantizer applied (on a graph nobody writes), then
-    the quantizer's plan (quantization.plan.Plan) returned, the graph otherwise unchanged (steps after
-    it, such as TensorRT's narrowing, change no weight's plan)."""
-    overridable = overridable_initializers(graph) if overridable is None else overridable
-    at = next(i for i, step in enumerate(passes) if isinstance(step, QuantizeWeights))
-    before, quantize = passes[:at], passes[at]
-    run_pipeline(graph, before, overridable=overridable)
-    remove_dead(graph)
+    quantize = PassManager(tuple(passes), overridable).run_until(graph, QuantizeWeights)
     return quantize.plan(graph, overridable=overridable)
 
 
-def estimate_pipeline(graph: gs.Graph, passes: list[Pass], *, overridable: frozenset[str] | None = None,
+def estimate_pipeline(graph: gs.Graph, passes: list[PassBase], *, overridable: frozenset[str] | None = None,
                       memo: dict | None = None) -> list[Estimate]:
-    """What each step would save, the graph unchanged: each estimate leaves out the constants
-    the steps before it would remove. Pipelines estimated on one graph may share a `memo`, so
-    that a step they have in common (the merge) reads the weights once."""
-    overridable = overridable_initializers(graph) if overridable is None else overridable
-    memo = {} if memo is None else memo
-    removed: frozenset[int] = frozenset()
-    estimates = []
-    for step in passes:
-        key = (step, removed)
-        if key not in memo:
-            memo[key] = step.estimate(graph, overridable=overridable, removed=removed)
-        removed |= memo[key].removes
-        estimates.append(memo[key])
-    return estimates
-
-
-def remove_dead(graph: gs.Graph) -> None:
-    """Remove what the passes left dead (e.g. Constant nodes merged away), in all scopes,
-    keeping every graph input: a caller may still feed one the graph no longer reads."""
-    graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)
+    """What each pass would save, the graph unchanged (PassManager.estimate)."""
+    return PassManager(tuple(passes), overridable).estimate(graph, memo)
 
 
 def finish(graph: gs.Graph, template: onnx.ModelProto | None = None, *,
@@ -255,6 +217,6 @@ def open_workspace(source, files: ExternalFiles | None = None) -> Workspace:
 def _read_payloads_through(graph: gs.Graph, files: ExternalFiles) -> None:
     """Give every constant whose payload is still in a file values that read it on demand."""
     for site in collect_constants(graph):
-        values = site.tensor._values
+        values = held_values(site.tensor)
         if type(values) is LazyValues and values.tensor.data_location == onnx.TensorProto.EXTERNAL:
-            site.tensor._values = FileBackedValues(values.tensor, files)
+            hold_values(site.tensor, FileBackedValues(values.tensor, files))

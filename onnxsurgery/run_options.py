@@ -9,11 +9,14 @@ command-line spelling (declare.py) for the Python API, the CLI and its reference
   the runtime it is computed as.
 - Output: overwriting the input, a data file or one file.
 
-`QuantRun` holds a quant call's groups. `QuantRun.of(**keywords)` routes the API's flat keywords
-(`samples=`, `dtype=`, `in_place=`) to their groups, and `check()` refuses every combination of
-options from different groups, here and nowhere else (a request's own contradictions are
-QuantRequest.resolve's). shrink_file takes Inputs and Output too; npy_file and embed_file take
-Output.
+Each command's options are one frozen object, validated once, when it is constructed:
+`QuantRun` (quant_file, quant_plan and quant: the groups above; its `options` are the request
+resolved once), `ShrinkRun` (shrink, shrink_file), `NpyRun` (npy_file; embed_file takes the
+Output group). `X.of(**keywords)` routes the API's flat keywords (`samples=`, `dtype=`,
+`in_place=`) to their groups; `X.given(run, keywords)` takes one or the other, the calling
+shape of every file command. Refused here: what one group's option makes meaningless in
+another's; ranges, choices and a request's own contradictions are the value types' own
+(QuantOptions, QuantRequest.resolve, click's ranges from the declared fields).
 """
 
 from __future__ import annotations
@@ -21,10 +24,15 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from .defaults import MERGE_MIN_ELEMENTS
 from .declare import CHECKS, OUTPUT, STORE, WEIGHTS, WHERE, declared, flags_of
 from .errors import OptionError
-from .quantization.request import QuantRequest
+from .quantization.request import QuantRequest, where_it_runs
+
+if TYPE_CHECKING:
+    from .quantization.options import QuantOptions
 
 PlanSource = str | os.PathLike | dict | list  # a plan's JSON file, its parsed dict, or WeightPlan records
 
@@ -97,20 +105,36 @@ def field_names(group) -> set[str]:
 
 @dataclass(frozen=True)
 class QuantRun:
-    """A quant call's options, group by group (module doc)."""
+    """A quant call's options, group by group (module doc): what `quant_file`, `quant_plan` and
+    `quant` take. Constructing one is the command's one validation site (`__post_init__`): the
+    hidden web alias normalised, every combination across groups refused, and the request
+    resolved once (`options`, QuantOptions: the value type that checks its own ranges, choices
+    and contradictions). `dry_run`: the run `quant_plan` makes, which writes and verifies nothing."""
 
     decision: Decision = field(default_factory=Decision)
     budget: Budget = field(default_factory=Budget)
     inputs: Inputs = field(default_factory=Inputs)
     verification: Verification = field(default_factory=Verification)
     output: Output = field(default_factory=Output)
+    dry_run: bool = False
+    options: QuantOptions = field(init=False, repr=False, compare=False)  # the request resolved, once
+
+    def __post_init__(self):
+        request = self.decision.request
+        target, runtime = where_it_runs(request.target, self.verification.runtime)
+        if runtime == "onnxruntime-web" and request.target == target == "any":
+            # the hidden `--runtime onnxruntime-web` beside target any: the request says `--target onnxruntime-web`
+            object.__setattr__(self, "decision", dataclasses.replace(
+                self.decision, request=dataclasses.replace(request, target="onnxruntime-web")))
+        self._refuse_combinations()
+        # and the request's own contradictions, before anything is read
+        object.__setattr__(self, "options", self.decision.request.resolve(runtime, self.decision.memory))
 
     @classmethod
     def of(cls, *, dry_run: bool = False, **keywords) -> "QuantRun":
         """The run from the API's keywords: whole groups by their names (`inputs=Inputs(...)`,
         `request=QuantRequest(...)`), or their fields one by one (`samples=`, `dtype=`), one or
-        the other for a group. An unknown keyword is refused in one line naming the known ones;
-        the combination is checked (`check`)."""
+        the other for a group. An unknown keyword is refused in one line naming the known ones."""
         asked = {key: keywords.pop(key) for key in list(keywords) if key in field_names(QuantRequest)}
         asked = {key: value for key, value in asked.items() if value is not None}  # None: choose for me
         if asked:  # the request's fields, one by one: the decision's request
@@ -123,36 +147,27 @@ class QuantRun:
             keywords["outputs"] = tuple(keywords["outputs"])
         given = {name: keywords.pop(name, None) for name in GROUPS}
         groups = dict(zip(GROUPS, grouped("quant", keywords, also=field_names(QuantRequest), **given)))
-        run = cls(**groups)._web_alias()
-        run.check(dry_run)
-        return run
+        return cls(**groups, dry_run=dry_run)
 
-    def _web_alias(self) -> "QuantRun":
-        """The hidden `--runtime onnxruntime-web` beside target any is `--target onnxruntime-web`
-        (declared once, in QuantRequest)."""
-        request = self.decision.request
-        if self.verification.runtime == "onnxruntime-web" and request.target == "any":
-            request = dataclasses.replace(request, target="onnxruntime-web")
-            return dataclasses.replace(self, decision=dataclasses.replace(self.decision, request=request))
-        return self
+    @classmethod
+    def given(cls, run: "QuantRun | None", keywords: dict, *, dry_run: bool = False) -> "QuantRun":
+        """The one calling shape of quant_file, quant_plan and quant (`given_run`), as a dry run or not."""
+        return given_run(cls, run, keywords, dry_run=dry_run)
 
     @property
     def runtime(self) -> str:
         """What verification computes as: TensorRT for its target, else onnxruntime or its web build."""
-        if self.decision.request.target == "tensorrt":
-            return "tensorrt"
-        return "onnxruntime-web" if self.decision.request.target == "onnxruntime-web" else self.verification.runtime
+        return "tensorrt" if self.decision.request.target == "tensorrt" else self.options.runtime
 
-    def check(self, dry_run: bool = False) -> None:
-        """Every option that another makes meaningless, refused in words naming both
-        (OptionError, exit 2 on the CLI), before anything is read: across groups here, within
-        the request by QuantRequest.resolve, called last."""
+    def _refuse_combinations(self) -> None:
+        """Every option that another group's makes meaningless, refused in words naming both
+        (OptionError, exit 2 on the CLI)."""
         decision, request, budget = self.decision, self.decision.request, self.budget.flag
         # --target onnxruntime-web says how the result is verified, which --dynamic's is too
         flags = " ".join(flags_of(dataclasses.replace(request, target="any")) if request.target == "onnxruntime-web"
                          else flags_of(request))
         if decision.dynamic:
-            if dry_run:
+            if self.dry_run:
                 raise OptionError("--dynamic runs onnxruntime's quantize_dynamic, which has no plan to show")
             asked = flags or budget or ("--plan" if decision.plan is not None else None) or \
                 ("--calibration" if decision.calibration is not None else None)
@@ -163,24 +178,114 @@ class QuantRun:
             asked = " ".join(flags_of(dataclasses.replace(request, target="any"))) or budget
             if asked:
                 raise OptionError(f"--plan decides every weight; {asked} does not apply (edit the plan instead)")
-        stays_float = "--fp16" if request.fp16 else "--levels" if request.levels else None
+        stays_float = request.stays_float
         if stays_float and (decision.calibration is not None or budget):
             raise OptionError(f"{stays_float} stores no integers; {budget or '--calibration'} does not apply")
         if request.target == "tensorrt" and self.verification.runtime == "onnxruntime-web":
             raise OptionError("--target tensorrt and --runtime onnxruntime-web name two runtimes; pick one "
                               "(--target onnxruntime-web)")
-        if dry_run:
+        if self.dry_run:
             written = flags_of(self.output) + flags_of(dataclasses.replace(self.verification, runtime="onnxruntime")) \
                 + (["--outputs"] if self.inputs.outputs else [])
             if written:
                 raise OptionError(f"--dry-run writes and verifies nothing; {written[0]} does not apply")
         elif self.verification.max_error is not None and not self.verification.verify:
             raise OptionError("--max-error needs the verification that --no-verify skips")
-        self.resolved()  # and the request's own contradictions (QuantRequest.resolve), before anything is read
 
-    def resolved(self):
-        """The request resolved for where this run's result runs (quantization.options.QuantOptions)."""
-        return self.decision.request.resolve(self.verification.runtime, self.decision.memory)
+
+@dataclass(frozen=True)
+class ShrinkRun:
+    """A shrink call's options: what the passes do (shrink_pipeline), whether the result is
+    verified (bit for bit) and checked for a `target`, the inputs it runs on, the output.
+    Constructing one is shrink's one validation site; `of` routes the API's flat keywords."""
+
+    min_elements: int = MERGE_MIN_ELEMENTS
+    transposed: bool = False
+    narrow: bool = False
+    half: bool = True
+    reshaped: bool = False
+    verify: bool = False
+    target: str | None = None  # "tensorrt": the result checked as `check` does
+    inputs: Inputs = field(default_factory=Inputs)
+    output: Output = field(default_factory=Output)
+
+    def __post_init__(self):
+        if self.target not in (None, "tensorrt"):
+            raise OptionError(f"unknown target {self.target!r}; choose tensorrt")
+        if (self.inputs.samples or self.inputs.shapes) and not self.verify:
+            raise OptionError("--inputs and --shape are what --verify runs on; add --verify")
+        if self.inputs.outputs is not None:
+            raise OptionError("shrink verifies every output bit for bit; --outputs does not apply")
+
+    @classmethod
+    def of(cls, **keywords) -> "ShrinkRun":
+        """The run from the API's keywords: its own fields, and the inputs and output groups
+        given whole or field by field (`routed`)."""
+        return routed(cls, "shrink", keywords)
+
+    @classmethod
+    def given(cls, run: "ShrinkRun | None", keywords: dict) -> "ShrinkRun":
+        """shrink_file's and shrink's calling shape (`given_run`)."""
+        return given_run(cls, run, keywords)
+
+    @property
+    def passes(self) -> dict:
+        """The passes' options, as shrink_pipeline takes them."""
+        return {name: getattr(self, name) for name in ("min_elements", "transposed", "narrow", "half", "reshaped")}
+
+
+@dataclass(frozen=True)
+class NpyRun:
+    """An npy call's options: which constants move (`min_bytes`, None: 1 KB unless `names` or
+    `ops` select; or only the `shared` ones), where (`npy_dir`, None: beside the output), merging
+    first, and the output. Constructing one is npy's one validation site. (embed's options are
+    the Output group alone.)"""
+
+    npy_dir: str | os.PathLike | None = None
+    min_bytes: int | None = None
+    names: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
+    merge: bool = True
+    min_elements: int = MERGE_MIN_ELEMENTS
+    shared: bool = False
+    output: Output = field(default_factory=Output)
+
+    def __post_init__(self):
+        object.__setattr__(self, "names", tuple(self.names))
+        object.__setattr__(self, "ops", tuple(self.ops))
+        if self.shared and (self.min_bytes is not None or self.names or self.ops):
+            raise OptionError("--shared is a selection of its own; --min-bytes, --names and --ops select otherwise")
+
+    @classmethod
+    def of(cls, **keywords) -> "NpyRun":
+        return routed(cls, "npy", keywords)
+
+    @classmethod
+    def given(cls, run: "NpyRun | None", keywords: dict) -> "NpyRun":
+        return given_run(cls, run, keywords)
+
+
+def routed(kind, command: str, keywords: dict):
+    """A run of `kind` (ShrinkRun, NpyRun) from flat keywords: its own fields as they are, its
+    groups (inputs, output) given whole or field by field (`grouped`); an unknown keyword
+    refused in one line naming `command`'s options."""
+    groups = [f.name for f in dataclasses.fields(kind) if f.name in GROUPS]
+    own = {f.name for f in dataclasses.fields(kind)} - set(groups)
+    mine = {key: keywords.pop(key) for key in list(keywords) if key in own}
+    given = {name: keywords.pop(name, None) for name in groups}
+    made = grouped(command, keywords, also=own, **given)
+    return kind(**mine, **dict(zip(groups, made if len(groups) > 1 else (made,))))
+
+
+def given_run(kind, run, keywords: dict, **fixed):
+    """`run`, or the run `keywords` make (`kind.of`), one or the other (OptionError naming the
+    keywords when both); `fixed` fields (a dry run) set on a given run where they differ."""
+    if run is None:
+        return kind.of(**fixed, **keywords)
+    if keywords:
+        raise OptionError(f"give run or its options, not both ({', '.join(sorted(keywords))})")
+    differ = {name: value for name, value in fixed.items() if getattr(run, name) != value}
+    return dataclasses.replace(run, **differ) if differ else run
 
 
 def grouped(command: str, fields: dict, also: set[str] = frozenset(), **given):

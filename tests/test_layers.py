@@ -79,13 +79,15 @@ def test_defaults_shown_in_help_are_the_ones_used():
 
     from onnxsurgery import api, defaults, evaluate
     from onnxsurgery.passes import merge_constants
+    from onnxsurgery.run_options import NpyRun, ShrinkRun
     from onnxsurgery.quantization.options import QuantOptions
 
     def default(fn, name):
         return inspect.signature(fn).parameters[name].default
 
-    for fn in (api.shrink, api.shrink_file, api.npy_file, api.info, merge_constants.merge_duplicate_constants):
-        assert default(fn, "min_elements") == defaults.MERGE_MIN_ELEMENTS == 16, fn
+    assert default(api.info, "min_elements") == defaults.MERGE_MIN_ELEMENTS == 16
+    for run in (merge_constants.MergeDuplicates(), ShrinkRun(), NpyRun()):
+        assert run.min_elements == defaults.MERGE_MIN_ELEMENTS, run
     assert QuantOptions().min_elements == defaults.QUANT_MIN_ELEMENTS == 4096
     assert QuantOptions().block_size == defaults.QUANT_BLOCK_SIZE
     assert tuple(m.key for m in evaluate.METHODS) == defaults.METHOD_KEYS
@@ -175,14 +177,15 @@ def test_the_api_does_not_import_the_report():
 
 def test_design_draws_the_spine_as_it_is():
     """docs/design.md draws a quant call's path one module a line: each name on the left (a
-    module of the package, then attributes) exists, so a rename cannot leave the drawing behind."""
+    module of the package, then attributes) exists, so a rename cannot leave the drawing behind
+    (tests/test_spine.py checks the order a real call reaches them in)."""
     import importlib
     import re
 
     text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
     block = re.search(r"### The spine.*?```text\n(.*?)```", text, re.S).group(1)
     names = [line.split()[0] for line in block.splitlines() if line and not line[0].isspace()]
-    assert len(names) > 15 and names[0] == "cli.quantizing.quant" and names[-1] == "report.RunReport"
+    assert len(names) > 15 and names[0] == "cli.quantizing.quant" and names[-1] == "staging.StagedModel.commit"
     for name in names:
         parts = name.split(".")
         for cut in range(len(parts), 0, -1):  # the longest prefix that is a module

@@ -158,7 +158,7 @@ def test_arrays_held_by_the_export_are_written_as_gs_would_write_them(tmp_path):
         for site in collect_constants(ws.graph):
             if site.node is None:
                 set_values(site.tensor, new[site.name])
-        ours = ws.export()
+        ours = ws.finish()
         held = {t.name for t in onnxsurgery.protos.all_tensor_protos(ours.graph)
                 if t.data_location == onnx.TensorProto.EXTERNAL and lazy.external_ref(t)[0].startswith("\0")}
         assert held == {"W", "else_W", "ids"}
@@ -168,6 +168,6 @@ def test_arrays_held_by_the_export_are_written_as_gs_would_write_them(tmp_path):
             save_model(ours, a, external_data=external, files=ws.files)
             save_model(gs_own, b, external_data=external, files=ws.files)
             assert onnx.load(str(a)).SerializeToString() == onnx.load(str(b)).SerializeToString()
-        assert ws.finish().SerializeToString() == ws.materialized(gs_own).SerializeToString()
+        assert ws.materialized(ws.finish()).SerializeToString() == ws.materialized(gs_own).SerializeToString()
     finally:
         ws.close()

@@ -7,7 +7,7 @@ import pytest
 from conftest import all_tensors, assert_same_outputs, builders
 
 import onnxsurgery
-from onnxsurgery.passes.merge_constants import merge_duplicate_constants
+from onnxsurgery.graph_api import merge_duplicate_constants
 
 
 def shrink_to_file(model, tmp_path, **options):

@@ -18,8 +18,8 @@ from onnx import TensorProto, helper, numpy_helper
 import onnxsurgery
 from onnxsurgery.cli import main
 from onnxsurgery.passes import merge_reshaped as merge_reshaped_module
-from onnxsurgery.passes.merge_reshaped import merge_reshaped_constants
-from onnxsurgery.passes.shape_only import fold_shape_only_constants, shape_slice
+from onnxsurgery.graph_api import fold_shape_only_constants, merge_reshaped_constants
+from onnxsurgery.passes.shape_only import shape_slice
 
 HIDDEN = 128
 WEIGHT_BYTES = HIDDEN * HIDDEN * 4

@@ -108,7 +108,7 @@ def _describe(source) -> str:
     return f"<{type(source).__name__}>"
 
 
-def _in_memory(model, command: str, run_passes, prepare=None) -> tuple[onnx.ModelProto, RunReport, Workspace]:
+def in_memory(model, command: str, run_passes, prepare=None) -> tuple[onnx.ModelProto, RunReport, Workspace]:
     """Open `model`, let `prepare(ws, report)` swap the workspace if it must (an opset
     upgrade), run `run_passes(ws, report)`, and return the self-contained result."""
     ws = open_workspace(model)
@@ -117,12 +117,12 @@ def _in_memory(model, command: str, run_passes, prepare=None) -> tuple[onnx.Mode
         ws = prepare(ws, report)
     run_passes(ws, report)
     report.passes = ws.reports
-    result = ws.finish()
+    result = ws.materialized(ws.finish())
     report.bytes_after = result.ByteSize()
     return result, report, ws
 
 
-def _write_checked(ws: Workspace, produce: Callable[[], onnx.ModelProto], out: Path,
+def write_checked(ws: Workspace, produce: Callable[[], onnx.ModelProto], out: Path,
                    external_data: bool, check: Callable[[Path], None] | None) -> list[Path]:
     """Stage the model `produce` returns, close the workspace, run `check` on the staged file,
     then put it in place. The model is produced here, not passed in, so that nothing else holds

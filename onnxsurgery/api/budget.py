@@ -21,7 +21,7 @@ from ..quantization.plan import Plan
 from ..report import RunReport
 from ..run_options import Budget, Inputs
 from ..verify import compare_models
-from .quant_steps import _activations, _at_required_opset, _run_quant_passes, needed_opset
+from .quant_steps import measured_activations, at_required_opset, run_quant_passes, needed_opset
 
 ALLOCATION_ROUNDS = 4
 
@@ -40,7 +40,7 @@ def planning_options(options: QuantOptions) -> QuantOptions:
     return eight_bit.changed(allocation=None)
 
 
-def _allocate(input_path, options: QuantOptions, merge: bool, budget: Budget, inputs: Inputs,
+def allocate(input_path, options: QuantOptions, merge: bool, budget: Budget, inputs: Inputs,
               calibration: Calibration | None = None) -> tuple[Plan, allocation.Allocation, float]:
     """Each weight stored as int4, int8 (`options.dtype`, or int8 when that is 4-bit), float16
     or float32 so as to meet `budget.target_error` at the smallest size, or `budget.target_size`
@@ -62,13 +62,13 @@ def _allocate(input_path, options: QuantOptions, merge: bool, budget: Budget, in
     def measured(opts: QuantOptions) -> tuple[float, int, int, list[str]]:
         """(output error, file bytes, bytes the quantizer saved, weights quantized), at the opset
         the final run will have (4-bit weights: 21, with float32 scales)."""
-        ws = _at_required_opset(open_workspace(input_path), input_path, opts, RunReport("quant", str(input_path)),
+        ws = at_required_opset(open_workspace(input_path), input_path, opts, RunReport("quant", str(input_path)),
                                 verify=False)
-        _run_quant_passes(ws, opts, merge, calibration, _activations(input_path, opts, inputs))
+        run_quant_passes(ws, opts, merge, calibration, measured_activations(input_path, opts, inputs))
         quantize = ws.reports[-1]
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "probe.onnx"
-            save_model(ws.export(), path, files=ws.files)
+            save_model(ws.finish(), path, files=ws.files)
             err = compare_models(input_path, path, samples=inputs.samples, shapes=inputs.shapes,
                                  fold_candidate=False)["rel_l2_error"]
             size = path.stat().st_size
@@ -134,11 +134,11 @@ def _plan(input_path, options: QuantOptions, merge: bool, inputs: Inputs, calibr
     try:
         opset = max(current, needed_opset(ws, options))
         if opset > current:  # the converter's answer, as the probes had it
-            upgraded = _at_required_opset(open_workspace(input_path), input_path, options, upgrade, verify=False)
+            upgraded = at_required_opset(open_workspace(input_path), input_path, options, upgrade, verify=False)
             opset = upgraded.opsets.get("", 1)
             upgraded.close()
         steps = quant_pipeline(options, merge=merge, opsets={**ws.opsets, "": opset}, calibration=calibration,
-                               activations=_activations(input_path, options, inputs))
+                               activations=measured_activations(input_path, options, inputs))
         plan = dry_run_pipeline(ws.graph, steps, overridable=ws.overridable)
     finally:
         ws.close()

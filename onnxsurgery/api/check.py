@@ -74,7 +74,7 @@ def _dequantize_parameters(graph: onnx.GraphProto) -> set[str]:
     return names
 
 
-def _check_for_tensorrt(written: Path, report: RunReport) -> None:
+def check_for_tensorrt(written: Path, report: RunReport) -> None:
     """The static check of a --target tensorrt result: each op TensorRT's parser would refuse
     becomes a warning; the findings go to the report's `target_check`."""
     report.target_check = check_file(written)

@@ -155,9 +155,10 @@ def _check_config(folder: Path) -> None:
 def quant_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **options) -> list[RunReport]:
     """`quant_file` on each model of a model folder into a new folder that runs as it is
     (module doc); the other files copied. The reports' notes say what was copied."""
-    from .quantizing import quant_file, quant_run
+    from ..run_options import QuantRun
+    from .quantizing import quant_file
 
-    run = quant_run(options.pop("run", None), options)
+    run = QuantRun.given(options.pop("run", None), options)
     _refuse_in_place(run.output.in_place)
     runs = _runs_by_model(run, folder_models(input_dir))
     reports, copied = run_on_folder("quant", input_dir, output_dir,
@@ -169,11 +170,13 @@ def quant_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **
 @os_errors(output="output_dir")
 def shrink_folder(input_dir: str | os.PathLike, output_dir: str | os.PathLike, **options) -> list[RunReport]:
     """`shrink_file` on each model of a model folder, as `quant_folder` does."""
+    from ..run_options import ShrinkRun
     from .shrinking import shrink_file
 
-    _refuse_in_place(options["output"].in_place if options.get("output") else options.get("in_place", False))
+    run = ShrinkRun.given(options.pop("run", None), options)
+    _refuse_in_place(run.output.in_place)
     reports, copied = run_on_folder("shrink", input_dir, output_dir,
-                                    lambda model, out: shrink_file(model, out, **options))
+                                    lambda model, out: shrink_file(model, out, run=run))
     _note_copied(reports, copied)
     return reports
 

@@ -9,48 +9,37 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, OptionError, runtime_message
+from ..errors import InputError, runtime_message
 from ..staging import save_model
 from ..npy import (DEFAULT_MIN_BYTES, default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays,
                    write_manifest)
-from ..passes.embed import inputs_to_constants
+from ..passes.embed import EmbedInputs
 from ..passes.externalize import externalize
-from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..feeds import check_samples, runnable_inputs
 from ..sessions import load_error, session
-from ..run_options import Output, grouped
+from ..run_options import NpyRun, Output, grouped
 from ._common import model_file, os_errors, output_for
 
 
 @os_errors
-def npy_file(
-    input_path: str | os.PathLike,
-    output_path: str | os.PathLike,
-    *,
-    npy_dir: str | os.PathLike | None = None,
-    min_bytes: int | None = None,
-    names: tuple[str, ...] = (),
-    ops: tuple[str, ...] = (),
-    merge: bool = True,
-    min_elements: int = MERGE_MIN_ELEMENTS,
-    shared: bool = False,
-    output: Output | None = None,
-    **fields,
-) -> RunReport:
+def npy_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *, run: NpyRun | None = None,
+             **options) -> RunReport:
     """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
     inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
-    Identical constants are merged first, so each distinct tensor is written once. Which move:
-    those of at least `min_bytes`, feeding nodes named like `names` or of types `ops` (their
-    union); with none of these, every constant of at least 1 KB (npy.DEFAULT_MIN_BYTES); with
-    `shared`, only the constants read more than once after merging (scs4onnx's npy mode). The
-    output (run_options.Output, or its fields as keywords): `in_place`, `external_data`."""
-    if shared and (min_bytes is not None or names or ops):
-        raise OptionError("--shared is a selection of its own; --min-bytes, --names and --ops select otherwise")
+    The options (run_options.NpyRun, or its fields as keywords; the output group whole or
+    field by field: `in_place`, `external_data`): identical constants are merged first (`merge`,
+    `min_elements`), so each distinct tensor is written once. Which move: those of at least
+    `min_bytes`, feeding nodes named like `names` or of types `ops` (their union); with none of
+    these, every constant of at least 1 KB (npy.DEFAULT_MIN_BYTES); with `shared`, only the
+    constants read more than once after merging (scs4onnx's npy mode). `npy_dir`: where the
+    .npy files go (None: beside the output)."""
+    run = NpyRun.given(run, options)
+    npy_dir, names, ops, shared, output = run.npy_dir, run.names, run.ops, run.shared, run.output
+    min_bytes = run.min_bytes
     if not shared and min_bytes is None and not names and not ops:
         min_bytes = DEFAULT_MIN_BYTES
-    output = grouped("npy", fields, output=output)
     external_data = bool(output.external_data)
     out = output_for(input_path, output_path, output.in_place)
     why = load_error(input_path)  # before the workspace holds the graph: the session's memory comes first
@@ -58,10 +47,10 @@ def npy_file(
     report = RunReport("npy", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     if why is not None:
         report.notes.append(f"onnxruntime cannot load {input_path}, so `run` will not run the result either: {why}")
-    if merge:
-        ws.run_pipeline(shrink_pipeline(min_elements=min_elements))  # each distinct tensor once
+    if run.merge:
+        ws.run_pipeline(shrink_pipeline(min_elements=run.min_elements))  # each distinct tensor once
     if external_data:
-        written = save_model(ws.export(), out, external_data=True, files=ws.files)
+        written = save_model(ws.finish(), out, external_data=True, files=ws.files)
         report.passes = ws.reports
         report.bytes_after = sum(p.stat().st_size for p in written)
         report.notes.append(f"tensors of 1 KB or more are in {written[0].name}")
@@ -72,7 +61,7 @@ def npy_file(
     ws.reports.append(moved_report)
     report.passes = ws.reports
     npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(out)
-    exported = ws.export()  # before anything is written: a failure here leaves nothing behind
+    exported = ws.finish()  # before anything is written: a failure here leaves nothing behind
     created = not npy_dir.exists()
     manifest = write_arrays(arrays, npy_dir, manifest_path(out))
     try:
@@ -113,9 +102,9 @@ def embed_file(
     feeds = load_feeds(input_path)  # empty when npy moved nothing: the output is then a copy
     ws = open_workspace(input_path)
     report = RunReport("embed", str(input_path), output=str(out), bytes_before=ws.input_bytes)
-    ws.run(inputs_to_constants, arrays=feeds)
+    ws.run_pipeline([EmbedInputs(feeds)])
     report.passes = ws.reports
-    written = save_model(ws.export(), out, external_data=external_data, files=ws.files)
+    written = save_model(ws.finish(), out, external_data=external_data, files=ws.files)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
 

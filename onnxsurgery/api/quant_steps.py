@@ -45,7 +45,7 @@ def upgrade_tolerance(model: onnx.ModelProto) -> float:
 
 
 
-def _activations(input_path, options: QuantOptions, inputs: Inputs) -> Calibration | None:
+def measured_activations(input_path, options: QuantOptions, inputs: Inputs) -> Calibration | None:
     """What auto's measured choices (lean or accurate, symmetric or not) read: each layer's
     input on the user's own inputs (`inputs.samples`, from --inputs), or nothing. Generated inputs
     rank the choices wrongly on real data (a random image is not text, random token ids are not
@@ -68,7 +68,7 @@ def decided_by(options: QuantOptions, samples, records=None) -> str | None:
     return "per-weight choices made from the weights alone (--inputs with real data: measured there)"
 
 
-def _run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
+def run_quant_passes(ws: Workspace, options: QuantOptions, merge: bool,
                       calibration: Calibration | None = None, activations: Calibration | None = None,
                       records=None) -> None:
     ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, calibration=calibration,
@@ -87,7 +87,7 @@ def needed_opset(ws: Workspace, options: QuantOptions, records=None) -> int:
     return required_opset(options, ws.graph)
 
 
-def _at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunReport, *, verify: bool,
+def at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunReport, *, verify: bool,
                        inputs: Inputs | None = None, records=None, reference_runs: dict | None = None,
                        deferred: list | None = None) -> Workspace:
     """`ws`, or a workspace on the model upgraded to the opset the lowering needs (opset.py),
@@ -168,13 +168,13 @@ def _check_upgrade(source, upgraded: onnx.ModelProto, opset: int, inputs: Inputs
     return check
 
 
-def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
+def run_quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
     """onnxruntime's quantize_dynamic on the workspace's graph, through temporary files."""
     from onnxruntime.quantization import quantize_dynamic
 
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
-        save_model(ws.export(), src, files=ws.files)
+        save_model(ws.finish(), src, files=ws.files)
         try:
             with _its_logging_to_ours():
                 quantize_dynamic(str(src), str(dst), extra_options={"EnableSubgraph": True})
@@ -182,7 +182,8 @@ def _quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
             raise UnsupportedModelError(f"quantize_dynamic failed: {runtime_message(e)}") from e
         # Its output can list nodes out of order around subgraphs that read outer values;
         # one more pass through gs sorts them.
-        return open_workspace(load_model(dst)).finish()
+        sorted_ws = open_workspace(load_model(dst))
+        return sorted_ws.materialized(sorted_ws.finish())
 
 
 @contextlib.contextmanager

@@ -6,15 +6,17 @@ the real run start from one `prepare`."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import onnx
 
+from ..declare import flags_of
 from ..errors import OptionError, VerificationError
 from ..staging import copy_file
-from ..passes.constants_to_initializers import constant_nodes_to_initializers
+from ..passes.constants_to_initializers import ConstantsToInitializers
 from ..pipeline import Workspace, dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
 from ..quantization.choices import allocation
 from ..kv_cache import has_kv_cache
@@ -26,24 +28,30 @@ from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
 from ..feeds import check_samples
 from ..verify import compare_models
-from ._common import _in_memory, _write_checked, os_errors, output_for
-from .budget import _allocate, planning_options
-from .check import _check_for_tensorrt
-from .quant_steps import (_activations, _at_required_opset, _quantize_dynamic, _run_quant_passes, block_size_note,
-                          decided_by, needed_opset)
+from ._common import in_memory, write_checked, os_errors, output_for
+from .budget import allocate, planning_options
+from .check import check_for_tensorrt
+from .quant_steps import (at_required_opset, block_size_note, decided_by, measured_activations, needed_opset,
+                          run_quant_passes, run_quantize_dynamic)
 
 
 
-def quant(model, *, merge: bool = True, request: QuantRequest | None = None,
-          **options) -> tuple[onnx.ModelProto, RunReport]:
-    """Weight-only quantization in memory (no verification; see `quant_file`). Options are the
-    fields of `QuantRequest` (quantization/request.py), or give the `request` itself."""
-    if request is not None and options:
-        raise OptionError(f"give a request or its options, not both ({', '.join(sorted(options))})")
-    quant_options = (request or QuantRequest.of(**options)).resolve()
-    result, report, _ = _in_memory(
-        model, "quant", lambda ws, report: _run_quant_passes(ws, quant_options, merge),
-        prepare=lambda ws, report: _at_required_opset(ws, model, quant_options, report, verify=False))
+def quant(model, *, run: QuantRun | None = None, **options) -> tuple[onnx.ModelProto, RunReport]:
+    """Weight-only quantization in memory (no verification; see `quant_file`). It takes what
+    `quant_file` and `quant_plan` take (a `run`, or its options as keywords: the fields of
+    `QuantRequest`, `request=`, `merge=`, `memory=`), but for what needs files: a plan, a
+    budget, calibration, inputs, verification and output."""
+    run = QuantRun.given(run, options)
+    decision = run.decision
+    kept = dataclasses.replace(decision, request=QuantRequest(), merge=True, memory=None)
+    beyond = flags_of(kept) + flags_of(run.budget) + flags_of(run.inputs) + flags_of(run.verification) \
+        + flags_of(run.output)
+    if beyond:
+        raise OptionError(f"quant in memory takes the request, merge and memory; {beyond[0]} is quant_file's")
+    quant_options = run.options
+    result, report, _ = in_memory(
+        model, "quant", lambda ws, report: run_quant_passes(ws, quant_options, decision.merge),
+        prepare=lambda ws, report: at_required_opset(ws, model, quant_options, report, verify=False))
     _lift_plan(report)
     return result, report
 
@@ -88,14 +96,14 @@ def prepare(input_path, run: QuantRun) -> Preparation:
     """The preparation (above) of `run` on the model at `input_path`: the budget's probes run
     here when it has one."""
     decision, inputs = run.decision, run.inputs
-    options = run.resolved()
+    options = run.options
     calibration = Calibration(input_path, decision.calibration, shapes=inputs.shapes) \
         if decision.calibration is not None else None
     prepared = Preparation(run, options, _records(decision.plan), calibration, None)
     if run.budget.flag is not None:
         _budget(input_path, prepared)
     if prepared.records is None:
-        prepared.activations = _activations(input_path, prepared.options, inputs)
+        prepared.activations = measured_activations(input_path, prepared.options, inputs)
     return prepared
 
 
@@ -104,7 +112,7 @@ def quant_plan(input_path: str | os.PathLike, *, run: QuantRun | None = None, **
     writing nothing: the options are quant_file's but for verification and output. The model is
     planned at the opset the real run upgrades it to, without upgrading it; with `plan`, that
     plan is checked against the model."""
-    run = quant_run(run, options, dry_run=True)
+    run = QuantRun.given(run, options, dry_run=True)
     prepared = prepare(input_path, run)
     ws = open_workspace(input_path)
     try:
@@ -159,7 +167,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
     list (`check_file`): what TensorRT would refuse becomes warnings and `target_check`.
 
     Contradicting options raise OptionError (also a ValueError) before anything is read."""
-    run = quant_run(run, options)
+    run = QuantRun.given(run, options)
     decision, inputs, verification = run.decision, run.inputs, run.verification
     out = output_for(input_path, output_path, run.output.in_place)
     if decision.calibration is not None:  # a wrong key: one line naming it, not onnxruntime's own words
@@ -179,13 +187,13 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
     if prepared is None:  # --dynamic
         if decision.merge:
             ws.run_pipeline(shrink_pipeline())
-        ws.run(constant_nodes_to_initializers)
+        ws.run_pipeline([ConstantsToInitializers()])
         report.passes = ws.reports
-        produce = lambda: _quantize_dynamic(ws)  # noqa: E731
+        produce = lambda: run_quantize_dynamic(ws)  # noqa: E731
     else:
         report.notes.extend(prepared.notes)
         report.allocation = prepared.allocation
-        ws = _at_required_opset(ws, input_path, prepared.options, report, verify=verification.verify,
+        ws = at_required_opset(ws, input_path, prepared.options, report, verify=verification.verify,
                                 inputs=inputs, records=prepared.records,
                                 reference_runs=reference_runs, deferred=upgrade_checks)
         if ws.files is not None:
@@ -203,11 +211,11 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
                                 + (f" ({len(details['not_calibrated'])} others: see --json, not_calibrated)"
                                    if details["not_calibrated"] else ""))
         report.notes.extend(filter(None, [prepared.decided_by]))
-        produce = ws.export
+        produce = ws.finish
 
     def check(written: Path) -> None:
         if run.runtime == "tensorrt":
-            _check_for_tensorrt(written, report)
+            check_for_tensorrt(written, report)
         if not verification.verify:
             return
         captured = prepared.activations if prepared is not None else None  # its runs: the reference's
@@ -242,19 +250,9 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         copy_file(input_path, out)
         report.bytes_after = report.bytes_before
         return report
-    written = _write_checked(ws, produce, out, external_data, check)
+    written = write_checked(ws, produce, out, external_data, check)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
-
-
-def quant_run(run: QuantRun | None, options: dict, dry_run: bool = False) -> QuantRun:
-    """`run`, or the run `options` (keywords) make; checked."""
-    if run is None:
-        return QuantRun.of(dry_run=dry_run, **options)
-    if options:
-        raise OptionError(f"give run or its options, not both ({', '.join(sorted(options))})")
-    run.check(dry_run)
-    return run
 
 
 def _records(plan: PlanSource | None) -> list[WeightPlan] | None:
@@ -271,7 +269,7 @@ def _budget(input_path, prepared: Preparation) -> None:
     budget.planning_options), each weight's format, and a note saying how."""
     run = prepared.run
     target_error, target_size = run.budget.target_error, run.budget.target_size
-    prepared.records, allocated, probed_error = _allocate(input_path, prepared.options, run.decision.merge,
+    prepared.records, allocated, probed_error = allocate(input_path, prepared.options, run.decision.merge,
                                                           run.budget, run.inputs, prepared.calibration)
     prepared.options = planning_options(prepared.options)
     prepared.allocation = allocated.formats

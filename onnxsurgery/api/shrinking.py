@@ -9,42 +9,36 @@ import onnx
 
 from ..errors import OptionError, VerificationError
 from ..staging import copy_file
-from ..defaults import MERGE_MIN_ELEMENTS
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..run_options import Inputs, Output, grouped
+from ..run_options import ShrinkRun
 from ..verify import compare_models
 from ..sessions import load_error
-from ._common import _in_memory, _write_checked, os_errors, output_for
+from ._common import in_memory, write_checked, os_errors, output_for
 
 
-def _run_shrink_passes(ws: Workspace, report: RunReport, *, min_elements: int,
-                       transposed: bool, narrow: bool, half: bool, reshaped: bool = False) -> None:
-    ws.run_pipeline(shrink_pipeline(min_elements=min_elements, transposed=transposed, narrow=narrow,
-                                    half=half, reshaped=reshaped, opsets=ws.opsets, store=ws.store))
+def _run_shrink_passes(ws: Workspace, report: RunReport, run: ShrinkRun) -> None:
+    ws.run_pipeline(shrink_pipeline(**run.passes, opsets=ws.opsets, store=ws.store))
     report.passes = ws.reports
 
 
-def shrink(
-    model,
-    *,
-    min_elements: int = MERGE_MIN_ELEMENTS,
-    transposed: bool = False,
-    narrow: bool = False,
-    half: bool = True,
-    reshaped: bool = False,
-) -> tuple[onnx.ModelProto, RunReport]:
+def shrink(model, *, run: ShrinkRun | None = None, **options) -> tuple[onnx.ModelProto, RunReport]:
     """Replace constants read only by Shape with their shape, merge bit-identical constants (all
     scopes), optionally (`reshaped`) those equal under another shape through a Reshape,
     optionally transposed copies, optionally narrow int64/float64 where safe, and (`half`) store
     float32 constants that float16 or bfloat16 holds exactly in 2 bytes with a Cast after.
-    Lossless: the result computes exactly what `model` does.
+    Lossless: the result computes exactly what `model` does. The options are `shrink_file`'s
+    (a ShrinkRun, or its fields as keywords: `min_elements`, `transposed`, `narrow`, `half`,
+    `reshaped`), but for verification, target and output, which need files.
 
     A gs.Graph is rewritten in place (and also exported). The result is never larger than the
     input: if it would be, the input is returned unchanged.
     """
-    result, report, ws = _in_memory(model, "shrink", lambda ws, report: _run_shrink_passes(
-        ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half, reshaped=reshaped))
+    run = ShrinkRun.given(run, options)
+    if run != ShrinkRun(**run.passes):
+        raise OptionError("shrink in memory takes min_elements, transposed, narrow, half and reshaped; "
+                          "verification, target and output are shrink_file's")
+    result, report, ws = in_memory(model, "shrink", lambda ws, report: _run_shrink_passes(ws, report, run))
     if ws.template is not None and report.bytes_after > report.bytes_before:
         report.notes.append("the rewritten model was larger than the input; input kept as it is")
         result, report.bytes_after = ws.materialized(ws.template), report.bytes_before
@@ -54,42 +48,27 @@ def shrink(
 
 
 @os_errors
-def shrink_file(
-    input_path: str | os.PathLike,
-    output_path: str | os.PathLike,
-    *,
-    verify: bool = False,
-    min_elements: int = MERGE_MIN_ELEMENTS,
-    transposed: bool = False,
-    narrow: bool = False,
-    half: bool = True,
-    reshaped: bool = False,
-    target: str | None = None,
-    inputs: Inputs | None = None,
-    output: Output | None = None,
-    **fields,
-) -> RunReport:
-    """`shrink` from a file to a file, written atomically. `target` "tensorrt": the result is
-    checked as `check` does, and a note says what merging means there (targets/tensorrt.py).
-    The output (run_options.Output, or its fields as keywords): `in_place`; `external_data`
-    None: a data file where the input has one (True: always; False: one file, below the 2 GB
-    protobuf limit).
+def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *, run: ShrinkRun | None = None,
+                **options) -> RunReport:
+    """`shrink` from a file to a file, written atomically. The options (run_options.ShrinkRun, or
+    its fields as keywords; the inputs and output groups given whole or field by field) are
+    `shrink`'s, and: `target` "tensorrt": the result is checked as `check` does, and a note says
+    what merging means there (targets/tensorrt.py). The output (run_options.Output):
+    `in_place`; `external_data` None: a data file where the input has one (True: always; False:
+    one file, below the 2 GB protobuf limit).
 
-    With `verify`, input and result run in onnxruntime on the inputs (run_options.Inputs, or its
-    fields: `samples`, or generated inputs with `shapes` fixing their dimensions) first, and nothing
+    With `verify`, input and result run in onnxruntime on the inputs (run_options.Inputs:
+    `samples`, or generated inputs with `shapes` fixing their dimensions) first, and nothing
     is written unless every output is bit-identical (nor when onnxruntime cannot load the
     input). Without it, a model onnxruntime cannot load is still shrunk (the rewrite is lossless
     by construction) with a note saying why it was not checked. When the rewrite would not make
     the file smaller, the output is a byte-for-byte copy of the input (run in onnxruntime too,
     with `verify`).
     """
-    inputs, output = grouped("shrink", fields, inputs=inputs, output=output)
-    if (inputs.samples or inputs.shapes) and not verify:
-        raise OptionError("--inputs and --shape are what --verify runs on; add --verify")
-    if inputs.outputs is not None:
-        raise OptionError("shrink verifies every output bit for bit; --outputs does not apply")
-    samples, shapes, external_data = inputs.samples, inputs.shapes, output.external_data
-    out = output_for(input_path, output_path, output.in_place)
+    run = ShrinkRun.given(run, options)
+    verify, target = run.verify, run.target
+    samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
+    out = output_for(input_path, output_path, run.output.in_place)
     why = None if verify else load_error(input_path)  # before the workspace: one of them in memory at a time
     ws = open_workspace(input_path)
     report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
@@ -97,8 +76,7 @@ def shrink_file(
         report.notes.append(f"not checked in onnxruntime, which cannot load {input_path}: {why}")
     if ws.files is not None:
         ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
-    _run_shrink_passes(ws, report, min_elements=min_elements, transposed=transposed, narrow=narrow, half=half,
-                       reshaped=reshaped)
+    _run_shrink_passes(ws, report, run)
     # unless asked otherwise, weights that came in a data file go out in one, `<output>.data`, as
     # quant writes them: onnxruntime then maps it instead of holding a parsed copy
     external_data = ws.has_external_data_files if external_data is None else external_data
@@ -126,7 +104,7 @@ def shrink_file(
         return report
 
     # payloads stay in the input file until written
-    written = _write_checked(ws, ws.export, out, external_data, check if verify else None)
+    written = write_checked(ws, ws.finish, out, external_data, check if verify else None)
     report.bytes_after = sum(p.stat().st_size for p in written)
     if copy_allowed and report.bytes_after > report.bytes_before:
         report.notes.append("the rewritten model was larger than the input; wrote the input as it is")
@@ -140,10 +118,8 @@ def shrink_file(
 def _for_target(target: str, written: Path, report: RunReport) -> None:
     """`shrink --target tensorrt`: what merging means there, and the check of the result."""
     from ..targets.tensorrt import MERGING_NOTE
-    from .check import _check_for_tensorrt
+    from .check import check_for_tensorrt
 
-    if target != "tensorrt":
-        raise ValueError(f"unknown target {target!r}; choose tensorrt")
     if any(p.name == "merge_duplicates" and p.changed for p in report.passes):
         report.notes.append(MERGING_NOTE)
-    _check_for_tensorrt(written, report)
+    check_for_tensorrt(written, report)

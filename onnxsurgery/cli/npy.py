@@ -10,7 +10,7 @@ import click
 
 from ..errors import OutputError
 from ..render import render_run
-from ..run_options import Output
+from ..run_options import NpyRun, Output
 from .common import handle_errors, model_argument, output_options, refuse_same_file
 from .options import group_from
 
@@ -42,10 +42,10 @@ def npy(input_path, output_path, npy_dir, min_bytes, names, ops, shared, no_merg
     """
     from .. import api
 
-    output = group_from(Output, groups)
-    refuse_same_file(input_path, output_path, output.in_place)
-    report = api.npy_file(input_path, output_path, npy_dir=npy_dir, min_bytes=min_bytes, names=names, ops=ops,
-                          shared=shared, merge=not no_merge, output=output)
+    run = NpyRun(npy_dir=npy_dir, min_bytes=min_bytes, names=names, ops=ops, shared=shared, merge=not no_merge,
+                 output=group_from(Output, groups))
+    refuse_same_file(input_path, output_path, run.output.in_place)
+    report = api.npy_file(input_path, output_path, run=run)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_run(report))
 
 

@@ -10,7 +10,7 @@ import click
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..errors import OptionError
 from ..render import render_run
-from ..run_options import Inputs, Output
+from ..run_options import Inputs, Output, ShrinkRun
 from .common import handle_errors, output_options, outputs_for, refuse_same_file, wrote
 from .options import declared_options, group_from
 
@@ -40,25 +40,25 @@ def shrink(paths, min_elements, transposed, narrow, reshaped, verify, target, as
     onnxruntime-genai or optimum export) as INPUT gives a new folder: MODEL_FOLDER OUT_FOLDER."""
     from .. import api
 
-    inputs, output = group_from(Inputs, groups, only=("samples", "shapes")), group_from(Output, groups)
     if len(paths) < 2:
         raise click.UsageError("give an INPUT and an OUTPUT")
-    options = dict(verify=verify, min_elements=min_elements, transposed=transposed, narrow=narrow, reshaped=reshaped,
-                   target=target, inputs=inputs)
+    run = ShrinkRun(min_elements=min_elements, transposed=transposed, narrow=narrow, reshaped=reshaped, verify=verify,
+                    target=target, inputs=group_from(Inputs, groups, only=("samples", "shapes")),
+                    output=group_from(Output, groups))
     folders = [p for p in paths[:-1] if Path(p).is_dir()]
     if folders:  # a model folder in, a folder out (api/folders.py)
         if len(paths) != 2:
             raise OptionError(f"a model folder ({folders[0]}) goes alone: shrink FOLDER OUT_FOLDER")
         from ..api.folders import shrink_folder
 
-        reports = shrink_folder(paths[0], paths[1], output=output, **options)
+        reports = shrink_folder(paths[0], paths[1], run=run)
         if not as_json:
             click.echo("\n".join(render_run(r) for r in reports))
     else:
         reports = []
         for src, dst in outputs_for(paths[:-1], paths[-1]):
-            refuse_same_file(src, dst, output.in_place)
-            report = api.shrink_file(src, dst, output=output, **options)
+            refuse_same_file(src, dst, run.output.in_place)
+            report = api.shrink_file(src, dst, run=run)
             wrote()
             reports.append(report)
             if not as_json:

@@ -16,40 +16,35 @@ import onnx_graphsurgeon as gs
 
 from ..graph_utils import iter_scopes
 from ..report import PassReport
-from .base import Estimate
-
-
-def bypass_constant_identities(graph: gs.Graph) -> PassReport:
-    report = PassReport("bypass_identity")
-    scopes = list(iter_scopes(graph))
-    outputs = {id(t) for s in scopes for t in s.graph.outputs}
-    for scope in scopes:
-        for node in scope.graph.nodes:
-            if node.op != "Identity" or not node.inputs or not isinstance(node.inputs[0], gs.Constant):
-                continue
-            (output,) = node.outputs
-            if id(output) in outputs:
-                continue
-            for reader in list(output.outputs):
-                for i, t in enumerate(reader.inputs):
-                    if t is output:
-                        reader.inputs[i] = node.inputs[0]
-            node.outputs.clear()
-            report.changed += 1
-    return report
+from .base import Estimate, PassBase
 
 
 @dataclass(frozen=True)
-class BypassIdentities:
-    """`bypass_constant_identities` as a pipeline step (passes/base.py). Saves no bytes itself;
-    it lets the quantize step after it see who reads each weight."""
+class BypassIdentities(PassBase):
+    """Constants read directly instead of through Identity nodes (module doc). Saves no bytes
+    itself; it lets the quantize pass after it see who reads each weight."""
 
     name = "bypass_identity"
-    needs_cleanup = False
 
     def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
                  removed: frozenset[int] = frozenset()) -> Estimate:
         return Estimate(self.name)
 
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
-        return bypass_constant_identities(graph)
+        report = PassReport(self.name)
+        scopes = list(iter_scopes(graph))
+        outputs = {id(t) for s in scopes for t in s.graph.outputs}
+        for scope in scopes:
+            for node in scope.graph.nodes:
+                if node.op != "Identity" or not node.inputs or not isinstance(node.inputs[0], gs.Constant):
+                    continue
+                (output,) = node.outputs
+                if id(output) in outputs:
+                    continue
+                for reader in list(output.outputs):
+                    for i, t in enumerate(reader.inputs):
+                        if t is output:
+                            reader.inputs[i] = node.inputs[0]
+                node.outputs.clear()
+                report.changed += 1
+        return report

@@ -11,6 +11,8 @@ so the initializer is the one `externalize` took, byte for byte.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import onnx_graphsurgeon as gs
 from onnx import numpy_helper
@@ -20,23 +22,36 @@ from ..errors import InputError
 from ..graph_utils import c_order, replace_uses
 from ..npy import BIT_PATTERN_DTYPES
 from ..report import PassReport
+from .base import Estimate, PassBase
 
 
-def inputs_to_constants(graph: gs.Graph, *, arrays: dict[str, np.ndarray]) -> PassReport:
-    report = PassReport("embed")
-    by_name = {t.name: t for t in graph.inputs}
-    unknown = sorted(set(arrays) - set(by_name))
-    if unknown:
-        raise InputError(f"the manifest names inputs the model does not have: {', '.join(unknown)}")
-    for name, array in arrays.items():
-        var = by_name[name]
-        var.name = f"{name}__embedded"
-        const = _constant(name, array)
-        replace_uses(var, const)
-        graph.inputs[:] = [t for t in graph.inputs if t is not var]  # by identity: gs == is by name
-        report.changed += 1
-    report.details = {"embedded": list(arrays)}
-    return report
+@dataclass(frozen=True, eq=False)
+class EmbedInputs(PassBase):
+    """The main-graph inputs named in `arrays` made initializers of those values (module doc);
+    InputError where the model has no such input."""
+
+    arrays: dict[str, np.ndarray]
+    name = "embed"
+
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
+        return Estimate(self.name)  # it adds bytes to the .onnx: those the .npy files held
+
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
+        report = PassReport(self.name)
+        by_name = {t.name: t for t in graph.inputs}
+        unknown = sorted(set(self.arrays) - set(by_name))
+        if unknown:
+            raise InputError(f"the manifest names inputs the model does not have: {', '.join(unknown)}")
+        for name, array in self.arrays.items():
+            var = by_name[name]
+            var.name = f"{name}__embedded"
+            const = _constant(name, array)
+            replace_uses(var, const)
+            graph.inputs[:] = [t for t in graph.inputs if t is not var]  # by identity: gs == is by name
+            report.changed += 1
+        report.details = {"embedded": list(self.arrays)}
+        return report
 
 
 def _constant(name: str, array: np.ndarray) -> gs.Constant:

@@ -53,7 +53,7 @@ from ..graph_utils import (
 )
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..report import PassReport
-from .base import Estimate
+from .base import Estimate, PassBase
 
 FLOAT16_FROM_OPSET = 6  # Cast with a numeric `to`
 BFLOAT16_FROM_OPSET = 13
@@ -68,39 +68,16 @@ def cast_overhead(name: str) -> int:
     return 4 * len(name.encode()) + 64
 
 
-def store_half_width(graph: gs.Graph, *, min_elements: int = MERGE_MIN_ELEMENTS,
-                     overridable: frozenset[str] = frozenset(), opset: int | None = None, store=None) -> PassReport:
-    """Store exactly representable float32 constants as float16/bfloat16 with a Cast, in place.
-    `store` (lazy.ExternalFiles): told of each 2-byte copy made, to move them out of memory."""
-    report = PassReport("half_width")
-    names = NameAllocator(graph)
-    stored: list[dict] = []
-    for site, half_type, reason in _choices(graph, overridable, min_elements, opset or graph.opset):
-        if half_type is None:
-            if reason is not None:
-                report.skip(site.name, reason)
-            continue
-        _store(site, half_type, names)
-        saved = site.nbytes // 2
-        if store is not None:
-            store.produced(graph, saved)
-        report.changed += 1
-        report.bytes_saved += saved
-        stored.append({"name": site.name, "as": HALF_NAMES[half_type], "bytes_saved": saved})
-    report.details = {"stored": stored,
-                      "as": {k: sum(1 for s in stored if s["as"] == k) for k in HALF_NAMES.values()}}
-    return report
-
-
 @dataclass(frozen=True)
-class HalfWidth:
-    """`store_half_width` as a pipeline step (passes/base.py). `opset` None: the graph's."""
+class HalfWidth(PassBase):
+    """Store exactly representable float32 constants as float16/bfloat16 with a Cast, in place.
+    `opset` None: the graph's. `store` (lazy.ExternalFiles): told of each 2-byte copy made, to
+    move them out of memory as they accumulate."""
 
     min_elements: int = MERGE_MIN_ELEMENTS
     opset: int | None = None
-    store: object = None  # lazy.ExternalFiles the 2-byte copies are moved to as they accumulate
+    store: object = None
     name = "half_width"
-    needs_cleanup = False
 
     def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
                  removed: frozenset[int] = frozenset()) -> Estimate:
@@ -111,8 +88,24 @@ class HalfWidth:
         return Estimate(self.name, saved)
 
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
-        return store_half_width(graph, min_elements=self.min_elements, overridable=overridable, opset=self.opset,
-                                store=self.store)
+        report = PassReport(self.name)
+        names = NameAllocator(graph)
+        stored: list[dict] = []
+        for site, half_type, reason in _choices(graph, overridable, self.min_elements, self.opset or graph.opset):
+            if half_type is None:
+                if reason is not None:
+                    report.skip(site.name, reason)
+                continue
+            _store(site, half_type, names)
+            saved = site.nbytes // 2
+            if self.store is not None:
+                self.store.produced(graph, saved)
+            report.changed += 1
+            report.bytes_saved += saved
+            stored.append({"name": site.name, "as": HALF_NAMES[half_type], "bytes_saved": saved})
+        report.details = {"stored": stored,
+                          "as": {k: sum(1 for s in stored if s["as"] == k) for k in HALF_NAMES.values()}}
+        return report
 
 
 def _choices(graph: gs.Graph, overridable: frozenset[str], min_elements: int, opset: int,

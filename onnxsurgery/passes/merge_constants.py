@@ -32,13 +32,13 @@ import onnx_graphsurgeon as gs
 
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..graph_utils import (
-    overridable_initializers,
     ConstantSite,
     NameAllocator,
     Scope,
     collect_constants,
     common_scope,
     graph_outputs_holding,
+    held_values,
     is_file_backed,
     is_sparse,
     iter_scopes,
@@ -48,7 +48,7 @@ from ..graph_utils import (
 )
 from ..progress import progress
 from ..report import PassReport
-from .base import Estimate
+from .base import Estimate, PassBase
 
 
 MAX_GROUPS_REPORTED = 10
@@ -115,9 +115,9 @@ def find_duplicate_groups(sites: list[ConstantSite]) -> list[DuplicateGroup]:
             by_print[fingerprint(site.tensor, site.nbytes)].append(site)
         for same_print in by_print.values():
             if len(same_print) > 1:
-                groups.extend(_confirm_equal(same_print))
+                groups.extend(confirm_equal(same_print))
     for g in groups:
-        g.members.sort(key=_survivor_rank)
+        g.members.sort(key=survivor_rank)
     groups = [g for g in map(_dequantized_stay_local, groups) if g is not None]
     groups.sort(key=lambda g: -g.bytes_saved)
     return groups
@@ -175,7 +175,7 @@ def fingerprint(tensor: gs.Constant, nbytes: int) -> bytes:
     return h.digest()
 
 
-def _confirm_equal(sites: list[ConstantSite]) -> list[DuplicateGroup]:
+def confirm_equal(sites: list[ConstantSite]) -> list[DuplicateGroup]:
     """Split sites that share a fingerprint into groups of byte-for-byte equal tensors.
 
     Each site is compared with the first tensor of each group found so far (a memcmp; one
@@ -212,46 +212,17 @@ def _split_by_digest(sites: list[ConstantSite]) -> list[DuplicateGroup]:
     return groups
 
 
-def _survivor_rank(site: ConstantSite) -> tuple:
+def survivor_rank(site: ConstantSite) -> tuple:
     # Outermost scope first; initializers before Constant nodes; stable otherwise.
     return (site.scope.depth, site.node is not None)
 
 
-def merge_duplicate_constants(
-    graph: gs.Graph,
-    *,
-    min_elements: int = MERGE_MIN_ELEMENTS,
-    overridable: frozenset[str] | None = None,
-) -> PassReport:
-    """Merge bit-identical constants in `graph` (all scopes), in place."""
-    overridable = overridable_initializers(graph) if overridable is None else overridable
-    report = PassReport("merge_duplicates")
-    scopes = list(iter_scopes(graph))
-    sites = candidate_sites(graph, scopes, min_elements=min_elements, overridable=overridable, report=report)
-    groups = find_duplicate_groups(sites)
-    names = NameAllocator(graph)
-    for group in groups:
-        survivor = _survivor_value(group, names)
-        for member in group.members:
-            if member.value is not survivor:
-                _redirect(member, survivor, scopes)
-        report.changed += len(group.members) - 1
-        report.bytes_saved += group.bytes_saved
-    report.details = {
-        "groups": len(groups),
-        "constants_merged": report.changed,
-        "largest_groups": [g.to_dict() for g in groups[:MAX_GROUPS_REPORTED]],
-    }
-    return report
-
-
 @dataclass(frozen=True)
-class MergeDuplicates:
-    """`merge_duplicate_constants` as a pipeline step (passes/base.py)."""
+class MergeDuplicates(PassBase):
+    """Merge bit-identical constants (all scopes), in place (module doc)."""
 
     min_elements: int = MERGE_MIN_ELEMENTS
     name = "merge_duplicates"
-    needs_cleanup = False
 
     def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
                  removed: frozenset[int] = frozenset()) -> Estimate:
@@ -265,10 +236,27 @@ class MergeDuplicates:
                         details={"groups": groups})
 
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
-        return merge_duplicate_constants(graph, min_elements=self.min_elements, overridable=overridable)
+        report = PassReport(self.name)
+        scopes = list(iter_scopes(graph))
+        sites = candidate_sites(graph, scopes, min_elements=self.min_elements, overridable=overridable, report=report)
+        groups = find_duplicate_groups(sites)
+        names = NameAllocator(graph)
+        for group in groups:
+            survivor = survivor_value(group, names)
+            for member in group.members:
+                if member.value is not survivor:
+                    _redirect(member, survivor, scopes)
+            report.changed += len(group.members) - 1
+            report.bytes_saved += group.bytes_saved
+        report.details = {
+            "groups": len(groups),
+            "constants_merged": report.changed,
+            "largest_groups": [g.to_dict() for g in groups[:MAX_GROUPS_REPORTED]],
+        }
+        return report
 
 
-def _survivor_value(group: DuplicateGroup, names: NameAllocator) -> gs.Tensor:
+def survivor_value(group: DuplicateGroup, names: NameAllocator) -> gs.Tensor:
     """The tensor every member will read from now on."""
     first = group.members[0]
     if first.node is None:
@@ -277,7 +265,7 @@ def _survivor_value(group: DuplicateGroup, names: NameAllocator) -> gs.Tensor:
         return first.value
     # Constant nodes in sibling scopes: none is visible from all others, so the value becomes
     # an initializer (sharing the stored tensor, no copy) owned by their common scope.
-    return gs.Constant(names.new(first.name), first.tensor._values)
+    return gs.Constant(names.new(first.name), held_values(first.tensor))
 
 
 def _redirect(member: ConstantSite, survivor: gs.Tensor, scopes: list[Scope]) -> None:

@@ -48,18 +48,17 @@ from ..graph_utils import (
     consumers,
     graph_outputs_holding,
     iter_scopes,
-    overridable_initializers,
     readers_by_graph,
     replace_uses,
 )
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..report import PassReport
-from .base import Estimate
+from .base import Estimate, PassBase
 from .merge_constants import (
     DuplicateGroup,
-    _confirm_equal,
-    _survivor_rank,
-    _survivor_value,
+    confirm_equal,
+    survivor_rank,
+    survivor_value,
     candidate_sites,
     fingerprint,
 )
@@ -127,14 +126,14 @@ def find_reshaped_merges(graph: gs.Graph, *, min_elements: int, overridable: fro
         for same_print in by_print.values():
             if len({s.shape for s in same_print}) < 2:
                 continue
-            for group in _confirm_equal(same_print):
+            for group in confirm_equal(same_print):
                 _plan(group, scopes, merges, refused)
     merges.sort(key=lambda m: -m.bytes_saved)
     return merges, refused
 
 
 def _plan(group: DuplicateGroup, scopes: list[Scope], merges: list[Merge], refused: list[tuple[str, str]]) -> None:
-    members = sorted(group.members, key=_survivor_rank)  # as merge_duplicates keeps one
+    members = sorted(group.members, key=survivor_rank)  # as merge_duplicates keeps one
     usable = []
     for site in members:
         reason = _refusal(site, scopes)
@@ -164,32 +163,44 @@ def _refusal(site: ConstantSite, scopes: list[Scope]) -> str | None:
     return None
 
 
-def merge_reshaped_constants(graph: gs.Graph, *, min_elements: int = MERGE_MIN_ELEMENTS,
-                             overridable: frozenset[str] | None = None) -> PassReport:
+@dataclass(frozen=True)
+class MergeReshaped(PassBase):
     """Merge constants equal in bytes to another under another shape, in place (each one's
     readers read a Reshape of the kept one)."""
-    overridable = overridable_initializers(graph) if overridable is None else overridable
-    report = PassReport("merge_reshaped")
-    merges, refused = find_reshaped_merges(graph, min_elements=min_elements, overridable=overridable)
-    for name, reason in refused:
-        report.skip(name, reason)
-    report.changed = len(merges)
-    report.bytes_saved = sum(m.bytes_saved for m in merges)
-    report.details = {"merged": [m.to_dict() for m in merges[:MAX_MERGES_REPORTED]],
-                      "reshapes": sum(m.reshaped for m in merges)}
-    names = NameAllocator(graph)
-    by_source: dict[int, list[Merge]] = defaultdict(list)
-    for merge in merges:
-        by_source[id(merge.source)].append(merge)
-    for group in by_source.values():
-        # what every member can see: the source itself, or an initializer sharing its bytes
-        source = group[0].source
-        survivor = _survivor_value(DuplicateGroup([source, *(m.target for m in group)]), names)
-        if survivor is not source.value:  # a Constant node no other member sees: now an initializer
-            _redirect(Merge(source, source), survivor, names)
-        for merge in group:
-            _redirect(merge, survivor, names)
-    return report
+
+    min_elements: int = MERGE_MIN_ELEMENTS
+    name = "merge_reshaped"
+
+    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
+                 removed: frozenset[int] = frozenset()) -> Estimate:
+        """The merges the pass would make (reads the candidates' bytes, one tensor at a time)."""
+        merges, _ = find_reshaped_merges(graph, min_elements=self.min_elements, overridable=overridable,
+                                         removed=removed)
+        return Estimate(self.name, sum(m.bytes_saved for m in merges),
+                        removes=frozenset(id(m.target.tensor) for m in merges), details={"merges": merges})
+
+    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
+        report = PassReport(self.name)
+        merges, refused = find_reshaped_merges(graph, min_elements=self.min_elements, overridable=overridable)
+        for name, reason in refused:
+            report.skip(name, reason)
+        report.changed = len(merges)
+        report.bytes_saved = sum(m.bytes_saved for m in merges)
+        report.details = {"merged": [m.to_dict() for m in merges[:MAX_MERGES_REPORTED]],
+                          "reshapes": sum(m.reshaped for m in merges)}
+        names = NameAllocator(graph)
+        by_source: dict[int, list[Merge]] = defaultdict(list)
+        for merge in merges:
+            by_source[id(merge.source)].append(merge)
+        for group in by_source.values():
+            # what every member can see: the source itself, or an initializer sharing its bytes
+            source = group[0].source
+            survivor = survivor_value(DuplicateGroup([source, *(m.target for m in group)]), names)
+            if survivor is not source.value:  # a Constant node no other member sees: now an initializer
+                _redirect(Merge(source, source), survivor, names)
+            for merge in group:
+                _redirect(merge, survivor, names)
+        return report
 
 
 def _redirect(merge: Merge, survivor: gs.Tensor, names: NameAllocator) -> None:
@@ -209,23 +220,3 @@ def _redirect(merge: Merge, survivor: gs.Tensor, names: NameAllocator) -> None:
         target.node.outputs.clear()
         nodes = target.scope.graph.nodes
         nodes[:] = [n for n in nodes if n is not target.node]
-
-
-@dataclass(frozen=True)
-class MergeReshaped:
-    """`merge_reshaped_constants` as a pipeline step (passes/base.py)."""
-
-    min_elements: int = MERGE_MIN_ELEMENTS
-    name = "merge_reshaped"
-    needs_cleanup = False
-
-    def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
-                 removed: frozenset[int] = frozenset()) -> Estimate:
-        """The merges the pass would make (reads the candidates' bytes, one tensor at a time)."""
-        merges, _ = find_reshaped_merges(graph, min_elements=self.min_elements, overridable=overridable,
-                                         removed=removed)
-        return Estimate(self.name, sum(m.bytes_saved for m in merges),
-                        removes=frozenset(id(m.target.tensor) for m in merges), details={"merges": merges})
-
-    def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
-        return merge_reshaped_constants(graph, min_elements=self.min_elements, overridable=overridable)

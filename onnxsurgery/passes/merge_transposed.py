@@ -22,7 +22,6 @@ import numpy as np
 import onnx_graphsurgeon as gs
 
 from ..graph_utils import (
-    overridable_initializers,
     ConstantSite,
     NameAllocator,
     graph_outputs_holding,
@@ -33,7 +32,7 @@ from ..graph_utils import (
 )
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..report import PassReport
-from .base import Estimate
+from .base import Estimate, PassBase
 from .merge_constants import candidate_sites
 
 
@@ -41,40 +40,12 @@ def _digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def merge_transposed_constants(
-    graph: gs.Graph,
-    *,
-    min_elements: int = MERGE_MIN_ELEMENTS,
-    overridable: frozenset[str] | None = None,
-) -> PassReport:
-    """Merge 2-D constants equal to another's transpose, in place (a Transpose node reads the survivor)."""
-    overridable = overridable_initializers(graph) if overridable is None else overridable
-    report = PassReport("merge_transposed")
-    pairs, refused = _transposed_pairs(graph, min_elements=min_elements, overridable=overridable)
-    for name, reason in refused:
-        report.skip(name, reason)
-    names = NameAllocator(graph)
-    merged: list[dict] = []
-    for source, target in pairs:
-        _replace_with_transpose(source, target, names)
-        merged.append({"name": target.name, "transpose_of": source.name, "bytes_saved": target.nbytes})
-        report.bytes_saved += target.nbytes
-    report.changed = len(merged)
-    report.details = {
-        "merged": merged,
-        "cost": f"{len(merged)} Transpose node(s); onnxruntime folds them at session start, "
-        "so the runtime holds both layouts in memory",
-    }
-    return report
-
-
 @dataclass(frozen=True)
-class MergeTransposed:
-    """`merge_transposed_constants` as a pipeline step (passes/base.py)."""
+class MergeTransposed(PassBase):
+    """Merge 2-D constants equal to another's transpose, in place (a Transpose node reads the survivor)."""
 
     min_elements: int = MERGE_MIN_ELEMENTS
     name = "merge_transposed"
-    needs_cleanup = False
 
     def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
                  removed: frozenset[int] = frozenset()) -> Estimate:
@@ -84,7 +55,23 @@ class MergeTransposed:
                         removes=frozenset(id(target.tensor) for _, target in pairs))
 
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
-        return merge_transposed_constants(graph, min_elements=self.min_elements, overridable=overridable)
+        report = PassReport(self.name)
+        pairs, refused = _transposed_pairs(graph, min_elements=self.min_elements, overridable=overridable)
+        for name, reason in refused:
+            report.skip(name, reason)
+        names = NameAllocator(graph)
+        merged: list[dict] = []
+        for source, target in pairs:
+            _replace_with_transpose(source, target, names)
+            merged.append({"name": target.name, "transpose_of": source.name, "bytes_saved": target.nbytes})
+            report.bytes_saved += target.nbytes
+        report.changed = len(merged)
+        report.details = {
+            "merged": merged,
+            "cost": f"{len(merged)} Transpose node(s); onnxruntime folds them at session start, "
+            "so the runtime holds both layouts in memory",
+        }
+        return report
 
 
 def _transposed_pairs(graph: gs.Graph, *, min_elements: int, overridable: frozenset[str],

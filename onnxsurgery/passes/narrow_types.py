@@ -28,12 +28,11 @@ from ..graph_utils import (
     collect_constants,
     graph_outputs_holding,
     iter_scopes,
-    overridable_initializers,
     read_values,
     set_values,
 )
 from ..report import PassReport
-from .base import Estimate
+from .base import Estimate, PassBase
 
 _NARROWER = {
     onnx.TensorProto.INT64: (np.int32, "tensor(int32)"),
@@ -51,51 +50,47 @@ NARROWABLE_INPUTS = {
 }
 
 
-def narrow_constants(
-    graph: gs.Graph, *, overridable: frozenset[str] | None = None, opsets: dict[str, int] | None = None
-) -> PassReport:
-    """Narrow int64/float64 constants in place where every consumer accepts the narrow type."""
-    overridable = overridable_initializers(graph) if overridable is None else overridable
-    report = PassReport("narrow")
-    narrowed: list[dict] = []
-    for site, narrow, reason in _narrowings(graph, overridable, opsets or {"": graph.opset}):
-        if reason is not None:
-            report.skip(site.name, reason)
-            continue
-        before = site.nbytes
-        if site.node is None:
-            set_values(site.tensor, narrow)
-        else:
-            site.node.attrs["value"] = gs.Constant(site.tensor.name, narrow)
-            if site.value.dtype is not None:  # only where the type was declared already
-                site.value.dtype = narrow.dtype
-        report.bytes_saved += before - narrow.nbytes
-        narrowed.append({"name": site.name, "to": str(narrow.dtype), "bytes_saved": before - narrow.nbytes})
-    report.changed = len(narrowed)
-    report.details = {"narrowed": narrowed}
-    return report
-
-
 @dataclass(frozen=True)
-class Narrow:
-    """`narrow_constants` as a pipeline step (passes/base.py). `opsets` None: the graph's."""
+class Narrow(PassBase):
+    """Narrow int64/float64 constants in place where every consumer accepts the narrow type.
+    `opsets` None: the graph's."""
 
-    opsets: tuple[tuple[str, int], ...] | None = None  # a dict's items, so that the step is hashable
+    opsets: tuple[tuple[str, int], ...] | None = None  # a dict's items (a dict is taken too): hashable
     name = "narrow"
-    needs_cleanup = False
+
+    def __post_init__(self):
+        if isinstance(self.opsets, dict):
+            object.__setattr__(self, "opsets", tuple(sorted(self.opsets.items())))
 
     def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
                  removed: frozenset[int] = frozenset()) -> Estimate:
         """Exact: reads the int64/float64 constants to check that their values survive."""
         saved = sum(site.nbytes - narrow.nbytes
-                    for site, narrow, _ in _narrowings(graph, overridable, self._opsets(graph))
+                    for site, narrow, _ in _narrowings(graph, overridable, self.opsets_of(graph))
                     if narrow is not None and id(site.tensor) not in removed)
         return Estimate(self.name, saved)
 
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
-        return narrow_constants(graph, overridable=overridable, opsets=self._opsets(graph))
+        report = PassReport(self.name)
+        narrowed: list[dict] = []
+        for site, narrow, reason in _narrowings(graph, overridable, self.opsets_of(graph)):
+            if reason is not None:
+                report.skip(site.name, reason)
+                continue
+            before = site.nbytes
+            if site.node is None:
+                set_values(site.tensor, narrow)
+            else:
+                site.node.attrs["value"] = gs.Constant(site.tensor.name, narrow)
+                if site.value.dtype is not None:  # only where the type was declared already
+                    site.value.dtype = narrow.dtype
+            report.bytes_saved += before - narrow.nbytes
+            narrowed.append({"name": site.name, "to": str(narrow.dtype), "bytes_saved": before - narrow.nbytes})
+        report.changed = len(narrowed)
+        report.details = {"narrowed": narrowed}
+        return report
 
-    def _opsets(self, graph: gs.Graph) -> dict[str, int]:
+    def opsets_of(self, graph: gs.Graph) -> dict[str, int]:
         return dict(self.opsets) if self.opsets is not None else {"": graph.opset}
 
 

@@ -58,11 +58,11 @@ from ..quantization.choices.plan_check import check_plan
 from ..quantization.choices.planner import plan_weights
 from ..quantization.choices.refusals import refusal
 from ..report import PassReport
-from .base import Estimate
+from .base import Estimate, PassBase
 
 
 @dataclass(frozen=True, eq=False)
-class QuantizeWeights:
+class QuantizeWeights(PassBase):
     """Quantize float weights in place (all scopes), as a pipeline step (passes/base.py): plan
     (quantization/choices/planner.py), then apply the plan (quantization/apply.py). `opset` None: the graph's.
     With `calibration`, the integer roundings of the weights whose consumers it supports use
@@ -109,7 +109,7 @@ class QuantizeWeights:
             plan = dataclasses.replace(made, weights=records) if made else records
             return check_plan(graph, plan, opset, overridable, self.options.target, self.calibration)
         options = self.options
-        if options.lowering == "dq" and not (options.fp16 or options.levels) and opset < dq_min_opset(options):
+        if options.lowering == "dq" and not options.stays_float and opset < dq_min_opset(options):
             raise UnsupportedModelError(
                 f"--lowering dq with {options.dtype}/{options.granularity} needs opset "
                 f"{dq_min_opset(options)}; this model is opset {opset}")

@@ -35,10 +35,9 @@ from ..graph_utils import (
     graph_outputs_holding,
     is_sparse,
     iter_scopes,
-    overridable_initializers,
 )
 from ..report import PassReport
-from .base import Estimate
+from .base import Estimate, PassBase
 
 # A TensorProto's fields besides its payload (data_type, dims, the raw_data tag), about.
 TENSOR_OVERHEAD = 16
@@ -102,35 +101,12 @@ def find_shape_only(graph: gs.Graph, *, overridable: frozenset[str],
     return found
 
 
-def fold_shape_only_constants(graph: gs.Graph, *, overridable: frozenset[str] | None = None) -> PassReport:
+@dataclass(frozen=True)
+class FoldShapeOnly(PassBase):
     """Replace every Shape node that reads a constant read only by Shape nodes with a Constant
     node holding the shape it returns, in place; the constants are then unread."""
-    overridable = overridable_initializers(graph) if overridable is None else overridable
-    report = PassReport("shape_only")
-    found = find_shape_only(graph, overridable=overridable)
-    report.details = {"constants": [item.to_dict() for item in found]}
-    names = NameAllocator(graph)
-    for item in found:
-        for node, dims in item.readers:
-            node.op = "Constant"
-            node.attrs.clear()
-            node.attrs["value"] = gs.Constant(names.new(f"{node.outputs[0].name}__value"), np.array(dims, np.int64))
-            node.inputs.clear()
-        if item.site.node is not None:  # the Constant node that held it is unread: gone now, not at cleanup
-            item.site.node.outputs.clear()
-            nodes = item.site.scope.graph.nodes
-            nodes[:] = [n for n in nodes if n is not item.site.node]
-        report.changed += 1
-        report.bytes_saved += item.bytes_saved
-    return report
-
-
-@dataclass(frozen=True)
-class FoldShapeOnly:
-    """`fold_shape_only_constants` as a pipeline step (passes/base.py)."""
 
     name = "shape_only"
-    needs_cleanup = False
 
     def estimate(self, graph: gs.Graph, *, overridable: frozenset[str],
                  removed: frozenset[int] = frozenset()) -> Estimate:
@@ -141,4 +117,20 @@ class FoldShapeOnly:
                         details={"constants": found})
 
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
-        return fold_shape_only_constants(graph, overridable=overridable)
+        report = PassReport(self.name)
+        found = find_shape_only(graph, overridable=overridable)
+        report.details = {"constants": [item.to_dict() for item in found]}
+        names = NameAllocator(graph)
+        for item in found:
+            for node, dims in item.readers:
+                node.op = "Constant"
+                node.attrs.clear()
+                node.attrs["value"] = gs.Constant(names.new(f"{node.outputs[0].name}__value"), np.array(dims, np.int64))
+                node.inputs.clear()
+            if item.site.node is not None:  # the Constant node that held it is unread: gone now, not at cleanup
+                item.site.node.outputs.clear()
+                nodes = item.site.scope.graph.nodes
+                nodes[:] = [n for n in nodes if n is not item.site.node]
+            report.changed += 1
+            report.bytes_saved += item.bytes_saved
+        return report

@@ -76,19 +76,21 @@ class QuantOptions:
         if self.target == "tensorrt":
             self._for_tensorrt()
         # The lean lowering picks its own scheme (per channel, symmetric): only when none was asked for.
-        self.auto_scheme = self.granularity is None and self.symmetric is None and not (self.levels or self.fp16)
+        self.auto_scheme = self.granularity is None and self.symmetric is None and not self.stays_float
         if self.granularity is None:
             self.granularity = "channel" if self.levels else "block"
         # Each weight quantized both ways keeps the more accurate (quantization/choices/symmetry.py); the
         # lean lowering is symmetric by construction. `symmetric` is then what estimates assume.
-        self.auto_symmetric = self.symmetric is None and not (self.levels or self.fp16)
+        self.auto_symmetric = self.symmetric is None and not self.stays_float
         if self.symmetric is None:
             self.symmetric = False
 
     def _check_combination(self) -> None:
-        """Options that contradict each other, or one that another makes meaningless, are
-        refused here, once, for the CLI and the API alike (OptionError: exit 2 on the CLI)."""
-        stays_float = "--fp16" if self.fp16 else f"--levels {self.levels}" if self.levels else None
+        """Options that contradict each other within the configuration, refused for the CLI and
+        the API alike (OptionError: exit 2 on the CLI). Those across a run's groups are
+        run_options.QuantRun's; an option given that float storage makes meaningless,
+        QuantRequest.resolve's (only the request knows what was given)."""
+        stays_float = self.stays_float
         if self.fp16 and self.levels:
             raise OptionError("--fp16 and --levels are alternatives; pick one")
         if stays_float and self.dtype != "int8":
@@ -115,7 +117,7 @@ class QuantOptions:
             raise OptionError(f"target tensorrt: --block-size {self.block_size}: TensorRT's supported INT4 block "
                               "sizes are 64 and 128 (TensorRT 10.x, \"Working with Quantized Types\")")
         self.symmetric, self.lowering = True, "dq" if self.lowering == "auto" else self.lowering
-        if self.granularity is None and not (self.levels or self.fp16):
+        if self.granularity is None and not self.stays_float:
             self.granularity = "block" if self.dtype == "int4" else "channel"
 
     def changed(self, **changes) -> "QuantOptions":
@@ -140,6 +142,11 @@ class QuantOptions:
         return bool(self.allocation) and "int4" in self.allocation.values()
 
     @property
+    def stays_float(self) -> str | None:
+        """The flag keeping weights in floating point, None for integers (`stays_float`)."""
+        return stays_float(self.fp16, self.levels)
+
+    @property
     def four_bit(self) -> bool:
         return self.dtype in ("int4", "uint4")
 
@@ -148,7 +155,7 @@ class QuantOptions:
         """Whether `auto` lowers with DequantizeLinear (kept by onnxruntime, so the integers stay
         in memory): asked for with keep_quantized, and always for 4-bit weights, whose unpacking
         chain would otherwise be folded into several byte- and float-sized copies at load."""
-        return (self.keep_quantized or self.four_bit) and not (self.fp16 or self.levels)
+        return (self.keep_quantized or self.four_bit) and not self.stays_float
 
     @property
     def lean_default(self) -> bool:
@@ -169,6 +176,12 @@ class Scheme:
     @property
     def name(self) -> str:
         return f"block{self.block_size}" if self.granularity == "block" else self.granularity
+
+
+def stays_float(fp16: bool, levels: int | None) -> str | None:
+    """The "stays float" rule, computed here once: `--fp16` and `--levels N` keep weights in
+    floating point, so integer-only options do not apply; the flag as refusals spell it."""
+    return "--fp16" if fp16 else f"--levels {levels}" if levels else None
 
 
 def dq_min_opset(opts: QuantOptions) -> int:

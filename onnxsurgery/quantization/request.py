@@ -70,20 +70,28 @@ class QuantRequest:
             raise OptionError(f"unknown quant option '{unknown[0]}'; the options are {', '.join(sorted(known))}")
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
 
+    @property
+    def stays_float(self) -> str | None:
+        """The flag that keeps weights in floating point (`--fp16`, `--levels N`), None when they
+        become integers: the rule every refusal of an integer-only option reads
+        (quantization.options.stays_float)."""
+        from .options import stays_float
+
+        return stays_float(self.fp16, self.levels)
+
     def resolve(self, runtime: str = "onnxruntime", memory: int | None = None):
         """The complete configuration (quantization.options.QuantOptions) for a result that runs in
         `runtime` with `memory` bytes (--memory; None: this machine's): defaults filled in,
-        choices left to quant marked as such, contradictions refused (OptionError). Target
-        onnxruntime-web is target any in runtime onnxruntime-web."""
+        choices left to quant marked as such. What only the request can tell (an option given
+        that the float storage asked for makes meaningless) is refused here; ranges, choices and
+        the other contradictions by QuantOptions itself. Target onnxruntime-web is target any in
+        runtime onnxruntime-web (where_it_runs)."""
         from .options import QuantOptions
 
-        if self.target == "onnxruntime-web":
-            return dataclasses.replace(self, target="any").resolve("onnxruntime-web", memory)
-
+        target, runtime = where_it_runs(self.target, runtime)
         if self.block_size is not None and self.granularity in ("tensor", "channel"):
             raise OptionError(f"--block-size applies to blocks; --granularity {self.granularity} has none")
-        stays_float = "--fp16" if self.fp16 else f"--levels {self.levels}" if self.levels else None
-        if stays_float and not (self.fp16 and self.levels):  # both: QuantOptions says "alternatives"
+        if self.stays_float and not (self.fp16 and self.levels):  # both: QuantOptions says "alternatives"
             # what integer storage alone uses (--levels groups its values, so it keeps --granularity)
             given = {"dtype": self.dtype is not None, "symmetric": self.symmetric is not None,
                      "rounding": self.rounding != "auto", "lowering": self.lowering != "auto",
@@ -92,9 +100,10 @@ class QuantRequest:
             flag = next((name for name, asked in given.items() if asked), None)
             if flag:
                 spelled = " ".join(dataclasses.replace(QuantRequest(), **{flag: getattr(self, flag)}).flags())
-                raise OptionError(f"{stays_float} keeps weights in floating point; {spelled} does not apply")
+                raise OptionError(f"{self.stays_float} keeps weights in floating point; {spelled} does not apply")
         given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        block_size = TENSORRT_BLOCK_SIZE if self.target == "tensorrt" else QUANT_BLOCK_SIZE
+        given["target"] = target
+        block_size = TENSORRT_BLOCK_SIZE if target == "tensorrt" else QUANT_BLOCK_SIZE
         for name, default in (("dtype", "int8"), ("block_size", block_size)):
             if given[name] is None:
                 given[name] = default
@@ -107,3 +116,12 @@ class QuantRequest:
     def flags(self) -> list[str]:
         """The command-line flags that ask for this request."""
         return flags_of(self)
+
+
+def where_it_runs(target: str, runtime: str = "onnxruntime") -> tuple[str, str]:
+    """(the target the plan is made for, the runtime the result is verified as): `--target
+    onnxruntime-web`, and the hidden `--runtime onnxruntime-web` beside target any, are standard
+    ops (target any) computed as the WASM build computes them. The alias's one normalisation."""
+    if target == "onnxruntime-web" or (target == "any" and runtime == "onnxruntime-web"):
+        return "any", "onnxruntime-web"
+    return target, runtime

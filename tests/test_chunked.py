@@ -99,3 +99,30 @@ def test_clip_search_in_one_pass_picks_the_whole_array_ratios(shape, granularity
     want = _clip_reference(x, lo, hi, symmetric, granularity, axis, block_size, imp)
     got = rounding._clip_ranges(x, lo, hi, -8, 7, symmetric, False, granularity, axis, block_size, importance)
     assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+
+
+@pytest.mark.parametrize("granularity,axis,block_size", [("channel", 0, None), ("channel", 1, None), ("block", 0, 32),
+                                                         ("block", 1, 32)])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_float16_scales_round_as_the_whole_array_float16_steps(granularity, axis, block_size, symmetric):
+    """quantize() divides by its float16 scales cast to float32 once (numpy casts them inside each
+    broadcast ufunc otherwise, slowly): the integers and the dequantized values are those of the
+    whole-array steps on the float16 scales themselves."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((128, 96)).astype(np.float32)
+    qt = quantize(x, dtype="int4", granularity=granularity, axis=axis, block_size=block_size, symmetric=symmetric,
+                  half_scales=True)
+    assert qt.scale.dtype == np.float16
+    expand = [1, 1]
+    expand[axis] = -1
+    if granularity == "block":
+        s = np.repeat(qt.scale, block_size, axis=axis)
+        z = np.repeat(qt.zero_point, block_size, axis=axis) if qt.zero_point is not None else None
+    else:
+        s = qt.scale.reshape(expand)
+        z = qt.zero_point.reshape(expand) if qt.zero_point is not None else None
+    q = x / s + (z.astype(np.float32) if z is not None else 0)
+    whole = np.clip(np.rint(q), -8, 7)
+    assert qt.q.tobytes() == whole.astype(qt.q.dtype).tobytes()
+    back = (whole - (z.astype(np.float32) if z is not None else 0)) * s
+    assert np.array_equal(qt.dequantize(), back.astype(np.float32))  # (whole's -0.0 is 0 from integers)

@@ -276,7 +276,7 @@ def error_sums(x: np.ndarray, qt, grouped) -> tuple[float, float, float]:
     q = qt.q.reshape(qt.q.shape or (1,))
     x = np.asarray(x, np.float32).reshape(q.shape)
     zero = qt.zero_point.astype(np.float32) if qt.zero_point is not None else np.zeros_like(qt.scale)
-    scale = qt.scale
+    scale = qt.scale.astype(np.float32, copy=False)  # float16 ones cast through a buffer in each ufunc: slow
     if qt.q.ndim == 0:
         scale, zero = scale.reshape(1), zero.reshape(1)
     q_view, s_b, z_b = grouped(q, scale, zero, qt.granularity, qt.axis, qt.block_size)

@@ -126,3 +126,26 @@ def test_float16_scales_round_as_the_whole_array_float16_steps(granularity, axis
     assert qt.q.tobytes() == whole.astype(qt.q.dtype).tobytes()
     back = (whole - (z.astype(np.float32) if z is not None else 0)) * s
     assert np.array_equal(qt.dequantize(), back.astype(np.float32))  # (whole's -0.0 is 0 from integers)
+
+
+def test_shared_slices_give_the_bits_of_one_thread(monkeypatch):
+    """round_to_grid, block_ranges, error_sums and all_finite split their slices among threads
+    (chunked.share): the integers, scales and error figures are those of one thread."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((256, 192)).astype(np.float32)
+    x[3, 5] = 40.0  # one outlier: a block's range and the largest error differ from the rest
+
+    def run():
+        found = []
+        for granularity, axis in (("block", 0), ("block", 1), ("channel", 0)):
+            qt = quantize(x, dtype="int4", granularity=granularity, axis=axis, block_size=32, symmetric=False,
+                          half_scales=True)
+            found.append((qt.q.tobytes(), qt.scale.tobytes(), qt.zero_point.tobytes(), weight_error(x, qt)))
+        return found, chunked.all_finite(x), chunked.all_finite(np.where(x > 3.5, np.nan, x))
+
+    monkeypatch.setattr(chunked, "_workers", lambda: 1)
+    alone = run()
+    monkeypatch.setattr(chunked, "_workers", lambda: 3)
+    monkeypatch.setattr(chunked, "_POOL", None)
+    assert run() == alone
+    assert alone[1] and not alone[2]

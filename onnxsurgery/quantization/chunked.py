@@ -9,7 +9,8 @@ Quantizing a 1.4B-parameter decoder spent most of its time in these passes over 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -73,24 +74,29 @@ def _scratch(shape: tuple[int, ...]) -> np.ndarray:
 def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
                   divisor: np.ndarray | None = None) -> np.ndarray:
     """rint(view / s_b [+ z_b]) clipped to [qmin, qmax], as `store` integers (view's shape).
-    `z_b` None: no zero point. `divisor`: of view / divisor instead."""
+    `z_b` None: no zero point. `divisor`: of view / divisor instead. The slices are shared
+    among threads (`share`): each writes its own part of the result."""
     out = np.empty(view.shape, store)
-    scratch = np.empty(0, np.float32)
-    for part in tiles(view.shape, CHUNK_ELEMENTS, split_last=True):  # wide rows cut along the last axis
-        v = view[part]
-        if scratch.size < v.size:
-            scratch = np.empty(v.size, np.float32)
-        q = scratch[:v.size].reshape(v.shape)
-        if divisor is not None:
-            np.divide(v, tile_of(divisor, part, view.ndim), out=q)
-            np.divide(q, tile_of(s_b, part, view.ndim), out=q)
-        else:
-            np.divide(v, tile_of(s_b, part, view.ndim), out=q)
-        if z_b is not None:
-            q += tile_of(z_b, part, view.ndim)
-        np.rint(q, out=q)
-        np.clip(q, qmin, qmax, out=q)
-        out[part] = q
+
+    def run(parts: list[tuple[slice, ...]]) -> None:
+        scratch = np.empty(0, np.float32)
+        for part in parts:
+            v = view[part]
+            if scratch.size < v.size:
+                scratch = np.empty(v.size, np.float32)
+            q = scratch[:v.size].reshape(v.shape)
+            if divisor is not None:
+                np.divide(v, tile_of(divisor, part, view.ndim), out=q)
+                np.divide(q, tile_of(s_b, part, view.ndim), out=q)
+            else:
+                np.divide(v, tile_of(s_b, part, view.ndim), out=q)
+            if z_b is not None:
+                q += tile_of(z_b, part, view.ndim)
+            np.rint(q, out=q)
+            np.clip(q, qmin, qmax, out=q)
+            out[part] = q
+
+    share(run, list(tiles(view.shape, CHUNK_ELEMENTS, split_last=True)))  # wide rows cut along the last axis
     return out
 
 
@@ -189,13 +195,7 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
             best[tuple(p for axis, p in enumerate(full) if axis not in members)] = pick
 
     last_is_member = view.ndim - 1 in members
-    parts = list(tiles(view.shape, CLIP_CHUNK_ELEMENTS // grids, split_last=not last_is_member))
-    workers = min(_workers(), len(parts))
-    if workers <= 1:
-        run(parts)
-    else:
-        for done in [_pool().submit(run, parts[i::workers]) for i in range(workers)]:
-            done.result()
+    share(run, list(tiles(view.shape, CLIP_CHUNK_ELEMENTS // grids, split_last=not last_is_member)), least=2)
     return best
 
 
@@ -210,6 +210,10 @@ def _first_least(err: np.ndarray) -> np.ndarray:
 
 
 _POOL = None
+_POOL_LOCK = threading.Lock()
+# Slices (of CHUNK_ELEMENTS) below which one tensor's pass stays on the calling thread: handing
+# work to the pool costs tens of microseconds, a slice's steps about as much
+SHARED_FROM_PARTS = 8
 
 
 def _workers() -> int:
@@ -219,12 +223,26 @@ def _workers() -> int:
 
 def _pool():
     """Threads the slices of one tensor share (numpy's loops release the GIL); never the pool
-    of parallel.ordered_map, whose workers wait here."""
+    of parallel.ordered_map, whose workers wait here. Nothing run on it submits to it again."""
     global _POOL
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-        _POOL = ThreadPoolExecutor(_workers(), thread_name_prefix="chunked")
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+            _POOL = ThreadPoolExecutor(_workers(), thread_name_prefix="chunked")
     return _POOL
+
+
+def share(run: Callable[[list], None], parts: list, least: int = SHARED_FROM_PARTS) -> None:
+    """run(parts) split among the threads of parallel.WORKERS (every `workers`-th part each), or
+    on this thread alone where there are fewer than `least` parts or one worker. `run` must
+    write only what its parts own, so that the result does not depend on the split: quantizing
+    one large weight alone (the budget of parallel.ordered_map) left the second core idle."""
+    workers = min(_workers(), len(parts))
+    if workers <= 1 or len(parts) < least:
+        run(parts)
+        return
+    for done in [_pool().submit(run, parts[i::workers]) for i in range(workers)]:
+        done.result()
 
 
 def channel_ranges(x: np.ndarray, axis: int, divisor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -259,12 +277,16 @@ def block_ranges(blocks: np.ndarray, member_axis: int) -> tuple[np.ndarray, np.n
     shape = blocks.shape[:member_axis] + blocks.shape[member_axis + 1:]
     lo, hi = np.empty(shape, blocks.dtype), np.empty(shape, blocks.dtype)
     split = member_axis != blocks.ndim - 1
-    for part in tiles(blocks.shape, CHUNK_ELEMENTS, split_last=split):  # wide rows cut along the last axis
-        rows = blocks[part]
-        full = (*part, *[slice(None)] * (blocks.ndim - len(part)))
-        kept = tuple(p for axis, p in enumerate(full) if axis != member_axis)
-        rows.min(axis=member_axis, out=lo[kept])
-        rows.max(axis=member_axis, out=hi[kept])
+
+    def run(parts: list[tuple[slice, ...]]) -> None:
+        for part in parts:
+            rows = blocks[part]
+            full = (*part, *[slice(None)] * (blocks.ndim - len(part)))
+            kept = tuple(p for axis, p in enumerate(full) if axis != member_axis)
+            rows.min(axis=member_axis, out=lo[kept])
+            rows.max(axis=member_axis, out=hi[kept])
+
+    share(run, list(tiles(blocks.shape, CHUNK_ELEMENTS, split_last=split)))  # wide rows cut along the last axis
     return lo, hi
 
 
@@ -287,33 +309,41 @@ def error_sums(x: np.ndarray, qt, grouped) -> tuple[float, float, float]:
         along[qt.input_axis] = -1
         r = np.broadcast_to(qt.input_scale.reshape(along), q.shape)
         r = np.ascontiguousarray(r).reshape(q_view.shape) if q_view.ndim != q.ndim else r
+    parts = list(tiles(q_view.shape, CHUNK_ELEMENTS, split_last=True))
+    sums = np.zeros((len(parts), 3))  # each tile's (error^2, x^2, largest |error|), added in tile order below
+    index = {id(part): i for i, part in enumerate(parts)}
+
+    def run(mine: list[tuple[slice, ...]]) -> None:
+        scratch = np.empty(0, np.float32)
+        for part in mine:
+            qs, xs = q_view[part], x_view[part]
+            if not qs.size:
+                continue
+            if scratch.size < qs.size:
+                scratch = np.empty(qs.size, np.float32)
+            d = scratch[:qs.size].reshape(qs.shape)
+            d[...] = qs
+            if qt.zero_point is not None:
+                d -= tile_of(z_b, part, q_view.ndim)
+            d *= tile_of(s_b, part, q_view.ndim)
+            if r is not None:
+                d *= tile_of(r, part, q_view.ndim)
+            d -= xs
+            largest = max(float(d.max()), -float(d.min()))
+            flat, xf = d.reshape(-1), xs.reshape(-1)
+            with np.errstate(over="ignore", invalid="ignore"):
+                e, n = float(np.dot(flat, flat)), float(np.dot(xf, xf))
+            if not (np.isfinite(e) and np.isfinite(n)):  # huge values: their squares overflow float32
+                f64, x64 = flat.astype(np.float64), xf.astype(np.float64)
+                e, n = float(np.dot(f64, f64)), float(np.dot(x64, x64))
+            sums[index[id(part)]] = e, n, largest
+
+    share(run, parts)
     err2 = norm2 = 0.0
-    largest = 0.0
-    scratch = np.empty(0, np.float32)
-    for part in tiles(q_view.shape, CHUNK_ELEMENTS, split_last=True):
-        qs, xs = q_view[part], x_view[part]
-        if scratch.size < qs.size:
-            scratch = np.empty(qs.size, np.float32)
-        d = scratch[:qs.size].reshape(qs.shape)
-        d[...] = qs
-        if qt.zero_point is not None:
-            d -= tile_of(z_b, part, q_view.ndim)
-        d *= tile_of(s_b, part, q_view.ndim)
-        if r is not None:
-            d *= tile_of(r, part, q_view.ndim)
-        d -= xs
-        if not d.size:
-            continue
-        largest = max(largest, float(d.max()), -float(d.min()))
-        flat, xf = d.reshape(-1), xs.reshape(-1)
-        with np.errstate(over="ignore", invalid="ignore"):
-            e, n = float(np.dot(flat, flat)), float(np.dot(xf, xf))
-        if not (np.isfinite(e) and np.isfinite(n)):  # huge values: their squares overflow float32
-            f64, x64 = flat.astype(np.float64), xf.astype(np.float64)
-            e, n = float(np.dot(f64, f64)), float(np.dot(x64, x64))
+    for e, n, _ in sums:  # in tile order: the same float64 sums however the tiles were shared
         err2 += e
         norm2 += n
-    return err2, norm2, largest
+    return err2, norm2, float(sums[:, 2].max(initial=0.0))
 
 
 def abs_max(x: np.ndarray, axis: int) -> np.ndarray:
@@ -336,4 +366,11 @@ def all_finite(x: np.ndarray) -> bool:
     that holds a NaN or Inf."""
     if x.ndim == 0:
         return bool(np.isfinite(x))
-    return all(np.isfinite(x[part]).all() for part in row_slices(x.shape))
+    found = []
+
+    def run(parts: list[slice]) -> None:
+        if not all(np.isfinite(x[part]).all() for part in parts if not found):
+            found.append(False)
+
+    share(run, list(row_slices(x.shape)))
+    return not found

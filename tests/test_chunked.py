@@ -149,3 +149,12 @@ def test_shared_slices_give_the_bits_of_one_thread(monkeypatch):
     monkeypatch.setattr(chunked, "_POOL", None)
     assert run() == alone
     assert alone[1] and not alone[2]
+
+
+def test_pack_nibbles_in_shared_slices_is_the_whole_array_packing():
+    from onnxsurgery.quantization.rounding import pack_nibbles
+
+    q = np.random.default_rng(7).integers(-8, 8, (4 << 18) * 2 + 7).astype(np.int8)  # 5 slices, odd length
+    padded = np.append(q, np.int8(0)).view(np.uint8)
+    whole = (padded[1::2] << 4) | (padded[0::2] & 0x0F)
+    assert pack_nibbles(q, signed=True).tobytes() == whole.astype(np.uint8).tobytes()

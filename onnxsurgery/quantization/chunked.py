@@ -176,7 +176,7 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
                     q *= tile_of(importance, part, view.ndim)
                 err = q.sum(axis=summed)  # float32
             pick = err.argmin(axis=0)
-            least = np.take_along_axis(err, pick[None], axis=0)[0]
+            least = err.min(axis=0)  # err at pick (NaN where pick is a NaN's): take_along_axis, without its overhead
             close = (err <= least * np.float32(1 + tolerance)).sum(axis=0) > 1  # another grid within reach
             huge = ~np.isfinite(least)  # squares past float32's range (a damaged weight): float64 throughout
             close &= ~huge

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .chunked import best_clip, block_ranges, channel_ranges, clipped_error, error_sums, round_to_grid
+from .chunked import best_clip, block_ranges, channel_ranges, clipped_error, error_sums, round_to_grid, share
 
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
 
@@ -429,12 +429,16 @@ def pack_nibbles(q: np.ndarray, signed: bool) -> np.ndarray:
         flat = np.append(flat, np.uint8(0))
     low, high = flat[0::2], flat[1::2]
     packed = np.empty(high.size, np.uint8)
-    scratch = np.empty(max(1, min(high.size, 1 << 18)), np.uint8)
-    for start in range(0, high.size, scratch.size):  # a slice at a time: no full-size temporaries
-        part = slice(start, start + scratch.size)
-        out = packed[part]
-        np.left_shift(high[part], 4, out=out)  # uint8: the high nibble drops out
-        out |= np.bitwise_and(low[part], np.uint8(0x0F), out=scratch[:out.size])
+    step = max(1, min(high.size, 1 << 18))
+
+    def run(parts: list[slice]) -> None:  # a slice at a time: no full-size temporaries
+        scratch = np.empty(step, np.uint8)
+        for part in parts:
+            out = packed[part]
+            np.left_shift(high[part], 4, out=out)  # uint8: the high nibble drops out
+            out |= np.bitwise_and(low[part], np.uint8(0x0F), out=scratch[:out.size])
+
+    share(run, [slice(start, start + step) for start in range(0, high.size, step)], least=4)  # threads (chunked.py)
     return packed
 
 

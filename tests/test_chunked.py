@@ -129,8 +129,9 @@ def test_float16_scales_round_as_the_whole_array_float16_steps(granularity, axis
 
 
 def test_shared_slices_give_the_bits_of_one_thread(monkeypatch):
-    """round_to_grid, block_ranges, error_sums and all_finite split their slices among threads
-    (chunked.share): the integers, scales and error figures are those of one thread."""
+    """round_to_grid, block_ranges, channel_ranges, abs_max, error_sums and all_finite split their
+    slices among threads (chunked.share): the integers, scales, extremes and error figures are
+    those of one thread."""
     rng = np.random.default_rng(6)
     x = rng.standard_normal((256, 192)).astype(np.float32)
     x[3, 5] = 40.0  # one outlier: a block's range and the largest error differ from the rest
@@ -141,14 +142,17 @@ def test_shared_slices_give_the_bits_of_one_thread(monkeypatch):
             qt = quantize(x, dtype="int4", granularity=granularity, axis=axis, block_size=32, symmetric=False,
                           half_scales=True)
             found.append((qt.q.tobytes(), qt.scale.tobytes(), qt.zero_point.tobytes(), weight_error(x, qt)))
-        return found, chunked.all_finite(x), chunked.all_finite(np.where(x > 3.5, np.nan, x))
+        r = np.linspace(0.5, 2, x.shape[0], dtype=np.float32)[:, None]
+        extremes = [tuple(a.tobytes() for a in chunked.channel_ranges(x, axis, divisor))
+                    + (chunked.abs_max(x, axis).tobytes(),) for axis in (0, 1) for divisor in (None, r)]
+        return found, extremes, chunked.all_finite(x), chunked.all_finite(np.where(x > 3.5, np.nan, x))
 
     monkeypatch.setattr(chunked, "_workers", lambda: 1)
     alone = run()
     monkeypatch.setattr(chunked, "_workers", lambda: 3)
     monkeypatch.setattr(chunked, "_POOL", None)
     assert run() == alone
-    assert alone[1] and not alone[2]
+    assert alone[2] and not alone[3]
 
 
 def test_pack_nibbles_in_shared_slices_is_the_whole_array_packing():

@@ -246,28 +246,39 @@ def share(run: Callable[[list], None], parts: list, least: int = SHARED_FROM_PAR
 
 
 def channel_ranges(x: np.ndarray, axis: int, divisor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """min and max of x (or of x / divisor) over every axis but `axis`, one pass over x."""
-    lo = hi = None
+    """min and max of x (or of x / divisor) over every axis but `axis`, one pass over x, its
+    slices shared among threads (`share`); along another axis than 0 each slice's extremes are
+    kept and folded in slice order afterwards, as one thread would."""
+    parts = list(row_slices(x.shape))
+    if not parts:
+        return None, None
     others = tuple(a for a in range(1, x.ndim))
-    scratch = _scratch(x.shape) if divisor is not None else None
-    for part in row_slices(x.shape):
-        rows = x[part]
-        if divisor is not None:
-            rows = np.divide(rows, rows_of(divisor, part, x.ndim), out=scratch[:part.stop - part.start])
-        if axis == 0:
-            flat = rows.reshape(rows.shape[0], -1)
-            if lo is None:
-                lo, hi = np.empty(x.shape[0], x.dtype), np.empty(x.shape[0], x.dtype)
-            flat.min(axis=1, out=lo[part])
-            flat.max(axis=1, out=hi[part])
-        else:
-            reduce = (0,) + tuple(a for a in others if a != axis)
-            part_lo, part_hi = rows.min(axis=reduce), rows.max(axis=reduce)
-            if lo is None:
-                lo, hi = part_lo, part_hi
+    lo = hi = None
+    if axis == 0:
+        lo, hi = np.empty(x.shape[0], x.dtype), np.empty(x.shape[0], x.dtype)
+    partial: list = [None] * len(parts)
+    index = {id(part): i for i, part in enumerate(parts)}
+
+    def run(mine: list[slice]) -> None:
+        scratch = _scratch(x.shape) if divisor is not None else None
+        for part in mine:
+            rows = x[part]
+            if divisor is not None:
+                rows = np.divide(rows, rows_of(divisor, part, x.ndim), out=scratch[:part.stop - part.start])
+            if axis == 0:
+                flat = rows.reshape(rows.shape[0], -1)
+                flat.min(axis=1, out=lo[part])
+                flat.max(axis=1, out=hi[part])
             else:
-                np.minimum(lo, part_lo, out=lo)
-                np.maximum(hi, part_hi, out=hi)
+                reduce = (0,) + tuple(a for a in others if a != axis)
+                partial[index[id(part)]] = rows.min(axis=reduce), rows.max(axis=reduce)
+
+    share(run, parts)
+    if axis != 0:
+        lo, hi = partial[0]
+        for part_lo, part_hi in partial[1:]:
+            np.minimum(lo, part_lo, out=lo)
+            np.maximum(hi, part_hi, out=hi)
     return lo, hi
 
 
@@ -347,17 +358,28 @@ def error_sums(x: np.ndarray, qt, grouped) -> tuple[float, float, float]:
 
 
 def abs_max(x: np.ndarray, axis: int) -> np.ndarray:
-    """np.abs(x).max over every axis but `axis`, without a full-size |x|."""
-    maxima = None
-    for part in row_slices(x.shape):
-        rows = np.abs(x[part])
-        if axis == 0:
-            if maxima is None:
-                maxima = np.empty(x.shape[0], rows.dtype)
-            rows.reshape(rows.shape[0], -1).max(axis=1, out=maxima[part])
-        else:
-            found = rows.max(axis=tuple(a for a in range(x.ndim) if a != axis))
-            maxima = found if maxima is None else np.maximum(maxima, found, out=maxima)
+    """np.abs(x).max over every axis but `axis`, without a full-size |x|; slices shared among
+    threads as in channel_ranges."""
+    parts = list(row_slices(x.shape))
+    if not parts:
+        return None
+    maxima = np.empty(x.shape[0], np.abs(x[:0]).dtype) if axis == 0 else None
+    partial: list = [None] * len(parts)
+    index = {id(part): i for i, part in enumerate(parts)}
+
+    def run(mine: list[slice]) -> None:
+        for part in mine:
+            rows = np.abs(x[part])
+            if axis == 0:
+                rows.reshape(rows.shape[0], -1).max(axis=1, out=maxima[part])
+            else:
+                partial[index[id(part)]] = rows.max(axis=tuple(a for a in range(x.ndim) if a != axis))
+
+    share(run, parts)
+    if axis != 0:
+        maxima = partial[0]
+        for found in partial[1:]:
+            np.maximum(maxima, found, out=maxima)
     return maxima
 
 

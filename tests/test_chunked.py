@@ -99,3 +99,66 @@ def test_clip_search_in_one_pass_picks_the_whole_array_ratios(shape, granularity
     want = _clip_reference(x, lo, hi, symmetric, granularity, axis, block_size, imp)
     got = rounding._clip_ranges(x, lo, hi, -8, 7, symmetric, False, granularity, axis, block_size, importance)
     assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+
+
+@pytest.mark.parametrize("granularity,axis,block_size", [("channel", 0, None), ("channel", 1, None), ("block", 0, 32),
+                                                         ("block", 1, 32)])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_float16_scales_round_as_the_whole_array_float16_steps(granularity, axis, block_size, symmetric):
+    """quantize() divides by its float16 scales cast to float32 once (numpy casts them inside each
+    broadcast ufunc otherwise, slowly): the integers and the dequantized values are those of the
+    whole-array steps on the float16 scales themselves."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((128, 96)).astype(np.float32)
+    qt = quantize(x, dtype="int4", granularity=granularity, axis=axis, block_size=block_size, symmetric=symmetric,
+                  half_scales=True)
+    assert qt.scale.dtype == np.float16
+    expand = [1, 1]
+    expand[axis] = -1
+    if granularity == "block":
+        s = np.repeat(qt.scale, block_size, axis=axis)
+        z = np.repeat(qt.zero_point, block_size, axis=axis) if qt.zero_point is not None else None
+    else:
+        s = qt.scale.reshape(expand)
+        z = qt.zero_point.reshape(expand) if qt.zero_point is not None else None
+    q = x / s + (z.astype(np.float32) if z is not None else 0)
+    whole = np.clip(np.rint(q), -8, 7)
+    assert qt.q.tobytes() == whole.astype(qt.q.dtype).tobytes()
+    back = (whole - (z.astype(np.float32) if z is not None else 0)) * s
+    assert np.array_equal(qt.dequantize(), back.astype(np.float32))  # (whole's -0.0 is 0 from integers)
+
+
+def test_shared_slices_give_the_bits_of_one_thread(monkeypatch):
+    """round_to_grid, block_ranges, channel_ranges, abs_max, error_sums and all_finite split their
+    slices among threads (chunked.share): the integers, scales, extremes and error figures are
+    those of one thread."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((256, 192)).astype(np.float32)
+    x[3, 5] = 40.0  # one outlier: a block's range and the largest error differ from the rest
+
+    def run():
+        found = []
+        for granularity, axis in (("block", 0), ("block", 1), ("channel", 0)):
+            qt = quantize(x, dtype="int4", granularity=granularity, axis=axis, block_size=32, symmetric=False,
+                          half_scales=True)
+            found.append((qt.q.tobytes(), qt.scale.tobytes(), qt.zero_point.tobytes(), weight_error(x, qt)))
+        r = np.linspace(0.5, 2, x.shape[0], dtype=np.float32)[:, None]
+        extremes = [tuple(a.tobytes() for a in chunked.channel_ranges(x, axis, divisor))
+                    + (chunked.abs_max(x, axis).tobytes(),) for axis in (0, 1) for divisor in (None, r)]
+        return found, extremes, chunked.all_finite(x), chunked.all_finite(np.where(x > 3.5, np.nan, x))
+
+    monkeypatch.setattr(chunked, "_workers", lambda: 1)
+    alone = run()
+    monkeypatch.setattr(chunked, "_workers", lambda: 3)
+    monkeypatch.setattr(chunked, "_POOL", None)
+    assert run() == alone
+    assert alone[2] and not alone[3]
+
+
+def test_pack_nibbles_in_shared_slices_is_the_whole_array_packing():
+    from onnxsurgery.quantization.rounding import pack_nibbles
+
+    q = np.random.default_rng(7).integers(-8, 8, (4 << 18) * 2 + 7).astype(np.int8)  # 5 slices, odd length
+    padded = np.append(q, np.int8(0)).view(np.uint8)
+    whole = (padded[1::2] << 4) | (padded[0::2] & 0x0F)
+    assert pack_nibbles(q, signed=True).tobytes() == whole.astype(np.uint8).tobytes()

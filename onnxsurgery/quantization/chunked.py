@@ -9,7 +9,8 @@ Quantizing a 1.4B-parameter decoder spent most of its time in these passes over 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -73,24 +74,29 @@ def _scratch(shape: tuple[int, ...]) -> np.ndarray:
 def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
                   divisor: np.ndarray | None = None) -> np.ndarray:
     """rint(view / s_b [+ z_b]) clipped to [qmin, qmax], as `store` integers (view's shape).
-    `z_b` None: no zero point. `divisor`: of view / divisor instead."""
+    `z_b` None: no zero point. `divisor`: of view / divisor instead. The slices are shared
+    among threads (`share`): each writes its own part of the result."""
     out = np.empty(view.shape, store)
-    scratch = np.empty(0, np.float32)
-    for part in tiles(view.shape, CHUNK_ELEMENTS, split_last=True):  # wide rows cut along the last axis
-        v = view[part]
-        if scratch.size < v.size:
-            scratch = np.empty(v.size, np.float32)
-        q = scratch[:v.size].reshape(v.shape)
-        if divisor is not None:
-            np.divide(v, tile_of(divisor, part, view.ndim), out=q)
-            np.divide(q, tile_of(s_b, part, view.ndim), out=q)
-        else:
-            np.divide(v, tile_of(s_b, part, view.ndim), out=q)
-        if z_b is not None:
-            q += tile_of(z_b, part, view.ndim)
-        np.rint(q, out=q)
-        np.clip(q, qmin, qmax, out=q)
-        out[part] = q
+
+    def run(parts: list[tuple[slice, ...]]) -> None:
+        scratch = np.empty(0, np.float32)
+        for part in parts:
+            v = view[part]
+            if scratch.size < v.size:
+                scratch = np.empty(v.size, np.float32)
+            q = scratch[:v.size].reshape(v.shape)
+            if divisor is not None:
+                np.divide(v, tile_of(divisor, part, view.ndim), out=q)
+                np.divide(q, tile_of(s_b, part, view.ndim), out=q)
+            else:
+                np.divide(v, tile_of(s_b, part, view.ndim), out=q)
+            if z_b is not None:
+                q += tile_of(z_b, part, view.ndim)
+            np.rint(q, out=q)
+            np.clip(q, qmin, qmax, out=q)
+            out[part] = q
+
+    share(run, list(tiles(view.shape, CHUNK_ELEMENTS, split_last=True)))  # wide rows cut along the last axis
     return out
 
 
@@ -170,7 +176,7 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
                     q *= tile_of(importance, part, view.ndim)
                 err = q.sum(axis=summed)  # float32
             pick = err.argmin(axis=0)
-            least = np.take_along_axis(err, pick[None], axis=0)[0]
+            least = err.min(axis=0)  # err at pick (NaN where pick is a NaN's): take_along_axis, without its overhead
             close = (err <= least * np.float32(1 + tolerance)).sum(axis=0) > 1  # another grid within reach
             huge = ~np.isfinite(least)  # squares past float32's range (a damaged weight): float64 throughout
             close &= ~huge
@@ -189,13 +195,7 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
             best[tuple(p for axis, p in enumerate(full) if axis not in members)] = pick
 
     last_is_member = view.ndim - 1 in members
-    parts = list(tiles(view.shape, CLIP_CHUNK_ELEMENTS // grids, split_last=not last_is_member))
-    workers = min(_workers(), len(parts))
-    if workers <= 1:
-        run(parts)
-    else:
-        for done in [_pool().submit(run, parts[i::workers]) for i in range(workers)]:
-            done.result()
+    share(run, list(tiles(view.shape, CLIP_CHUNK_ELEMENTS // grids, split_last=not last_is_member)), least=2)
     return best
 
 
@@ -210,6 +210,10 @@ def _first_least(err: np.ndarray) -> np.ndarray:
 
 
 _POOL = None
+_POOL_LOCK = threading.Lock()
+# Slices (of CHUNK_ELEMENTS) below which one tensor's pass stays on the calling thread: handing
+# work to the pool costs tens of microseconds, a slice's steps about as much
+SHARED_FROM_PARTS = 8
 
 
 def _workers() -> int:
@@ -219,37 +223,62 @@ def _workers() -> int:
 
 def _pool():
     """Threads the slices of one tensor share (numpy's loops release the GIL); never the pool
-    of parallel.ordered_map, whose workers wait here."""
+    of parallel.ordered_map, whose workers wait here. Nothing run on it submits to it again."""
     global _POOL
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-        _POOL = ThreadPoolExecutor(_workers(), thread_name_prefix="chunked")
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+            _POOL = ThreadPoolExecutor(_workers(), thread_name_prefix="chunked")
     return _POOL
 
 
+def share(run: Callable[[list], None], parts: list, least: int = SHARED_FROM_PARTS) -> None:
+    """run(parts) split among the threads of parallel.WORKERS (every `workers`-th part each), or
+    on this thread alone where there are fewer than `least` parts or one worker. `run` must
+    write only what its parts own, so that the result does not depend on the split: quantizing
+    one large weight alone (the budget of parallel.ordered_map) left the second core idle."""
+    workers = min(_workers(), len(parts))
+    if workers <= 1 or len(parts) < least:
+        run(parts)
+        return
+    for done in [_pool().submit(run, parts[i::workers]) for i in range(workers)]:
+        done.result()
+
+
 def channel_ranges(x: np.ndarray, axis: int, divisor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """min and max of x (or of x / divisor) over every axis but `axis`, one pass over x."""
-    lo = hi = None
+    """min and max of x (or of x / divisor) over every axis but `axis`, one pass over x, its
+    slices shared among threads (`share`); along another axis than 0 each slice's extremes are
+    kept and folded in slice order afterwards, as one thread would."""
+    parts = list(row_slices(x.shape))
+    if not parts:
+        return None, None
     others = tuple(a for a in range(1, x.ndim))
-    scratch = _scratch(x.shape) if divisor is not None else None
-    for part in row_slices(x.shape):
-        rows = x[part]
-        if divisor is not None:
-            rows = np.divide(rows, rows_of(divisor, part, x.ndim), out=scratch[:part.stop - part.start])
-        if axis == 0:
-            flat = rows.reshape(rows.shape[0], -1)
-            if lo is None:
-                lo, hi = np.empty(x.shape[0], x.dtype), np.empty(x.shape[0], x.dtype)
-            flat.min(axis=1, out=lo[part])
-            flat.max(axis=1, out=hi[part])
-        else:
-            reduce = (0,) + tuple(a for a in others if a != axis)
-            part_lo, part_hi = rows.min(axis=reduce), rows.max(axis=reduce)
-            if lo is None:
-                lo, hi = part_lo, part_hi
+    lo = hi = None
+    if axis == 0:
+        lo, hi = np.empty(x.shape[0], x.dtype), np.empty(x.shape[0], x.dtype)
+    partial: list = [None] * len(parts)
+    index = {id(part): i for i, part in enumerate(parts)}
+
+    def run(mine: list[slice]) -> None:
+        scratch = _scratch(x.shape) if divisor is not None else None
+        for part in mine:
+            rows = x[part]
+            if divisor is not None:
+                rows = np.divide(rows, rows_of(divisor, part, x.ndim), out=scratch[:part.stop - part.start])
+            if axis == 0:
+                flat = rows.reshape(rows.shape[0], -1)
+                flat.min(axis=1, out=lo[part])
+                flat.max(axis=1, out=hi[part])
             else:
-                np.minimum(lo, part_lo, out=lo)
-                np.maximum(hi, part_hi, out=hi)
+                reduce = (0,) + tuple(a for a in others if a != axis)
+                partial[index[id(part)]] = rows.min(axis=reduce), rows.max(axis=reduce)
+
+    share(run, parts)
+    if axis != 0:
+        lo, hi = partial[0]
+        for part_lo, part_hi in partial[1:]:
+            np.minimum(lo, part_lo, out=lo)
+            np.maximum(hi, part_hi, out=hi)
     return lo, hi
 
 
@@ -259,12 +288,16 @@ def block_ranges(blocks: np.ndarray, member_axis: int) -> tuple[np.ndarray, np.n
     shape = blocks.shape[:member_axis] + blocks.shape[member_axis + 1:]
     lo, hi = np.empty(shape, blocks.dtype), np.empty(shape, blocks.dtype)
     split = member_axis != blocks.ndim - 1
-    for part in tiles(blocks.shape, CHUNK_ELEMENTS, split_last=split):  # wide rows cut along the last axis
-        rows = blocks[part]
-        full = (*part, *[slice(None)] * (blocks.ndim - len(part)))
-        kept = tuple(p for axis, p in enumerate(full) if axis != member_axis)
-        rows.min(axis=member_axis, out=lo[kept])
-        rows.max(axis=member_axis, out=hi[kept])
+
+    def run(parts: list[tuple[slice, ...]]) -> None:
+        for part in parts:
+            rows = blocks[part]
+            full = (*part, *[slice(None)] * (blocks.ndim - len(part)))
+            kept = tuple(p for axis, p in enumerate(full) if axis != member_axis)
+            rows.min(axis=member_axis, out=lo[kept])
+            rows.max(axis=member_axis, out=hi[kept])
+
+    share(run, list(tiles(blocks.shape, CHUNK_ELEMENTS, split_last=split)))  # wide rows cut along the last axis
     return lo, hi
 
 
@@ -276,7 +309,7 @@ def error_sums(x: np.ndarray, qt, grouped) -> tuple[float, float, float]:
     q = qt.q.reshape(qt.q.shape or (1,))
     x = np.asarray(x, np.float32).reshape(q.shape)
     zero = qt.zero_point.astype(np.float32) if qt.zero_point is not None else np.zeros_like(qt.scale)
-    scale = qt.scale
+    scale = qt.scale.astype(np.float32, copy=False)  # float16 ones cast through a buffer in each ufunc: slow
     if qt.q.ndim == 0:
         scale, zero = scale.reshape(1), zero.reshape(1)
     q_view, s_b, z_b = grouped(q, scale, zero, qt.granularity, qt.axis, qt.block_size)
@@ -287,47 +320,66 @@ def error_sums(x: np.ndarray, qt, grouped) -> tuple[float, float, float]:
         along[qt.input_axis] = -1
         r = np.broadcast_to(qt.input_scale.reshape(along), q.shape)
         r = np.ascontiguousarray(r).reshape(q_view.shape) if q_view.ndim != q.ndim else r
+    parts = list(tiles(q_view.shape, CHUNK_ELEMENTS, split_last=True))
+    sums = np.zeros((len(parts), 3))  # each tile's (error^2, x^2, largest |error|), added in tile order below
+    index = {id(part): i for i, part in enumerate(parts)}
+
+    def run(mine: list[tuple[slice, ...]]) -> None:
+        scratch = np.empty(0, np.float32)
+        for part in mine:
+            qs, xs = q_view[part], x_view[part]
+            if not qs.size:
+                continue
+            if scratch.size < qs.size:
+                scratch = np.empty(qs.size, np.float32)
+            d = scratch[:qs.size].reshape(qs.shape)
+            d[...] = qs
+            if qt.zero_point is not None:
+                d -= tile_of(z_b, part, q_view.ndim)
+            d *= tile_of(s_b, part, q_view.ndim)
+            if r is not None:
+                d *= tile_of(r, part, q_view.ndim)
+            d -= xs
+            largest = max(float(d.max()), -float(d.min()))
+            flat, xf = d.reshape(-1), xs.reshape(-1)
+            with np.errstate(over="ignore", invalid="ignore"):
+                e, n = float(np.dot(flat, flat)), float(np.dot(xf, xf))
+            if not (np.isfinite(e) and np.isfinite(n)):  # huge values: their squares overflow float32
+                f64, x64 = flat.astype(np.float64), xf.astype(np.float64)
+                e, n = float(np.dot(f64, f64)), float(np.dot(x64, x64))
+            sums[index[id(part)]] = e, n, largest
+
+    share(run, parts)
     err2 = norm2 = 0.0
-    largest = 0.0
-    scratch = np.empty(0, np.float32)
-    for part in tiles(q_view.shape, CHUNK_ELEMENTS, split_last=True):
-        qs, xs = q_view[part], x_view[part]
-        if scratch.size < qs.size:
-            scratch = np.empty(qs.size, np.float32)
-        d = scratch[:qs.size].reshape(qs.shape)
-        d[...] = qs
-        if qt.zero_point is not None:
-            d -= tile_of(z_b, part, q_view.ndim)
-        d *= tile_of(s_b, part, q_view.ndim)
-        if r is not None:
-            d *= tile_of(r, part, q_view.ndim)
-        d -= xs
-        if not d.size:
-            continue
-        largest = max(largest, float(d.max()), -float(d.min()))
-        flat, xf = d.reshape(-1), xs.reshape(-1)
-        with np.errstate(over="ignore", invalid="ignore"):
-            e, n = float(np.dot(flat, flat)), float(np.dot(xf, xf))
-        if not (np.isfinite(e) and np.isfinite(n)):  # huge values: their squares overflow float32
-            f64, x64 = flat.astype(np.float64), xf.astype(np.float64)
-            e, n = float(np.dot(f64, f64)), float(np.dot(x64, x64))
+    for e, n, _ in sums:  # in tile order: the same float64 sums however the tiles were shared
         err2 += e
         norm2 += n
-    return err2, norm2, largest
+    return err2, norm2, float(sums[:, 2].max(initial=0.0))
 
 
 def abs_max(x: np.ndarray, axis: int) -> np.ndarray:
-    """np.abs(x).max over every axis but `axis`, without a full-size |x|."""
-    maxima = None
-    for part in row_slices(x.shape):
-        rows = np.abs(x[part])
-        if axis == 0:
-            if maxima is None:
-                maxima = np.empty(x.shape[0], rows.dtype)
-            rows.reshape(rows.shape[0], -1).max(axis=1, out=maxima[part])
-        else:
-            found = rows.max(axis=tuple(a for a in range(x.ndim) if a != axis))
-            maxima = found if maxima is None else np.maximum(maxima, found, out=maxima)
+    """np.abs(x).max over every axis but `axis`, without a full-size |x|; slices shared among
+    threads as in channel_ranges."""
+    parts = list(row_slices(x.shape))
+    if not parts:
+        return None
+    maxima = np.empty(x.shape[0], np.abs(x[:0]).dtype) if axis == 0 else None
+    partial: list = [None] * len(parts)
+    index = {id(part): i for i, part in enumerate(parts)}
+
+    def run(mine: list[slice]) -> None:
+        for part in mine:
+            rows = np.abs(x[part])
+            if axis == 0:
+                rows.reshape(rows.shape[0], -1).max(axis=1, out=maxima[part])
+            else:
+                partial[index[id(part)]] = rows.max(axis=tuple(a for a in range(x.ndim) if a != axis))
+
+    share(run, parts)
+    if axis != 0:
+        maxima = partial[0]
+        for found in partial[1:]:
+            np.maximum(maxima, found, out=maxima)
     return maxima
 
 
@@ -336,4 +388,11 @@ def all_finite(x: np.ndarray) -> bool:
     that holds a NaN or Inf."""
     if x.ndim == 0:
         return bool(np.isfinite(x))
-    return all(np.isfinite(x[part]).all() for part in row_slices(x.shape))
+    found = []
+
+    def run(parts: list[slice]) -> None:
+        if not all(np.isfinite(x[part]).all() for part in parts if not found):
+            found.append(False)
+
+    share(run, list(row_slices(x.shape)))
+    return not found

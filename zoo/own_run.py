@@ -11,5 +11,7 @@ model, npz = sys.argv[1], sys.argv[2]
 data = np.load(npz)
 session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
 wanted = {i.name for i in session.get_inputs()}
+# the first sample: NAME__0 where the file holds several, NAME where it holds one (--inputs' format)
 feeds = {k.rsplit("__", 1)[0]: data[k] for k in data.files if k.endswith("__0") and k.rsplit("__", 1)[0] in wanted}
+feeds = feeds or {k: data[k] for k in data.files if k in wanted}
 session.run(None, feeds)

@@ -14,7 +14,7 @@ quant verifies on a fourth sentence, as its --inputs).
 
 relL2 is the worst relative L2 error over the samples (for the VAD: of the whole stream of
 probabilities). mem x: peak RSS growth over session creation in a fresh process, against the
-float original's (onnxsurgery/session_memory.py). Rows are grouped by the bits their weights
+float original's (onnxsurgery/running/session_memory.py). Rows are grouped by the bits their weights
 take; a tool whose output computes exactly what the original does left the weights float (it
 does not see them: in If branches, or in Conv layers for the MatMul-only tools), and the summary
 leaves it out. Some tools quantize a part only: onnxruntime's skip ALBERT's weights that 11 of

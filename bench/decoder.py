@@ -384,7 +384,7 @@ def run_quant(label, cmd, out: Path, cache: dict, fresh: bool) -> dict:
 # ---------------------------------------------------------------- 5./6. measure, table
 
 def measure(path: Path, kv: tuple[int, int], prompts, ref, long_prompt, base: Decoder | None = None) -> dict:
-    from onnxsurgery.session_memory import measure_in_fresh_process
+    from onnxsurgery.running.session_memory import measure_in_fresh_process
 
     r = {"mb": file_mb(path)}
     try:

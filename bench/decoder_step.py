@@ -78,7 +78,7 @@ def main() -> None:
         files[label] = out
     feeds = {"x": np.random.default_rng(1).standard_normal((1, 1, 576)).astype(np.float32),
              "past_key": np.zeros((1, 8, 576), np.float32)}
-    from onnxsurgery.session_memory import measure_in_fresh_process
+    from onnxsurgery.running.session_memory import measure_in_fresh_process
 
     web: dict[str, dict] = {}
     try:

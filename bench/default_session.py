@@ -13,7 +13,7 @@ import time
 
 import onnxruntime as ort
 
-from onnxsurgery.feeds import make_inputs
+from onnxsurgery.running.feeds import make_inputs
 
 
 def main(path: str) -> None:

@@ -4,7 +4,7 @@ QDQ (quantize_static) outputs, and fused by onnxruntime's transformer optimizer.
 
 For each form and each command (default, --dtype int4, --keep-quantized): exit code, file MB
 (data file included), memory after session creation (peak RSS growth, fresh process, as
-onnxsurgery/session_memory.py measures it) and after running the --inputs sentences too (the
+onnxsurgery/running/session_memory.py measures it) and after running the --inputs sentences too (the
 external-data form maps its weights: they count once a run touches them), each against the same
 form's original, CPU latency against it
 (median of interleaved runs, one thread), worst relative L2 over held-out sentences
@@ -209,7 +209,7 @@ print(json.dumps([created, hwm("VmHWM") - before]))
 
 def memory(path: Path, inputs: Path) -> tuple[float, float] | None:
     """(peak RSS growth over session creation, over creation and running `inputs`) in MB, in a
-    fresh process (onnxsurgery/session_memory.py's figure, then the same after the runs: a
+    fresh process (onnxsurgery/running/session_memory.py's figure, then the same after the runs: a
     model whose weights are in a data file maps them, and they count once the runs touch them)."""
     r = subprocess.run([sys.executable, "-c", MEASURE, str(path), str(inputs)], capture_output=True, text=True)
     return tuple(m / 1e6 for m in json.loads(r.stdout)) if r.returncode == 0 else None

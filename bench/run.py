@@ -58,7 +58,7 @@ def fetch_rapidocr(dest: Path) -> list[Path]:
 
 
 def outputs_exact(original: Path, result: Path) -> str:
-    from onnxsurgery.verify import compare_models
+    from onnxsurgery.running.verify import compare_models
 
     try:
         r = compare_models(original, result)
@@ -100,7 +100,7 @@ def unique_tensor_bytes(model: Path) -> int:
     """Bytes of the distinct tensors (dtype, shape, bytes) in a model: the floor for shrink."""
     import onnx
 
-    from onnxsurgery.protos import all_tensor_protos
+    from onnxsurgery.storage.protos import all_tensor_protos
 
     seen = set()
     total = 0

@@ -1,7 +1,7 @@
 """What a quantized model costs where it runs: model x variant x runtime, in one run.
 
 For each model and variant: file size; memory after session creation in onnxruntime CPU (peak
-RSS growth over session creation, fresh process: onnxsurgery/session_memory.py) and in onnxruntime-web
+RSS growth over session creation, fresh process: onnxsurgery/running/session_memory.py) and in onnxruntime-web
 1.30 (WASM in headless Chromium: wasm memory after session creation, fresh page; the wasm
 instance is created with the first session, so this is all it grew by); CPU
 latency (median of 15 alternating runs against the original, as a ratio); worst relative L2

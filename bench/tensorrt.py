@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from runtime import fetch_models, task_inputs  # noqa: E402
 
 from onnxsurgery.targets.tensorrt import check_tensorrt  # noqa: E402
-from onnxsurgery.sessions import session  # noqa: E402
+from onnxsurgery.running.sessions import session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELOPT_VENV = ROOT / "build" / "modelopt-venv"

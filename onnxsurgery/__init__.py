@@ -3,7 +3,7 @@
 The public names load on first use (PEP 562 `__getattr__`): `import onnxsurgery` and
 `onnxsurgery --help` load neither onnx nor onnxruntime nor the quantizers, and
 `from onnxsurgery import quant_file` or `onnxsurgery.quant_file(...)` imports what that
-function needs. A submodule is an attribute too (`onnxsurgery.io`), loaded when first asked for.
+function needs. A submodule is an attribute too (`onnxsurgery.storage`), loaded when first asked for.
 """
 
 from __future__ import annotations
@@ -97,9 +97,10 @@ _HOMES = {
     **dict.fromkeys(["finish", "run_pipeline", "estimate_pipeline", "shrink_pipeline", "quant_pipeline"], "pipeline"),
     **dict.fromkeys(["InputError", "OnnxSurgeryError", "OutputError", "UnsupportedModelError", "VerificationError",
                      "OptionError", "PlanError", "UnsafeLocationError"], "errors"),
-    "load_model": "io",
+    "load_model": "storage.io",
     "export_model": "export",
-    "save_model": "staging",
+    "save_model": "storage.staging",
+    "npy": "storage",  # the .npy module (storage/npy.py), public by this name since before storage/
     **dict.fromkeys(["merge_duplicate_constants", "merge_transposed_constants", "merge_reshaped_constants",
                      "fold_shape_only_constants", "narrow_constants"], "graph_api"),
     "MergeDuplicates": "passes.merge_constants",
@@ -138,7 +139,7 @@ def __dir__() -> list[str]:
 
 class _Package(types.ModuleType):
     """This package's module object, for what Python does when it binds a submodule here
-    (`setattr(onnxsurgery, "io", <module onnxsurgery.io>)`, on that submodule's first import):
+    (`setattr(onnxsurgery, "api", <module onnxsurgery.api>)`, on that submodule's first import):
     onnx-graphsurgeon's log lines are routed through `logging` (logs.py) as soon as gs is
     loaded, by whichever submodule loads it, before gs can print anything for onnxsurgery."""
 

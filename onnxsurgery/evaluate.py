@@ -24,14 +24,14 @@ import numpy as np
 
 from .api import quant_file, shrink_file
 from .errors import OnnxSurgeryError, VerificationError, runtime_message
-from .feeds import runnable_inputs
-from .io import open_model
-from .kv_cache import is_cache_output
+from .running.feeds import runnable_inputs
+from .storage.io import open_model
+from .running.kv_cache import is_cache_output
 from .progress import progress
 from .quantization.request import QuantRequest
-from .session_memory import OverLimit, measure_in_fresh_process
-from .sessions import session, streams
-from .verify import compare_outputs, headline_outputs, pooled_agreement
+from .running.session_memory import OverLimit, measure_in_fresh_process
+from .running.sessions import session, streams
+from .running.verify import compare_outputs, headline_outputs, pooled_agreement
 
 # Latency: at least this many timed runs after one warm-up, more while within the time budget
 # (2 s before: 20 of 398 s on SmolLM2's export, where one run takes 0.3-0.6 s here).

@@ -11,9 +11,9 @@ import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter, dtype_to_onnx
 
 from .graph_utils import collect_constants, is_sparse, iter_scopes
-from .io import RawAttribute
-from .lazy import ExternalFiles, held_payload
-from .protos import graphs_everywhere
+from .storage.io import RawAttribute
+from .storage.lazy import ExternalFiles, held_payload
+from .storage.protos import graphs_everywhere
 
 
 class _ScopedExporter:

@@ -23,7 +23,7 @@ from .evaluate import (BROTLI_QUALITY, EXACT_COMPRESSION_BYTES, METHODS, SAMPLE_
                        measure_methods)
 from .inventory import inventory
 from .api._common import os_errors
-from .staging import check_output_path, write_atomic
+from .storage.staging import check_output_path, write_atomic
 
 PLACEHOLDER = "/*REPORT_DATA*/"
 

@@ -10,7 +10,7 @@ import onnx
 from onnx import helper, version_converter
 
 from .errors import UnsupportedModelError
-from .protos import graphs_everywhere
+from .storage.protos import graphs_everywhere
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from onnx_graphsurgeon.ir.tensor import LazyValues
 from .defaults import MERGE_MIN_ELEMENTS
 from .graph_utils import collect_constants, hold_values, held_values, make_names_unique, overridable_initializers
 from .export import export_model
-from .io import import_onnx, inputs_with_defaults, open_model
-from .lazy import ExternalFiles, FileBackedValues, materialize
+from .storage.io import import_onnx, inputs_with_defaults, open_model
+from .storage.lazy import ExternalFiles, FileBackedValues, materialize
 from .passes.base import Estimate, PassBase, PassManager, remove_dead
 from .passes.bypass_identity import BypassIdentities
 from .passes.half_width import HalfWidth
@@ -31,7 +31,7 @@ from .passes.merge_transposed import MergeTransposed
 from .passes.narrow_types import Narrow
 from .passes.quantize_weights import QuantizeWeights
 from .passes.shape_only import FoldShapeOnly
-from .protos import all_tensor_protos
+from .storage.protos import all_tensor_protos
 from .quantization.calibration import Calibration
 from .quantization.options import QuantOptions
 from .quantization.plan import Plan

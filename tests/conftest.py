@@ -57,7 +57,7 @@ def assert_same_outputs(original, result, seeds=(0, 1)):
 
 
 def all_tensors(model: onnx.ModelProto):
-    from onnxsurgery.protos import all_tensor_protos
+    from onnxsurgery.storage.protos import all_tensor_protos
 
     return list(all_tensor_protos(model.graph))
 

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxsurgery
 from onnxsurgery.errors import InputError
-from onnxsurgery.npy import load_feeds, manifest_path
+from onnxsurgery.storage.npy import load_feeds, manifest_path
 
 
 def cast_model(n: int, dtype=ml_dtypes.bfloat16, opset=17) -> onnx.ModelProto:

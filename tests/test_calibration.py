@@ -388,7 +388,7 @@ def test_verification_takes_the_captures_outputs_as_its_reference(tmp_path):
     """quant --inputs: the measured choices ran the original model on every sample, asking for
     its outputs too; verification compares the result with those instead of running the
     original again, and its figures are the ones a fresh reference run gives."""
-    from onnxsurgery.verify import compare_models
+    from onnxsurgery.running.verify import compare_models
 
     model = _calibration_model()
     src = tmp_path / "in.onnx"

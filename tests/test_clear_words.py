@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 import onnxsurgery
 from onnxsurgery.cli import main
 from onnxsurgery.errors import InputError, VerificationError
-from onnxsurgery.verify import compare_models, runtime_label
+from onnxsurgery.running.verify import compare_models, runtime_label
 
 
 def invoke(*args):
@@ -155,7 +155,7 @@ def test_an_opset_newer_than_onnxruntime_runs_is_said_in_one_line(tmp_path):
     the opset and what onnxruntime runs, not its C++ check's file, line and signature."""
     import onnxruntime
 
-    from onnxsurgery.sessions import _first_line
+    from onnxsurgery.running.sessions import _first_line
 
     newest = onnx.defs.onnx_opset_version()
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [vi("x", shape=[2])],

@@ -15,8 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 import builders
 import onnxsurgery
 from onnxsurgery.cli import main
-from onnxsurgery.feeds import PAST_LENGTH, make_inputs
-from onnxsurgery.sessions import session
+from onnxsurgery.running.feeds import PAST_LENGTH, make_inputs
+from onnxsurgery.running.sessions import session
 
 HEADS, HEAD = 2, 8
 
@@ -140,7 +140,7 @@ def test_argmax_agreement_counts_positions_not_samples(tmp_path):
     """A decoder's samples are a prompt (many positions) and one-token steps: agreement is pooled
     over positions, so a step that flips counts as one position (9 of 10 agree), not as half the
     samples (the mean of per-sample figures would say 50%)."""
-    from onnxsurgery.verify import compare_models
+    from onnxsurgery.running.verify import compare_models
 
     def model(path, shift):
         nodes = [helper.make_node("Add", ["x", "shift"], ["y"])]

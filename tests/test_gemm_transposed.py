@@ -17,7 +17,7 @@ from onnx import helper, numpy_helper
 
 import builders
 from onnxsurgery.cli import main
-from onnxsurgery.verify import runtime_label
+from onnxsurgery.running.verify import runtime_label
 
 N, K = 96, 64
 

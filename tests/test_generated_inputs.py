@@ -12,8 +12,8 @@ from onnx import TensorProto, helper
 
 import builders
 from onnxsurgery.cli import main
-from onnxsurgery.feeds import LENGTHS, make_inputs, runnable_inputs
-from onnxsurgery.sessions import session
+from onnxsurgery.running.feeds import LENGTHS, make_inputs, runnable_inputs
+from onnxsurgery.running.sessions import session
 
 HIDDEN = 16
 

@@ -151,8 +151,8 @@ def _outputs(path, feeds):
 
 
 def _encoder_feeds(encoder):
-    from onnxsurgery.feeds import make_inputs
-    from onnxsurgery.sessions import session
+    from onnxsurgery.running.feeds import make_inputs
+    from onnxsurgery.running.sessions import session
 
     return make_inputs(session(encoder), model=encoder)
 

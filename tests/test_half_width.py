@@ -12,7 +12,7 @@ from builders import const_node, feeds_for, model, rand, vi
 from conftest import all_tensors, assert_same_outputs, run
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxsurgery.protos import graphs_everywhere
+from onnxsurgery.storage.protos import graphs_everywhere
 import onnxsurgery
 from onnxsurgery.passes.half_width import exact_half_type
 from onnxsurgery.pipeline import estimate_pipeline, open_workspace, shrink_pipeline
@@ -183,8 +183,8 @@ def test_memory_after_session_creation_not_above_the_float_original(tmp_path):
     large models): with the payload inline, glibc keeps the freed 16-bit buffer in the process's
     heap after the fold (its dynamic mmap threshold), which shows as that much more RSS; with
     MALLOC_MMAP_THRESHOLD_ fixed, inline is level with the original too."""
-    from onnxsurgery.staging import save_model
-    from onnxsurgery.session_memory import measure_in_fresh_process
+    from onnxsurgery.storage.staging import save_model
+    from onnxsurgery.running.session_memory import measure_in_fresh_process
 
     m = model([helper.make_node("MatMul", ["x", "W"], ["y"])], [vi("x", shape=[3, 2048])],
               [vi("y", shape=[3, 2048])], [numpy_helper.from_array(bf16_exact((2048, 2048), 8), "W")])

@@ -15,7 +15,7 @@ import builders
 import onnxsurgery
 from onnxsurgery.api.quantizing import LARGE_OUTPUT_ERROR, LARGE_OUTPUT_ERROR_4BIT
 from onnxsurgery.cli import main
-from onnxsurgery.output_kinds import has_class_axis
+from onnxsurgery.running.output_kinds import has_class_axis
 from onnxsurgery.render import GENERATED_CANNOT_TELL
 
 

@@ -52,7 +52,7 @@ def test_quant_interrupted_while_staged_leaves_nothing_and_says_so(tmp_path, sav
     src = save(builders.quant_cases(), "q.onnx")
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    r = interrupted("onnxsurgery.staging:StagedModel.commit", signum, "quant", src, out_dir / "q8.onnx")
+    r = interrupted("onnxsurgery.storage.staging:StagedModel.commit", signum, "quant", src, out_dir / "q8.onnx")
     assert r.returncode == 128 + signum, r.stderr
     assert r.stderr.strip() == f"onnxsurgery: interrupted ({words}); nothing was written", r.stderr
     assert list(out_dir.iterdir()) == []  # no output, no hidden staging folder or spill file
@@ -75,7 +75,7 @@ def test_shrink_of_several_inputs_says_nothing_more_was_written(tmp_path, save):
     dest.mkdir()
     driver = DRIVER.replace("def patched(*args, **kwargs):\n", "calls = []\ndef patched(*args, **kwargs):\n"
                             "    calls.append(1)\n    if len(calls) < 2:\n        return original(*args, **kwargs)\n")
-    r = subprocess.run([sys.executable, "-c", driver, "onnxsurgery.staging", "StagedModel.commit",
+    r = subprocess.run([sys.executable, "-c", driver, "onnxsurgery.storage.staging", "StagedModel.commit",
                         str(int(signal.SIGTERM)), "-q", "shrink", str(a), str(b), str(dest)],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 128 + signal.SIGTERM, r.stderr

@@ -7,8 +7,8 @@ import pytest
 from conftest import assert_same_outputs, builders
 
 import onnxsurgery
-from onnxsurgery import io as osio
-from onnxsurgery import staging
+from onnxsurgery.storage import io as osio
+from onnxsurgery.storage import staging
 from onnxsurgery.errors import InputError, OutputError
 
 

@@ -185,7 +185,7 @@ def test_design_draws_the_spine_as_it_is():
     text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
     block = re.search(r"### The spine.*?```text\n(.*?)```", text, re.S).group(1)
     names = [line.split()[0] for line in block.splitlines() if line and not line[0].isspace()]
-    assert len(names) > 15 and names[0] == "cli.quantizing.quant" and names[-1] == "staging.StagedModel.commit"
+    assert len(names) > 15 and names[0] == "cli.quantizing.quant" and names[-1] == "storage.staging.StagedModel.commit"
     for name in names:
         parts = name.split(".")
         for cut in range(len(parts), 0, -1):  # the longest prefix that is a module

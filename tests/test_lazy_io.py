@@ -7,8 +7,8 @@ from conftest import assert_same_outputs, builders
 from onnx import helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery import lazy
-from onnxsurgery.io import open_model
+from onnxsurgery.storage import lazy
+from onnxsurgery.storage.io import open_model
 
 
 def big_model_with_subgraph_and_constant_nodes():
@@ -38,7 +38,7 @@ def test_lazy_reader_leaves_payloads_in_file_and_restores_them_exactly(tmp_path)
     onnx.save(m, str(path))
     stub, files, size = open_model(path)
     assert size == path.stat().st_size
-    from onnxsurgery.protos import all_tensor_protos
+    from onnxsurgery.storage.protos import all_tensor_protos
 
     tensors = list(all_tensor_protos(stub.graph))
     assert len(tensors) == 4 and all(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors)
@@ -139,7 +139,7 @@ def test_arrays_held_by_the_export_are_written_as_gs_would_write_them(tmp_path):
     files written, inline or with external data, and the materialized model are those of
     gs's own export; small and non-contiguous arrays too."""
     from onnxsurgery.graph_utils import collect_constants, set_values
-    from onnxsurgery.staging import save_model
+    from onnxsurgery.storage.staging import save_model
     from onnxsurgery.pipeline import finish, open_workspace
 
     rng = np.random.default_rng(5)
@@ -159,7 +159,7 @@ def test_arrays_held_by_the_export_are_written_as_gs_would_write_them(tmp_path):
             if site.node is None:
                 set_values(site.tensor, new[site.name])
         ours = ws.finish()
-        held = {t.name for t in onnxsurgery.protos.all_tensor_protos(ours.graph)
+        held = {t.name for t in onnxsurgery.storage.protos.all_tensor_protos(ours.graph)
                 if t.data_location == onnx.TensorProto.EXTERNAL and lazy.external_ref(t)[0].startswith("\0")}
         assert held == {"W", "else_W", "ids"}
         gs_own = finish(ws.graph, ws.template, overridable=ws.overridable)  # no store: payloads copied in

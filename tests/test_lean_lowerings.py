@@ -293,7 +293,7 @@ def test_matmul_nbits_dequantizes_like_the_weights(tmp_path, dtype, symmetric):
     got = run(builders.in_float_arithmetic(out), eye)[0]  # the stored integers, exactly
     _, dq_out, _ = _quant(tmp_path, model, dtype=dtype, symmetric=symmetric, keep_quantized=True,
                           granularity="block")
-    from onnxsurgery.sessions import session
+    from onnxsurgery.running.sessions import session
 
     via_dq = session(dq_out, runtime="onnxruntime-web").run(None, eye)[0]
     assert np.allclose(got, via_dq, rtol=0, atol=1e-6)

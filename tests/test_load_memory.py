@@ -211,7 +211,7 @@ def test_a_model_of_convolutions_keeps_its_largest_conv_weights_quantized(tmp_pa
     from statistics import median
 
     from onnxsurgery.quantization.choices.load_memory import KEPT_CONV_REASON
-    from onnxsurgery.session_memory import measure_in_fresh_process
+    from onnxsurgery.running.session_memory import measure_in_fresh_process
 
     model = convolutions()
     records, out, report = _quant(tmp_path, model)
@@ -284,7 +284,7 @@ def test_lean_arith_weights_are_counted_and_kept(tmp_path):
     from onnxsurgery.graph_utils import collect_constants, iter_scopes
     from onnxsurgery.quantization.choices.load_memory import ARITH_LEAN, KEPT_RUN_REASON, plan_extra
     from onnxsurgery.quantization.choices.rules import lean_forms
-    from onnxsurgery.session_memory import measure_in_fresh_process
+    from onnxsurgery.running.session_memory import measure_in_fresh_process
 
     model = reordered_lstm()
     graph = gs.import_onnx(model)

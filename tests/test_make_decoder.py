@@ -14,7 +14,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from onnxsurgery.feeds import make_inputs
+from onnxsurgery.running.feeds import make_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("make_decoder", ROOT / "samples" / "make_decoder.py")

@@ -11,7 +11,7 @@ from conftest import assert_same_outputs, builders, run
 import onnxsurgery
 from onnxsurgery.cli import main
 from onnxsurgery.errors import InputError
-from onnxsurgery.npy import load_feeds, manifest_path
+from onnxsurgery.storage.npy import load_feeds, manifest_path
 
 CASES = ["duplicate_initializers", "duplicate_constant_nodes", "if_and_loop_subgraphs", "fp16_and_int64"]
 
@@ -52,7 +52,7 @@ def test_run_gives_the_npy_arrays_as_initializers_so_outputs_are_exact_on_any_cp
     """A MatMul whose weight moved to a .npy file: fed as a graph input, onnxruntime multiplies
     with its kernel for data (on an AVX-512 CPU it differs from the initializer's path by ~1e-5
     here); run_model gives the weight back as an initializer, so it is the original's path."""
-    from onnxsurgery.sessions import session
+    from onnxsurgery.running.sessions import session
 
     w = builders.rand((256, 256), 3)
     model = builders.model([onnx.helper.make_node("MatMul", ["x", "W"], ["h"]),

@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 
 import onnxsurgery
 from onnxsurgery.cli import main
-from onnxsurgery.npy import load_feeds
+from onnxsurgery.storage.npy import load_feeds
 
 
 def _cli(*args, code=0):

@@ -5,9 +5,9 @@ import onnx
 import pytest
 from conftest import builders, run
 
-from onnxsurgery.protos import graphs_everywhere
+from onnxsurgery.storage.protos import graphs_everywhere
 import onnxsurgery
-from onnxsurgery.protos import all_tensor_protos
+from onnxsurgery.storage.protos import all_tensor_protos
 from onnxsurgery.errors import UnsupportedModelError, VerificationError
 from onnxsurgery.quantization.options import QuantOptions
 from onnxsurgery.quantization.rounding import dequantize, pack_halves, pack_nibbles, quantize
@@ -383,7 +383,7 @@ def test_verification_sessions_one_at_a_time_without_the_graph(tmp_path, monkeyp
     quantized graph is released before the first session is created."""
     import weakref
 
-    from onnxsurgery import sessions as sessions_module, verify
+    from onnxsurgery.running import sessions as sessions_module, verify
     from onnxsurgery.api import quantizing as api
 
     src = tmp_path / "in.onnx"
@@ -713,7 +713,7 @@ def test_mapped_reference_reads_weights_from_the_file_and_computes_the_same(tmp_
     """The reference session maps its large tensors from the input file (initializers, a
     Constant node and an If branch's initializer here) and computes exactly what loading the
     file does."""
-    from onnxsurgery import sessions
+    from onnxsurgery.running import sessions
 
     model = builders.quant_cases()
     src = tmp_path / "in.onnx"
@@ -731,7 +731,7 @@ def test_unfolded_session_keeps_the_dequantization_at_run_time(tmp_path):
     outputs are those of the folded session."""
     import onnxruntime as ort
 
-    from onnxsurgery import sessions
+    from onnxsurgery.running import sessions
 
     model = builders.quant_cases()
     _, out, _ = _quant(tmp_path, model, lowering="arith")
@@ -753,7 +753,7 @@ def test_sessions_keep_conv_weights_in_their_own_layout(tmp_path):
     outputs are the same function."""
     import onnxruntime as ort
 
-    from onnxsurgery import sessions
+    from onnxsurgery.running import sessions
 
     src = tmp_path / "conv.onnx"
     onnx.save(builders.conv_model(), str(src))
@@ -778,8 +778,8 @@ def test_generated_token_ids_cover_tables_read_from_a_file(tmp_path):
     node), not just 0-9, when the model is given as a path; other integers stay small."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from onnxsurgery import sessions, verify
-    from onnxsurgery.feeds import make_inputs
+    from onnxsurgery.running import sessions, verify
+    from onnxsurgery.running.feeds import make_inputs
 
     b = builders
     nodes = [b.const_node("small", b.rand((20, 4), 2)),
@@ -820,7 +820,7 @@ def test_fp16_weight_read_only_inside_if_branches_loads_unfolded(tmp_path):
     assert not any(n.op_type == "Cast" for n in saved.graph.node)
     branches = [g for g in graphs_everywhere(saved.graph) if g is not saved.graph]
     assert all(sum(n.op_type == "Cast" for n in g.node) == 1 for g in branches)
-    from onnxsurgery import sessions
+    from onnxsurgery.running import sessions
 
     feeds = {"x": b.rand((1, 64), 6), "c": np.array(False)}
     got = sessions.session(out, fold_constants=False).run(None, feeds)[0]

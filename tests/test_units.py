@@ -19,13 +19,13 @@ import builders
 from onnxsurgery.errors import PlanError
 from onnxsurgery.export import export_model
 from onnxsurgery.graph_utils import collect_constants, overridable_initializers
-from onnxsurgery.io import import_onnx
+from onnxsurgery.storage.io import import_onnx
 from onnxsurgery.quantization.apply import apply_plan
 from onnxsurgery.quantization.choices.planner import plan_weights
 from onnxsurgery.quantization.lowerings import REGISTRY
 from onnxsurgery.quantization.options import QuantOptions
 from onnxsurgery.quantization.plan import Plan, WeightPlan, follow_dtype, needs_derivation, read_plan, table
-from onnxsurgery.writer import DataFileLayout, copy_range, layout_model, write_data_file, write_pieces
+from onnxsurgery.storage.writer import DataFileLayout, copy_range, layout_model, write_data_file, write_pieces
 
 
 def _matmuls(*shapes, opset=17, ir=8) -> onnx.ModelProto:

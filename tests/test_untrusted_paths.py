@@ -21,9 +21,9 @@ from onnx import TensorProto, helper
 import onnxsurgery
 from onnxsurgery.cli import main
 from onnxsurgery.errors import InputError, UnsafeLocationError
-from onnxsurgery.lazy import ExternalFiles
-from onnxsurgery.npy import load_feeds
-from onnxsurgery.paths import confined
+from onnxsurgery.storage.lazy import ExternalFiles
+from onnxsurgery.storage.npy import load_feeds
+from onnxsurgery.storage.paths import confined
 
 MARKER = b"TOPSECRET-BYTES!"  # every 4 bytes of it is a finite float32
 SECRET = MARKER * 64  # 256 float32 values

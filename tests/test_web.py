@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 
 import onnxsurgery
-from onnxsurgery.sessions import session
+from onnxsurgery.running.sessions import session
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "web"))

@@ -12,7 +12,7 @@ from typing import Callable
 import onnx
 
 from ..errors import InputError, OnnxSurgeryError, OutputError, from_os_error
-from ..staging import check_output_path, stage_model
+from ..storage.staging import check_output_path, stage_model
 from ..pipeline import Workspace, open_workspace
 from ..report import RunReport
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import onnx
 
-from ..staging import save_model
+from ..storage.staging import save_model
 from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline
 from ..progress import progress
 from ..quantization.choices import allocation
@@ -20,7 +20,7 @@ from ..quantization.options import QuantOptions
 from ..quantization.plan import Plan
 from ..report import RunReport
 from ..run_options import Budget, Inputs
-from ..verify import compare_models
+from ..running.verify import compare_models
 from .quant_steps import measured_activations, at_required_opset, run_quant_passes, needed_opset
 
 ALLOCATION_ROUNDS = 4

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ..io import open_model
-from ..protos import all_tensor_protos
-from ..lazy import materialize
+from ..storage.io import open_model
+from ..storage.protos import all_tensor_protos
+from ..storage.lazy import materialize
 from ..report import RunReport
 from ..targets.tensorrt import QUANTIZED_TYPES_PAGE, SCHEMES_PAGE, check_tensorrt, operator_list
 

@@ -30,7 +30,7 @@ from typing import Callable
 import onnx
 
 from ..errors import InputError, OptionError, OutputError
-from ..paths import confined, external_locations
+from ..storage.paths import confined, external_locations
 from ..report import RunReport
 from ._common import os_errors
 
@@ -102,7 +102,7 @@ def run_on_folder(command: str, input_dir: str | os.PathLike, output_dir: str | 
                           "empty folder)")
     if not out.parent.resolve().exists():
         raise OutputError(f"output folder's parent does not exist: {out.parent}")
-    from ..staging import check_output_folder
+    from ..storage.staging import check_output_folder
 
     check_output_folder(out.parent.resolve(), "output folder's parent")
     if out.resolve() == src.resolve() or out.resolve().is_relative_to(src.resolve()):

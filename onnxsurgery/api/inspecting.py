@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..inventory import inventory
-from ..npy import NpyModel, with_npy_arrays
+from ..storage.npy import NpyModel, with_npy_arrays
 from ..defaults import MERGE_MIN_ELEMENTS
-from ..verify import compare_models
+from ..running.verify import compare_models
 from ._common import model_file
 
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, runtime_message
-from ..staging import save_model
-from ..npy import (DEFAULT_MIN_BYTES, default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays,
+from ..storage.staging import save_model
+from ..storage.npy import (DEFAULT_MIN_BYTES, default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays,
                    write_manifest)
 from ..passes.embed import EmbedInputs
 from ..passes.externalize import externalize
 from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..feeds import check_samples, runnable_inputs
-from ..sessions import load_error, session
+from ..running.feeds import check_samples, runnable_inputs
+from ..running.sessions import load_error, session
 from ..run_options import NpyRun, Output, grouped
 from ._common import model_file, os_errors, output_for
 
@@ -26,7 +26,7 @@ from ._common import model_file, os_errors, output_for
 @os_errors
 def npy_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *, run: NpyRun | None = None,
              **options) -> RunReport:
-    """Move constants out of the model into .npy files (see `onnxsurgery.npy`), leaving graph
+    """Move constants out of the model into .npy files (see `onnxsurgery.storage.npy`), leaving graph
     inputs of the same names; or, with `external_data`, write a standard .onnx + .data pair.
     The options (run_options.NpyRun, or its fields as keywords; the output group whole or
     field by field: `in_place`, `external_data`): identical constants are merged first (`merge`,

@@ -12,8 +12,8 @@ from pathlib import Path
 import onnx
 
 from ..errors import UnsupportedModelError, VerificationError, runtime_message
-from ..io import load_model, open_model
-from ..staging import save_model
+from ..storage.io import load_model, open_model
+from ..storage.staging import save_model
 from ..opset import upgrade_opset
 from ..pipeline import Workspace, open_workspace, quant_pipeline
 from ..quantization.calibration import Calibration
@@ -24,7 +24,7 @@ from ..quantization.choices.plan_check import plan_opset
 from ..quantization.choices.rules import any_weight_to_change, required_opset
 from ..report import RunReport
 from ..run_options import Inputs
-from ..verify import compare_models
+from ..running.verify import compare_models
 
 log = logging.getLogger("onnxsurgery")
 

@@ -15,19 +15,19 @@ import onnx
 
 from ..declare import flags_of
 from ..errors import OptionError, VerificationError
-from ..staging import copy_file
+from ..storage.staging import copy_file
 from ..passes.constants_to_initializers import ConstantsToInitializers
 from ..pipeline import Workspace, dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
 from ..quantization.choices import allocation
-from ..kv_cache import has_kv_cache
+from ..running.kv_cache import has_kv_cache
 from ..quantization.calibration import Calibration
 from ..quantization.options import QuantOptions
 from ..quantization.plan import Plan, WeightPlan, read_plan
 from ..quantization.request import QuantRequest
 from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
-from ..feeds import check_samples
-from ..verify import compare_models
+from ..running.feeds import check_samples
+from ..running.verify import compare_models
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options
 from .check import check_for_tensorrt

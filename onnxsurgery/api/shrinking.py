@@ -8,12 +8,12 @@ from pathlib import Path
 import onnx
 
 from ..errors import OptionError, VerificationError
-from ..staging import copy_file
+from ..storage.staging import copy_file
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..run_options import ShrinkRun
-from ..verify import compare_models
-from ..sessions import load_error
+from ..running.verify import compare_models
+from ..running.sessions import load_error
 from ._common import in_memory, write_checked, os_errors, output_for
 
 

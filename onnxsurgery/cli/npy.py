@@ -78,7 +78,7 @@ def run(model_path, inputs_npz, shapes, save_npz):
     import numpy as np
 
     from .. import api
-    from ..feeds import load_input_samples, parse_shapes
+    from ..running.feeds import load_input_samples, parse_shapes
 
     if save_npz:
         _check_save_target(Path(save_npz), model_path)
@@ -101,7 +101,7 @@ def _check_save_target(save: Path, model_path: str) -> None:
         raise OutputError(f"--save writes an .npz of the outputs; give a name ending in .npz, not {save}")
     if save.is_dir():
         raise OutputError(f"--save is a directory: {save}")
-    from ..staging import check_output_folder
+    from ..storage.staging import check_output_folder
 
     check_output_folder(save.parent, "--save: output folder")
 

@@ -63,13 +63,13 @@ def option(*decls, group: str, first: bool = False, **kwargs):
 
 
 def _samples(path):
-    from ..feeds import load_input_samples
+    from ..running.feeds import load_input_samples
 
     return load_input_samples(path)
 
 
 def _shapes(specs):
-    from ..feeds import parse_shapes
+    from ..running.feeds import parse_shapes
 
     return parse_shapes(specs)
 

@@ -20,7 +20,7 @@ from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from ..errors import InputError
 from ..graph_utils import c_order, replace_uses
-from ..npy import BIT_PATTERN_DTYPES
+from ..storage.npy import BIT_PATTERN_DTYPES
 from ..report import PassReport
 from .base import Estimate, PassBase
 

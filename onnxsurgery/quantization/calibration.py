@@ -235,7 +235,7 @@ class Calibration:
         in that branch of the file, or else by its op and the weight it reads; None if either
         is not one node."""
         if self._file_branches is None:
-            from ..lazy import read_model_skipping_weights
+            from ..storage.lazy import read_model_skipping_weights
 
             model = read_model_skipping_weights(Path(self.model_path))
             self._file_branches = {(n.output[0], a.name): list(a.g.node) for n in model.graph.node
@@ -358,7 +358,7 @@ class Calibration:
     def _probe(self, chosen: dict[str, str], outputs: list[str] | None = None):
         """A session of the original model, its Ifs replaced by the branches `chosen`, with
         every planned activation found there (or `outputs`) as an output."""
-        from ..sessions import session
+        from ..running.sessions import session
 
         acts = set(outputs or ()) or {r.activation for found in self._all_readers.values() for r in found
                                       if r.branch is None or chosen.get(r.branch[0]) == r.branch[1]}
@@ -371,7 +371,7 @@ class Calibration:
         return self._sessions[key]
 
     def _feeds(self):
-        from ..feeds import make_inputs
+        from ..running.feeds import make_inputs
 
         generated = None
         for sample in self.samples:

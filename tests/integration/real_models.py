@@ -19,7 +19,7 @@ import numpy as np
 import onnxruntime as ort
 
 import onnxsurgery
-from onnxsurgery.feeds import make_inputs
+from onnxsurgery.running.feeds import make_inputs
 
 WHEEL = "silero-vad==6.2.3"
 

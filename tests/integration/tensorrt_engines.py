@@ -42,8 +42,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.feeds import make_inputs
-from onnxsurgery.sessions import session
+from onnxsurgery.running.feeds import make_inputs
+from onnxsurgery.running.sessions import session
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 import onnx
 
 from ...graph_utils import ConstantSite, consumers
-from ...kv_cache import has_kv_cache
+from ...running.kv_cache import has_kv_cache
 from ..lowerings.scaled import through_casts
 from ..options import FLOAT_TYPES, Scheme, dq_opset
 from ..axes import choose_axes

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import onnx_graphsurgeon as gs
 
-from ...kv_cache import has_kv_cache
+from ...running.kv_cache import has_kv_cache
 
 T = TypeVar("T")
 

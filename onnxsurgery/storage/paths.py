@@ -15,7 +15,7 @@ from pathlib import Path, PureWindowsPath
 
 import onnx
 
-from .errors import UnsafeLocationError
+from ..errors import UnsafeLocationError
 
 
 def confined(base_dir: str | Path, location: str, what: str) -> Path:

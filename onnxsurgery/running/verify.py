@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .errors import InputError, VerificationError, runtime_message
+from ..errors import InputError, VerificationError, runtime_message
 from .kv_cache import is_cache_output
 from .output_kinds import has_class_axis
-from .progress import progress
+from ..progress import progress
 from .sessions import _first_line, session, streams
 from .feeds import (DEFAULT_BATCH, LENGTHS, check_samples, first_step_inputs, has_dynamic_batch, make_inputs,
                     runnable_inputs, with_own_past)
@@ -51,10 +51,10 @@ def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | Non
 def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, bool]:
     """(a DequantizeLinear output read by a MatMul, or as B by a Gemm without transA/transB, a
     MatMulNBits node), in any scope. A path is read without its weights' payloads."""
-    from .protos import graphs_everywhere
+    from ..storage.protos import graphs_everywhere
 
     if not isinstance(model, onnx.ModelProto):
-        from .lazy import read_model_skipping_weights
+        from ..storage.lazy import read_model_skipping_weights
 
         try:
             model = read_model_skipping_weights(Path(model))

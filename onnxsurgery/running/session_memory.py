@@ -1,6 +1,6 @@
 """Peak resident memory that creating an onnxruntime CPU session adds, in a fresh process.
 
-    python onnxsurgery/session_memory.py MODEL.onnx   ->  {"peak_growth": bytes, "rss_growth": bytes}
+    python onnxsurgery/running/session_memory.py MODEL.onnx   ->  {"peak_growth": bytes, "rss_growth": bytes}
 
 The figure is VmHWM after session creation minus VmRSS before it (onnxruntime imported, nothing
 loaded): what loading the file costs on a device, folding and all. Run it in a process of its

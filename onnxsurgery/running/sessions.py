@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .errors import InputError, UnsafeLocationError, VerificationError
+from ..errors import InputError, UnsafeLocationError, VerificationError
 
 # Models at least this large on disk (.onnx and data files) run in streamed sessions (module doc):
 # below it, holding the weights costs little, and the sessions compute exactly as a user's
@@ -34,8 +34,8 @@ STREAM_BYTES = 256 * 2**20
 
 def disk_bytes(path: str | os.PathLike) -> int:
     """The .onnx at `path` and the data files it names (those inside its folder), in bytes."""
-    from .lazy import read_model_skipping_weights
-    from .paths import external_locations
+    from ..storage.lazy import read_model_skipping_weights
+    from ..storage.paths import external_locations
 
     path = Path(path)
     total = path.stat().st_size
@@ -52,7 +52,7 @@ def disk_bytes(path: str | os.PathLike) -> int:
 
 def _npy_bytes(path: Path) -> int:
     """The .npy files `npy`'s manifest beside `path` names (those inside its folder)."""
-    from .npy import manifest_path, read_manifest
+    from ..storage.npy import manifest_path, read_manifest
 
     try:
         entries = read_manifest(path) or {}
@@ -116,12 +116,12 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime, streamed=streamed)
     try:
         if isinstance(model, onnx.ModelProto):
-            from .io import needs_external_data
+            from ..storage.io import needs_external_data
 
             if not needs_external_data(model):
                 return _load(model.SerializeToString(), settings)
             with tempfile.TemporaryDirectory() as d:
-                from .staging import save_model
+                from ..storage.staging import save_model
 
                 path = Path(d) / "model.onnx"
                 save_model(model, path, external_data=True)
@@ -160,8 +160,8 @@ def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
     """paths.py's rule before onnxruntime opens anything the model names (onnxruntime 1.32
     refuses the same files, older releases may not): `run` and `compare` read models that
     nothing else of onnxsurgery opened first."""
-    from .lazy import read_model_skipping_weights
-    from .paths import check_external_locations
+    from ..storage.lazy import read_model_skipping_weights
+    from ..storage.paths import check_external_locations
 
     if model is None:
         try:
@@ -233,7 +233,7 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     (weights pre-packed, constant subgraphs folded at load) and an input as data, and on some
     CPUs (AVX-512 seen) the two kernel paths round differently in the last bit. As initializers
     the graph is the one the original model had, so it computes exactly what it computed."""
-    from .lazy import read_model_skipping_weights
+    from ..storage.lazy import read_model_skipping_weights
 
     model = read_model_skipping_weights(path)
     _check_locations(path, model)

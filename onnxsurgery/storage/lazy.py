@@ -140,7 +140,7 @@ class ExternalFiles:
         export before. No-op without `spill_into`."""
         if self._spill is None:
             return 0
-        from .graph_utils import collect_constants
+        from ..graph_utils import collect_constants
 
         moved, self._pending = 0, 0
         for site in collect_constants(graph):

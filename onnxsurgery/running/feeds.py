@@ -29,7 +29,7 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 
-from .errors import InputError
+from ..errors import InputError
 from .kv_cache import is_cache_input, present_names
 
 DEFAULT_BATCH = 1
@@ -68,7 +68,7 @@ def _structure(model: onnx.ModelProto | str | os.PathLike | None) -> onnx.ModelP
     session that read it already checked the file)."""
     if model is None or isinstance(model, onnx.ModelProto):
         return model
-    from .lazy import read_model_skipping_weights
+    from ..storage.lazy import read_model_skipping_weights
 
     try:
         return read_model_skipping_weights(Path(model))
@@ -188,7 +188,7 @@ def check_shape_names(shapes: dict[str, list[int]], inputs, model=None) -> None:
     names = [i.name for i in inputs]
     unknown = [name for name in shapes if name not in names]
     if unknown:
-        from .errors import OptionError
+        from ..errors import OptionError
 
         where = f"{_describe(model)} has" if model is not None else "the model has"
         raise OptionError(f"--shape {unknown[0]}: {where} no input of that name; its inputs: "
@@ -384,7 +384,7 @@ def check_samples(model: onnx.ModelProto | str | os.PathLike, samples: list[dict
     called = _describe(model)
     arrays = getattr(model, "npy_names", frozenset())  # npy.NpyModel: inputs its .npy arrays fill
     if not isinstance(model, onnx.ModelProto):
-        from .lazy import read_model_skipping_weights
+        from ..storage.lazy import read_model_skipping_weights
 
         try:
             model = read_model_skipping_weights(Path(model))

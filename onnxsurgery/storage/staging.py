@@ -23,7 +23,7 @@ from typing import Callable
 
 import onnx
 
-from .errors import OutputError, UnsafeLocationError
+from ..errors import OutputError, UnsafeLocationError
 from .lazy import ExternalFiles, read_model_skipping_weights
 from .paths import confined, external_locations
 from .writer import DataFileLayout, layout_model, write_data_file, write_pieces

@@ -20,8 +20,8 @@ import onnx
 import onnx_graphsurgeon as gs
 from google.protobuf.message import DecodeError
 
-from .errors import InputError
-from .graph_utils import payload_nbytes
+from ..errors import InputError
+from ..graph_utils import payload_nbytes
 from .lazy import (ExternalFiles, complete_external_lengths, external_ref, materialize,
                    read_model_skipping_weights)
 from .paths import check_external_locations

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, OutputError
+from ..errors import InputError, OutputError
 from .lazy import payload_in_file
-from .parallel import ordered_map
+from ..parallel import ordered_map
 from .writer import copy_range
 from .staging import write_atomic
 from .paths import confined

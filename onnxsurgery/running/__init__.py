@@ -1,0 +1,49 @@
+"""Running models in onnxruntime: sessions, their inputs, and comparing two models' outputs.
+What the other packages use from here is listed below (tests/test_rooms.py checks that they
+import nothing else, and no private name); the modules:
+
+- sessions: onnxruntime sessions with fair settings, weights mapped, .npy arrays as initializers
+- feeds: inputs generated as the graph means them (masks, positions, caches), read, checked
+- verify: two models run on the same inputs and their outputs compared
+- output_kinds: whether an output's last axis holds classes
+- kv_cache: a KV cache's names: the one module that knows them
+- session_memory: the memory creating a session adds, in a fresh process
+
+The names load on first use (PEP 562), as the top package's do: `import onnxsurgery.running`
+loads no onnxruntime. Inside onnxsurgery, modules import from the module itself
+(`from ..running.verify import compare_models`): the import-cycle test then sees each edge.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# name -> the module of this package that defines it
+_HOMES = {
+    **dict.fromkeys(["check_samples", "load_input_samples", "make_inputs", "parse_shapes", "runnable_inputs"],
+                    "feeds"),
+    **dict.fromkeys(["has_kv_cache", "is_cache_output"], "kv_cache"),
+    "has_class_axis": "output_kinds",
+    **dict.fromkeys(["OverLimit", "measure_in_fresh_process"], "session_memory"),
+    **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
+    **dict.fromkeys(["compare_models", "compare_outputs", "headline_outputs", "pooled_agreement", "runtime_label"],
+                    "verify"),
+}
+_MODULES = ("sessions", "feeds", "verify", "output_kinds", "kv_cache", "session_memory")
+
+__all__ = sorted(_HOMES) + list(_MODULES)
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    elif name in _MODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

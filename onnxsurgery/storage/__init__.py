@@ -1,0 +1,52 @@
+"""Storage: models in and out of files. What the other packages use from here is listed below
+(tests/test_rooms.py checks that they import nothing else, and no private name); the modules:
+
+- io: load_model / open_model (payloads left in their files), import_onnx
+- lazy: the wire-level reader; file-backed gs values; ExternalFiles (open data files, the spill file)
+- wire: the protobuf wire format, just enough to find tensors without parsing payloads
+- writer: a model written with payloads copied from the input files (layout_model, DataFileLayout)
+- staging: stage_model / save_model: staged beside the output, checked, put in place
+- protos: every graph and tensor of a ModelProto
+- paths: the one rule for files a model names
+- npy: .npy files and their manifest
+
+The names load on first use (PEP 562), as the top package's do: `import onnxsurgery.storage`
+loads none of numpy, onnx or gs. Inside onnxsurgery, modules import from the module itself
+(`from ..storage.lazy import ExternalFiles`): the import-cycle test then sees each edge.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# name -> the module of this package that defines it
+_HOMES = {
+    **dict.fromkeys(["RawAttribute", "import_onnx", "inputs_with_defaults", "load_model", "needs_external_data",
+                     "open_model"], "io"),
+    **dict.fromkeys(["ExternalFiles", "FileBackedValues", "held_payload", "materialize",
+                     "read_model_skipping_weights"], "lazy"),
+    **dict.fromkeys(["BIT_PATTERN_DTYPES", "DEFAULT_MIN_BYTES", "NpyModel", "default_npy_dir", "load_feeds",
+                     "manifest_path", "read_manifest", "with_npy_arrays", "write_arrays", "write_manifest"], "npy"),
+    **dict.fromkeys(["check_external_locations", "confined", "external_locations"], "paths"),
+    **dict.fromkeys(["all_tensor_protos", "graphs_everywhere"], "protos"),
+    **dict.fromkeys(["check_output_folder", "check_output_path", "copy_file", "save_model", "stage_model",
+                     "write_atomic"], "staging"),
+}
+_MODULES = ("io", "lazy", "wire", "writer", "staging", "protos", "paths", "npy")
+
+__all__ = sorted(_HOMES) + list(_MODULES)
+
+
+def __getattr__(name: str):
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    elif name in _MODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -339,6 +339,7 @@ def _cell(row: dict | None, peer: bool = False) -> str:
 
 
 def markdown(results: dict) -> str:
+    dated = len({m.get("date") for m in results["models"]}) > 1
     lines = [
         "## Zoo",
         "",
@@ -351,11 +352,12 @@ def markdown(results: dict) -> str:
         "decisions kept, zoo/decisions.py). Times include interpreter start; one run each, on a shared",
         "2-core machine. Invariants: checks over all variants and commands (zoo/invariants.py).",
         f"Run: {results['date']}, {results['seconds'] / 60:.0f} min of model runs"
-        f"{' (--quick)' if results['quick'] else ''}.",
+        f"{' (--quick)' if results['quick'] else ''}"
+        f"{'; merged from runs on several dates (each model: its run, UTC)' if dated else ''}.",
         "",
         "| model | domain | MB | `quant` | quantize_dynamic | onnx-shrink-ray | `quant --inputs` "
-        "| `quant --dtype int4` | matmul_nbits int4 | invariants passed / failed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| `quant --dtype int4` | matmul_nbits int4 | invariants passed / failed |{' run |' if dated else ''}",
+        f"|---|---|---|---|---|---|---|---|---|---|{'---|' if dated else ''}",
     ]
     for r in results["models"]:
         cmds = r.get("variants", {}).get("shipped", {}).get("commands", {})
@@ -366,7 +368,8 @@ def markdown(results: dict) -> str:
             f"| {r['name']} | {r['domain'].split(' (')[0]} | {r['size'] / 1e6:.1f} | {_cell(cmds.get('quant'))} | "
             f"{_cell(peers.get('quantize_dynamic'), True)} | {_cell(peers.get('shrink_ray'), True)} | "
             f"{_cell(cmds.get('quant --inputs'))} | {_cell(cmds.get('quant --dtype int4'))} | "
-            f"{_cell(peers.get('matmul_nbits'), True)} | {max(0, n_checks - n_fail)} / {n_fail} |")
+            f"{_cell(peers.get('matmul_nbits'), True)} | {max(0, n_checks - n_fail)} / {n_fail} |"
+            + (f" {r.get('date', '')[5:]} |" if dated else ""))
     lines += ["", "Failed invariants (model [variant] command: message):", ""]
     lines += [f"- {f}" for f in results["failures"]] or ["- none"]
     lines += ["", "Skipped variants:", ""]
@@ -425,6 +428,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.merge:
         parts = [json.loads(Path(p).read_text()) for p in args.merge]
+        for part in parts:  # each model keeps its own run's date; a later part's model replaces an earlier one's
+            for m in part["models"]:
+                m.setdefault("date", part["date"])
+        latest = {m["name"]: m for p in parts for m in p["models"]}
+        parts = [{**p, "models": [m for m in p["models"] if latest[m["name"]] is m]} for p in parts]
         results = {"date": max(p["date"] for p in parts), "quick": any(p["quick"] for p in parts),
                    "baseline": parts[0]["baseline"],
                    "seconds": sum(m.get("seconds", 0) for p in parts for m in p["models"]),

@@ -5,7 +5,7 @@ in words; and the bytes a record stores."""
 from __future__ import annotations
 
 from ...graph_utils import ConstantSite, consumers
-from ..estimates import quantized_bytes
+from ..lowerings import quantized_bytes
 from ..lowerings.scaled import scaled_before, zero_points_fit
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..options import QuantOptions, Scheme

@@ -5,10 +5,11 @@ few channels many times the gain of the rest, their rounding errors are amplifie
 and the output moves with the luck of their rounding rather than with the weight error.
 
 silero-vad's encoder.1 convolution (64x128x3) is the case: encoder.2 reads its channels with
-gains (the norms of its weight's input slices) up to 10x the median one (`concentration`), and on speech streamed with the state carried each of its rounding choices
-moved the output between 0.005 and 0.034 relative L2 (per output channel symmetric, with and
-without input equalization, balanced or nearest rounding; one +1 step on one element of channel
-40: 0.13), where the weight error ranked them the other way. encoder.0 and encoder.3
+gains (the norms of its weight's input slices) up to 10x the median one (`concentration`), and
+on speech streamed with the state carried each of its rounding choices moved the output between
+0.005 and 0.034 relative L2 (per output channel symmetric, with and without input equalization,
+balanced or nearest rounding; one +1 step on one element of channel 40: 0.13), where the weight
+error ranked them the other way. encoder.0 and encoder.3
 (concentration 2.4 and 1.8) moved within 0.0015-0.0066 whatever the form. No per-channel int8
 form is safe for such a weight; float16 is (planner: choices/lean.py SENSITIVE_*).
 """
@@ -25,9 +26,8 @@ from ...graph_utils import ConstantSite, consumers, read_values
 PASS_THROUGH = ("Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu",
                 "Selu", "Softplus", "Mish", "Gelu", "Identity", "Cast", "BatchNormalization", "Add", "Sub",
                 "Mul", "Div", "Dropout", "MaxPool", "AveragePool")
-# Readers of a weight whose output channels a next layer reads: (weight input, channel axis of
-# the output in the reader's output tensor) is the reader's own business; here only which axis of
-# the *next* weight meets the channels matters (`_input_axis`).
+# The weighted layers: a weight's reader (its output channels are what the next one reads) and
+# that next layer (`_input_axis`: which axis of its weight meets the channels).
 WEIGHTED = ("Conv", "MatMul", "Gemm")
 
 

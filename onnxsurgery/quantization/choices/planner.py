@@ -76,9 +76,9 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
         "float16_for_tensorrt": {c.name: c.why for c in candidates if float16_for_tensorrt(c.site, c.options)}}
     candidates, room = at_load(candidates, graph, options, opset, facts)
     if activations is not None:  # what the axis, lean and symmetric stages will ask for: one capture for all
-        activations.ahead([c.site for c in candidates if (options.auto_scheme and axis_free(c)) or c.lowering == "lean" or (
-            options.auto_symmetric and c.lowering not in ("scaled", "tied") and not c.float16
-            and not decoder_nbits_chosen(c, facts))])
+        activations.ahead([c.site for c in candidates if (options.auto_scheme and axis_free(c)) or c.lowering == "lean"
+                           or (options.auto_symmetric and c.lowering not in ("scaled", "tied") and not c.float16
+                               and not decoder_nbits_chosen(c, facts))])
     if options.auto_scheme:  # the axis of each weight kept quantized per channel, measured
         candidates = choose_channel_axes(candidates, activations)
     lean_choice = choose_lean([c for c in candidates if c.lowering == "lean"], options, opset,
@@ -121,7 +121,8 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
     return Plan(list(records.values()), opset, options.target, selection_notes(options, records.values()),
                 importance=dict(symmetry.importance), details={
         **details,
-        "float16_small": sorted(set(lean_choice.half) - set(lean_choice.lossy) - set(lean_choice.sensitive)),  # auto: too small to be worth int8
+        # auto: too small to be worth int8
+        "float16_small": sorted(set(lean_choice.half) - set(lean_choice.lossy) - set(lean_choice.sensitive)),
         "float16_lossy": sorted(lean_choice.lossy),  # auto, --inputs: lossy as int8, the chain unaffordable
         "float16_sensitive": sorted(lean_choice.sensitive),  # auto: the next layer amplifies a few channels
         "symmetric_chosen": sorted(symmetry.symmetric),  # --symmetric left to quant: measured more accurate

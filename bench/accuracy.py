@@ -7,10 +7,12 @@ sentence embeddings, the worst sentence), ALBERT-base's encoder (random weights;
 output, 64 x 768: its two random logits rank schemes by chance, bench/block_sizes.py), ddddocr
 `common` and PP-OCRv4 rec (rendered text lines; task: agreement of the per-position argmax,
 what the CTC decoder reads), PP-OCR mobile cls (text lines, half upside down; task: argmax
-agreement) and silero-vad, the wheel's model (LSTM weights inside If branches) and its If-less
-export (three sentences spoken by espeak-ng between seconds of quiet, streamed in 512-sample
-windows with the state carried; task: speech / no-speech agreement at 0.5, window by window;
-quant verifies on a fourth sentence, as its --inputs).
+agreement) and silero-vad, the wheel's model (LSTM weights inside If branches), its If-less
+export and its float16 export (22 utterances of 8 random words spoken by espeak-ng in five
+voices, 0.5 s of quiet before and after, streamed in 512-sample windows after the 64 samples
+before each, the state carried, as silero's own wrapper feeds them; task: speech / no-speech
+agreement at 0.5, window by window; the first 11 utterances are the tune set, whose windows quant
+gets as --inputs, the other 11 are evaluated: issue 55).
 
 relL2 is the worst relative L2 error over the samples (for the VAD: of the whole stream of
 probabilities). mem x: peak RSS growth over session creation in a fresh process, against the
@@ -114,6 +116,52 @@ def spoken(text: str, seed: int, dest: Path, rate: int = 16000) -> np.ndarray | 
     return (audio + 0.005 * np.random.default_rng(seed).standard_normal(audio.size)).astype(np.float32)
 
 
+WORDS = ("time person year way day thing man world life hand part child eye woman place work week case point "
+         "government company number group problem fact water house garden morning window music river answer "
+         "yellow quickly seven under before never always happy little country paper story question").split()
+VOICES = ("en", "en-us", "en-gb", "en+f3", "en+m3")
+
+
+def utterances(dest: Path, count: int = 22, rate: int = 16000) -> list[np.ndarray] | None:
+    """`count` utterances of 8 random words (seeded), espeak-ng's voices, speeds and pitches
+    varied, resampled to 16 kHz, 0.5 s of quiet before and after (issue 55's set); None
+    without espeak-ng. The first half is the tune set, the second the one evaluated."""
+    rng, found = np.random.default_rng(55), []
+    wav = dest / "utterance.wav"
+    for k in range(count):
+        text = " ".join(rng.choice(WORDS, 8))
+        speed, pitch = int(rng.integers(120, 190)), int(rng.integers(20, 80))
+        try:
+            subprocess.run(["espeak-ng", "-w", str(wav), "-s", str(speed), "-p", str(pitch), "-v",
+                            VOICES[k % len(VOICES)], text], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            return None
+        with wave.open(str(wav)) as w:
+            voice = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
+            native = w.getframerate()
+        t = np.arange(int(voice.size * rate / native)) / rate
+        voice = np.interp(t, np.arange(voice.size) / native, voice)
+        found.append(np.concatenate([np.zeros(rate // 2), voice, np.zeros(rate // 2)]).astype(np.float32))
+    return found
+
+
+def vad_tune_inputs(dest: Path, streams: list[np.ndarray], every: int = 6, with_sr: bool = True) -> Path:
+    """quant's --inputs for silero-vad from the tune set: every `every`-th window of each
+    stream, state zero, 16 kHz (the model does not run on generated inputs: its sample rate
+    input picks the branch)."""
+    feeds, n = {}, 0
+    for signal in streams:
+        for k, window in enumerate(_vad_windows(signal)):
+            if k % every == 0:
+                feeds |= {f"input__{n}": window, f"state__{n}": np.zeros((2, 1, 128), np.float32)}
+                if with_sr:
+                    feeds[f"sr__{n}"] = np.array(16000)
+                n += 1
+    out = dest / f"silero_tune{'' if with_sr else '_no_sr'}.npz"
+    np.savez(out, **feeds)
+    return out
+
+
 def _vad_windows(signal: np.ndarray):
     """512-sample windows at 16 kHz, each after the 64 samples before it, as silero-vad's
     own wrapper feeds them (576 samples)."""
@@ -124,8 +172,10 @@ def _vad_windows(signal: np.ndarray):
 
 def _vad_stream(sess, signal):
     state, probs = np.zeros((2, 1, 128), np.float32), []
+    takes_rate = any(i.name == "sr" for i in sess.get_inputs())  # the float16 export has no `sr`
     for window in _vad_windows(signal):
-        out, state = sess.run(None, {"input": window, "state": state, "sr": np.array(16000)})
+        feeds = {"input": window, "state": state} | ({"sr": np.array(16000)} if takes_rate else {})
+        out, state = sess.run(None, feeds)
         probs.append(float(out[0, 0]))
     return [np.array(probs)]
 
@@ -176,14 +226,16 @@ def tasks(dest: Path) -> list[Task]:
         found.append(Task("ppocr_cls", cls[0], samples, "argmax", _plain,
                           lambda ref, got: _argmax_agreement([r[0] for r in ref], [g[0] for g in got])))
     silero = _wheel_files("silero-vad==6.2.3", dest, (".onnx",))
-    streams = [spoken(text, seed, dest) for seed, text in enumerate(SPOKEN)]
-    for name, file in (("silero_vad", "silero_vad.onnx"), ("silero_vad_ifless", "silero_vad_op18_ifless.onnx")):
+    streams = utterances(dest)
+    for name, file in (("silero_vad", "silero_vad.onnx"), ("silero_vad_ifless", "silero_vad_op18_ifless.onnx"),
+                       ("silero_vad_half", "silero_vad_half.onnx")):
         vad = next(silero.rglob(file), None) if silero else None
-        if vad is None or streams[0] is None:
+        if vad is None or streams is None:
             print(f"  ({name} skipped: {'espeak-ng missing' if vad else 'silero-vad wheel not available'})")
             continue
-        found.append(Task(name, vad, streams[:3], "speech agree", _vad_stream, _speech_agreement,
-                          ("--inputs", str(vad_inputs(dest, streams[3])))))
+        takes_rate = any(i.name == "sr" for i in _session(vad).get_inputs())
+        found.append(Task(name, vad, streams[11:], "speech agree", _vad_stream, _speech_agreement,
+                          ("--inputs", str(vad_tune_inputs(dest, streams[:11], with_sr=takes_rate)))))
     return found
 
 

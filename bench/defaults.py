@@ -7,10 +7,10 @@ and peak RSS (bench/measure.py). `quant` runs WITHOUT --inputs (accuracy.py's qu
 passed), except in the "real --inputs" reference rows, which pass the TUNE set.
 
 Two sets of real inputs per model, kept apart ("a rule found on three models is a guess"):
-- held-out: accuracy.py's task samples (sentences 1-8, rendered lines 0-7, silero-vad's first
-  three spoken sentences). Figures quoted in docs and commits are measured on these.
+- held-out: accuracy.py's task samples (sentences 1-8, rendered lines 0-7, silero-vad's last 11
+  of 22 utterances). Figures quoted in docs and commits are measured on these.
 - tune: other samples of the same kind (sentences 9-16, other rendered lines, other token ids;
-  silero-vad: its fourth sentence, whose windows are also accuracy.py's --inputs for it). Rules
+  silero-vad: the first 11 utterances, whose windows are also accuracy.py's --inputs for it). Rules
   of the default are tuned on these only. `--eval tune` scores on them, `--eval heldout` (the
   default) on the held-out ones; the "real --inputs" rows always pass the tune set to quant.
 
@@ -39,7 +39,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from accuracy import SPOKEN, Task, _session, spoken, tasks  # noqa: E402
+from accuracy import Task, _session, tasks, utterances  # noqa: E402
 from quant import text_image  # noqa: E402
 from runtime import SENTENCES  # noqa: E402
 
@@ -59,8 +59,8 @@ VARIANTS = [  # label, code ("before" / "after"), quant arguments ("REAL": the h
 def tune_samples(task: Task, models: Path) -> list | None:
     """The tune set: real inputs of the same kind as task.samples, none of them (module doc)."""
     if task.name.startswith("silero_vad"):
-        stream = spoken(SPOKEN[3], 3, models)
-        return None if stream is None else [stream]
+        streams = utterances(models)
+        return None if streams is None else streams[:11]
     name = _session(task.model).get_inputs()[0].name
     if task.name == "minilm":
         from tokenizers import Tokenizer

@@ -4,10 +4,10 @@ from the shape alone, for `info` (`estimated_bytes`)."""
 from __future__ import annotations
 
 from ..graph_utils import ConstantSite
-from .lowerings import REGISTRY
+from .lowerings import REGISTRY, quantized_bytes
 from .lowerings.tied import scheme_for as tied_scheme
-from .lowerings.scaled import equalized_axis, zero_points_tried
-from .options import QuantOptions, Scheme
+from .lowerings.scaled import zero_points_tried
+from .options import QuantOptions
 from .rounding import Quantized, has_zero_point
 from .choices.forms import choose_scheme, float16_for_tensorrt, recurrent_weight, site_form
 from .choices.model_facts import ModelFacts
@@ -19,19 +19,6 @@ def stored_bytes(qt: Quantized, lowering: str) -> int:
     return REGISTRY[lowering].stored_bytes(qt.q.size, qt.scale.size, qt.dtype, qt.zero_point is not None,
                                            input_channels=qt.input_scale.size if qt.input_scale is not None else 0,
                                            scale_bytes=qt.scale.itemsize)
-
-
-def quantized_bytes(site: ConstantSite, dtype: str, scheme: Scheme, lowering: str, zero_points: bool) -> int:
-    """Payload bytes of `site` quantized as given, from its shape alone (arith: float16 scales)."""
-    if scheme.granularity == "tensor":
-        groups = 1
-    elif scheme.granularity == "channel":
-        groups = site.shape[scheme.axis]
-    else:
-        groups = site.num_elements // scheme.block_size
-    input_axis = equalized_axis(site) if REGISTRY[lowering].equalized else None
-    return REGISTRY[lowering].stored_bytes(site.num_elements, groups, dtype, zero_points,
-                                           input_channels=site.shape[input_axis] if input_axis is not None else 0)
 
 
 def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int, facts: ModelFacts) -> int:

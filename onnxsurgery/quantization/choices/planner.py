@@ -27,6 +27,7 @@ from ..calibration import Calibration
 from ..options import FLOAT_TYPES, QuantOptions
 from ..plan import Plan, WeightPlan
 from .candidate import Candidate
+from .channel_axis import axis_free, choose_channel_axes
 from .forms import choose_scheme, float16_for_tensorrt, site_form
 from .lean import choose_lean
 from .memory_at_load import at_load
@@ -74,10 +75,12 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
                                           and c.lowering != "lean"],
         "float16_for_tensorrt": {c.name: c.why for c in candidates if float16_for_tensorrt(c.site, c.options)}}
     candidates, room = at_load(candidates, graph, options, opset, facts)
-    if activations is not None:  # what the lean and symmetric stages will ask for: one capture for both
-        activations.ahead([c.site for c in candidates if c.lowering == "lean" or (
-            options.auto_symmetric and c.lowering not in ("scaled", "tied") and not c.float16
-            and not decoder_nbits_chosen(c, facts))])
+    if activations is not None:  # what the axis, lean and symmetric stages will ask for: one capture for all
+        activations.ahead([c.site for c in candidates if (options.auto_scheme and axis_free(c)) or c.lowering == "lean"
+                           or (options.auto_symmetric and c.lowering not in ("scaled", "tied") and not c.float16
+                               and not decoder_nbits_chosen(c, facts))])
+    if options.auto_scheme:  # the axis of each weight kept quantized per channel, measured
+        candidates = choose_channel_axes(candidates, activations)
     lean_choice = choose_lean([c for c in candidates if c.lowering == "lean"], options, opset,
                               total_bytes=sum(c.site.nbytes for c in candidates), activations=activations,
                               room_at_load=room)
@@ -102,7 +105,7 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
     for c in candidates:
         record = records[c.name]
         if c.float16 or c.name in lean_choice.half or options.fp16:
-            float16_record(record, c, options, lean_choice.lossy.get(c.name))
+            float16_record(record, c, options, lean_choice.lossy.get(c.name), lean_choice.sensitive.get(c.name))
         elif options.levels:
             levels_record(record, c, options)
         else:
@@ -118,8 +121,10 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
     return Plan(list(records.values()), opset, options.target, selection_notes(options, records.values()),
                 importance=dict(symmetry.importance), details={
         **details,
-        "float16_small": sorted(set(lean_choice.half) - set(lean_choice.lossy)),  # auto: too small to be worth int8
+        # auto: too small to be worth int8
+        "float16_small": sorted(set(lean_choice.half) - set(lean_choice.lossy) - set(lean_choice.sensitive)),
         "float16_lossy": sorted(lean_choice.lossy),  # auto, --inputs: lossy as int8, the chain unaffordable
+        "float16_sensitive": sorted(lean_choice.sensitive),  # auto: the next layer amplifies a few channels
         "symmetric_chosen": sorted(symmetry.symmetric),  # --symmetric left to quant: measured more accurate
         "lean_asymmetric": sorted(lean_choice.asymmetric),  # lean weights measured better with zero points
         "not_calibrated": gptq_skipped,  # GPTQ asked for, weight -> why it keeps ordinary rounding

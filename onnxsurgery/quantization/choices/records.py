@@ -5,7 +5,7 @@ in words; and the bytes a record stores."""
 from __future__ import annotations
 
 from ...graph_utils import ConstantSite, consumers
-from ..estimates import quantized_bytes
+from ..lowerings import quantized_bytes
 from ..lowerings.scaled import scaled_before, zero_points_fit
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..options import QuantOptions, Scheme
@@ -24,11 +24,15 @@ def float_record(site: ConstantSite) -> WeightPlan:
                       dtype="float", bytes_before=site.nbytes, bytes_after=site.nbytes)
 
 
-def float16_record(record: WeightPlan, c: Candidate, options: QuantOptions, lossy: float | None) -> None:
+def float16_record(record: WeightPlan, c: Candidate, options: QuantOptions, lossy: float | None,
+                   sensitive: float | None = None) -> None:
     """`record` as float16 with a Cast back: the candidate's own reason, --fp16, or auto's
-    (lean.py: `lossy`, int8's loss where that is why, else a small weight)."""
+    (lean.py: `lossy`, int8's loss where that is why; `sensitive`, the next layer's gain
+    concentration where that is; else a small weight)."""
     record.dtype, record.lowering = "float16", "cast"
     record.why = c.why or ("--fp16" if options.fp16 else
+                           f"float16: the next layer reads a few of its output channels with {sensitive:.1f}x the "
+                           "median gain, which amplifies their int8 rounding (choices/gain.py)" if sensitive else
                            f"float16: int8 per channel loses {lossy:.1f}x the accurate chain in its layer's "
                            "output on --inputs, and the chain does not fit the memory budget" if lossy else
                            "small: float16 costs little and is more accurate than int8 here")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, NameAllocator
+from ..options import Scheme
 from ..rounding import Quantized
 from . import arith, dq, dq_equalized, dq_transposed, embed_rows, gather, matmulnbits, scaled, tied, tied_nbits
 from .base import Lowering
@@ -33,3 +34,17 @@ def build(site: ConstantSite, qt: Quantized, name: str, names: NameAllocator, op
     """The nodes that turn the stored integers back into the weight; returns the tensor that
     replaces it, or None when the lowering rewrote its readers instead."""
     return REGISTRY[name].build(site, qt, names, opset)
+
+
+def quantized_bytes(site: ConstantSite, dtype: str, scheme: Scheme, lowering: str, zero_points: bool) -> int:
+    """Payload bytes of `site` quantized as given, from its shape alone (arith: float16 scales):
+    what a plan record stores (choices/records.py) and `info` estimates (quantization/estimates.py)."""
+    if scheme.granularity == "tensor":
+        groups = 1
+    elif scheme.granularity == "channel":
+        groups = site.shape[scheme.axis]
+    else:
+        groups = site.num_elements // scheme.block_size
+    input_axis = scaled.equalized_axis(site) if REGISTRY[lowering].equalized else None
+    return REGISTRY[lowering].stored_bytes(site.num_elements, groups, dtype, zero_points,
+                                           input_channels=site.shape[input_axis] if input_axis is not None else 0)

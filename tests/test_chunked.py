@@ -60,7 +60,8 @@ def test_weight_error_with_input_scale_matches_dequantize(shape, axis):
 
 def _clip_reference(x, lo, hi, symmetric, granularity, axis, block_size, importance):
     """rounding._clip_ranges as it was: one whole-array pass per ratio, float64 sums."""
-    from onnxsurgery.quantization.rounding import CLIP_RATIOS, _grouped, scales_for_ranges
+    from onnxsurgery.quantization.rounding import CLIP_RATIOS, _grouped
+    from onnxsurgery.quantization.scales import scales_for_ranges
     best_err = best_ratio = None
     for ratio in CLIP_RATIOS:
         scale, zero = scales_for_ranges(lo * ratio, hi * ratio, -8, 7, symmetric, False)

@@ -17,7 +17,8 @@ from ..passes.embed import EmbedInputs
 from ..passes.externalize import externalize
 from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..running.feeds import check_samples, runnable_inputs
+from ..running.feeds import runnable_inputs
+from ..running.samples import check_samples
 from ..running.sessions import load_error, session
 from ..run_options import NpyRun, Output, grouped
 from ._common import model_file, os_errors, output_for

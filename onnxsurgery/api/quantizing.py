@@ -26,7 +26,7 @@ from ..quantization.plan import Plan, WeightPlan, read_plan
 from ..quantization.request import QuantRequest
 from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
-from ..running.feeds import check_samples
+from ..running.samples import check_samples
 from ..running.verify import compare_models
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options

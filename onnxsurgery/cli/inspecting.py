@@ -55,7 +55,8 @@ def report(model, output, methods, min_bytes, inputs_npz, shapes, as_json):
     bytes are, and for each method its file size (raw, gzip, brotli), output error, latency and
     memory after session creation, measured here by making each file. Takes a few times as long
     as one `quant`."""
-    from ..running.feeds import load_input_samples, parse_shapes
+    from ..running.feeds import parse_shapes
+    from ..running.samples import load_input_samples
     from ..html_report import report_file
 
     out = Path(output) if output else Path(model).with_name(Path(model).stem + ".report.html")

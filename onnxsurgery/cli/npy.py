@@ -78,7 +78,8 @@ def run(model_path, inputs_npz, shapes, save_npz):
     import numpy as np
 
     from .. import api
-    from ..running.feeds import load_input_samples, parse_shapes
+    from ..running.feeds import parse_shapes
+    from ..running.samples import load_input_samples
 
     if save_npz:
         _check_save_target(Path(save_npz), model_path)

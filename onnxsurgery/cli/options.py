@@ -63,7 +63,7 @@ def option(*decls, group: str, first: bool = False, **kwargs):
 
 
 def _samples(path):
-    from ..running.feeds import load_input_samples
+    from ..running.samples import load_input_samples
 
     return load_input_samples(path)
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rounding import RANGES, Quantized, has_zero_point, scale_dtype, scales_for_ranges
+from .rounding import RANGES, Quantized, has_zero_point
+from .scales import scale_dtype, scales_for_ranges
 
 DAMPING = 0.01  # of H's mean diagonal, added to its diagonal (the GPTQ paper's default)
 LAZY_COLUMNS = 128  # columns rounded between updates of the rest (per block for blocks)

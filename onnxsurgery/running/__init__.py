@@ -3,7 +3,8 @@ What the other packages use from here is listed below (tests/test_rooms.py check
 import nothing else, and no private name); the modules:
 
 - sessions: onnxruntime sessions with fair settings, weights mapped, .npy arrays as initializers
-- feeds: inputs generated as the graph means them (masks, positions, caches), read, checked
+- feeds: inputs generated as the graph means them (masks, positions, caches)
+- samples: the user's samples read from an .npz and checked against the model's inputs
 - verify: two models run on the same inputs and their outputs compared
 - output_kinds: whether an output's last axis holds classes
 - kv_cache: a KV cache's names: the one module that knows them
@@ -20,8 +21,8 @@ from ..lazy_exports import lazy_exports
 
 # name -> the module of this package that defines it
 _HOMES = {
-    **dict.fromkeys(["check_samples", "load_input_samples", "make_inputs", "parse_shapes", "runnable_inputs"],
-                    "feeds"),
+    **dict.fromkeys(["make_inputs", "parse_shapes", "runnable_inputs"], "feeds"),
+    **dict.fromkeys(["check_samples", "load_input_samples"], "samples"),
     **dict.fromkeys(["has_kv_cache", "is_cache_output"], "kv_cache"),
     "has_class_axis": "output_kinds",
     **dict.fromkeys(["OverLimit", "measure_in_fresh_process"], "session_memory"),
@@ -29,7 +30,7 @@ _HOMES = {
     **dict.fromkeys(["compare_models", "compare_outputs", "headline_outputs", "pooled_agreement", "runtime_label"],
                     "verify"),
 }
-_MODULES = ("sessions", "feeds", "verify", "output_kinds", "kv_cache", "session_memory")
+_MODULES = ("sessions", "feeds", "samples", "verify", "output_kinds", "kv_cache", "session_memory")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

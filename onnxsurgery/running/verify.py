@@ -18,7 +18,8 @@ from .kv_cache import is_cache_output
 from .output_kinds import has_class_axis
 from ..progress import progress
 from .sessions import _first_line, session, streams
-from .feeds import (DEFAULT_BATCH, LENGTHS, check_samples, first_step_inputs, has_dynamic_batch, make_inputs,
+from .samples import check_samples
+from .feeds import (DEFAULT_BATCH, LENGTHS, first_step_inputs, has_dynamic_batch, make_inputs,
                     runnable_inputs, with_own_past)
 
 

@@ -219,7 +219,7 @@ def read_manifest(model_path: str | os.PathLike) -> dict | None:
 class NpyModel(os.PathLike):
     """A model written by `npy`, its manifest beside it, as `compare` hands it on: a session of
     it (`sessions.session`) takes its arrays as the initializers they were, as `run` gives them,
-    and `--inputs` need not hold them (`feeds.check_samples`). Anything else reads the path."""
+    and `--inputs` need not hold them (`samples.check_samples`). Anything else reads the path."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, consumers, read_values
+from ...graph_utils import ConstantSite, constant_values, consumers
 
 # Ops that pass a channel through on its own (elementwise with a constant, activations): the
 # next weighted layer behind them still reads the channel as this one wrote it, scaled.
@@ -66,7 +66,8 @@ def _next_weights(tensor: gs.Variable, depth: int = 0) -> list[tuple[np.ndarray,
     found = []
     for node in tensor.outputs:
         data = node.inputs[0] if node.inputs else None
-        weight = _constant(node.inputs[1]) if node.op in WEIGHTED and data is tensor and len(node.inputs) > 1 else None
+        weighted = node.op in WEIGHTED and data is tensor and len(node.inputs) > 1
+        weight = constant_values(node.inputs[1]) if weighted else None
         if weight is not None:
             axis = _input_axis(node, weight.ndim)
             if axis is None:
@@ -82,22 +83,12 @@ def _next_weights(tensor: gs.Variable, depth: int = 0) -> list[tuple[np.ndarray,
     return found
 
 
-def _constant(tensor) -> np.ndarray | None:
-    """A constant's values: an initializer, or a Constant node's output (weights stored so)."""
-    if isinstance(tensor, gs.Constant):
-        return read_values(tensor)
-    producer = tensor.inputs[0] if tensor.inputs else None
-    if producer is not None and producer.op == "Constant" and isinstance(producer.attrs.get("value"), gs.Constant):
-        return read_values(producer.attrs["value"])
-    return None
-
-
 def _passes(node: gs.Node, tensor: gs.Variable) -> bool:
     """Whether `node` passes `tensor` channel by channel: a unary op, or a binary one whose other
     input is a constant no larger than one value per channel (a bias, a scale)."""
     if node.op in ("Add", "Sub", "Mul", "Div"):
         others = [t for t in node.inputs if t is not tensor]
-        other = _constant(others[0]) if len(others) == 1 else None
+        other = constant_values(others[0]) if len(others) == 1 else None
         return other is not None and other.size <= 4096
     return node.inputs[0] is tensor
 

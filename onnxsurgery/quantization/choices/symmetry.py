@@ -16,11 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import onnx_graphsurgeon as gs
 
 from ...errors import InputError
 from ...parallel import WORKERS, ordered_map
-from ...graph_utils import ConstantSite, consumers, read_only_by, read_values
+from ...graph_utils import ConstantSite, constant_values, consumers, read_only_by, read_values
 from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
@@ -92,10 +91,10 @@ def _normalized_energy(data) -> np.ndarray | None:
         gamma = _constant(producer.inputs, g)
         beta = _constant(producer.inputs, b) if b is not None else None
     elif producer.op == "Add":  # decomposed: (normalized * gamma) + beta
-        beta = next((_values(t) for t in producer.inputs if _values(t) is not None), None)
-        mul = next((t.inputs[0] for t in producer.inputs if _values(t) is None and t.inputs), None)
+        beta = next((constant_values(t) for t in producer.inputs if constant_values(t) is not None), None)
+        mul = next((t.inputs[0] for t in producer.inputs if constant_values(t) is None and t.inputs), None)
         if mul is not None and mul.op == "Mul":
-            gamma = next((_values(t) for t in mul.inputs if _values(t) is not None), None)
+            gamma = next((constant_values(t) for t in mul.inputs if constant_values(t) is not None), None)
     if gamma is None or gamma.ndim != 1 or (beta is not None and beta.shape != gamma.shape):
         return None
     energy = gamma.astype(np.float32) ** 2
@@ -103,20 +102,7 @@ def _normalized_energy(data) -> np.ndarray | None:
 
 
 def _constant(inputs, index: int) -> np.ndarray | None:
-    return _values(inputs[index]) if index < len(inputs) else None
-
-
-def _values(tensor) -> np.ndarray | None:
-    """A constant's values (an initializer or a Constant node's output), else None. Read with
-    read_values, not gs's `.values`: that caches them in the constant, which then exports as an
-    external reference without its location (a bias read here broke int4 on models with
-    external data)."""
-    if isinstance(tensor, gs.Constant):
-        return read_values(tensor)
-    producer = tensor.inputs[0] if tensor.inputs else None
-    if producer is not None and producer.op == "Constant" and isinstance(producer.attrs.get("value"), gs.Constant):
-        return read_values(producer.attrs["value"])
-    return None
+    return constant_values(inputs[index]) if index < len(inputs) else None
 
 
 def choose_symmetric(candidates: list[Candidate],

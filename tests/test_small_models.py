@@ -134,3 +134,40 @@ def test_an_upgrade_that_moves_the_outputs_is_still_refused(tmp_path, monkeypatc
     with pytest.raises(VerificationError, match="upgraded to opset 21 computes other outputs"):
         onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", dtype="int4", min_elements=1024)
     assert not (tmp_path / "q.onnx").exists()
+
+
+def test_the_upgrade_check_runs_on_the_worst_sample_alone(tmp_path, monkeypatch):
+    """Where the result's error is large, the upgrade's own check runs the upgraded model on the
+    one sample where that error is largest, not on all of them (the 359 MB encoder's int4 with
+    16 samples ran it 16 more times), and still refuses the converter's mistake."""
+    import onnxsurgery
+    from onnxsurgery.api import quant_steps
+    from onnxsurgery.errors import VerificationError
+    from onnxsurgery.running import verify
+
+    real_upgrade, real_run, runs = quant_steps.upgrade_opset, verify._run, []
+
+    def doubling(model, opset):
+        upgraded = real_upgrade(model, opset)
+        (node,) = [n for n in upgraded.graph.node if "y" in n.output]
+        node.output[0] = "y_before"
+        upgraded.graph.initializer.append(onnx.numpy_helper.from_array(np.array(2, np.float32), "two"))
+        upgraded.graph.node.append(helper.make_node("Mul", ["y_before", "two"], ["y"]))
+        return upgraded
+
+    def counted(sess, names, feeds):
+        runs.append(float(np.abs(feeds["x"]).sum()))
+        return real_run(sess, names, feeds)
+
+    monkeypatch.setattr(quant_steps, "upgrade_opset", doubling)
+    monkeypatch.setattr(verify, "_run", counted)
+    onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
+    rng = np.random.default_rng(0)
+    samples = [{"x": rng.standard_normal((4, 64)).astype(np.float32) * scale} for scale in (1, 3, 2, 1)]
+    with pytest.raises(VerificationError, match="upgraded to opset 21 computes other outputs"):
+        onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", dtype="int4", min_elements=1024,
+                               samples=samples)
+    assert not (tmp_path / "q.onnx").exists()
+    # the result ran on each sample; the upgraded model once, on one of them
+    assert len(runs) == len(samples) + 1
+    assert runs[-1] in runs[:-1]

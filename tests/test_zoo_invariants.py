@@ -106,6 +106,18 @@ def test_memory_and_time_bounds():
     assert invariants.within_time(100, {}, 4) == []  # no peer handles the model: nothing to compare
 
 
+def test_each_time_class_is_judged_against_its_own_peers():
+    """int4 commands against the int4 peers, and --inputs with INPUTS_FACTOR more (8x in all)."""
+    from zoo.run import COMMANDS, _within_time
+
+    pace = {"int8": {"quantize_dynamic": 1.0}, "int4": {"matmul_nbits": 2.0}}
+    assert COMMANDS["quant --dtype int4 --inputs"][2] == "int4 inputs"
+    assert _within_time(15.9, "int4 inputs", pace) == [] and _within_time(16.1, "int4 inputs", pace)
+    assert _within_time(7.9, "inputs", pace) == [] and _within_time(8.1, "inputs", pace)
+    assert _within_time(7.9, "int4", pace) == [] and _within_time(8.1, "int4", pace)
+    assert _within_time(4.1, "int8", pace)
+
+
 def test_sparse_decisions_count_where_either_side_decided():
     a = np.array([0, 0, 1, 1, 0, 0, 0, 0])
     b = np.array([0, 0, 1, 0, 0, 0, 0, 0])

@@ -116,6 +116,7 @@ COMMANDS = {
     "quant": ("quant", 0.9, "int8"),
     "quant --inputs": ("quant", 0.9, "inputs"),
     "quant --dtype int4": ("quant", 0.75, "int4"),
+    "quant --dtype int4 --inputs": ("quant", 0.75, "int4 inputs"),
     "quant --target tensorrt": ("quant", 0.9, None),
     "quant --dry-run --json": ("quant", None, None),
     "quant --dry-run --json --inputs": ("quant", None, None),
@@ -128,8 +129,10 @@ FULL = list(COMMANDS)
 STORAGE_CMDS = ["info", "check", "quant", "quant --dry-run --json", "quant --dry-run --json --inputs"]
 OTHER_CMDS = ["info", "quant", "quant --inputs"]
 QUICK_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4",
+              "quant --dtype int4 --inputs",
               "quant --dry-run --json", "npy", "embed", "compare"]
 HEAVY_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4",
+              "quant --dtype int4 --inputs",
               "quant --target tensorrt", "quant --dry-run --json", "quant --dry-run --json --inputs", "npy", "embed"]
 HEAVY_STORAGE = ["info", "quant", "quant --dry-run --json", "quant --dry-run --json --inputs"]
 QUICK_STORAGE = ["info", "shrink --verify", "quant", "quant --dry-run --json", "quant --dry-run --json --inputs"]
@@ -149,6 +152,8 @@ def argv_for(cmd: str, src: Path, out: Path, npy_out: Path, tune: Path, report: 
         return ["quant", src, out, "--inputs", tune]
     if cmd == "quant --dtype int4":
         return ["quant", src, out, "--dtype", "int4"]
+    if cmd == "quant --dtype int4 --inputs":
+        return ["quant", src, out, "--dtype", "int4", "--inputs", tune]
     if cmd == "quant --target tensorrt":
         return ["quant", src, out, "--target", "tensorrt"]
     if cmd == "quant --dry-run --json":
@@ -289,11 +294,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             if "dry-run" in cmd and r.rc == 0:
                 plans[cmd][variant] = r.stdout
             if variant == "shipped" and kind and r.rc == 0:
-                if kind == "inputs":
-                    fails += invariants.within_time(r.wall, peer_time["int8"],
-                                                    invariants.TIME_FACTOR * invariants.INPUTS_FACTOR)
-                else:
-                    fails += invariants.within_time(r.wall, peer_time[kind], invariants.TIME_FACTOR)
+                fails += _within_time(r.wall, kind, peer_time)
             row["failures"] = fails
             rows[cmd] = row
             for f in fails:
@@ -356,8 +357,9 @@ def markdown(results: dict) -> str:
         f"{'; merged from runs on several dates (each model: its run, UTC)' if dated else ''}.",
         "",
         "| model | domain | MB | `quant` | quantize_dynamic | onnx-shrink-ray | `quant --inputs` "
-        f"| `quant --dtype int4` | matmul_nbits int4 | invariants passed / failed |{' run |' if dated else ''}",
-        f"|---|---|---|---|---|---|---|---|---|---|{'---|' if dated else ''}",
+        f"| `quant --dtype int4` | `quant --dtype int4 --inputs` | matmul_nbits int4 | invariants passed / failed |"
+        f"{' run |' if dated else ''}",
+        f"|---|---|---|---|---|---|---|---|---|---|---|{'---|' if dated else ''}",
     ]
     for r in results["models"]:
         cmds = r.get("variants", {}).get("shipped", {}).get("commands", {})
@@ -368,6 +370,7 @@ def markdown(results: dict) -> str:
             f"| {r['name']} | {r['domain'].split(' (')[0]} | {r['size'] / 1e6:.1f} | {_cell(cmds.get('quant'))} | "
             f"{_cell(peers.get('quantize_dynamic'), True)} | {_cell(peers.get('shrink_ray'), True)} | "
             f"{_cell(cmds.get('quant --inputs'))} | {_cell(cmds.get('quant --dtype int4'))} | "
+            f"{_cell(cmds.get('quant --dtype int4 --inputs'))} | "
             f"{_cell(peers.get('matmul_nbits'), True)} | {max(0, n_checks - n_fail)} / {n_fail} |"
             + (f" {r.get('date', '')[5:]} |" if dated else ""))
     lines += ["", "Failed invariants (model [variant] command: message):", ""]
@@ -393,6 +396,15 @@ def write_docs(text: str) -> None:
     doc.write_text(new)
 
 
+def _within_time(wall: float, kind: str, peer_time: dict) -> list[str]:
+    """The time invariant of a command of time class `kind` ("int8", "int4", "inputs": int8 with
+    --inputs, "int4 inputs"): within TIME_FACTOR of the fastest peer of its dtype, and
+    INPUTS_FACTOR more where it reads --inputs."""
+    dtype = "int4" if kind.startswith("int4") else "int8"
+    factor = invariants.TIME_FACTOR * (invariants.INPUTS_FACTOR if kind.endswith("inputs") else 1)
+    return invariants.within_time(wall, peer_time[dtype], factor)
+
+
 def retime(r: dict) -> None:
     """Re-judge a stored model's time invariant under the current peer rule (merge of older runs)."""
     peers, size = r.get("peers", {}), r.get("size", 0)
@@ -407,8 +419,7 @@ def retime(r: dict) -> None:
         if not kind or row.get("rc") != 0:
             continue
         old = [f for f in row.get("failures", []) if "fastest peer" in f]
-        new = (invariants.within_time(row["wall"], pace["int8"], invariants.TIME_FACTOR * invariants.INPUTS_FACTOR)
-               if kind == "inputs" else invariants.within_time(row["wall"], pace[kind], invariants.TIME_FACTOR))
+        new = _within_time(row["wall"], kind, pace)
         row["failures"] = [f for f in row.get("failures", []) if f not in old] + new
         r["failures"] = [f for f in r["failures"] if not any(f == f"{r['name']} [shipped] {cmd}: {o}" for o in old)]
         r["failures"] += [f"{r['name']} [shipped] {cmd}: {f}" for f in new]

@@ -228,7 +228,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))
         if not (worst <= large_error_line(four_bit) and (max_error is None or worst <= max_error)):
             for check_upgrade in upgrade_checks:  # the converter's doing, not the quantization's?
-                check_upgrade()
+                check_upgrade(report.verification["worst_sample"])
         other = [(n, e) for n, e in report.verification["outputs"].items() if e.get("other_shapes")]
         if other:  # an infinite error: no result, whatever --max-error says
             name, entry = other[0]

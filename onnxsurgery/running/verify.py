@@ -166,12 +166,18 @@ def compare_models(
             reference_runs[runs_key] = (names, samples, expected)
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[dict]] = {}
+    headline = headline_outputs(names, outputs)
+    worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
     cand_sess = None if same else _named_session(candidate, fold_constants=fold_candidate, runtime=runtime,
                                                  streamed=streamed, payloads_beside=candidate_beside)
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
-    for feeds, ref in progress(list(zip(samples, expected)), "verify", unit="sample"):
+    for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
         got = ref if cand_sess is None else _run(cand_sess, names, feeds)
-        for name, entry in compare_outputs(ref, got, names).items():
+        compared = compare_outputs(ref, got, names)
+        error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
+        if not error <= worst_error:  # a NaN counts as the worst
+            worst_sample, worst_error = index, error
+        for name, entry in compared.items():
             if "argmax_agreement" in entry:
                 agreements.setdefault(name, []).append({k: entry[k] for k in ("argmax_agreement", "shape")})
             prev = per_output.get(name)
@@ -187,7 +193,6 @@ def compare_models(
                 prev[key] = max(prev[key], entry[key])
     del cand_sess
     _give_back_freed_memory()
-    headline = headline_outputs(names, outputs)
     for name, entries in agreements.items():  # over all samples' positions
         if is_cache_output(name) and name not in headline:
             per_output[name].pop("argmax_agreement", None)  # absent where the first sample's was empty
@@ -207,6 +212,7 @@ def compare_models(
         "not_finite": sum(e["not_finite"] for e in per_output.values()),
         "other_shapes": sum(e["other_shapes"] for e in per_output.values()),
         "headline": headline,
+        "worst_sample": worst_sample,  # the index in the samples compared of the largest headline error
         "outputs": per_output,
     }
 

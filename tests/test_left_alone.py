@@ -109,12 +109,18 @@ def test_a_model_with_nothing_to_quantize_is_not_upgraded(tmp_path):
     assert not any("upgraded" in n for n in report.notes) and report.verification["exact"]
 
 
-def test_a_model_with_nothing_to_change_is_copied_as_it_is(tmp_path):
+def test_a_model_with_nothing_to_change_is_copied_as_it_is(tmp_path, monkeypatch):
     """Nothing merged or quantized: the output is the input byte for byte (a re-export changed
-    only the initializers' order, and onnxruntime's memory with it), still verified."""
+    only the initializers' order, and onnxruntime's memory with it), still verified: its own
+    file runs once, to show that it runs, not once as the original and again as the copy."""
+    from onnxsurgery.running import verify
+
     path, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
     onnx.save(_dq_model(with_quantize_linear=True), str(path))
+    runs, real = [], verify._run
+    monkeypatch.setattr(verify, "_run", lambda *a: runs.append(1) or real(*a))
     report = onnxsurgery.quant_file(path, out, min_elements=1)
+    assert len(runs) == 1
     assert out.read_bytes() == path.read_bytes()
     assert "nothing to quantize: the output is a copy of the input" in report.notes
     assert report.verification["exact"] and report.bytes_after == report.bytes_before

@@ -60,6 +60,7 @@ test-trt: install
 
 bench: install install-web
 	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m compileall -q onnxsurgery  # timed as an installed copy runs: bytecode compiled (zoo/run.py)
 	$(PY) bench/run.py --samples $(SAMPLES) --layers $(LAYERS) --hidden $(HIDDEN)
 	$(PY) bench/quant.py --samples $(SAMPLES)
 	$(PY) bench/runtime.py

@@ -10,6 +10,7 @@ docs/benchmarks.md; exits 1 with the list of failed invariants if any failed.
 from __future__ import annotations
 
 import argparse
+import compileall
 import importlib.util
 import json
 import os
@@ -437,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(BUILD / "results.json"))
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="only merge results files into --out and the docs")
     args = ap.parse_args(argv)
+    # each command is timed in a fresh interpreter, as a user's installed copy runs: with its
+    # bytecode compiled (pip compiles it at install; an editable checkout under
+    # PYTHONDONTWRITEBYTECODE=1 recompiles ~160 modules at every start, 0.1 s of a 0.5 s command)
+    compileall.compile_dir(str(ROOT / "onnxsurgery"), quiet=1)
     if args.merge:
         parts = [json.loads(Path(p).read_text()) for p in args.merge]
         for part in parts:  # each model keeps its own run's date; a later part's model replaces an earlier one's

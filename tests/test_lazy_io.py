@@ -171,3 +171,32 @@ def test_arrays_held_by_the_export_are_written_as_gs_would_write_them(tmp_path):
         assert ws.materialized(ws.finish()).SerializeToString() == ws.materialized(gs_own).SerializeToString()
     finally:
         ws.close()
+
+
+def test_the_scanner_steps_over_attributes_of_plain_numbers(tmp_path, monkeypatch):
+    """A tree ensemble's attributes hold millions of numbers, one wire field each (onnx.proto is
+    proto2): the scanner skips an attribute whose type holds no tensor or graph rather than
+    walking its fields, and still finds the tensors of the others."""
+    from onnxsurgery.storage import wire
+
+    m = big_model_with_subgraph_and_constant_nodes()
+    floats = np.arange(20000, dtype=np.float32).tolist()
+    m.graph.node.append(helper.make_node("Constant", [], ["numbers"], value_floats=floats))
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    walked = []
+    real = wire.fields
+
+    def counted(*args):
+        for found in real(*args):
+            walked.append(found)
+            yield found
+
+    monkeypatch.setattr(wire, "fields", counted)
+    stub = lazy.read_model_skipping_weights(path)
+    assert len(walked) < 200  # the messages' fields, not the 20000 numbers
+    from onnxsurgery.storage.protos import all_tensor_protos
+
+    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in all_tensor_protos(stub.graph))
+    assert list(stub.graph.node[-1].attribute[0].floats) == floats
+    assert onnxsurgery.load_model(path).SerializeToString() == onnx.load(str(path)).SerializeToString()

@@ -124,3 +124,9 @@ def test_sparse_decisions_count_where_either_side_decided():
     assert decisions.agreement(a, b, sparse=True) == 0.5
     assert decisions.agreement(a, b, sparse=False) == 7 / 8
     assert decisions.agreement(None, b, sparse=False) is None
+
+
+def test_a_measured_plan_that_loses_on_other_inputs_is_flagged():
+    assert invariants.measured_holds(0.0349, 0.0257) == []
+    assert invariants.measured_holds(0.04, 0.0257)
+    assert invariants.measured_holds(0.0009, 0.0001) == []  # both exact enough

@@ -172,8 +172,10 @@ def _balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis:
     with the largest residuals (exact - rounded) of the sign of the group's residual sum move
     one step that way, k being that sum rounded; values at qmin or qmax do not move past it.
     A group is a block (members along `axis`) or a channel (members along every axis but
-    `axis`). The values are picked one per group per round (an argmax over the groups still
-    short), so the cost is a few passes over the tensor: k is rarely above 3 for blocks."""
+    `axis`). Where k is small (blocks: rarely above 3) the values are picked one per group per
+    round, an argmax over the groups still short; a channel of many values can need hundreds
+    (crepe_full's 512 x 65536 Conv: 15 s of argmax), so its k are picked at once by partition,
+    ties to the lower index as the argmax order takes them: the same values move."""
     if members_along_axis:
         q_rows = np.moveaxis(q, axis, -1)  # a view: writing into it writes into q
         shape2d = (-1, q.shape[axis])
@@ -188,15 +190,31 @@ def _balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis:
     score[(q2d >= qmax) & (sign[:, None] > 0) | (q2d <= qmin) & (sign[:, None] < 0)] = -np.inf
     short = np.flatnonzero(k)
     needed = np.abs(k[short])
-    while short.size:
-        picked = score[short].argmax(axis=1)
-        movable = score[short, picked] > -np.inf
-        q2d[short[movable], picked[movable]] += sign[short[movable]]
-        score[short, picked] = -np.inf
-        needed -= 1
-        keep = (needed > 0) & movable
-        short, needed = short[keep], needed[keep]
+    few = needed <= _FEW_MOVES
+    rows, left = short[few], needed[few]
+    while rows.size:
+        picked = score[rows].argmax(axis=1)
+        movable = score[rows, picked] > -np.inf
+        q2d[rows[movable], picked[movable]] += sign[rows[movable]]
+        score[rows, picked] = -np.inf
+        left -= 1
+        keep = (left > 0) & movable
+        rows, left = rows[keep], left[keep]
+    for row, count in zip(short[~few], needed[~few]):
+        q2d[row, _largest(score[row], int(count))] += sign[row]
     q_rows[...] = q2d.reshape(q_rows.shape)
+
+
+_FEW_MOVES = 8  # up to this many moves a group, an argmax a move (_balance)
+
+
+def _largest(values: np.ndarray, count: int) -> np.ndarray:
+    """The indices of the `count` largest finite values, ties to the lower index (what
+    successive argmaxes pick), fewer where fewer are finite."""
+    count = min(count, values.size)
+    kth = -np.partition(-values, count - 1)[count - 1]
+    chosen = np.concatenate([np.flatnonzero(values > kth), np.flatnonzero(values == kth)])[:count]
+    return chosen[values[chosen] > -np.inf]
 
 
 # Ratios `_clip_ranges` tries. Measured with --target tensorrt int4 at blocks of 128 (output

@@ -1,0 +1,50 @@
+"""Balanced rounding (rounding._balance) picks the same values to move whichever way it picks
+them: one argmax a move where a group needs few, a partition where it needs many."""
+
+import numpy as np
+import pytest
+
+from onnxsurgery.quantization import rounding
+
+
+def _one_argmax_a_move(q, residual, axis, members_along_axis, qmin, qmax):
+    """The definition: in each group, while it still needs moves, the value with the largest
+    score (the first of equals) moves one step the group's way."""
+    q_rows = np.moveaxis(q, axis, -1 if members_along_axis else 0)
+    r_rows = np.moveaxis(residual, axis, -1 if members_along_axis else 0)
+    shape2d = (-1, q.shape[axis]) if members_along_axis else (q.shape[axis], -1)
+    q2d, score = q_rows.reshape(shape2d).copy(), r_rows.reshape(shape2d).copy()
+    for row in range(q2d.shape[0]):
+        k = int(np.rint(score[row].sum(dtype=np.float64)))
+        sign = np.sign(k)
+        s = score[row] * sign
+        s[(q2d[row] >= qmax) & (sign > 0) | (q2d[row] <= qmin) & (sign < 0)] = -np.inf
+        for _ in range(abs(k)):
+            i = int(s.argmax())
+            if s[i] == -np.inf:
+                break
+            q2d[row, i] += sign
+            s[i] = -np.inf
+    q_rows[...] = q2d.reshape(q_rows.shape)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_values_moved_are_those_of_one_argmax_a_move(seed):
+    rng = np.random.default_rng(seed)
+    groups, members = int(rng.integers(4, 30)), int(rng.integers(200, 2000))
+    # half the groups close to the grid (a few moves each), half far from it (many)
+    spread = np.where(np.arange(groups) < groups // 2, 0.02, 0.5)[:, None]
+    x = np.rint(rng.standard_normal((groups, members)) * 4) + rng.uniform(-1, 1, (groups, members)) * spread
+    if seed % 2:  # repeated values: equal scores, where the order of picking shows
+        x = np.round(x * 4) / 4
+    along = bool(seed % 4 < 2)  # groups as blocks (members along the axis) or as channels
+    axis = 1 if along else 0
+    x = x.astype(np.float32)
+    q = np.clip(np.rint(x), -7, 7).astype(np.float32)
+    residual = (x - np.rint(x)).astype(np.float32)
+    got, want = q.copy(), q.copy()
+    rounding._balance(got, residual.copy(), axis, along, -7, 7)
+    _one_argmax_a_move(want, residual.copy(), axis, along, -7, 7)
+    assert np.array_equal(got, want)
+    needed = np.abs(np.rint(residual.sum(axis=1, dtype=np.float64)))
+    assert needed.max() > rounding._FEW_MOVES >= needed.min()  # both ways of picking taken

@@ -163,3 +163,34 @@ def test_pack_nibbles_in_shared_slices_is_the_whole_array_packing():
     padded = np.append(q, np.int8(0)).view(np.uint8)
     whole = (padded[1::2] << 4) | (padded[0::2] & 0x0F)
     assert pack_nibbles(q, signed=True).tobytes() == whole.astype(np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("shape,granularity,axis,block_size,channel_axis", [
+    ((256, 96), "block", 0, 32, 1), ((96, 256), "block", 1, 32, 0), ((16, 64, 3, 3), "block", 1, 16, 0),
+    ((64, 48), "channel", 0, None, 0), ((48, 64), "channel", 1, None, 1)])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_picks_known_for_a_sample_of_channels_give_the_whole_search(shape, granularity, axis, block_size,
+                                                                    channel_axis, symmetric, monkeypatch):
+    """rounding.quantize's `known_picks`: the picks a search over some channels alone gave, and
+    only the others searched (choices/symmetry.py measures a sample, the pass the whole): the
+    whole weight's search, bit for bit, weighted by its input or not."""
+    monkeypatch.setattr(chunked, "CLIP_CHUNK_ELEMENTS", 7000)
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(shape) * rng.standard_t(3, shape)).astype(np.float32)
+    along = [1] * len(shape)
+    along[axis if granularity == "block" else 1 - channel_axis if len(shape) == 2 else 1] = -1
+    importance = rng.uniform(0.1, 3, shape[axis if granularity == "block" else 1 - channel_axis]).astype(np.float32)
+    channels = np.linspace(0, shape[channel_axis] - 1, shape[channel_axis] // 3).round().astype(np.int64)
+    sample = np.take(x, channels, axis=channel_axis)
+    for weights in (None, importance.reshape(along)):
+        args = dict(dtype="int4", granularity=granularity, axis=axis, block_size=block_size, symmetric=symmetric,
+                    half_scales=True, search_clip=True, importance=weights)
+        whole = quantize(x, **args)
+        known = (channel_axis, channels, quantize(sample, **args).clip_picks)
+        got = quantize(x, known_picks=known, **args)
+        assert got.clip_picks.tobytes() == whole.clip_picks.tobytes()
+        assert got.q.tobytes() == whole.q.tobytes() and got.scale.tobytes() == whole.scale.tobytes()
+        assert (got.zero_point is None) == symmetric
+        if not symmetric:
+            assert got.zero_point.tobytes() == whole.zero_point.tobytes()
+        assert (whole.clip_picks > 0).any()  # the search clipped somewhere: the picks were tested

@@ -122,3 +122,44 @@ def test_int4_clipping_without_inputs_is_weighted_by_what_a_layer_norm_feeds(tmp
     onnx.save(model, str(tmp_path / "in.onnx"))
     plan = onnxsurgery.quant_plan(tmp_path / "in.onnx", dtype="int4", min_elements=1024)
     assert set(plan.importance) == {"W1"} and plan.importance["W1"].shape == (64, 1)
+
+
+def test_a_clear_call_on_a_few_channels_stands_and_the_why_says_so(tmp_path, monkeypatch):
+    """A weight large enough is measured first on QUICK_ELEMENTS of it (choices/symmetry.py):
+    a clear call there decides, the same as measured whole, and the plan's `why` says it was a
+    sample; with the quick sample switched off, every decision and record but the `why` is the
+    same."""
+    from onnxsurgery.quantization.choices import symmetry
+
+    rows, columns = 1024, 256  # 128 channels of 256 measured first
+    rng = np.random.default_rng(5)
+    lopsided = (rng.uniform(0.0, 1.0, (rows, columns)) / np.sqrt(rows)).astype(np.float32)
+    grid = rng.integers(-7, 8, (rows, columns)).astype(np.float32)
+    grid[::32] = 7
+    on_grid = (grid * rng.uniform(0.5, 2.0, (1, columns)) / (7 * np.sqrt(rows))).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W_lopsided"], ["y_lopsided"]),
+             helper.make_node("MatMul", ["x", "W_grid"], ["y_grid"])]
+    inits = [numpy_helper.from_array(lopsided, "W_lopsided"), numpy_helper.from_array(on_grid, "W_grid")]
+    model = builders.model(nodes, [builders.vi("x", shape=[TOKENS, rows])],
+                           [builders.vi("y_lopsided", shape=[TOKENS, columns]),
+                            builders.vi("y_grid", shape=[TOKENS, columns])], inits, opset=21, ir=10)
+    src = tmp_path / "two.onnx"
+    onnx.save(model, str(src))
+    feeds = [{"x": builders.rand((TOKENS, rows), 11)}]
+    quick = onnxsurgery.quant_plan(src, dtype="int4", samples=feeds)
+    assert [w.name for w in quick.weights if w.symmetric] == ["W_grid"]
+    assert all(w.why.endswith("; symmetry measured on 128 of 256 channels") for w in quick.weights), \
+        [w.why for w in quick.weights]
+    onnxsurgery.quant_file(src, tmp_path / "quick.onnx", dtype="int4", samples=feeds, verify=False)
+    monkeypatch.setattr(symmetry, "QUICK_ELEMENTS", 1 << 30)
+    whole = onnxsurgery.quant_plan(src, dtype="int4", samples=feeds)
+    # the pass searches the whole weight where the plan measured a sample (picks of the sample
+    # reused: quantize.quantize_site's sample_of): the same file
+    onnxsurgery.quant_file(src, tmp_path / "whole.onnx", dtype="int4", samples=feeds, verify=False)
+    assert (tmp_path / "quick.onnx").read_bytes() == (tmp_path / "whole.onnx").read_bytes()
+    assert all("measured on" not in w.why for w in whole.weights)
+
+    def records(plan):
+        return [{**vars(w), "why": w.why.split("; symmetry measured")[0]} for w in plan.weights]
+
+    assert records(quick) == records(whole)

@@ -53,6 +53,9 @@ class _Record:
         self.fingerprint = fingerprint
         self.clip_picks = None
         self.error = None
+        # picks of some of its channels, searched on a sample of them (quantize_site's `sample_of`):
+        # (channel axis, channels, their picks), for rounding.quantize's `known_picks`
+        self.known_picks = None
 
     def error_for(self, x: np.ndarray) -> dict | None:
         return dict(self.error) if self.error is not None and _fingerprint(x) == self.fingerprint else None
@@ -94,6 +97,8 @@ def _fingerprint(values: np.ndarray) -> tuple:
 
 def _record(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
             equalized: bool) -> _Record | None:
+    """The record of `values` (the whole weight) quantized with these arguments, or None outside
+    `remembering`; a new one where the values are not those it was made for."""
     if not _OPEN[0]:
         return None
     importance = args.get("importance")
@@ -109,14 +114,28 @@ def _record(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: st
 
 
 def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
-              equalized: bool = True) -> Quantized:
+                  equalized: bool = True, sample_of: tuple[np.ndarray, np.ndarray, int] | None = None) -> Quantized:
     """quantize() for `scheme`; under `scaled`, of the weight equalized along its input axis
     first (scaled.equalize), unless `equalized` is False (GPTQ rounds the weight as it is).
     Within `remembering`, the clipping search and the weight error of the same values
-    quantized the same way are taken from the first time."""
+    quantized the same way are taken from the first time. `sample_of`: (the whole weight,
+    the channels `values` holds of it, along which axis): the clipping picks of those channels
+    are remembered for the whole weight, whose search then skips them (each group lies within
+    a channel, so its pick is its own; not under an equalizing lowering, whose input-side
+    scales a sample changes)."""
+    if sample_of is not None:
+        whole, channels, channel_axis = sample_of
+        record = None if REGISTRY[lowering].equalized and equalized else _record(
+            whole, site, scheme, lowering, balanced, args, equalized)
+        qt = _quantize_site(values, site, scheme, lowering, balanced, args, equalized)
+        if record is not None and qt.clip_picks is not None and record.clip_picks is None:
+            record.known_picks = (channel_axis, channels, qt.clip_picks)
+        return qt
     record = _record(values, site, scheme, lowering, balanced, args, equalized)
     if record is not None and record.clip_picks is not None:
         args = {**args, "clip_picks": record.clip_picks}
+    elif record is not None and record.known_picks is not None:
+        args = {**args, "known_picks": record.known_picks}
     qt = _quantize_site(values, site, scheme, lowering, balanced, args, equalized)
     if record is not None:
         record.clip_picks = qt.clip_picks

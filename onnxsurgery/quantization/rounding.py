@@ -107,6 +107,7 @@ def quantize(
     importance: np.ndarray | None = None,
     divisor: np.ndarray | None = None,
     clip_picks: np.ndarray | None = None,
+    known_picks: tuple[int, np.ndarray, np.ndarray] | None = None,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
@@ -116,7 +117,9 @@ def quantize(
     docstring; ignored per tensor and for a ragged last block); `search_clip` narrows each
     group's range where that lowers its squared error (`_clip_ranges`), each element's error
     weighted by `importance` (broadcast to x) where given; `clip_picks`: the search's result for
-    the same x and arguments (Quantized.clip_picks), taken instead of searching again. `divisor`
+    the same x and arguments (Quantized.clip_picks), taken instead of searching again;
+    `known_picks` (channel axis of x, channels, their picks): the search's result for those
+    channels alone, searched only in the others (`_clip_rest`). `divisor`
     (broadcast to x): x / divisor is quantized, divided a slice of rows at a time where the steps
     allow (per channel, plain rounding), else as a whole first."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
@@ -135,6 +138,9 @@ def quantize(
     if search_clip and granularity != "tensor" and clip_picks is not None:
         ratio = np.asarray(CLIP_RATIOS, np.float64)[clip_picks]
         lo, hi, picks = lo * ratio, hi * ratio, clip_picks
+    elif search_clip and granularity != "tensor" and known_picks is not None:
+        lo, hi, picks = _clip_rest(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size,
+                                   importance, known_picks)
     elif search_clip and granularity != "tensor":
         lo, hi, picks = _clip_ranges(x32, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size,
                                      importance)
@@ -260,6 +266,30 @@ def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, h
             best_err, best_index = np.where(better, err, best_err), np.where(better, index, best_index)
     best_ratio = np.asarray(CLIP_RATIOS, np.float64)[best_index]
     return lo * best_ratio, hi * best_ratio, best_index.astype(np.uint8)
+
+
+def _clip_rest(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool, granularity: str,
+               axis: int, block_size: int | None, importance: np.ndarray | None, known: tuple):
+    """`_clip_ranges` where the picks of some channels are known (`known`: channel axis of x,
+    channels, their picks, as a search over those channels alone gave them): only the other
+    channels are searched, and the result is the whole search's, each group's pick being its
+    own."""
+    channel_axis, channels, known_picks = known
+    group_axis = 0 if granularity == "channel" else channel_axis  # lo's: per channel, one value each
+    if granularity == "channel" and channel_axis != axis or lo.shape[group_axis] != x.shape[channel_axis]:
+        return _clip_ranges(x, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size, importance)
+    rest = np.setdiff1d(np.arange(x.shape[channel_axis]), channels)
+    picks = np.empty(np.shape(lo), np.uint8)
+    np.moveaxis(picks, group_axis, 0)[channels] = np.moveaxis(known_picks, group_axis, 0)
+    if rest.size:
+        if importance is not None and np.ndim(importance) == x.ndim and np.shape(importance)[channel_axis] > 1:
+            importance = np.take(importance, rest, axis=channel_axis)
+        _, _, found = _clip_ranges(np.take(x, rest, axis=channel_axis), np.take(lo, rest, axis=group_axis),
+                                   np.take(hi, rest, axis=group_axis), qmin, qmax, symmetric, half_scales,
+                                   granularity, axis, block_size, importance)
+        np.moveaxis(picks, group_axis, 0)[rest] = np.moveaxis(found, group_axis, 0)
+    ratio = np.asarray(CLIP_RATIOS, np.float64)[picks]
+    return lo * ratio, hi * ratio, picks
 
 
 def _clip_grids(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool):

@@ -75,6 +75,8 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
         why += " (8 bits in a KV-cache decoder, symmetric blocks: rules.decoder_nbits)"
     elif options.auto_symmetric:
         why += "; symmetric: measured more accurate" if symmetric else ""
+        if site.name in symmetry.sampled:  # symmetry.py's quick sample, or sampling.py's
+            why += "; symmetry measured on %d of %d channels" % symmetry.sampled[site.name]
     record.dtype, record.lowering, record.symmetric = opts.dtype, lowering, bool(symmetric)
     record.granularity, record.block_size, record.axis = scheme.granularity, scheme.block_size, scheme.axis
     record.rounding = "balanced" if balance else "nearest"

@@ -1,10 +1,10 @@
-"""Balanced rounding (rounding._balance) picks the same values to move whichever way it picks
+"""Balanced rounding (balanced.balance) picks the same values to move whichever way it picks
 them: one argmax a move where a group needs few, a partition where it needs many."""
 
 import numpy as np
 import pytest
 
-from onnxsurgery.quantization import rounding
+from onnxsurgery.quantization import balanced
 
 
 def _one_argmax_a_move(q, residual, axis, members_along_axis, qmin, qmax):
@@ -43,8 +43,8 @@ def test_the_values_moved_are_those_of_one_argmax_a_move(seed):
     q = np.clip(np.rint(x), -7, 7).astype(np.float32)
     residual = (x - np.rint(x)).astype(np.float32)
     got, want = q.copy(), q.copy()
-    rounding._balance(got, residual.copy(), axis, along, -7, 7)
+    balanced.balance(got, residual.copy(), axis, along, -7, 7)
     _one_argmax_a_move(want, residual.copy(), axis, along, -7, 7)
     assert np.array_equal(got, want)
     needed = np.abs(np.rint(residual.sum(axis=1, dtype=np.float64)))
-    assert needed.max() > rounding._FEW_MOVES >= needed.min()  # both ways of picking taken
+    assert needed.max() > balanced.FEW_MOVES >= needed.min()  # both ways of picking taken

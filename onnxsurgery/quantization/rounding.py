@@ -10,8 +10,8 @@ and the integers are computed against that rounded scale, so the only error left
 integers' own rounding; the scale's storage costs nothing in accuracy. Used when every scale is
 a normal float16 (2^-14 .. 65504); otherwise float32.
 
-Balanced rounding (`balanced`): round to nearest, then move the fewest values of each group
-one step (those whose exact value lies nearest the halfway point) so that the group's rounding
+Balanced rounding (`balanced`; balanced.py): round to nearest, then move the fewest values of
+each group one step (those whose exact value lies nearest the halfway point) so that the group's rounding
 errors sum to zero (within half a step). Plain rounding leaves each group a small random error
 sum; a layer whose inputs share a common offset (non-negative activations after ReLU or
 hardswish, as in convolutional networks) turns that sum into a systematic shift of its output.
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import balanced as balanced_rounding
 from .scales import scales_for_ranges, stored_scale
 from .chunked import best_clip, block_ranges, channel_ranges, clipped_error, error_sums, round_to_grid, share
 
@@ -162,7 +163,7 @@ def quantize(
         np.clip(q, qmin, qmax, out=q)
         if balance:
             exact -= q  # the rounding residuals
-            _balance(q, exact, axis + 1 if blocked_view else axis, blocked_view, qmin, qmax)
+            balanced_rounding.balance(q, exact, axis + 1 if blocked_view else axis, blocked_view, qmin, qmax)
         q = q.astype(store)
     else:  # the same steps a slice of rows at a time (chunked.py)
         q = round_to_grid(view, s_b, z_b if with_zero_point else None, qmin, qmax, store, divisor)
@@ -170,57 +171,6 @@ def quantize(
     return Quantized(q.reshape(x32.shape),
                      scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
                      zp, dtype, granularity, axis, block_size, clip_picks=picks)
-
-
-def _balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis: bool, qmin: int,
-             qmax: int) -> None:
-    """Balanced rounding, in place on the rounded and clipped q: in each group, the k values
-    with the largest residuals (exact - rounded) of the sign of the group's residual sum move
-    one step that way, k being that sum rounded; values at qmin or qmax do not move past it.
-    A group is a block (members along `axis`) or a channel (members along every axis but
-    `axis`). Where k is small (blocks: rarely above 3) the values are picked one per group per
-    round, an argmax over the groups still short; a channel of many values can need hundreds
-    (crepe_full's 512 x 65536 Conv: 15 s of argmax), so its k are picked at once by partition,
-    ties to the lower index as the argmax order takes them: the same values move."""
-    if members_along_axis:
-        q_rows = np.moveaxis(q, axis, -1)  # a view: writing into it writes into q
-        shape2d = (-1, q.shape[axis])
-    else:
-        q_rows = np.moveaxis(q, axis, 0)
-        shape2d = (q.shape[axis], -1)
-    q2d = q_rows.reshape(shape2d)  # a copy unless the members are already contiguous
-    score = np.moveaxis(residual, axis, -1 if members_along_axis else 0).reshape(shape2d)
-    k = np.rint(score.sum(axis=1, dtype=np.float64)).astype(np.int64)
-    sign = np.sign(k).astype(np.float32)
-    score *= sign[:, None]  # how far each value is from rounding the way its group needs
-    score[(q2d >= qmax) & (sign[:, None] > 0) | (q2d <= qmin) & (sign[:, None] < 0)] = -np.inf
-    short = np.flatnonzero(k)
-    needed = np.abs(k[short])
-    few = needed <= _FEW_MOVES
-    rows, left = short[few], needed[few]
-    while rows.size:
-        picked = score[rows].argmax(axis=1)
-        movable = score[rows, picked] > -np.inf
-        q2d[rows[movable], picked[movable]] += sign[rows[movable]]
-        score[rows, picked] = -np.inf
-        left -= 1
-        keep = (left > 0) & movable
-        rows, left = rows[keep], left[keep]
-    for row, count in zip(short[~few], needed[~few]):
-        q2d[row, _largest(score[row], int(count))] += sign[row]
-    q_rows[...] = q2d.reshape(q_rows.shape)
-
-
-_FEW_MOVES = 8  # up to this many moves a group, an argmax a move (_balance)
-
-
-def _largest(values: np.ndarray, count: int) -> np.ndarray:
-    """The indices of the `count` largest finite values, ties to the lower index (what
-    successive argmaxes pick), fewer where fewer are finite."""
-    count = min(count, values.size)
-    kth = -np.partition(-values, count - 1)[count - 1]
-    chosen = np.concatenate([np.flatnonzero(values > kth), np.flatnonzero(values == kth)])[:count]
-    return chosen[values[chosen] > -np.inf]
 
 
 # Ratios `_clip_ranges` tries. Measured with --target tensorrt int4 at blocks of 128 (output

@@ -41,7 +41,7 @@ from .load_memory import fuses_into_nbits
 AXIS_MARGIN = 0.8  # another axis where its error is at most this share of the default axis's
 MIN_AXIS_CHANNELS = 16
 # Weights past this many elements keep the reader's output channels: balanced rounding along a
-# short axis of a large weight moves values one group-round at a time (rounding._balance), and
+# short axis of a large weight moves values one group-round at a time (balanced.balance), and
 # crepe_full's 8M-element Convs took 13 s to measure and 5 s to round (`quant` 3 s -> 21 s); the
 # weights this stage is for (silero's STFT basis, 66K elements) are small.
 MAX_AXIS_ELEMENTS = 1 << 20

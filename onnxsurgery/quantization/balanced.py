@@ -1,0 +1,57 @@
+"""Balanced rounding (rounding.py's module doc says why): after rounding to nearest, the fewest
+values of each group move one step so that the group's rounding errors sum to zero."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis: bool, qmin: int,
+             qmax: int) -> None:
+    """Balanced rounding, in place on the rounded and clipped q: in each group, the k values
+    with the largest residuals (exact - rounded) of the sign of the group's residual sum move
+    one step that way, k being that sum rounded; values at qmin or qmax do not move past it.
+    A group is a block (members along `axis`) or a channel (members along every axis but
+    `axis`). Where k is small (blocks: rarely above 3) the values are picked one per group per
+    round, an argmax over the groups still short; a channel of many values can need hundreds
+    (crepe_full's 512 x 65536 Conv: 15 s of argmax), so its k are picked at once by partition,
+    ties to the lower index as the argmax order takes them: the same values move."""
+    if members_along_axis:
+        q_rows = np.moveaxis(q, axis, -1)  # a view: writing into it writes into q
+        shape2d = (-1, q.shape[axis])
+    else:
+        q_rows = np.moveaxis(q, axis, 0)
+        shape2d = (q.shape[axis], -1)
+    q2d = q_rows.reshape(shape2d)  # a copy unless the members are already contiguous
+    score = np.moveaxis(residual, axis, -1 if members_along_axis else 0).reshape(shape2d)
+    k = np.rint(score.sum(axis=1, dtype=np.float64)).astype(np.int64)
+    sign = np.sign(k).astype(np.float32)
+    score *= sign[:, None]  # how far each value is from rounding the way its group needs
+    score[(q2d >= qmax) & (sign[:, None] > 0) | (q2d <= qmin) & (sign[:, None] < 0)] = -np.inf
+    short = np.flatnonzero(k)
+    needed = np.abs(k[short])
+    few = needed <= FEW_MOVES
+    rows, left = short[few], needed[few]
+    while rows.size:
+        picked = score[rows].argmax(axis=1)
+        movable = score[rows, picked] > -np.inf
+        q2d[rows[movable], picked[movable]] += sign[rows[movable]]
+        score[rows, picked] = -np.inf
+        left -= 1
+        keep = (left > 0) & movable
+        rows, left = rows[keep], left[keep]
+    for row, count in zip(short[~few], needed[~few]):
+        q2d[row, largest(score[row], int(count))] += sign[row]
+    q_rows[...] = q2d.reshape(q_rows.shape)
+
+
+FEW_MOVES = 8  # up to this many moves a group, an argmax a move (balance)
+
+
+def largest(values: np.ndarray, count: int) -> np.ndarray:
+    """The indices of the `count` largest finite values, ties to the lower index (what
+    successive argmaxes pick), fewer where fewer are finite."""
+    count = min(count, values.size)
+    kth = -np.partition(-values, count - 1)[count - 1]
+    chosen = np.concatenate([np.flatnonzero(values > kth), np.flatnonzero(values == kth)])[:count]
+    return chosen[values[chosen] > -np.inf]

@@ -305,14 +305,14 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             extra = f" err {row['error']:.4f} kept {row['decisions']}" if "error" in row else ""
             print(f"  {variant:8s} {cmd:34s} rc={r.rc} {r.wall:6.1f} s {r.peak_anon / 1e6:6.0f} MB{extra}"
                   + (f"  FAIL: {'; '.join(fails)}" if fails else ""), flush=True)
-        for measured, default in MEASURED_AGAINST.items():  # invariant 5
-            a, b = rows.get(measured, {}), rows.get(default, {})
+        for on_inputs, data_free in MEASURED_AGAINST.items():  # invariant 5
+            a, b = rows.get(on_inputs, {}), rows.get(data_free, {})
             if "error" in a and "error" in b:
                 fails = invariants.measured_holds(a["error"], b["error"])
                 a["failures"] = a.get("failures", []) + fails
-                base["failures"] += [f"{m.name} [{variant}] {measured}: {f}" for f in fails]
+                base["failures"] += [f"{m.name} [{variant}] {on_inputs}: {f}" for f in fails]
                 for f in fails:
-                    print(f"  {variant:8s} {measured}: FAIL: {f}", flush=True)
+                    print(f"  {variant:8s} {on_inputs}: FAIL: {f}", flush=True)
     for cmd, by_variant in plans.items():
         for f in invariants.same_plans({v: p for v, p in by_variant.items() if v in variants.STORAGE}):
             base["failures"].append(f"{m.name} [storage] {cmd}: {f}")

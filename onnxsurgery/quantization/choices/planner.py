@@ -28,13 +28,12 @@ from ..options import FLOAT_TYPES, QuantOptions
 from ..plan import Plan, WeightPlan
 from .candidate import Candidate
 from .channel_axis import axis_free, choose_channel_axes
-from .forms import choose_scheme, float16_for_tensorrt, site_form
+from .forms import float16_for_tensorrt
 from .lean import choose_lean
 from .memory_at_load import at_load
-from .model_facts import ModelFacts
+from .planning import Planning, options_key, planning_for
 from .records import decoder_nbits_chosen, float16_record, float_record, integer_record, levels_record, planned_bytes
-from .refusals import quantizes_activations, refusal, selection_notes, value_refusal
-from .rules import lowering_for
+from .refusals import selection_notes, value_refusal
 from .symmetry import SymmetryChoice, choose_symmetric
 
 
@@ -44,26 +43,32 @@ def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, overridable
     `activations`: the inputs each weight's readers see, for auto's measured choices;
     `calibration`: GPTQ's inputs (the weights it can round get rounding `gptq`). Where the
     weights are stored (one file, a data file, a folder) changes nothing."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # huge finite weights: see apply
-        return _plan(graph, options, opset, overridable, activations, calibration)
+    planning = planning_for(graph)
+
+    def make() -> Plan:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # huge finite weights: see apply
+            return _plan(graph, planning, options, opset, overridable, activations, calibration)
+
+    if activations is not None or calibration is not None:  # measured on inputs: made as asked
+        return make()
+    return planning.plan((options_key(options), opset, overridable), make)
 
 
-def _plan(graph, options: QuantOptions, opset: int, overridable, activations, calibration,
+def _plan(graph, planning: Planning, options: QuantOptions, opset: int, overridable, activations, calibration,
           defer_values: bool = True) -> Plan:
     """`defer_values`: the NaN/Inf check of a weight that a measured choice reads anyway (lean.py,
     symmetry.py) is made on that read, not on one of its own before; should any weight turn out
     not finite, the plan is made again with every weight checked first, so that the decisions
     are those of checking first (the refused weight counts in no budget)."""
-    facts = ModelFacts(graph)
+    facts = planning.facts
     unchecked: set[str] = set()  # candidates whose values were not checked for NaN/Inf yet
     scopes = list(iter_scopes(graph))
-    qdq = quantizes_activations(scopes)
     records: dict[str, WeightPlan] = {}
     candidates: list[Candidate] = []
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype in FLOAT_TYPES:
             records[site.name] = float_record(site)
-            found = _candidate(site, scopes, options, opset, overridable, qdq, facts,
+            found = _candidate(site, scopes, options, opset, overridable, planning,
                                unchecked if defer_values else None)
             if isinstance(found, Candidate):
                 candidates.append(found)
@@ -93,7 +98,7 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
         read = lean_choice.finite | symmetry.finite  # read whole by a measurement, and finite
         if lean_choice.not_finite | symmetry.not_finite or any(
                 value_refusal(c.site) for c in candidates if c.name in unchecked and c.name not in read):
-            return _plan(graph, options, opset, overridable, activations, calibration, defer_values=False)
+            return _plan(graph, planning, options, opset, overridable, activations, calibration, defer_values=False)
     if activations is not None:
         activations.release()  # the last stage that reads them: H freed before quantizing and verifying
     stays_float = bool(options.fp16 or options.levels)
@@ -133,26 +138,26 @@ def _plan(graph, options: QuantOptions, opset: int, overridable, activations, ca
     })
 
 
-def _candidate(site: ConstantSite, scopes, options: QuantOptions, opset: int, overridable, qdq: bool,
-               facts: ModelFacts, unchecked: set[str] | None = None) -> Candidate | str:
+def _candidate(site: ConstantSite, scopes, options: QuantOptions, opset: int, overridable, planning: Planning,
+               unchecked: set[str] | None = None) -> Candidate | str:
     """The weight as a candidate (stages 1-3), or why it is left as it is. `unchecked`: where
     given, a weight whose values only the NaN/Inf check would read is not read here, and its
     name is added (`_plan` checks it on the measurements' read)."""
-    form = site_form(site, options, facts)  # 4-bit for the weights allocated 4 bits, ...
+    form = planning.form(site, options)  # 4-bit for the weights allocated 4 bits, ...
     opts = form.options
     no_quantized_form = float16_for_tensorrt(site, opts)
-    reason = refusal(site, scopes, opts, overridable, qdq)
+    reason = planning.refusal(site, scopes, options, overridable, qdq=True)
     if not reason and unchecked is not None and not no_quantized_form:
         unchecked.add(site.name)
     elif not reason:
         reason = value_refusal(site, float16_because=no_quantized_form)
     if reason:
         return f"below --min-elements ({opts.min_elements})" if reason == "small" else reason
-    scheme = choose_scheme(site, opts)
+    scheme = planning.scheme(site, opts)
     float16 = site.onnx_dtype == onnx.TensorProto.FLOAT and options.allocated(site.name) == "float16"
     why = "allocated float16 by the budget" if float16 else ""
     if opts.fp16 and not options.fp16:  # a per-weight rule's float16 (choices/int4_paths.py)
         float16, why = True, form.reason
     if no_quantized_form:
         float16, why = True, no_quantized_form
-    return Candidate(site, opts, scheme, lowering_for(site, opts, scheme, opset, facts), float16, why, form.reason)
+    return Candidate(site, opts, scheme, planning.lowering(site, opts, scheme, opset), float16, why, form.reason)

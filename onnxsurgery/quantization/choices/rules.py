@@ -1,27 +1,23 @@
-"""The third stage: which lowering turns each weight back into float (`lowering_for`), its lean
+"""The third stage: which lowering turns each weight back into float (`lowering_for`), and its lean
 form where the int8 default leaves lean or accurate to the measured choice (`lean_scheme`,
-lean.py); and what the API asks before planning: the opset those choices need
-(`required_opset`, the model is upgraded to it first) and whether the options change any weight
-at all (`any_weight_to_change`). Rules of thumb live here, each with the measurement behind it
-(plans' whys cite rules.decoder_nbits)."""
+lean.py). What the API asks before planning (the opset those choices need, whether the options
+change any weight at all) is the planning run's (planning.py), from these answers. Rules of
+thumb live here, each with the measurement behind it (plans' whys cite rules.decoder_nbits)."""
 
 from __future__ import annotations
 
-import onnx_graphsurgeon as gs
-
-from ...graph_utils import ConstantSite, collect_constants, iter_scopes
+from ...graph_utils import ConstantSite
 from ..axes import choose_axes
 from ..lowerings import REGISTRY
 from ..lowerings.embed_rows import word_table
 from ..lowerings.scaled import scale_axis
 from ..lowerings.tied import scheme_for as tied_scheme
-from ..options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
-from .forms import choose_scheme, recurrent_weight, site_form
+from ..options import QuantOptions, Scheme, dq_min_opset
+from .forms import recurrent_weight
 from .fused_forms import contrib_weight
 from .int4_paths import runs_matmulnbits, transposed_gemm_fuses
-from .load_memory import KEPT_OPSET, applies as memory_rule_applies, kept_in_memory
+from .load_memory import KEPT_OPSET
 from .model_facts import ModelFacts
-from .refusals import quantizes_activations, refusal
 
 # Recurrent ops (forms.RECURRENT_OPS) multiply their weights by an internal state, so no scale
 # can follow them, and Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float
@@ -35,47 +31,6 @@ RECURRENT_DQ_OPSET = 13
 # 8210x1024 classifier: memory 0.71x the float model's and latency 0.87x, against one float copy
 # at load and a full-width Gemm for the lean form.
 TRANSPOSED_GEMM_OPSET = 21
-
-
-def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
-    """The opset the lowering asked for needs (the API upgrades a model below it): DequantizeLinear
-    with blocks or 4-bit types needs 21; the default's lean form of recurrent weights (in `graph`)
-    needs 13; every other lowering works from opset 7 (or 11).
-
-    Asked before planning, of every weight of the options' size whatever the selection: the
-    opset a plan is made at can change its lowerings, so it is not derived from the plan (that
-    would move some plans: a weight excluded or measured accurate would no longer upgrade)."""
-    if opts.fp16 or opts.levels:
-        return 1
-    if opts.allocated_int4:  # the weights allocated 4 bits need what 4-bit options need
-        return max(required_opset(opts.as_four_bit(), graph), required_opset(opts.changed(allocation=None), graph))
-    if opts.lowering == "dq" or (opts.lowering == "auto" and opts.stays_quantized):
-        return dq_min_opset(opts)
-    if graph is not None and opts.lean_default:
-        facts = ModelFacts(graph)
-        weights = [site for site in collect_constants(graph, list(iter_scopes(graph)))
-                   if site.num_elements >= opts.min_elements]
-        if any(len(site.shape) == 2 and transposed_gemm_fuses(site, choose_scheme(site, opts)) for site in weights):
-            return TRANSPOSED_GEMM_OPSET
-        if any(recurrent_weight(site) for site in weights):
-            return RECURRENT_DQ_OPSET
-        planned = lean_forms((site, lowering_for(site, opts, choose_scheme(site, opts), KEPT_OPSET, facts))
-                             for site in weights if site.onnx_dtype in FLOAT_TYPES and site.shape)
-        if memory_rule_applies(graph, opts) and kept_in_memory(planned):
-            return KEPT_OPSET  # per-channel DequantizeLinear (load_memory.py)
-    return 1
-
-
-def any_weight_to_change(graph: gs.Graph, options: QuantOptions, overridable: frozenset[str]) -> bool:
-    """Whether `options` would change any weight of `graph` (a model whose weights are all
-    quantized already, or all excluded, needs no opset upgrade: its rewrite alone moved an
-    already-quantized MiniLM's batch-4 outputs by 8.4%). The planner's first two stages, asked
-    of each weight until one is not refused (refusals.py, forms.site_form)."""
-    facts = ModelFacts(graph)
-    scopes = list(iter_scopes(graph))
-    qdq = quantizes_activations(scopes)
-    return any(refusal(site, scopes, site_form(site, options, facts).options, overridable, qdq) is None
-               for site in collect_constants(graph, scopes) if site.onnx_dtype in FLOAT_TYPES)
 
 
 def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: int, facts: ModelFacts) -> str:

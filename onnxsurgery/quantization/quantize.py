@@ -111,7 +111,7 @@ def _record(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: st
 def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
               equalized: bool = True) -> Quantized:
     """quantize() for `scheme`; under `scaled`, of the weight equalized along its input axis
-    first (scaled.equalize), unless `equalized` is False (GPTQ rounds the weight as it is).
+    first (scaled.equalizing_scales), unless `equalized` is False (GPTQ rounds the weight as it is).
     Within `remembering`, the clipping search and the weight error of the same values
     quantized the same way are taken from the first time."""
     record = _record(values, site, scheme, lowering, balanced, args, equalized)

@@ -9,9 +9,8 @@ from .lowerings.tied import scheme_for as tied_scheme
 from .lowerings.scaled import zero_points_tried
 from .options import QuantOptions
 from .rounding import Quantized, has_zero_point
-from .choices.forms import float16_for_tensorrt, recurrent_weight
 from .choices.planning import Planning, required_opset
-from .choices.rules import RECURRENT_DQ_OPSET, lean_scheme
+from .choices.weights import RECURRENT_DQ_OPSET, float16_for_tensorrt, lean_scheme, recurrent_weight
 
 
 def stored_bytes(qt: Quantized, lowering: str) -> int:

@@ -29,12 +29,13 @@ import onnx_graphsurgeon as gs
 from ...graph_utils import ConstantSite, collect_constants, iter_scopes
 from ..options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
 from .candidate import Form
-from .forms import choose_scheme, recurrent_weight, site_form
+from .forms import choose_scheme, site_form
 from .int4_paths import transposed_gemm_fuses
 from .load_memory import KEPT_OPSET, applies as memory_rule_applies, kept_in_memory
 from .model_facts import ModelFacts
 from .refusals import quantizes_activations, refusal
-from .rules import RECURRENT_DQ_OPSET, TRANSPOSED_GEMM_OPSET, lean_forms, lowering_for
+from .rules import TRANSPOSED_GEMM_OPSET, lowering_for
+from .weights import RECURRENT_DQ_OPSET, lean_forms, recurrent_weight
 
 T = TypeVar("T")
 _ATTRIBUTE = "_onnxsurgery_planning"  # where a graph keeps its Planning (its lifetime is the graph's)

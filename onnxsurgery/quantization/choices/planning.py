@@ -4,8 +4,9 @@ before planning: the model is upgraded to it), whether they change any weight
 (`any_weight_to_change`), `info`'s estimates (estimates.py, the quantize pass's `estimate`),
 plan_edits.py and the budget's plans all ask `planning_for(graph)` for a weight's form
 (forms.site_form), grouping (forms.choose_scheme), lowering (rules.lowering_for) and refusal
-(refusals.refusal), instead of deriving them again: before, one quant run on a 4-weight model
-ran choose_scheme 12 times, lowering_for 8 and site_form 6.
+(refusals.refusal), instead of deriving them again: one quant run on a 4-weight model ran choose_scheme 12 times,
+lowering_for 8 and site_form 6; now 4, 8 (4 at the plan's opset, 4 at the one the opset
+question asks at) and 5.
 
 A Planning belongs to the graph in one state: the graph's nodes, their inputs, attributes and
 constants (tests/test_planning.py). A pass that rewires or replaces any of them (a merge, the
@@ -57,7 +58,6 @@ class Planning:
         self._seen = [weakref.ref(o) for o in seen]  # the state's ids name live objects only
         self._answers: dict[tuple, object] = {}
         self._qdq: bool | None = None
-        self._scopes = None
 
     def alive(self) -> bool:
         return all(ref() is not None for ref in self._seen)
@@ -66,9 +66,6 @@ class Planning:
         if key not in self._answers:
             self._answers[key] = compute()
         return self._answers[key]  # type: ignore[return-value]
-
-    def scopes(self, graph: gs.Graph) -> list:
-        return list(iter_scopes(graph))
 
     def quantizes_activations(self, scopes) -> bool:
         if self._qdq is None:
@@ -155,7 +152,7 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
         return dq_min_opset(opts)
     if graph is not None and opts.lean_default:
         planning = planning_for(graph)
-        weights = [site for site in collect_constants(graph, planning.scopes(graph))
+        weights = [site for site in collect_constants(graph)
                    if site.num_elements >= opts.min_elements]
         if any(len(site.shape) == 2 and transposed_gemm_fuses(site, planning.scheme(site, opts)) for site in weights):
             return TRANSPOSED_GEMM_OPSET
@@ -174,6 +171,6 @@ def any_weight_to_change(graph: gs.Graph, options: QuantOptions, overridable: fr
     already-quantized MiniLM's batch-4 outputs by 8.4%). The planner's first two stages, asked
     of each weight until one is not refused (refusals.py, forms.site_form)."""
     planning = planning_for(graph)
-    scopes = planning.scopes(graph)
+    scopes = list(iter_scopes(graph))
     return any(planning.refusal(site, scopes, options, overridable, qdq=True) is None
                for site in collect_constants(graph, scopes) if site.onnx_dtype in FLOAT_TYPES)

@@ -41,7 +41,7 @@ from .passes.merge_transposed import MergeTransposed
 from .passes.narrow_types import Narrow
 from .passes.shape_only import FoldShapeOnly
 from .quantization.request import QuantRequest
-from .quantization.choices.rules import required_opset
+from .quantization.choices.planning import required_opset
 from .passes.quantize_weights import QuantizeWeights
 from .report import PassReport
 

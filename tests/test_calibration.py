@@ -14,8 +14,14 @@ from onnxsurgery.quantization.calibration import Calibration
 from onnxsurgery.quantization.moments import Moments, calibrated_rounding
 from onnxsurgery.quantization.input_rows import Reader, input_columns
 from onnxsurgery.graph_utils import collect_constants
-from onnxsurgery.quantization.gptq import matrix_order, quantize_with_hessian
+from onnxsurgery.quantization.gptq import inverse_cholesky, matrix_order, quantize_with_factor
 from onnxsurgery.quantization.rounding import RANGES, quantize
+
+
+def quantize_with_hessian(x, hessian, **options):
+    """GPTQ of `x` for inputs with second moments `hessian`, as the quantize pass runs it
+    (moments.py: the inverse Cholesky factor of H, then quantize_with_factor)."""
+    return quantize_with_factor(x, inverse_cholesky(hessian), **options)
 
 
 @pytest.mark.parametrize("attrs", [

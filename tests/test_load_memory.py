@@ -273,7 +273,7 @@ def reordered_lstm(hidden: int = 256, opset: int = 13) -> onnx.ModelProto:
 def test_lean_arith_weights_are_counted_and_kept(tmp_path):
     """The lean `arith` form (Cast -> Mul, folded at load) was counted as `scaled` (+0.25 of its
     bytes) while it held +1.91 here (1.18x the float model's memory, five fresh processes): now
-    it counts as ARITH_LEAN (rules.lean_forms gives the lean form's lowering), and both weights
+    it counts as ARITH_LEAN (weights.lean_forms gives the lean form's lowering), and both weights
     are kept as DequantizeLinear (the Slices then run at each inference), which holds 0.49x.
     The output stays within the verified error, and memory after session creation is no more
     than the float model's (median of three)."""
@@ -283,7 +283,7 @@ def test_lean_arith_weights_are_counted_and_kept(tmp_path):
 
     from onnxsurgery.graph_utils import collect_constants, iter_scopes
     from onnxsurgery.quantization.choices.load_memory import ARITH_LEAN, KEPT_RUN_REASON, plan_extra
-    from onnxsurgery.quantization.choices.rules import lean_forms
+    from onnxsurgery.quantization.choices.weights import lean_forms
     from onnxsurgery.running.session_memory import measure_in_fresh_process
 
     model = reordered_lstm()

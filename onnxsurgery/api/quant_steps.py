@@ -21,7 +21,7 @@ from ..quantization.options import QuantOptions
 from ..quantization.request import QuantRequest
 from ..quantization.plan_edits import derived_dtypes
 from ..quantization.choices.plan_check import plan_opset
-from ..quantization.choices.rules import any_weight_to_change, required_opset
+from ..quantization.choices.planning import any_weight_to_change, required_opset
 from ..report import RunReport
 from ..run_options import Inputs
 from ..running.verify import compare_models

@@ -52,11 +52,9 @@ from ..quantization.options import FLOAT_TYPES, QuantOptions, dq_min_opset
 from ..quantization.plan import Plan, WeightPlan
 from ..quantization.plan_edits import derive_records
 from ..quantization.quantize import remembering
-from ..quantization.choices.forms import site_form
-from ..quantization.choices.model_facts import ModelFacts
 from ..quantization.choices.plan_check import check_plan
 from ..quantization.choices.planner import plan_weights
-from ..quantization.choices.refusals import refusal
+from ..quantization.choices.planning import planning_for
 from ..report import PassReport
 from .base import Estimate, PassBase
 
@@ -90,13 +88,13 @@ class QuantizeWeights(PassBase):
         beyond float16's range where TensorRT needs float16) are counted; auto's
         lean-or-accurate choice is assumed lean."""
         opset = self.opset or graph.opset
+        planning = planning_for(graph)  # the answers the plan and the other estimates ask too
         scopes = list(iter_scopes(graph))
-        facts = ModelFacts(graph)
         saved = 0
         for site in collect_constants(graph, scopes):
             if site.onnx_dtype in FLOAT_TYPES and id(site.tensor) not in removed \
-                    and refusal(site, scopes, site_form(site, self.options, facts).options, overridable) is None:
-                saved += site.nbytes - estimated_bytes(site, self.options, opset, facts)
+                    and planning.refusal(site, scopes, self.options, overridable, qdq=False) is None:
+                saved += site.nbytes - estimated_bytes(site, self.options, opset, planning)
         return Estimate(self.name, saved)
 
     def plan(self, graph: gs.Graph, *, overridable: frozenset[str]) -> Plan:

@@ -9,9 +9,8 @@ from .lowerings.tied import scheme_for as tied_scheme
 from .lowerings.scaled import zero_points_tried
 from .options import QuantOptions
 from .rounding import Quantized, has_zero_point
-from .choices.forms import choose_scheme, float16_for_tensorrt, recurrent_weight, site_form
-from .choices.model_facts import ModelFacts
-from .choices.rules import RECURRENT_DQ_OPSET, lean_scheme, lowering_for, required_opset
+from .choices.planning import Planning, required_opset
+from .choices.weights import RECURRENT_DQ_OPSET, float16_for_tensorrt, lean_scheme, recurrent_weight
 
 
 def stored_bytes(qt: Quantized, lowering: str) -> int:
@@ -21,21 +20,22 @@ def stored_bytes(qt: Quantized, lowering: str) -> int:
                                            scale_bytes=qt.scale.itemsize)
 
 
-def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int, facts: ModelFacts) -> int:
+def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int, planning: Planning) -> int:
     """Payload bytes `site` would take when quantized with `options`, from its shape alone
     (for `info`: scales assumed to fit float16 under arith; `auto`'s int8 choice assumed lean,
     which it is unless a weight has outlier rows, with zero points for MatMul and Gemm, and int8
     for the small weights it may store as float16, which add at most 5% to the bytes; the
     opset is the one quant upgrades to; graph overhead of a few small nodes per weight not
-    counted). `facts`: the model's (choices/model_facts.py), one for all its weights."""
-    options = site_form(site, options, facts).options
+    counted). `planning`: the model's planning run (choices/planning.py), which the weight's form,
+    grouping and lowering are asked of."""
+    options = planning.form(site, options).options
     if options.fp16 or float16_for_tensorrt(site, options):
         return 2 * site.num_elements
     opset = max(opset, required_opset(options))
     if options.lean_default and recurrent_weight(site):  # quant upgrades the model for them
         opset = max(opset, RECURRENT_DQ_OPSET)
-    scheme = choose_scheme(site, options)
-    lowering = lowering_for(site, options, scheme, opset, facts)
+    scheme = planning.scheme(site, options)
+    lowering = planning.lowering(site, options, scheme, opset)
     symmetric = options.symmetric
     if lowering == "tied":
         scheme, symmetric = tied_scheme(site), True

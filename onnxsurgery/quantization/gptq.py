@@ -29,12 +29,6 @@ def matrix_order(ndim: int, channel_axis: int, block_axis: int) -> list[int]:
     return [channel_axis] + [a for a in range(ndim) if a not in (channel_axis, block_axis)] + [block_axis]
 
 
-def quantize_with_hessian(x: np.ndarray, hessian: np.ndarray, **options) -> Quantized:
-    """`x` quantized so that its output error on inputs with second moments `hessian`
-    (columns in `matrix_order`) is small; `options` as for `quantize_with_factor`."""
-    return quantize_with_factor(x, inverse_cholesky(hessian), **options)
-
-
 def quantize_with_factor(
     x: np.ndarray,
     upper: np.ndarray,

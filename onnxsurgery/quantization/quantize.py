@@ -116,7 +116,7 @@ def _record(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: st
 def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
                   equalized: bool = True, sample_of: tuple[np.ndarray, np.ndarray, int] | None = None) -> Quantized:
     """quantize() for `scheme`; under `scaled`, of the weight equalized along its input axis
-    first (scaled.equalize), unless `equalized` is False (GPTQ rounds the weight as it is).
+    first (scaled.equalizing_scales), unless `equalized` is False (GPTQ rounds the weight as it is).
     Within `remembering`, the clipping search and the weight error of the same values
     quantized the same way are taken from the first time. `sample_of`: (the whole weight,
     the channels `values` holds of it, along which axis): the clipping picks of those channels

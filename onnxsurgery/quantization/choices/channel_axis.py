@@ -33,7 +33,7 @@ from ..chunked import all_finite
 from ..options import Scheme
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
-from .forms import balanced_rounding
+from .weights import balanced_rounding
 from .gain import concentration_gains
 from .lean import layer_cost
 from .load_memory import fuses_into_nbits

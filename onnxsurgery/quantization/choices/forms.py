@@ -5,22 +5,44 @@ rounding, and whether it is stored as float16 instead of integers."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import onnx
 
-from ...graph_utils import ConstantSite, consumers
+
+from ...graph_utils import ConstantSite
 from ..axes import choose_axes
 from ..lowerings import REGISTRY
 from ..lowerings.tied_nbits import hidden_axis as tied_hidden_axis
 from ..options import TENSORRT_BLOCK_SIZES, QuantOptions, Scheme, dq_min_opset
-from .candidate import Form, form
+from .candidate import Candidate, Form, PlanContext, form
 from .fused_forms import fused_form
 from .int4_paths import adapts, int4_form
 from .model_facts import ModelFacts
-from .refusals import already_quantized, position_table, tensorrt_refusal
+from .weights import (already_quantized, balanced_rounding, float16_for_tensorrt, matmul_weight, position_table,
+                      recurrent_weight, tensorrt_refusal)
 
-# Recurrent ops multiply their weights by an internal state, so no scale can follow them (their
-# lean form: rules.RECURRENT_DQ_OPSET says which and why).
-RECURRENT_OPS = ("LSTM", "GRU", "RNN")
+def own_options(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    """Stage 1: each weight's own options (`site_form`), and the rule's reason where one chose them."""
+    forms = [(c, ctx.planning.form(c.site, ctx.options)) for c in candidates]
+    return [dataclasses.replace(c, options=f.options, reason=f.reason) for c, f in forms]
+
+
+def group(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    """Stage 3: each weight's grouping (`choose_scheme`), and float16 instead of integers where
+    the budget allocated it, a per-weight rule chose it (choices/int4_paths.py) or TensorRT takes
+    no quantized form for it (weights.float16_for_tensorrt)."""
+    grouped = []
+    for c in candidates:
+        site, opts, options = c.site, c.options, ctx.options
+        float16 = site.onnx_dtype == onnx.TensorProto.FLOAT and options.allocated(site.name) == "float16"
+        why = "allocated float16 by the budget" if float16 else ""
+        if opts.fp16 and not options.fp16:  # a per-weight rule's float16 (choices/int4_paths.py)
+            float16, why = True, c.reason
+        if no_quantized_form := float16_for_tensorrt(site, opts):
+            float16, why = True, no_quantized_form
+        grouped.append(dataclasses.replace(c, scheme=ctx.planning.scheme(site, opts), float16=float16, why=why))
+    return grouped
 
 
 def site_form(site: ConstantSite, options: QuantOptions, facts: ModelFacts) -> Form:
@@ -48,16 +70,6 @@ def site_form(site: ConstantSite, options: QuantOptions, facts: ModelFacts) -> F
     if adapts(options) and site.shape:  # a scalar has no grouping (refusal says so)
         return int4_form(site, options, choose_scheme(site, options), recurrent_weight(site), facts)
     return Form(options)
-
-
-def float16_for_tensorrt(site: ConstantSite, options: QuantOptions) -> str | None:
-    """Why a float32 weight is stored as float16 (with a Cast back) under target tensorrt: it
-    feeds a layer TensorRT takes no quantized weight for (an embedding table read by Gather, an
-    LSTM's weights, a Conv weight at int4), and Cast from float16 is a type conversion
-    TensorRT's parser takes everywhere. None for weights quantized as usual."""
-    if options.target != "tensorrt" or options.fp16 or options.levels or site.onnx_dtype != onnx.TensorProto.FLOAT:
-        return None
-    return tensorrt_refusal(site, options)
 
 
 def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
@@ -89,14 +101,6 @@ def choose_scheme(site: ConstantSite, options: QuantOptions) -> Scheme:
     return Scheme("channel", channel_axis)
 
 
-def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
-    """Whether `site` gets balanced rounding: asked for, or under auto a convolution weight."""
-    if options.rounding != "auto":
-        return options.rounding == "balanced"
-    readers = consumers(site)
-    return bool(readers) and all(n.op in ("Conv", "ConvTranspose") and i == 1 for n, i in readers)
-
-
 def tensorrt_block_size(n: int, asked: int) -> int | None:
     """The INT4 block size TensorRT takes for a blocked axis of `n`: the one asked for (64 or
     128), else 64 where 128 was asked and only 64 divides `n`; None where neither divides it
@@ -125,15 +129,3 @@ def tensorrt_int8_weight(site: ConstantSite, options: QuantOptions) -> bool:
     at all (not a quantized model's own data, not a position table)."""
     return not (tensorrt_refusal(site, options) or already_quantized(site) or position_table(site))
 
-
-def matmul_weight(site: ConstantSite) -> bool:
-    """A 2-D weight read only as B of MatMul or Gemm."""
-    readers = consumers(site)
-    return len(site.shape) == 2 and bool(readers) and all(n.op in ("MatMul", "Gemm") and i == 1 for n, i in readers)
-
-
-def recurrent_weight(site: ConstantSite) -> bool:
-    """A float32 weight read only as W or R of LSTM/GRU/RNN (lean form: DequantizeLinear)."""
-    readers = consumers(site)
-    return (site.onnx_dtype == onnx.TensorProto.FLOAT and bool(readers)
-            and all(n.op in RECURRENT_OPS and i in (1, 2) for n, i in readers))

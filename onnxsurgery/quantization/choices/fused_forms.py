@@ -4,7 +4,7 @@ which stay float, and what `--dtype int4` and `--keep-quantized` store them as (
 onnxruntime's transformer optimizer fuses a BERT into EmbedLayerNormalization (word, position and
 segment tables), Attention (a packed QKV weight), FusedMatMul and FusedGemm; a bfloat16
 checkpoint's export reads its tables through a Cast. The default int8 takes each its lean form
-(rules.lean_scheme). Where weights stay quantized (4-bit, --keep-quantized), DequantizeLinear
+(weights.lean_scheme). Where weights stay quantized (4-bit, --keep-quantized), DequantizeLinear
 before these readers is not fused and runs at every inference, so instead:
 
 - a looked-up table (the ELN word table, a table read by Gather through a Cast): `embed_rows`,

@@ -116,7 +116,7 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
     """`options` (4-bit, `adapts`) for a weight onnxruntime runs fast at 4 bits, else the form
     the module docstring gives its reader, with its reason (said in the plan).
     `scheme`: the weight's grouping under `options` (forms.choose_scheme); `recurrent`: read only
-    as an LSTM/GRU/RNN weight (forms.recurrent_weight); `facts`: the model's (model_facts.py)."""
+    as an LSTM/GRU/RNN weight (weights.recurrent_weight); `facts`: the model's (model_facts.py)."""
     readers = consumers(site)
     ops = {n.op for n, _ in readers}
     if not readers:

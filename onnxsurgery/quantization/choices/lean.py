@@ -24,10 +24,9 @@ from ..lowerings import REGISTRY
 from ..lowerings.scaled import zero_points_tried
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
-from .forms import balanced_rounding
 from .gain import concentration
-from .rules import lean_scheme
 from .sampling import channel_sample
+from .weights import balanced_rounding, lean_scheme
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
 # scaled.py) and spends a memory budget on the accurate block chain for the weights that

@@ -17,7 +17,7 @@ from .candidate import Candidate
 from .lean import small_weight
 from .load_memory import (FIT_HOW, FIT_REASON, KEPT_OPSET, applies as memory_rule_applies, float_weights_fit,
                           fuses_into_nbits, kept_in_memory, kept_reason, kept_scheme, machine_memory, room_at_load)
-from .rules import lean_forms
+from .weights import lean_forms
 from .model_facts import ModelFacts
 
 

@@ -3,8 +3,8 @@ the convolutions' share of the weights, TensorRT's float16 choice), computed onc
 run rather than once per weight: scanning every node for each of a decoder's 211 weights took
 1.7 s of a 5.6 s plan.
 
-Each planning run makes its own (planner.plan_weights, and each question asked before one:
-rules.required_opset, rules.any_weight_to_change, the quantize pass's estimate) and
+Each planning run (planning.py) makes its own, which the planner and every question asked of
+it (the required opset, whether any weight changes, the quantize pass's estimate) share, and
 hands it to the stages that ask; a graph rewritten since is asked again by the next run, and a
 graph the run has let go of is freed with it."""
 

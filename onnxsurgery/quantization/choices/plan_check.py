@@ -17,7 +17,8 @@ from ..options import FLOAT_TYPES, QuantOptions, Scheme
 from ..plan import Plan, WeightPlan
 from ..vocabulary import INTEGER_DTYPES
 from .records import float_record, planned_bytes
-from .refusals import refusal, tensorrt_refusal
+from .refusals import refusal
+from .weights import tensorrt_refusal
 
 
 def check_plan(graph: gs.Graph, records: list[WeightPlan] | Plan, opset: int, overridable: frozenset[str],

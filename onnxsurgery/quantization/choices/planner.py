@@ -1,40 +1,47 @@
 """From options to a plan: one record per float constant, every decision made by the stages this
-module runs in order, and nowhere else (quantization/plan.py says what a record holds). Each weight
-that is not refused becomes a Candidate (candidate.py) that every stage reads and returns:
+module runs in order (STAGES), and nowhere else (quantization/plan.py says what a record holds).
+Each float weight starts as a Candidate (candidate.py); each stage is a function of the
+candidates and the run's PlanContext that returns the candidates, changed where it decides, and
+what a later stage reads of an earlier one's outcome is on the Candidate or the context: no
+stage module imports another (tests/test_planning.py), the facts they share are weights.py's.
 
-1. refusals.py: what is left as it is, and why;
-2. forms.py: which forms fit (the weight's own options, its grouping, float16 instead);
-3. rules.py: which lowering (and the opset the options need, asked before planning);
-4. memory_at_load.py: what stays quantized in memory at load (load_memory.py's estimates);
-5. lean.py, symmetry.py: what is measured (lean form or accurate chain, small weights as
-   float16; symmetric or with zero points), in the layers' outputs where inputs were given;
-6. records.py: each candidate as its record, with its why.
+1. forms.own_options: each weight's own options (the budget's 4 bits, TensorRT's limits, the
+   forms its readers call for: fused_forms.py, int4_paths.py);
+2. refusals.refuse: what is left as it is, and why (its record says so; it is dropped);
+3. forms.group: its grouping, and float16 instead of integers where a rule says so;
+4. rules.lower: which lowering (and the decoder's 8-bit MatMulNBits);
+5. memory_at_load.py: what stays quantized in memory at load (load_memory.py's estimates);
+6. channel_axis.py, lean.py, symmetry.py: what is measured (the axis of a weight kept per
+   channel; lean form or accurate chain, small weights as float16; symmetric or with zero
+   points), in the layers' outputs where inputs were given; then the NaN/Inf check of the
+   weights no measurement read, and which weights GPTQ rounds;
+7. records.write: each candidate as its record, with its why.
+
+Stages 1-4 ask the planning run (planning.py), which answers each weight's form, grouping,
+lowering and refusal once for every question asked of the graph (the required opset, `info`'s
+estimates, plan_edits.py). The shared stages (memory_at_load, channel_axis, lean, symmetry) keep
+their own entry functions this round; the small adapters below hand them the context.
 
 Planning reads weight values only where a stage needs them (NaN checks, the measured choices),
-once for both where a measured choice reads the weight, and writes nothing. The model's own
-facts (model_facts.py) are asked once per run. A plan made elsewhere (a plan file, the
-budget's) is checked against the graph by plan_check.py.
+once for both where a measured choice reads the weight, and writes nothing. A plan made
+elsewhere (a plan file, the budget's) is checked against the graph by plan_check.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, collect_constants, iter_scopes
+from ...graph_utils import collect_constants, iter_scopes
 from ..calibration import Calibration
 from ..options import FLOAT_TYPES, QuantOptions
-from ..plan import Plan, WeightPlan
-from .candidate import Candidate
+from ..plan import Plan
+from . import forms, records, refusals, rules
+from .candidate import Candidate, PlanContext
 from .channel_axis import axis_free, choose_channel_axes
-from .forms import choose_scheme, float16_for_tensorrt, site_form
 from .lean import choose_lean
 from .memory_at_load import at_load
-from .model_facts import ModelFacts
-from .records import decoder_nbits_chosen, float16_record, float_record, integer_record, levels_record, planned_bytes
-from .refusals import quantizes_activations, refusal, selection_notes, value_refusal
-from .rules import lowering_for
+from .planning import Planning, options_key, planning_for
 from .symmetry import SymmetryChoice, choose_symmetric
 
 
@@ -44,115 +51,98 @@ def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, overridable
     `activations`: the inputs each weight's readers see, for auto's measured choices;
     `calibration`: GPTQ's inputs (the weights it can round get rounding `gptq`). Where the
     weights are stored (one file, a data file, a folder) changes nothing."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # huge finite weights: see apply
-        return _plan(graph, options, opset, overridable, activations, calibration)
+    planning = planning_for(graph)
+
+    def make() -> Plan:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # huge finite weights: see apply
+            return _plan(graph, planning, options, opset, overridable, activations, calibration)
+
+    if activations is not None or calibration is not None:  # measured on inputs: made as asked
+        return make()
+    return planning.plan((options_key(options), opset, overridable), make)
 
 
-def _plan(graph, options: QuantOptions, opset: int, overridable, activations, calibration,
+def _at_load(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    candidates, ctx.room = at_load(candidates, ctx.graph, ctx.options, ctx.opset, ctx.facts)
+    return candidates
+
+
+def _capture(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    """What the axis, lean and symmetric stages will ask of the inputs: one capture for all."""
+    options = ctx.options
+    if ctx.activations is not None:
+        ctx.activations.ahead([c.site for c in candidates if (options.auto_scheme and axis_free(c))
+                               or c.lowering == "lean"
+                               or (options.auto_symmetric and c.lowering not in ("scaled", "tied") and not c.float16
+                                   and not records.decoder_nbits_chosen(c))])
+    return candidates
+
+
+def _channel_axes(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    """The axis of each weight kept quantized per channel, measured (auto's scheme only)."""
+    return choose_channel_axes(candidates, ctx.activations) if ctx.options.auto_scheme else candidates
+
+
+def _lean(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    ctx.lean = choose_lean([c for c in candidates if c.lowering == "lean"], ctx.options, ctx.opset,
+                           total_bytes=sum(c.site.nbytes for c in candidates), activations=ctx.activations,
+                           room_at_load=ctx.room)
+    return candidates
+
+
+def _symmetry(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    ctx.symmetry = SymmetryChoice()
+    if ctx.options.auto_symmetric:
+        ctx.symmetry = choose_symmetric([c for c in candidates if c.lowering not in ("lean", "scaled", "tied")
+                                         and not c.float16 and c.name not in ctx.lean.half
+                                         and not records.decoder_nbits_chosen(c)], ctx.activations)
+    return candidates
+
+
+def _values_checked(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    """The NaN/Inf check of the weights refusals.refuse left unread: on the measurements' read,
+    else now. Should any weight not be finite, `ctx.again`: the plan is made again with every
+    weight checked first, so that the decisions are those of checking first (the refused weight
+    counts in no budget). Else the inputs are let go (H freed before quantizing and verifying)."""
+    if ctx.unchecked:
+        lean, symmetry = ctx.lean, ctx.symmetry
+        read = lean.finite | symmetry.finite  # read whole by a measurement, and finite
+        ctx.again = bool(lean.not_finite | symmetry.not_finite) or any(
+            refusals.value_refusal(c.site) for c in candidates if c.name in ctx.unchecked and c.name not in read)
+    if not ctx.again and ctx.activations is not None:
+        ctx.activations.release()  # the last stage that reads them
+    return candidates
+
+
+def _gptq(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    """Which weights GPTQ rounds (calibration.py), where calibration inputs were given."""
+    if ctx.calibration is not None and not (ctx.options.fp16 or ctx.options.levels):
+        ctx.calibration.plan([c.site for c in candidates if not c.float16 and c.name not in ctx.lean.half])
+        ctx.gptq_skipped = dict(ctx.calibration.skipped)
+    return candidates
+
+
+STAGES = (forms.own_options, refusals.refuse, forms.group, rules.lower, _at_load, _capture, _channel_axes, _lean,
+          _symmetry, _values_checked, _gptq, records.write)
+
+
+def _plan(graph, planning: Planning, options: QuantOptions, opset: int, overridable, activations, calibration,
           defer_values: bool = True) -> Plan:
     """`defer_values`: the NaN/Inf check of a weight that a measured choice reads anyway (lean.py,
-    symmetry.py) is made on that read, not on one of its own before; should any weight turn out
-    not finite, the plan is made again with every weight checked first, so that the decisions
-    are those of checking first (the refused weight counts in no budget)."""
-    facts = ModelFacts(graph)
-    unchecked: set[str] = set()  # candidates whose values were not checked for NaN/Inf yet
+    symmetry.py) is made on that read, not on one of its own before (refusals.refuse,
+    _values_checked)."""
     scopes = list(iter_scopes(graph))
-    qdq = quantizes_activations(scopes)
-    records: dict[str, WeightPlan] = {}
-    candidates: list[Candidate] = []
+    ctx = PlanContext(graph, options, opset, overridable, planning, scopes, activations, calibration,
+                      unchecked=set() if defer_values else None)
+    candidates = []
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype in FLOAT_TYPES:
-            records[site.name] = float_record(site)
-            found = _candidate(site, scopes, options, opset, overridable, qdq, facts,
-                               unchecked if defer_values else None)
-            if isinstance(found, Candidate):
-                candidates.append(found)
-            else:
-                records[site.name].why = found
-    details = {
-        # blocks asked for, no block size near it divides the axis
-        "per_channel_instead_of_blocks": [c.name for c in candidates if c.scheme.granularity != c.options.granularity
-                                          and c.lowering != "lean"],
-        "float16_for_tensorrt": {c.name: c.why for c in candidates if float16_for_tensorrt(c.site, c.options)}}
-    candidates, room = at_load(candidates, graph, options, opset, facts)
-    if activations is not None:  # what the axis, lean and symmetric stages will ask for: one capture for all
-        activations.ahead([c.site for c in candidates if (options.auto_scheme and axis_free(c)) or c.lowering == "lean"
-                           or (options.auto_symmetric and c.lowering not in ("scaled", "tied") and not c.float16
-                               and not decoder_nbits_chosen(c, facts))])
-    if options.auto_scheme:  # the axis of each weight kept quantized per channel, measured
-        candidates = choose_channel_axes(candidates, activations)
-    lean_choice = choose_lean([c for c in candidates if c.lowering == "lean"], options, opset,
-                              total_bytes=sum(c.site.nbytes for c in candidates), activations=activations,
-                              room_at_load=room)
-    symmetry = SymmetryChoice()
-    if options.auto_symmetric:
-        symmetry = choose_symmetric([c for c in candidates if c.lowering not in ("lean", "scaled", "tied")
-                                     and not c.float16 and c.name not in lean_choice.half
-                                     and not decoder_nbits_chosen(c, facts)], activations)
-    if unchecked:
-        read = lean_choice.finite | symmetry.finite  # read whole by a measurement, and finite
-        if lean_choice.not_finite | symmetry.not_finite or any(
-                value_refusal(c.site) for c in candidates if c.name in unchecked and c.name not in read):
-            return _plan(graph, options, opset, overridable, activations, calibration, defer_values=False)
-    if activations is not None:
-        activations.release()  # the last stage that reads them: H freed before quantizing and verifying
-    stays_float = bool(options.fp16 or options.levels)
-    gptq_skipped: dict[str, str] = {}
-    outcomes: dict[str, list[str]] = {}  # auto's lean-or-accurate choice: "lean" / "accurate" -> weights
-    if calibration is not None and not stays_float:
-        calibration.plan([c.site for c in candidates if not c.float16 and c.name not in lean_choice.half])
-        gptq_skipped = dict(calibration.skipped)
-    for c in candidates:
-        record = records[c.name]
-        if c.float16 or c.name in lean_choice.half or options.fp16:
-            float16_record(record, c, options, lean_choice.lossy.get(c.name), lean_choice.sensitive.get(c.name))
-        elif options.levels:
-            levels_record(record, c, options)
-        else:
-            outcome = integer_record(record, c, options, opset, lean_choice, symmetry, facts)
-            if outcome:
-                outcomes.setdefault(outcome, []).append(c.name)
-            if calibration is not None:
-                if c.name in gptq_skipped:
-                    record.why += f"; no GPTQ: {gptq_skipped[c.name]}"
-                else:
-                    record.rounding = "gptq"
-        record.bytes_after = planned_bytes(record, c.site)
-    return Plan(list(records.values()), opset, options.target, selection_notes(options, records.values()),
-                importance=dict(symmetry.importance), details={
-        **details,
-        # auto: too small to be worth int8
-        "float16_small": sorted(set(lean_choice.half) - set(lean_choice.lossy) - set(lean_choice.sensitive)),
-        "float16_lossy": sorted(lean_choice.lossy),  # auto, --inputs: lossy as int8, the chain unaffordable
-        "float16_sensitive": sorted(lean_choice.sensitive),  # auto: the next layer amplifies a few channels
-        "symmetric_chosen": sorted(symmetry.symmetric),  # --symmetric left to quant: measured more accurate
-        "lean_asymmetric": sorted(lean_choice.asymmetric),  # lean weights measured better with zero points
-        "not_calibrated": gptq_skipped,  # GPTQ asked for, weight -> why it keeps ordinary rounding
-        # auto: lean (`scaled`: one float copy at load) or the accurate chain (choices/lean.py)
-        "lean_lowering": outcomes.get("lean", []), "accurate_lowering": outcomes.get("accurate", []),
-    })
-
-
-def _candidate(site: ConstantSite, scopes, options: QuantOptions, opset: int, overridable, qdq: bool,
-               facts: ModelFacts, unchecked: set[str] | None = None) -> Candidate | str:
-    """The weight as a candidate (stages 1-3), or why it is left as it is. `unchecked`: where
-    given, a weight whose values only the NaN/Inf check would read is not read here, and its
-    name is added (`_plan` checks it on the measurements' read)."""
-    form = site_form(site, options, facts)  # 4-bit for the weights allocated 4 bits, ...
-    opts = form.options
-    no_quantized_form = float16_for_tensorrt(site, opts)
-    reason = refusal(site, scopes, opts, overridable, qdq)
-    if not reason and unchecked is not None and not no_quantized_form:
-        unchecked.add(site.name)
-    elif not reason:
-        reason = value_refusal(site, float16_because=no_quantized_form)
-    if reason:
-        return f"below --min-elements ({opts.min_elements})" if reason == "small" else reason
-    scheme = choose_scheme(site, opts)
-    float16 = site.onnx_dtype == onnx.TensorProto.FLOAT and options.allocated(site.name) == "float16"
-    why = "allocated float16 by the budget" if float16 else ""
-    if opts.fp16 and not options.fp16:  # a per-weight rule's float16 (choices/int4_paths.py)
-        float16, why = True, form.reason
-    if no_quantized_form:
-        float16, why = True, no_quantized_form
-    return Candidate(site, opts, scheme, lowering_for(site, opts, scheme, opset, facts), float16, why, form.reason)
+            ctx.records[site.name] = records.float_record(site)
+            candidates.append(Candidate(site, options))
+    for stage in STAGES:
+        candidates = stage(candidates, ctx)
+        if ctx.again:
+            return _plan(graph, planning, options, opset, overridable, activations, calibration, defer_values=False)
+    notes = refusals.selection_notes(options, ctx.records.values())
+    return Plan(list(ctx.records.values()), opset, options.target, notes, importance=dict(ctx.symmetry.importance),
+                details=ctx.details)

@@ -1,6 +1,6 @@
 """The last stage: each candidate written as its plan record (quantization/plan.py), once the measured
-choices are made (lean.py: lean form, accurate chain or float16; symmetry.py), with its `why`
-in words; and the bytes a record stores."""
+choices are made (lean.py: lean form, accurate chain or float16; symmetry.py: both read from the
+PlanContext), with its `why` in words; and the bytes a record stores."""
 
 from __future__ import annotations
 
@@ -10,12 +10,45 @@ from ..lowerings.scaled import scaled_before, zero_points_fit
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..options import QuantOptions, Scheme
 from ..plan import WeightPlan
-from .candidate import Candidate
-from .forms import balanced_rounding
+from .candidate import Candidate, PlanContext
 from .int4_paths import matmulnbits_because
-from .rules import decoder_nbits, lean_scheme
-from .model_facts import ModelFacts
-from .symmetry import SymmetryChoice
+from .weights import balanced_rounding, lean_scheme
+
+
+def write(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    """The last stage: each candidate's record (`ctx.records`) as float16, --levels or integers,
+    with GPTQ's rounding where it applies (`ctx.gptq_skipped`), its bytes, and the plan's figures
+    of the measured choices (ctx.details)."""
+    options, lean = ctx.options, ctx.lean
+    outcomes: dict[str, list[str]] = {}  # auto's lean-or-accurate choice: "lean" / "accurate" -> weights
+    for c in candidates:
+        record = ctx.records[c.name]
+        if c.float16 or c.name in lean.half or options.fp16:
+            float16_record(record, c, options, lean.lossy.get(c.name), lean.sensitive.get(c.name))
+        elif options.levels:
+            levels_record(record, c, options)
+        else:
+            outcome = integer_record(record, c, options, ctx.opset, lean, ctx.symmetry)
+            if outcome:
+                outcomes.setdefault(outcome, []).append(c.name)
+            if ctx.calibration is not None:
+                if c.name in ctx.gptq_skipped:
+                    record.why += f"; no GPTQ: {ctx.gptq_skipped[c.name]}"
+                else:
+                    record.rounding = "gptq"
+        record.bytes_after = planned_bytes(record, c.site)
+    ctx.details.update({
+        # auto: too small to be worth int8
+        "float16_small": sorted(set(lean.half) - set(lean.lossy) - set(lean.sensitive)),
+        "float16_lossy": sorted(lean.lossy),  # auto, --inputs: lossy as int8, the chain unaffordable
+        "float16_sensitive": sorted(lean.sensitive),  # auto: the next layer amplifies a few channels
+        "symmetric_chosen": sorted(ctx.symmetry.symmetric),  # --symmetric left to quant: measured more accurate
+        "lean_asymmetric": sorted(lean.asymmetric),  # lean weights measured better with zero points
+        "not_calibrated": ctx.gptq_skipped,  # GPTQ asked for, weight -> why it keeps ordinary rounding
+        # auto: lean (`scaled`: one float copy at load) or the accurate chain (choices/lean.py)
+        "lean_lowering": outcomes.get("lean", []), "accurate_lowering": outcomes.get("accurate", []),
+    })
+    return candidates
 
 
 def float_record(site: ConstantSite) -> WeightPlan:
@@ -46,7 +79,7 @@ def levels_record(record: WeightPlan, c: Candidate, options: QuantOptions) -> No
 
 
 def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opset: int, lean_choice,
-                   symmetry: SymmetryChoice, facts: ModelFacts) -> str | None:
+                   symmetry) -> str | None:
     """`record` as integers: the scheme and lowering the stages chose, symmetry settled. Returns
     auto's lean-or-accurate outcome for the weight ("lean", "accurate"), None where it had none."""
     site, scheme, lowering, opts = c.site, c.scheme, c.lowering, c.options
@@ -70,7 +103,7 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
             why += "" if symmetric else "; zero points: measured more accurate"
         else:
             symmetric = opts.symmetric or not (lowering == "scaled" and zero_points_fit(site))
-    elif decoder_nbits_chosen(c, facts):
+    elif decoder_nbits_chosen(c):
         symmetric = True  # lean_default: the symmetry was left to quant
         why += " (8 bits in a KV-cache decoder, symmetric blocks: rules.decoder_nbits)"
     elif options.auto_symmetric:
@@ -86,10 +119,10 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
     return outcome
 
 
-def decoder_nbits_chosen(c: Candidate, facts: ModelFacts) -> bool:
-    """Whether rules.decoder_nbits chose the candidate's lowering: an 8-bit MatMulNBits
-    of the int8 default."""
-    return c.lowering == "matmulnbits" and not c.options.four_bit and decoder_nbits(c.site, c.options, facts)
+def decoder_nbits_chosen(c: Candidate) -> bool:
+    """Whether rules.decoder_nbits chose the candidate's lowering (rules.lower marks it): an
+    8-bit MatMulNBits of the int8 default, unless kept in memory since (memory_at_load.py)."""
+    return c.lowering == "matmulnbits" and c.decoder_nbits
 
 
 def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:

@@ -12,20 +12,12 @@ import numpy as np
 import onnx
 
 from ...graph_utils import ConstantSite, consumers, graph_outputs_holding, read_values
-from ..options import TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions
+from ..options import QuantOptions
 from ..chunked import all_finite
+from .candidate import Candidate, PlanContext
 from .fused_forms import table_refusal
+from .weights import already_quantized, float16_for_tensorrt, position_table, tensorrt_refusal
 
-# Ops whose float constant inputs are a quantized model's own data (scales, zero points, lookup
-# tables), not weights: quantizing a scale again breaks the model (a builder int4 export given to
-# quant again: 151 *_scales tensors re-quantized, output rel L2 1.0).
-QUANTIZED_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulNBits",
-                     "GatherBlockQuantized", "MatMulInteger", "ConvInteger", "MatMulIntegerToFloat",
-                     "DynamicQuantizeMatMul", "QAttention", "QGemm", "QEmbedLayerNormalization")
-# Rotary position tables (cos and sin per position and frequency) are read by these ops at these
-# inputs; a graph that computes rotary embedding itself names them so. Position tables, not weights.
-ROTARY_READERS = {"RotaryEmbedding": (2, 3), "GroupQueryAttention": (7, 8)}
-ROTARY_NAMES = ("cos_cache", "sin_cache", "cos_cached", "sin_cached")
 # The budget's float32 and kept weights (options.allocation) are refused in the words its plans
 # said when it passed them on as --exclude patterns: plans stay byte-identical (bench/plan_snapshot.py).
 EXCLUDED = "matched by --exclude"
@@ -39,23 +31,30 @@ def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
                for p in patterns)
 
 
-def already_quantized(site: ConstantSite) -> str | None:
-    """Why `site` is a quantized model's own data rather than a weight (QUANTIZED_READERS)."""
-    ops = sorted({n.op for n, _ in consumers(site) if n.op in QUANTIZED_READERS or n.op.startswith("QLinear")})
-    return f"already quantized: read by {', '.join(ops)}" if ops else None
-
-
-def position_table(site: ConstantSite) -> str | None:
-    """Why `site` is a rotary position table (ROTARY_READERS, ROTARY_NAMES)."""
-    if any(i in ROTARY_READERS.get(n.op, ()) for n, i in consumers(site)) or \
-            any(part in site.name.lower() for part in ROTARY_NAMES):
-        return "a rotary position table (cos/sin cache), not a weight"
-    return None
-
-
 def quantizes_activations(scopes) -> bool:
     """Whether the model quantizes its activations (QuantizeLinear nodes: a QDQ model)."""
     return any(node.op == "QuantizeLinear" for scope in scopes for node in scope.graph.nodes)
+
+
+def refuse(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    """Stage 2: the candidates that are not left as they are (`refusal` under each weight's own
+    options; `value_refusal`), each refused weight's record saying why. Where `ctx.unchecked`
+    is a set, a weight whose values only the NaN/Inf check would read is not read here: its
+    name is added, and the planner checks it on the measurements' read (planner.py)."""
+    kept = []
+    for c in candidates:
+        no_quantized_form = float16_for_tensorrt(c.site, c.options)
+        reason = ctx.planning.refusal(c.site, ctx.scopes, ctx.options, ctx.overridable, qdq=True)
+        if not reason and ctx.unchecked is not None and not no_quantized_form:
+            ctx.unchecked.add(c.name)
+        elif not reason:
+            reason = value_refusal(c.site, float16_because=no_quantized_form)
+        if reason:
+            small = f"below --min-elements ({c.options.min_elements})"
+            ctx.records[c.name].why = small if reason == "small" else reason
+        else:
+            kept.append(c)
+    return kept
 
 
 def refusal(site: ConstantSite, scopes, options: QuantOptions, overridable: frozenset[str],
@@ -106,22 +105,6 @@ def value_refusal(site: ConstantSite, float16_because: str | None = None) -> str
         return "holds NaN or Inf values"
     if float16_because and np.abs(values).max() > np.finfo(np.float16).max:
         return f"{float16_because}; values beyond float16's range"
-    return None
-
-
-def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
-    """Why a weight is not quantized under target tensorrt (forms.float16_for_tensorrt): TensorRT
-    fuses a weight's DequantizeLinear into Conv, ConvTranspose, MatMul and Gemm, and takes 4-bit
-    weights for MatMul and Gemm only (blocks: 2-D)."""
-    ops = {n.op for n, _ in consumers(site)}
-    readers = TENSORRT_INT4_READERS if options.four_bit else TENSORRT_WEIGHT_READERS
-    if not ops <= set(readers):
-        return f"target tensorrt: read by {', '.join(sorted(ops - set(readers)))}; {options.dtype} weights " \
-               f"only for {', '.join(readers)}"
-    if any(index != 1 for _, index in consumers(site)):  # TensorRT fuses a DQ into the weight input only
-        return "target tensorrt: read as a bias or data input; quantized weights only as the layer's weight input"
-    if options.four_bit and len(site.shape) != 2:
-        return f"target tensorrt: 4-bit weights must be 2-D; this one is {len(site.shape)}-D"
     return None
 
 

@@ -1,35 +1,22 @@
-"""The third stage: which lowering turns each weight back into float (`lowering_for`), its lean
+"""The third stage: which lowering turns each weight back into float (`lowering_for`), and its lean
 form where the int8 default leaves lean or accurate to the measured choice (`lean_scheme`,
-lean.py); and what the API asks before planning: the opset those choices need
-(`required_opset`, the model is upgraded to it first) and whether the options change any weight
-at all (`any_weight_to_change`). Rules of thumb live here, each with the measurement behind it
-(plans' whys cite rules.decoder_nbits)."""
+lean.py). What the API asks before planning (the opset those choices need, whether the options
+change any weight at all) is the planning run's (planning.py), from these answers. Rules of
+thumb live here, each with the measurement behind it (plans' whys cite rules.decoder_nbits)."""
 
 from __future__ import annotations
 
-import onnx_graphsurgeon as gs
+import dataclasses
 
-from ...graph_utils import ConstantSite, collect_constants, iter_scopes
-from ..axes import choose_axes
+from ...graph_utils import ConstantSite
 from ..lowerings import REGISTRY
-from ..lowerings.embed_rows import word_table
-from ..lowerings.scaled import scale_axis
 from ..lowerings.tied import scheme_for as tied_scheme
-from ..options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
-from .forms import choose_scheme, recurrent_weight, site_form
-from .fused_forms import contrib_weight
+from ..options import QuantOptions, Scheme, dq_min_opset
 from .int4_paths import runs_matmulnbits, transposed_gemm_fuses
-from .load_memory import KEPT_OPSET, applies as memory_rule_applies, kept_in_memory
+from .candidate import Candidate, PlanContext
 from .model_facts import ModelFacts
-from .refusals import quantizes_activations, refusal
+from .weights import float16_for_tensorrt
 
-# Recurrent ops (forms.RECURRENT_OPS) multiply their weights by an internal state, so no scale
-# can follow them, and Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float
-# model's memory). Their weights' lean form is per-channel DequantizeLinear (opset 13), which
-# onnxruntime keeps: the integers stay in memory (ddddocr: 0.85x) and are dequantized at every
-# inference. The cost is latency, mostly because the op can no longer pack its weights once at
-# load (ddddocr: 1.15-1.24x; `--exclude LSTM` keeps them float instead).
-RECURRENT_DQ_OPSET = 13
 # A Gemm's B read with transB (a classifier head) in int8 blocks, stored transposed, which
 # onnxruntime fuses into MatMulNBits (lowerings/dq_transposed.py): blocks need opset 21. ddddocr's
 # 8210x1024 classifier: memory 0.71x the float model's and latency 0.87x, against one float copy
@@ -37,45 +24,21 @@ RECURRENT_DQ_OPSET = 13
 TRANSPOSED_GEMM_OPSET = 21
 
 
-def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
-    """The opset the lowering asked for needs (the API upgrades a model below it): DequantizeLinear
-    with blocks or 4-bit types needs 21; the default's lean form of recurrent weights (in `graph`)
-    needs 13; every other lowering works from opset 7 (or 11).
-
-    Asked before planning, of every weight of the options' size whatever the selection: the
-    opset a plan is made at can change its lowerings, so it is not derived from the plan (that
-    would move some plans: a weight excluded or measured accurate would no longer upgrade)."""
-    if opts.fp16 or opts.levels:
-        return 1
-    if opts.allocated_int4:  # the weights allocated 4 bits need what 4-bit options need
-        return max(required_opset(opts.as_four_bit(), graph), required_opset(opts.changed(allocation=None), graph))
-    if opts.lowering == "dq" or (opts.lowering == "auto" and opts.stays_quantized):
-        return dq_min_opset(opts)
-    if graph is not None and opts.lean_default:
-        facts = ModelFacts(graph)
-        weights = [site for site in collect_constants(graph, list(iter_scopes(graph)))
-                   if site.num_elements >= opts.min_elements]
-        if any(len(site.shape) == 2 and transposed_gemm_fuses(site, choose_scheme(site, opts)) for site in weights):
-            return TRANSPOSED_GEMM_OPSET
-        if any(recurrent_weight(site) for site in weights):
-            return RECURRENT_DQ_OPSET
-        planned = lean_forms((site, lowering_for(site, opts, choose_scheme(site, opts), KEPT_OPSET, facts))
-                             for site in weights if site.onnx_dtype in FLOAT_TYPES and site.shape)
-        if memory_rule_applies(graph, opts) and kept_in_memory(planned):
-            return KEPT_OPSET  # per-channel DequantizeLinear (load_memory.py)
-    return 1
-
-
-def any_weight_to_change(graph: gs.Graph, options: QuantOptions, overridable: frozenset[str]) -> bool:
-    """Whether `options` would change any weight of `graph` (a model whose weights are all
-    quantized already, or all excluded, needs no opset upgrade: its rewrite alone moved an
-    already-quantized MiniLM's batch-4 outputs by 8.4%). The planner's first two stages, asked
-    of each weight until one is not refused (refusals.py, forms.site_form)."""
-    facts = ModelFacts(graph)
-    scopes = list(iter_scopes(graph))
-    qdq = quantizes_activations(scopes)
-    return any(refusal(site, scopes, site_form(site, options, facts).options, overridable, qdq) is None
-               for site in collect_constants(graph, scopes) if site.onnx_dtype in FLOAT_TYPES)
+def lower(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
+    """Stage 4: each weight's lowering at the run's opset (`lowering_for`), and whether it is the
+    KV-cache decoder's 8-bit MatMulNBits (`decoder_nbits`, which records.py words and
+    symmetry.py leaves alone). The plan's figures of the forms chosen so far go in ctx.details."""
+    lowered = []
+    for c in candidates:
+        lowering = ctx.planning.lowering(c.site, c.options, c.scheme, ctx.opset)
+        nbits = lowering == "matmulnbits" and not c.options.four_bit and decoder_nbits(c.site, c.options, ctx.facts)
+        lowered.append(dataclasses.replace(c, lowering=lowering, decoder_nbits=nbits))
+    ctx.details.update({
+        # blocks asked for, no block size near it divides the axis
+        "per_channel_instead_of_blocks": [c.name for c in lowered if c.scheme.granularity != c.options.granularity
+                                          and c.lowering != "lean"],
+        "float16_for_tensorrt": {c.name: c.why for c in lowered if float16_for_tensorrt(c.site, c.options)}})
+    return lowered
 
 
 def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opset: int, facts: ModelFacts) -> str:
@@ -141,36 +104,3 @@ def decoder_nbits(site: ConstantSite, options: QuantOptions, facts: ModelFacts) 
     at 0.69x latency against 1.09x)."""
     return options.lean_default and options.runtime != "onnxruntime-web" and \
         runs_matmulnbits(site, options, facts) and facts.kv_cache
-
-
-# onnxruntime's fused models (transformers optimizer): through the arith chain, contrib-op
-# weights held two folded float copies at load, as recurrent ones do (all-MiniLM-L6-v2 fused:
-# 1.40x the fused original's memory after session creation). FusedMatMul and Attention take a
-# scale after or before them (`scaled`); any other com.microsoft reader gets DequantizeLinear per
-# channel, which onnxruntime 1.32 keeps unfolded before contrib ops too (the integers stay; a
-# dequantization at every run: measured on Attention, 1.68x latency, hence its scale before).
-# EmbedLayerNormalization's tables, and what int4 and --keep-quantized store: fused_forms.py.
-
-
-def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
-    """The lean form of an int8 weight: one scale per output channel (symmetric), lowered as
-    `scaled` where every reader can take the scale after it (FusedMatMul included), as
-    DequantizeLinear for recurrent weights (RECURRENT_DQ_OPSET above) and for weights of
-    onnxruntime's contrib ops (`contrib_weight`), else as `arith` Cast -> Mul."""
-    axis = scale_axis(site)
-    if axis is not None:
-        return Scheme("channel", axis), "scaled"
-    if word_table(site):  # EmbedLayerNormalization: int8 rows gathered for its token ids
-        return Scheme("channel", 0), "embed_rows"
-    channel = Scheme("channel", choose_axes(site)[0])
-    if (recurrent_weight(site) or contrib_weight(site)) and opset >= RECURRENT_DQ_OPSET:
-        return channel, "dq"
-    return channel, "arith"
-
-
-def lean_forms(planned) -> list[tuple[ConstantSite, str]]:
-    """Pairs of a weight and its planned lowering, with `lean` (lean form or accurate chain, not
-    chosen yet) as the lean form's own lowering at load_memory.KEPT_OPSET (lean_scheme): what
-    load_memory's estimate counts (a lean `arith` weight holds far more at load than a `scaled`
-    one)."""
-    return [(site, lean_scheme(site, KEPT_OPSET)[1] if lowering == "lean" else lowering) for site, lowering in planned]

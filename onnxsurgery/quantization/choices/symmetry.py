@@ -29,7 +29,7 @@ from .lean import layer_cost
 from ..lowerings.scaled import ZERO_POINT_READERS
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
-from .forms import balanced_rounding
+from .weights import balanced_rounding
 from .sampling import sample_like, sampled_channels
 
 # Symmetric only where it beats asymmetric by 10% in the layer's output. With any margin, the

@@ -25,7 +25,7 @@ from ..options import Scheme, dq_opset
 from ..rounding import Quantized
 from .base import Lowering
 from .dq import emit_dq
-from .scaled import _scale_input, _shared_constants, equalized_axis
+from .scaled import scale_input, shared_constants, equalized_axis
 
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
@@ -42,11 +42,11 @@ def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -
     groups = readers_by_graph(site)
     out = emit_dq(site, qt, names, list(site.shape))
     for graph, readers in groups:
-        constant = _shared_constants(names, site.name)  # one r per graph, whatever the readers
+        constant = shared_constants(names, site.name)  # one r per graph, whatever the readers
         for node, index in readers:
-            node.inputs[index] = out  # first: _scale_input reads the weight's rank from it
+            node.inputs[index] = out  # first: scale_input reads the weight's rank from it
             if qt.input_scale is not None:
-                _scale_input(graph, node, qt.input_scale, names, site.name, constant)
+                scale_input(graph, node, qt.input_scale, names, site.name, constant)
     return out  # its readers read it already (replace_uses finds none left)
 
 

@@ -32,7 +32,7 @@ from ..options import Scheme
 from ..rounding import Quantized
 from .base import Lowering
 
-_OFFSET = {"int8": 128, "uint8": 0, "int4": 8, "uint4": 0}
+NBITS_OFFSET = {"int8": 128, "uint8": 0, "int4": 8, "uint4": 0}
 # accuracy_level 4: the kernel quantizes each block of the activations to int8 and multiplies in
 # integers, as onnxruntime-genai's builder export and onnxruntime's DequantizeLinear -> MatMul
 # fusion do. Level 0 (float arithmetic, the outputs of dequantizing first) ran 1.06-1.14x the
@@ -42,7 +42,7 @@ _OFFSET = {"int8": 128, "uint8": 0, "int4": 8, "uint4": 0}
 ACCURACY_LEVEL = 4
 
 
-def _pack(values: np.ndarray, bits: int) -> np.ndarray:
+def pack_bits(values: np.ndarray, bits: int) -> np.ndarray:
     """Unsigned values along the last axis, two per byte (low nibble first) when 4-bit."""
     values = values.astype(np.uint8)
     if bits == 8:
@@ -87,18 +87,18 @@ def build_matmul_nbits(site: ConstantSite, qt: Quantized, names: NameAllocator) 
     bits = 4 if qt.dtype in ("int4", "uint4") else 8
     block = qt.block_size
     blocks = k // block
-    offset = _OFFSET[qt.dtype]
+    offset = NBITS_OFFSET[qt.dtype]
 
     def by_column(a: np.ndarray) -> np.ndarray:  # [K or blocks, N] -> [N, ...]; [N, ...] as it is
         return a if transposed else a.T
 
     grid = (n, blocks) if transposed else (blocks, n)  # how scales and zero points are held
     unsigned = by_column(qt.q.astype(np.int16) + offset).reshape(n, blocks, block)
-    inputs = [gs.Constant(names.new(f"{site.name}_nbits"), np.ascontiguousarray(_pack(unsigned, bits))),
+    inputs = [gs.Constant(names.new(f"{site.name}_nbits"), np.ascontiguousarray(pack_bits(unsigned, bits))),
               gs.Constant(names.new(f"{site.name}_scales"),
                           np.ascontiguousarray(by_column(qt.scale.astype(np.float32).reshape(grid)).ravel()))]
     if qt.zero_point is not None:
-        zero = _pack(by_column((qt.zero_point.astype(np.int16) + offset).reshape(grid)), bits)
+        zero = pack_bits(by_column((qt.zero_point.astype(np.int16) + offset).reshape(grid)), bits)
         inputs.append(gs.Constant(names.new(f"{site.name}_zero_points"), np.ascontiguousarray(zero.ravel())))
     attrs = {"K": k, "N": n, "bits": bits, "block_size": block, "accuracy_level": ACCURACY_LEVEL}
     for graph, readers in readers_by_graph(site):  # a node goes into the graph of the reader it replaces

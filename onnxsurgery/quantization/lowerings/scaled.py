@@ -236,22 +236,22 @@ def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset:
     groups = [(site.scope.graph, behind_casts)] if behind_casts else readers_by_graph(site)
     for graph, readers in groups:
         # scales and zero points made once per graph, not per reader (ALBERT: 12 layers read each weight)
-        constant = _shared_constants(names, site.name)
+        constant = shared_constants(names, site.name)
         for node, index in readers:
             node.inputs[index] = weight
             if scales_before(node, len(site.shape), qt.axis):  # Attention: the data input times the scale
-                _scale_input(graph, node, scale, names, site.name, constant, suffix="scale")
+                scale_input(graph, node, scale, names, site.name, constant, suffix="scale")
                 continue
             if qt.input_scale is not None:
-                _scale_input(graph, node, qt.input_scale.astype(dtype), names, site.name, constant)
-            _divide_bias(graph, node, scale, names)
+                scale_input(graph, node, qt.input_scale.astype(dtype), names, site.name, constant)
+            divide_bias(graph, node, scale, names)
             offset = None
             if qt.zero_point is not None:
                 offset = _zero_point_term(graph, node, qt.zero_point, names, site.name, opset, constant)
-            _scale_output(graph, node, scale, names, site.name, constant, offset)
+            scale_output(graph, node, scale, names, site.name, constant, offset)
 
 
-def _shared_constants(names: NameAllocator, base: str):
+def shared_constants(names: NameAllocator, base: str):
     """constant(suffix, array): a gs.Constant named base_suffix, the same object again for the
     same suffix and values (small arrays: one value per channel)."""
     made = {}
@@ -273,7 +273,7 @@ def _scale_shape(node: gs.Node, channels: int) -> list[int]:
     return [channels]
 
 
-def _scale_input(graph: gs.Graph, node: gs.Node, r: np.ndarray, names: NameAllocator, base: str,
+def scale_input(graph: gs.Graph, node: gs.Node, r: np.ndarray, names: NameAllocator, base: str,
                  constant, suffix: str = "input_scale") -> None:
     """The reader's data input times r, along the axis it contracts with the weight: the last
     for MatMul and Gemm, the channel axis (1) for Conv."""
@@ -286,7 +286,7 @@ def _scale_input(graph: gs.Graph, node: gs.Node, r: np.ndarray, names: NameAlloc
     node.inputs[0] = scaled
 
 
-def _divide_bias(graph: gs.Graph, node: gs.Node, scale: np.ndarray, names: NameAllocator) -> None:
+def divide_bias(graph: gs.Graph, node: gs.Node, scale: np.ndarray, names: NameAllocator) -> None:
     """Conv's bias and Gemm's C are added before our Mul: divide them by the scale (in numpy for
     an initializer; with a Div node, which onnxruntime folds, for a Constant node's output)."""
     if len(node.inputs) <= 2 or node.op not in ("Conv", "Gemm") or node.inputs[2].name == "":
@@ -305,7 +305,7 @@ def _divide_bias(graph: gs.Graph, node: gs.Node, scale: np.ndarray, names: NameA
     node.inputs[2] = unscaled
 
 
-def _scale_output(graph: gs.Graph, node: gs.Node, scale: np.ndarray, names: NameAllocator, base: str,
+def scale_output(graph: gs.Graph, node: gs.Node, scale: np.ndarray, names: NameAllocator, base: str,
                   constant, offset: gs.Variable | None = None) -> None:
     """The reader's output times the scale, less the zero points' `offset` first where given."""
     output = node.outputs[0]

@@ -32,10 +32,10 @@ from ..options import Scheme
 from ..rounding import Quantized
 from .base import Lowering
 from .gather import build_gathered
-from .scaled import _divide_bias, _scale_output
+from .scaled import divide_bias, scale_output
 
 
-def _lm_heads(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
+def lm_heads(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
     """The (MatMul or Gemm, input index) reading the table as the lm_head, through a Transpose
     or as Gemm's transposed B; None when a non-Gather reader is neither."""
     heads = []
@@ -54,7 +54,7 @@ def _lm_heads(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
     return heads
 
 
-def _mirrored(site: ConstantSite) -> tuple[list[gs.Node], list[gs.Node]] | None:
+def mirrored_layout(site: ConstantSite) -> tuple[list[gs.Node], list[gs.Node]] | None:
     """onnxruntime-genai's layout: the table stored [hidden, vocab] as the lm_head MatMul's B, the
     token embedding reading it through a Transpose then a Gather. (lm_heads, transposes) or None."""
     heads, transposes = [], []
@@ -79,7 +79,7 @@ def _transpose_into_gathers(node: gs.Node) -> bool:
 
 def scheme_for(site: ConstantSite) -> Scheme:
     """One scale per vocabulary entry: a row of the table, or a column in the mirrored layout."""
-    return Scheme("channel", 1 if len(site.shape) == 2 and _mirrored(site) else 0)
+    return Scheme("channel", 1 if len(site.shape) == 2 and mirrored_layout(site) else 0)
 
 
 def not_a_table(site: ConstantSite) -> str | None:
@@ -94,9 +94,9 @@ def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | No
         return reason
     readers = consumers(site)
     gathers = [n for n, i in readers if n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % 2 == 0]
-    heads = _lm_heads(site)
+    heads = lm_heads(site)
     plain = bool(gathers and heads and len(gathers) + len(heads) == len(readers))
-    if not plain and _mirrored(site) is None:
+    if not plain and mirrored_layout(site) is None:
         return "not a table read by Gather and by an lm_head (Transpose -> MatMul, or Gemm with transB)"
     if dtype != "int8" or scheme != scheme_for(site):
         return "tied stores int8 with one scale per vocabulary entry"
@@ -104,11 +104,11 @@ def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | No
 
 
 def build_tied(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> None:
-    mirrored = _mirrored(site)
+    mirrored = mirrored_layout(site)
     if mirrored:
         _build_mirrored(site, qt, names, *mirrored)
         return
-    heads = _lm_heads(site)
+    heads = lm_heads(site)
     gathers = [n for n, _ in consumers(site) if n.op == "Gather"]
     table = build_gathered(site, qt, names, gathers)
     scale = np.where(qt.scale == 0, 1, qt.scale).astype(np.float32).ravel()  # all-zero rows: q is 0 there
@@ -138,8 +138,8 @@ def build_tied(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: i
                     reader.inputs[1] = weight
             readers = [r for r in readers if r.op != "Cast"]
         for reader in readers:
-            _divide_bias(graphs[id(reader)], reader, scale, names)
-            _scale_output(graphs[id(reader)], reader, scale, names, site.name, lambda suffix, array: factor)
+            divide_bias(graphs[id(reader)], reader, scale, names)
+            scale_output(graphs[id(reader)], reader, scale, names, site.name, lambda suffix, array: factor)
 
 
 LOWERING = Lowering("tied", "a table read by Gather and the lm_head: int8 rows for both, no float copy at run time",
@@ -160,7 +160,7 @@ def _build_mirrored(site: ConstantSite, qt: Quantized, names: NameAllocator, hea
     weight = emit("Cast", [table], shape=list(site.shape), to=onnx.TensorProto.FLOAT)
     for head in heads:
         head.inputs[1] = weight
-        _scale_output(graphs[id(head)], head, scale, names, site.name, lambda suffix, array: factor)
+        scale_output(graphs[id(head)], head, scale, names, site.name, lambda suffix, array: factor)
     for transpose in transposes:
         transpose.inputs[0] = table
         transpose.outputs[0].dtype = np.int8

@@ -34,8 +34,8 @@ from ..nodes import Emitter, const
 from ..options import Scheme
 from ..rounding import Quantized
 from .base import Lowering
-from .matmulnbits import _OFFSET, ACCURACY_LEVEL, _pack
-from .tied import _lm_heads, _mirrored, not_a_table
+from .matmulnbits import NBITS_OFFSET, ACCURACY_LEVEL, pack_bits
+from .tied import lm_heads, mirrored_layout, not_a_table
 
 
 def tied_readers(site: ConstantSite) -> tuple[list[gs.Node], list[gs.Node], int] | None:
@@ -45,13 +45,13 @@ def tied_readers(site: ConstantSite) -> tuple[list[gs.Node], list[gs.Node], int]
     transposed B."""
     if len(site.shape) != 2:
         return None
-    mirrored = _mirrored(site)
+    mirrored = mirrored_layout(site)
     if mirrored:
         heads, transposes = mirrored
         return [g for t in transposes for g in t.outputs[0].outputs], heads, 0
     readers = consumers(site)
     gathers = [n for n, i in readers if n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % 2 == 0]
-    found = _lm_heads(site)
+    found = lm_heads(site)
     if not (gathers and found and len(gathers) + len(found) == len(readers)):
         return None
     heads = [r for node, _ in found for r in ([node] if node.op == "Gemm" else node.outputs[0].outputs)]
@@ -78,7 +78,7 @@ def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | No
     if not (scheme.granularity == "block" and scheme.axis == axis and block >= 16 and block & (block - 1) == 0):
         return f"MatMulNBits and GatherBlockQuantized take blocks of a power of two >= 16 along the hidden axis " \
                f"(axis {axis})"
-    if dtype not in _OFFSET:
+    if dtype not in NBITS_OFFSET:
         return f"{dtype}: 4 or 8 bits"
     return None
 
@@ -91,14 +91,14 @@ def build_tied_nbits(site: ConstantSite, qt: Quantized, names: NameAllocator, op
         zero = zero.T if zero is not None else None
     vocab, hidden = q.shape
     bits = 8 if qt.dtype in ("int8", "uint8") else 4
-    block, offset = qt.block_size, _OFFSET[qt.dtype]
+    block, offset = qt.block_size, NBITS_OFFSET[qt.dtype]
     blocks = hidden // block
     unsigned = (q.astype(np.int16) + offset).reshape(vocab, blocks, block)
-    table = const(names, f"{site.name}_nbits", _pack(unsigned, bits))  # [V, blocks, block * bits / 8]
+    table = const(names, f"{site.name}_nbits", pack_bits(unsigned, bits))  # [V, blocks, block * bits / 8]
     scales = const(names, f"{site.name}_scales", scale.astype(np.float32).reshape(vocab, blocks))
     zeros = None
     if zero is not None:  # [V, ceil(blocks * bits / 8)], packed like the integers
-        zeros = const(names, f"{site.name}_zero_points", _pack(zero.astype(np.int16) + offset, bits))
+        zeros = const(names, f"{site.name}_zero_points", pack_bits(zero.astype(np.int16) + offset, bits))
     graphs = node_graphs(site)  # each reader's replacement goes into the reader's graph
     emit = Emitter(site.scope.graph, names, site.name)
     attrs = {"K": hidden, "N": vocab, "bits": bits, "block_size": block, "accuracy_level": ACCURACY_LEVEL}

@@ -1,0 +1,137 @@
+"""What kind of weight a constant is, from its readers and its shape: the facts several of the
+planner's stages ask (planner.py), kept here so that no stage imports another. A quantized
+model's own data and position tables (refusals.py leaves them as they are), TensorRT's readers,
+recurrent and MatMul weights, the rounding a weight's readers call for, and the int8 default's
+lean form of a weight (rules.py lowers it so; lean.py measures it against the accurate chain).
+Facts, not decisions: each stage decides with them."""
+
+from __future__ import annotations
+
+import onnx
+
+from ...graph_utils import ConstantSite, consumers
+from ..axes import choose_axes
+from ..lowerings.embed_rows import word_table
+from ..lowerings.scaled import scale_axis
+from ..options import TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions, Scheme
+from .fused_forms import contrib_weight
+from .load_memory import KEPT_OPSET
+
+# Ops whose float constant inputs are a quantized model's own data (scales, zero points, lookup
+# tables), not weights: quantizing a scale again breaks the model (a builder int4 export given to
+# quant again: 151 *_scales tensors re-quantized, output rel L2 1.0).
+QUANTIZED_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulNBits",
+                     "GatherBlockQuantized", "MatMulInteger", "ConvInteger", "MatMulIntegerToFloat",
+                     "DynamicQuantizeMatMul", "QAttention", "QGemm", "QEmbedLayerNormalization")
+# Rotary position tables (cos and sin per position and frequency) are read by these ops at these
+# inputs; a graph that computes rotary embedding itself names them so. Position tables, not weights.
+ROTARY_READERS = {"RotaryEmbedding": (2, 3), "GroupQueryAttention": (7, 8)}
+ROTARY_NAMES = ("cos_cache", "sin_cache", "cos_cached", "sin_cached")
+
+
+def already_quantized(site: ConstantSite) -> str | None:
+    """Why `site` is a quantized model's own data rather than a weight (QUANTIZED_READERS)."""
+    ops = sorted({n.op for n, _ in consumers(site) if n.op in QUANTIZED_READERS or n.op.startswith("QLinear")})
+    return f"already quantized: read by {', '.join(ops)}" if ops else None
+
+
+def position_table(site: ConstantSite) -> str | None:
+    """Why `site` is a rotary position table (ROTARY_READERS, ROTARY_NAMES)."""
+    if any(i in ROTARY_READERS.get(n.op, ()) for n, i in consumers(site)) or \
+            any(part in site.name.lower() for part in ROTARY_NAMES):
+        return "a rotary position table (cos/sin cache), not a weight"
+    return None
+
+
+def tensorrt_refusal(site: ConstantSite, options: QuantOptions) -> str | None:
+    """Why a weight is not quantized under target tensorrt (float16_for_tensorrt below): TensorRT
+    fuses a weight's DequantizeLinear into Conv, ConvTranspose, MatMul and Gemm, and takes 4-bit
+    weights for MatMul and Gemm only (blocks: 2-D)."""
+    ops = {n.op for n, _ in consumers(site)}
+    readers = TENSORRT_INT4_READERS if options.four_bit else TENSORRT_WEIGHT_READERS
+    if not ops <= set(readers):
+        return f"target tensorrt: read by {', '.join(sorted(ops - set(readers)))}; {options.dtype} weights " \
+               f"only for {', '.join(readers)}"
+    if any(index != 1 for _, index in consumers(site)):  # TensorRT fuses a DQ into the weight input only
+        return "target tensorrt: read as a bias or data input; quantized weights only as the layer's weight input"
+    if options.four_bit and len(site.shape) != 2:
+        return f"target tensorrt: 4-bit weights must be 2-D; this one is {len(site.shape)}-D"
+    return None
+
+
+# Recurrent ops multiply their weights by an internal state, so no scale can follow them (their
+# lean form: RECURRENT_DQ_OPSET below says which and why).
+RECURRENT_OPS = ("LSTM", "GRU", "RNN")
+
+
+def recurrent_weight(site: ConstantSite) -> bool:
+    """A float32 weight read only as W or R of LSTM/GRU/RNN (lean form: DequantizeLinear)."""
+    readers = consumers(site)
+    return (site.onnx_dtype == onnx.TensorProto.FLOAT and bool(readers)
+            and all(n.op in RECURRENT_OPS and i in (1, 2) for n, i in readers))
+
+
+def matmul_weight(site: ConstantSite) -> bool:
+    """A 2-D weight read only as B of MatMul or Gemm."""
+    readers = consumers(site)
+    return len(site.shape) == 2 and bool(readers) and all(n.op in ("MatMul", "Gemm") and i == 1 for n, i in readers)
+
+
+def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
+    """Whether `site` gets balanced rounding: asked for, or under auto a convolution weight."""
+    if options.rounding != "auto":
+        return options.rounding == "balanced"
+    readers = consumers(site)
+    return bool(readers) and all(n.op in ("Conv", "ConvTranspose") and i == 1 for n, i in readers)
+
+
+def float16_for_tensorrt(site: ConstantSite, options: QuantOptions) -> str | None:
+    """Why a float32 weight is stored as float16 (with a Cast back) under target tensorrt: it
+    feeds a layer TensorRT takes no quantized weight for (an embedding table read by Gather, an
+    LSTM's weights, a Conv weight at int4), and Cast from float16 is a type conversion
+    TensorRT's parser takes everywhere. None for weights quantized as usual."""
+    if options.target != "tensorrt" or options.fp16 or options.levels or site.onnx_dtype != onnx.TensorProto.FLOAT:
+        return None
+    return tensorrt_refusal(site, options)
+
+
+# Recurrent ops (RECURRENT_OPS) multiply their weights by an internal state, so no scale
+# can follow them, and Cast -> Mul folds two float copies at load (ddddocr: 1.09x the float
+# model's memory). Their weights' lean form is per-channel DequantizeLinear (opset 13), which
+# onnxruntime keeps: the integers stay in memory (ddddocr: 0.85x) and are dequantized at every
+# inference. The cost is latency, mostly because the op can no longer pack its weights once at
+# load (ddddocr: 1.15-1.24x; `--exclude LSTM` keeps them float instead).
+RECURRENT_DQ_OPSET = 13
+
+
+# onnxruntime's fused models (transformers optimizer): through the arith chain, contrib-op
+# weights held two folded float copies at load, as recurrent ones do (all-MiniLM-L6-v2 fused:
+# 1.40x the fused original's memory after session creation). FusedMatMul and Attention take a
+# scale after or before them (`scaled`); any other com.microsoft reader gets DequantizeLinear per
+# channel, which onnxruntime 1.32 keeps unfolded before contrib ops too (the integers stay; a
+# dequantization at every run: measured on Attention, 1.68x latency, hence its scale before).
+# EmbedLayerNormalization's tables, and what int4 and --keep-quantized store: fused_forms.py.
+
+
+def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
+    """The lean form of an int8 weight: one scale per output channel (symmetric), lowered as
+    `scaled` where every reader can take the scale after it (FusedMatMul included), as
+    DequantizeLinear for recurrent weights (RECURRENT_DQ_OPSET above) and for weights of
+    onnxruntime's contrib ops (`contrib_weight`), else as `arith` Cast -> Mul."""
+    axis = scale_axis(site)
+    if axis is not None:
+        return Scheme("channel", axis), "scaled"
+    if word_table(site):  # EmbedLayerNormalization: int8 rows gathered for its token ids
+        return Scheme("channel", 0), "embed_rows"
+    channel = Scheme("channel", choose_axes(site)[0])
+    if (recurrent_weight(site) or contrib_weight(site)) and opset >= RECURRENT_DQ_OPSET:
+        return channel, "dq"
+    return channel, "arith"
+
+
+def lean_forms(planned) -> list[tuple[ConstantSite, str]]:
+    """Pairs of a weight and its planned lowering, with `lean` (lean form or accurate chain, not
+    chosen yet) as the lean form's own lowering at load_memory.KEPT_OPSET (lean_scheme): what
+    load_memory's estimate counts (a lean `arith` weight holds far more at load than a `scaled`
+    one)."""
+    return [(site, lean_scheme(site, KEPT_OPSET)[1] if lowering == "lean" else lowering) for site, lowering in planned]

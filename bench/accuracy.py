@@ -41,7 +41,6 @@ import onnx
 import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT / "bench"))
 from alternatives import all_alternatives  # noqa: E402
 from block_sizes import POOLER_GATHER  # noqa: E402
@@ -247,8 +246,9 @@ def cpu_memory(path: Path) -> int | None:
 
 def run_quant(src: Path, out: Path, args) -> tuple[Path | None, str]:
     """The CLI's quant: (out, "") or (None, its last stderr line)."""
-    r = subprocess.run([str(BIN / "onnxsurgery"), "-q", "quant", str(src), str(out), *args],
-                       capture_output=True, text=True)
+    # this checkout's code (`python -m` from its root), not whichever onnxsurgery the venv installed
+    r = subprocess.run([sys.executable, "-m", "onnxsurgery", "-q", "quant", str(Path(src).resolve()),
+                        str(Path(out).resolve()), *args], capture_output=True, text=True, cwd=ROOT)
     return (out, "") if r.returncode == 0 else (None, (r.stderr.strip().splitlines() or [""])[-1][:70])
 
 

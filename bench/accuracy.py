@@ -239,7 +239,7 @@ def tasks(dest: Path) -> list[Task]:
 
 
 def cpu_memory(path: Path) -> int | None:
-    r = subprocess.run([sys.executable, str(ROOT / "onnxsurgery" / "session_memory.py"), str(path)],
+    r = subprocess.run([sys.executable, str(ROOT / "onnxsurgery" / "running" / "session_memory.py"), str(path)],
                        capture_output=True, text=True)
     return json.loads(r.stdout)["peak_growth"] if r.returncode == 0 else None
 

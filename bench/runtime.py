@@ -122,7 +122,7 @@ def task_inputs(name: str, model: Path, dest: Path) -> list[dict[str, np.ndarray
 
 def cpu_memory(path: Path) -> int | None:
     """Peak RSS growth over session creation (fresh process), or None if the file fails to load."""
-    r = subprocess.run([sys.executable, str(ROOT / "onnxsurgery" / "session_memory.py"), str(path)],
+    r = subprocess.run([sys.executable, str(ROOT / "onnxsurgery" / "running" / "session_memory.py"), str(path)],
                        capture_output=True, text=True)
     return json.loads(r.stdout)["peak_growth"] if r.returncode == 0 else None
 

@@ -302,7 +302,7 @@ class Calibration:
         if key not in self._sessions:
             # read mapped from the file, not copied (sessions.session, map_weights)
             self._sessions[key] = session(self.model_path, map_weights=True, branches=chosen or None,
-                                          extra_outputs=extra)
+                                          extra_outputs=extra, layout=True)  # one run per sample
         return self._sessions[key]
 
     def _feeds(self):

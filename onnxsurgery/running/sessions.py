@@ -80,7 +80,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             fold_constants: bool = True, map_weights: bool = False, extra_outputs: tuple[str, ...] = (),
             runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
             branches: dict[str, str] | None = None, streamed: bool | None = None,
-            payloads_beside: str | os.PathLike | None = None):
+            payloads_beside: str | os.PathLike | None = None, layout: bool = False):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -102,18 +102,21 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     True or False decides it instead (the two sessions of a comparison run alike).
     `payloads_beside` (a model file, with a ModelProto): the proto is a stub of that file's
     (an opset upgrade of it, say) whose external references are relative to its folder, as
-    `open_model` leaves them; nothing is copied, and the folder rule applies to them."""
+    `open_model` leaves them; nothing is copied, and the folder rule applies to them. `layout`:
+    Conv weights in onnxruntime's blocked layout, for many runs (`session_settings`)."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
     if initializers is None and hasattr(model, "npy_arrays"):  # npy.NpyModel: its arrays as `run` gives them
         initializers = model.npy_arrays()
     if payloads_beside is not None and isinstance(model, onnx.ModelProto):
         return _stub_session(model, Path(payloads_beside), optimize=optimize, fold_constants=fold_constants,
-                             runtime=runtime, streamed=streams(payloads_beside) if streamed is None else streamed)
+                             runtime=runtime, streamed=streams(payloads_beside) if streamed is None else streamed,
+                             layout=layout)
     if streamed is None:
         streamed = streams(model) or sum(a.nbytes for a in (initializers or {}).values()) >= STREAM_BYTES
     map_weights = map_weights or streamed
-    settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime, streamed=streamed)
+    settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime, streamed=streamed,
+                                layout=layout)
     try:
         if isinstance(model, onnx.ModelProto):
             from ..storage.io import needs_external_data
@@ -135,7 +138,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
                 if extra_outputs or branches:
                     raise
                 settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime,
-                                            streamed=streamed)
+                                            streamed=streamed, layout=layout)
         _check_locations(Path(model))
         return _load(str(model), settings)
     except UnsafeLocationError:
@@ -172,14 +175,18 @@ def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
 
 
 def session_settings(*, optimize: bool = True, fold_constants: bool = True, runtime: str = "onnxruntime",
-                     streamed: bool = False):
+                     streamed: bool = False, layout: bool = False):
     """onnxruntime SessionOptions and InferenceSession keyword arguments for `session`.
 
-    The NCHWc layout transformer is off: at session creation it copies every Conv weight into
-    a blocked layout, so a convolutional model's weights are held twice, for a speed-up that a
-    few verification inferences do not recover (PP-OCRv4 det, quant as typed: 2.66x -> 2.33x
-    the input above the interpreter's baseline in the bench). Both sessions of a comparison get the same
-    settings, so shrink's results stay bit-identical.
+    The NCHWc layout transformer is off unless `layout`: at session creation it copies every
+    Conv weight into a blocked layout, so a convolutional model's weights are held twice, for a
+    speed-up that one run on generated inputs does not recover (PP-OCRv4 det, quant as typed:
+    2.66x -> 2.33x the input above the interpreter's baseline in the bench). The user's own
+    samples are another matter (`layout`: --inputs' captures and comparisons): crepe_full on two
+    samples of 64 frames ran 3.8 s a run without it, 1.1-1.3 s with it, four runs of a `quant
+    --inputs` that quantize_dynamic, running nothing, does in 1.0 s; the copy is what a user's
+    default session holds too. Both sessions of a comparison get the same settings, so shrink's
+    results stay bit-identical.
 
     onnxruntime fuses DequantizeLinear -> MatMul into MatMulNBits, which on the CPU build
     quantizes activations to int8 by default; onnxruntime-web 1.30 (WASM) computes the same
@@ -205,7 +212,7 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     # `quant` held 227 MB of anonymous memory with them, 160 MB without; outputs do not change.
     opts.enable_cpu_mem_arena = False
     opts.enable_mem_pattern = False
-    kwargs = {"providers": ["CPUExecutionProvider"], "disabled_optimizers": ["NchwcTransformer"]}
+    kwargs = {"providers": ["CPUExecutionProvider"], "disabled_optimizers": [] if layout else ["NchwcTransformer"]}
     if not fold_constants:
         kwargs["disabled_optimizers"].append("ConstantFolding")
     if runtime in ("onnxruntime-web", "tensorrt"):

@@ -168,7 +168,10 @@ def compare_models(
     agreements: dict[str, list[dict]] = {}
     headline = headline_outputs(names, outputs)
     worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
+    # the user's own samples: Conv weights in onnxruntime's blocked layout, as the capture's were
+    # (sessions.session_settings: many runs pay for the copy; one generated one does not)
     cand_sess = None if same else _named_session(candidate, fold_constants=fold_candidate, runtime=runtime,
+                                                 layout=not generated,
                                                  streamed=streamed, payloads_beside=candidate_beside)
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
@@ -282,7 +285,7 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
-    ref_sess = _named_session(reference, map_weights=True, streamed=streamed)
+    ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=not generated)
     names = [o.name for o in ref_sess.get_outputs()]
     length = LENGTHS[0]
     if generated:

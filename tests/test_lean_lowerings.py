@@ -103,9 +103,9 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     it; with the default share of two equal weights' bytes there is room for none. Without
     inputs the ratio is the weight's own, held to MIN_ACCURATE_RATIO_IN_WEIGHT; with inputs,
     the layer output's, held to MIN_ACCURATE_RATIO."""
-    from onnxsurgery.quantization.choices import lean as lean_choice
+    from onnxsurgery.quantization.choices import lean as lean_choice, weights
 
-    monkeypatch.setattr(lean_choice, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone
+    monkeypatch.setattr(weights, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone
     model = _outlier_model()
     _, _, report = _quant(tmp_path, model)
     q = report.pass_report("quantize").details
@@ -229,7 +229,7 @@ def test_auto_gives_zero_points_to_matmul_weights_and_float16_to_small_ones(tmp_
     """auto: the offset MatMul and Gemm weights are more accurate with zero points in their layers'
     outputs, and get them; the convolutions stay symmetric (lean_choice); the 1x1 Conv's weight
     (8,192 elements, below SMALL_WEIGHT_ELEMENTS, 4.5% of the int8 bytes) is stored as float16."""
-    from onnxsurgery.quantization.choices.lean import SMALL_FLOAT16_SHARE, SMALL_WEIGHT_ELEMENTS
+    from onnxsurgery.quantization.choices.weights import SMALL_FLOAT16_SHARE, SMALL_WEIGHT_ELEMENTS
 
     model = _offset_readers_model(17)
     saved, out, report = _quant(tmp_path, model, min_elements=2048)
@@ -404,10 +404,10 @@ def test_lean_or_accurate_is_measured_on_what_the_layer_reads(tmp_path, monkeypa
     is coarse for the other rows, fine for these. When only rows 0-31 meet non-zero inputs the
     lean form costs the layer's output nothing more than blocks (kept lean); when only the
     other rows do, it costs several times more (the accurate chain, budget permitting)."""
-    from onnxsurgery.quantization.choices import lean as lean_choice
+    from onnxsurgery.quantization.choices import lean as lean_choice, weights
 
     monkeypatch.setattr(lean_choice, "ACCURATE_MEMORY_SHARE", 4.0)  # room for the chain
-    monkeypatch.setattr(lean_choice, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone
+    monkeypatch.setattr(weights, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone
     w = builders.rand((256, 64), 1) * 0.05
     w[:32] *= 40.0
     model = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[4, 256])],

@@ -83,11 +83,7 @@ def test_a_changed_graph_is_planned_afresh(model_path):
 
 # The planner's stage modules (planner.STAGES and the measured ones it adapts)
 STAGE_MODULES = ("refusals", "forms", "rules", "memory_at_load", "channel_axis", "lean", "symmetry", "records")
-# Helpers that still live in a stage module another stage imports: lean.small_weight (with
-# SMALL_WEIGHT_ELEMENTS) and lean.layer_cost, in lean.py, which issue 55's work owns this round;
-# to move to weights.py (or a measuring module) once that merges. No entry may be added here.
 PACKAGE = "onnxsurgery.quantization.choices"
-NOT_YET = {("memory_at_load", "lean"), ("channel_axis", "lean"), ("symmetry", "lean")}
 
 
 def _stage_imports() -> set[tuple[str, str]]:
@@ -114,10 +110,10 @@ def _stage_imports() -> set[tuple[str, str]]:
 
 def test_no_stage_module_imports_another():
     """Each stage reads what earlier ones decided on the Candidate or the PlanContext, and the
-    facts they share from weights.py: none imports another (issue 56)."""
+    facts and the measure they share from weights.py and measures.py: none imports another
+    (issue 56)."""
     imports = _stage_imports()
-    assert imports - NOT_YET == set(), f"a stage imports another: {sorted(imports - NOT_YET)}"
-    assert NOT_YET <= imports, f"no longer imported, to drop from NOT_YET: {sorted(NOT_YET - imports)}"
+    assert imports == set(), f"a stage imports another: {sorted(imports)}"
 
 
 def test_the_planner_runs_its_stages_in_order():

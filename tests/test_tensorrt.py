@@ -415,10 +415,10 @@ def test_shrink_for_tensorrt_says_what_merging_means_and_checks_the_result(tmp_p
 
 
 def test_tensorrt_small_weight_rule_is_the_defaults():
-    from onnxsurgery.quantization.choices import lean, tensorrt_float16
+    from onnxsurgery.quantization.choices import tensorrt_float16, weights
 
-    assert tensorrt_float16.SMALL_WEIGHT_ELEMENTS == lean.SMALL_WEIGHT_ELEMENTS
-    assert tensorrt_float16.SMALL_FLOAT16_SHARE == lean.SMALL_FLOAT16_SHARE
+    assert tensorrt_float16.SMALL_WEIGHT_ELEMENTS == weights.SMALL_WEIGHT_ELEMENTS
+    assert tensorrt_float16.SMALL_FLOAT16_SHARE == weights.SMALL_FLOAT16_SHARE
 
 
 def test_a_tensorrt_dry_run_plan_applies_as_written(tmp_path):

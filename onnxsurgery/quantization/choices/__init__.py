@@ -16,6 +16,8 @@ gave them) and return plan records (quantization/plan.py); nothing else in `quan
   or beside it (the required opset, "anything to change", info's estimates): each weight's
   answers computed once;
 - weights.py: the facts about a weight that several stages ask (none imports another);
+- measures.py: a quantized weight's error in its layer's output (or in the weight), which the
+  measured stages (channel_axis, lean, symmetry) share;
 - model_facts.py: what the rules ask of the whole model, once per planning run;
 - int4_paths.py, fused_forms.py, tensorrt_float16.py: the forms a weight's readers call for;
 - plan_check.py: a plan the planner did not make here (a file's, the budget's) checked against the graph;

@@ -4,7 +4,7 @@ output channel by default, or any other axis of the weight whose scales lose les
 has to follow (kept before a Conv or a recurrent op, not fused into MatMulNBits) the axis is a
 free choice, measured per weight:
 
-- with --inputs, in the layer's output over them (lean.layer_cost);
+- with --inputs, in the layer's output over them (measures.layer_cost);
 - without, in the weight, each output channel's error weighted by the gain the next layer gives
   that channel (gain.py): the weight's error pushed through what reads it, as far as the
   weights alone say; uniform where no next layer is found.
@@ -35,7 +35,7 @@ from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
 from .weights import balanced_rounding
 from .gain import concentration_gains
-from .lean import layer_cost
+from .measures import layer_cost
 from .load_memory import fuses_into_nbits
 
 AXIS_MARGIN = 0.8  # another axis where its error is at most this share of the default axis's

@@ -12,21 +12,20 @@ import onnx
 
 from ...errors import InputError
 from ...parallel import WORKERS, ordered_map
-from ...graph_utils import ConstantSite, read_values
+from ...graph_utils import read_values
 from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
-from ..gptq import output_energy, output_error
 from ..options import QuantOptions
 from ..chunked import all_finite
-from ..rounding import Quantized, weight_error
 from ..lowerings import REGISTRY
 from ..lowerings.scaled import zero_points_tried
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
 from .gain import concentration
 from .sampling import channel_sample
-from .weights import balanced_rounding, lean_scheme
+from .measures import layer_cost, layer_norm
+from .weights import SMALL_FLOAT16_SHARE, balanced_rounding, lean_scheme, small_weight
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
 # scaled.py) and spends a memory budget on the accurate block chain for the weights that
@@ -50,17 +49,6 @@ ACCURATE_MEMORY_SHARE = 0.2
 # 0.090 -> 0.072. The cost is the budget's: memory after session creation against the float
 # model's, MiniLM 0.57x -> 0.71x, ALBERT 0.94x -> 0.97x.
 MIN_ACCURATE_RATIO_IN_WEIGHT = 1.4
-# Float32 weights below this many elements are stored as float16 (Cast back, folded at load into
-# the one float copy the lean form holds too), the lossiest first, while the byte each element
-# costs over int8 stays within SMALL_FLOAT16_SHARE of the int8 bytes of all the weights
-# quantized. In vision and speech models they are the early, squeeze-excite and LSTM-cell
-# weights that per-channel scales serve worst. Task inputs, relative L2, against int8 blocks
-# for them: silero-vad's If-less export 0.0113 -> 0.0042 (file +4%), ddddocr 0.0132 -> 0.0125
-# (+0.4%), PP-OCRv4 rec 0.091 -> 0.085 (+2%). The share keeps a model made only of small
-# weights (PP-OCR cls: +19% for all of them, at an error already 0.00015) mostly int8.
-# 32,768 would take in every weight of a small transformer (hidden 128: 16,384).
-SMALL_WEIGHT_ELEMENTS = 16384
-SMALL_FLOAT16_SHARE = 0.05
 # With --inputs, a weight whose lean form loses enough in its layer's output (MIN_ACCURATE_RATIO)
 # but whose accurate chain the budget above cannot pay for is stored as float16 instead (one
 # byte per element more than int8 in the file, the Cast folded at load as the lean form's), the
@@ -217,27 +205,3 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
     measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest,
                            workers=1 if activations is not None else WORKERS)
     return [cost for _, cost in progress(measured, "measure lean vs accurate", total=len(candidates), unit="weight")]
-
-
-def small_weight(site: ConstantSite) -> bool:
-    """A float32 weight auto may store as float16 (SMALL_WEIGHT_ELEMENTS, within SMALL_FLOAT16_SHARE)."""
-    return site.num_elements < SMALL_WEIGHT_ELEMENTS and site.onnx_dtype == onnx.TensorProto.FLOAT
-
-
-def layer_cost(values: np.ndarray, qt: Quantized, site: ConstantSite, moments) -> float:
-    """The L2 error in the layer's output over `moments`, or without them the weight's relative
-    L2 error (only ever compared with the same weight's other cost)."""
-    if moments is None:
-        return weight_error(values, qt)["rel_l2_error"]
-    channel_axis, block_axis = choose_axes(site)
-    return output_error(values, qt, moments.total, channel_axis=channel_axis, block_axis=block_axis) ** 0.5
-
-
-def layer_norm(values: np.ndarray, site: ConstantSite, moments) -> float:
-    """What layer_cost divides by to be relative: the L2 norm of the layer's output over
-    `moments`; 1 without them (layer_cost is relative already)."""
-    if moments is None:
-        return 1.0
-    channel_axis, block_axis = choose_axes(site)
-    return output_energy(values, moments.total, channel_axis=channel_axis, block_axis=block_axis) ** 0.5
-

@@ -14,7 +14,7 @@ import onnx_graphsurgeon as gs
 from ...graph_utils import collect_constants, iter_scopes
 from ..options import FLOAT_TYPES, QuantOptions
 from .candidate import Candidate
-from .lean import small_weight
+from .weights import small_weight
 from .load_memory import (FIT_HOW, FIT_REASON, KEPT_OPSET, applies as memory_rule_applies, float_weights_fit,
                           fuses_into_nbits, kept_in_memory, kept_reason, kept_scheme, machine_memory, room_at_load)
 from .weights import lean_forms

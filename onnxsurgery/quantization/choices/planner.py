@@ -3,7 +3,8 @@ module runs in order (STAGES), and nowhere else (quantization/plan.py says what 
 Each float weight starts as a Candidate (candidate.py); each stage is a function of the
 candidates and the run's PlanContext that returns the candidates, changed where it decides, and
 what a later stage reads of an earlier one's outcome is on the Candidate or the context: no
-stage module imports another (tests/test_planning.py), the facts they share are weights.py's.
+stage module imports another (tests/test_planning.py), the facts they share are weights.py's,
+the measure in a layer's output measures.py's.
 
 1. forms.own_options: each weight's own options (the budget's 4 bits, TensorRT's limits, the
    forms its readers call for: fused_forms.py, int4_paths.py);

@@ -1,6 +1,6 @@
 """`--symmetric` left to quant (symmetric None): each weight outside the lean lowering is
 quantized both ways and keeps the one with the smaller error in its layer's output, measured on
-the verification inputs (lean.layer_cost), or in the weight where they do not reach it: there, a
+the verification inputs (measures.layer_cost), or in the weight where they do not reach it: there, a
 weight of sampling.SAMPLE_FROM_ELEMENTS or more on a sample of its output channels, as lean.py
 measures (4-bit's clipping search of both ways over every element of a 1.36B decoder was most of
 `quant --dtype int4`; every group lies within a channel, so a channel's errors are its own).
@@ -25,7 +25,7 @@ from ...progress import progress
 from ..calibration import Calibration
 from ..chunked import all_finite
 from ..gptq import energy_layout, input_energy
-from .lean import layer_cost
+from .measures import layer_cost
 from ..lowerings.scaled import ZERO_POINT_READERS
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate

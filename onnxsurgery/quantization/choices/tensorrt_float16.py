@@ -36,7 +36,7 @@ from .sampling import channel_sample
 # error of the default's int8 blocks of 32 (asymmetric) is stored as float16.
 MIN_FLOAT16_RATIO = 2.4
 FLOAT16_SHARE = 0.5
-# The default's small-weight rule (lean.py's SMALL_WEIGHT_ELEMENTS and SMALL_FLOAT16_SHARE, the
+# The default's small-weight rule (weights.py's SMALL_WEIGHT_ELEMENTS and SMALL_FLOAT16_SHARE, the
 # same values: tests/test_tensorrt.py checks; lean.py imports the rules this module is read by).
 SMALL_WEIGHT_ELEMENTS = 16384
 SMALL_FLOAT16_SHARE = 0.05

@@ -171,3 +171,38 @@ def test_the_upgrade_check_runs_on_the_worst_sample_alone(tmp_path, monkeypatch)
     # the result ran on each sample; the upgraded model once, on one of them
     assert len(runs) == len(samples) + 1
     assert runs[-1] in runs[:-1]
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_every_session_of_one_verification_computes_alike(tmp_path, monkeypatch, given):
+    """The upgrade's own check on the worst sample takes the original's outputs from the
+    result's verification: its session must use the same settings (Conv weights in onnxruntime's
+    blocked layout for given samples only), or the layout alone moves the outputs by more than
+    the upgrade's tolerance (crepe_full's int4: 1.7e-5 against 1e-5, refused)."""
+    import onnxsurgery
+    from onnxsurgery.api import quant_steps
+    from onnxsurgery.errors import VerificationError
+    from onnxsurgery.running import verify
+
+    real_upgrade, real_session, layouts = quant_steps.upgrade_opset, verify._named_session, []
+
+    def doubling(model, opset):  # a large error, so that the upgrade's own check runs
+        upgraded = real_upgrade(model, opset)
+        (node,) = [n for n in upgraded.graph.node if "y" in n.output]
+        node.output[0] = "y_before"
+        upgraded.graph.initializer.append(onnx.numpy_helper.from_array(np.array(2, np.float32), "two"))
+        upgraded.graph.node.append(helper.make_node("Mul", ["y_before", "two"], ["y"]))
+        return upgraded
+
+    def recorded(model, **options):
+        layouts.append(options.get("layout"))
+        return real_session(model, **options)
+
+    monkeypatch.setattr(quant_steps, "upgrade_opset", doubling)
+    monkeypatch.setattr(verify, "_named_session", recorded)
+    onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
+    samples = [{"x": np.ones((4, 64), np.float32)}] if given else None
+    with pytest.raises(VerificationError, match="upgraded to opset 21"):
+        onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", dtype="int4", min_elements=1024,
+                               samples=samples)
+    assert len(layouts) >= 2 and set(layouts) == {given}

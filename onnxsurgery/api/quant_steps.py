@@ -161,18 +161,19 @@ def _check_upgrade(source, upgraded: onnx.ModelProto, opset: int, inputs: Inputs
     int4 with 16 samples ran the upgraded model 16 times for it, a third of the command's
     onnxruntime runs."""
     samples, reference_outputs = inputs.samples, None
+    layout = inputs.samples is not None  # as the kept runs were computed (verify.compare_models)
     if worst is not None and reference_runs:
         (names, kept_samples, expected), = reference_runs.values()
         samples, reference_outputs, reference_runs = [kept_samples[worst]], (names, [expected[worst]]), None
     if in_file:
         check = compare_models(source, upgraded, samples=samples, shapes=inputs.shapes, candidate_beside=source,
-                               reference_runs=reference_runs, reference_outputs=reference_outputs)
+                               reference_runs=reference_runs, reference_outputs=reference_outputs, layout=layout)
     else:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "upgraded.onnx"
             save_model(upgraded, path)
             check = compare_models(source, path, samples=samples, shapes=inputs.shapes,
-                                   reference_runs=reference_runs, reference_outputs=reference_outputs)
+                                   reference_runs=reference_runs, reference_outputs=reference_outputs, layout=layout)
     if not check["rel_l2_error"] <= upgrade_tolerance(upgraded):
         raise VerificationError(f"the model upgraded to opset {opset} computes other outputs than the input "
                                 f"(relative L2 {check['rel_l2_error']:.3g}); nothing written")

@@ -117,7 +117,7 @@ def compare_models(
     shapes: dict[str, list[int]] | None = None, seed: int = 0, fold_candidate: bool = True,
     runtime: str = "onnxruntime", outputs: tuple[str, ...] | None = None,
     candidate_beside: str | os.PathLike | None = None, reference_runs: dict | None = None,
-    reference_outputs: tuple[list[str], list[list[np.ndarray]]] | None = None,
+    reference_outputs: tuple[list[str], list[list[np.ndarray]]] | None = None, layout: bool | None = None,
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
 
@@ -144,8 +144,14 @@ def compare_models(
     `reference_outputs` (names, each sample's outputs): the reference's outputs on `samples`,
     computed already (quant --inputs: the measured choices ran the original on them:
     `Calibration.reference_outputs`), taken instead of running the reference again.
+
+    `layout`: both sessions with Conv weights in onnxruntime's blocked layout
+    (sessions.session_settings); by default where the samples are given, not generated. Given
+    outputs must have been computed alike (an opset upgrade checked on one generated sample
+    of the result's: 1.7e-5 apart from the layout alone, over its 1e-5 tolerance).
     """
     generated = samples is None
+    layout = not generated if layout is None else layout
     # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
@@ -160,7 +166,8 @@ def compare_models(
             reference_runs[runs_key] = (names, samples, expected)
     else:
         # the reference's own file is not compared with anything: one sample shows that it runs
-        names, samples, expected = _reference_runs(reference, samples, shapes, seed, streamed, wider=not same)
+        names, samples, expected = _reference_runs(reference, samples, shapes, seed, streamed, wider=not same,
+                                                   layout=layout)
         if reference_runs is not None:
             reference_runs.clear()  # one reference at a time
             reference_runs[runs_key] = (names, samples, expected)
@@ -171,7 +178,7 @@ def compare_models(
     # the user's own samples: Conv weights in onnxruntime's blocked layout, as the capture's were
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
     cand_sess = None if same else _named_session(candidate, fold_constants=fold_candidate, runtime=runtime,
-                                                 layout=not generated,
+                                                 layout=layout,
                                                  streamed=streamed, payloads_beside=candidate_beside)
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
@@ -278,14 +285,15 @@ def _identity(model) -> object:
     return id(model)
 
 
-def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True):
+def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
+                    layout: bool = False):
     """(output names, samples, the reference's outputs on each): `samples`, or generated ones
     (one that runs, then with `wider` a batch of 2 where the batch is dynamic and a decoder's
     first step)."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
-    ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=not generated)
+    ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=layout)
     names = [o.name for o in ref_sess.get_outputs()]
     length = LENGTHS[0]
     if generated:

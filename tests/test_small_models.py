@@ -85,6 +85,24 @@ def _matmul_model(opset: int) -> onnx.ModelProto:
                           [onnx.numpy_helper.from_array(builders.rand((64, 64), 1), "W")], opset=opset)
 
 
+def _doubling_upgrade(monkeypatch):
+    """The converter's mistake, made by hand: quant's opset upgrade doubles the model's output
+    (a large error in the result, so that the upgrade's own check runs and refuses it)."""
+    from onnxsurgery.api import quant_steps
+
+    real = quant_steps.upgrade_opset
+
+    def doubling(model, opset):
+        upgraded = real(model, opset)
+        (node,) = [n for n in upgraded.graph.node if "y" in n.output]
+        node.output[0] = "y_before"
+        upgraded.graph.initializer.append(onnx.numpy_helper.from_array(np.array(2, np.float32), "two"))
+        upgraded.graph.node.append(helper.make_node("Mul", ["y_before", "two"], ["y"]))
+        return upgraded
+
+    monkeypatch.setattr(quant_steps, "upgrade_opset", doubling)
+
+
 def test_the_opset_upgrade_is_verified_with_the_result(tmp_path):
     """A model upgraded for its lowering (int8 blocks in DequantizeLinear need opset 21) runs
     twice, not three times: the original once, the result once; the upgraded model runs on its
@@ -116,20 +134,9 @@ def test_an_upgrade_that_moves_the_outputs_is_still_refused(tmp_path, monkeypatc
     as a large error in the result; the upgrade's own check then names it, and nothing is
     written."""
     import onnxsurgery
-    from onnxsurgery.api import quant_steps
     from onnxsurgery.errors import VerificationError
 
-    real = quant_steps.upgrade_opset
-
-    def doubling(model, opset):
-        upgraded = real(model, opset)
-        (node,) = [n for n in upgraded.graph.node if "y" in n.output]
-        node.output[0] = "y_before"
-        upgraded.graph.initializer.append(onnx.numpy_helper.from_array(np.array(2, np.float32), "two"))
-        upgraded.graph.node.append(helper.make_node("Mul", ["y_before", "two"], ["y"]))
-        return upgraded
-
-    monkeypatch.setattr(quant_steps, "upgrade_opset", doubling)
+    _doubling_upgrade(monkeypatch)
     onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
     with pytest.raises(VerificationError, match="upgraded to opset 21 computes other outputs"):
         onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", dtype="int4", min_elements=1024)
@@ -141,25 +148,16 @@ def test_the_upgrade_check_runs_on_the_worst_sample_alone(tmp_path, monkeypatch)
     one sample where that error is largest, not on all of them (the 359 MB encoder's int4 with
     16 samples ran it 16 more times), and still refuses the converter's mistake."""
     import onnxsurgery
-    from onnxsurgery.api import quant_steps
     from onnxsurgery.errors import VerificationError
     from onnxsurgery.running import verify
 
-    real_upgrade, real_run, runs = quant_steps.upgrade_opset, verify._run, []
-
-    def doubling(model, opset):
-        upgraded = real_upgrade(model, opset)
-        (node,) = [n for n in upgraded.graph.node if "y" in n.output]
-        node.output[0] = "y_before"
-        upgraded.graph.initializer.append(onnx.numpy_helper.from_array(np.array(2, np.float32), "two"))
-        upgraded.graph.node.append(helper.make_node("Mul", ["y_before", "two"], ["y"]))
-        return upgraded
+    real_run, runs = verify._run, []
 
     def counted(sess, names, feeds):
         runs.append(float(np.abs(feeds["x"]).sum()))
         return real_run(sess, names, feeds)
 
-    monkeypatch.setattr(quant_steps, "upgrade_opset", doubling)
+    _doubling_upgrade(monkeypatch)
     monkeypatch.setattr(verify, "_run", counted)
     onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
     rng = np.random.default_rng(0)
@@ -180,25 +178,16 @@ def test_every_session_of_one_verification_computes_alike(tmp_path, monkeypatch,
     blocked layout for given samples only), or the layout alone moves the outputs by more than
     the upgrade's tolerance (crepe_full's int4: 1.7e-5 against 1e-5, refused)."""
     import onnxsurgery
-    from onnxsurgery.api import quant_steps
     from onnxsurgery.errors import VerificationError
     from onnxsurgery.running import verify
 
-    real_upgrade, real_session, layouts = quant_steps.upgrade_opset, verify._named_session, []
-
-    def doubling(model, opset):  # a large error, so that the upgrade's own check runs
-        upgraded = real_upgrade(model, opset)
-        (node,) = [n for n in upgraded.graph.node if "y" in n.output]
-        node.output[0] = "y_before"
-        upgraded.graph.initializer.append(onnx.numpy_helper.from_array(np.array(2, np.float32), "two"))
-        upgraded.graph.node.append(helper.make_node("Mul", ["y_before", "two"], ["y"]))
-        return upgraded
+    real_session, layouts = verify._named_session, []
 
     def recorded(model, **options):
         layouts.append(options.get("layout"))
         return real_session(model, **options)
 
-    monkeypatch.setattr(quant_steps, "upgrade_opset", doubling)
+    _doubling_upgrade(monkeypatch)
     monkeypatch.setattr(verify, "_named_session", recorded)
     onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
     samples = [{"x": np.ones((4, 64), np.float32)}] if given else None

@@ -185,7 +185,7 @@ def compare_models(
         got = ref if cand_sess is None else _run(cand_sess, names, feeds)
         compared = compare_outputs(ref, got, names)
         error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
-        if not error <= worst_error:  # a NaN counts as the worst
+        if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst
             worst_sample, worst_error = index, error
         for name, entry in compared.items():
             if "argmax_agreement" in entry:

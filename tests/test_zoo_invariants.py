@@ -130,3 +130,21 @@ def test_a_measured_plan_that_loses_on_other_inputs_is_flagged():
     assert invariants.measured_holds(0.0349, 0.0257) == []
     assert invariants.measured_holds(0.04, 0.0257)
     assert invariants.measured_holds(0.0009, 0.0001) == []  # both exact enough
+
+
+def test_a_command_newly_refused_is_flagged(tmp_path):
+    """A refusal is a clean exit, and still a regression where the last stored run wrote a model
+    (crepe_full's int4 went from exit 0 to exit 2 unflagged)."""
+    from zoo.run import previous_runs
+
+    stored = {"date": "2026-11-28 18:03 UTC", "models": [
+        {"name": "m", "date": "2026-11-28 18:19 UTC", "variants": {"shipped": {"commands": {
+            "quant --dtype int4": {"rc": 0}, "quant": {"rc": 2}}}}}]}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(stored))
+    before = previous_runs(path)
+    assert invariants.newly_refused(before[("m", "shipped", "quant --dtype int4")], 2, "error: x")
+    assert invariants.newly_refused(before[("m", "shipped", "quant --dtype int4")], 0, "") == []
+    assert invariants.newly_refused(before[("m", "shipped", "quant")], 2, "error: x") == []  # refused before too
+    assert invariants.newly_refused(None, 2, "error: x") == []  # never run before
+    assert previous_runs(tmp_path / "missing.json") == {}

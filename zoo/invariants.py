@@ -9,6 +9,8 @@ a list of failure strings (empty: the invariant holds); zoo/run.py collects them
 4. peak anonymous memory within docs/memory.md's bound; time within 4x the fastest peer.
 5. choices measured on the tune set (`--inputs`) hold on the report set: no worse than the
    data-free default's error there by more than MEASURED_FACTOR.
+6. nothing newly refused: a command that exited 0 in the last stored run of the same model
+   and variant does not exit 2 now (a refusal is a clean exit, and a regression all the same).
 """
 
 from __future__ import annotations
@@ -191,6 +193,13 @@ def measured_holds(measured: float, default: float) -> list[str]:
     if measured > max(MEASURED_FACTOR * default, MEASURED_FLOOR):
         return [f"measured on --inputs, error {measured:.3g} on other inputs > {MEASURED_FACTOR:g}x the "
                 f"data-free default's {default:.3g}"]
+    return []
+
+
+def newly_refused(before: dict | None, rc: int | None, stderr_last: str) -> list[str]:
+    """Invariant 6: `before` is the same command's row in the last stored run ({"rc", "date"})."""
+    if before and before.get("rc") == 0 and rc == 2:
+        return [f"exit 0 in the run of {before.get('date', 'before')}, now refused: {stderr_last}"]
     return []
 
 

@@ -279,6 +279,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             r = measured(ours(*argv_for(cmd, vpath, out, npy_out, tune, report)), args.timeout)
             word, judge, kind = COMMANDS[cmd]
             fails = invariants.clean_exit(word, r.rc, r.stdout, r.stderr, r.killed)
+            fails += invariants.newly_refused(getattr(args, "previous", {}).get((m.name, variant, cmd)), r.rc,
+                                              invariants._last(r.stderr))
             row = {"rc": r.rc, "wall": round(r.wall, 2), "peak_anon": r.peak_anon, "bound": bound,
                    "stderr_last": invariants._last(r.stderr) if r.rc else ""}
             if cmd != "report":  # docs/memory.md: report measures default sessions, by design unbounded
@@ -407,6 +409,18 @@ def write_docs(text: str) -> None:
     doc.write_text(new)
 
 
+def previous_runs(path: Path) -> dict[tuple[str, str, str], dict]:
+    """(model, variant, command) -> {"rc", "date"} from the results file `path` of an earlier run
+    (empty where there is none or it does not parse)."""
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {(m["name"], variant, cmd): {"rc": row.get("rc"), "date": m.get("date", stored.get("date"))}
+            for m in stored.get("models", []) for variant, v in m.get("variants", {}).items()
+            for cmd, row in v.get("commands", {}).items()}
+
+
 def _within_time(wall: float, kind: str, peer_time: dict) -> list[str]:
     """The time invariant of a command of time class `kind` ("int8", "int4", "inputs": int8 with
     --inputs, "int4 inputs"): within TIME_FACTOR of the fastest peer of its dtype, and
@@ -477,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [m for m in MODELS if (not args.only or m.name in args.only) and (args.only or not args.quick or m.quick)]
     if args.only and len(chosen) != len(args.only):
         ap.error(f"unknown model(s): {sorted(set(args.only) - {m.name for m in MODELS})}")
+    args.previous = previous_runs(Path(args.out))  # invariant 6, before this run overwrites it
     t0 = time.perf_counter()
     baseline = tiny_baseline()
     print(f"baseline (run/quant of a tiny model): {baseline / 1e6:.0f} MB", flush=True)

@@ -97,20 +97,26 @@ SPOKEN = ["The quick brown fox jumps over the lazy dog.", "A phone has far less 
           "Please send me the report by Friday afternoon.", "The museum is closed on Mondays."]
 
 
-def spoken(text: str, seed: int, dest: Path, rate: int = 16000) -> np.ndarray | None:
-    """`text` spoken by espeak-ng (Debian: apt-get install espeak-ng), resampled to 16 kHz,
-    after and before a second of quiet noise; None without espeak-ng."""
-    wav = dest / "spoken.wav"
+def _espeak(args: list[str], wav: Path, rate: int) -> np.ndarray | None:
+    """espeak-ng's speech for `args` (its options, then the text), written to `wav` and
+    resampled to `rate`; None without espeak-ng."""
     try:
-        subprocess.run(["espeak-ng", "-w", str(wav), "-s", str(140 + 10 * seed), "-p", str(40 + 10 * seed), text],
-                       check=True, capture_output=True)
+        subprocess.run(["espeak-ng", "-w", str(wav), *args], check=True, capture_output=True)
     except (OSError, subprocess.CalledProcessError):
         return None
     with wave.open(str(wav)) as w:
         voice = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
         native = w.getframerate()
     t = np.arange(int(voice.size * rate / native)) / rate
-    voice = np.interp(t, np.arange(voice.size) / native, voice)
+    return np.interp(t, np.arange(voice.size) / native, voice)
+
+
+def spoken(text: str, seed: int, dest: Path, rate: int = 16000) -> np.ndarray | None:
+    """`text` spoken by espeak-ng (Debian: apt-get install espeak-ng), resampled to 16 kHz,
+    after and before a second of quiet noise; None without espeak-ng."""
+    voice = _espeak(["-s", str(140 + 10 * seed), "-p", str(40 + 10 * seed), text], dest / "spoken.wav", rate)
+    if voice is None:
+        return None
     audio = np.concatenate([np.zeros(rate), voice, np.zeros(rate)])
     return (audio + 0.005 * np.random.default_rng(seed).standard_normal(audio.size)).astype(np.float32)
 
@@ -126,20 +132,13 @@ def utterances(dest: Path, count: int = 22, rate: int = 16000) -> list[np.ndarra
     varied, resampled to 16 kHz, 0.5 s of quiet before and after (issue 55's set); None
     without espeak-ng. The first half is the tune set, the second the one evaluated."""
     rng, found = np.random.default_rng(55), []
-    wav = dest / "utterance.wav"
     for k in range(count):
         text = " ".join(rng.choice(WORDS, 8))
         speed, pitch = int(rng.integers(120, 190)), int(rng.integers(20, 80))
-        try:
-            subprocess.run(["espeak-ng", "-w", str(wav), "-s", str(speed), "-p", str(pitch), "-v",
-                            VOICES[k % len(VOICES)], text], check=True, capture_output=True)
-        except (OSError, subprocess.CalledProcessError):
+        voice = _espeak(["-s", str(speed), "-p", str(pitch), "-v", VOICES[k % len(VOICES)], text],
+                        dest / "utterance.wav", rate)
+        if voice is None:
             return None
-        with wave.open(str(wav)) as w:
-            voice = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
-            native = w.getframerate()
-        t = np.arange(int(voice.size * rate / native)) / rate
-        voice = np.interp(t, np.arange(voice.size) / native, voice)
         found.append(np.concatenate([np.zeros(rate // 2), voice, np.zeros(rate // 2)]).astype(np.float32))
     return found
 

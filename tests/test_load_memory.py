@@ -299,3 +299,21 @@ def test_lean_arith_weights_are_counted_and_kept(tmp_path):
     before = median(measure_in_fresh_process(tmp_path / "in.onnx")["peak_growth"] for _ in range(3))
     after = median(measure_in_fresh_process(out)["peak_growth"] for _ in range(3))
     assert after <= before, (before, after)
+
+
+def test_a_vector_is_never_kept_per_value(tmp_path):
+    """The memory rule keeps MatMul weights quantized; a bias read by an Add, in its lean `arith`
+    form, is not among them: kept per channel, a vector has one scale and one zero point a value,
+    more bytes than the float it replaces (PP-OCRv6 rec's classifier bias [18710]: 74.8 KB ->
+    112.3 KB). No record of the default plan grows its weight."""
+    import onnxsurgery
+
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])]
+    model = builders.model(nodes, [builders.vi("x", shape=[2, 120])], [builders.vi("y", shape=[2, 18710])],
+                           [numpy_helper.from_array(builders.rand((120, 18710), 1), "W"),
+                            numpy_helper.from_array(builders.rand((18710,), 2), "b")])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    records = {w.name: w for w in onnxsurgery.quant_plan(tmp_path / "m.onnx").weights}
+    assert records["W"].lowering == "dq"  # the rule applies here
+    assert records["b"].lowering != "dq"
+    assert all(w.bytes_after <= w.bytes_before for w in records.values())

@@ -308,12 +308,19 @@ def test_a_vector_is_never_kept_per_value(tmp_path):
     112.3 KB). No record of the default plan grows its weight."""
     import onnxsurgery
 
-    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])]
-    model = builders.model(nodes, [builders.vi("x", shape=[2, 120])], [builders.vi("y", shape=[2, 18710])],
-                           [numpy_helper.from_array(builders.rand((120, 18710), 1), "W"),
+    # Convs whose lean forms hold more at load than the MatMul's kept form saves: the rule goes on
+    # past the MatMul to the lean arith weights, then to the Convs
+    nodes = [helper.make_node("Conv", ["x", "C1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c1", "C2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c2"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("MatMul", ["f", "W"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])]
+    model = builders.model(nodes, [builders.vi("x", shape=[1, 64, 8, 8])], [builders.vi("y", shape=[1, 18710])],
+                           [numpy_helper.from_array(builders.rand((256, 64, 3, 3), 3) * 0.1, "C1"),
+                            numpy_helper.from_array(builders.rand((256, 256, 3, 3), 4) * 0.05, "C2"),
+                            numpy_helper.from_array(builders.rand((256, 18710), 1) * 0.1, "W"),
                             numpy_helper.from_array(builders.rand((18710,), 2), "b")])
     onnx.save(model, str(tmp_path / "m.onnx"))
     records = {w.name: w for w in onnxsurgery.quant_plan(tmp_path / "m.onnx").weights}
-    assert records["W"].lowering == "dq"  # the rule applies here
+    assert records["W"].lowering == "dq" and records["C2"].lowering == "dq"  # the rule reaches the Convs
     assert records["b"].lowering != "dq"
     assert all(w.bytes_after <= w.bytes_before for w in records.values())

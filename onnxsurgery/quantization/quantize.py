@@ -68,7 +68,9 @@ class _Record:
 _MEMORY: dict = {}
 # per weight as read (whole, or one sample of it): the facts every way of quantizing it shares,
 # each a pass over it that the plan's measurements and the pass made again for each way
-# (`_shared`): its input-side scales, and its groups' ranges per grouping
+# (`_shared`): its input-side scales, and its channels' ranges (one or two floats per row or
+# column: held for every weight until the pass ends, where blocks' would add up to an eighth
+# of the model's float bytes)
 _FACTS: dict = {}
 _OPEN = [0]
 _LOCK = threading.Lock()
@@ -81,7 +83,7 @@ def remembering():
     when the plan is applied (the pass opens it around both: passes/quantize_weights.py). A
     record holds one byte per group of clipping picks (1/128 of the float32 weight in blocks of
     32) and two floats; all are dropped when the outermost one closes. So are the facts the
-    ways of quantizing one weight share (`_FACTS`): two floats per group, one per input row."""
+    ways of quantizing one weight share (`_FACTS`): a few floats per row and column."""
     with _LOCK:
         _OPEN[0] += 1
     try:
@@ -184,7 +186,7 @@ def _quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lower
                 args.get("block_size") if granularity == "block" else None, divisor is not None)
     known = facts.get(grouping) if facts is not None else None
     qt = quantize(values, axis=scheme.axis, balanced=balanced, divisor=divisor, ranges=known, **args)
-    if facts is not None and known is None:
+    if facts is not None and known is None and granularity != "block":  # blocks': 1/16 of the weight, kept for none
         facts[grouping] = qt.ranges
     if r is not None:
         qt.input_scale, qt.input_axis = r, input_axis

@@ -10,12 +10,14 @@ Models (samples/make_decoder.py, bench/small_models.py), built under --out where
 - dec-mid: 4 layers, hidden 1024, MLP 2816, vocab 32000 (472 MB fp32);
 - dec-l4: the 1.4b preset's shapes with 4 layers (1.35 GB fp32), so that every weight is as
   large as the 1.36B decoder's;
-- speech: the 1.2 MB conv net over 9 s of raw audio of bench/small_models.py.
+- speech: the 1.2 MB conv net over 9 s of raw audio of bench/small_models.py;
+- albert: the seed's ALBERT-shaped sample (samples/make_encoder.py, 12 shared layers, 358.7 MB).
 Pairs: `quant --dtype int4 --no-verify` against onnxruntime's matmul_nbits_quantizer (4 bits,
 blocks of 32, asymmetric: the default's form); `quant --no-verify` (int8) against `cp` of the
 data file (a warm page cache); default `quant` (verified) on the speech net against
-quantize_dynamic. `--tree`: the onnxsurgery of another checkout (a worktree of an older
-commit) runs as A instead of this one.
+quantize_dynamic; `shrink` on the ALBERT sample against scs4onnx (`--scs4onnx`, default beside
+this Python; the pair is skipped without it), and on dec-l4 against `cp`. `--tree`: the
+onnxsurgery of another checkout (a worktree of an older commit) runs as A instead of this one.
 """
 
 from __future__ import annotations
@@ -66,12 +68,23 @@ def models(out: Path) -> dict[str, Path]:
 
         onnx.save(speech_net(), str(speech))
     found["speech"] = speech
+    albert = out / "albert" / "encoder_shared.onnx"
+    if not albert.exists():
+        subprocess.run([PY, str(ROOT / "samples/make_encoder.py"), "--out", str(albert.parent), "--layers", "12",
+                        "--hidden", "768", "--only", "shared"], check=True, stdout=subprocess.DEVNULL)
+    found["albert"] = albert
     return found
 
 
-def pairs(m: dict[str, Path], out: Path, tree: Path) -> dict[str, tuple[list[str], list[str]]]:
+def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path) -> dict[str, tuple[list[str], list[str]]]:
     quant = [PY, "-m", "onnxsurgery", "-q", "quant"]
-    return {
+    shrink = [PY, "-m", "onnxsurgery", "-q", "shrink"]
+    found = {} if not scs4onnx.exists() else {
+        "shrink-albert": ([*shrink, str(m["albert"]), str(out / "albert-shrunk.onnx")],
+                          [str(scs4onnx), str(m["albert"]), str(out / "albert-scs.onnx"), "-n"])}
+    return found | {
+        "shrink-l4": ([*shrink, str(m["dec-l4"]), str(out / "shrunk-l4.onnx")],
+                      ["cp", str(m["dec-l4"]) + ".data", str(out / "cp.data")]),
         "int4-mid": ([*quant, str(m["dec-mid"]), str(out / "q4-mid.onnx"), "--dtype", "int4", "--no-verify"],
                      [PY, "-c", NBITS, str(m["dec-mid"]), str(out / "nbits-mid.onnx")]),
         "int4-l4": ([*quant, str(m["dec-l4"]), str(out / "q4-l4.onnx"), "--dtype", "int4", "--no-verify"],
@@ -105,10 +118,13 @@ def main() -> int:
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--tree", type=Path, default=ROOT)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--scs4onnx", type=Path, default=Path(PY).parent / "scs4onnx")
     a = ap.parse_args()
+    if not a.scs4onnx.exists():
+        print(f"(shrink-albert skipped: no scs4onnx at {a.scs4onnx}; --scs4onnx PATH)")
     a.out.mkdir(parents=True, exist_ok=True)
     rows = {}
-    for name, (ours, peer) in pairs(models(a.out), a.out, a.tree).items():
+    for name, (ours, peer) in pairs(models(a.out), a.out, a.tree, a.scs4onnx).items():
         if a.only and name not in a.only:
             continue
         runs = {"A": [], "B": []}

@@ -200,3 +200,31 @@ def test_equal_dequantized_weights_in_sibling_branches_stay_in_their_branches(sa
     report = onnxsurgery.shrink_file(save(m), out, verify=True)
     assert report.pass_report("merge_duplicates").changed == 0
     assert_same_outputs(m, out)
+
+
+def test_file_payloads_differing_in_a_later_chunk_are_not_merged(tmp_path, monkeypatch):
+    """Payloads in a file are compared a chunk at a time (merge_constants.COMPARE_CHUNK) through
+    one reused buffer: tensors equal but in their last chunk, or equal but for a sample the
+    fingerprint skips, stay apart, and equal ones still merge."""
+    import onnxsurgery.passes.merge_constants as mc
+
+    monkeypatch.setattr(mc, "COMPARE_CHUNK", 1000)  # 4096 float32: 17 chunks, the last one short
+    monkeypatch.setattr(mc, "fingerprint", lambda tensor, nbytes: b"same")  # all reach the comparison
+    base = builders.rand((64, 64), 0)
+    late = base.copy()
+    late.reshape(-1)[-1] += 1  # the last chunk differs
+    early = base.copy()
+    early.reshape(-1)[3] += 1  # the first chunk differs
+    values = [base, late, base.copy(), early]
+    inits = [onnx.numpy_helper.from_array(v, f"W{i}") for i, v in enumerate(values)]
+    nodes, prev = [], "x"
+    for i in range(len(values)):
+        nodes.append(onnx.helper.make_node("MatMul", [prev, f"W{i}"], [f"h{i}"]))
+        prev = f"h{i}"
+    nodes.append(onnx.helper.make_node("Identity", [prev], ["y"]))
+    m = builders.model(nodes, [builders.vi("x", shape=[1, 64])], [builders.vi("y", shape=[1, 64])], inits)
+    saved, report = shrink_to_file(m, tmp_path)
+    p = report.pass_report("merge_duplicates")
+    assert p.changed == 1 and p.details["largest_groups"][0]["merged"] == ["W2"]
+    assert sorted(t.name for t in saved.graph.initializer) == ["W0", "W1", "W3"]
+    assert_same_outputs(m, tmp_path / "out.onnx")

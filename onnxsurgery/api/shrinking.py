@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import onnx
@@ -69,14 +70,18 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     verify, target = run.verify, run.target
     samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
     out = output_for(input_path, output_path, run.output.in_place)
-    why = None if verify else load_error(input_path)  # before the workspace: one of them in memory at a time
     ws = open_workspace(input_path)
     report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
-    if why is not None:
-        report.notes.append(f"not checked in onnxruntime, which cannot load {input_path}: {why}")
     if ws.files is not None:
         ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
-    _run_shrink_passes(ws, report, run)
+    # whether onnxruntime loads the input, asked on a second core while the passes run on this
+    # one: its weights stay in the file (sessions.load_error), as the workspace's do
+    with ThreadPoolExecutor(1) as helper:
+        loads = None if verify else helper.submit(load_error, input_path)
+        _run_shrink_passes(ws, report, run)
+        why = None if loads is None else loads.result()
+    if why is not None:
+        report.notes.insert(0, f"not checked in onnxruntime, which cannot load {input_path}: {why}")
     # unless asked otherwise, weights that came in a data file go out in one, `<output>.data`, as
     # quant writes them: onnxruntime then maps it instead of holding a parsed copy
     external_data = ws.has_external_data_files if external_data is None else external_data

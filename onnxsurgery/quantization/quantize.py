@@ -66,6 +66,12 @@ class _Record:
 
 
 _MEMORY: dict = {}
+# per weight as read (whole, or one sample of it): the facts every way of quantizing it shares,
+# each a pass over it that the plan's measurements and the pass made again for each way
+# (`_shared`): its input-side scales, and its channels' ranges (one or two floats per row or
+# column: held for every weight until the pass ends, where blocks' would add up to an eighth
+# of the model's float bytes)
+_FACTS: dict = {}
 _OPEN = [0]
 _LOCK = threading.Lock()
 
@@ -76,7 +82,8 @@ def remembering():
     way of quantizing it, so that a weight the plan measured is not searched nor measured again
     when the plan is applied (the pass opens it around both: passes/quantize_weights.py). A
     record holds one byte per group of clipping picks (1/128 of the float32 weight in blocks of
-    32) and two floats; all are dropped when the outermost one closes."""
+    32) and two floats; all are dropped when the outermost one closes. So are the facts the
+    ways of quantizing one weight share (`_FACTS`): a few floats per row and column."""
     with _LOCK:
         _OPEN[0] += 1
     try:
@@ -86,6 +93,7 @@ def remembering():
             _OPEN[0] -= 1
             if not _OPEN[0]:
                 _MEMORY.clear()
+                _FACTS.clear()
 
 
 def _fingerprint(values: np.ndarray) -> tuple:
@@ -143,18 +151,43 @@ def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, loweri
     return qt
 
 
+def _shared(values: np.ndarray, site: ConstantSite) -> dict | None:
+    """The facts of `values` (`site`'s, whole or a sample: told apart by _fingerprint) that every
+    way of quantizing them shares, within `remembering` (else None): lean.py quantizes a weight
+    symmetric, with zero points and in blocks, and the pass once more in the way chosen."""
+    if not _OPEN[0]:
+        return None
+    key = (id(site.tensor), site.name, _fingerprint(values))
+    with _LOCK:
+        return _FACTS.setdefault(key, {"site": site.tensor})  # held, so that its id stays its own
+
+
 def _quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool,
                    args: dict, equalized: bool) -> Quantized:
     if REGISTRY[lowering].equalized and site.onnx_dtype == onnx.TensorProto.FLOAT16 and through_casts(site) is None:
         args = {**args, "half_scales": True}  # scaled applies the scales in the weight's float16
-    if not REGISTRY[lowering].equalized or not equalized:
-        return quantize(values, axis=scheme.axis, balanced=balanced, **args)
-    r, input_axis = equalizing_scales(values, site)
-    if r is None:
-        return quantize(values, axis=scheme.axis, balanced=balanced, **args)
-    along = [1] * values.ndim
-    along[input_axis] = -1
-    # values / r, divided as quantize goes (what equalize returns, without a full-size copy)
-    qt = quantize(values, axis=scheme.axis, balanced=balanced, divisor=r.reshape(along), **args)
-    qt.input_scale, qt.input_axis = r, input_axis
+    facts = _shared(values, site)
+    equalize = REGISTRY[lowering].equalized and equalized
+    r = input_axis = None
+    if equalize:
+        if facts is not None and "equalizing" in facts:
+            r, input_axis = facts["equalizing"]
+        else:
+            r, input_axis = equalizing_scales(values, site)
+            if facts is not None:
+                facts["equalizing"] = r, input_axis
+    divisor = None
+    if r is not None:
+        along = [1] * values.ndim
+        along[input_axis] = -1
+        divisor = r.reshape(along)  # values / r, divided as quantize goes (without a full-size copy)
+    granularity = args.get("granularity")
+    grouping = ("ranges", granularity, None if granularity == "tensor" else scheme.axis,
+                args.get("block_size") if granularity == "block" else None, divisor is not None)
+    known = facts.get(grouping) if facts is not None else None
+    qt = quantize(values, axis=scheme.axis, balanced=balanced, divisor=divisor, ranges=known, **args)
+    if facts is not None and known is None and granularity != "block":  # blocks': 1/16 of the weight, kept for none
+        facts[grouping] = qt.ranges
+    if r is not None:
+        qt.input_scale, qt.input_axis = r, input_axis
     return qt

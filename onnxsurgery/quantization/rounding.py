@@ -48,6 +48,8 @@ class Quantized:
     clip_picks: np.ndarray | None = field(default=None, compare=False, repr=False)
     # quantize.quantize_site's record of this weight's measurements (quantize.remembering)
     remembered: object = field(default=None, compare=False, repr=False)
+    # each group's (min, max) before any clipping, which `ranges` takes again
+    ranges: tuple | None = field(default=None, compare=False, repr=False)
 
     def dequantize(self) -> np.ndarray:
         return dequantize(self)
@@ -109,6 +111,7 @@ def quantize(
     divisor: np.ndarray | None = None,
     clip_picks: np.ndarray | None = None,
     known_picks: tuple[int, np.ndarray, np.ndarray] | None = None,
+    ranges: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
@@ -131,10 +134,13 @@ def quantize(
     x32 = np.asarray(x, dtype=np.float32)
     if divisor is not None and (balanced or search_clip or granularity != "channel" or x32.ndim == 0):
         x32, divisor = x32 / divisor, None
-    if divisor is not None:
+    if ranges is not None:
+        lo, hi = ranges
+    elif divisor is not None:  # the same bits as x32 / divisor's, without the full-size quotient
         lo, hi = channel_ranges(x32, axis, divisor)
     else:
         lo, hi = _ranges(x32, granularity, axis, block_size)
+    found = (lo, hi)
     picks = None
     if search_clip and granularity != "tensor" and clip_picks is not None:
         ratio = np.asarray(CLIP_RATIOS, np.float64)[clip_picks]
@@ -170,7 +176,7 @@ def quantize(
     zp = np.asarray(zero).astype(store) if with_zero_point else None
     return Quantized(q.reshape(x32.shape),
                      scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
-                     zp, dtype, granularity, axis, block_size, clip_picks=picks)
+                     zp, dtype, granularity, axis, block_size, clip_picks=picks, ranges=found)
 
 
 # Ratios `_clip_ranges` tries. Measured with --target tensorrt int4 at blocks of 128 (output

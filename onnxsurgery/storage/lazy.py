@@ -250,6 +250,15 @@ class FileBackedValues(LazyValues):
         length = self.length - offset if length is None else length
         return self.files.read(self.location, self.offset + offset, length, tensor=self.tensor.name)
 
+    def read_into(self, buffer: memoryview, offset: int = 0) -> None:
+        """Stored bytes [offset, offset + len(buffer)) of the tensor into `buffer` (writable
+        bytes), with no new object in between: a caller comparing many payloads reuses one."""
+        held = self.files._held.get(self.location)
+        if held is not None:
+            buffer[:] = held[self.offset + offset:self.offset + offset + len(buffer)]
+            return
+        self.files.read_into(self.location, self.offset + offset, buffer, tensor=self.tensor.name)
+
     def load(self) -> np.ndarray:
         dtype = _DIRECT_DTYPES.get(self.tensor.data_type)
         shape = tuple(self.tensor.dims)

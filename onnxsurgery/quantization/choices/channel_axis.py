@@ -69,7 +69,13 @@ def axis_free(c: Candidate) -> bool:
             and c.lowering == "dq" and not c.float16 and c.scheme.granularity == "channel" and not c.options.four_bit
             and c.options.target != "tensorrt" and c.options.lowering == "auto" and len(c.site.shape) >= 2
             and not fuses_into_nbits(c.site) and bool(readers)
-            and all(node.op in FREE_AXIS_READERS for node, _ in readers))
+            and all(node.op in FREE_AXIS_READERS or _transposed_gemm(node) for node, _ in readers))
+
+
+def _transposed_gemm(node) -> bool:
+    """A Gemm reading its B with transB=1: onnxruntime fuses no DequantizeLinear into it, so the
+    kept weight's DequantizeLinear runs before it per any axis (load_memory.kept_in_memory)."""
+    return node.op == "Gemm" and bool(node.attrs.get("transB", 0))
 
 
 def _measure(free: list[Candidate], activations: Calibration | None) -> dict[str, Candidate]:

@@ -144,13 +144,16 @@ def _as_lean(planned: Iterable[tuple[ConstantSite, str]]) -> list[tuple[Constant
 
 
 def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
-                   left_lean: Callable[[ConstantSite], bool] = lambda site: False) -> list[ConstantSite]:
+                   left_lean: Callable[[ConstantSite], bool] = lambda site: False,
+                   gemm_fuses: Callable[[ConstantSite], bool] = lambda site: False) -> list[ConstantSite]:
     """The weights to lower as `dq` instead of their lean form (`lean` or `scaled` in `planned`,
     pairs of a weight and the lowering planned for it), until the plan's estimated extra at load
     is not above zero (module docstring); [] where it is not already. MatMul weights onnxruntime
     fuses into MatMulNBits first, largest first; then, largest first, lean `arith` weights
     (arith_kept) and Conv weights (conv_kept), whose DequantizeLinear runs at every inference.
-    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16)."""
+    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16);
+    `gemm_fuses`: Gemm weights read with transB that onnxruntime fuses into MatMulNBits once stored
+    transposed (kept as `dq_transposed`, ranked with the MatMul weights)."""
     planned = _as_lean(planned)
     extra = plan_extra(planned)
     kept = []
@@ -158,7 +161,7 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     largest = lambda pairs: sorted(pairs, key=lambda pair: -pair[0].nbytes)  # noqa: E731
     movable = [*largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site)),
                *largest((site, low) for site, low in lean if low == "arith" and arith_kept(site)),
-               *largest((site, low) for site, low in lean if low == "scaled" and conv_kept(site))]
+               *largest((site, low) for site, low in lean if low == "scaled" and (conv_kept(site) or gemm_fuses(site)))]
     for site, lowering in movable:
         if extra <= 0:
             break
@@ -181,8 +184,10 @@ def arith_kept(site: ConstantSite) -> bool:
     return bool(consumers(site)) and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None
 
 
-def kept_reason(site: ConstantSite) -> str:
-    """The plan's `why` for a weight kept_in_memory keeps."""
+def kept_reason(site: ConstantSite, gemm: bool = False) -> str:
+    """The plan's `why` for a weight kept_in_memory keeps (`gemm`: as `dq_transposed`)."""
+    if gemm:
+        return KEPT_GEMM_REASON
     if fuses_into_nbits(site):
         return KEPT_REASON
     return KEPT_CONV_REASON if conv_kept(site) else KEPT_RUN_REASON
@@ -227,6 +232,9 @@ FIT_HOW = {True: "DequantizeLinear -> MatMulNBits", False: "DequantizeLinear, ru
 
 KEPT_REASON = ("kept quantized in memory (DequantizeLinear, fused by onnxruntime into MatMulNBits with int8 "
                "activations): the lean forms alone would hold more than the float model at load")
+KEPT_GEMM_REASON = ("kept quantized in memory, stored [K, N] for its Gemms without transB (fused by onnxruntime into "
+                    "MatMulNBits with int8 activations): the lean forms alone would hold more than the float model "
+                    "at load")
 KEPT_CONV_REASON = ("kept quantized in memory (DequantizeLinear before Conv, run at each inference): the lean "
                     "forms alone would hold more than the float model at load")
 KEPT_RUN_REASON = ("kept quantized in memory (DequantizeLinear, run at each inference): the lean forms alone would "

@@ -18,10 +18,7 @@ from .weights import small_weight
 from .load_memory import (FIT_HOW, FIT_REASON, KEPT_OPSET, applies as memory_rule_applies, float_weights_fit,
                           fuses_into_nbits, kept_in_memory, kept_reason, kept_scheme, machine_memory, room_at_load)
 from .weights import lean_forms
-from .int4_paths import transposed_gemm_fuses
 from .model_facts import ModelFacts
-
-TRANSPOSED_GEMM_OPSET = 21  # blocks in DequantizeLinear (rules.py says why the default keeps such a Gemm)
 
 
 def at_load(candidates: list[Candidate], graph: gs.Graph, options: QuantOptions, opset: int,
@@ -33,7 +30,7 @@ def at_load(candidates: list[Candidate], graph: gs.Graph, options: QuantOptions,
     if options.target != "tensorrt" and opset >= KEPT_OPSET and not float_weights_fit(sites, options.memory):
         return _keep_to_fit(candidates, sites, options.memory), None
     if memory_rule_applies(graph, options) and opset >= KEPT_OPSET:
-        return _keep_in_memory(candidates, opset), None
+        return _keep_in_memory(candidates), None
     if options.lean_default and facts.kv_cache:  # nothing kept in memory to pay for the chain:
         # it spends only what the plan saves at load (SmolLM2-135M's optimum export, int8: 1.18x ->
         # 1.04x the float model's memory, top-1 97.1% -> 98.5% on held-out prompts)
@@ -47,17 +44,11 @@ def planned_forms(candidates: list[Candidate]) -> list:
     return lean_forms((c.site, "cast" if c.float16 else c.lowering) for c in candidates)
 
 
-def _keep_in_memory(candidates: list[Candidate], opset: int) -> list[Candidate]:
-    """The MatMul (and Conv) weights that load_memory keeps quantized in memory lowered as `dq`;
-    a Gemm's B read with transB that onnxruntime fuses once transposed, as `dq_transposed` in
-    its blocks (rules.TRANSPOSED_GEMM_OPSET)."""
-    gemms = {c.name for c in candidates if c.lowering == "lean" and not c.float16 and c.scheme is not None
-             and opset >= TRANSPOSED_GEMM_OPSET and transposed_gemm_fuses(c.site, c.scheme)}
-    kept = {site.name for site in kept_in_memory(planned_forms(candidates), left_lean=small_weight,
-                                                 gemm_fuses=lambda site: site.name in gemms)}
-    return [c if c.name not in kept else
-            dataclasses.replace(c, scheme=kept_scheme(c.site), lowering="dq", reason=kept_reason(c.site))
-            for c in candidates]
+def _keep_in_memory(candidates: list[Candidate]) -> list[Candidate]:
+    """The MatMul (and Conv) weights that load_memory keeps quantized in memory lowered as `dq`."""
+    kept = {site.name for site in kept_in_memory(planned_forms(candidates), left_lean=small_weight)}
+    return [dataclasses.replace(c, scheme=kept_scheme(c.site), lowering="dq", reason=kept_reason(c.site))
+            if c.name in kept else c for c in candidates]
 
 
 def _keep_to_fit(candidates: list[Candidate], sites, memory: int | None) -> list[Candidate]:

@@ -17,14 +17,9 @@ from .candidate import Candidate, PlanContext
 from .model_facts import ModelFacts
 from .weights import float16_for_tensorrt
 
-# A Gemm's B read with transB (a classifier head) in int8 blocks, stored transposed, which
-# onnxruntime fuses into MatMulNBits (lowerings/dq_transposed.py): blocks need opset 21. ddddocr's
-# 8210x1024 classifier: memory 0.71x the float model's and latency 0.87x, against one float copy
-# at load and a full-width Gemm for the lean form. The fused kernel's int8 activations cost
-# accuracy (oww_hey_jarvis, four such Gemms: 0.055 relative L2 on speech against 0.014 with the
-# same integers and float activations), so the int8 default keeps it so only where the memory
-# rule needs it (load_memory.kept_in_memory), as it does a MatMul's DequantizeLinear (issue 55).
-TRANSPOSED_GEMM_OPSET = 21
+# A Gemm's B read with transB (a classifier head) is no longer stored transposed in int8 blocks
+# (lowerings/dq_transposed.py, fused into MatMulNBits) by the int8 default: the fused kernel's
+# int8 activations cost accuracy the memory did not need (load_memory.gemm_kept, issue 55).
 
 
 def lower(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:

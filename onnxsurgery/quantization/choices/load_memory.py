@@ -8,9 +8,10 @@ kept before recurrent ops, weights onnxruntime fuses into MatMulNBits.
 So the planner estimates what each weight's form holds at load beyond what the float weight
 held (EXTRA_AT_LOAD, in float bytes of the weight), and where the sum is above zero it keeps the
 largest MatMul weights quantized in memory instead (`dq`: onnxruntime fuses DequantizeLinear ->
-MatMul into an 8-bit MatMulNBits, integers packed once), then the largest Conv weights and Gemm
-weights read with transB (as DequantizeLinear before the reader, run at every inference in float:
-a model of convolutions has no MatMul to keep; `gemm_kept`), until the sum is not. The price is the
+MatMul into an 8-bit MatMulNBits, integers packed once), then the largest Conv weights (as
+DequantizeLinear before the Conv, run at every inference: a model of convolutions has no MatMul
+to keep), until the sum is not. A Gemm weight read with transB goes first, as DequantizeLinear
+before its Gemm (`transposed_gemm`: float activations, where MatMulNBits' are int8). The price is the
 fused kernel's int8 activations: PP-OCRv4 rec (seven of its MatMul weights kept), memory 1.15x
 -> 0.99x the float model's, relative L2 on rendered text 0.0719 -> 0.0758, latency 1.02x.
 
@@ -144,21 +145,26 @@ def _as_lean(planned: Iterable[tuple[ConstantSite, str]]) -> list[tuple[Constant
 
 
 def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
-                   left_lean: Callable[[ConstantSite], bool] = lambda site: False) -> list[ConstantSite]:
+                   left_lean: Callable[[ConstantSite], bool] = lambda site: False,
+                   gemm_kept: Callable[[ConstantSite], bool] = lambda site: False) -> list[ConstantSite]:
     """The weights to lower as `dq` instead of their lean form (`lean` or `scaled` in `planned`,
     pairs of a weight and the lowering planned for it), until the plan's estimated extra at load
     is not above zero (module docstring); [] where it is not already. MatMul weights onnxruntime
     fuses into MatMulNBits first, largest first; then, largest first, lean `arith` weights
     (arith_kept) and Conv weights (conv_kept), whose DequantizeLinear runs at every inference.
-    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16)."""
+    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16);
+    `gemm_kept`: Gemm weights read with transB that may be kept before their Gemm (`transposed_gemm`),
+    kept first: their DequantizeLinear keeps float activations and saves four times what a fused
+    MatMul weight's does."""
     planned = _as_lean(planned)
     extra = plan_extra(planned)
     kept = []
     lean = [(site, lowering) for site, lowering in planned if lowering in ("scaled", "arith") and not left_lean(site)]
     largest = lambda pairs: sorted(pairs, key=lambda pair: -pair[0].nbytes)  # noqa: E731
-    movable = [*largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site)),
+    movable = [*largest((site, low) for site, low in lean if low == "scaled" and gemm_kept(site)),
+               *largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site)),
                *largest((site, low) for site, low in lean if low == "arith" and arith_kept(site)),
-               *largest((site, low) for site, low in lean if low == "scaled" and (conv_kept(site) or gemm_kept(site)))]
+               *largest((site, low) for site, low in lean if low == "scaled" and conv_kept(site))]
     for site, lowering in movable:
         if extra <= 0:
             break
@@ -175,16 +181,18 @@ def conv_kept(site: ConstantSite) -> bool:
             and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
 
 
-def gemm_kept(site: ConstantSite) -> bool:
-    """Whether kept_in_memory may keep `site` as DequantizeLinear per channel before Gemms that
-    read it with transB=1: a 2-D float32 weight. onnxruntime fuses no DequantizeLinear into such
-    a Gemm, so it runs at each inference, in float, as before a Conv. Stored transposed in blocks
-    (lowerings/dq_transposed.py) it would be fused into MatMulNBits, whose int8 activations cost
+def transposed_gemm(site: ConstantSite) -> bool:
+    """Whether kept_in_memory may keep `site` as DequantizeLinear per channel before the Gemm that
+    reads it with transB=1 (the planner passes those the int8 default once stored transposed in
+    blocks: int4_paths.transposed_gemm_fuses). onnxruntime fuses no DequantizeLinear into such a
+    Gemm, so it runs at each inference, in float, as before a Conv. Stored transposed in blocks
+    (lowerings/dq_transposed.py) it was fused into MatMulNBits, whose int8 activations cost
     what the memory did not need: oww_hey_jarvis (four such Gemms, all once so) 0.055 relative L2
     on speech against 0.014 for the same integers in float, 0.011 so (issue 55)."""
     readers = consumers(site)
-    return (bool(readers) and all(n.op == "Gemm" and i == 1 and n.attrs.get("transB", 0) for n, i in readers)
-            and len(site.shape) == 2 and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
+    return (len(readers) == 1 and readers[0][0].op == "Gemm" and readers[0][1] == 1
+            and bool(readers[0][0].attrs.get("transB", 0)) and len(site.shape) == 2
+            and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
 
 
 def arith_kept(site: ConstantSite) -> bool:
@@ -197,7 +205,7 @@ def kept_reason(site: ConstantSite) -> str:
     """The plan's `why` for a weight kept_in_memory keeps."""
     if fuses_into_nbits(site):
         return KEPT_REASON
-    return KEPT_CONV_REASON if conv_kept(site) else KEPT_GEMM_REASON if gemm_kept(site) else KEPT_RUN_REASON
+    return KEPT_CONV_REASON if conv_kept(site) else KEPT_GEMM_REASON if transposed_gemm(site) else KEPT_RUN_REASON
 
 
 def kept_scheme(site: ConstantSite) -> Scheme:

@@ -165,3 +165,23 @@ def test_the_int8_default_leaves_a_gemm_it_cannot_fuse_lean_at_its_opset(tmp_pat
     quantized = onnx.load(str(out))
     assert {o.domain: o.version for o in quantized.opset_import}[""] == 17
     assert "DequantizeLinear" not in [n.op_type for n in quantized.graph.node]
+
+
+@pytest.mark.parametrize("n, lowering, opset", [(96, "dq", 17), (1040, "dq_transposed", 21)])
+def test_the_memory_rule_keeps_a_small_gemm_in_float_activations_and_fuses_a_large_one(tmp_path, n, lowering, opset):
+    """Kept quantized in memory (a Gemm's lean form alone holds more than the float weight), a
+    transB weight up to load_memory.UNFUSED_GEMM_ELEMENTS is DequantizeLinear per channel before
+    its Gemm (float activations); a larger one, which that would cost more than the Gemm at each
+    inference, is stored transposed in blocks and fused into MatMulNBits at opset 21."""
+    k = 1024
+    model = builders.model([helper.make_node("Gemm", ["x", "W"], ["y"], transB=1)],
+                           [builders.vi("x", shape=[2, k])], [builders.vi("y", shape=[2, n])],
+                           [numpy_helper.from_array(builders.rand((n, k), 3) * 0.05, "W")])
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    r = CliRunner().invoke(main, ["-q", "quant", str(src), "--dry-run", "--json"])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.output)
+    record = next(w for w in plan["weights"] if w["name"] == "W")
+    assert record["lowering"] == lowering and record["why"].startswith("kept quantized in memory"), record
+    assert plan["opset"] == opset

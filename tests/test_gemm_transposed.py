@@ -168,11 +168,11 @@ def test_the_int8_default_leaves_a_gemm_it_cannot_fuse_lean_at_its_opset(tmp_pat
 
 
 @pytest.mark.parametrize("n, lowering, opset", [(96, "dq", 17), (1040, "dq_transposed", 21)])
-def test_the_memory_rule_keeps_a_small_gemm_in_float_activations_and_fuses_a_large_one(tmp_path, n, lowering, opset):
-    """Kept quantized in memory (a Gemm's lean form alone holds more than the float weight), a
-    transB weight up to load_memory.UNFUSED_GEMM_ELEMENTS is DequantizeLinear per channel before
-    its Gemm (float activations); a larger one, which that would cost more than the Gemm at each
-    inference, is stored transposed in blocks and fused into MatMulNBits at opset 21."""
+def test_a_small_transb_gemm_is_kept_in_float_activations_and_a_large_one_fused(tmp_path, n, lowering, opset):
+    """A transB weight up to load_memory.UNFUSED_GEMM_ELEMENTS is lean, and kept quantized in
+    memory (its lean form alone holds more than the float weight) as DequantizeLinear per channel
+    before its Gemm (float activations); a larger one, which that would cost more than the Gemm
+    at each inference, is stored transposed in blocks and fused into MatMulNBits at opset 21."""
     k = 1024
     model = builders.model([helper.make_node("Gemm", ["x", "W"], ["y"], transB=1)],
                            [builders.vi("x", shape=[2, k])], [builders.vi("y", shape=[2, n])],

@@ -10,11 +10,11 @@ held (EXTRA_AT_LOAD, in float bytes of the weight), and where the sum is above z
 largest MatMul weights quantized in memory instead (`dq`: onnxruntime fuses DequantizeLinear ->
 MatMul into an 8-bit MatMulNBits, integers packed once), then the largest Conv weights (as
 DequantizeLinear before the Conv, run at every inference: a model of convolutions has no MatMul
-to keep), until the sum is not. A Gemm weight read with transB goes first (`transposed_gemm`):
-as DequantizeLinear before its Gemm (float activations, where MatMulNBits' are int8) unless it is
-so large that dequantizing it at each inference costs more than the Gemm (`gemm_lowering`). The
-price of a fused weight is the kernel's int8 activations: PP-OCRv4 rec (seven of its MatMul weights kept), memory 1.15x
--> 0.99x the float model's, relative L2 on rendered text 0.0719 -> 0.0758, latency 1.02x.
+to keep), until the sum is not. A lean Gemm weight read with transB goes first
+(`transposed_gemm`), as DequantizeLinear before its Gemm (float activations, where
+MatMulNBits' are int8). The price of a fused weight is the kernel's int8 activations: PP-OCRv4
+rec (seven of its MatMul weights kept), memory 1.15x -> 0.99x the float model's, relative L2
+on rendered text 0.0719 -> 0.0758, latency 1.02x.
 
 The estimate is made against the float weights as held in memory, wherever they are stored. A
 model whose weights live in a data file is, at session creation, compared with an original that
@@ -169,8 +169,7 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     for site, lowering in movable:
         if extra <= 0:
             break
-        kept_as = gemm_lowering(site) if gemm_kept(site) else "dq"
-        extra += extra_at_load(site, kept_as) - extra_at_load(site, lowering)
+        extra += extra_at_load(site, "dq") - extra_at_load(site, lowering)
         kept.append(site)
     return kept
 
@@ -183,26 +182,27 @@ def conv_kept(site: ConstantSite) -> bool:
             and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
 
 
-# A kept Gemm weight (read with transB) up to this many elements is DequantizeLinear before its
-# Gemm, run at each inference in float; a larger one is stored transposed in blocks and fused
-# into MatMulNBits (int8 activations), where dequantizing it at each inference would cost more
-# than the Gemm itself. onnxruntime 1.32 CPU, one thread, one row: 128x1536 0.023 ms float ->
+# A Gemm weight read with transB above this many elements is stored transposed in blocks and fused
+# into MatMulNBits (int8 activations) by the int8 default whatever the memory (rules.lowering_for):
+# dequantized at each inference it would cost more than the Gemm, and its lean form holds a
+# float copy at load. onnxruntime 1.32 CPU, one thread, one row: 128x1536 0.023 ms float ->
 # 0.054 ms with the DequantizeLinear, 1024x1024 0.24 -> 0.46 ms, ddddocr's 8210x1024 classifier
-# 1.7 -> 8.9 ms.
+# 1.7 -> 8.9 ms (fused: memory 0.94x -> 0.55x the float model's, relative L2 0.0087 -> 0.0083).
+# A smaller one is lean, and kept by this rule as DequantizeLinear before its Gemm (`transposed_gemm`).
 UNFUSED_GEMM_ELEMENTS = 1 << 20
 TRANSPOSED_GEMM_OPSET = 21  # blocks in DequantizeLinear: the fused form's (lowerings/dq_transposed.py)
 
 
-def gemm_lowering(site: ConstantSite) -> str:
-    """How kept_in_memory keeps a `transposed_gemm` weight: `dq` before the Gemm (float
-    activations) up to UNFUSED_GEMM_ELEMENTS, else `dq_transposed` (fused into MatMulNBits)."""
-    return "dq" if site.num_elements <= UNFUSED_GEMM_ELEMENTS else "dq_transposed"
+def fused_gemm(site: ConstantSite) -> bool:
+    """Whether a Gemm weight read with transB is large enough for the fused form (UNFUSED_GEMM_ELEMENTS)."""
+    return site.num_elements > UNFUSED_GEMM_ELEMENTS
 
 
 def transposed_gemm(site: ConstantSite) -> bool:
     """Whether kept_in_memory may keep `site`, read by one Gemm with transB=1 (the planner passes
-    those the int8 default once stored transposed in blocks, int4_paths.transposed_gemm_fuses),
-    as gemm_lowering says. Stored so unconditionally, it was fused into MatMulNBits, whose int8
+    those the int8 default once stored transposed in blocks, int4_paths.transposed_gemm_fuses,
+    up to UNFUSED_GEMM_ELEMENTS), as DequantizeLinear per channel before it. Stored transposed
+    unconditionally, it was fused into MatMulNBits, whose int8
     activations cost what the memory did not need: oww_hey_jarvis (four such Gemms) 0.055
     relative L2 on speech against 0.014 for the same integers in float; as DequantizeLinear
     before the Gemm (onnxruntime fuses none into a Gemm with transB: it runs at each inference,
@@ -224,7 +224,7 @@ def kept_reason(site: ConstantSite) -> str:
     if fuses_into_nbits(site):
         return KEPT_REASON
     if transposed_gemm(site):
-        return KEPT_GEMM_REASON if gemm_lowering(site) == "dq" else KEPT_GEMM_FUSED_REASON
+        return KEPT_GEMM_REASON
     return KEPT_CONV_REASON if conv_kept(site) else KEPT_RUN_REASON
 
 
@@ -272,8 +272,5 @@ KEPT_CONV_REASON = ("kept quantized in memory (DequantizeLinear before Conv, run
 KEPT_GEMM_REASON = ("kept quantized in memory (DequantizeLinear before a Gemm with transB, run at each inference "
                     "in float, not fused into int8 activations): the lean forms alone would hold more than the float "
                     "model at load")
-KEPT_GEMM_FUSED_REASON = ("kept quantized in memory, stored [K, N] for its Gemm without transB (fused by onnxruntime "
-                          "into MatMulNBits with int8 activations: dequantized at each inference it would cost more "
-                          "than the Gemm): the lean forms alone would hold more than the float model at load")
 KEPT_RUN_REASON = ("kept quantized in memory (DequantizeLinear, run at each inference): the lean forms alone would "
                    "hold more than the float model at load")

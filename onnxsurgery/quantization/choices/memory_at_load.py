@@ -17,7 +17,7 @@ from .candidate import Candidate
 from .weights import small_weight
 from .load_memory import (FIT_HOW, FIT_REASON, KEPT_OPSET, applies as memory_rule_applies, float_weights_fit,
                           fuses_into_nbits, kept_in_memory, kept_reason, kept_scheme, machine_memory, room_at_load,
-                          TRANSPOSED_GEMM_OPSET, gemm_lowering, transposed_gemm)
+                          transposed_gemm)
 from .weights import lean_forms
 from .int4_paths import transposed_gemm_fuses
 from .model_facts import ModelFacts
@@ -32,7 +32,7 @@ def at_load(candidates: list[Candidate], graph: gs.Graph, options: QuantOptions,
     if options.target != "tensorrt" and opset >= KEPT_OPSET and not float_weights_fit(sites, options.memory):
         return _keep_to_fit(candidates, sites, options.memory), None
     if memory_rule_applies(graph, options) and opset >= KEPT_OPSET:
-        return _keep_in_memory(candidates, opset), None
+        return _keep_in_memory(candidates), None
     if options.lean_default and facts.kv_cache:  # nothing kept in memory to pay for the chain:
         # it spends only what the plan saves at load (SmolLM2-135M's optimum export, int8: 1.18x ->
         # 1.04x the float model's memory, top-1 97.1% -> 98.5% on held-out prompts)
@@ -46,20 +46,16 @@ def planned_forms(candidates: list[Candidate]) -> list:
     return lean_forms((c.site, "cast" if c.float16 else c.lowering) for c in candidates)
 
 
-def _keep_in_memory(candidates: list[Candidate], opset: int) -> list[Candidate]:
+def _keep_in_memory(candidates: list[Candidate]) -> list[Candidate]:
     """The MatMul (and Conv) weights that load_memory keeps quantized in memory lowered as `dq`;
-    a Gemm's B read with transB among them where the int8 default once stored it transposed in
-    blocks for MatMulNBits (int4_paths.transposed_gemm_fuses, with the blocks it is grouped in)."""
+    a lean Gemm's B read with transB among them where the int8 default once stored it transposed
+    in blocks for MatMulNBits (int4_paths.transposed_gemm_fuses, with the blocks it is grouped in)."""
     gemms = {c.name for c in candidates if c.lowering == "lean" and not c.float16 and c.scheme is not None
-             and transposed_gemm(c.site) and transposed_gemm_fuses(c.site, c.scheme)
-             and (opset >= TRANSPOSED_GEMM_OPSET or gemm_lowering(c.site) == "dq")}
+             and transposed_gemm(c.site) and transposed_gemm_fuses(c.site, c.scheme)}
     kept = {site.name for site in kept_in_memory(planned_forms(candidates), left_lean=small_weight,
                                                  gemm_kept=lambda site: site.name in gemms)}
-    return [c if c.name not in kept else
-            dataclasses.replace(c, lowering="dq_transposed", reason=kept_reason(c.site))
-            if c.name in gemms and gemm_lowering(c.site) == "dq_transposed" else
-            dataclasses.replace(c, scheme=kept_scheme(c.site), lowering="dq", reason=kept_reason(c.site))
-            for c in candidates]
+    return [dataclasses.replace(c, scheme=kept_scheme(c.site), lowering="dq", reason=kept_reason(c.site))
+            if c.name in kept else c for c in candidates]
 
 
 def _keep_to_fit(candidates: list[Candidate], sites, memory: int | None) -> list[Candidate]:

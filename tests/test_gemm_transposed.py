@@ -133,21 +133,26 @@ def test_int4_keeps_a_bias_in_float16(tmp_path):
     assert (plan["W"]["dtype"], plan["W"]["granularity"], plan["W"]["lowering"]) == ("int8", "block", "dq_transposed")
 
 
-def test_the_int8_default_takes_it_and_upgrades_the_opset_for_it(tmp_path):
-    """The default int8 stores the classifier-like weight the same way (opset 17 -> 21): in
-    onnxruntime's optimized graph it is MatMulNBits, and the output is close to the float one."""
+def test_the_int8_default_keeps_it_in_float_activations_and_its_opset(tmp_path):
+    """The default int8 no longer stores the classifier-like weight transposed for MatMulNBits
+    (whose int8 activations cost accuracy, issue 55): where the memory rule keeps it quantized
+    it is DequantizeLinear per channel before the Gemm with transB, which onnxruntime leaves
+    unfused (float activations); the opset stays 17 and the output is close to the float one."""
     src, out = _quant(tmp_path, gemms(False))
     model = onnx.load(str(out))
-    assert {o.domain: o.version for o in model.opset_import}[""] == 21
-    assert {a.name: a.i for a in next(n for n in model.graph.node if n.op_type == "Gemm").attribute}["transB"] == 0
+    assert {o.domain: o.version for o in model.opset_import}[""] == 17
+    assert {a.name: a.i for a in next(n for n in model.graph.node if n.op_type == "Gemm").attribute}["transB"] == 1
     opts = ort.SessionOptions()
     opts.optimized_model_filepath = str(tmp_path / "optimized.onnx")
     feeds = builders.feeds_for(onnx.load(str(src)), 0)
     got = ort.InferenceSession(str(out), opts, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     ref = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    assert "MatMulNBits" in [n.op_type for n in onnx.load(str(tmp_path / "optimized.onnx")).graph.node]
+    assert "MatMulNBits" not in [n.op_type for n in onnx.load(str(tmp_path / "optimized.onnx")).graph.node]
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 0.02
-    assert "fused into MatMulNBits" in runtime_label("onnxruntime", out)  # the verification header
+    r = CliRunner().invoke(main, ["-q", "quant", str(src), "--min-elements", "100", "--dry-run", "--json"])
+    record = next(w for w in json.loads(r.output)["weights"] if w["name"] == "W")
+    assert record["lowering"] in ("dq", "scaled") and record["granularity"] == "channel", record
+    assert "int8 activations" not in record["why"] or "not fused" in record["why"], record["why"]
 
 
 def test_the_int8_default_leaves_a_gemm_it_cannot_fuse_lean_at_its_opset(tmp_path):
@@ -160,3 +165,23 @@ def test_the_int8_default_leaves_a_gemm_it_cannot_fuse_lean_at_its_opset(tmp_pat
     quantized = onnx.load(str(out))
     assert {o.domain: o.version for o in quantized.opset_import}[""] == 17
     assert "DequantizeLinear" not in [n.op_type for n in quantized.graph.node]
+
+
+@pytest.mark.parametrize("n, lowering, opset", [(96, "dq", 17), (1040, "dq_transposed", 21)])
+def test_a_small_transb_gemm_is_kept_in_float_activations_and_a_large_one_fused(tmp_path, n, lowering, opset):
+    """A transB weight up to load_memory.UNFUSED_GEMM_ELEMENTS is lean, and kept quantized in
+    memory (its lean form alone holds more than the float weight) as DequantizeLinear per channel
+    before its Gemm (float activations); a larger one, which that would cost more than the Gemm
+    at each inference, is stored transposed in blocks and fused into MatMulNBits at opset 21."""
+    k = 1024
+    model = builders.model([helper.make_node("Gemm", ["x", "W"], ["y"], transB=1)],
+                           [builders.vi("x", shape=[2, k])], [builders.vi("y", shape=[2, n])],
+                           [numpy_helper.from_array(builders.rand((n, k), 3) * 0.05, "W")])
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    r = CliRunner().invoke(main, ["-q", "quant", str(src), "--dry-run", "--json"])
+    assert r.exit_code == 0, r.output
+    plan = json.loads(r.output)
+    record = next(w for w in plan["weights"] if w["name"] == "W")
+    assert record["lowering"] == lowering and record["why"].startswith("kept quantized in memory"), record
+    assert plan["opset"] == opset

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import builders
 import onnxsurgery
@@ -97,5 +97,32 @@ def test_a_kept_weight_takes_its_scales_along_the_axis_that_loses_least(tmp_path
     x = builders.rand((1, 1, 1024), 3)
     ref, by_tap, by_row = (ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
                            for p in (src, out, rows))
+    error = lambda got: np.linalg.norm(got - ref) / np.linalg.norm(ref)  # noqa: E731
+    assert error(by_tap) < 0.02 and error(by_tap) < error(by_row)
+
+
+def test_a_lean_conv_weight_that_loses_less_along_another_axis_is_kept_along_it(tmp_path):
+    """The same kind of basis (128x1x256) where the memory rule keeps nothing (a gathered table
+    beside it saves more than the lean form adds): its lean form can only scale per output row,
+    DequantizeLinear per tap loses less, so the default plan takes that (channel_axis.
+    lean_axis_free) and says why; the file computes what the original does, closer than the
+    lean form asked for with --lowering scaled."""
+    basis = windowed_basis(rows=128, taps=256)
+    table = builders.rand((4096, 64), 4) * 0.1
+    nodes = [helper.make_node("Conv", ["x", "W"], ["y"], strides=[128]),
+             helper.make_node("Gather", ["T", "ids"], ["t"])]
+    model = builders.model(nodes, [builders.vi("x", shape=[1, 1, 2048]), builders.vi("ids", TensorProto.INT64, [1, 8])],
+                           [builders.vi("y", shape=[1, 128, None]), builders.vi("t", shape=[1, 8, 64])],
+                           [numpy_helper.from_array(basis, "W"), numpy_helper.from_array(table, "T")], opset=17)
+    src, out, lean = tmp_path / "in.onnx", tmp_path / "q.onnx", tmp_path / "lean.onnx"
+    onnx.save(model, str(src))
+    plan = {w.name: w for w in onnxsurgery.quant_plan(src).weights}
+    assert plan["T"].lowering == "gather"
+    assert plan["W"].lowering == "dq" and plan["W"].axis == 2 and "not the lean form" in plan["W"].why, plan["W"]
+    onnxsurgery.quant_file(src, out)
+    onnxsurgery.quant_file(src, lean, lowering="scaled")
+    feeds = {"x": builders.rand((1, 1, 2048), 5), "ids": np.arange(8, dtype=np.int64)[None, :]}
+    ref, by_tap, by_row = (ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(["y"], feeds)[0]
+                           for p in (src, out, lean))
     error = lambda got: np.linalg.norm(got - ref) / np.linalg.norm(ref)  # noqa: E731
     assert error(by_tap) < 0.02 and error(by_tap) < error(by_row)

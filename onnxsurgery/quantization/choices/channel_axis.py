@@ -33,12 +33,13 @@ from ..chunked import all_finite
 from ..options import Scheme
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
-from .weights import balanced_rounding
+from .weights import balanced_rounding, lean_scheme, small_weight
 from .gain import concentration_gains
 from .measures import layer_cost
-from .load_memory import fuses_into_nbits
+from .load_memory import KEPT_OPSET, conv_kept, fuses_into_nbits
 
 AXIS_MARGIN = 0.8  # another axis where its error is at most this share of the default axis's
+LEAN_AXIS_MARGIN = 0.8  # DequantizeLinear along an axis, where its error is at most this share of the lean form's
 MIN_AXIS_CHANNELS = 16
 # Weights past this many elements keep the reader's output channels: balanced rounding along a
 # short axis of a large weight moves values one group-round at a time (balanced.balance), and
@@ -49,10 +50,13 @@ MAX_AXIS_ELEMENTS = 1 << 20
 FREE_AXIS_READERS = ("Conv", "LSTM", "GRU", "RNN", "Slice")
 
 
-def choose_channel_axes(candidates: list[Candidate], activations: Calibration | None) -> list[Candidate]:
+def choose_channel_axes(candidates: list[Candidate], activations: Calibration | None,
+                        opset: int = KEPT_OPSET) -> list[Candidate]:
     """The candidates, those kept quantized per channel (`dq`) whose scales lose less along
-    another axis with that axis (and a why that says so); the rest as they were."""
-    free = [c for c in candidates if axis_free(c)]
+    another axis with that axis (and a why that says so), and lean Conv weights that lose less
+    as DequantizeLinear along some axis than in their lean form (`lean_axis_free`) so; the rest
+    as they were."""
+    free = [c for c in candidates if axis_free(c) or (opset >= KEPT_OPSET and lean_axis_free(c))]
     if not free:
         return candidates
     try:
@@ -62,6 +66,15 @@ def choose_channel_axes(candidates: list[Candidate], activations: Calibration | 
     return [chosen.get(c.name, c) for c in candidates]
 
 
+def lean_axis_free(c: Candidate) -> bool:
+    """Whether `c` is a lean Conv weight (its lean form `scaled`: scales per output channel
+    only) that could be DequantizeLinear before its Conv along any axis instead, as the memory
+    rule keeps one (load_memory.conv_kept): measured against its lean form (module docstring)."""
+    return (c.lowering == "lean" and not c.float16 and not small_weight(c.site) and c.options.lowering == "auto"
+            and not c.options.four_bit and c.options.target != "tensorrt" and c.site.num_elements <= MAX_AXIS_ELEMENTS
+            and conv_kept(c.site) and lean_scheme(c.site, KEPT_OPSET)[1] == "scaled")
+
+
 def axis_free(c: Candidate) -> bool:
     """Whether the axis of `c`'s scales is this stage's to choose (module docstring)."""
     readers = consumers(c.site)
@@ -69,7 +82,13 @@ def axis_free(c: Candidate) -> bool:
             and c.lowering == "dq" and not c.float16 and c.scheme.granularity == "channel" and not c.options.four_bit
             and c.options.target != "tensorrt" and c.options.lowering == "auto" and len(c.site.shape) >= 2
             and not fuses_into_nbits(c.site) and bool(readers)
-            and all(node.op in FREE_AXIS_READERS for node, _ in readers))
+            and all(node.op in FREE_AXIS_READERS or _transposed_gemm(node) for node, _ in readers))
+
+
+def _transposed_gemm(node) -> bool:
+    """A Gemm reading its B with transB=1: onnxruntime fuses no DequantizeLinear into it, so the
+    kept weight's DequantizeLinear runs before it per any axis (load_memory.kept_in_memory)."""
+    return node.op == "Gemm" and bool(node.attrs.get("transB", 0))
 
 
 def _measure(free: list[Candidate], activations: Calibration | None) -> dict[str, Candidate]:
@@ -83,12 +102,22 @@ def _measure(free: list[Candidate], activations: Calibration | None) -> dict[str
             continue  # the plan's NaN/Inf check refuses it (planner.py)
         moments = activations.moments(site) if activations is not None else None
         cost = _cost(values, site, c, moments)
+        where = "in its layer's output on --inputs" if moments is not None else \
+            "in the weight, weighted by the next layer's gain per channel"
+        if c.lowering == "lean":  # against the lean form: any axis, the output channels' too
+            lean = cost(None)
+            best = min(((cost(a), a) for a in range(values.ndim) if values.shape[a] >= MIN_AXIS_CHANNELS),
+                       default=(lean, None))
+            if best[1] is not None and best[0] <= LEAN_AXIS_MARGIN * lean and lean > 0:
+                why = (f"int8 per channel DequantizeLinear before the Conv along axis {best[1]} "
+                       f"({values.shape[best[1]]}), run at each inference, not the lean form: "
+                       f"{lean / max(best[0], 1e-30):.1f}x less error {where}")
+                chosen[c.name] = dataclasses.replace(c, scheme=Scheme("channel", best[1]), lowering="dq", reason=why)
+            continue
         default = cost(c.scheme.axis)
         axes = [a for a in range(values.ndim) if a != c.scheme.axis and values.shape[a] >= MIN_AXIS_CHANNELS]
         best = min(((cost(a), a) for a in axes), default=(default, c.scheme.axis))
         if best[0] <= AXIS_MARGIN * default and default > 0:
-            where = "in its layer's output on --inputs" if moments is not None else \
-                "in the weight, weighted by the next layer's gain per channel"
             why = (f"; scales along axis {best[1]} ({values.shape[best[1]]}), not the output channels: "
                    f"{default / max(best[0], 1e-30):.1f}x less error {where}")
             chosen[c.name] = dataclasses.replace(c, scheme=Scheme("channel", best[1]), reason=(c.reason or "") + why)
@@ -102,9 +131,11 @@ def _cost(values: np.ndarray, site: ConstantSite, c: Candidate, moments):
     channel_axis = choose_axes(site)[0]
     gains = None if moments is not None else concentration_gains(site, channel_axis)
 
-    def cost(axis: int) -> float:
-        scheme = Scheme("channel", axis)
-        qt = quantize_site(values, site, scheme, "dq", balance, scheme_args(c.options, scheme, "dq", True))
+    def cost(axis: int | None) -> float:
+        """Per channel along `axis` as DequantizeLinear; None: the lean form (`scaled`, equalized)."""
+        scheme = Scheme("channel", channel_axis if axis is None else axis)
+        lowering = "scaled" if axis is None else "dq"
+        qt = quantize_site(values, site, scheme, lowering, balance, scheme_args(c.options, scheme, lowering, True))
         if moments is not None:
             return layer_cost(values, qt, site, moments)
         error = np.moveaxis(qt.dequantize() - values, channel_axis, 0).reshape(values.shape[channel_axis], -1)

@@ -10,9 +10,11 @@ held (EXTRA_AT_LOAD, in float bytes of the weight), and where the sum is above z
 largest MatMul weights quantized in memory instead (`dq`: onnxruntime fuses DequantizeLinear ->
 MatMul into an 8-bit MatMulNBits, integers packed once), then the largest Conv weights (as
 DequantizeLinear before the Conv, run at every inference: a model of convolutions has no MatMul
-to keep), until the sum is not. The price is the
-fused kernel's int8 activations: PP-OCRv4 rec (seven of its MatMul weights kept), memory 1.15x
--> 0.99x the float model's, relative L2 on rendered text 0.0719 -> 0.0758, latency 1.02x.
+to keep), until the sum is not. A lean Gemm weight read with transB goes first
+(`transposed_gemm`), as DequantizeLinear before its Gemm (float activations, where
+MatMulNBits' are int8). The price of a fused weight is the kernel's int8 activations: PP-OCRv4
+rec (seven of its MatMul weights kept), memory 1.15x -> 0.99x the float model's, relative L2
+on rendered text 0.0719 -> 0.0758, latency 1.02x.
 
 The estimate is made against the float weights as held in memory, wherever they are stored. A
 model whose weights live in a data file is, at session creation, compared with an original that
@@ -144,19 +146,24 @@ def _as_lean(planned: Iterable[tuple[ConstantSite, str]]) -> list[tuple[Constant
 
 
 def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
-                   left_lean: Callable[[ConstantSite], bool] = lambda site: False) -> list[ConstantSite]:
+                   left_lean: Callable[[ConstantSite], bool] = lambda site: False,
+                   gemm_kept: Callable[[ConstantSite], bool] = lambda site: False) -> list[ConstantSite]:
     """The weights to lower as `dq` instead of their lean form (`lean` or `scaled` in `planned`,
     pairs of a weight and the lowering planned for it), until the plan's estimated extra at load
     is not above zero (module docstring); [] where it is not already. MatMul weights onnxruntime
     fuses into MatMulNBits first, largest first; then, largest first, lean `arith` weights
     (arith_kept) and Conv weights (conv_kept), whose DequantizeLinear runs at every inference.
-    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16)."""
+    `left_lean`: weights never kept (the planner's: small ones, more accurate as float16);
+    `gemm_kept`: Gemm weights read with transB that may be kept before their Gemm (`transposed_gemm`),
+    kept first: their DequantizeLinear keeps float activations and saves four times what a fused
+    MatMul weight's does."""
     planned = _as_lean(planned)
     extra = plan_extra(planned)
     kept = []
     lean = [(site, lowering) for site, lowering in planned if lowering in ("scaled", "arith") and not left_lean(site)]
     largest = lambda pairs: sorted(pairs, key=lambda pair: -pair[0].nbytes)  # noqa: E731
-    movable = [*largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site)),
+    movable = [*largest((site, low) for site, low in lean if low == "scaled" and gemm_kept(site)),
+               *largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site)),
                *largest((site, low) for site, low in lean if low == "arith" and arith_kept(site)),
                *largest((site, low) for site, low in lean if low == "scaled" and conv_kept(site))]
     for site, lowering in movable:
@@ -175,6 +182,37 @@ def conv_kept(site: ConstantSite) -> bool:
             and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
 
 
+# A Gemm weight read with transB above this many elements is stored transposed in blocks and fused
+# into MatMulNBits (int8 activations) by the int8 default whatever the memory (rules.lowering_for):
+# dequantized at each inference it would cost more than the Gemm, and its lean form holds a
+# float copy at load. onnxruntime 1.32 CPU, one thread, one row: 128x1536 0.023 ms float ->
+# 0.054 ms with the DequantizeLinear, 1024x1024 0.24 -> 0.46 ms, ddddocr's 8210x1024 classifier
+# 1.7 -> 8.9 ms (fused: memory 0.94x -> 0.55x the float model's, relative L2 0.0087 -> 0.0083).
+# A smaller one is lean, and kept by this rule as DequantizeLinear before its Gemm (`transposed_gemm`).
+UNFUSED_GEMM_ELEMENTS = 1 << 20
+TRANSPOSED_GEMM_OPSET = 21  # blocks in DequantizeLinear: the fused form's (lowerings/dq_transposed.py)
+
+
+def fused_gemm(site: ConstantSite) -> bool:
+    """Whether a Gemm weight read with transB is large enough for the fused form (UNFUSED_GEMM_ELEMENTS)."""
+    return site.num_elements > UNFUSED_GEMM_ELEMENTS
+
+
+def transposed_gemm(site: ConstantSite) -> bool:
+    """Whether kept_in_memory may keep `site`, read by one Gemm with transB=1 (the planner passes
+    those the int8 default once stored transposed in blocks, int4_paths.transposed_gemm_fuses,
+    up to UNFUSED_GEMM_ELEMENTS), as DequantizeLinear per channel before it. Stored transposed
+    unconditionally, it was fused into MatMulNBits, whose int8
+    activations cost what the memory did not need: oww_hey_jarvis (four such Gemms) 0.055
+    relative L2 on speech against 0.014 for the same integers in float; as DequantizeLinear
+    before the Gemm (onnxruntime fuses none into a Gemm with transB: it runs at each inference,
+    in float, as before a Conv) 0.011 (issue 55)."""
+    readers = consumers(site)
+    return (len(readers) == 1 and readers[0][0].op == "Gemm" and readers[0][1] == 1
+            and bool(readers[0][0].attrs.get("transB", 0)) and len(site.shape) == 2
+            and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
+
+
 def arith_kept(site: ConstantSite) -> bool:
     """Whether kept_in_memory may keep a lean `arith` weight (ARITH_LEAN) as DequantizeLinear: a
     float32 weight with readers, not read through a Cast, with channels to share a scale (kept,
@@ -187,6 +225,8 @@ def kept_reason(site: ConstantSite) -> str:
     """The plan's `why` for a weight kept_in_memory keeps."""
     if fuses_into_nbits(site):
         return KEPT_REASON
+    if transposed_gemm(site):
+        return KEPT_GEMM_REASON
     return KEPT_CONV_REASON if conv_kept(site) else KEPT_RUN_REASON
 
 
@@ -231,5 +271,8 @@ KEPT_REASON = ("kept quantized in memory (DequantizeLinear, fused by onnxruntime
                "activations): the lean forms alone would hold more than the float model at load")
 KEPT_CONV_REASON = ("kept quantized in memory (DequantizeLinear before Conv, run at each inference): the lean "
                     "forms alone would hold more than the float model at load")
+KEPT_GEMM_REASON = ("kept quantized in memory (DequantizeLinear before a Gemm with transB, run at each inference "
+                    "in float, not fused into int8 activations): the lean forms alone would hold more than the float "
+                    "model at load")
 KEPT_RUN_REASON = ("kept quantized in memory (DequantizeLinear, run at each inference): the lean forms alone would "
                    "hold more than the float model at load")

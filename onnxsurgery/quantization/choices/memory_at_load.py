@@ -16,8 +16,10 @@ from ..options import FLOAT_TYPES, QuantOptions
 from .candidate import Candidate
 from .weights import small_weight
 from .load_memory import (FIT_HOW, FIT_REASON, KEPT_OPSET, applies as memory_rule_applies, float_weights_fit,
-                          fuses_into_nbits, kept_in_memory, kept_reason, kept_scheme, machine_memory, room_at_load)
+                          fuses_into_nbits, kept_in_memory, kept_reason, kept_scheme, machine_memory, room_at_load,
+                          transposed_gemm)
 from .weights import lean_forms
+from .int4_paths import transposed_gemm_fuses
 from .model_facts import ModelFacts
 
 
@@ -45,8 +47,13 @@ def planned_forms(candidates: list[Candidate]) -> list:
 
 
 def _keep_in_memory(candidates: list[Candidate]) -> list[Candidate]:
-    """The MatMul (and Conv) weights that load_memory keeps quantized in memory lowered as `dq`."""
-    kept = {site.name for site in kept_in_memory(planned_forms(candidates), left_lean=small_weight)}
+    """The MatMul (and Conv) weights that load_memory keeps quantized in memory lowered as `dq`;
+    a lean Gemm's B read with transB among them where the int8 default once stored it transposed
+    in blocks for MatMulNBits (int4_paths.transposed_gemm_fuses, with the blocks it is grouped in)."""
+    gemms = {c.name for c in candidates if c.lowering == "lean" and not c.float16 and c.scheme is not None
+             and transposed_gemm(c.site) and transposed_gemm_fuses(c.site, c.scheme)}
+    kept = {site.name for site in kept_in_memory(planned_forms(candidates), left_lean=small_weight,
+                                                 gemm_kept=lambda site: site.name in gemms)}
     return [dataclasses.replace(c, scheme=kept_scheme(c.site), lowering="dq", reason=kept_reason(c.site))
             if c.name in kept else c for c in candidates]
 

@@ -81,7 +81,7 @@ def _capture(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
 
 def _channel_axes(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     """The axis of each weight kept quantized per channel, measured (auto's scheme only)."""
-    return choose_channel_axes(candidates, ctx.activations) if ctx.options.auto_scheme else candidates
+    return choose_channel_axes(candidates, ctx.activations, ctx.opset) if ctx.options.auto_scheme else candidates
 
 
 def _lean(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:

@@ -32,10 +32,10 @@ from ..options import FLOAT_TYPES, QuantOptions, Scheme, dq_min_opset
 from .candidate import Form
 from .forms import choose_scheme, site_form
 from .int4_paths import transposed_gemm_fuses
-from .load_memory import KEPT_OPSET, applies as memory_rule_applies, kept_in_memory
+from .load_memory import KEPT_OPSET, TRANSPOSED_GEMM_OPSET, applies as memory_rule_applies, fused_gemm, kept_in_memory
 from .model_facts import ModelFacts
 from .refusals import quantizes_activations, refusal
-from .rules import TRANSPOSED_GEMM_OPSET, lowering_for
+from .rules import lowering_for
 from .weights import RECURRENT_DQ_OPSET, lean_forms, recurrent_weight
 
 T = TypeVar("T")
@@ -154,8 +154,9 @@ def required_opset(opts: QuantOptions, graph: gs.Graph | None = None) -> int:
         planning = planning_for(graph)
         weights = [site for site in collect_constants(graph)
                    if site.num_elements >= opts.min_elements]
-        if any(len(site.shape) == 2 and transposed_gemm_fuses(site, planning.scheme(site, opts)) for site in weights):
-            return TRANSPOSED_GEMM_OPSET
+        if any(len(site.shape) == 2 and fused_gemm(site) and transposed_gemm_fuses(site, planning.scheme(site, opts))
+               for site in weights):
+            return TRANSPOSED_GEMM_OPSET  # a large one, fused (load_memory.UNFUSED_GEMM_ELEMENTS)
         if any(recurrent_weight(site) for site in weights):
             return RECURRENT_DQ_OPSET
         planned = lean_forms((site, planning.lowering(site, opts, planning.scheme(site, opts), KEPT_OPSET))

@@ -13,6 +13,7 @@ from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..options import QuantOptions, Scheme, dq_min_opset
 from .int4_paths import runs_matmulnbits, transposed_gemm_fuses
+from .load_memory import TRANSPOSED_GEMM_OPSET, fused_gemm
 from .candidate import Candidate, PlanContext
 from .model_facts import ModelFacts
 from .weights import float16_for_tensorrt
@@ -20,8 +21,10 @@ from .weights import float16_for_tensorrt
 # A Gemm's B read with transB (a classifier head) in int8 blocks, stored transposed, which
 # onnxruntime fuses into MatMulNBits (lowerings/dq_transposed.py): blocks need opset 21. ddddocr's
 # 8210x1024 classifier: memory 0.71x the float model's and latency 0.87x, against one float copy
-# at load and a full-width Gemm for the lean form.
-TRANSPOSED_GEMM_OPSET = 21
+# at load and a full-width Gemm for the lean form. Only a large one (load_memory.fused_gemm): the
+# fused kernel's int8 activations cost a small one accuracy the memory did not need
+# (oww_hey_jarvis, four such Gemms: 0.055 relative L2 on speech against 0.011 lean or kept as
+# DequantizeLinear before the Gemm, load_memory.transposed_gemm; issue 55).
 
 
 def lower(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
@@ -76,8 +79,9 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
         return "tied"
     if options.stays_quantized and opset >= dq_min_opset(options):
         return "dq"
-    if options.lean_default and opset >= TRANSPOSED_GEMM_OPSET and transposed_gemm_fuses(site, scheme):
-        return "dq_transposed"  # TRANSPOSED_GEMM_OPSET above
+    if options.lean_default and opset >= TRANSPOSED_GEMM_OPSET and fused_gemm(site) and \
+            transposed_gemm_fuses(site, scheme):
+        return "dq_transposed"  # a large classifier head, fused (the comment above)
     if options.lean_default and REGISTRY["tied"].fits(site, tied_scheme(site), "int8", opset) is None:
         return "tied"  # a token table that is also the lm_head (lowerings/tied.py)
     if options.lean_default:

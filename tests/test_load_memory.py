@@ -324,3 +324,5 @@ def test_a_vector_is_never_kept_per_value(tmp_path):
     assert records["W"].lowering == "dq" and records["C2"].lowering == "dq"  # the rule reaches the Convs
     assert records["b"].lowering != "dq"
     assert all(w.bytes_after <= w.bytes_before for w in records.values())
+    # nor per value in its lean form: float16 is smaller than int8 with a scale a value
+    assert records["b"].dtype == "float16" and records["b"].bytes_after == records["b"].bytes_before // 2

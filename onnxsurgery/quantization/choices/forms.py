@@ -41,8 +41,23 @@ def group(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
             float16, why = True, c.reason
         if no_quantized_form := float16_for_tensorrt(site, opts):
             float16, why = True, no_quantized_form
-        grouped.append(dataclasses.replace(c, scheme=ctx.planning.scheme(site, opts), float16=float16, why=why))
+        scheme = ctx.planning.scheme(site, opts)
+        if not float16 and opts.lean_default and _vector_per_value(site, scheme):
+            float16, why = True, VECTOR_FLOAT16
+        grouped.append(dataclasses.replace(c, scheme=scheme, float16=float16, why=why))
     return grouped
+
+
+# A vector (a bias [18710] read by an Add, PP-OCRv6 rec's classifier) "per channel" has a scale for
+# each value: int8 plus a float16 scale is 3 bytes a value where float16 alone is 2, and no more
+# accurate. The int4 default says the same of biases (int4_paths.py).
+VECTOR_FLOAT16 = "float16: a vector has no channels to share a scale (one a value: 3 bytes, float16's 2)"
+
+
+def _vector_per_value(site: ConstantSite, scheme: Scheme) -> bool:
+    """A float32 weight with at most one axis over 1, grouped per channel along that axis."""
+    return (site.onnx_dtype == onnx.TensorProto.FLOAT and scheme.granularity == "channel"
+            and sum(d > 1 for d in site.shape) <= 1)
 
 
 def site_form(site: ConstantSite, options: QuantOptions, facts: ModelFacts) -> Form:

@@ -24,6 +24,7 @@ Generated inputs follow what the graph says a model means, so that a model runs 
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -69,13 +70,24 @@ def parse_shapes(specs: list[str] | tuple[str, ...]) -> dict[str, list[int]]:
 
 def _structure(model: onnx.ModelProto | str | os.PathLike | None) -> onnx.ModelProto | None:
     """The model, a path read without its weights' payloads (None where it cannot be read: the
-    session that read it already checked the file)."""
+    session that read it already checked the file). Read once per file as it stands: the
+    generated inputs' facts and the comparison's ranked outputs all ask; callers only read it."""
     if model is None or isinstance(model, onnx.ModelProto):
         return model
+    try:
+        stat = os.stat(model)
+    except OSError:
+        return None
+    return _read_structure(os.fspath(model), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_structure(path: str, mtime_ns: int, size: int) -> onnx.ModelProto | None:
+    """(mtime_ns and size key the cache: a file rewritten in place is read again.)"""
     from ..storage.lazy import read_model_skipping_weights
 
     try:
-        return read_model_skipping_weights(Path(model))
+        return read_model_skipping_weights(Path(path))
     except (OSError, ValueError):
         return None
 

@@ -326,3 +326,6 @@ def test_a_vector_is_never_kept_per_value(tmp_path):
     assert all(w.bytes_after <= w.bytes_before for w in records.values())
     # nor per value in its lean form: float16 is smaller than int8 with a scale a value
     assert records["b"].dtype == "float16" and records["b"].bytes_after == records["b"].bytes_before // 2
+    # nor under --keep-quantized, where it grew 1.5x (int8, a float32 scale and a zero point a value)
+    kept = {w.name: w for w in onnxsurgery.quant_plan(tmp_path / "m.onnx", keep_quantized=True).weights}
+    assert kept["b"].dtype == "float16" and all(w.bytes_after <= w.bytes_before for w in kept.values())

@@ -143,6 +143,9 @@ GENERATED_CANNOT_TELL = ("    generated inputs show that it runs and how far out
 
 
 def render_verification(v: dict) -> str:
+    if v.get("copy"):
+        return (f"  verification ({v['runtime']}): the output is the input byte for byte; it loads, and computes "
+                "what the input computes without being run")
     lines = [f"  verification ({_described(v)}; {v['runtime']}):"]
     for name, o in v["outputs"].items():
         agree = f"  argmax agreement {o['argmax_agreement'] * 100:.2f}%" if "argmax_agreement" in o else ""

@@ -27,7 +27,7 @@ from ..quantization.request import QuantRequest
 from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
 from ..running.samples import check_samples
-from ..running.verify import compare_models
+from ..running.verify import compare_models, copy_verification
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options
 from .check import check_for_tensorrt
@@ -219,12 +219,11 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         if not verification.verify:
             return
         captured = prepared.activations if prepared is not None else None  # its runs: the reference's
-        # a copy of the input computes what the input does: its own file in the reference's
-        # settings is run once, to show that it runs (isnet_quint8, nothing to quantize: 2 runs at
-        # 1024x1024 for a file copy)
-        copy = written == Path(input_path) and run.runtime == "onnxruntime"
+        if written == Path(input_path) and run.runtime == "onnxruntime":  # a copy: loaded, not run
+            report.verification = copy_verification(written, generated=inputs.samples is None)
+            return
         report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
-                                             fold_candidate=copy, runtime=run.runtime, outputs=inputs.outputs,
+                                             fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
                                              reference_runs=reference_runs, reference_outputs=captured and
                                              captured.reference_outputs(inputs.samples))
         worst, max_error = report.verification["rel_l2_error"], verification.max_error

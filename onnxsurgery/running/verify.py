@@ -17,6 +17,7 @@ from ..errors import InputError, VerificationError, runtime_message
 from .kv_cache import is_cache_output
 from .output_kinds import has_class_axis
 from .ranked import matched, ranked_axis, ranked_outputs
+from .batched import batch_dimension, run_samples
 from ..progress import progress
 from .sessions import _first_line, session, streams
 from .samples import check_samples
@@ -169,19 +170,19 @@ def compare_models(
     runs_key = (_identity(reference), streamed, seed, repr(shapes), None if generated else id(samples), same,
                 optimize)
     if reference_runs is not None and runs_key in reference_runs:
-        names, samples, expected = reference_runs[runs_key]
+        names, samples, expected, merge = reference_runs[runs_key]
     elif reference_outputs is not None and not generated and not same:
-        names, expected = reference_outputs
+        (names, expected), merge = reference_outputs, False  # computed sample by sample
         if reference_runs is not None:
             reference_runs.clear()
-            reference_runs[runs_key] = (names, samples, expected)
+            reference_runs[runs_key] = (names, samples, expected, merge)
     else:
         # the reference's own file is not compared with anything: one sample shows that it runs
-        names, samples, expected = _reference_runs(reference, samples, shapes, seed, streamed, wider=not same,
-                                                   layout=layout, optimize=optimize)
+        names, samples, expected, merge = _reference_runs(reference, samples, shapes, seed, streamed,
+                                                          wider=not same, layout=layout, optimize=optimize)
         if reference_runs is not None:
             reference_runs.clear()  # one reference at a time
-            reference_runs[runs_key] = (names, samples, expected)
+            reference_runs[runs_key] = (names, samples, expected, merge)
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[dict]] = {}
     headline = headline_outputs(names, outputs)
@@ -193,8 +194,11 @@ def compare_models(
                                                  layout=layout, optimize=optimize,
                                                  streamed=streamed, payloads_beside=candidate_beside)
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
+    # batched as the reference's were (batched.py): a streamed model's samples in one pass
+    merged = None if cand_sess is None or not merge else run_samples(
+        samples, lambda feeds, s=cand_sess: _run(s, names, feeds), merge=True)
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
-        got = ref if cand_sess is None else _run(cand_sess, names, feeds)
+        got = ref if cand_sess is None else merged[index] if merged is not None else _run(cand_sess, names, feeds)
         compared = compare_outputs(ref, got, names, ranked)
         error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
         if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst
@@ -316,14 +320,17 @@ def _identity(model) -> object:
 
 def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
                     layout: bool = False, optimize: bool = True):
-    """(output names, samples, the reference's outputs on each): `samples`, or generated ones
-    (one that runs, then with `wider` a batch of 2 where the batch is dynamic and a decoder's
-    first step)."""
+    """(output names, samples, the reference's outputs on each, whether samples of one shape ran
+    as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
+    where the batch is dynamic and a decoder's first step). A streamed model's samples that
+    differ only in their batch run as one batch (batched.py); the candidate must run them so."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
     ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize)
     names = [o.name for o in ref_sess.get_outputs()]
+    merge = streamed and batch_dimension(ref_sess) is not None
+    run = lambda feeds: _run(ref_sess, names, feeds)  # noqa: E731
     length = LENGTHS[0]
     if generated:
         sample, computed, length, error = runnable_inputs(ref_sess, lambda feeds, s=ref_sess: _run(s, names, feeds),
@@ -334,10 +341,10 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
                                     f"ones with --inputs, or dimensions with --shape NAME:DxD ({error})") from error
         samples, expected = [sample], [computed]
     else:
-        expected = [_run(ref_sess, names, feeds) for feeds in samples]
+        expected = run_samples(samples, run, merge=merge)
     wider_refused = False
     if not (generated and wider):
-        return names, samples, expected
+        return names, samples, expected, merge
     if has_dynamic_batch(ref_sess, shapes):
         # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
         # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
@@ -345,7 +352,14 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
                                                     batch=2, length=length),
                               shapes=shapes, seed=seed + 4, model=reference, length=length)
         try:
-            expected.append(_run(ref_sess, names, batch2))
+            if merge:  # streamed: with the first sample as one batch of 3, which the candidate runs once
+                try:
+                    expected = run_samples([*samples, batch2], run, merge=True)
+                except VerificationError:  # a batch of 3 refused: each on its own, on both sides
+                    merge = False
+                    expected.append(run(batch2))
+            else:
+                expected.append(run(batch2))
             samples.append(batch2)
         except VerificationError:  # batch 1 only, whatever it declares, or only with a past (below)
             wider_refused = True
@@ -358,7 +372,7 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     if step is not None:
         samples.append(step[0])
         expected.append(step[1])
-    return names, samples, expected
+    return names, samples, expected, merge
 
 
 def _first_step(sess, names: list[str], *, batches: tuple[int, ...], **options):

@@ -48,3 +48,28 @@ def test_the_values_moved_are_those_of_one_argmax_a_move(seed):
     assert np.array_equal(got, want)
     needed = np.abs(np.rint(residual.sum(axis=1, dtype=np.float64)))
     assert needed.max() > balanced.FEW_MOVES >= needed.min()  # both ways of picking taken
+
+
+@pytest.mark.parametrize("shape,axis", [((40, 8, 32, 6), 2), ((24, 32, 7), 1), ((33, 3, 16, 5, 1), 2)])
+def test_blocks_balanced_in_shared_slices_move_the_values_of_the_whole_array(shape, axis, monkeypatch):
+    """Blocks are balanced a slice along axis 0 at a time, on several threads: the values the
+    whole array's rows moved (repeated values included, where the order of picking shows)."""
+    from onnxsurgery.quantization import chunked
+
+    rng = np.random.default_rng(11)
+    x = np.round((rng.standard_normal(shape) * 4 + rng.uniform(-1, 1, shape) * 0.3) * 4) / 4
+    x = x.astype(np.float32)
+    q0 = np.clip(np.rint(x), -8, 7)
+    want_q, want_r = q0.copy(), x - q0
+    balanced._balance_rows(want_q, want_r.copy(), axis, True, -8, 7)
+    _one_argmax_a_move(q := q0.copy(), x - q0, axis, True, -8, 7)
+    assert want_q.tobytes() == q.tobytes()
+    monkeypatch.setattr(balanced, "SLICE_ELEMENTS", 1000)
+    monkeypatch.setattr(balanced, "SUM_BUFFER", 64)
+    for workers in (1, 3):
+        monkeypatch.setattr(chunked, "_workers", lambda: workers)
+        monkeypatch.setattr(chunked, "_POOL", None)
+        got = q0.copy()
+        balanced.balance(got, x - q0, axis, True, -8, 7)
+        assert got.tobytes() == want_q.tobytes()
+    assert (want_q != q0).any()

@@ -73,3 +73,27 @@ def test_blocks_balanced_in_shared_slices_move_the_values_of_the_whole_array(sha
         balanced.balance(got, x - q0, axis, True, -8, 7)
         assert got.tobytes() == want_q.tobytes()
     assert (want_q != q0).any()
+
+
+@pytest.mark.parametrize("shape,axis,symmetric", [((96, 40), 0, False), ((40, 96), 1, True), ((24, 64, 3, 3), 1, False)])
+def test_quantize_balanced_in_slices_gives_the_whole_array_integers(shape, axis, symmetric, monkeypatch):
+    """rounding.quantize's balanced blocks are rounded and balanced a slice at a time, on several
+    threads (balanced.round_balanced): the integers of the whole-array steps."""
+    from onnxsurgery.quantization import chunked
+    from onnxsurgery.quantization.rounding import _grouped, quantize
+
+    x = np.random.default_rng(12).standard_normal(shape).astype(np.float32)
+    monkeypatch.setattr(balanced, "SLICE_ELEMENTS", 500)
+    monkeypatch.setattr(balanced, "SUM_BUFFER", 32)
+    monkeypatch.setattr(chunked, "_workers", lambda: 3)
+    monkeypatch.setattr(chunked, "_POOL", None)
+    got = quantize(x, dtype="int4", granularity="block", axis=axis, block_size=8, symmetric=symmetric, balanced=True)
+    zero = got.zero_point.astype(np.float32) if got.zero_point is not None else np.zeros_like(got.scale)
+    view, s_b, z_b = _grouped(x, got.scale.astype(np.float32), zero, "block", axis, 8)
+    q = view / s_b + (z_b if not symmetric else 0)
+    exact = q.copy()
+    q = np.clip(np.rint(q), -8, 7)
+    exact -= q
+    balanced._balance_rows(q, exact, axis + 1, True, -8, 7)
+    assert got.q.tobytes() == q.astype(np.int8).reshape(shape).tobytes()
+    assert (q != np.clip(np.rint(view / s_b + (z_b if not symmetric else 0)), -8, 7)).any()  # some moved

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from .chunked import rows_of, share
+
 
 def balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis: bool, qmin: int,
              qmax: int) -> None:
@@ -21,23 +23,48 @@ def balance(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis: 
     balanced a slice of q along axis 0 at a time (each block lies within one), the slices shared
     among threads (chunked.share): the rows of a slice fit in cache while they are moved into rows
     and back (crepe_full's 128 x 1024 x 64 Conv weight in blocks: 0.3-0.4 s a weight, one core)."""
-    if not members_along_axis or axis == 0 or q.shape[0] < 2 or q.size <= SLICE_ELEMENTS:
+    if not members_along_axis or axis == 0:
         _balance_rows(q, residual, axis, members_along_axis, qmin, qmax)
         return
-    from .chunked import share
-
-    per_index = q[0].size
-    # slices whose element counts are multiples of SUM_BUFFER: each row's float64 sum is taken
-    # in the same buffer as in the whole array, the same pairs of additions
-    unit = SUM_BUFFER // math.gcd(per_index, SUM_BUFFER)
-    step = unit * max(1, SLICE_ELEMENTS // (unit * per_index))
-    parts = [slice(start, start + step) for start in range(0, q.shape[0], step)]
 
     def run(mine: list[slice]) -> None:
         for part in mine:
             _balance_rows(q[part], residual[part], axis, True, qmin, qmax)
 
-    share(run, parts, least=2)
+    share(run, slices(q.shape), least=2)
+
+
+def round_balanced(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, axis: int, store: type) -> np.ndarray:
+    """rint(view / s_b [+ z_b]) clipped to [qmin, qmax] and balanced over blocks (members along
+    `axis`, never 0), as `store` integers: rounding.quantize's steps, a slice along axis 0 at a
+    time (`slices`) on both cores, with no full-size float copies (two before: the rounded
+    values and their residuals). The same ufuncs on each element: the same integers."""
+    out = np.empty(view.shape, store)
+
+    def run(mine: list[slice]) -> None:
+        for part in mine:
+            q = np.divide(view[part], rows_of(s_b, part, view.ndim))
+            if z_b is not None:
+                q += rows_of(z_b, part, view.ndim)
+            exact = q.copy()
+            np.rint(q, out=q)
+            np.clip(q, qmin, qmax, out=q)
+            exact -= q  # the rounding residuals
+            _balance_rows(q, exact, axis, True, qmin, qmax)
+            out[part] = q
+
+    share(run, slices(view.shape), least=2)
+    return out
+
+
+def slices(shape: tuple[int, ...]) -> list[slice]:
+    """Slices along axis 0 of about SLICE_ELEMENTS elements, each a multiple of SUM_BUFFER
+    elements (but the last): a row's float64 sum in `_balance_rows` is then taken in the same
+    buffer of numpy's, with the same pairs of additions, as over the whole array."""
+    per_index = max(1, math.prod(shape[1:]))
+    unit = SUM_BUFFER // math.gcd(per_index, SUM_BUFFER)
+    step = unit * max(1, SLICE_ELEMENTS // (unit * per_index))
+    return [slice(start, start + step) for start in range(0, shape[0], step)]
 
 
 def _balance_rows(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis: bool, qmin: int,

@@ -160,7 +160,9 @@ def quantize(
     blocked_view = view.ndim > x32.ndim  # blocks that tile their axis: members along axis + 1
     balance = balanced and (granularity == "channel" or blocked_view)
     store = (np.uint8 if qmax < 256 else np.uint16) if qmin >= 0 else np.int8
-    if balance or view.ndim == 0:
+    if balance and blocked_view:  # the steps below a slice of rows at a time (balanced.py)
+        q = balanced_rounding.round_balanced(view, s_b, z_b if with_zero_point else None, qmin, qmax, axis + 1, store)
+    elif balance or view.ndim == 0:
         q = view / s_b
         if with_zero_point:
             q += z_b

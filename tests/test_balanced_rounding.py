@@ -48,3 +48,52 @@ def test_the_values_moved_are_those_of_one_argmax_a_move(seed):
     assert np.array_equal(got, want)
     needed = np.abs(np.rint(residual.sum(axis=1, dtype=np.float64)))
     assert needed.max() > balanced.FEW_MOVES >= needed.min()  # both ways of picking taken
+
+
+@pytest.mark.parametrize("shape,axis", [((40, 8, 32, 6), 2), ((24, 32, 7), 1), ((33, 3, 16, 5, 1), 2)])
+def test_blocks_balanced_in_shared_slices_move_the_values_of_the_whole_array(shape, axis, monkeypatch):
+    """Blocks are balanced a slice along axis 0 at a time, on several threads: the values the
+    whole array's rows moved (repeated values included, where the order of picking shows)."""
+    from onnxsurgery.quantization import chunked
+
+    rng = np.random.default_rng(11)
+    x = np.round((rng.standard_normal(shape) * 4 + rng.uniform(-1, 1, shape) * 0.3) * 4) / 4
+    x = x.astype(np.float32)
+    q0 = np.clip(np.rint(x), -8, 7)
+    want_q, want_r = q0.copy(), x - q0
+    balanced._balance_rows(want_q, want_r.copy(), axis, True, -8, 7)
+    _one_argmax_a_move(q := q0.copy(), x - q0, axis, True, -8, 7)
+    assert want_q.tobytes() == q.tobytes()
+    monkeypatch.setattr(balanced, "SLICE_ELEMENTS", 1000)
+    monkeypatch.setattr(balanced, "SUM_BUFFER", 64)
+    for workers in (1, 3):
+        monkeypatch.setattr(chunked, "_workers", lambda: workers)
+        monkeypatch.setattr(chunked, "_POOL", None)
+        got = q0.copy()
+        balanced.balance(got, x - q0, axis, True, -8, 7)
+        assert got.tobytes() == want_q.tobytes()
+    assert (want_q != q0).any()
+
+
+@pytest.mark.parametrize("shape,axis,symmetric", [((96, 40), 0, False), ((40, 96), 1, True), ((24, 64, 3, 3), 1, False)])
+def test_quantize_balanced_in_slices_gives_the_whole_array_integers(shape, axis, symmetric, monkeypatch):
+    """rounding.quantize's balanced blocks are rounded and balanced a slice at a time, on several
+    threads (balanced.round_balanced): the integers of the whole-array steps."""
+    from onnxsurgery.quantization import chunked
+    from onnxsurgery.quantization.rounding import _grouped, quantize
+
+    x = np.random.default_rng(12).standard_normal(shape).astype(np.float32)
+    monkeypatch.setattr(balanced, "SLICE_ELEMENTS", 500)
+    monkeypatch.setattr(balanced, "SUM_BUFFER", 32)
+    monkeypatch.setattr(chunked, "_workers", lambda: 3)
+    monkeypatch.setattr(chunked, "_POOL", None)
+    got = quantize(x, dtype="int4", granularity="block", axis=axis, block_size=8, symmetric=symmetric, balanced=True)
+    zero = got.zero_point.astype(np.float32) if got.zero_point is not None else np.zeros_like(got.scale)
+    view, s_b, z_b = _grouped(x, got.scale.astype(np.float32), zero, "block", axis, 8)
+    q = view / s_b + (z_b if not symmetric else 0)
+    exact = q.copy()
+    q = np.clip(np.rint(q), -8, 7)
+    exact -= q
+    balanced._balance_rows(q, exact, axis + 1, True, -8, 7)
+    assert got.q.tobytes() == q.astype(np.int8).reshape(shape).tobytes()
+    assert (q != np.clip(np.rint(view / s_b + (z_b if not symmetric else 0)), -8, 7)).any()  # some moved

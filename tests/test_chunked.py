@@ -194,3 +194,26 @@ def test_picks_known_for_a_sample_of_channels_give_the_whole_search(shape, granu
         if not symmetric:
             assert got.zero_point.tobytes() == whole.zero_point.tobytes()
         assert (whole.clip_picks > 0).any()  # the search clipped somewhere: the picks were tested
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("half_scales", [True, False])
+@pytest.mark.parametrize("qmin,qmax", [(-8, 7), (0, 15)])
+def test_clip_grids_at_once_are_the_bits_of_one_call_per_ratio(symmetric, half_scales, qmin, qmax):
+    """rounding._clip_grids takes every ratio in one call where the scales stay float32: the scales
+    and zero points of scales_for_ranges(lo * ratio, hi * ratio) ratio by ratio, constant,
+    one-signed and tiny groups included."""
+    from onnxsurgery.quantization.rounding import CLIP_RATIOS, _clip_grids
+    from onnxsurgery.quantization.scales import scales_for_ranges
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((64, 40)) * rng.standard_t(3, (64, 40))).astype(np.float32)
+    lo, hi = x[::2].copy(), x[1::2].copy()
+    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+    lo[0], hi[0] = 0, 0  # constant groups
+    lo[1] = np.abs(lo[1])  # all positive
+    hi[2] = -np.abs(hi[2]) * 1e-30  # all negative, tiny
+    scales, zeros = _clip_grids(lo, hi, qmin, qmax, symmetric, half_scales)
+    for g, ratio in enumerate(CLIP_RATIOS):
+        scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
+        assert scales[g].tobytes() == scale.astype(np.float32).tobytes()
+        assert zeros[g].tobytes() == zero.astype(np.float32).tobytes()

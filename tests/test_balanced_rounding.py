@@ -67,7 +67,7 @@ def test_blocks_balanced_in_shared_slices_move_the_values_of_the_whole_array(sha
     monkeypatch.setattr(balanced, "SLICE_ELEMENTS", 1000)
     monkeypatch.setattr(balanced, "SUM_BUFFER", 64)
     for workers in (1, 3):
-        monkeypatch.setattr(chunked, "_workers", lambda: workers)
+        monkeypatch.setattr(chunked, "_workers", lambda w=workers: w)
         monkeypatch.setattr(chunked, "_POOL", None)
         got = q0.copy()
         balanced.balance(got, x - q0, axis, True, -8, 7)
@@ -75,7 +75,8 @@ def test_blocks_balanced_in_shared_slices_move_the_values_of_the_whole_array(sha
     assert (want_q != q0).any()
 
 
-@pytest.mark.parametrize("shape,axis,symmetric", [((96, 40), 0, False), ((40, 96), 1, True), ((24, 64, 3, 3), 1, False)])
+@pytest.mark.parametrize("shape,axis,symmetric",
+                         [((96, 40), 0, False), ((40, 96), 1, True), ((24, 64, 3, 3), 1, False)])
 def test_quantize_balanced_in_slices_gives_the_whole_array_integers(shape, axis, symmetric, monkeypatch):
     """rounding.quantize's balanced blocks are rounded and balanced a slice at a time, on several
     threads (balanced.round_balanced): the integers of the whole-array steps."""

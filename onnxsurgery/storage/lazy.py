@@ -301,7 +301,7 @@ class FileBackedValues(LazyValues):
             return None
         try:  # its page table filled in one call rather than a fault per 64 KB as numpy reads it
             mapping.madvise(MADV_POPULATE_READ)
-        except (OSError, ValueError):  # before Linux 5.14
+        except (OSError, ValueError, AttributeError):  # before Linux 5.14; elsewhere; no madvise (Windows)
             pass
         return np.frombuffer(mapping, dtype, math.prod(shape), delta).reshape(shape)
 

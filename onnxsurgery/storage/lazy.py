@@ -312,6 +312,8 @@ class FileBackedValues(LazyValues):
 # about a third of `quant --no-verify`'s system time on a 1.2 GB decoder (each weight read
 # twice: the plan's measurements and the pass; 2.4 GB copied, each page of the copies faulted
 # in and zeroed first). Those pages count as the file's, not as the process's anonymous memory.
+# Every output is staged and renamed into place (staging.py), so no pass truncates a file whose
+# pages an array still maps; another program truncating the input meanwhile would be a SIGBUS.
 MAP_FROM_BYTES = 1 << 20
 MADV_POPULATE_READ = 22  # Linux's; Python 3.11's mmap does not name it
 

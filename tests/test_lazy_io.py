@@ -99,6 +99,28 @@ def test_file_backed_values_read_straight_into_arrays_equal_numpy_helpers(tmp_pa
     """Weights read on demand come out as onnx's own reader gives them, for the types read
     straight into an array and for those converted (bfloat16), in the file's shape; writable,
     and writing into them leaves the file as it was."""
+    assert _read_on_demand(tmp_path) == 0  # all below lazy.MAP_FROM_BYTES: read, not mapped
+
+
+def test_large_payloads_load_mapped_and_stay_private(tmp_path, monkeypatch):
+    """Payloads of lazy.MAP_FROM_BYTES or more load as arrays over a private mapping of their
+    file: the same values, dtype and shape as onnx's reader gives, writable, and writing into
+    them changes neither the file nor the next load (copy-on-write). Those at an offset that
+    is no multiple of their item size (in the .onnx itself, within the protobuf) are read."""
+    monkeypatch.setattr(lazy, "MAP_FROM_BYTES", 1)
+    assert _read_on_demand(tmp_path) > 0
+
+
+def _mapped(array: np.ndarray) -> bool:
+    import mmap
+
+    while array is not None and not isinstance(array, mmap.mmap):  # numpy's bases, a memoryview's object
+        array = array.obj if isinstance(array, memoryview) else getattr(array, "base", None)
+    return array is not None
+
+
+def _read_on_demand(tmp_path) -> int:
+    """The check of the two tests above; returns how many of the arrays loaded were mapped."""
     from onnxsurgery.graph_utils import collect_constants, read_values
     from onnxsurgery.pipeline import open_workspace
 
@@ -115,6 +137,7 @@ def test_file_backed_values_read_straight_into_arrays_equal_numpy_helpers(tmp_pa
     nodes = [helper.make_node("Identity", [name], [f"{name}_out"]) for name in [*arrays, "bf16"]]
     outputs = [builders.vi(f"{t.name}_out", t.data_type, list(t.dims)) for t in inits]
     m = builders.model(nodes, [], outputs, inits)
+    mapped = 0
     for external in (False, True):
         path = tmp_path / f"m{external}.onnx"
         onnx.save(m, str(path), save_as_external_data=external, size_threshold=0)
@@ -130,7 +153,9 @@ def test_file_backed_values_read_straight_into_arrays_equal_numpy_helpers(tmp_pa
                 assert array.dtype == expected[name].dtype and array.shape == expected[name].shape, name
                 assert array.tobytes() == expected[name].tobytes(), name
                 assert array.flags.writeable
+                mapped += _mapped(array)
                 array.fill(1)
+    return mapped
 
 
 def test_arrays_held_by_the_export_are_written_as_gs_would_write_them(tmp_path):

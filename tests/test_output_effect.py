@@ -126,3 +126,19 @@ def test_a_lean_conv_weight_that_loses_less_along_another_axis_is_kept_along_it(
                            for p in (src, out, lean))
     error = lambda got: np.linalg.norm(got - ref) / np.linalg.norm(ref)  # noqa: E731
     assert error(by_tap) < 0.02 and error(by_tap) < error(by_row)
+
+
+def test_slice_norms_a_few_channels_at_a_time_are_the_whole_arrays_sums():
+    """gain.slice_norms sums each channel's squares in float64 a slice of channels at a time:
+    the same bits as the sums over the whole array in one go, along any axis, for float32 and
+    float16 weights, a channel count no multiple of the slice included."""
+    from onnxsurgery.quantization.choices.gain import NORM_CHANNELS, slice_norms
+
+    rng = np.random.default_rng(5)
+    for shape in ((NORM_CHANNELS * 2 + 3, 70), (64, NORM_CHANNELS + 1, 3), (5, 7)):
+        for dtype in (np.float32, np.float16):
+            values = rng.standard_normal(shape).astype(dtype)
+            for axis in range(values.ndim):
+                whole = values.astype(np.float64)
+                expected = np.sqrt((np.moveaxis(whole, axis, 0).reshape(values.shape[axis], -1) ** 2).sum(1))
+                assert slice_norms(values, axis).tobytes() == expected.tobytes(), (shape, dtype, axis)

@@ -19,7 +19,8 @@ def const(names: NameAllocator, base: str, array: np.ndarray) -> gs.Constant:
 def int_tensor(names: NameAllocator, base: str, values: np.ndarray, dtype: str) -> gs.Constant:
     """An integer constant of ONNX type `dtype` (4-bit types packed, which gs cannot export)."""
     if dtype in ("int8", "uint8"):
-        return const(names, base, values.astype(np.int8 if dtype == "int8" else np.uint8))
+        # the rounding's own integers where they are of that type already (no copy of the weight)
+        return const(names, base, values.astype(np.int8 if dtype == "int8" else np.uint8, copy=False))
     proto = onnx.helper.make_tensor(names.new(base), ONNX_INT[dtype], list(values.shape),
                                     pack_nibbles(values, dtype == "int4").tobytes(), raw=True)
     return gs.Constant(proto.name, LazyValues(proto))

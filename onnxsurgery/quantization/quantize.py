@@ -14,7 +14,8 @@ import onnx
 
 from ..graph_utils import ConstantSite
 from .lowerings import REGISTRY
-from .lowerings.scaled import equalizing_scales, through_casts
+from .chunked import abs_max, all_finite
+from .lowerings.scaled import equalized_axis, equalizing_from, equalizing_scales, through_casts
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, quantize
 
@@ -160,6 +161,25 @@ def _shared(values: np.ndarray, site: ConstantSite) -> dict | None:
     key = (id(site.tensor), site.name, _fingerprint(values))
     with _LOCK:
         return _FACTS.setdefault(key, {"site": site.tensor})  # held, so that its id stays its own
+
+
+def checked_read(values: np.ndarray, site: ConstantSite, lowering: str) -> tuple[bool, float | None]:
+    """(no NaN or Inf in `values`, the largest |value| where that came for free, else None): the
+    plan's finite check. Under an equalizing lowering it is the pass over the weight that its
+    input-side scales need anyway (the row maxima of |values|: a NaN or an Inf reaches them),
+    kept within `remembering` for every way of quantizing these values (`_shared`: the lean
+    form measured on them, or the pass quantizing the whole weight that was measured on a
+    sample), instead of a pass of its own (chunked.all_finite)."""
+    axis = equalized_axis(site) if REGISTRY[lowering].equalized and values.ndim else None
+    if axis is None:
+        return all_finite(values), None
+    row_max = abs_max(values, axis)
+    if not np.isfinite(row_max).all():
+        return False, None
+    facts = _shared(values, site)
+    if facts is not None and "equalizing" not in facts:
+        facts["equalizing"] = equalizing_from(row_max, site), axis
+    return True, float(row_max.max(initial=0.0))
 
 
 def _quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool,

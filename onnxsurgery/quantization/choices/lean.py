@@ -17,10 +17,10 @@ from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
 from ..options import QuantOptions
-from ..chunked import all_finite
+from ..chunked import abs_max
 from ..lowerings import REGISTRY
 from ..lowerings.scaled import zero_points_tried
-from ..quantize import quantize_site, scheme_args
+from ..quantize import checked_read, quantize_site, scheme_args
 from .candidate import Candidate
 from .gain import concentration
 from .sampling import channel_sample
@@ -168,13 +168,19 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
     def measure(candidate: Candidate) -> _Cost:
         site, scheme = candidate.site, candidate.scheme
         values = read_values(site.tensor).astype(np.float32, copy=False)
-        if not all_finite(values):  # the plan's NaN/Inf check, on this read (planner.py)
+        lean, lowering = lean_scheme(site, opset)
+        # the plan's NaN/Inf check, on this read (planner.py): under `scaled`, the pass that
+        # the input-side scales of the lean form (or the pass's, on a sample) need anyway
+        finite, largest = checked_read(values, site, lowering)
+        if not finite:
             return _Cost(site.name, 0.0, 1.0, 0, 0, False, finite=False)
         balance = balanced_rounding(site, options) and scheme.granularity != "tensor"
-        lean, lowering = lean_scheme(site, opset)
         moments = activations.moments(site) if activations is not None else None
         if moments is None:
+            whole = values
             values = channel_sample(values, site)
+            if values is not whole:
+                largest = None  # the sample's, below
         forms = [(lean, lowering, True), (scheme, "arith", None)]
         if lowering == "scaled" and zero_points_tried(site):
             forms.append((lean, lowering, False))
@@ -192,8 +198,9 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
         extra = 4 * site.num_elements * (chain - REGISTRY[lowering].float_copies("channel", False))
         small = site.num_elements if small_weight(site) else 0
         reference = layer_norm(values, site, moments) if small else 0.0  # only small weights are ranked by it
-        float16 = site.onnx_dtype == onnx.TensorProto.FLOAT and bool(np.isfinite(values).all()) and \
-            float(np.abs(values).max(initial=0.0)) <= float(np.finfo(np.float16).max)
+        # `values` (the weight, or its sample) is finite (checked above); its largest |value|
+        float16 = site.onnx_dtype == onnx.TensorProto.FLOAT and \
+            (largest if largest is not None else _abs_max(values)) <= float(np.finfo(np.float16).max)
         return _Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,
                      small=small, extra=extra, asymmetric=asymmetric, in_weight=moments is None,
                      float16_elements=site.num_elements if float16 else 0,
@@ -205,3 +212,10 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
     measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest,
                            workers=1 if activations is not None else WORKERS)
     return [cost for _, cost in progress(measured, "measure lean vs accurate", total=len(candidates), unit="weight")]
+
+
+def _abs_max(values: np.ndarray) -> float:
+    """float(np.abs(values).max(initial=0.0)), without a full-size |values| (chunked.abs_max)."""
+    if values.ndim == 0 or not values.size:
+        return float(np.abs(values).max(initial=0.0))
+    return float(abs_max(values, 0).max(initial=0.0))

@@ -217,9 +217,14 @@ def equalizing_scales(values: np.ndarray, site: ConstantSite) -> tuple[np.ndarra
     axis = equalized_axis(site)
     if axis is None:
         return None, None
-    r = abs_max(values, axis).astype(np.float64) ** EQUALIZE_ALPHA  # np.abs(values).max(axis=others)
+    return equalizing_from(abs_max(values, axis), site), axis  # np.abs(values).max(axis=others)
+
+
+def equalizing_from(row_max: np.ndarray, site: ConstantSite) -> np.ndarray:
+    """equalizing_scales' r from the weight's row maxima of |values| along its input axis."""
+    r = row_max.astype(np.float64) ** EQUALIZE_ALPHA
     r = np.where((r > 0) & np.isfinite(r), r, 1.0).astype(SCALED_TYPES.get(site.onnx_dtype, np.float32))
-    return r.astype(np.float32), axis  # a float16 weight's r is a float16 value: the graph multiplies by exactly that
+    return r.astype(np.float32)  # a float16 weight's r is a float16 value: the graph multiplies by exactly that
 
 
 def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> None:

@@ -132,7 +132,7 @@ def write_checked(ws: Workspace, produce: Callable[[], onnx.ModelProto], out: Pa
     staged = stage_model(result, out, external_data=external_data, files=ws.files)
     del result
     with staged:
-        ws.close()
+        ws.close(collect=check is not None)
         if check is not None:
             check(staged.path)
         return staged.commit()

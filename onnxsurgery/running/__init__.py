@@ -27,7 +27,8 @@ _HOMES = {
     "has_class_axis": "output_kinds",
     **dict.fromkeys(["OverLimit", "measure_in_fresh_process"], "session_memory"),
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
-    **dict.fromkeys(["compare_models", "compare_outputs", "headline_outputs", "pooled_agreement", "runtime_label"],
+    **dict.fromkeys(["compare_models", "compare_outputs", "copy_verification", "headline_outputs", "pooled_agreement",
+                     "runtime_label"],
                     "verify"),
 }
 _MODULES = ("sessions", "feeds", "samples", "verify", "output_kinds", "kv_cache", "session_memory")

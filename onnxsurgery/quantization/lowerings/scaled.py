@@ -55,6 +55,8 @@ with outlier values within a row (the quantize pass measures that and spends a m
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
@@ -232,6 +234,7 @@ def equalizing_scales(values: np.ndarray, site: ConstantSite) -> tuple[np.ndarra
 def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> None:
     """Rewire every reader of `site` to read Cast(int8) and scale its output (module docstring);
     with zero points, subtract their term before the scale (`_zero_point_term`)."""
+    qt = _flat_channels_without_zero_point(qt)
     behind_casts = through_casts(site)
     to = onnx.TensorProto.FLOAT if behind_casts else site.onnx_dtype  # the type the readers compute in
     dtype = SCALED_TYPES[to]  # the scales too
@@ -353,6 +356,23 @@ def conv_zero_points_tried(site: ConstantSite, lowering: str, four_bit: bool) ->
     (CONV_ZERO_POINT_READERS above: its lean-or-accurate rank stays the symmetric error's)."""
     return (lowering == "scaled" and not four_bit and zero_points_fit(site)
             and read_only_by(site, CONV_ZERO_POINT_READERS))
+
+
+def _flat_channels_without_zero_point(qt: Quantized) -> Quantized:
+    """`qt` with q and z set to 0 in every channel whose integers all equal its zero point (a
+    channel of zeros): X @ q and sum(X) * z are subtracted in float, and would leave rounding
+    noise in an output channel that is exactly 0 in the original."""
+    if qt.zero_point is None or qt.axis is None:
+        return qt
+    z = qt.zero_point.reshape(-1)
+    rows = np.moveaxis(qt.q, qt.axis, 0).reshape(z.size, -1)
+    flat = (rows == z[:, None].astype(rows.dtype)).all(axis=1) & (z != 0)
+    if not flat.any():
+        return qt
+    q, zero_point = qt.q.copy(), qt.zero_point.copy()
+    np.moveaxis(q, qt.axis, 0)[flat] = 0
+    zero_point.reshape(-1)[flat] = 0
+    return dataclasses.replace(qt, q=q, zero_point=zero_point)
 
 
 def _zero_point_term(graph: gs.Graph, node: gs.Node, zero_point: np.ndarray, names: NameAllocator, base: str,

@@ -15,7 +15,7 @@ from onnxsurgery.graph_utils import collect_constants, iter_scopes
 from onnxsurgery.quantization.choices import lean
 from onnxsurgery.quantization.choices.candidate import Candidate
 from onnxsurgery.quantization.options import QuantOptions, Scheme
-from tests import builders
+import builders
 
 
 def _offset_conv() -> onnx.ModelProto:

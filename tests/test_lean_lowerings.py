@@ -227,17 +227,18 @@ def test_zero_points_of_one_weight_read_with_two_alphas(tmp_path):
 
 def test_auto_gives_zero_points_to_matmul_weights_and_float16_to_small_ones(tmp_path):
     """auto: the offset MatMul and Gemm weights are more accurate with zero points in their layers'
-    outputs, and get them; the convolutions stay symmetric (lean_choice); the 1x1 Conv's weight
+    outputs, and get them; the int8 convolution too, in its weight (scaled.CONV_ZERO_POINT_READERS,
+    a form only: its lean-or-accurate rank stays the symmetric error's); the 1x1 Conv's weight
     (8,192 elements, below SMALL_WEIGHT_ELEMENTS, 4.5% of the int8 bytes) is stored as float16."""
     from onnxsurgery.quantization.choices.weights import SMALL_FLOAT16_SHARE, SMALL_WEIGHT_ELEMENTS
 
     model = _offset_readers_model(17)
     saved, out, report = _quant(tmp_path, model, min_elements=2048)
     q = report.pass_report("quantize").details
-    assert q["lean_asymmetric"] == ["Wg", "Wm"]
+    assert q["lean_asymmetric"] == ["Wc", "Wg", "Wm"]
     assert 32 * 256 < SMALL_WEIGHT_ELEMENTS <= 256 * 16 * 9 and 32 * 256 <= SMALL_FLOAT16_SHARE * 180224
     assert q["float16_small"] == ["W1"] and q["accurate_lowering"] == [] and q["schemes"]["fp16/cast"] == 1
-    assert q["schemes"]["int8/channel/sym/scaled"] == 1  # Wc
+    assert "int8/channel/sym/scaled" not in q["schemes"]  # Wc has zero points too
     stored = {t.name: t for t in saved.graph.initializer}
     assert stored["W1_fp16"].data_type == onnx.TensorProto.FLOAT16 and "W1" not in stored
     (tmp_path / "sym").mkdir()
@@ -448,7 +449,8 @@ def test_recurrent_weights_stay_int8_through_dequantize_linear(tmp_path):
         assert {a.name: helper.get_attribute_value(a) for a in node.attribute}["axis"] == 1  # per gate row
         stored = next(i for i in saved.graph.initializer if i.name == node.input[0])
         assert stored.data_type == onnx.TensorProto.INT8
-    assert report.pass_report("quantize").details["schemes"] == {"int8/channel/sym/dq": 2}
+    # zero points measured in the weight, as for every lean DequantizeLinear (scaled.zero_points_tried)
+    assert report.pass_report("quantize").details["schemes"] == {"int8/channel/asym/dq": 2}
     assert report.verification["rel_l2_error"] < 0.01
 
 

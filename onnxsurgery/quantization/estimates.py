@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..graph_utils import ConstantSite
 from .lowerings import REGISTRY, quantized_bytes
 from .lowerings.tied import scheme_for as tied_scheme
-from .lowerings.scaled import zero_points_tried
+from .lowerings.scaled import conv_zero_points_tried, zero_points_tried
 from .options import QuantOptions
 from .rounding import Quantized, has_zero_point
 from .choices.planning import Planning, required_opset
@@ -42,5 +42,6 @@ def estimated_bytes(site: ConstantSite, options: QuantOptions, opset: int, plann
     elif lowering in ("lean", "scaled"):  # lean: zero points where auto measures them (assumed to win)
         auto = lowering == "lean"
         scheme, lowering = lean_scheme(site, opset)
-        symmetric = not (auto and lowering == "scaled" and zero_points_tried(site))
+        symmetric = not (auto and (zero_points_tried(site, lowering)
+                                   or conv_zero_points_tried(site, lowering, options.four_bit)))
     return quantized_bytes(site, options.dtype, scheme, lowering, has_zero_point(options.dtype, symmetric))

@@ -19,7 +19,7 @@ from ..calibration import Calibration
 from ..options import QuantOptions
 from ..chunked import abs_max
 from ..lowerings import REGISTRY
-from ..lowerings.scaled import zero_points_tried
+from ..lowerings.scaled import conv_zero_points_tried, zero_points_tried
 from ..quantize import checked_read, quantize_site, scheme_args
 from .candidate import Candidate
 from .gain import concentration
@@ -182,14 +182,15 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
             if values is not whole:
                 largest = None  # the sample's, below
         forms = [(lean, lowering, True), (scheme, "arith", None)]
-        if lowering == "scaled" and zero_points_tried(site):
+        form_only = conv_zero_points_tried(site, lowering, options.four_bit)  # ranked on the symmetric error
+        if zero_points_tried(site, lowering) or form_only:
             forms.append((lean, lowering, False))
         lean_error, accurate_error, *asymmetric_error = (
             layer_cost(values, quantize_site(values, site, sch, low, balance, scheme_args(options, sch, low, sym)),
                        site, moments)
             for sch, low, sym in forms)
         asymmetric = bool(asymmetric_error) and asymmetric_error[0] < lean_error
-        if asymmetric:
+        if asymmetric and not form_only:
             lean_error = asymmetric_error[0]
         ratio = lean_error / accurate_error if accurate_error > 0 else 1.0
         # float copies held at load beyond the lean form's: blocks fold Cast, Sub, Mul and

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...graph_utils import ConstantSite, consumers
 from ..lowerings import quantized_bytes
-from ..lowerings.scaled import scaled_before, zero_points_fit
+from ..lowerings.scaled import conv_zero_points_tried, scaled_before, zero_points_fit
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..options import QuantOptions, Scheme
 from ..plan import WeightPlan
@@ -101,6 +101,8 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
         if options.auto_symmetric:  # zero points where measured more accurate, or where asked for
             symmetric = site.name not in lean_choice.asymmetric
             why += "" if symmetric else "; zero points: measured more accurate"
+            if not symmetric and conv_zero_points_tried(site, lowering, options.four_bit):
+                why += " (a convolution's: as a form only, its rank against the accurate chain stays symmetric's)"
         else:
             symmetric = opts.symmetric or not (lowering == "scaled" and zero_points_fit(site))
     elif decoder_nbits_chosen(c):

@@ -102,7 +102,7 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     room for one weight's accurate chain (three float copies more than lean at load), B gets
     it; with the default share of two equal weights' bytes there is room for none. Without
     inputs the ratio is the weight's own, held to MIN_ACCURATE_RATIO_IN_WEIGHT; with inputs,
-    the layer output's, held to MIN_ACCURATE_RATIO."""
+    the layer output's, held to MIN_ACCURATE_RATIO, or the weight's own, as without them."""
     from onnxsurgery.quantization.choices import lean as lean_choice, weights
 
     monkeypatch.setattr(weights, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone
@@ -125,10 +125,18 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO_IN_WEIGHT", 100.0)  # neither loses that much
     _, _, report = _quant(tmp_path, model)
     assert report.pass_report("quantize").details["accurate_lowering"] == []
-    # with inputs, in the layers' outputs, MIN_ACCURATE_RATIO decides
+    # with inputs, the layers' outputs (MIN_ACCURATE_RATIO) or the weight's own ratio (held to
+    # MIN_ACCURATE_RATIO_IN_WEIGHT, as without inputs): the chain where either says so
+    samples = [builders.feeds_for(model)]
+    _, _, report = _quant(tmp_path, model, samples=samples)
+    assert report.pass_report("quantize").details["accurate_lowering"] == []  # neither does
     monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO_IN_WEIGHT", 1.0)
-    _, _, report = _quant(tmp_path, model, samples=[builders.feeds_for(model)])
-    assert report.pass_report("quantize").details["accurate_lowering"] == []
+    _, _, report = _quant(tmp_path, model, samples=samples)
+    assert report.pass_report("quantize").details["accurate_lowering"] == ["B"]  # the weight's alone
+    monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO_IN_WEIGHT", 100.0)
+    monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO", 1.0)
+    _, _, report = _quant(tmp_path, model, samples=samples)
+    assert report.pass_report("quantize").details["accurate_lowering"] == ["B"]  # the layer output's alone
 
 
 def test_input_side_equalization_helps_weights_with_outlier_rows(tmp_path):

@@ -1,5 +1,5 @@
-"""Zero points for lean int8 convolutions, as a form only (scaled.CONV_ZERO_POINT_READERS), and
-for lean DequantizeLinear weights (scaled.zero_points_tried)."""
+"""Zero points for lean int8 convolutions, as a form only (zero_points.CONV_ZERO_POINT_READERS), and
+for lean DequantizeLinear weights (zero_points.zero_points_tried)."""
 
 from __future__ import annotations
 

@@ -235,7 +235,7 @@ def test_zero_points_of_one_weight_read_with_two_alphas(tmp_path):
 
 def test_auto_gives_zero_points_to_matmul_weights_and_float16_to_small_ones(tmp_path):
     """auto: the offset MatMul and Gemm weights are more accurate with zero points in their layers'
-    outputs, and get them; the int8 convolution too, in its weight (scaled.CONV_ZERO_POINT_READERS,
+    outputs, and get them; the int8 convolution too, in its weight (zero_points.CONV_ZERO_POINT_READERS,
     a form only: its lean-or-accurate rank stays the symmetric error's); the 1x1 Conv's weight
     (8,192 elements, below SMALL_WEIGHT_ELEMENTS, 4.5% of the int8 bytes) is stored as float16."""
     from onnxsurgery.quantization.choices.weights import SMALL_FLOAT16_SHARE, SMALL_WEIGHT_ELEMENTS
@@ -457,7 +457,7 @@ def test_recurrent_weights_stay_int8_through_dequantize_linear(tmp_path):
         assert {a.name: helper.get_attribute_value(a) for a in node.attribute}["axis"] == 1  # per gate row
         stored = next(i for i in saved.graph.initializer if i.name == node.input[0])
         assert stored.data_type == onnx.TensorProto.INT8
-    # zero points measured in the weight, as for every lean DequantizeLinear (scaled.zero_points_tried)
+    # zero points measured in the weight, as for every lean DequantizeLinear (zero_points.zero_points_tried)
     assert report.pass_report("quantize").details["schemes"] == {"int8/channel/asym/dq": 2}
     assert report.verification["rel_l2_error"] < 0.01
 

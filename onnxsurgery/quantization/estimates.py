@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..graph_utils import ConstantSite
 from .lowerings import REGISTRY, quantized_bytes
 from .lowerings.tied import scheme_for as tied_scheme
-from .lowerings.scaled import conv_zero_points_tried, zero_points_tried
+from .lowerings.zero_points import conv_zero_points_tried, zero_points_tried
 from .options import QuantOptions
 from .rounding import Quantized, has_zero_point
 from .choices.planning import Planning, required_opset

@@ -19,7 +19,7 @@ from ..calibration import Calibration
 from ..options import QuantOptions
 from ..chunked import abs_max
 from ..lowerings import REGISTRY
-from ..lowerings.scaled import conv_zero_points_tried, zero_points_tried
+from ..lowerings.zero_points import conv_zero_points_tried, zero_points_tried
 from ..quantize import checked_read, quantize_site, scheme_args
 from .candidate import Candidate
 from .gain import concentration
@@ -123,7 +123,7 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
                 room_at_load: float | None = None) -> LeanChoice:
     """Each lean candidate's form: float16 for the lossiest small float32 weights
     (SMALL_WEIGHT_ELEMENTS, SMALL_FLOAT16_SHARE); for the others symmetric or with zero points
-    (scaled.zero_points_tried), then the accurate block chain instead where it gains most
+    (zero_points.zero_points_tried), then the accurate block chain instead where it gains most
     (MIN_ACCURATE_RATIO, MIN_ACCURATE_RATIO_IN_WEIGHT and ACCURATE_MEMORY_SHARE above). Each
     weight is quantized each way to measure its errors, in the layer's output over
     `activations` where they cover the weight (what its readers multiply it by), else in the

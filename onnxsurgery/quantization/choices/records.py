@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ...graph_utils import ConstantSite, consumers
 from ..lowerings import quantized_bytes
-from ..lowerings.scaled import conv_zero_points_tried, scaled_before, zero_points_fit
+from ..lowerings.scaled import scaled_before
+from ..lowerings.zero_points import conv_zero_points_tried, zero_points_fit
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..options import QuantOptions, Scheme
 from ..plan import WeightPlan

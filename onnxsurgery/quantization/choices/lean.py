@@ -198,17 +198,15 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
         if zero_points_tried(site, lowering) or form_only:
             forms.append((lean, lowering, False))
 
-        def errors(x, measured):
+        def errors(x, measured, which):
+            """Each form's error: in the layer's output over `measured`, else in `x` itself."""
             return [layer_cost(x, quantize_site(x, site, sch, low, balance, scheme_args(options, sch, low, sym)),
-                               site, measured) for sch, low, sym in forms[:2]]
+                               site, measured) for sch, low, sym in which]
 
-        lean_error, accurate_error, *asymmetric_error = (
-            layer_cost(values, quantize_site(values, site, sch, low, balance, scheme_args(options, sch, low, sym)),
-                       site, moments)
-            for sch, low, sym in forms)
+        lean_error, accurate_error, *asymmetric_error = errors(values, moments, forms)
         weight_ratio = None
         if moments is not None:  # the rule without inputs' measure too (_Cost.chain_worth)
-            in_weight = errors(channel_sample(whole, site), None)
+            in_weight = errors(channel_sample(whole, site), None, forms[:2])
             weight_ratio = in_weight[0] / in_weight[1] if in_weight[1] > 0 else 1.0
         asymmetric = bool(asymmetric_error) and asymmetric_error[0] < lean_error
         if asymmetric and not form_only:

@@ -60,6 +60,12 @@ def wakeword(outputs, feed):
     return (_first(outputs) > 0.5).ravel(), False
 
 
+def spindle_segments(outputs, feed):
+    """OpenSpindleNet's detection [n, 30, 3]: the 1 s segments whose confidence passes 0.5
+    (a logit over 0), as the package's decoder thresholds them."""
+    return (np.asarray(outputs["detection"])[..., 0] > 0).ravel(), True
+
+
 def pitch_semitone(outputs, feed):
     """CREPE bins are 20 cents: the argmax to the semitone (5 bins)."""
     return (_first(outputs).argmax(-1) // 5).ravel(), False

@@ -538,7 +538,10 @@ def cancer_rows(model, seed, n):
 def build(model_row, path: Path, which: str) -> list[dict[str, np.ndarray]]:
     """The tune or report set of one model (zoo/models.py row)."""
     seed, n = (0, model_row.n_tune) if which == "tune" else (1000, model_row.n_report)
-    return globals()[model_row.inputs](path, seed, n)
+    from zoo import signals  # biosignals: their own module
+
+    make = globals().get(model_row.inputs) or getattr(signals, model_row.inputs)
+    return make(path, seed, n)
 
 
 def save_npz(feeds: list[dict[str, np.ndarray]], path: Path) -> Path:

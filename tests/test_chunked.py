@@ -217,3 +217,72 @@ def test_clip_grids_at_once_are_the_bits_of_one_call_per_ratio(symmetric, half_s
         scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
         assert scales[g].tobytes() == scale.astype(np.float32).tobytes()
         assert zeros[g].tobytes() == zero.astype(np.float32).tobytes()
+
+
+@pytest.mark.parametrize("case", ["fits", "crosses", "zeros", "underflow"])
+@pytest.mark.parametrize("qmin,qmax", [(-8, 7), (0, 15)])
+def test_clip_grids_in_slices_decide_float16_over_every_group(case, qmin, qmax):
+    """Symmetric float16 scales of many groups are taken a slice of groups at a time, each
+    ratio's storage type decided first from the smallest and largest range: the bits of
+    scales_for_ranges over all groups, ratio by ratio, where some ratios' scales leave
+    float16's normal range and others do not, with constant groups, and where a tiny range's
+    scale underflows to 0."""
+    from onnxsurgery.quantization.rounding import CLIP_RATIOS, _clip_grids
+    from onnxsurgery.quantization.scales import GROUP_CHUNK, scales_for_ranges
+    rng = np.random.default_rng(11)
+    n = 2 * GROUP_CHUNK + 123
+    hi = (np.abs(rng.standard_normal(n)) * 0.05 + 1e-3).astype(np.float32)
+    lo = -hi * rng.random(n).astype(np.float32)
+    if case == "crosses":  # scale 2^-14 at ratio 0.85: float16 for the larger ratios only
+        hi[7] = np.float32(2.0 ** -14 * (qmax - (0 if qmin < 0 else 8)) / 0.85)
+        lo[7] = -hi[7] / 2
+    if case == "zeros":
+        lo[:100], hi[:100] = 0, 0
+    if case == "underflow":
+        lo[5], hi[5] = 0, np.float32(1e-45)
+    scales, zeros = _clip_grids(lo, hi, qmin, qmax, True, True)
+    kinds = set()
+    for g, ratio in enumerate(CLIP_RATIOS):
+        scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, True, True)
+        kinds.add(scale.dtype)
+        assert scales[g].tobytes() == scale.astype(np.float32).tobytes()
+        assert zeros[g].tobytes() == zero.astype(np.float32).tobytes()
+    assert len(kinds) == (2 if case == "crosses" else 1)
+
+
+@pytest.mark.parametrize("members", [8, 16, 32, 64, 128])
+def test_pairwise_rows_sum_as_numpy_sums_a_contiguous_run(members):
+    """clip_rows.pairwise_rows adds along whole rows in the order numpy's float32 sum over a
+    contiguous last axis takes (its pairwise sum): the same bits, over values of every size."""
+    from onnxsurgery.quantization.clip_rows import pairwise_rows
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal((3, 500, members)) * 10.0 ** rng.integers(-9, 9, (3, 500, members))).astype(np.float32)
+    x = np.square(x)
+    want = x.sum(axis=-1)
+    got = pairwise_rows(np.ascontiguousarray(x.transpose(0, 2, 1)))
+    assert got.tobytes() == want.tobytes()
+    assert not np.array_equal(got, x.astype(np.float64).sum(axis=-1).astype(np.float32))  # the order mattered
+
+
+@pytest.mark.parametrize("shape,block_size", [((96, 256), 32), ((40, 3, 128), 16), ((64, 128), 128)])
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_clip_search_in_rows_picks_as_along_the_members(shape, block_size, symmetric, weighted, monkeypatch):
+    """Blocks along the last axis are searched laid out along the groups (clip_rows.py): the
+    picks of the search over the members as they lie, with constant groups (every ratio ties:
+    float64 sums) and huge values (squares past float32's range) among them."""
+    from onnxsurgery.quantization import clip_rows, rounding
+    monkeypatch.setattr(chunked, "CLIP_CHUNK_ELEMENTS", 9000)
+    rng = np.random.default_rng(13)
+    x = (rng.standard_normal(shape) * rng.standard_t(3, shape)).astype(np.float32)
+    x[:3] = 0
+    x[5] *= np.float32(1e30)
+    axis = len(shape) - 1
+    importance = rng.uniform(0.1, 3, shape[axis]).astype(np.float32) if weighted else None
+    lo, hi = rounding._ranges(x, "block", axis, block_size)
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = rounding._clip_ranges(x, lo, hi, -8, 7, symmetric, False, "block", axis, block_size, importance)
+        monkeypatch.setattr(clip_rows, "fits", lambda members: False)
+        want = rounding._clip_ranges(x, lo, hi, -8, 7, symmetric, False, "block", axis, block_size, importance)
+    assert got[2].tobytes() == want[2].tobytes()
+    assert (got[2] > 0).any()  # the search clipped somewhere

@@ -43,15 +43,20 @@ def round_balanced(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, axis: int, 
 
     def run(mine: list[slice]) -> None:
         for part in mine:
-            q = np.divide(view[part], rows_of(s_b, part, view.ndim))
+            # computed with each block's members last and contiguous, so that `_balance_rows`
+            # finds them in rows as they are: no copies of q and the residuals into rows and of q
+            # back (balancing a 512 x 512 x 3 x 3 Conv weight: 23 -> 20 ms over plain rounding's)
+            v = np.moveaxis(view[part], axis, -1)
+            q = np.empty(v.shape, np.float32)
+            np.divide(v, np.moveaxis(rows_of(s_b, part, view.ndim), axis, -1), out=q)
             if z_b is not None:
-                q += rows_of(z_b, part, view.ndim)
+                q += np.moveaxis(rows_of(z_b, part, view.ndim), axis, -1)
             exact = q.copy()
             np.rint(q, out=q)
             np.clip(q, qmin, qmax, out=q)
             exact -= q  # the rounding residuals
-            _balance_rows(q, exact, axis, True, qmin, qmax)
-            out[part] = q
+            _balance_rows(q, exact, q.ndim - 1, True, qmin, qmax)
+            np.moveaxis(out[part], axis, -1)[...] = q
 
     share(run, slices(view.shape), least=2)
     return out
@@ -69,7 +74,8 @@ def slices(shape: tuple[int, ...]) -> list[slice]:
 
 def _balance_rows(q: np.ndarray, residual: np.ndarray, axis: int, members_along_axis: bool, qmin: int,
                   qmax: int) -> None:
-    """`balance` on q's groups moved into rows (a copy unless they already are)."""
+    """`balance` on q's groups moved into rows (a copy unless they already are); `residual` is
+    used up as scratch."""
     if members_along_axis:
         q_rows = np.moveaxis(q, axis, -1)  # a view: writing into it writes into q
         shape2d = (-1, q.shape[axis])
@@ -79,15 +85,22 @@ def _balance_rows(q: np.ndarray, residual: np.ndarray, axis: int, members_along_
     q2d = q_rows.reshape(shape2d)  # a copy unless the members are already contiguous
     score = np.moveaxis(residual, axis, -1 if members_along_axis else 0).reshape(shape2d)
     k = np.rint(score.sum(axis=1, dtype=np.float64)).astype(np.int64)
+    short = np.flatnonzero(k)
+    if not short.size:  # every group balanced already: nothing moves
+        return
     sign = np.sign(k).astype(np.float32)
     score *= sign[:, None]  # how far each value is from rounding the way its group needs
-    score[(q2d >= qmax) & (sign[:, None] > 0) | (q2d <= qmin) & (sign[:, None] < 0)] = -np.inf
-    short = np.flatnonzero(k)
+    # a value at the edge its group moves toward stays (q is clipped: >= qmax is == qmax); groups
+    # with k = 0 get their qmin values marked too, but are never read
+    edge = np.where(sign > 0, np.float32(qmax), np.float32(qmin))
+    np.copyto(score, -np.inf, where=q2d == edge[:, None])
     needed = np.abs(k[short])
     few = needed <= FEW_MOVES
     rows, left = short[few], needed[few]
     while rows.size:
-        picked = score[rows].argmax(axis=1)
+        # while most groups still move, one argmax over all of them (a row's own, as over its
+        # copy) instead of copying those rows out first
+        picked = score.argmax(axis=1)[rows] if 2 * rows.size > len(k) else score[rows].argmax(axis=1)
         movable = score[rows, picked] > -np.inf
         q2d[rows[movable], picked[movable]] += sign[rows[movable]]
         score[rows, picked] = -np.inf
@@ -96,7 +109,8 @@ def _balance_rows(q: np.ndarray, residual: np.ndarray, axis: int, members_along_
         rows, left = rows[keep], left[keep]
     for row, count in zip(short[~few], needed[~few]):
         q2d[row, largest(score[row], int(count))] += sign[row]
-    q_rows[...] = q2d.reshape(q_rows.shape)
+    if not np.may_share_memory(q2d, q):  # moved into rows by a copy: back into q
+        q_rows[...] = q2d.reshape(q_rows.shape)
 
 
 FEW_MOVES = 8  # up to this many moves a group, an argmax a move (balance)

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from . import clip_rows
+
 # Elements per slice: 256 KB of float32, within a core's L2 cache with a few such buffers
 CHUNK_ELEMENTS = 1 << 16
 
@@ -169,12 +171,19 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
             v = view[part]
             if scratch.size < grids * v.size:
                 scratch = np.empty(grids * v.size, np.float32)
-            q = differences(v, part, scratch[:grids * v.size].reshape(grids, *v.shape))
-            with np.errstate(over="ignore", invalid="ignore"):  # huge values: handled below
-                np.square(q, out=q)
-                if importance is not None:
-                    q *= tile_of(importance, part, view.ndim)
-                err = q.sum(axis=summed)  # float32
+            if in_rows:  # members last: laid out along the groups (clip_rows.py), the same bits
+                s = np.broadcast_to(tile_of(s_all, part, view.ndim, 1), (grids, *v.shape[:-1], 1))
+                z = None if z_all is None else np.broadcast_to(tile_of(z_all, part, view.ndim, 1), s.shape)
+                err, q = clip_rows.grid_errors(v, s, z, qmin, qmax, None if importance is None else
+                                               tile_of(importance, part, view.ndim), scratch)
+                err = err.reshape(grids, *v.shape[:-1])
+            else:
+                q = differences(v, part, scratch[:grids * v.size].reshape(grids, *v.shape))
+                with np.errstate(over="ignore", invalid="ignore"):  # huge values: handled below
+                    np.square(q, out=q)
+                    if importance is not None:
+                        q *= tile_of(importance, part, view.ndim)
+                    err = q.sum(axis=summed)  # float32
             pick = err.argmin(axis=0)
             least = err.min(axis=0)  # err at pick (NaN where pick is a NaN's): take_along_axis, without its overhead
             close = (err <= least * np.float32(1 + tolerance)).sum(axis=0) > 1  # another grid within reach
@@ -182,11 +191,15 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
             close &= ~huge
             if close.any():
                 where = np.nonzero(close)
-                by_group = q.transpose(0, *[a + 1 for a in range(v.ndim) if a + 1 not in summed], *summed)
-                exact = by_group[(slice(None), *where)].reshape(grids, len(where[0]), -1).sum(axis=-1, dtype=np.float64)
+                if in_rows:
+                    exact = clip_rows.exact_sums(q, np.ravel_multi_index(where, close.shape))
+                else:
+                    by_group = q.transpose(0, *[a + 1 for a in range(v.ndim) if a + 1 not in summed], *summed)
+                    exact = by_group[(slice(None), *where)].reshape(grids, len(where[0]), -1).sum(axis=-1,
+                                                                                                   dtype=np.float64)
                 pick[where] = _first_least(exact)
             if huge.any():
-                d = differences(v, part, q).astype(np.float64)
+                d = differences(v, part, scratch[:grids * v.size].reshape(grids, *v.shape)).astype(np.float64)
                 np.square(d, out=d)
                 if importance is not None:
                     d *= tile_of(importance, part, view.ndim)
@@ -195,6 +208,7 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
             best[tuple(p for axis, p in enumerate(full) if axis not in members)] = pick
 
     last_is_member = view.ndim - 1 in members
+    in_rows = members == (view.ndim - 1,) and clip_rows.fits(view.shape[-1])
     share(run, list(tiles(view.shape, CLIP_CHUNK_ELEMENTS // grids, split_last=not last_is_member)), least=2)
     return best
 

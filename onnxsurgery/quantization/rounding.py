@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import balanced as balanced_rounding
-from .scales import scales_for_ranges, stored_scale
+from .scales import GROUP_CHUNK, scales_for_ranges, stored_scale
 from .chunked import best_clip, block_ranges, channel_ranges, clipped_error, error_sums, round_to_grid, share
 
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
@@ -236,7 +236,9 @@ def _clip_rest(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, hal
     group_axis = 0 if granularity == "channel" else channel_axis  # lo's: per channel, one value each
     if granularity == "channel" and channel_axis != axis or lo.shape[group_axis] != x.shape[channel_axis]:
         return _clip_ranges(x, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size, importance)
-    rest = np.setdiff1d(np.arange(x.shape[channel_axis]), channels)
+    searched = np.ones(x.shape[channel_axis], bool)
+    searched[channels] = False
+    rest = np.flatnonzero(searched)  # setdiff1d's, without its sort (0.1 s on a 250k-row table)
     picks = np.empty(np.shape(lo), np.uint8)
     np.moveaxis(picks, group_axis, 0)[channels] = np.moveaxis(known_picks, group_axis, 0)
     if rest.size:
@@ -277,12 +279,41 @@ def _clip_grids(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool
         ratios = np.asarray(CLIP_RATIOS).astype(amax.dtype).reshape(-1, *[1] * amax.ndim)
         scales[...] = stored_scale(np.divide(ratios * amax, qmax - centre, dtype=np.float64), half_scales)
         return scales, zeros
-    exact = np.empty(amax.shape, np.float64)
-    for g, ratio in enumerate(CLIP_RATIOS):
-        exact[...] = amax * ratio
-        exact /= qmax - centre
-        scales[g] = stored_scale(exact, half_scales)
+    types = _half_scale_types(amax, qmax - centre)
+    flat, out = amax.reshape(-1), scales.reshape(len(CLIP_RATIOS), -1)
+    step = GROUP_CHUNK if types is not None else max(1, flat.size)
+    exact = np.empty(min(step, flat.size), np.float64)
+    for start in range(0, flat.size, step):  # a slice of groups at a time, every ratio: in cache
+        part = slice(start, start + step)
+        e = exact[:flat[part].size]
+        for g, ratio in enumerate(CLIP_RATIOS):
+            e[...] = flat[part] * ratio
+            e /= qmax - centre
+            out[g, part] = stored_scale(e, half_scales if types is None else types[g])
     return scales, zeros
+
+
+def _half_scale_types(amax: np.ndarray, steps: int) -> list[type] | None:
+    """Per ratio, the storage type stored_scale(amax * ratio / steps, True) picks over all groups
+    (float16 where every scale, 0 taken as 1, is a normal float16), found from the smallest
+    positive and the largest amax alone: amax * ratio (in amax's type) and the division are
+    monotonic. None where that does not hold (NaN, or a positive amax whose scale underflows
+    to 0): the caller then takes every group at once, as before."""
+    positive = amax > 0
+    if amax.size == 0 or not positive.any() or not np.isfinite(amax).all():
+        return None
+    ends = np.array([np.where(positive, amax, np.inf).min(), amax.max()], amax.dtype)
+    other = not positive.all()  # groups whose scale is 0 are stored as 1
+    types = []
+    for ratio in CLIP_RATIOS:
+        exact = np.empty(2, np.float64)
+        exact[...] = ends * ratio
+        exact /= steps
+        if not exact[0] > 0:
+            return None
+        least, most = (min(exact[0], 1.0), max(exact[1], 1.0)) if other else (exact[0], exact[1])
+        types.append(np.float16 if least >= 2.0 ** -14 and most <= 65504 / 1.01 else np.float32)
+    return types
 
 
 def has_zero_point(dtype: str, symmetric: bool) -> bool:
@@ -366,18 +397,24 @@ def pack_nibbles(q: np.ndarray, signed: bool) -> np.ndarray:
     flat = flat.view(np.uint8)  # two's complement: the low nibble is the value's
     if flat.size % 2:
         flat = np.append(flat, np.uint8(0))
-    low, high = flat[0::2], flat[1::2]
-    packed = np.empty(high.size, np.uint8)
-    step = max(1, min(high.size, 1 << 18))
+    # each pair of bytes read as one little-endian uint16 (low nibble's byte in bits 0-7): the
+    # packed byte is bits 0-3 and 8-11, by whole-word operations (3.6x the byte-strided ones)
+    pairs = flat.view("<u2")
+    packed = np.empty(pairs.size, np.uint8)
+    step = max(1, min(pairs.size, 1 << 18))
 
     def run(parts: list[slice]) -> None:  # a slice at a time: no full-size temporaries
-        scratch = np.empty(step, np.uint8)
+        low, high = np.empty(step, np.uint16), np.empty(step, np.uint16)
         for part in parts:
-            out = packed[part]
-            np.left_shift(high[part], 4, out=out)  # uint8: the high nibble drops out
-            out |= np.bitwise_and(low[part], np.uint8(0x0F), out=scratch[:out.size])
+            words = pairs[part]
+            lo, hi = low[:words.size], high[:words.size]
+            np.bitwise_and(words, np.uint16(0x000F), out=lo)
+            np.right_shift(words, np.uint16(4), out=hi)
+            np.bitwise_and(hi, np.uint16(0x00F0), out=hi)
+            np.bitwise_or(lo, hi, out=lo)
+            packed[part] = lo  # the low byte: both nibbles
 
-    share(run, [slice(start, start + step) for start in range(0, high.size, step)], least=4)  # threads (chunked.py)
+    share(run, [slice(start, start + step) for start in range(0, pairs.size, step)], least=4)  # threads (chunked.py)
     return packed
 
 
@@ -386,7 +423,7 @@ def pack_halves(nibbles: np.ndarray) -> np.ndarray:
     `gather` lowerings: byte i holds value i in its low nibble and value i + n/2 in its high
     one, so that unpacking is two shifts and a Concat, with no interleaving. A 2-D array is
     packed row by row (rows can then be gathered before unpacking)."""
-    x = nibbles.astype(np.uint8)
+    x = nibbles.astype(np.uint8, copy=False)  # read only
     if x.shape[-1] % 2:
         raise ValueError("pack_halves needs an even number of values")
     half = x.shape[-1] // 2

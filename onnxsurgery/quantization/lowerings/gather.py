@@ -31,7 +31,8 @@ def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator,
     work_shape = blocked_shape(qt, shape)
     four_bit = qt.dtype in ("int4", "uint4")
     if four_bit:  # [rows, row / 2] bytes
-        rows = (qt.q.astype(np.int16) + nibble_offset(qt)).reshape(shape[0], -1)
+        # int8 -8..7 plus 8, as bytes: 0..15 (uint8 wraps), without an int16 copy of the table
+        rows = np.add(qt.q.view(np.uint8), np.uint8(nibble_offset(qt))).reshape(shape[0], -1)
         table = const(names, f"{base}_q4", pack_halves(rows))
     else:
         table = int_tensor(names, f"{base}_q", qt.q.reshape(work_shape), qt.dtype)

@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from zoo import decisions, invariants, variants  # noqa: E402
 from zoo.fetch import fetch  # noqa: E402
-from zoo.models import MODELS, SKIPPED, Model  # noqa: E402
+from zoo.models import MODELS, Model  # noqa: E402
+from zoo.tables import markdown, write_docs  # noqa: E402
 
 BUILD = ROOT / "build" / "zoo"
 WORK = BUILD / "work"
@@ -195,6 +196,8 @@ def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> di
             # handles it: runs, finite, and made it smaller (a peer that changed nothing sets no pace)
             row["handles"] = ("load_error" not in row and row.get("finite", False)
                               and row["size"] < 0.9 * src.stat().st_size)
+            if row["handles"] and kind == "int8":
+                row["load_memory"] = load_memory(out)
         else:
             row["handles"] = False
             row["error_line"] = invariants._last(r.stderr)
@@ -202,6 +205,17 @@ def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> di
         said = f"err {row['error']:.4f}" if "error" in row else row.get("load_error", row.get("error_line", ""))
         print(f"    peer {peer:17s} rc={r.rc} {r.wall:6.1f} s  {said[:80]}", flush=True)
     return res
+
+
+def load_memory(path: Path) -> int | None:
+    """What onnxruntime holds once it has loaded `path` (peak growth of a fresh process creating a
+    default CPU session, folding and all: running/session_memory.py), or None where it fails."""
+    from onnxsurgery.running.session_memory import measure_in_fresh_process
+
+    try:
+        return measure_in_fresh_process(path)["peak_growth"]
+    except Exception:  # noqa: BLE001 - a figure missing from a table, not a failed run
+        return None
 
 
 def tiny_baseline() -> int:
@@ -242,6 +256,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
     print(f"== {m.name}: {src.stat().st_size / 1e6:.1f} MB, {m.domain}", flush=True)
     # --no-peers (CI): every invariant but time, which is a benchmark's on a quiet machine
     base["peers"] = {} if args.no_peers else run_peers(m, src, work, ref, report_feeds, args.timeout)
+    if not args.no_peers:  # beside the peers' figures: what the original holds at load
+        base["load_memory"] = load_memory(src)
     peer_time = {"int8": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int8" and v["handles"]},
                  "int4": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int4" and v["handles"]}}
     chosen = (["shipped", "external"] if args.quick else ["shipped", "external", "folder"] if m.heavy else
@@ -298,6 +314,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                                else sum(p.stat().st_size for p in out.parent.glob(out.name + "*")))
                 fails += invariants.written_model(ev, exact=judge == "exact",
                                                   min_agreement=1.0 if judge == "exact" else judge)
+                if variant == "shipped" and cmd == "quant" and not args.no_peers:
+                    row["load_memory"] = load_memory(out)
             if "dry-run" in cmd and r.rc == 0:
                 plans[cmd][variant] = r.stdout
             if variant == "shipped" and kind and r.rc == 0:
@@ -327,88 +345,6 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             if p.name not in ("tune.npz", "report.npz"):
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
     return base
-
-
-# ------------------------------------------------------------------ the docs table
-def _t(x):
-    return "-" if x is None else f"{x:.1f}"
-
-
-def _cell(row: dict | None, peer: bool = False) -> str:
-    """'time s (error / decisions kept)' of one command or peer."""
-    if not row:
-        return "-"
-    if peer and not row.get("handles"):
-        if "load_error" in row:
-            return f"{_t(row.get('wall'))} s, does not run"
-        if "error" in row and row.get("finite"):
-            return f"{_t(row.get('wall'))} s, not smaller ({row['error']:.3g})"
-        return "fails" if row.get("rc") != 0 else "NaN"
-    if row.get("rc") not in (0, None):
-        return f"exit {row['rc']} ({_t(row.get('wall'))} s)"
-    if "load_error" in row:
-        return f"{_t(row.get('wall'))} s, does not run"
-    if "error" not in row:
-        return f"{_t(row.get('wall'))} s"
-    kept = row.get("decisions")
-    return f"{_t(row.get('wall'))} s ({row['error']:.3g} / {'-' if kept is None else f'{kept:.0%}'})"
-
-
-def markdown(results: dict) -> str:
-    dated = len({m.get("date") for m in results["models"]}) > 1
-    lines = [
-        "## Zoo",
-        "",
-        "`make zoo` (`zoo/run.py`, issue 59): real models from PyPI wheels and npm tarballs that no other",
-        "bench uses, with task inputs that mean something (zoo/inputs.py), each command of the CLI in a",
-        "fresh process on the model as shipped and on variants built in code (external data, a folder,",
-        "float16, bfloat16 storage, opset 21), beside onnxruntime's quantize_dynamic (int8), its",
-        "MatMulNBitsQuantizer (int4, block 32, symmetric) and onnx-shrink-ray (int8 per channel).",
-        "Each cell: seconds (relative L2 error, the largest over outputs and report-set samples / task",
-        "decisions kept, zoo/decisions.py). Times include interpreter start; one run each, on a shared",
-        "2-core machine. Invariants: checks over all variants and commands (zoo/invariants.py).",
-        f"Run: {results['date']}, {results['seconds'] / 60:.0f} min of model runs"
-        f"{' (--quick)' if results['quick'] else ''}"
-        f"{'; merged from runs on several dates (each model: its run, UTC)' if dated else ''}.",
-        "",
-        "| model | domain | MB | `quant` | quantize_dynamic | onnx-shrink-ray | `quant --inputs` "
-        f"| `quant --dtype int4` | `quant --dtype int4 --inputs` | matmul_nbits int4 | invariants passed / failed |"
-        f"{' run |' if dated else ''}",
-        f"|---|---|---|---|---|---|---|---|---|---|---|{'---|' if dated else ''}",
-    ]
-    for r in results["models"]:
-        cmds = r.get("variants", {}).get("shipped", {}).get("commands", {})
-        peers = r.get("peers", {})
-        n_checks = sum(len(v.get("commands", {})) for v in r.get("variants", {}).values())
-        n_fail = len(r.get("failures", []))
-        lines.append(
-            f"| {r['name']} | {r['domain'].split(' (')[0]} | {r['size'] / 1e6:.1f} | {_cell(cmds.get('quant'))} | "
-            f"{_cell(peers.get('quantize_dynamic'), True)} | {_cell(peers.get('shrink_ray'), True)} | "
-            f"{_cell(cmds.get('quant --inputs'))} | {_cell(cmds.get('quant --dtype int4'))} | "
-            f"{_cell(cmds.get('quant --dtype int4 --inputs'))} | "
-            f"{_cell(peers.get('matmul_nbits'), True)} | {max(0, n_checks - n_fail)} / {n_fail} |"
-            + (f" {r.get('date', '')[5:]} |" if dated else ""))
-    lines += ["", "Failed invariants (model [variant] command: message):", ""]
-    lines += [f"- {f}" for f in results["failures"]] or ["- none"]
-    lines += ["", "Skipped variants:", ""]
-    for r in results["models"]:
-        for v, row in r.get("variants", {}).items():
-            if "skipped" in row:
-                lines.append(f"- {r['name']} {v}: {row['skipped']}")
-    lines += ["", "Models considered and left out:", ""] + [f"- {k}: {v}" for k, v in SKIPPED.items()]
-    return "\n".join(lines) + "\n"
-
-
-def write_docs(text: str) -> None:
-    doc = ROOT / "docs" / "benchmarks.md"
-    old = doc.read_text()
-    start = old.find("\n## Zoo\n")
-    if start >= 0:
-        end = old.find("\n## ", start + 8)
-        new = old[:start + 1] + text + (old[end:] if end >= 0 else "")
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    doc.write_text(new)
 
 
 def previous_runs(path: Path) -> dict[tuple[str, str, str], dict]:

@@ -11,6 +11,9 @@ a list of failure strings (empty: the invariant holds); zoo/run.py collects them
    data-free default's error there by more than MEASURED_FACTOR.
 6. nothing newly refused: a command that exited 0 in the last stored run of the same model
    and variant does not exit 2 now (a refusal is a clean exit, and a regression all the same).
+7. the default int8 result runs at most LATENCY_FACTOR times its original's latency (one task
+   sample, one thread, zoo/latency.py): memory saved at load is paid at every inference where a
+   weight is dequantized before its reader (crepe_tiny: 4x, found 2026-11-29).
 """
 
 from __future__ import annotations
@@ -210,6 +213,17 @@ def within_time(ours: float, peers: dict[str, float], factor: float) -> list[str
     best, t = min(ok.items(), key=lambda kv: kv[1])
     if ours > factor * t:
         return [f"{ours:.1f} s > {factor:g}x the fastest peer ({best} {t:.1f} s)"]
+    return []
+
+
+LATENCY_FACTOR = 2.0
+
+
+def within_latency(ours: float | None, original: float | None) -> list[str]:
+    """Invariant 7: seconds per inference of the result and of its original (zoo/latency.py)."""
+    if ours and original and ours > LATENCY_FACTOR * original:
+        return [f"runs {ours / original:.1f}x its original's latency ({ours * 1e3:.1f} ms against "
+                f"{original * 1e3:.1f} ms; at most {LATENCY_FACTOR:g}x)"]
     return []
 
 

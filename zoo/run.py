@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from zoo import decisions, invariants, variants  # noqa: E402
 from zoo.fetch import fetch  # noqa: E402
+from zoo.latency import latency  # noqa: E402
 from zoo.models import MODELS, Model  # noqa: E402
 from zoo.tables import markdown, write_docs  # noqa: E402
 
@@ -198,6 +199,7 @@ def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> di
                               and row["size"] < 0.9 * src.stat().st_size)
             if row["handles"] and kind == "int8":
                 row["load_memory"] = load_memory(out)
+                row["latency"] = latency(out, feeds[0])
         else:
             row["handles"] = False
             row["error_line"] = invariants._last(r.stderr)
@@ -256,8 +258,9 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
     print(f"== {m.name}: {src.stat().st_size / 1e6:.1f} MB, {m.domain}", flush=True)
     # --no-peers (CI): every invariant but time, which is a benchmark's on a quiet machine
     base["peers"] = {} if args.no_peers else run_peers(m, src, work, ref, report_feeds, args.timeout)
-    if not args.no_peers:  # beside the peers' figures: what the original holds at load
+    if not args.no_peers:  # beside the peers' figures: what the original holds at load, and costs a run
         base["load_memory"] = load_memory(src)
+        base["latency"] = latency(src, report_feeds[0])
     peer_time = {"int8": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int8" and v["handles"]},
                  "int4": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int4" and v["handles"]}}
     chosen = (["shipped", "external"] if args.quick else ["shipped", "external", "folder"] if m.heavy else
@@ -316,6 +319,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                                                   min_agreement=1.0 if judge == "exact" else judge)
                 if variant == "shipped" and cmd == "quant" and not args.no_peers:
                     row["load_memory"] = load_memory(out)
+                    row["latency"] = latency(out, report_feeds[0])
+                    fails += invariants.within_latency(row["latency"], base["latency"])
             if "dry-run" in cmd and r.rc == 0:
                 plans[cmd][variant] = r.stdout
             if variant == "shipped" and kind and r.rc == 0:

@@ -81,13 +81,13 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _against(row: dict | None, original: int | None) -> str:
-    """'error, file MB, memory at load as a multiple of the original's' of one int8 result."""
+def _against(row: dict | None, model: dict) -> str:
+    """'error, file MB, memory at load, latency' of one int8 result, the last two as multiples
+    of the original's."""
     if not row or "error" not in row or row.get("handles") is False:
         return "-"
-    at_load = row.get("load_memory")
-    held = f"{at_load / original:.2f}x" if at_load and original else "-"
-    return f"{row['error']:.3g}, {row['size'] / 1e6:.2f} MB, {held}"
+    ratio = lambda key: f"{row[key] / model[key]:.2f}x" if row.get(key) and model.get(key) else "-"  # noqa: E731
+    return f"{row['error']:.3g}, {row['size'] / 1e6:.2f} MB, {ratio('load_memory')}, {ratio('latency')}"
 
 
 def int8_against_peers(results: dict) -> list[str]:
@@ -99,15 +99,17 @@ def int8_against_peers(results: dict) -> list[str]:
     if not rows:
         return []
     lines = ["", "The default int8 against the data-free int8 peers, on the models as shipped. Each cell: relative",
-             "L2 on the report set, file size, and the memory onnxruntime holds once the file is loaded (peak",
-             "growth of a fresh process creating a default CPU session) as a multiple of the original's.", "",
-             "| model | original at load | `quant` | quantize_dynamic | onnx-shrink-ray |", "|---|---|---|---|---|"]
+             "L2 on the report set, file size, the memory onnxruntime holds once the file is loaded (peak",
+             "growth of a fresh process creating a default CPU session) and the latency of one inference",
+             "(zoo/latency.py: one report sample, one thread, median), both as multiples of the original's.", "",
+             "| model | original: at load, latency | `quant` | quantize_dynamic | onnx-shrink-ray |",
+             "|---|---|---|---|---|"]
     for r in rows:
         cmds = r.get("variants", {}).get("shipped", {}).get("commands", {})
-        peers, original = r.get("peers", {}), r["load_memory"]
-        lines.append(f"| {r['name']} | {original / 1e6:.1f} MB | {_against(cmds.get('quant'), original)} | "
-                     f"{_against(peers.get('quantize_dynamic'), original)} | "
-                     f"{_against(peers.get('shrink_ray'), original)} |")
+        peers = r.get("peers", {})
+        took = f"{r['latency'] * 1e3:.1f} ms" if r.get("latency") else "-"
+        lines.append(f"| {r['name']} | {r['load_memory'] / 1e6:.1f} MB, {took} | {_against(cmds.get('quant'), r)} | "
+                     f"{_against(peers.get('quantize_dynamic'), r)} | {_against(peers.get('shrink_ray'), r)} |")
     return lines
 
 

@@ -1,0 +1,29 @@
+"""What a model costs per inference: the median wall time of onnxruntime CPU runs on one task
+sample, one intra-op thread (what varies least on a shared machine), after a warm-up run.
+Runs until `budget` seconds are spent, at least 3 and at most 25 times: a 1024x1024 U-Net
+gets its 3 runs, a small classifier its 25. The zoo compares a result's latency with its
+original's, measured the same way just before, so the ratio holds where the machine is busy."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def latency(path: Path, feed: dict[str, np.ndarray], budget: float = 2.0) -> float:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    s = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    wanted = {i.name for i in s.get_inputs()}
+    feed = {k: v for k, v in feed.items() if k in wanted}
+    s.run(None, feed)
+    times, start = [], time.perf_counter()
+    while len(times) < 3 or (len(times) < 25 and time.perf_counter() - start < budget):
+        t = time.perf_counter()
+        s.run(None, feed)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))

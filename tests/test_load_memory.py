@@ -250,6 +250,33 @@ def test_conv_weights_are_kept_after_the_matmul_ones():
     assert kept_in_memory(mixed)[0].name == "Up"
 
 
+def test_a_conv_with_a_long_kernel_is_not_kept_unless_it_reads_one_channel():
+    """DequantizeLinear before a Conv costs onnxruntime's packed kernel at every inference, the
+    more the longer the kernel (load_memory.KEPT_CONV_TAPS: crepe_tiny's 64x1 Convs kept ran its
+    model at 3.9x the float latency): a 3x3 may be kept, a 64x1 reading 16 channels not, a 1x512
+    reading one channel (an STFT as Conv) may."""
+    import onnx_graphsurgeon as gs
+
+    from onnxsurgery.graph_utils import collect_constants, iter_scopes
+    from onnxsurgery.quantization.choices.load_memory import conv_kept, kept_in_memory
+
+    shapes = {"square": (16, 16, 3, 3), "tall": (16, 16, 64, 1), "stft": (16, 1, 1, 512)}
+    inits, nodes = [], []
+    for name, shape in shapes.items():
+        inits.append(numpy_helper.from_array(builders.rand(shape, 7) * 0.05, name))
+        x = "x1" if shape[1] == 1 else "x16"
+        nodes.append(helper.make_node("Conv", [x, name], [f"y_{name}"], pads=[0, 0, 0, 0]))
+    model = builders.model(nodes, [builders.vi("x16", shape=[1, 16, 80, 80]), builders.vi("x1", shape=[1, 1, 4, 1024])],
+                           [builders.vi(f"y_{n}", shape=out) for n, out in
+                            (("square", [1, 16, 78, 78]), ("tall", [1, 16, 17, 80]), ("stft", [1, 16, 4, 513]))],
+                           inits, opset=13)
+    graph = gs.import_onnx(model)
+    sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph)))}
+    assert {n: conv_kept(sites[n]) for n in shapes} == {"square": True, "tall": False, "stft": True}
+    kept = {s.name for s in kept_in_memory([(sites[n], "lean") for n in shapes])}
+    assert "tall" not in kept and kept
+
+
 def reordered_lstm(hidden: int = 256, opset: int = 13) -> onnx.ModelProto:
     """An LSTM whose W and R come from stored weights [4 * hidden, hidden] through Slice -> Concat
     (the gates reordered) and Unsqueeze, as silero-vad's op15 export reads its LSTM weights: no

@@ -174,12 +174,30 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     return kept
 
 
+# A Conv whose weight is not a constant runs without onnxruntime's packed (NCHWc) kernel, and the
+# more taps its kernel has, the more that costs at every inference. One Conv, DequantizeLinear
+# before it against the float weight, onnxruntime 1.32 CPU, one thread, median of 20 runs: 3x3
+# 1.00-1.61x (twelve shapes, 16-512 channels), 1x1 0.34-0.94x, 5x5 1.71x, 64x1 2.44x and 3.39x.
+# crepe_tiny, whose six kept Convs have 64x1 kernels, ran 3.9x its float model's latency (zoo
+# invariant 7, 2026-11-29), and crepe_full 2.1x; with those left lean, 1.01x and 1.07x, at 1.00x
+# and 1.02x the float model's memory at load (0.80x and 0.37x kept), output error on the zoo's
+# report set 0.0050 -> 0.0055 and 0.00224 -> 0.00226. A Conv reading one input channel is kept
+# whatever its kernel: oww_melspectrogram's STFT as Conv (257x1x512) costs its model 1.66x kept,
+# and lean its output error went 0.027 -> 0.040.
+KEPT_CONV_TAPS = 9
+
+
 def conv_kept(site: ConstantSite) -> bool:
     """Whether kept_in_memory may keep `site` as DequantizeLinear before Conv: a float32 weight
-    read only as W of Conv (CONV_SCALED, CONV_KEPT above)."""
+    read only as W of Conv (CONV_SCALED, CONV_KEPT above), its kernel no more than
+    KEPT_CONV_TAPS taps unless it reads one input channel."""
     readers = consumers(site)
+    taps = 1
+    for d in site.shape[2:]:
+        taps *= int(d)
     return (bool(readers) and all(n.op == "Conv" and i == 1 for n, i in readers) and len(site.shape) >= 3
-            and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
+            and (taps <= KEPT_CONV_TAPS or site.shape[1] == 1) and site.onnx_dtype == onnx.TensorProto.FLOAT
+            and through_casts(site) is None)
 
 
 # A Gemm weight read with transB above this many elements is stored transposed in blocks and fused

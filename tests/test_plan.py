@@ -43,6 +43,21 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path, model_path):
     assert "1 smaller weight left float (below --min-elements)" in r.output
 
 
+def test_a_dry_run_of_several_models_names_the_one_it_refuses(tmp_path, model_path):
+    """`quant A B --dry-run` plans B too where B exists (it is then no output): a refusal of B
+    names it, and says what is wrong with it, in one line."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((40, 30), np.float32), "w")
+    g = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [40, 30])], [w])
+    other = tmp_path / "other.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(other))
+    r = _invoke("quant", model_path, other, "--dry-run", "--lowering", "dq", "--granularity", "block")
+    assert r.exit_code == 2
+    assert f"error: {other}:" in r.output and "opset" in r.output and len(r.output.strip().splitlines()) == 1
+
+
 def test_the_real_run_applies_the_records_the_dry_run_shows(tmp_path, model_path):
     dry = _invoke("quant", model_path, "--dry-run", "--json", "--min-elements", "1024")
     assert dry.exit_code == 0, dry.output

@@ -13,9 +13,22 @@ from ..declare import OUTPUT
 from ..quantization.request import QuantRequest
 from ..render import render_run, render_verification
 from ..run_options import Budget, Decision, Inputs, Output, QuantRun, Verification
-from ..errors import OptionError, PlanError
+from ..errors import OnnxSurgeryError, OptionError, PlanError
 from .common import handle_errors, output_options, outputs_for, refuse_same_file, wrote
 from .options import GroupedCommand, declared_options, group_from, option
+
+
+def _plan_of(key: str, path: Path, run, *, several: bool):
+    """`path`'s plan; where several models are planned, an error names the one it is about
+    (`quant A B --dry-run`: B exists, so it is planned too, and its refusal said nothing of B)."""
+    from .. import api
+
+    try:
+        return api.quant_plan(path, run=run)
+    except OnnxSurgeryError as e:
+        if several and key not in str(e):
+            e.args = (f"{key}: {e}", *e.args[1:])
+        raise
 
 
 @click.command(cls=GroupedCommand, short_help="Weights as 8- or 4-bit integers, verified.")
@@ -68,7 +81,7 @@ def quant(paths, dry_run, as_json, **groups):
         # keyed as --plan looks them up: a folder's models by their path in it, files as given
         models = {str(m): Path(inputs[0]) / m for m in folder_models(inputs[0])} if folders else \
             {i: Path(i) for i in inputs}
-        plans = {key: api.quant_plan(path, run=run) for key, path in models.items()}
+        plans = {key: _plan_of(key, path, run, several=len(models) > 1) for key, path in models.items()}
         if len(plans) == 1 and not folders:
             plan = next(iter(plans.values()))
             click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else table(plan))

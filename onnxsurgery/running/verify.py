@@ -209,7 +209,7 @@ def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
     streamed = streams(reference)
     layout = samples is not None
     key = _runs_key(reference, streamed, seed, shapes, samples, False, True, layout)
-    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout))
+    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=True))
     reference_runs.clear()  # one reference at a time
     reference_runs[key] = pending
     return pending
@@ -276,15 +276,17 @@ def _identity(model) -> object:
 
 
 def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
-                    layout: bool = False, optimize: bool = True):
+                    layout: bool = False, optimize: bool = True, beside: bool = False):
     """(output names, samples, the reference's outputs on each, whether samples of one shape ran
     as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
     where the batch is dynamic and a decoder's first step). A streamed model's samples that
-    differ only in their batch run as one batch (batched.py); the candidate must run them so."""
+    differ only in their batch run as one batch (batched.py); the candidate must run them so.
+    `beside`: run beside the quantizer (reference_ahead; sessions.session_settings)."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
-    ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize)
+    ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize,
+                              beside=beside)
     names = [o.name for o in ref_sess.get_outputs()]
     merge = streamed and batch_dimension(ref_sess) is not None
     run = lambda feeds: _run(ref_sess, names, feeds)  # noqa: E731

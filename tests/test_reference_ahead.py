@@ -94,3 +94,52 @@ def test_pending_hands_over_the_result_or_the_error():
     failed.wait()
     with pytest.raises(ZeroDivisionError):
         failed.result()
+
+
+def test_a_run_that_fails_while_quantizing_stops_the_reference(tmp_path, monkeypatch):
+    """The reference's runs are stopped (onnxruntime's RunOptions.terminate), not waited for: a
+    Ctrl-C or an error during quantization of a large model exits at once."""
+    import onnxsurgery
+    from onnxsurgery.api import quantizing
+    from onnxsurgery.running import verify
+
+    started, real = [], verify.reference_ahead
+
+    def recorded(*args, **kwargs):
+        started.append(real(*args, **kwargs))
+        return started[-1]
+
+    def failing(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(quantizing, "reference_ahead", recorded)
+    monkeypatch.setattr(quantizing, "at_required_opset", failing)
+    _model(tmp_path / "in.onnx")
+    with pytest.raises(KeyboardInterrupt):
+        onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx")
+    assert len(started) == 1 and threading.active_count() == 1
+    assert not (tmp_path / "q.onnx").exists()
+
+
+def test_a_terminated_session_refuses_its_next_runs(tmp_path):
+    import onnxruntime as ort
+
+    from onnxsurgery.errors import VerificationError
+    from onnxsurgery.running import verify
+
+    _model(tmp_path / "in.onnx")
+    stop = ort.RunOptions()
+    stop.terminate = True
+    with pytest.raises(VerificationError):
+        verify._reference_runs(tmp_path / "in.onnx", None, None, 0, False, beside=stop)
+    assert verify._reference_runs(tmp_path / "in.onnx", None, None, 0, False, beside=ort.RunOptions())[2]
+
+
+def test_cancel_asks_only_while_the_work_runs():
+    from onnxsurgery.running.ahead import Pending
+
+    asked = []
+    done = Pending(lambda: 1, cancel=lambda: asked.append(1))
+    done.wait()
+    done.cancel()
+    assert asked == [] and done.result() == 1

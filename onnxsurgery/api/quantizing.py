@@ -276,8 +276,8 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         report.bytes_after = sum(p.stat().st_size for p in written)
         return report
     finally:
-        if ahead is not None:  # a run that failed, or wrote a copy, never asked for them
-            ahead.wait()
+        if ahead is not None:  # a run that failed never asked for them: stopped, not waited for
+            ahead.cancel()
 
 
 def _reference_ahead(input_path, run: QuantRun, prepared: Preparation | None, ws: Workspace,

@@ -18,7 +18,8 @@ class Pending:
     """`compute()` running on its own thread; `result()` waits for it and returns what it
     returned, or raises what it raised (where the caller would have raised it computing now)."""
 
-    def __init__(self, compute: Callable[[], object]):
+    def __init__(self, compute: Callable[[], object], cancel: Callable[[], None] | None = None):
+        self._cancel = cancel
         self._result: object = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, args=(compute,), name="onnxsurgery-ahead")
@@ -39,4 +40,12 @@ class Pending:
     def wait(self) -> None:
         """Until the work is done, its result or error left unread (a run that fails before it
         asks: the thread's session is gone before the caller goes on)."""
+        self._thread.join()
+
+    def cancel(self) -> None:
+        """Stop the work where it can be stopped (onnxruntime's runs: RunOptions.terminate), then
+        wait for it: a run that failed, or was interrupted (Ctrl-C), does not wait for the
+        reference's runs of a large model to finish before it exits. Nothing where it is done."""
+        if self._thread.is_alive() and self._cancel is not None:
+            self._cancel()
         self._thread.join()

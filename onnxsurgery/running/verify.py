@@ -209,7 +209,11 @@ def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
     streamed = streams(reference)
     layout = samples is not None
     key = _runs_key(reference, streamed, seed, shapes, samples, False, True, layout)
-    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=True))
+    import onnxruntime as ort
+
+    stop = ort.RunOptions()  # its terminate flag ends the run under way and refuses the next ones
+    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=stop),
+                      cancel=lambda: setattr(stop, "terminate", True))
     reference_runs.clear()  # one reference at a time
     reference_runs[key] = pending
     return pending
@@ -276,17 +280,20 @@ def _identity(model) -> object:
 
 
 def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
-                    layout: bool = False, optimize: bool = True, beside: bool = False):
+                    layout: bool = False, optimize: bool = True, beside=None):
     """(output names, samples, the reference's outputs on each, whether samples of one shape ran
     as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
     where the batch is dynamic and a decoder's first step). A streamed model's samples that
     differ only in their batch run as one batch (batched.py); the candidate must run them so.
-    `beside`: run beside the quantizer (reference_ahead; sessions.session_settings)."""
+    `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
+    (reference_ahead; sessions.session_settings)."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
     ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize,
-                              beside=beside)
+                              beside=beside is not None)
+    if beside is not None:
+        ref_sess = _WithRunOptions(ref_sess, beside)
     names = [o.name for o in ref_sess.get_outputs()]
     merge = streamed and batch_dimension(ref_sess) is not None
     run = lambda feeds: _run(ref_sess, names, feeds)  # noqa: E731
@@ -341,6 +348,19 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
         samples.append(step[0])
         expected.append(step[1])
     return names, samples, expected, merge
+
+
+class _WithRunOptions:
+    """A session whose runs all take `options` (reference_ahead: their terminate flag)."""
+
+    def __init__(self, sess, options):
+        self._sess, self._options = sess, options
+
+    def run(self, names, feeds):
+        return self._sess.run(names, feeds, self._options)
+
+    def __getattr__(self, name):
+        return getattr(self._sess, name)
 
 
 def _merged_first(sess, run, shapes, seed: int, model):

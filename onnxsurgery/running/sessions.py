@@ -161,14 +161,14 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
         raise VerificationError(f"onnxruntime cannot load the model: {_first_line(e)}") from e
 
 
-def _stub_session(stub: onnx.ModelProto, beside: Path, *, streamed: bool, **settings):
-    """`session(stub, payloads_beside=beside)`."""
-    _check_locations(beside, stub)
+def _stub_session(stub: onnx.ModelProto, payloads: Path, *, streamed: bool, **settings):
+    """`session(stub, payloads_beside=payloads)`."""
+    _check_locations(payloads, stub)
     try:
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / "model.onnx"
             path.write_bytes(stub.SerializeToString())
-            return _load(str(path), session_settings(**settings, streamed=streamed), beside.parent)
+            return _load(str(path), session_settings(**settings, streamed=streamed), payloads.parent)
     except Exception as e:  # onnxruntime raises its own exception types
         raise VerificationError(f"onnxruntime cannot load the model: {_first_line(e)}") from e
 

@@ -138,8 +138,6 @@ def compare_models(
             reference_runs[runs_key] = (names, samples, expected, merge)
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[dict]] = {}
-    headline = headline_outputs(names, outputs)
-    ranked = ranked_outputs(_structure(reference))
     worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
     # the user's own samples: Conv weights in onnxruntime's blocked layout, as the capture's were
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
@@ -147,6 +145,8 @@ def compare_models(
                                                  layout=layout, optimize=optimize,
                                                  streamed=streamed, payloads_beside=candidate_beside)
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
+    headline = headline_outputs(names, outputs)
+    ranked = ranked_outputs(_structure(reference))
     # batched as the reference's were (batched.py): a streamed model's samples in one pass
     merged = None if cand_sess is None or not merge else run_samples(
         samples, lambda feeds, s=cand_sess: _run(s, names, feeds), merge=True)

@@ -102,3 +102,18 @@ def test_run_samples_cuts_each_samples_outputs_back_out(tmp_path):
         np.testing.assert_allclose(got[0], sess.run(None, sample)[0], rtol=1e-5, atol=1e-6)
         assert got[0].shape[0] == sample["x"].shape[0]
     assert run_samples(feeds[:3], run, merge=False) and calls[-3:] == [(1, 64), (3, 64), (2, 64)]
+
+
+def test_generated_samples_run_once_per_model_when_streamed(tmp_path, streamed_everything, runs, monkeypatch):
+    """Generated inputs: the first sample is not run alone before the batch of 3 that holds it
+    (verify._merged_first), and the figures are those of the run-alone-first way."""
+    model = _dense(tmp_path / "m.onnx")
+    quantized = tmp_path / "q.onnx"
+    onnxsurgery.quant_file(model, quantized, min_elements=1, verify=False)
+    merged = verify.compare_models(model, quantized)
+    assert merged["streamed"] and merged["samples"] == 2 and runs == [3, 3]
+    runs.clear()
+    monkeypatch.setattr(verify, "_merged_first", lambda *a, **k: None)  # what ran before
+    before = verify.compare_models(model, quantized)
+    assert runs == [1, 3, 3]
+    assert merged["rel_l2_error"] == before["rel_l2_error"] and merged["max_abs_error"] == before["max_abs_error"]

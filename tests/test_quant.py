@@ -380,7 +380,9 @@ def test_max_error_refuses_and_writes_nothing(tmp_path):
 
 def test_verification_sessions_one_at_a_time_without_the_graph(tmp_path, monkeypatch):
     """Verification's memory: the reference and candidate sessions never coexist, and the
-    quantized graph is released before the first session is created."""
+    quantized graph is released before the candidate's session is created (the reference's
+    runs while the model is quantized, on another thread: running/ahead.py)."""
+    import threading
     import weakref
 
     from onnxsurgery.running import sessions as sessions_module, verify
@@ -403,7 +405,8 @@ def test_verification_sessions_one_at_a_time_without_the_graph(tmp_path, monkeyp
             s = real_session(model, **kw)
             sessions.add(s)
             return s
-        assert graphs and all(g() is None for g in graphs), "the graph is still in memory"
+        if threading.current_thread() is threading.main_thread():
+            assert graphs and all(g() is None for g in graphs), "the graph is still in memory"
         s = real_session(model, **kw)
         sessions.add(s)
         created.append((str(model), kw))

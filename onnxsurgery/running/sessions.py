@@ -16,6 +16,7 @@ back is its anonymous memory, and that no longer grows with the model.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tempfile
@@ -34,20 +35,32 @@ STREAM_BYTES = 256 * 2**20
 
 def disk_bytes(path: str | os.PathLike) -> int:
     """The .onnx at `path` and the data files it names (those inside its folder), in bytes."""
-    from ..storage.lazy import read_model_skipping_weights
-    from ..storage.paths import external_locations
-
     path = Path(path)
-    total = path.stat().st_size
-    try:
-        model = read_model_skipping_weights(path)
-    except Exception:  # noqa: BLE001 - not a model (DecodeError, ...): onnxruntime says so in its own words
+    stat = path.stat()
+    total = stat.st_size
+    locations = _locations(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if locations is None:  # not a model (DecodeError, ...): onnxruntime says so in its own words
         return total
-    for location in {loc for _, loc in external_locations(model)} - {path.name}:
+    for location in locations - {path.name}:
         data = path.parent / location
         if "\0" not in location and ".." not in Path(location).parts and data.is_file():
             total += data.stat().st_size
     return total + _npy_bytes(path)
+
+
+@functools.lru_cache(maxsize=16)
+def _locations(path: str, mtime_ns: int, size: int) -> frozenset[str] | None:
+    """The external data files the .onnx at `path` names, or None where it is no model; by its
+    time and size, so that a file is parsed once: a comparison asks `streams` of the reference
+    three times (isnet_fp16, 734 nodes: 0.14 s a parse)."""
+    from ..storage.lazy import read_model_skipping_weights
+    from ..storage.paths import external_locations
+
+    try:
+        model = read_model_skipping_weights(Path(path))
+    except Exception:  # noqa: BLE001 - see disk_bytes
+        return None
+    return frozenset(loc for _, loc in external_locations(model))
 
 
 def _npy_bytes(path: Path) -> int:
@@ -80,7 +93,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             fold_constants: bool = True, map_weights: bool = False, extra_outputs: tuple[str, ...] = (),
             runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
             branches: dict[str, str] | None = None, streamed: bool | None = None,
-            payloads_beside: str | os.PathLike | None = None, layout: bool = False):
+            payloads_beside: str | os.PathLike | None = None, layout: bool = False, beside: bool = False):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -103,7 +116,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     `payloads_beside` (a model file, with a ModelProto): the proto is a stub of that file's
     (an opset upgrade of it, say) whose external references are relative to its folder, as
     `open_model` leaves them; nothing is copied, and the folder rule applies to them. `layout`:
-    Conv weights in onnxruntime's blocked layout, for many runs (`session_settings`)."""
+    Conv weights in onnxruntime's blocked layout, for many runs (`session_settings`). `beside`:
+    it runs beside other work (session_settings)."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
     if initializers is None and hasattr(model, "npy_arrays"):  # npy.NpyModel: its arrays as `run` gives them
@@ -111,12 +125,12 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     if payloads_beside is not None and isinstance(model, onnx.ModelProto):
         return _stub_session(model, Path(payloads_beside), optimize=optimize, fold_constants=fold_constants,
                              runtime=runtime, streamed=streams(payloads_beside) if streamed is None else streamed,
-                             layout=layout)
+                             layout=layout, beside=beside)
     if streamed is None:
         streamed = streams(model) or sum(a.nbytes for a in (initializers or {}).values()) >= STREAM_BYTES
     map_weights = map_weights or streamed
     settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime, streamed=streamed,
-                                layout=layout)
+                                layout=layout, beside=beside)
     try:
         if isinstance(model, onnx.ModelProto):
             from ..storage.io import needs_external_data
@@ -138,7 +152,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
                 if extra_outputs or branches:
                     raise
                 settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime,
-                                            streamed=streamed, layout=layout)
+                                            streamed=streamed, layout=layout, beside=beside)
         _check_locations(Path(model))
         return _load(str(model), settings)
     except UnsafeLocationError:
@@ -147,14 +161,14 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
         raise VerificationError(f"onnxruntime cannot load the model: {_first_line(e)}") from e
 
 
-def _stub_session(stub: onnx.ModelProto, beside: Path, *, streamed: bool, **settings):
-    """`session(stub, payloads_beside=beside)`."""
-    _check_locations(beside, stub)
+def _stub_session(stub: onnx.ModelProto, payloads: Path, *, streamed: bool, **settings):
+    """`session(stub, payloads_beside=payloads)`."""
+    _check_locations(payloads, stub)
     try:
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / "model.onnx"
             path.write_bytes(stub.SerializeToString())
-            return _load(str(path), session_settings(**settings, streamed=streamed), beside.parent)
+            return _load(str(path), session_settings(**settings, streamed=streamed), payloads.parent)
     except Exception as e:  # onnxruntime raises its own exception types
         raise VerificationError(f"onnxruntime cannot load the model: {_first_line(e)}") from e
 
@@ -175,7 +189,7 @@ def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
 
 
 def session_settings(*, optimize: bool = True, fold_constants: bool = True, runtime: str = "onnxruntime",
-                     streamed: bool = False, layout: bool = False):
+                     streamed: bool = False, layout: bool = False, beside: bool = False):
     """onnxruntime SessionOptions and InferenceSession keyword arguments for `session`.
 
     The NCHWc layout transformer is off unless `layout`: at session creation it copies every
@@ -196,6 +210,9 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     alone are dequantized (no QuantizeLinear on its input) in float.
 
     `streamed`: the session holds no weight of its own (module doc), whatever else is asked.
+    `beside`: it runs beside other work (verification's reference while quant quantizes,
+    running/ahead.py): its idle threads sleep instead of spinning for the next operator, which
+    would take the core the other work needs; what it computes is the same.
     Every session: no memory arena, no memory pattern (below)."""
     import onnxruntime as ort
 
@@ -212,6 +229,8 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     # `quant` held 227 MB of anonymous memory with them, 160 MB without; outputs do not change.
     opts.enable_cpu_mem_arena = False
     opts.enable_mem_pattern = False
+    if beside:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     kwargs = {"providers": ["CPUExecutionProvider"], "disabled_optimizers": [] if layout else ["NchwcTransformer"]}
     if not fold_constants:
         kwargs["disabled_optimizers"].append("ConstantFolding")

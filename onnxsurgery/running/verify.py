@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from ..errors import InputError, VerificationError, runtime_message
+from .ahead import Pending
 from .kv_cache import is_cache_output
 from .output_errors import compare_outputs, pooled_agreement
 from .ranked import ranked_outputs
@@ -118,8 +119,9 @@ def compare_models(
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
             and _identity(candidate) == _identity(reference) and not isinstance(reference, onnx.ModelProto))
-    runs_key = (_identity(reference), streamed, seed, repr(shapes), None if generated else id(samples), same,
-                optimize)
+    runs_key = _runs_key(reference, streamed, seed, shapes, samples, same, optimize, layout)
+    if reference_runs:
+        _settle(reference_runs, runs_key)  # the reference's runs started ahead (reference_ahead)
     if reference_runs is not None and runs_key in reference_runs:
         names, samples, expected, merge = reference_runs[runs_key]
     elif reference_outputs is not None and not generated and not same:
@@ -136,8 +138,6 @@ def compare_models(
             reference_runs[runs_key] = (names, samples, expected, merge)
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[dict]] = {}
-    headline = headline_outputs(names, outputs)
-    ranked = ranked_outputs(_structure(reference))
     worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
     # the user's own samples: Conv weights in onnxruntime's blocked layout, as the capture's were
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
@@ -145,6 +145,8 @@ def compare_models(
                                                  layout=layout, optimize=optimize,
                                                  streamed=streamed, payloads_beside=candidate_beside)
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
+    headline = headline_outputs(names, outputs)
+    ranked = ranked_outputs(_structure(reference))
     # batched as the reference's were (batched.py): a streamed model's samples in one pass
     merged = None if cand_sess is None or not merge else run_samples(
         samples, lambda feeds, s=cand_sess: _run(s, names, feeds), merge=True)
@@ -196,6 +198,47 @@ def compare_models(
     }
 
 
+def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
+                    samples: list[dict[str, np.ndarray]] | None = None, shapes: dict[str, list[int]] | None = None,
+                    seed: int = 0) -> Pending:
+    """The reference's runs that `compare_models(reference, candidate, reference_runs=...)` will
+    ask for, started now on another thread (ahead.py) and kept in `reference_runs`: quant starts
+    them before it quantizes. Keyed as compare_models keys them for a candidate that is another
+    file and streams as the reference does; a comparison under other settings waits for them,
+    drops them and runs its own. The caller `wait`s on the result where it never compares."""
+    streamed = streams(reference)
+    layout = samples is not None
+    key = _runs_key(reference, streamed, seed, shapes, samples, False, True, layout)
+    import onnxruntime as ort
+
+    stop = ort.RunOptions()  # its terminate flag ends the run under way and refuses the next ones
+    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=stop),
+                      cancel=lambda: setattr(stop, "terminate", True))
+    reference_runs.clear()  # one reference at a time
+    reference_runs[key] = pending
+    return pending
+
+
+def _runs_key(reference, streamed: bool, seed: int, shapes, samples, same: bool, optimize: bool,
+              layout: bool) -> tuple:
+    """What names the reference's runs in `reference_runs`: the settings they were computed with."""
+    return (_identity(reference), streamed, seed, repr(shapes), None if samples is None else id(samples), same,
+            optimize, layout)
+
+
+def _settle(reference_runs: dict, key: tuple) -> None:
+    """The runs started ahead in `reference_runs`, waited for: kept where they ran, dropped where
+    they failed, their error raised where they are the ones asked for (`key`)."""
+    for held, value in list(reference_runs.items()):
+        if isinstance(value, Pending):
+            try:
+                reference_runs[held] = value.result()
+            except Exception:
+                del reference_runs[held]
+                if held == key:
+                    raise
+
+
 def copy_verification(model: str | os.PathLike, *, generated: bool = True) -> dict:
     """The verification of an output that is `model` byte for byte (quant with nothing to change):
     it computes what `model` computes by construction, so it is loaded, to show that it loads,
@@ -237,19 +280,33 @@ def _identity(model) -> object:
 
 
 def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
-                    layout: bool = False, optimize: bool = True):
+                    layout: bool = False, optimize: bool = True, beside=None):
     """(output names, samples, the reference's outputs on each, whether samples of one shape ran
     as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
     where the batch is dynamic and a decoder's first step). A streamed model's samples that
-    differ only in their batch run as one batch (batched.py); the candidate must run them so."""
+    differ only in their batch run as one batch (batched.py); the candidate must run them so.
+    `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
+    (reference_ahead; sessions.session_settings)."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
-    ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize)
+    ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize,
+                              beside=beside is not None)
+    if beside is not None:
+        ref_sess = _WithRunOptions(ref_sess, beside)
     names = [o.name for o in ref_sess.get_outputs()]
     merge = streamed and batch_dimension(ref_sess) is not None
     run = lambda feeds: _run(ref_sess, names, feeds)  # noqa: E731
     length = LENGTHS[0]
+    merged = _merged_first(ref_sess, run, shapes, seed, reference) if generated and wider and merge else None
+    if merged is not None:  # the first sample ran, inside the batch of 3 the candidate runs too
+        samples, expected = merged
+        step = _first_step(ref_sess, names, batches=(DEFAULT_BATCH,), shapes=shapes, seed=seed + 2,
+                           model=reference, length=length)
+        if step is not None:
+            samples.append(step[0])
+            expected.append(step[1])
+        return names, samples, expected, merge
     if generated:
         sample, computed, length, error = runnable_inputs(ref_sess, lambda feeds, s=ref_sess: _run(s, names, feeds),
                                                          shapes=shapes, seed=seed, model=reference)
@@ -291,6 +348,38 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
         samples.append(step[0])
         expected.append(step[1])
     return names, samples, expected, merge
+
+
+class _WithRunOptions:
+    """A session whose runs all take `options` (reference_ahead: their terminate flag)."""
+
+    def __init__(self, sess, options):
+        self._sess, self._options = sess, options
+
+    def run(self, names, feeds):
+        return self._sess.run(names, feeds, self._options)
+
+    def __getattr__(self, name):
+        return getattr(self._sess, name)
+
+
+def _merged_first(sess, run, shapes, seed: int, model):
+    """([the first sample, the batch-2 sample], their outputs) from one run of both as a batch
+    of 3, or None (no dynamic batch, or that run refused: _reference_runs then asks as before).
+    The samples are those _reference_runs makes at the first length, and the batch of 3 is what
+    it runs once the first sample has run alone; that run of the first sample only showed it
+    runs, which the batch shows too: a streamed decoder's reference ran 5 times, now 4 (dec-l4,
+    1.35 GB: each run reads every weight)."""
+    if not has_dynamic_batch(sess, shapes):
+        return None
+    length = LENGTHS[0]
+    made = [with_own_past(sess, make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
+                                            **({"batch": 2} if extra else {})),
+                          shapes=shapes, seed=seed + 3 + extra, model=model, length=length) for extra in (0, 1)]
+    try:
+        return made, run_samples(made, run, merge=True)
+    except VerificationError:
+        return None
 
 
 def _first_step(sess, names: list[str], *, batches: tuple[int, ...], **options):

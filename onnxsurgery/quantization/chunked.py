@@ -9,6 +9,7 @@ Quantizing a 1.4B-parameter decoder spent most of its time in these passes over 
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator
 
@@ -71,8 +72,9 @@ def _scratch(shape: tuple[int, ...]) -> np.ndarray:
     return np.empty((rows, *shape[1:]), np.float32)
 
 
-# np.clip's ufunc without the Python layers np.clip goes through (a few us a slice)
+# np.clip's ufunc without the Python layers np.clip goes through (a few us a slice); max, min
 _clip = np.clip if not hasattr(getattr(np, "_core", None), "umath") else np._core.umath.clip
+_max, _min = np.maximum.reduce, np.minimum.reduce
 
 
 def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
@@ -90,7 +92,11 @@ def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
     index = {id(part): i for i, part in enumerate(parts)}
 
     def run(mine: list[tuple[slice, ...]]) -> None:
-        scratch, spread = np.empty(0, np.float32), _Spread()
+        with np.errstate(over="ignore", invalid="ignore"):  # huge values: _tile_error's float64 sums
+            rounded(mine)
+
+    def rounded(mine: list[tuple[slice, ...]]) -> None:
+        scratch, spread = np.empty(0, np.float32), _Spread(divisor, view.ndim)
         for part in mine:
             v = view[part]
             if scratch.size < v.size:
@@ -98,7 +104,7 @@ def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
             q = scratch[:v.size].reshape(v.shape)
             measured = sums is not None and v.size
             # each broadcast operand spread over the slice once where used again for the error
-            r = spread(tile_of(divisor, part, view.ndim), v.shape, 0) if divisor is not None else None
+            r = spread.divided_by(part, v.shape) if divisor is not None else None
             s = tile_of(s_b, part, view.ndim)
             s = spread(s, v.shape, 1) if measured else s
             z = tile_of(z_b, part, view.ndim) if z_b is not None else None
@@ -123,49 +129,57 @@ def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
 
 
 class _Spread:
-    """Broadcast operands (a channel's scale, an input row's divisor) copied out to a slice's
-    full shape, into buffers kept per thread: numpy's loops over a full operand ran 2-4x the
-    speed of the same arithmetic broadcast along short rows (a [64, 1024] slice: a multiply by a
-    column of scales 20 us, by the same scales spread out 8 us, the copy 8 us), so that two uses
-    pay for the copy. The same bits: each element meets the same value. An operand the same for
-    the next slice (a divisor's one row) is not copied again."""
+    """Broadcast operands (a channel's scale and zero point, an input row's divisor) copied out
+    to a slice's full shape, into buffers kept per thread: numpy's loops over a full operand ran
+    2-4x the speed of the same arithmetic broadcast along short rows (a [64, 1024] slice: a
+    multiply by a column of scales 20 us, by the same scales spread out 8 us, the copy 8 us), so
+    that two uses pay for the copy. The same bits: each element meets the same value. A divisor
+    with one row (the same for every slice of whole rows) is copied out once."""
 
-    def __init__(self):
+    def __init__(self, divisor, ndim: int):
         self.buffers: dict = {}
-        self.held: dict = {}  # slot -> (what was copied, its copy)
+        self.ndim = ndim
+        self.divisor = divisor
+        self.same_rows = divisor is not None and np.ndim(divisor) == ndim and np.shape(divisor)[0] == 1
+        self.rows = None  # the divisor spread over the most rows a slice has had
+
+    def divided_by(self, part: tuple[slice, ...], shape: tuple[int, ...]):
+        """The divisor's part that meets the slice `part` (of `shape`), spread out."""
+        if self.same_rows and len(part) == 1:
+            if self.rows is None or self.rows.shape[0] < shape[0]:
+                self.rows = np.empty(shape, self.divisor.dtype)
+                np.copyto(self.rows, self.divisor)
+            return self.rows[:shape[0]]
+        return self(tile_of(self.divisor, part, self.ndim), shape, 0)
 
     def __call__(self, a, shape: tuple[int, ...], slot: int):
         a = np.asarray(a)
         if a.shape == shape or a.ndim != len(shape):
             return a
-        key = (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str, shape)
-        held = self.held.get(slot)
-        if held is not None and held[0] == key:
-            return held[1]
         size = int(np.prod(shape))
         buffer = self.buffers.get(slot)
         if buffer is None or buffer.size < size or buffer.dtype != a.dtype:
             buffer = self.buffers[slot] = np.empty(size, a.dtype)
         full = buffer[:size].reshape(shape)
         np.copyto(full, a)
-        self.held[slot] = (key, full)
         return full
 
 
 def _tile_error(d: np.ndarray, xs: np.ndarray, s, z, r) -> tuple[float, float, float]:
     """One tile's (error^2, x^2, largest |error|) as error_sums computes them, `d` holding the
-    tile's integers as float32 (overwritten with the differences): ((d - z) * s) * r - xs."""
+    tile's integers as float32 (overwritten with the differences): ((d - z) * s) * r - xs. The
+    caller holds np.errstate(over="ignore", invalid="ignore") around its slices (once, not per
+    slice: entering it cost as much as a slice's subtraction)."""
     if z is not None:
         d -= z
     d *= s
     if r is not None:
         d *= r
     d -= xs
-    largest = max(float(d.max()), -float(d.min()))
     flat, xf = d.reshape(-1), xs.reshape(-1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        e, n = float(np.dot(flat, flat)), float(np.dot(xf, xf))
-    if not (np.isfinite(e) and np.isfinite(n)):  # huge values: their squares overflow float32
+    largest = max(float(_max(flat)), -float(_min(flat)))  # d.max()'s value, without its Python layers
+    e, n = float(np.dot(flat, flat)), float(np.dot(xf, xf))
+    if not (math.isfinite(e) and math.isfinite(n)):  # huge values: their squares overflow float32
         f64, x64 = flat.astype(np.float64), xf.astype(np.float64)
         e, n = float(np.dot(f64, f64)), float(np.dot(x64, x64))
     return e, n, largest
@@ -175,7 +189,7 @@ def _summed(sums: np.ndarray) -> tuple[float, float, float]:
     """Tiles' (error^2, x^2, largest) added in tile order: the same float64 sums however the
     tiles were shared among threads."""
     err2 = norm2 = 0.0
-    for e, n, _ in sums:
+    for e, n in sums[:, :2].tolist():  # Python floats: the float64 values, added alike
         err2 += e
         norm2 += n
     return err2, norm2, float(sums[:, 2].max(initial=0.0))
@@ -406,6 +420,10 @@ def error_sums(x: np.ndarray, qt, grouped) -> tuple[float, float, float]:
     index = {id(part): i for i, part in enumerate(parts)}
 
     def run(mine: list[tuple[slice, ...]]) -> None:
+        with np.errstate(over="ignore", invalid="ignore"):  # huge values: _tile_error's float64 sums
+            measured(mine)
+
+    def measured(mine: list[tuple[slice, ...]]) -> None:
         scratch = np.empty(0, np.float32)
         for part in mine:
             qs, xs = q_view[part], x_view[part]

@@ -243,3 +243,12 @@ def test_error_measured_while_rounding_is_the_separate_pass(granularity, axis, b
     other = x.copy()
     other[0, 0] += 1.0  # another array: measured on its own
     assert weight_error(other, qt) != err
+
+
+def test_error_not_measured_where_known_is_measured_apart_alike():
+    from onnxsurgery.quantization.rounding import _grouped
+    x = np.random.default_rng(5).standard_normal((64, 300)).astype(np.float32)
+    known, unmeasured = quantize(x, symmetric=False), quantize(x, symmetric=False, error=False)
+    assert unmeasured.sums is None and unmeasured.q.tobytes() == known.q.tobytes()
+    assert weight_error(x, unmeasured) == weight_error(x, known)
+    assert known.sums[2] == chunked.error_sums(x, unmeasured, _grouped)

@@ -115,6 +115,7 @@ def quantize(
     clip_picks: np.ndarray | None = None,
     known_picks: tuple[int, np.ndarray, np.ndarray] | None = None,
     ranges: tuple[np.ndarray, np.ndarray] | None = None,
+    error: bool = True,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
@@ -128,7 +129,8 @@ def quantize(
     `known_picks` (channel axis of x, channels, their picks): the search's result for those
     channels alone, searched only in the others (`_clip_rest`). `divisor`
     (broadcast to x): x / divisor is quantized, divided a slice of rows at a time where the steps
-    allow (per channel, plain rounding), else as a whole first."""
+    allow (per channel, plain rounding), else as a whole first. `error`: the weight error measured
+    while rounding, for weight_error (False: it is known already)."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
@@ -178,7 +180,7 @@ def quantize(
             balanced_rounding.balance(q, exact, axis + 1 if blocked_view else axis, blocked_view, qmin, qmax)
         q = q.astype(store)
     else:  # the same steps a slice of rows at a time (chunked.py), measuring the error as they go
-        sums = [] if x32 is plain else None  # else x / divisor was rounded whole: measured apart
+        sums = [] if error and x32 is plain else None  # else x / divisor was rounded whole: measured apart
         q = round_to_grid(view, s_b, z_b if with_zero_point else None, qmin, qmax, store, divisor, sums)
     zp = np.asarray(zero).astype(store) if with_zero_point else None
     qt = Quantized(q.reshape(x32.shape), scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),

@@ -217,4 +217,3 @@ def test_clip_grids_at_once_are_the_bits_of_one_call_per_ratio(symmetric, half_s
         scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
         assert scales[g].tobytes() == scale.astype(np.float32).tobytes()
         assert zeros[g].tobytes() == zero.astype(np.float32).tobytes()
-

@@ -96,7 +96,7 @@ def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
             rounded(mine)
 
     def rounded(mine: list[tuple[slice, ...]]) -> None:
-        scratch, spread = np.empty(0, np.float32), _Spread(divisor, view.ndim)
+        scratch, spread = np.empty(0, np.float32), _Spread(view.ndim)
         for part in mine:
             v = view[part]
             if scratch.size < v.size:
@@ -104,11 +104,9 @@ def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
             q = scratch[:v.size].reshape(v.shape)
             measured = sums is not None and v.size
             # each broadcast operand spread over the slice once where used again for the error
-            r = spread.divided_by(part, v.shape) if divisor is not None else None
-            s = tile_of(s_b, part, view.ndim)
-            s = spread(s, v.shape, 1) if measured else s
-            z = tile_of(z_b, part, view.ndim) if z_b is not None else None
-            z = spread(z, v.shape, 2) if measured and z is not None else z
+            r = spread(divisor, part, v.shape, 0) if divisor is not None else None
+            s = spread(s_b, part, v.shape, 1) if measured else tile_of(s_b, part, view.ndim)
+            z = None if z_b is None else spread(z_b, part, v.shape, 2) if measured else tile_of(z_b, part, view.ndim)
             if r is not None:
                 np.divide(v, r, out=q)
                 np.divide(q, s, out=q)
@@ -133,27 +131,24 @@ class _Spread:
     to a slice's full shape, into buffers kept per thread: numpy's loops over a full operand ran
     2-4x the speed of the same arithmetic broadcast along short rows (a [64, 1024] slice: a
     multiply by a column of scales 20 us, by the same scales spread out 8 us, the copy 8 us), so
-    that two uses pay for the copy. The same bits: each element meets the same value. A divisor
-    with one row (the same for every slice of whole rows) is copied out once."""
+    that two uses pay for the copy. The same bits: each element meets the same value. An operand
+    with one row (the same for every slice of whole rows: a MatMul weight's scales along its
+    columns, a divisor along its rows) is copied out once, over the most rows a slice has."""
 
-    def __init__(self, divisor, ndim: int):
-        self.buffers: dict = {}
+    def __init__(self, ndim: int):
         self.ndim = ndim
-        self.divisor = divisor
-        self.same_rows = divisor is not None and np.ndim(divisor) == ndim and np.shape(divisor)[0] == 1
-        self.rows = None  # the divisor spread over the most rows a slice has had
+        self.buffers: dict = {}
+        self.rows: dict = {}  # slot -> an operand with one row, spread out
 
-    def divided_by(self, part: tuple[slice, ...], shape: tuple[int, ...]):
-        """The divisor's part that meets the slice `part` (of `shape`), spread out."""
-        if self.same_rows and len(part) == 1:
-            if self.rows is None or self.rows.shape[0] < shape[0]:
-                self.rows = np.empty(shape, self.divisor.dtype)
-                np.copyto(self.rows, self.divisor)
-            return self.rows[:shape[0]]
-        return self(tile_of(self.divisor, part, self.ndim), shape, 0)
-
-    def __call__(self, a, shape: tuple[int, ...], slot: int):
-        a = np.asarray(a)
+    def __call__(self, whole, part: tuple[slice, ...], shape: tuple[int, ...], slot: int):
+        """`whole`'s part that meets the slice `part` (of `shape`), spread out."""
+        if np.ndim(whole) == self.ndim and np.shape(whole)[0] == 1 and len(part) == 1:
+            spread = self.rows.get(slot)
+            if spread is None or spread.shape[0] < shape[0]:
+                spread = self.rows[slot] = np.empty(shape, np.asarray(whole).dtype)
+                np.copyto(spread, whole)
+            return spread[:shape[0]]
+        a = np.asarray(tile_of(whole, part, self.ndim))
         if a.shape == shape or a.ndim != len(shape):
             return a
         size = int(np.prod(shape))

@@ -380,12 +380,27 @@ def block_ranges(blocks: np.ndarray, member_axis: int) -> tuple[np.ndarray, np.n
     split = member_axis != blocks.ndim - 1
 
     def run(parts: list[tuple[slice, ...]]) -> None:
+        scratch = np.empty(0, blocks.dtype)
         for part in parts:
             rows = blocks[part]
             full = (*part, *[slice(None)] * (blocks.ndim - len(part)))
             kept = tuple(p for axis, p in enumerate(full) if axis != member_axis)
-            rows.min(axis=member_axis, out=lo[kept])
-            rows.max(axis=member_axis, out=hi[kept])
+            if split or len(part) != 1 or rows.shape[-1] < 2:
+                rows.min(axis=member_axis, out=lo[kept])
+                rows.max(axis=member_axis, out=hi[kept])
+                continue
+            # blocks along the last axis: numpy reduces each block's few elements in a loop of
+            # its own (0.34 ms a slice of 64K elements for min alone); the slice's blocks laid
+            # out along its columns first, both reductions run along whole rows (0.15 ms for
+            # the copy and both). min and max are exact in any order.
+            size, width = rows.size, rows.shape[-1]
+            if scratch.size < size:
+                scratch = np.empty(size, blocks.dtype)
+            across = scratch[:size].reshape(width, size // width)
+            np.copyto(across, rows.reshape(-1, width).T)
+            low, high = lo[part[0]].reshape(-1), hi[part[0]].reshape(-1)  # views: whole rows of lo, hi
+            np.minimum.reduce(across, axis=0, out=low)
+            np.maximum.reduce(across, axis=0, out=high)
 
     share(run, list(tiles(blocks.shape, CHUNK_ELEMENTS, split_last=split)))  # wide rows cut along the last axis
     return lo, hi

@@ -336,39 +336,57 @@ def share(run: Callable[[list], None], parts: list, least: int = SHARED_FROM_PAR
 
 
 def channel_ranges(x: np.ndarray, axis: int, divisor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """min and max of x (or of x / divisor) over every axis but `axis`, one pass over x, its
-    slices shared among threads (`share`); along another axis than 0 each slice's extremes are
-    kept and folded in slice order afterwards, as one thread would."""
+    """min and max of x (or of x / divisor) over every axis but `axis`, one pass over x. Along
+    axis 0 its slices of rows are shared among threads (`share`); along another axis each thread
+    takes a range of channels through every slice of rows in turn, each slice's extremes folded
+    into the running ones as one thread would: one slice's extremes were kept for every slice
+    before (a [2048, 32000] lm_head's 1024 slices: 262 MB of them)."""
     parts = list(row_slices(x.shape))
     if not parts:
         return None, None
     others = tuple(a for a in range(1, x.ndim))
-    lo = hi = None
     if axis == 0:
         lo, hi = np.empty(x.shape[0], x.dtype), np.empty(x.shape[0], x.dtype)
-    partial: list = [None] * len(parts)
-    index = {id(part): i for i, part in enumerate(parts)}
 
-    def run(mine: list[slice]) -> None:
-        scratch = _scratch(x.shape) if divisor is not None else None
-        for part in mine:
-            rows = x[part]
-            if divisor is not None:
-                rows = np.divide(rows, rows_of(divisor, part, x.ndim), out=scratch[:part.stop - part.start])
-            if axis == 0:
+        def run(mine: list[slice]) -> None:
+            scratch = _scratch(x.shape) if divisor is not None else None
+            for part in mine:
+                rows = x[part]
+                if divisor is not None:
+                    rows = np.divide(rows, rows_of(divisor, part, x.ndim), out=scratch[:part.stop - part.start])
                 flat = rows.reshape(rows.shape[0], -1)
                 flat.min(axis=1, out=lo[part])
                 flat.max(axis=1, out=hi[part])
-            else:
-                reduce = (0,) + tuple(a for a in others if a != axis)
-                partial[index[id(part)]] = rows.min(axis=reduce), rows.max(axis=reduce)
 
-    share(run, parts)
-    if axis != 0:
-        lo, hi = partial[0]
-        for part_lo, part_hi in partial[1:]:
-            np.minimum(lo, part_lo, out=lo)
-            np.maximum(hi, part_hi, out=hi)
+        share(run, parts)
+        return lo, hi
+    reduce = (0,) + tuple(a for a in others if a != axis)
+    channels = x.shape[axis]
+    lo, hi = np.empty(channels, x.dtype), np.empty(channels, x.dtype)
+    workers = min(_workers(), channels) if len(parts) >= SHARED_FROM_PARTS else 1
+    step = -(-channels // max(1, workers))
+    ranges = [slice(start, min(start + step, channels)) for start in range(0, channels, step)]
+
+    def fold(mine: list[slice]) -> None:
+        for cols in mine:
+            at = (slice(None),) * axis + (cols,)
+            scratch = None
+            for k, part in enumerate(parts):
+                rows = x[part][at]
+                if divisor is not None:
+                    if scratch is None:
+                        scratch = np.empty((parts[0].stop - parts[0].start, *rows.shape[1:]), np.float32)
+                    d = rows_of(divisor, part, x.ndim)
+                    d = d[at] if np.ndim(d) == x.ndim and np.shape(d)[axis] != 1 else d
+                    rows = np.divide(rows, d, out=scratch[:part.stop - part.start])
+                if not k:
+                    rows.min(axis=reduce, out=lo[cols])
+                    rows.max(axis=reduce, out=hi[cols])
+                else:  # the next slice's extremes, then folded in: the steps of one thread before
+                    np.minimum(lo[cols], rows.min(axis=reduce), out=lo[cols])
+                    np.maximum(hi[cols], rows.max(axis=reduce), out=hi[cols])
+
+    share(fold, ranges, least=2)
     return lo, hi
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import onnx
 import onnx_graphsurgeon as gs
@@ -29,13 +30,14 @@ from .passes.merge_constants import MergeDuplicates
 from .passes.merge_reshaped import MergeReshaped
 from .passes.merge_transposed import MergeTransposed
 from .passes.narrow_types import Narrow
-from .passes.quantize_weights import QuantizeWeights
 from .passes.shape_only import FoldShapeOnly
 from .storage.protos import all_tensor_protos
-from .quantization.calibration import Calibration
-from .quantization.options import QuantOptions
-from .quantization.plan import Plan
 from .report import PassReport, human_bytes
+
+if TYPE_CHECKING:  # the quantizer's modules load with `quant`, not with every command
+    from .quantization.calibration import Calibration
+    from .quantization.options import QuantOptions
+    from .quantization.plan import Plan
 
 log = logging.getLogger("onnxsurgery")
 MAX_NAMES_LOGGED = 20
@@ -138,6 +140,9 @@ def quant_pipeline(options: QuantOptions, *, merge: bool = True, opsets: dict[st
     read from a file or the budget's Plan, or as the options' plan); for TensorRT, which
     computes in int32, int64 constants narrowed where exact.
     `store`: where the quantizer moves its payloads as they accumulate (`ExternalFiles.offload`)."""
+    from .passes.quantize_weights import QuantizeWeights
+    from .quantization.plan import Plan
+
     steps: list[PassBase] = [BypassIdentities()]
     if merge:
         steps += [FoldShapeOnly(), MergeDuplicates()]
@@ -160,6 +165,8 @@ def dry_run_pipeline(graph: gs.Graph, passes: list[PassBase], *, overridable: fr
     """`quant --dry-run`: the passes before the quantizer applied (on a graph nobody writes), then
     the quantizer's plan (quantization.plan.Plan) returned, the graph otherwise unchanged (passes
     after it, such as TensorRT's narrowing, change no weight's plan)."""
+    from .passes.quantize_weights import QuantizeWeights
+
     overridable = overridable_initializers(graph) if overridable is None else overridable
     quantize = PassManager(tuple(passes), overridable).run_until(graph, QuantizeWeights)
     return quantize.plan(graph, overridable=overridable)

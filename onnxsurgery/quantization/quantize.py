@@ -145,6 +145,8 @@ def quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, loweri
         args = {**args, "clip_picks": record.clip_picks}
     elif record is not None and record.known_picks is not None:
         args = {**args, "known_picks": record.known_picks}
+    if record is not None and record.error is not None:  # measured (the plan's): not measured again
+        args = {**args, "error": False}
     qt = _quantize_site(values, site, scheme, lowering, balanced, args, equalized)
     if record is not None:
         record.clip_picks = qt.clip_picks

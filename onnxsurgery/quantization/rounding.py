@@ -20,6 +20,7 @@ Each value stays within one step of its exact value.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +51,8 @@ class Quantized:
     remembered: object = field(default=None, compare=False, repr=False)
     # each group's (min, max) before any clipping, which `ranges` takes again
     ranges: tuple | None = field(default=None, compare=False, repr=False)
+    # error_sums' figures, measured as the weight was rounded, and the array they are against
+    sums: tuple | None = field(default=None, compare=False, repr=False)
 
     def dequantize(self) -> np.ndarray:
         return dequantize(self)
@@ -112,6 +115,7 @@ def quantize(
     clip_picks: np.ndarray | None = None,
     known_picks: tuple[int, np.ndarray, np.ndarray] | None = None,
     ranges: tuple[np.ndarray, np.ndarray] | None = None,
+    error: bool = True,
 ) -> Quantized:
     """Round-to-nearest quantization of a float array. Ranges and scales are computed in
     float64 (they are small); the rounding runs in float32 on broadcast views, so memory stays
@@ -125,13 +129,14 @@ def quantize(
     `known_picks` (channel axis of x, channels, their picks): the search's result for those
     channels alone, searched only in the others (`_clip_rest`). `divisor`
     (broadcast to x): x / divisor is quantized, divided a slice of rows at a time where the steps
-    allow (per channel, plain rounding), else as a whole first."""
+    allow (per channel, plain rounding), else as a whole first. `error`: the weight error measured
+    while rounding, for weight_error (False: it is known already)."""
     qmin, qmax = (0, levels - 1) if levels else RANGES[dtype]
     if granularity == "tensor":
         axis, block_size = None, None
     elif granularity == "channel":
         block_size = None
-    x32 = np.asarray(x, dtype=np.float32)
+    x32 = plain = np.asarray(x, dtype=np.float32)
     if divisor is not None and (balanced or search_clip or granularity != "channel" or x32.ndim == 0):
         x32, divisor = x32 / divisor, None
     if ranges is not None:
@@ -160,6 +165,7 @@ def quantize(
     blocked_view = view.ndim > x32.ndim  # blocks that tile their axis: members along axis + 1
     balance = balanced and (granularity == "channel" or blocked_view)
     store = (np.uint8 if qmax < 256 else np.uint16) if qmin >= 0 else np.int8
+    sums = None
     if balance and blocked_view:  # the steps below a slice of rows at a time (balanced.py)
         q = balanced_rounding.round_balanced(view, s_b, z_b if with_zero_point else None, qmin, qmax, axis + 1, store)
     elif balance or view.ndim == 0:
@@ -173,12 +179,15 @@ def quantize(
             exact -= q  # the rounding residuals
             balanced_rounding.balance(q, exact, axis + 1 if blocked_view else axis, blocked_view, qmin, qmax)
         q = q.astype(store)
-    else:  # the same steps a slice of rows at a time (chunked.py)
-        q = round_to_grid(view, s_b, z_b if with_zero_point else None, qmin, qmax, store, divisor)
+    else:  # the same steps a slice of rows at a time (chunked.py), measuring the error as they go
+        sums = [] if error and x32 is plain else None  # else x / divisor was rounded whole: measured apart
+        q = round_to_grid(view, s_b, z_b if with_zero_point else None, qmin, qmax, store, divisor, sums)
     zp = np.asarray(zero).astype(store) if with_zero_point else None
-    return Quantized(q.reshape(x32.shape),
-                     scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
-                     zp, dtype, granularity, axis, block_size, clip_picks=picks, ranges=found)
+    qt = Quantized(q.reshape(x32.shape), scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
+                   zp, dtype, granularity, axis, block_size, clip_picks=picks, ranges=found)
+    if sums:
+        qt.sums = (weakref.ref(np.asarray(x)), divisor, tuple(sums))
+    return qt
 
 
 # Ratios `_clip_ranges` tries. Measured with --target tensorrt int4 at blocks of 128 (output
@@ -381,7 +390,10 @@ def weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
 
 
 def _weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
-    err2, norm2, largest = error_sums(x, qt, _grouped)  # tiles at a time, no full-size difference (chunked.py)
+    source, divisor, sums = qt.sums if qt.sums is not None else (lambda: None, None, None)
+    fused = sums is not None and source() is x and (divisor is None) == (qt.input_scale is None)
+    # else tiles at a time, no full-size difference (chunked.py)
+    err2, norm2, largest = sums if fused else error_sums(x, qt, _grouped)
     return {
         "max_abs_error": largest,
         "rel_l2_error": float(np.sqrt(err2 / norm2)) if norm2 > 0 else 0.0,

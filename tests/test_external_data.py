@@ -124,3 +124,28 @@ def test_quant_keeps_weights_in_a_data_file_when_the_input_had_one(tmp_path):
                                     samples=[{"ids": np.array([3, 77]), "c": np.array(True)}])
     assert files(tmp_path) == ["m.onnx", "m.onnx.data", "q.onnx", "q.onnx.data"]
     assert report.bytes_after == out.stat().st_size + (tmp_path / "q.onnx.data").stat().st_size
+
+
+def test_nothing_to_shrink_with_a_data_file_copies_both_nodes_in_their_order(tmp_path):
+    """A model with a data file and nothing to merge is copied with it (staging.copy_with_data):
+    the nodes keep their order, which a re-export would sort (onnxruntime computed isnet_fp16
+    with its Casts appended last 2.7e-4 apart once sorted, so `shrink --verify` refused it), and
+    the data file is the input's, named after the output. The input's files are left as they are."""
+    nodes = [onnx.helper.make_node("MatMul", ["h", "W"], ["y"]),
+             onnx.helper.make_node("Relu", ["x"], ["h"])]  # not in topological order
+    g = onnx.helper.make_graph(nodes, "g", [builders.vi("x", shape=[2, 64])], [builders.vi("y", shape=[2, 64])],
+                               [onnx.numpy_helper.from_array(builders.rand((64, 64), 3), "W")])
+    m = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 17)], ir_version=8)
+    src = external(tmp_path / "in.onnx", "weights.bin", m)
+    before = {p: p.read_bytes() for p in (src, tmp_path / "weights.bin")}
+    out = tmp_path / "out.onnx"
+    report = onnxsurgery.shrink_file(src, out, verify=True)
+    assert report.notes == ["nothing to shrink: the output is a copy of the input and its data file"]
+    assert files(tmp_path) == ["in.onnx", "out.onnx", "out.onnx.data", "weights.bin"]
+    assert (tmp_path / "out.onnx.data").read_bytes() == before[tmp_path / "weights.bin"]
+    written = onnx.load(str(out), load_external_data=False)
+    assert [n.op_type for n in written.graph.node] == ["MatMul", "Relu"]
+    assert {e.value for t in written.graph.initializer for e in t.external_data if e.key == "location"} == \
+        {"out.onnx.data"}
+    assert {p: p.read_bytes() for p in before} == before
+    assert_same_outputs(m, out)

@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 
 from ..errors import OptionError, VerificationError
-from ..storage.staging import copy_file
+from ..storage.staging import copy_file, copy_with_data, one_data_file
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..run_options import ShrinkRun
@@ -108,6 +108,13 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
         report.bytes_after = report.bytes_before
         return report
 
+    if external_data and ws.has_external_data_files and not any(p.changed for p in report.passes):
+        # a copy with its data file (staging.copy_with_data), where the model has one
+        written = _copied_with_data(ws, input_path, out, check if verify else None)
+        if written is not None:
+            report.notes.append("nothing to shrink: the output is a copy of the input and its data file")
+            report.bytes_after = sum(p.stat().st_size for p in written)
+            return report
     # payloads stay in the input file until written
     written = write_checked(ws, ws.finish, out, external_data, check if verify else None)
     report.bytes_after = sum(p.stat().st_size for p in written)
@@ -118,6 +125,18 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     if target is not None:
         _for_target(target, out, report)
     return report
+
+
+def _copied_with_data(ws, input_path, out: Path, check) -> list[Path] | None:
+    """The input and its one data file copied to `out` (copy_with_data), checked first as the
+    input itself where `check` is given: the copy computes what it computes, nodes in the same
+    order. None where the input has several data files (then it is written as any result is)."""
+    if one_data_file(input_path) is None:
+        return None
+    ws.close()
+    if check is not None:
+        check(Path(input_path))
+    return copy_with_data(input_path, out)
 
 
 def _for_target(target: str, written: Path, report: RunReport) -> None:

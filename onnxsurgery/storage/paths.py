@@ -58,12 +58,18 @@ def external_locations(model: onnx.ModelProto) -> Iterator[tuple[str, str]]:
     initializers, Constant nodes, subgraphs, function bodies, sparse tensors. A walk over every
     message rather than a list of the places tensors live: a place left out would be a way past
     the rule. Payloads are not strings or messages, so they cost nothing here."""
+    yield from ((name, entry.value) for name, entry in location_entries(model))
+
+
+def location_entries(model: onnx.ModelProto) -> Iterator[tuple[str, onnx.StringStringEntryProto]]:
+    """(tensor name, its `location` entry, which may be changed in place) of each external
+    reference anywhere in `model`, as external_locations walks them."""
     pending: deque = deque([model])
     while pending:
         message = pending.popleft()
         if message.DESCRIPTOR is _TENSOR:
             if message.data_location == onnx.TensorProto.EXTERNAL:
-                yield from ((message.name, e.value) for e in message.external_data if e.key == "location")
+                yield from ((message.name, e) for e in message.external_data if e.key == "location")
             continue
         for field, value in message.ListFields():
             if field.type == field.TYPE_MESSAGE:

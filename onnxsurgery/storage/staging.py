@@ -9,7 +9,8 @@ external data files it replaces cleaned up.
   `--external-data`) are removed once the new files are in place, unless another model in the
   folder still refers to them. Only plain files inside the folder are removed: the locations
   come from a file that may be untrusted (`paths.confined`).
-- `copy_file` and `write_atomic` write single files atomically.
+- `copy_file` and `write_atomic` write single files atomically; `copy_with_data` a model and
+  its one data file.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import onnx
 
 from ..errors import OutputError, UnsafeLocationError
 from .lazy import ExternalFiles, read_model_skipping_weights
-from .paths import confined, external_locations
+from .paths import confined, external_locations, location_entries
 from .writer import DataFileLayout, layout_model, write_data_file, write_pieces
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,47 @@ def copy_file(source: str | os.PathLike, target: str | os.PathLike) -> None:
     before = data_files_of(target)
     write_atomic(target, lambda tmp: shutil.copyfile(source, tmp))
     remove_replaced_data(target, before, data_files_of(target))
+
+
+def copy_with_data(source: str | os.PathLike, target: str | os.PathLike) -> list[Path] | None:
+    """A model whose weights are all in one data file, copied with it: the data file as it is
+    (its offsets kept) as `<target name>.data`, and the .onnx as it is but for the locations,
+    which name that file. None where the model names more than one data file or holds large
+    payloads of its own. What a re-export would not keep: the nodes' order. A re-export sorts
+    them, and onnxruntime's optimizer can compute a graph differently once sorted (isnet_fp16
+    with a data file, whose float16 converter appended its Casts last: 2.7e-4 apart)."""
+    source, target = Path(source), Path(target)
+    model = read_model_skipping_weights(source)
+    entries = list(location_entries(model))
+    location = one_data_file(source, model)
+    if location is None:
+        return None
+    data = confined(source.parent, location, "external data location")
+    name = target.name + ".data"
+    for _, entry in entries:
+        entry.value = name
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError as e:
+        raise OutputError(f"cannot write to {target.parent}: {e.strerror or e}") from e
+    with StagedModel(target, staging) as staged:
+        try:
+            shutil.copyfile(data, staging / name)
+            staged.names.append(name)
+            (staging / target.name).write_bytes(model.SerializeToString())
+            staged.names.append(target.name)
+        except OSError as e:
+            raise OutputError(f"cannot write {target}: {e.strerror or e}") from e
+        return staged.commit()
+
+
+def one_data_file(source: str | os.PathLike, model: onnx.ModelProto | None = None) -> str | None:
+    """The location of the one data file that holds all of the model's payloads kept outside
+    its .onnx (`model`: the model at `source`, its large payloads left in files), or None."""
+    source = Path(source)
+    model = read_model_skipping_weights(source) if model is None else model
+    locations = {location for _, location in external_locations(model)}
+    return next(iter(locations)) if len(locations) == 1 and source.name not in locations else None
 
 
 def write_atomic(target: str | os.PathLike, fill: Callable[[Path], object]) -> None:

@@ -244,7 +244,7 @@ def error_sums(x: np.ndarray, qt, grouped) -> tuple[float, float, float]:
     """(sum of (qt.dequantize() - x)^2, sum of x^2, the largest |difference|) in one pass over
     tiles of the grouped weight, with no full-size difference: each tile's float32 dot
     products summed in float64 (in float64 throughout where a tile's squares overflow float32).
-    `grouped` is rounding._grouped."""
+    `grouped` is groups.grouped."""
     q = qt.q.reshape(qt.q.shape or (1,))
     x = np.asarray(x, np.float32).reshape(q.shape)
     zero = qt.zero_point.astype(np.float32) if qt.zero_point is not None else np.zeros_like(qt.scale)

@@ -3,6 +3,7 @@ What the other packages use from here is listed below (tests/test_rooms.py check
 import nothing else, and no private name); the modules:
 
 - sessions: onnxruntime sessions with fair settings, weights mapped, .npy arrays as initializers
+- initializers: a session's graph from arrays (their buffers, no copy) and chosen If branches
 - feeds: inputs generated as the graph means them (masks, positions, caches)
 - samples: the user's samples read from an .npz and checked against the model's inputs
 - verify: two models run on the same inputs and their outputs compared
@@ -32,7 +33,7 @@ _HOMES = {
                      "runtime_label"], "verify"),
     **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }
-_MODULES = ("sessions", "feeds", "samples", "verify", "ahead", "output_errors", "output_kinds", "kv_cache",
+_MODULES = ("sessions", "initializers", "feeds", "samples", "verify", "ahead", "output_errors", "output_kinds", "kv_cache",
             "session_memory")
 
 __all__ = sorted(_HOMES) + list(_MODULES)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from onnxsurgery.quantization import chunked
+from onnxsurgery.quantization import chunked, clip_search
 from onnxsurgery.quantization.rounding import quantize, weight_error
 
 
@@ -59,7 +59,7 @@ def test_weight_error_with_input_scale_matches_dequantize(shape, axis):
 
 
 def _clip_reference(x, lo, hi, symmetric, granularity, axis, block_size, importance):
-    """rounding._clip_ranges as it was: one whole-array pass per ratio, float64 sums."""
+    """clip_search._clip_ranges as it was: one whole-array pass per ratio, float64 sums."""
     from onnxsurgery.quantization.rounding import CLIP_RATIOS, _grouped
     from onnxsurgery.quantization.scales import scales_for_ranges
     best_err = best_ratio = None
@@ -67,7 +67,7 @@ def _clip_reference(x, lo, hi, symmetric, granularity, axis, block_size, importa
         scale, zero = scales_for_ranges(lo * ratio, hi * ratio, -8, 7, symmetric, False)
         view, s_b, z_b = _grouped(x, scale.astype(np.float32), zero.astype(np.float32), granularity, axis, block_size)
         q = np.empty(view.shape, np.float32)
-        chunked.clipped_error(view, s_b, None if symmetric else z_b, -8, 7, importance, q)
+        clip_search.clipped_error(view, s_b, None if symmetric else z_b, -8, 7, importance, q)
         members = (axis + 1,) if granularity == "block" else tuple(a for a in range(x.ndim) if a != axis)
         err = q.sum(axis=members, dtype=np.float64).reshape(np.shape(lo))
         if best_err is None:
@@ -88,7 +88,7 @@ def test_clip_search_in_one_pass_picks_the_whole_array_ratios(shape, granularity
     """Every ratio of a slice at once, float32 sums checked in float64 where close, on two
     threads: the ratios the one-pass-per-ratio search picked."""
     from onnxsurgery.quantization import rounding
-    monkeypatch.setattr(chunked, "CLIP_CHUNK_ELEMENTS", 7000)
+    monkeypatch.setattr(clip_search, "CLIP_CHUNK_ELEMENTS", 7000)
     rng = np.random.default_rng(4)
     x = (rng.standard_normal(shape) * rng.standard_t(3, shape)).astype(np.float32)
     x[: shape[0] // 4] = 0  # constant groups: every ratio ties
@@ -98,7 +98,7 @@ def test_clip_search_in_one_pass_picks_the_whole_array_ratios(shape, granularity
     if importance is not None:
         imp = rounding._grouped(np.broadcast_to(importance, shape), lo, lo, granularity, axis, block_size)[0]
     want = _clip_reference(x, lo, hi, symmetric, granularity, axis, block_size, imp)
-    got = rounding._clip_ranges(x, lo, hi, -8, 7, symmetric, False, granularity, axis, block_size, importance)
+    got = clip_search._clip_ranges(x, lo, hi, -8, 7, symmetric, False, granularity, axis, block_size, importance)
     assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
 
 
@@ -157,7 +157,7 @@ def test_shared_slices_give_the_bits_of_one_thread(monkeypatch):
 
 
 def test_pack_nibbles_in_shared_slices_is_the_whole_array_packing():
-    from onnxsurgery.quantization.rounding import pack_nibbles
+    from onnxsurgery.quantization.packing import pack_nibbles
 
     q = np.random.default_rng(7).integers(-8, 8, (4 << 18) * 2 + 7).astype(np.int8)  # 5 slices, odd length
     padded = np.append(q, np.int8(0)).view(np.uint8)
@@ -174,7 +174,7 @@ def test_picks_known_for_a_sample_of_channels_give_the_whole_search(shape, granu
     """rounding.quantize's `known_picks`: the picks a search over some channels alone gave, and
     only the others searched (choices/symmetry.py measures a sample, the pass the whole): the
     whole weight's search, bit for bit, weighted by its input or not."""
-    monkeypatch.setattr(chunked, "CLIP_CHUNK_ELEMENTS", 7000)
+    monkeypatch.setattr(clip_search, "CLIP_CHUNK_ELEMENTS", 7000)
     rng = np.random.default_rng(8)
     x = (rng.standard_normal(shape) * rng.standard_t(3, shape)).astype(np.float32)
     along = [1] * len(shape)
@@ -200,10 +200,10 @@ def test_picks_known_for_a_sample_of_channels_give_the_whole_search(shape, granu
 @pytest.mark.parametrize("half_scales", [True, False])
 @pytest.mark.parametrize("qmin,qmax", [(-8, 7), (0, 15)])
 def test_clip_grids_at_once_are_the_bits_of_one_call_per_ratio(symmetric, half_scales, qmin, qmax):
-    """rounding._clip_grids takes every ratio in one call where the scales stay float32: the scales
+    """clip_search._clip_grids takes every ratio in one call where the scales stay float32: the scales
     and zero points of scales_for_ranges(lo * ratio, hi * ratio) ratio by ratio, constant,
     one-signed and tiny groups included."""
-    from onnxsurgery.quantization.rounding import CLIP_RATIOS, _clip_grids
+    from onnxsurgery.quantization.clip_search import CLIP_RATIOS, _clip_grids
     from onnxsurgery.quantization.scales import scales_for_ranges
     rng = np.random.default_rng(9)
     x = (rng.standard_normal((64, 40)) * rng.standard_t(3, (64, 40))).astype(np.float32)
@@ -227,7 +227,7 @@ def test_clip_grids_in_slices_decide_float16_over_every_group(case, qmin, qmax):
     scales_for_ranges over all groups, ratio by ratio, where some ratios' scales leave
     float16's normal range and others do not, with constant groups, and where a tiny range's
     scale underflows to 0."""
-    from onnxsurgery.quantization.rounding import CLIP_RATIOS, _clip_grids
+    from onnxsurgery.quantization.clip_search import CLIP_RATIOS, _clip_grids
     from onnxsurgery.quantization.scales import GROUP_CHUNK, scales_for_ranges
     rng = np.random.default_rng(11)
     n = 2 * GROUP_CHUNK + 123
@@ -272,7 +272,7 @@ def test_clip_search_in_rows_picks_as_along_the_members(shape, block_size, symme
     picks of the search over the members as they lie, with constant groups (every ratio ties:
     float64 sums) and huge values (squares past float32's range) among them."""
     from onnxsurgery.quantization import clip_rows, rounding
-    monkeypatch.setattr(chunked, "CLIP_CHUNK_ELEMENTS", 9000)
+    monkeypatch.setattr(clip_search, "CLIP_CHUNK_ELEMENTS", 9000)
     rng = np.random.default_rng(13)
     x = (rng.standard_normal(shape) * rng.standard_t(3, shape)).astype(np.float32)
     x[:3] = 0
@@ -281,8 +281,8 @@ def test_clip_search_in_rows_picks_as_along_the_members(shape, block_size, symme
     importance = rng.uniform(0.1, 3, shape[axis]).astype(np.float32) if weighted else None
     lo, hi = rounding._ranges(x, "block", axis, block_size)
     with np.errstate(over="ignore", invalid="ignore"):
-        got = rounding._clip_ranges(x, lo, hi, -8, 7, symmetric, False, "block", axis, block_size, importance)
+        got = clip_search._clip_ranges(x, lo, hi, -8, 7, symmetric, False, "block", axis, block_size, importance)
         monkeypatch.setattr(clip_rows, "fits", lambda members: False)
-        want = rounding._clip_ranges(x, lo, hi, -8, 7, symmetric, False, "block", axis, block_size, importance)
+        want = clip_search._clip_ranges(x, lo, hi, -8, 7, symmetric, False, "block", axis, block_size, importance)
     assert got[2].tobytes() == want[2].tobytes()
     assert (got[2] > 0).any()  # the search clipped somewhere

@@ -10,7 +10,8 @@ import onnxsurgery
 from onnxsurgery.storage.protos import all_tensor_protos
 from onnxsurgery.errors import UnsupportedModelError, VerificationError
 from onnxsurgery.quantization.options import QuantOptions
-from onnxsurgery.quantization.rounding import dequantize, pack_halves, pack_nibbles, quantize
+from onnxsurgery.quantization.packing import pack_halves, pack_nibbles
+from onnxsurgery.quantization.rounding import dequantize, quantize
 
 # -- the arithmetic, against a plain numpy reference ----------------------------------------
 

@@ -17,6 +17,7 @@ def latency(path: Path, feed: dict[str, np.ndarray], budget: float = 2.0) -> flo
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
+    options.log_severity_level = 3  # a paddle model's shape warnings, once a run, would fill the log
     s = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     wanted = {i.name for i in s.get_inputs()}
     feed = {k: v for k, v in feed.items() if k in wanted}

@@ -7,7 +7,7 @@ one group (the input unfolded into kernel-sized patches: input_rows.py), in the 
 a main-graph If (a merged decoder's weights are read in both branches of its If on
 use_cache_branch). Values inside a branch are no graph values onnxruntime can return, so each
 sample runs through a copy of the model whose If is replaced by the branch that sample takes
-(`sessions.inline_branches`; its condition read from the sample, or computed first), and a
+(`initializers.inline_branches`; its condition read from the sample, or computed first), and a
 weight's H sums the inputs it meets in whichever branch ran. A weight with any other reader,
 or read inside a Loop/Scan body or a nested If, is rounded without calibration (and its
 choices are made from the weight alone).

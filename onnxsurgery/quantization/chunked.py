@@ -16,7 +16,6 @@ from .slice_steps import Spread, summed, tile_error, tile_of  # noqa: F401 - til
 
 import numpy as np
 
-from . import clip_rows
 
 # Elements per slice: 256 KB of float32, within a core's L2 cache with a few such buffers
 CHUNK_ELEMENTS = 1 << 16
@@ -114,127 +113,6 @@ def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
     if error_into is not None:
         error_into.extend(summed(sums))
     return out
-
-
-def clipped_error(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, importance: np.ndarray | None,
-                  out: np.ndarray) -> np.ndarray:
-    """Into `out` (float32, view's shape): the squared error of rounding view to the grid
-    (s_b, z_b), each weighted by `importance` (view's shape) where given."""
-    for part in row_slices(view.shape):
-        q = out[part]
-        v = view[part]
-        s = rows_of(s_b, part, view.ndim)
-        np.divide(v, s, out=q)
-        if z_b is not None:
-            z = rows_of(z_b, part, view.ndim)
-            q += z
-        np.clip(np.rint(q, out=q), qmin, qmax, out=q)
-        if z_b is not None:
-            q -= z
-        q *= s
-        q -= v
-        np.square(q, out=q)
-        if importance is not None:
-            q *= importance[part]
-    return out
-
-
-# Elements (times grids) per slice of `best_clip`: 1 MB of float32 scratch, within a core's L2
-CLIP_CHUNK_ELEMENTS = 1 << 18
-# float32 sums of a group's squared errors, each term >= 0, are within (n - 1) * 2^-24 of the
-# float64 sums (relative): where the best grid's float32 sum is below every other's by more than
-# this, the float64 sums pick the same grid, and only the groups closer than that are summed in
-# float64 again (1 in 10^4 to 10^5 of blocks of 32 on normal weights; all-zero groups always)
-SEPARATED = 1e-4
-
-
-def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmin: int, qmax: int,
-              importance: np.ndarray | None, members: tuple[int, ...], groups: tuple[int, ...]) -> np.ndarray:
-    """For each group, the index along axis 0 of `s_all` (and `z_all`) of the grid with the smallest
-    float64 sum of `clipped_error` over the group's members, the earliest where several tie: every
-    candidate grid of a slice of rows evaluated in one pass over it while it is in cache, instead of
-    one pass over the whole tensor per grid, and the slices shared among the threads of
-    parallel.WORKERS. `s_all`, `z_all`: [grids, *s_b's shape] (z None: no zero point); `members`:
-    the axes of `view` a group sums over; `groups`: the shape of the result. Only for groups that
-    lie within a slice of rows (blocks, or channels along axis 0). The squared errors are the
-    whole-array code's bits; their sums are float32 first, float64 where that could decide
-    otherwise (SEPARATED)."""
-    grids = s_all.shape[0]
-    best = np.empty(groups, np.intp)
-    summed = tuple(m + 1 for m in members)
-    members_count = int(np.prod([view.shape[m] for m in members]))
-    tolerance = max(SEPARATED, 4 * members_count * 2.0 ** -24)
-
-    def differences(v: np.ndarray, part: tuple[slice, ...], q: np.ndarray) -> np.ndarray:
-        """Into q ([grids, *v.shape]): each grid's rounded value minus v."""
-        s = tile_of(s_all, part, view.ndim, 1)
-        np.divide(v, s, out=q)
-        if z_all is not None:
-            z = tile_of(z_all, part, view.ndim, 1)
-            q += z
-        np.clip(np.rint(q, out=q), qmin, qmax, out=q)
-        if z_all is not None:
-            q -= z
-        q *= s
-        q -= v
-        return q
-
-    def run(parts: list[tuple[slice, ...]]) -> None:
-        scratch = np.empty(0, np.float32)
-        for part in parts:
-            v = view[part]
-            if scratch.size < grids * v.size:
-                scratch = np.empty(grids * v.size, np.float32)
-            if in_rows:  # members last: laid out along the groups (clip_rows.py), the same bits
-                s = np.broadcast_to(tile_of(s_all, part, view.ndim, 1), (grids, *v.shape[:-1], 1))
-                z = None if z_all is None else np.broadcast_to(tile_of(z_all, part, view.ndim, 1), s.shape)
-                err, q = clip_rows.grid_errors(v, s, z, qmin, qmax, None if importance is None else
-                                               tile_of(importance, part, view.ndim), scratch)
-                err = err.reshape(grids, *v.shape[:-1])
-            else:
-                q = differences(v, part, scratch[:grids * v.size].reshape(grids, *v.shape))
-                with np.errstate(over="ignore", invalid="ignore"):  # huge values: handled below
-                    np.square(q, out=q)
-                    if importance is not None:
-                        q *= tile_of(importance, part, view.ndim)
-                    err = q.sum(axis=summed)  # float32
-            pick = err.argmin(axis=0)
-            least = err.min(axis=0)  # err at pick (NaN where pick is a NaN's): take_along_axis, without its overhead
-            close = (err <= least * np.float32(1 + tolerance)).sum(axis=0) > 1  # another grid within reach
-            huge = ~np.isfinite(least)  # squares past float32's range (a damaged weight): float64 throughout
-            close &= ~huge
-            if close.any():
-                where = np.nonzero(close)
-                if in_rows:
-                    exact = clip_rows.exact_sums(q, np.ravel_multi_index(where, close.shape))
-                else:
-                    by_group = q.transpose(0, *[a + 1 for a in range(v.ndim) if a + 1 not in summed], *summed)
-                    exact = by_group[(slice(None), *where)].reshape(grids, len(where[0]), -1).sum(axis=-1,
-                                                                                                   dtype=np.float64)
-                pick[where] = _first_least(exact)
-            if huge.any():
-                d = differences(v, part, scratch[:grids * v.size].reshape(grids, *v.shape)).astype(np.float64)
-                np.square(d, out=d)
-                if importance is not None:
-                    d *= tile_of(importance, part, view.ndim)
-                pick[huge] = _first_least(d.sum(axis=summed))[huge]
-            full = (*part, *[slice(None)] * (view.ndim - len(part)))
-            best[tuple(p for axis, p in enumerate(full) if axis not in members)] = pick
-
-    last_is_member = view.ndim - 1 in members
-    in_rows = members == (view.ndim - 1,) and clip_rows.fits(view.shape[-1])
-    share(run, list(tiles(view.shape, CLIP_CHUNK_ELEMENTS // grids, split_last=not last_is_member)), least=2)
-    return best
-
-
-def _first_least(err: np.ndarray) -> np.ndarray:
-    """Per group (axes 1...), the index along axis 0 of the smallest error: the first grid's
-    stands unless a later one is smaller (NaN never is)."""
-    best_err, pick = err[0], np.zeros(err.shape[1:], np.intp)
-    for g in range(1, err.shape[0]):
-        better = err[g] < best_err
-        best_err, pick = np.where(better, err[g], best_err), np.where(better, g, pick)
-    return pick
 
 
 _POOL = None
@@ -366,7 +244,7 @@ def error_sums(x: np.ndarray, qt, grouped) -> tuple[float, float, float]:
     """(sum of (qt.dequantize() - x)^2, sum of x^2, the largest |difference|) in one pass over
     tiles of the grouped weight, with no full-size difference: each tile's float32 dot
     products summed in float64 (in float64 throughout where a tile's squares overflow float32).
-    `grouped` is rounding._grouped."""
+    `grouped` is groups.grouped."""
     q = qt.q.reshape(qt.q.shape or (1,))
     x = np.asarray(x, np.float32).reshape(q.shape)
     zero = qt.zero_point.astype(np.float32) if qt.zero_point is not None else np.zeros_like(qt.scale)

@@ -1,4 +1,4 @@
-"""chunked.best_clip's pass where each group's members run along the last axis (blocks of a
+"""clip_search.best_clip's pass where each group's members run along the last axis (blocks of a
 Gather table, or of a weight blocked along its last axis): the same bits, laid out so that
 numpy's loops run long.
 
@@ -35,7 +35,7 @@ def grid_errors(v: np.ndarray, s: np.ndarray, z: np.ndarray | None, qmin: int, q
     """(each group's float32 sum of squared errors per grid [grids, groups], the squared errors
     [grids, members, groups]) of a slice `v` ([..., members], the members last) against the
     grids `s` (and zero points `z`), [grids, ..., 1]; `importance` broadcasts to v. Each
-    element goes through chunked.best_clip's ufuncs, in its order and types."""
+    element goes through clip_search.best_clip's ufuncs, in its order and types."""
     members = v.shape[-1]
     groups = v.size // members
     grids = s.shape[0]

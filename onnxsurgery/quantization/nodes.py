@@ -10,7 +10,8 @@ from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from ..graph_utils import NameAllocator, c_order
 from .options import ONNX_INT
-from .rounding import Quantized, pack_halves, pack_nibbles
+from .packing import pack_halves, pack_nibbles
+from .rounding import Quantized
 
 def const(names: NameAllocator, base: str, array: np.ndarray) -> gs.Constant:
     return gs.Constant(names.new(base), c_order(array))

@@ -24,7 +24,7 @@ def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric:
                 importance: np.ndarray | None = None) -> dict:
     """quantize()'s arguments for `scheme` under `lowering` (dq and MatMulNBits: scales of the
     output type; arith: float16 scales rounded up; scaled: float32 scales, applied at run time).
-    4-bit ranges are searched for a clipping ratio (rounding.CLIP_RATIOS): 15 steps leave little
+    4-bit ranges are searched for a clipping ratio (clip_search.CLIP_RATIOS): 15 steps leave little
     to waste. Where `importance` is given (what each element multiplies in the layer's input,
     gptq.input_energy on the verification inputs), each element's error is weighted by it, and
     asymmetric ranges are searched too: MiniLM int4 0.243 -> 0.228, ALBERT-base's encoder 0.255

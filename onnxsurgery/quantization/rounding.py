@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import balanced as balanced_rounding
-from .scales import GROUP_CHUNK, scales_for_ranges, stored_scale
-from .chunked import best_clip, block_ranges, channel_ranges, clipped_error, error_sums, round_to_grid, share
+from .scales import scales_for_ranges
+from .chunked import block_ranges, channel_ranges, error_sums, round_to_grid
+from .clip_search import CLIP_RATIOS, _clip_ranges, _clip_rest
+from .groups import grouped as _grouped
 
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int4": (-8, 7), "uint4": (0, 15)}
 
@@ -67,17 +69,6 @@ def _reduce_shape(shape: tuple[int, ...], granularity: str, axis: int | None, bl
     blocked = list(shape)
     blocked[axis] = -(-shape[axis] // block_size)
     return tuple(blocked)
-
-
-def _expand(scale: np.ndarray, shape, granularity: str, axis: int | None, block_size: int | None) -> np.ndarray:
-    """Broadcast a scale (or zero point) back to the full tensor shape."""
-    if granularity == "tensor":
-        return scale
-    if granularity == "channel":
-        view = [1] * len(shape)
-        view[axis] = shape[axis]
-        return scale.reshape(view)
-    return np.repeat(scale, block_size, axis=axis).take(range(shape[axis]), axis=axis)
 
 
 def _ranges(x: np.ndarray, granularity: str, axis: int | None, block_size: int | None):
@@ -194,161 +185,9 @@ def quantize(
 # relative L2 on the bench's task inputs): MiniLM 0.354 without the search, 0.295 with these,
 # 0.305 stopping at 0.8, 0.311 going on to 0.5 in steps of 0.025 (a range fitted closer to each
 # block's weights, not to what the layer computes); ddddocr 0.058, 0.046, 0.046.
-CLIP_RATIOS = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7)
-
-
-def _clip_ranges(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool,
-                 granularity: str, axis: int, block_size: int | None, importance: np.ndarray | None = None):
-    """Each group's range scaled by the ratio in CLIP_RATIOS that gives the smallest squared
-    error over the group (each element's weighted by `importance` where given): outliers
-    clipped to the range's edge, in exchange for finer steps for every other value. 4-bit
-    grids have so few steps that the exchange usually pays."""
-    if granularity == "block" and x.shape[axis] % block_size:
-        return lo, hi, np.zeros(np.shape(lo), np.uint8)  # ragged last block: plain ranges (the pass avoids it)
-    if importance is not None:  # laid out as _grouped lays out x
-        importance = np.broadcast_to(np.asarray(importance, np.float32), x.shape)
-        importance = _grouped(importance, lo, lo, granularity, axis, block_size)[0]
-    with_zero_point = not symmetric or qmin >= 0
-    scales, zeros = _clip_grids(lo, hi, qmin, qmax, symmetric, half_scales)
-    if granularity == "block" or axis == 0:  # each group within a slice of rows: every ratio in one pass
-        view, s_b, _ = _grouped(x, scales[0], zeros[0], granularity, axis, block_size)
-        members = (axis + 1,) if granularity == "block" else tuple(range(1, x.ndim))
-        grouped = (len(CLIP_RATIOS), *s_b.shape)
-        picked = best_clip(view, scales.reshape(grouped), zeros.reshape(grouped) if with_zero_point else None,
-                           qmin, qmax, importance, members, np.shape(lo))
-        best_ratio = np.asarray(CLIP_RATIOS, np.float64)[picked]
-        return lo * best_ratio, hi * best_ratio, picked.astype(np.uint8)
-    best_err = best_index = None
-    grids = [_grouped(x, scale, zero, granularity, axis, block_size) for scale, zero in zip(scales, zeros)]
-    q = np.empty(grids[0][0].shape, np.float32)  # each ratio's squared errors, in one array reused
-    for index, (view, s_b, z_b) in enumerate(grids):
-        with np.errstate(over="ignore", invalid="ignore"):  # huge values: errors inf, ratio 1 stands
-            clipped_error(view, s_b, z_b if with_zero_point else None, qmin, qmax, importance, q)
-        members = tuple(a for a in range(x.ndim) if a != axis)
-        err = q.sum(axis=members, dtype=np.float64).reshape(np.shape(lo))
-        if best_err is None:
-            best_err, best_index = err, np.zeros(err.shape, np.uint8)
-        else:
-            better = err < best_err
-            best_err, best_index = np.where(better, err, best_err), np.where(better, index, best_index)
-    best_ratio = np.asarray(CLIP_RATIOS, np.float64)[best_index]
-    return lo * best_ratio, hi * best_ratio, best_index.astype(np.uint8)
-
-
-def _clip_rest(x: np.ndarray, lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool, granularity: str,
-               axis: int, block_size: int | None, importance: np.ndarray | None, known: tuple):
-    """`_clip_ranges` where the picks of some channels are known (`known`: channel axis of x,
-    channels, their picks, as a search over those channels alone gave them): only the other
-    channels are searched, and the result is the whole search's, each group's pick being its
-    own."""
-    channel_axis, channels, known_picks = known
-    group_axis = 0 if granularity == "channel" else channel_axis  # lo's: per channel, one value each
-    if granularity == "channel" and channel_axis != axis or lo.shape[group_axis] != x.shape[channel_axis]:
-        return _clip_ranges(x, lo, hi, qmin, qmax, symmetric, half_scales, granularity, axis, block_size, importance)
-    searched = np.ones(x.shape[channel_axis], bool)
-    searched[channels] = False
-    rest = np.flatnonzero(searched)  # setdiff1d's, without its sort (0.1 s on a 250k-row table)
-    picks = np.empty(np.shape(lo), np.uint8)
-    np.moveaxis(picks, group_axis, 0)[channels] = np.moveaxis(known_picks, group_axis, 0)
-    if rest.size:
-        if importance is not None and np.ndim(importance) == x.ndim and np.shape(importance)[channel_axis] > 1:
-            importance = np.take(importance, rest, axis=channel_axis)
-        _, _, found = _clip_ranges(np.take(x, rest, axis=channel_axis), np.take(lo, rest, axis=group_axis),
-                                   np.take(hi, rest, axis=group_axis), qmin, qmax, symmetric, half_scales,
-                                   granularity, axis, block_size, importance)
-        np.moveaxis(picks, group_axis, 0)[rest] = np.moveaxis(found, group_axis, 0)
-    ratio = np.asarray(CLIP_RATIOS, np.float64)[picks]
-    return lo * ratio, hi * ratio, picks
-
-
-def _clip_grids(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool):
-    """Scales and zero points as float32, [len(CLIP_RATIOS), *lo.shape], one row per ratio: the
-    bits of scales_for_ranges(lo * ratio, hi * ratio, ...). Symmetric, the largest magnitude is
-    taken once: a product's rounding is monotonic and odd, so max(-(lo * r), hi * r, 0) is
-    max(-lo, hi, 0) * r in the ranges' own type. Every ratio in one call where the scales'
-    storage type is fixed (float32); float16 where they fit is decided ratio by ratio, over its
-    own groups, as scales_for_ranges decides it (7 calls per weight, 0.29 s of the encoder's 9.5
-    s of CPU before)."""
-    lo, hi = np.asarray(lo), np.asarray(hi)
-    scales = np.empty((len(CLIP_RATIOS), *lo.shape), np.float32)
-    zeros = np.empty_like(scales)
-    if not symmetric and half_scales is True:  # float16 or not is decided per ratio, over its groups
-        for g, ratio in enumerate(CLIP_RATIOS):
-            scale, zero = scales_for_ranges(lo * ratio, hi * ratio, qmin, qmax, symmetric, half_scales)
-            scales[g], zeros[g] = scale, zero
-        return scales, zeros
-    if not symmetric:  # every ratio at once: lo * ratio takes the ratio in lo's type, as here
-        ratios = np.asarray(CLIP_RATIOS).astype(lo.dtype).reshape(-1, *[1] * lo.ndim)
-        scales[...], zeros[...] = scales_for_ranges(ratios * lo, ratios * hi, qmin, qmax, symmetric, half_scales)
-        return scales, zeros
-    amax = np.maximum(np.maximum(-lo, hi), 0)
-    centre = 0 if qmin < 0 else (qmax + qmin + 1) // 2
-    zeros[...] = centre
-    if half_scales is not True:  # every ratio at once, as for zero points above
-        ratios = np.asarray(CLIP_RATIOS).astype(amax.dtype).reshape(-1, *[1] * amax.ndim)
-        scales[...] = stored_scale(np.divide(ratios * amax, qmax - centre, dtype=np.float64), half_scales)
-        return scales, zeros
-    types = _half_scale_types(amax, qmax - centre)
-    flat, out = amax.reshape(-1), scales.reshape(len(CLIP_RATIOS), -1)
-    step = GROUP_CHUNK if types is not None else max(1, flat.size)
-    exact = np.empty(min(step, flat.size), np.float64)
-    for start in range(0, flat.size, step):  # a slice of groups at a time, every ratio: in cache
-        part = slice(start, start + step)
-        e = exact[:flat[part].size]
-        for g, ratio in enumerate(CLIP_RATIOS):
-            e[...] = flat[part] * ratio
-            e /= qmax - centre
-            out[g, part] = stored_scale(e, half_scales if types is None else types[g])
-    return scales, zeros
-
-
-def _half_scale_types(amax: np.ndarray, steps: int) -> list[type] | None:
-    """Per ratio, the storage type stored_scale(amax * ratio / steps, True) picks over all groups
-    (float16 where every scale, 0 taken as 1, is a normal float16), found from the smallest
-    positive and the largest amax alone: amax * ratio (in amax's type) and the division are
-    monotonic. None where that does not hold (NaN, or a positive amax whose scale underflows
-    to 0): the caller then takes every group at once, as before."""
-    positive = amax > 0
-    if amax.size == 0 or not positive.any() or not np.isfinite(amax).all():
-        return None
-    ends = np.array([np.where(positive, amax, np.inf).min(), amax.max()], amax.dtype)
-    other = not positive.all()  # groups whose scale is 0 are stored as 1
-    types = []
-    for ratio in CLIP_RATIOS:
-        exact = np.empty(2, np.float64)
-        exact[...] = ends * ratio
-        exact /= steps
-        if not exact[0] > 0:
-            return None
-        least, most = (min(exact[0], 1.0), max(exact[1], 1.0)) if other else (exact[0], exact[1])
-        types.append(np.float16 if least >= 2.0 ** -14 and most <= 65504 / 1.01 else np.float32)
-    return types
-
-
 def has_zero_point(dtype: str, symmetric: bool) -> bool:
     """Whether `quantize` stores zero points for this integer type (see `with_zero_point`)."""
     return not symmetric or RANGES[dtype][0] >= 0
-
-
-def _grouped(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, granularity: str, axis: int | None,
-             block_size: int | None):
-    """x, scale and zero shaped so that they broadcast without materialising full-size
-    scale arrays (blocks: x viewed as [..., nblocks, block, ...])."""
-    if granularity == "tensor":
-        return x, scale, zero
-    if granularity == "channel":
-        view = [1] * x.ndim
-        view[axis] = x.shape[axis]
-        return x, scale.reshape(view), zero.reshape(view)
-    n = x.shape[axis]
-    if n % block_size:  # ragged last block: expand (rare; the pass avoids it)
-        return (x, _expand(scale, x.shape, granularity, axis, block_size),
-                _expand(zero, x.shape, granularity, axis, block_size))
-    blocked = list(x.shape)
-    blocked[axis:axis + 1] = [n // block_size, block_size]
-    s_shape = list(x.shape)
-    s_shape[axis:axis + 1] = [n // block_size, 1]
-    return x.reshape(blocked), scale.reshape(s_shape), zero.reshape(s_shape)
 
 
 def dequantize(qt: Quantized) -> np.ndarray:
@@ -398,45 +237,3 @@ def _weight_error(x: np.ndarray, qt: Quantized) -> dict[str, float]:
         "max_abs_error": largest,
         "rel_l2_error": float(np.sqrt(err2 / norm2)) if norm2 > 0 else 0.0,
     }
-
-
-def pack_nibbles(q: np.ndarray, signed: bool) -> np.ndarray:
-    """4-bit values (flattened, C order) packed two per byte, low nibble first, as ONNX stores
-    INT4/UINT4. Signed values are stored in two's complement."""
-    flat = np.ascontiguousarray(q).reshape(-1)
-    if flat.dtype.itemsize != 1:
-        flat = flat.astype(np.int16).astype(np.uint8)  # the low byte: the nibble that matters
-    flat = flat.view(np.uint8)  # two's complement: the low nibble is the value's
-    if flat.size % 2:
-        flat = np.append(flat, np.uint8(0))
-    # each pair of bytes read as one little-endian uint16 (low nibble's byte in bits 0-7): the
-    # packed byte is bits 0-3 and 8-11, by whole-word operations (3.6x the byte-strided ones)
-    pairs = flat.view("<u2")
-    packed = np.empty(pairs.size, np.uint8)
-    step = max(1, min(pairs.size, 1 << 18))
-
-    def run(parts: list[slice]) -> None:  # a slice at a time: no full-size temporaries
-        low, high = np.empty(step, np.uint16), np.empty(step, np.uint16)
-        for part in parts:
-            words = pairs[part]
-            lo, hi = low[:words.size], high[:words.size]
-            np.bitwise_and(words, np.uint16(0x000F), out=lo)
-            np.right_shift(words, np.uint16(4), out=hi)
-            np.bitwise_and(hi, np.uint16(0x00F0), out=hi)
-            np.bitwise_or(lo, hi, out=lo)
-            packed[part] = lo  # the low byte: both nibbles
-
-    share(run, [slice(start, start + step) for start in range(0, pairs.size, step)], least=4)  # threads (chunked.py)
-    return packed
-
-
-def pack_halves(nibbles: np.ndarray) -> np.ndarray:
-    """Values 0..15 two per byte along the last axis (an even length), for the `arith` and
-    `gather` lowerings: byte i holds value i in its low nibble and value i + n/2 in its high
-    one, so that unpacking is two shifts and a Concat, with no interleaving. A 2-D array is
-    packed row by row (rows can then be gathered before unpacking)."""
-    x = nibbles.astype(np.uint8, copy=False)  # read only
-    if x.shape[-1] % 2:
-        raise ValueError("pack_halves needs an even number of values")
-    half = x.shape[-1] // 2
-    return x[..., :half] | (x[..., half:] << 4)

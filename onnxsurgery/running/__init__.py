@@ -3,9 +3,11 @@ What the other packages use from here is listed below (tests/test_rooms.py check
 import nothing else, and no private name); the modules:
 
 - sessions: onnxruntime sessions with fair settings, weights mapped, .npy arrays as initializers
+- initializers: a session's graph from arrays (their buffers, no copy) and chosen If branches
 - feeds: inputs generated as the graph means them (masks, positions, caches)
 - samples: the user's samples read from an .npz and checked against the model's inputs
 - verify: two models run on the same inputs and their outputs compared
+- labels: what a comparison says it ran on (runtime_label), for the report
 - ahead: work started on another thread, its result asked for later (the reference's runs)
 - output_kinds: whether an output's last axis holds classes
 - kv_cache: a KV cache's names: the one module that knows them
@@ -28,12 +30,12 @@ _HOMES = {
     "has_class_axis": "output_kinds",
     **dict.fromkeys(["OverLimit", "measure_in_fresh_process"], "session_memory"),
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
-    **dict.fromkeys(["compare_models", "copy_verification", "headline_outputs", "reference_ahead",
-                     "runtime_label"], "verify"),
+    **dict.fromkeys(["compare_models", "copy_verification", "headline_outputs", "reference_ahead"], "verify"),
+    "runtime_label": "labels",
     **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }
-_MODULES = ("sessions", "feeds", "samples", "verify", "ahead", "output_errors", "output_kinds", "kv_cache",
-            "session_memory")
+_MODULES = ("sessions", "initializers", "feeds", "samples", "verify", "labels", "ahead", "output_errors",
+            "output_kinds", "kv_cache", "session_memory")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

@@ -21,54 +21,9 @@ from .batched import batch_dimension, run_samples
 from ..progress import progress
 from .sessions import _first_line, session, streams
 from .samples import check_samples
+from .labels import runtime_label
 from .feeds import (DEFAULT_BATCH, LENGTHS, _structure, first_step_inputs, has_dynamic_batch, make_inputs,
                     runnable_inputs, with_own_past)
-
-
-def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | None = None, *,
-                  streamed: bool | None = None) -> str:
-    """How a comparison for `runtime` is computed, for the report. With `model` (the candidate),
-    onnxruntime's DequantizeLinear -> MatMul fusion is named only where the model has such an
-    edge (or MatMulNBits nodes of its own)."""
-    import onnxruntime as ort
-
-    if streamed if streamed is not None else (model is not None and streams(model)):
-        return (f"onnxruntime {ort.__version__} CPU, streamed: weights read in place from the mapped file, graph "
-                "optimizations and pre-packing off (a quantized weight is dequantized at each run, in float: the "
-                "default session's fused int8-activation kernels are not what was measured)")
-    fused, nbits = _matmul_fusions(model) if model is not None else (True, False)
-    if runtime == "tensorrt":
-        return (f"onnxruntime {ort.__version__} CPU as TensorRT computes weight-only quantized layers: weights "
-                "dequantized, arithmetic in float (qdq_matmulnbits_accuracy_level 0)")
-    if runtime == "onnxruntime-web":
-        how = "DequantizeLinear -> MatMul fused with float activations (qdq_matmulnbits_accuracy_level 0)"
-        return f"onnxruntime {ort.__version__} CPU as onnxruntime-web computes" + (f": {how}" if fused else "")
-    label = f"onnxruntime {ort.__version__} CPU, default graph optimizations"
-    if fused:
-        return label + " (DequantizeLinear -> MatMul fused into MatMulNBits with int8 activations)"
-    if nbits:
-        return label + " (MatMulNBits at the accuracy_level its nodes give)"
-    return label
-
-
-def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, bool]:
-    """(a DequantizeLinear output read by a MatMul, or as B by a Gemm without transA/transB, a
-    MatMulNBits node), in any scope. A path is read without its weights' payloads."""
-    from ..storage.protos import graphs_everywhere
-
-    if not isinstance(model, onnx.ModelProto):
-        from ..storage.lazy import read_model_skipping_weights
-
-        try:
-            model = read_model_skipping_weights(Path(model))
-        except (OSError, ValueError):  # the session that read it already checked the file
-            return False, False
-    nodes = [n for g in graphs_everywhere(model.graph) for n in g.node]
-    dequantized = {n.output[0] for n in nodes if n.op_type == "DequantizeLinear" and n.output}
-    fused = any(n.op_type == "MatMul" and dequantized.intersection(n.input) for n in nodes) or any(
-        n.op_type == "Gemm" and len(n.input) > 1 and n.input[1] in dequantized and
-        not any(a.name in ("transA", "transB") and a.i for a in n.attribute) for n in nodes)  # dq_transposed
-    return fused, any(n.op_type == "MatMulNBits" for n in nodes)
 
 
 def compare_models(

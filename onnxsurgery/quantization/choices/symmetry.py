@@ -7,7 +7,7 @@ measures (4-bit's clipping search of both ways over every element of a 1.36B dec
 
 Neither way wins everywhere. Asymmetric groups use all 2^bits levels over [min, max];
 symmetric ones waste a level or more on a lopsided group, but their 4-bit ranges are searched
-for a clipping ratio (rounding.CLIP_RATIOS) and they store no zero point. onnxruntime's 8-bit
+for a clipping ratio (clip_search.CLIP_RATIOS) and they store no zero point. onnxruntime's 8-bit
 symmetric blocks beat its asymmetric ones on ALBERT-base (issue 18: 0.0065 against 0.0168),
 asymmetric 4-bit wins on ddddocr; a rule of thumb per model or per op gets one of them wrong."""
 

@@ -14,7 +14,8 @@ from ..nodes import Emitter, broadcast_shape, const, int_tensor, nibble_offset, 
     zero_to_subtract
 from ..options import FLOAT_TYPES
 from ..options import Scheme
-from ..rounding import Quantized, pack_halves
+from ..packing import pack_halves
+from ..rounding import Quantized
 from .base import Lowering
 
 def build_gathered(site: ConstantSite, qt: Quantized, names: NameAllocator,

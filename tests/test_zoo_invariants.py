@@ -148,3 +148,10 @@ def test_a_command_newly_refused_is_flagged(tmp_path):
     assert invariants.newly_refused(before[("m", "shipped", "quant")], 2, "error: x") == []  # refused before too
     assert invariants.newly_refused(None, 2, "error: x") == []  # never run before
     assert previous_runs(tmp_path / "missing.json") == {}
+
+
+def test_latency_within_twice_the_originals_or_a_millisecond_more():
+    assert invariants.within_latency(0.012, 0.010) == []
+    assert invariants.within_latency(0.0004, 0.00005) == []  # 8x, but 0.35 ms more
+    assert "4.0x" in invariants.within_latency(0.200, 0.050)[0]
+    assert invariants.within_latency(None, 0.050) == []

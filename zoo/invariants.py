@@ -217,11 +217,12 @@ def within_time(ours: float, peers: dict[str, float], factor: float) -> list[str
 
 
 LATENCY_FACTOR = 2.0
+LATENCY_FLOOR = 1e-3  # seconds a run may grow whatever the factor: oww_hey_jarvis, 0.05 -> 0.4 ms
 
 
 def within_latency(ours: float | None, original: float | None) -> list[str]:
     """Invariant 7: seconds per inference of the result and of its original (zoo/latency.py)."""
-    if ours and original and ours > LATENCY_FACTOR * original:
+    if ours and original and ours > LATENCY_FACTOR * original and ours - original > LATENCY_FLOOR:
         return [f"runs {ours / original:.1f}x its original's latency ({ours * 1e3:.1f} ms against "
                 f"{original * 1e3:.1f} ms; at most {LATENCY_FACTOR:g}x)"]
     return []

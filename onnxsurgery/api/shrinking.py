@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 
 from ..errors import OptionError, VerificationError
-from ..storage.staging import copy_file, copy_with_data, one_data_file
+from ..storage.staging import copy_file, copy_with_data
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..run_options import ShrinkRun
@@ -131,12 +131,12 @@ def _copied_with_data(ws, input_path, out: Path, check) -> list[Path] | None:
     """The input and its one data file copied to `out` (copy_with_data), checked first as the
     input itself where `check` is given: the copy computes what it computes, nodes in the same
     order. None where the input has several data files (then it is written as any result is)."""
-    if one_data_file(input_path) is None:
-        return None
-    ws.close()
-    if check is not None:
-        check(Path(input_path))
-    return copy_with_data(input_path, out)
+    def before() -> None:
+        ws.close()
+        if check is not None:
+            check(Path(input_path))
+
+    return copy_with_data(input_path, out, before=before)
 
 
 def _for_target(target: str, written: Path, report: RunReport) -> None:

@@ -29,7 +29,7 @@ _HOMES = {
                      "manifest_path", "read_manifest", "with_npy_arrays", "write_arrays", "write_manifest"], "npy"),
     **dict.fromkeys(["check_external_locations", "confined", "external_locations"], "paths"),
     **dict.fromkeys(["all_tensor_protos", "graphs_everywhere"], "protos"),
-    **dict.fromkeys(["check_output_folder", "check_output_path", "copy_file", "copy_with_data", "one_data_file",
+    **dict.fromkeys(["check_output_folder", "check_output_path", "copy_file", "copy_with_data",
                      "save_model", "stage_model",
                      "write_atomic"], "staging"),
 }

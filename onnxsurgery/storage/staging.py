@@ -163,20 +163,25 @@ def copy_file(source: str | os.PathLike, target: str | os.PathLike) -> None:
     remove_replaced_data(target, before, data_files_of(target))
 
 
-def copy_with_data(source: str | os.PathLike, target: str | os.PathLike) -> list[Path] | None:
+def copy_with_data(source: str | os.PathLike, target: str | os.PathLike,
+                   before: Callable[[], object] | None = None) -> list[Path] | None:
     """A model whose weights are all in one data file, copied with it: the data file as it is
     (its offsets kept) as `<target name>.data`, and the .onnx as it is but for the locations,
     which name that file. None where the model names more than one data file or holds large
     payloads of its own. What a re-export would not keep: the nodes' order. A re-export sorts
     them, and onnxruntime's optimizer can compute a graph differently once sorted (isnet_fp16
-    with a data file, whose float16 converter appended its Casts last: 2.7e-4 apart)."""
+    with a data file, whose float16 converter appended its Casts last: 2.7e-4 apart). `before`
+    is called once the copy is known to apply, before anything is written (shrink: the workspace
+    closed, the check run)."""
     source, target = Path(source), Path(target)
     model = read_model_skipping_weights(source)
     entries = list(location_entries(model))
-    location = one_data_file(source, model)
-    if location is None:
+    locations = {entry.value for _, entry in entries}
+    if len(locations) != 1 or source.name in locations:
         return None
-    data = confined(source.parent, location, "external data location")
+    data = confined(source.parent, locations.pop(), "external data location")
+    if before is not None:
+        before()
     name = target.name + ".data"
     for _, entry in entries:
         entry.value = name
@@ -193,15 +198,6 @@ def copy_with_data(source: str | os.PathLike, target: str | os.PathLike) -> list
         except OSError as e:
             raise OutputError(f"cannot write {target}: {e.strerror or e}") from e
         return staged.commit()
-
-
-def one_data_file(source: str | os.PathLike, model: onnx.ModelProto | None = None) -> str | None:
-    """The location of the one data file that holds all of the model's payloads kept outside
-    its .onnx (`model`: the model at `source`, its large payloads left in files), or None."""
-    source = Path(source)
-    model = read_model_skipping_weights(source) if model is None else model
-    locations = {location for _, location in external_locations(model)}
-    return next(iter(locations)) if len(locations) == 1 and source.name not in locations else None
 
 
 def write_atomic(target: str | os.PathLike, fill: Callable[[Path], object]) -> None:

@@ -155,3 +155,19 @@ def test_latency_within_twice_the_originals_or_a_millisecond_more():
     assert invariants.within_latency(0.0004, 0.00005) == []  # 8x, but 0.35 ms more
     assert "4.0x" in invariants.within_latency(0.200, 0.050)[0]
     assert invariants.within_latency(None, 0.050) == []
+
+
+def test_an_error_larger_than_reported_is_flagged():
+    ref = [{"y": np.array([1.0, 2.0, 3.0]), "label": np.array([1])}]
+    close = [{"y": np.array([1.0, 2.0, 3.01]), "label": np.array([1])}]
+    measured = invariants.per_output_errors(ref, close)
+    assert set(measured) == {"y"}  # integer outputs have no relative L2 in quant's report either
+    said = measured["y"]
+    report = json.dumps({"verification": {"outputs": {"y": {"rel_l2_error": said}}}})
+    assert invariants.reported_honestly(measured, report) == []
+    understated = json.dumps({"verification": {"outputs": {"y": {"rel_l2_error": said / 2}}}})
+    assert "reported" in invariants.reported_honestly(measured, understated)[0]
+    nan = json.dumps({"verification": {"outputs": {"y": {"rel_l2_error": float("nan")}}}})
+    assert invariants.reported_honestly(measured, nan)
+    assert invariants.reported_honestly(measured, "not json")
+    assert invariants.reported_honestly(measured, json.dumps({"verification": {"outputs": {}}}))

@@ -154,11 +154,11 @@ def argv_for(cmd: str, src: Path, out: Path, npy_out: Path, tune: Path, report: 
     if cmd == "quant":
         return ["quant", src, out]
     if cmd == "quant --inputs":
-        return ["quant", src, out, "--inputs", tune]
+        return ["quant", src, out, "--inputs", tune, "--json"]  # --json: invariant 8
     if cmd == "quant --dtype int4":
         return ["quant", src, out, "--dtype", "int4"]
     if cmd == "quant --dtype int4 --inputs":
-        return ["quant", src, out, "--dtype", "int4", "--inputs", tune]
+        return ["quant", src, out, "--dtype", "int4", "--inputs", tune, "--json"]
     if cmd == "quant --target tensorrt":
         return ["quant", src, out, "--target", "tensorrt"]
     if cmd == "quant --dry-run --json":
@@ -295,6 +295,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
         rows = {}
         base["variants"][variant] = {"path": str(vpath.relative_to(ROOT)), "commands": rows}
         npy_out = work / f"{variant}.npy_model.onnx"
+        tune_refs: dict = {}  # this variant's original on the tune set, run once if asked (invariant 8)
         for cmd in cmds:
             out = out_path(work, variant, cmd)
             r = measured(ours(*argv_for(cmd, vpath, out, npy_out, tune, report)), args.timeout)
@@ -317,6 +318,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                                else sum(p.stat().st_size for p in out.parent.glob(out.name + "*")))
                 fails += invariants.written_model(ev, exact=judge == "exact",
                                                   min_agreement=1.0 if judge == "exact" else judge)
+                if cmd.startswith("quant") and cmd.endswith("--inputs") and "load_error" not in ev:
+                    fails += _reported_honestly(out, vpath, tune_feeds, r.stdout, tune_refs)
                 if variant == "shipped" and cmd == "quant" and not args.no_peers:
                     row["load_memory"] = load_memory(out)
                     row["latency"] = latency(out, report_feeds[0])
@@ -350,6 +353,18 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             if p.name not in ("tune.npz", "report.npz"):
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
     return base
+
+
+def _reported_honestly(out: Path, original: Path, feeds: list[dict], report_json: str, refs: dict) -> list[str]:
+    """Invariant 8: the written file's error on the --inputs the command measured on, against
+    the error its --json report gives; `refs` caches the original's runs on those inputs."""
+    if "runs" not in refs:
+        refs["runs"] = run_feeds(original, feeds)
+    try:
+        new = run_feeds(out, feeds)
+    except Exception as e:  # noqa: BLE001 - invariant 2 reports a file that does not run
+        return [f"written model does not run on the tune set: {str(e).splitlines()[0][:200]}"]
+    return invariants.reported_honestly(invariants.per_output_errors(refs["runs"], new), report_json)
 
 
 def previous_runs(path: Path) -> dict[tuple[str, str, str], dict]:

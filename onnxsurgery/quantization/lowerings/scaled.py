@@ -67,6 +67,7 @@ from ..options import Scheme
 from ..chunked import abs_max
 from ..rounding import Quantized
 from .base import Lowering
+from .conv_zero_point import conv_zero_point
 
 EQUALIZE_ALPHA = 0.5
 
@@ -245,6 +246,9 @@ def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset:
             if qt.input_scale is not None:
                 scale_input(graph, node, qt.input_scale.astype(dtype), names, site.name, constant)
             divide_bias(graph, node, scale, names)
+            if qt.zero_point is not None and node.op == "Conv":
+                conv_zero_point(graph, node, qt.zero_point, scale, names, site.name, constant)
+                continue
             offset = None
             if qt.zero_point is not None:
                 offset = _zero_point_term(graph, node, qt.zero_point, names, site.name, opset, constant)

@@ -51,8 +51,8 @@ def _strided_offset_conv() -> onnx.ModelProto:
 
 def test_conv_zero_points_run_as_convs_and_compute_the_original(tmp_path):
     """--lowering scaled --asymmetric on a strided, padded, dilated Conv: no ReduceSum, Sub or
-    DequantizeLinear, three Convs for the term (channels, window, zero points), and the output within the asymmetric form's error
-    (well under the symmetric one: a wrong window or offset would be far off)."""
+    DequantizeLinear, three Convs for the term (channels, window, zero points), and the output
+    within the asymmetric form's error (well under the symmetric one: a wrong window or offset would be far off)."""
     model = _strided_offset_conv()
     src = tmp_path / "in.onnx"
     onnx.save(model, str(src))

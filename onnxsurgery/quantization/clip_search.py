@@ -7,10 +7,12 @@ code's bits, as in chunked.py."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import clip_rows
-from .chunked import row_slices, rows_of, share, tiles
+from .chunked import SHORT_TRAIL, row_slices, rows_of, share, tiles
 from .groups import grouped as _grouped
 from .scales import GROUP_CHUNK, scales_for_ranges, stored_scale
 from .slice_steps import tile_of
@@ -41,6 +43,7 @@ def clipped_error(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, importance: 
 
 # Elements (times grids) per slice of `best_clip`: 1 MB of float32 scratch, within a core's L2
 CLIP_CHUNK_ELEMENTS = 1 << 18
+MEMBERS_LAST = True
 # float32 sums of a group's squared errors, each term >= 0, are within (n - 1) * 2^-24 of the
 # float64 sums (relative): where the best grid's float32 sum is below every other's by more than
 # this, the float64 sums pick the same grid, and only the groups closer than that are summed in
@@ -59,6 +62,18 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
     lie within a slice of rows (blocks, or channels along axis 0). The squared errors are the
     whole-array code's bits; their sums are float32 first, float64 where that could decide
     otherwise (SEPARATED)."""
+    if (len(members) == 1 and members[0] != view.ndim - 1 and MEMBERS_LAST and clip_rows.fits(view.shape[members[0]])
+            and math.prod(view.shape[members[0] + 1:]) < SHORT_TRAIL):
+        # members along a middle axis with a short run behind them (a Conv weight blocked along
+        # its input channels, its 3x3 kernel last): numpy ran loops as short as the kernel for
+        # every step; with the members moved last the rows' pass runs long loops on the same
+        # bits (isnet's 512x512x3x3: 112 -> 61 ms; a MatMul's [K/32, 32, N] gains nothing).
+        # Each grid's sum differs only in float32 order, within what SEPARATED allows: the same
+        # picks.
+        m = members[0]
+        return best_clip(np.moveaxis(view, m, -1), np.moveaxis(s_all, m + 1, -1),
+                         None if z_all is None else np.moveaxis(z_all, m + 1, -1), qmin, qmax,
+                         None if importance is None else np.moveaxis(importance, m, -1), (view.ndim - 1,), groups)
     grids = s_all.shape[0]
     best = np.empty(groups, np.intp)
     summed = tuple(m + 1 for m in members)

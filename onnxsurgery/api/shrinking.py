@@ -75,7 +75,8 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
         ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
     # the input's one data file copied beside the output meanwhile, in case nothing merges
     # (storage.early_copy); not under --verify, whose check comes before anything is written
-    early = None if run.verify or run.output.external_data is False else EarlyCopy.start(input_path, out)
+    early = None if run.verify or run.output.external_data is False or not ws.has_external_data_files \
+        else EarlyCopy.start(input_path, out)
     try:
         return _shrink_to(ws, report, run, input_path, out, early)
     finally:

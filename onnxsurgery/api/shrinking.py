@@ -9,7 +9,6 @@ from pathlib import Path
 import onnx
 
 from ..errors import OptionError, VerificationError
-from ..storage.early_copy import EarlyCopy
 from ..storage.staging import copy_file, copy_with_data
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
@@ -68,25 +67,13 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     with `verify`).
     """
     run = ShrinkRun.given(run, options)
+    verify, target = run.verify, run.target
+    samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
     out = output_for(input_path, output_path, run.output.in_place)
     ws = open_workspace(input_path)
     report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     if ws.files is not None:
         ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
-    # the input's one data file copied beside the output meanwhile, in case nothing merges
-    # (storage.early_copy); not under --verify, whose check comes before anything is written
-    early = None if run.verify or run.output.external_data is False or not ws.has_external_data_files \
-        else EarlyCopy.start(input_path, out)
-    try:
-        return _shrink_to(ws, report, run, input_path, out, early)
-    finally:
-        if early is not None:
-            early.cancel()  # unless it was the output
-
-
-def _shrink_to(ws, report: RunReport, run: ShrinkRun, input_path, out: Path, early) -> RunReport:
-    verify, target = run.verify, run.target
-    samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
     # whether onnxruntime loads the input, asked on a second core while the passes run on this
     # one: its weights stay in the file (sessions.load_error), as the workspace's do
     with ThreadPoolExecutor(1) as helper:
@@ -123,7 +110,7 @@ def _shrink_to(ws, report: RunReport, run: ShrinkRun, input_path, out: Path, ear
 
     if external_data and ws.has_external_data_files and not any(p.changed for p in report.passes):
         # a copy with its data file (staging.copy_with_data), where the model has one
-        written = _copied_with_data(ws, input_path, out, check if verify else None, early)
+        written = _copied_with_data(ws, input_path, out, check if verify else None)
         if written is not None:
             report.notes.append("nothing to shrink: the output is a copy of the input and its data file")
             report.bytes_after = sum(p.stat().st_size for p in written)
@@ -140,18 +127,15 @@ def _shrink_to(ws, report: RunReport, run: ShrinkRun, input_path, out: Path, ear
     return report
 
 
-def _copied_with_data(ws, input_path, out: Path, check, early=None) -> list[Path] | None:
-    """The input and its one data file copied to `out` (copy_with_data, or `early`'s copy where it
-    was begun), checked first as the input itself where `check` is given: the copy computes what
-    it computes, nodes in the same order. None where the input has several data files (then it
-    is written as any result is)."""
+def _copied_with_data(ws, input_path, out: Path, check) -> list[Path] | None:
+    """The input and its one data file copied to `out` (copy_with_data), checked first as the
+    input itself where `check` is given: the copy computes what it computes, nodes in the same
+    order. None where the input has several data files (then it is written as any result is)."""
     def before() -> None:
         ws.close()
         if check is not None:
             check(Path(input_path))
 
-    if early is not None:
-        return early.finish(before=before)
     return copy_with_data(input_path, out, before=before)
 
 

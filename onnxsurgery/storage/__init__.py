@@ -6,7 +6,6 @@
 - wire: the protobuf wire format, just enough to find tensors without parsing payloads
 - writer: a model written with payloads copied from the input files (layout_model, DataFileLayout)
 - staging: stage_model / save_model: staged beside the output, checked, put in place
-- early_copy: EarlyCopy, a model's one data file copied beside the output while shrink decides
 - protos: every graph and tensor of a ModelProto
 - paths: the one rule for files a model names
 - npy: .npy files and their manifest
@@ -30,12 +29,11 @@ _HOMES = {
                      "manifest_path", "read_manifest", "with_npy_arrays", "write_arrays", "write_manifest"], "npy"),
     **dict.fromkeys(["check_external_locations", "confined", "external_locations"], "paths"),
     **dict.fromkeys(["all_tensor_protos", "graphs_everywhere"], "protos"),
-    **dict.fromkeys(["EarlyCopy"], "early_copy"),
     **dict.fromkeys(["check_output_folder", "check_output_path", "copy_file", "copy_with_data",
                      "save_model", "stage_model",
                      "write_atomic"], "staging"),
 }
-_MODULES = ("io", "lazy", "wire", "writer", "staging", "early_copy", "protos", "paths", "npy")
+_MODULES = ("io", "lazy", "wire", "writer", "staging", "protos", "paths", "npy")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

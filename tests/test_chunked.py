@@ -33,6 +33,17 @@ def test_ranges_and_maxima_match_numpy(shape):
     assert chunked.all_finite(x) and not chunked.all_finite(np.where(x > 2, np.inf, x))
 
 
+@pytest.mark.parametrize("shape", [(300, 70), (7, 900), (1, 5)])
+def test_maxima_with_ranges_are_the_two_passes(shape):
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    x[0] = 0.0  # a zero row: its scale is 1
+    scales_of = lambda m: np.where(m > 0, m.astype(np.float64) ** 0.5, 1.0).astype(np.float32)
+    maxima, lo, hi = chunked.abs_max_with_ranges(x, scales_of)
+    assert maxima.tobytes() == np.abs(x).max(axis=1).tobytes()
+    quotient = x / scales_of(np.abs(x).max(axis=1)).reshape(-1, 1)
+    assert lo.tobytes() == quotient.min(axis=0).tobytes() and hi.tobytes() == quotient.max(axis=0).tobytes()
+
+
 @pytest.mark.parametrize("granularity,block_size", [("channel", None), ("block", 32)])
 @pytest.mark.parametrize("axis", [0, 1])
 def test_divisor_is_quantizing_the_divided_weight(granularity, block_size, axis):

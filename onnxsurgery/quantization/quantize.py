@@ -14,7 +14,8 @@ import onnx
 
 from ..graph_utils import ConstantSite
 from .lowerings import REGISTRY
-from .chunked import abs_max, all_finite
+from .axes import choose_axes
+from .chunked import abs_max, abs_max_with_ranges, all_finite
 from .lowerings.scaled import equalized_axis, equalizing_from, equalizing_scales, through_casts
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, quantize
@@ -175,12 +176,22 @@ def checked_read(values: np.ndarray, site: ConstantSite, lowering: str) -> tuple
     axis = equalized_axis(site) if REGISTRY[lowering].equalized and values.ndim else None
     if axis is None:
         return all_finite(values), None
-    row_max = abs_max(values, axis)
+    facts = _shared(values, site)
+    # a [K, N] MatMul weight quantized per output channel (axis 1): those channels' ranges of
+    # the equalized weight measured on the same read (chunked.abs_max_with_ranges), for the pass
+    ranges = None
+    if facts is not None and "equalizing" not in facts and axis == 0 and values.ndim == 2 and values.size \
+            and choose_axes(site)[0] == 1:
+        row_max, lo, hi = abs_max_with_ranges(np.asarray(values, np.float32), lambda m: equalizing_from(m, site))
+        ranges = ("ranges", "channel", 1, None, True), (lo, hi)  # _quantize_site's key for them
+    else:
+        row_max = abs_max(values, axis)
     if not np.isfinite(row_max).all():
         return False, None
-    facts = _shared(values, site)
     if facts is not None and "equalizing" not in facts:
         facts["equalizing"] = equalizing_from(row_max, site), axis
+        if ranges is not None:
+            facts[ranges[0]] = ranges[1]
     return True, float(row_max.max(initial=0.0))
 
 

@@ -37,7 +37,10 @@ def test_ranges_and_maxima_match_numpy(shape):
 def test_maxima_with_ranges_are_the_two_passes(shape):
     x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
     x[0] = 0.0  # a zero row: its scale is 1
-    scales_of = lambda m: np.where(m > 0, m.astype(np.float64) ** 0.5, 1.0).astype(np.float32)
+
+    def scales_of(m):
+        return np.where(m > 0, m.astype(np.float64) ** 0.5, 1.0).astype(np.float32)
+
     maxima, lo, hi = chunked.abs_max_with_ranges(x, scales_of)
     assert maxima.tobytes() == np.abs(x).max(axis=1).tobytes()
     quotient = x / scales_of(np.abs(x).max(axis=1)).reshape(-1, 1)

@@ -71,10 +71,12 @@ def compare_models(
     """
     generated = samples is None
     layout = not generated if layout is None else layout
-    # a 16-bit float result computes otherwise unfolded: onnxruntime runs its float16 chains in
-    # float32 where a default session folds them into float16 constants first (a VGG16 in float16:
-    # reported 0.0259 unfolded, 0.0275 in the user's session); it holds float32 copies either way
-    fold_candidate = fold_candidate or holds_16bit_floats(candidate_beside or candidate)
+    # a 16-bit float model's result computes otherwise unfolded: onnxruntime runs its float16
+    # chains in float32 where a default session folds them into float16 constants first (a VGG16
+    # in float16: reported 0.0259 unfolded, 0.0275 in the user's session); it holds float32
+    # copies either way. The input's computation decides, not the result's: a float32 model's
+    # result holds float16 vectors cast back to float32, which fold to the same values.
+    fold_candidate = fold_candidate or holds_16bit_floats(reference)
     # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None

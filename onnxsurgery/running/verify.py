@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from ..errors import InputError, VerificationError, runtime_message
-from .ahead import Pending
+from .ahead import Gate, Pending
 from .kv_cache import is_cache_output
 from .output_errors import compare_outputs, pooled_agreement
 from .ranked import ranked_outputs
@@ -160,15 +160,22 @@ def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
     ask for, started now on another thread (ahead.py) and kept in `reference_runs`: quant starts
     them before it quantizes. Keyed as compare_models keys them for a candidate that is another
     file and streams as the reference does; a comparison under other settings waits for them,
-    drops them and runs its own. The caller `wait`s on the result where it never compares."""
+    drops them and runs its own. The caller `wait`s on the result where it never compares.
+
+    Only the first run goes ahead at once; the rest (the batch-2 sample, a decoder's first step,
+    given samples past the first) wait until the caller calls `go_on` (quant: once quantized) or
+    asks for the result: each holds more than the first (batch 2: twice), and beside int4's clip
+    search they took eeg_spindles over its memory bound."""
     streamed = streams(reference)
     layout = samples is not None
     key = _runs_key(reference, streamed, seed, shapes, samples, False, True, layout)
     import onnxruntime as ort
 
     stop = ort.RunOptions()  # its terminate flag ends the run under way and refuses the next ones
-    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=stop),
-                      cancel=lambda: setattr(stop, "terminate", True))
+    gate = Gate()  # the runs after the first wait there until the model is quantized (ahead.py)
+    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=stop,
+                                              hold=gate.passing),
+                      cancel=lambda: setattr(stop, "terminate", True), gate=gate)
     reference_runs.clear()  # one reference at a time
     reference_runs[key] = pending
     return pending
@@ -235,13 +242,14 @@ def _identity(model) -> object:
 
 
 def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
-                    layout: bool = False, optimize: bool = True, beside=None):
+                    layout: bool = False, optimize: bool = True, beside=None, hold=None):
     """(output names, samples, the reference's outputs on each, whether samples of one shape ran
     as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
     where the batch is dynamic and a decoder's first step). A streamed model's samples that
     differ only in their batch run as one batch (batched.py); the candidate must run them so.
     `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
-    (reference_ahead; sessions.session_settings)."""
+    (reference_ahead; sessions.session_settings). `hold`: called before each run after the first
+    that ran (reference_ahead: they wait there until the model is quantized)."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
@@ -251,20 +259,28 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
         ref_sess = _WithRunOptions(ref_sess, beside)
     names = [o.name for o in ref_sess.get_outputs()]
     merge = streamed and batch_dimension(ref_sess) is not None
-    run = lambda feeds: _run(ref_sess, names, feeds)  # noqa: E731
+    ran = False
+
+    def run(feeds):
+        nonlocal ran
+        if ran and hold is not None:
+            hold()
+        outputs = _run(ref_sess, names, feeds)
+        ran = True
+        return outputs
+
     length = LENGTHS[0]
     merged = _merged_first(ref_sess, run, shapes, seed, reference) if generated and wider and merge else None
     if merged is not None:  # the first sample ran, inside the batch of 3 the candidate runs too
         samples, expected = merged
-        step = _first_step(ref_sess, names, batches=(DEFAULT_BATCH,), shapes=shapes, seed=seed + 2,
+        step = _first_step(ref_sess, run, batches=(DEFAULT_BATCH,), shapes=shapes, seed=seed + 2,
                            model=reference, length=length)
         if step is not None:
             samples.append(step[0])
             expected.append(step[1])
         return names, samples, expected, merge
     if generated:
-        sample, computed, length, error = runnable_inputs(ref_sess, lambda feeds, s=ref_sess: _run(s, names, feeds),
-                                                         shapes=shapes, seed=seed, model=reference)
+        sample, computed, length, error = runnable_inputs(ref_sess, run, shapes=shapes, seed=seed, model=reference)
         if error is not None:
             made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in sample.items())
             raise VerificationError(f"the original model does not run on generated inputs ({made}): give real "
@@ -297,7 +313,7 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     # decoder's other If branch, which they never run). At batch 2 where the batch-2 sample with
     # a past was refused: GroupQueryAttention takes batch 1 only with a past ("batch_size must
     # be 1 when sequence_length > 1 and past context is given"), any batch without one.
-    step = _first_step(ref_sess, names, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
+    step = _first_step(ref_sess, run, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
                        shapes=shapes, seed=seed + 2, model=reference, length=length)
     if step is not None:
         samples.append(step[0])
@@ -337,7 +353,7 @@ def _merged_first(sess, run, shapes, seed: int, model):
         return None
 
 
-def _first_step(sess, names: list[str], *, batches: tuple[int, ...], **options):
+def _first_step(sess, run, *, batches: tuple[int, ...], **options):
     """(feeds, outputs) of a decoder's first step (`first_step_inputs`) that `sess` runs, at the
     first of `batches` it takes; None for a model without a past, or refusing an empty one."""
     for batch in batches:
@@ -345,7 +361,7 @@ def _first_step(sess, names: list[str], *, batches: tuple[int, ...], **options):
         if feeds is None:
             return None
         try:
-            return feeds, _run(sess, names, feeds)
+            return feeds, run(feeds)
         except VerificationError:
             continue
     return None

@@ -273,7 +273,7 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     merged = _merged_first(ref_sess, run, shapes, seed, reference) if generated and wider and merge else None
     if merged is not None:  # the first sample ran, inside the batch of 3 the candidate runs too
         samples, expected = merged
-        step = _first_step(ref_sess, run, batches=(DEFAULT_BATCH,), shapes=shapes, seed=seed + 2,
+        step = _first_step(ref_sess, names, run=run, batches=(DEFAULT_BATCH,), shapes=shapes, seed=seed + 2,
                            model=reference, length=length)
         if step is not None:
             samples.append(step[0])
@@ -313,7 +313,7 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     # decoder's other If branch, which they never run). At batch 2 where the batch-2 sample with
     # a past was refused: GroupQueryAttention takes batch 1 only with a past ("batch_size must
     # be 1 when sequence_length > 1 and past context is given"), any batch without one.
-    step = _first_step(ref_sess, run, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
+    step = _first_step(ref_sess, names, run=run, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
                        shapes=shapes, seed=seed + 2, model=reference, length=length)
     if step is not None:
         samples.append(step[0])
@@ -353,15 +353,16 @@ def _merged_first(sess, run, shapes, seed: int, model):
         return None
 
 
-def _first_step(sess, run, *, batches: tuple[int, ...], **options):
+def _first_step(sess, names: list[str], *, batches: tuple[int, ...], run=None, **options):
     """(feeds, outputs) of a decoder's first step (`first_step_inputs`) that `sess` runs, at the
-    first of `batches` it takes; None for a model without a past, or refusing an empty one."""
+    first of `batches` it takes; None for a model without a past, or refusing an empty one. `run`:
+    how the reference runs it (_reference_runs: held until quantized)."""
     for batch in batches:
         feeds = first_step_inputs(sess, batch=batch, **options)
         if feeds is None:
             return None
         try:
-            return feeds, run(feeds)
+            return feeds, _run(sess, names, feeds) if run is None else run(feeds)
         except VerificationError:
             continue
     return None

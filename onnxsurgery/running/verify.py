@@ -162,10 +162,11 @@ def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
     file and streams as the reference does; a comparison under other settings waits for them,
     drops them and runs its own. The caller `wait`s on the result where it never compares.
 
-    Only the first run goes ahead at once; the rest (the batch-2 sample, a decoder's first step,
-    given samples past the first) wait until the caller calls `go_on` (quant: once quantized) or
-    asks for the result: each holds more than the first (batch 2: twice), and beside int4's clip
-    search they took eeg_spindles over its memory bound."""
+    Only runs no larger than the first go ahead at once; larger ones (the batch-2 sample, given
+    samples larger than the first) wait until the caller calls `go_on` (quant: once quantized)
+    or asks for the result: the batch-2 sample holds about twice what the first does, and beside
+    int4's clip search it took eeg_spindles over its memory bound. A decoder's first step (no
+    past, smaller inputs) still runs beside the quantizer: dec-l4's held, 1.0 s after it."""
     streamed = streams(reference)
     layout = samples is not None
     key = _runs_key(reference, streamed, seed, shapes, samples, False, True, layout)
@@ -249,7 +250,8 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     differ only in their batch run as one batch (batched.py); the candidate must run them so.
     `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
     (reference_ahead; sessions.session_settings). `hold`: called before each run after the first
-    that ran (reference_ahead: they wait there until the model is quantized)."""
+    whose inputs are larger than the first's (the batch-2 sample; not a decoder's first step,
+    which has no past): reference_ahead's wait there until the model is quantized."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
@@ -259,14 +261,15 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
         ref_sess = _WithRunOptions(ref_sess, beside)
     names = [o.name for o in ref_sess.get_outputs()]
     merge = streamed and batch_dimension(ref_sess) is not None
-    ran = False
+    first = None  # the bytes of the first inputs that ran
 
     def run(feeds):
-        nonlocal ran
-        if ran and hold is not None:
-            hold()
+        nonlocal first
+        size = sum(np.asarray(v).nbytes for v in feeds.values())
+        if first is not None and size > first and hold is not None:
+            hold()  # a larger run than the first: it may hold more than the quantizer leaves spare
         outputs = _run(ref_sess, names, feeds)
-        ran = True
+        first = size if first is None else first
         return outputs
 
     length = LENGTHS[0]

@@ -297,6 +297,8 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     if has_dynamic_batch(ref_sess, shapes):
         # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
         # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
+        if hold is not None:
+            hold()  # with_own_past runs a batch-2 prefix of its own
         batch2 = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
                                                     batch=2, length=length),
                               shapes=shapes, seed=seed + 4, model=reference, length=length)

@@ -217,3 +217,4 @@ def test_quant_lets_the_held_runs_go_on_once_quantized(tmp_path, monkeypatch):
         report = onnxsurgery.quant_file(tmp_path / f"in{opset}.onnx", tmp_path / f"q{opset}.onnx")
         assert report.verification["samples"] == 2 and not _ahead_alive()
     assert batches.count(2) >= 4  # each model's and each result's batch-2 sample
+

@@ -72,7 +72,8 @@ class Pending:
         self._result: object = None
         self._error: BaseException | None = None
         one_heap()
-        self._thread = threading.Thread(target=self._work, args=(compute,), name="onnxsurgery-ahead")
+        # a daemon: a caller that never asks (its own error) must not keep the process at a closed gate
+        self._thread = threading.Thread(target=self._work, args=(compute,), name="onnxsurgery-ahead", daemon=True)
         self._thread.start()
 
     def _work(self, compute: Callable[[], object]) -> None:

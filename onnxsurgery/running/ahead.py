@@ -7,15 +7,15 @@ reference's session and runs were a third to a half of verification (open_nsfw: 
 3 s `quant`). onnxruntime computes without the interpreter's lock, so on a machine with a core
 to spare they cost little beside the quantizer's numpy.
 
-Only part of the work runs beside the quantizer: the rest waits at a `Gate` until quantizing
-ends. The reference's batch-2 sample holds about twice what one run at batch 1 does, and beside
-int4's clip search it took eeg_spindles' `quant --dtype int4` from 151 MB to 212-236 MB, over
-its memory bound (zoo invariant 4).
+The thread allocates from the process's main heap (`one_heap`): glibc gives each new thread a
+heap of its own, and the free end of such a heap is not given back (malloc_trim trims the main
+heap's end only). eeg_spindles' reference session, freed, still held 48 MB (6 MB run on the main
+thread) when the result's session came on top of it: `quant --dtype int4` went from 151 MB to
+198-236 MB, over its bound (zoo invariant 4); open_nsfw and captcha +10-20 MB.
 
-And the thread's memory is the process's heap's (`one_heap`): glibc gives each new thread a heap
-of its own, and the free end of such a heap is not given back (malloc_trim trims the main heap's
-end only): the reference's session, freed, still held 48 MB of eeg_spindles' 84 MB when the
-result's session came on top of it (zoo invariant 4 again; open_nsfw and captcha +20 MB).
+Only part of the work runs beside the quantizer: larger runs wait at a `Gate` until quantizing
+ends. The reference's batch-2 sample holds about twice what one run at batch 1 does, which int4's
+clip search may not leave spare.
 """
 
 from __future__ import annotations

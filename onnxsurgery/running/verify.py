@@ -166,14 +166,15 @@ def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
     samples larger than the first) wait until the caller calls `go_on` (quant: once quantized)
     or asks for the result: the batch-2 sample holds about twice what the first does, and beside
     int4's clip search it took eeg_spindles over its memory bound. A decoder's first step (no
-    past, smaller inputs) still runs beside the quantizer: dec-l4's held, 1.0 s after it."""
+    past, smaller inputs) still runs beside the quantizer (dec-l4: held, it ran for 1.0 s after
+    quantizing had ended)."""
     streamed = streams(reference)
     layout = samples is not None
     key = _runs_key(reference, streamed, seed, shapes, samples, False, True, layout)
     import onnxruntime as ort
 
     stop = ort.RunOptions()  # its terminate flag ends the run under way and refuses the next ones
-    gate = Gate()  # the runs after the first wait there until the model is quantized (ahead.py)
+    gate = Gate()  # runs larger than the first wait there until the model is quantized (ahead.py)
     pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=stop,
                                               hold=gate.passing),
                       cancel=lambda: setattr(stop, "terminate", True), gate=gate)

@@ -162,12 +162,9 @@ def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
     file and streams as the reference does; a comparison under other settings waits for them,
     drops them and runs its own. The caller `wait`s on the result where it never compares.
 
-    Only runs no larger than the first go ahead at once; larger ones (the batch-2 sample, given
-    samples larger than the first) wait until the caller calls `go_on` (quant: once quantized)
-    or asks for the result: the batch-2 sample holds about twice what the first does, and beside
-    int4's clip search it took eeg_spindles over its memory bound. A decoder's first step (no
-    past, smaller inputs) still runs beside the quantizer (dec-l4: held, it ran for 1.0 s after
-    quantizing had ended)."""
+    Runs larger than the first (the batch-2 sample: twice its memory) wait until the caller
+    calls `go_on` (quant: once quantized) or asks for the result (ahead.py); a decoder's first
+    step, no past and smaller, does not (dec-l4: held, it ran 1.0 s after quantizing)."""
     streamed = streams(reference)
     layout = samples is not None
     key = _runs_key(reference, streamed, seed, shapes, samples, False, True, layout)

@@ -106,6 +106,8 @@ def compare_models(
     merged = None if cand_sess is None or not merge else run_samples(
         samples, lambda feeds, s=cand_sess: _run(s, names, feeds), merge=True)
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
+        if index and merged is None and cand_sess is not None:  # the last run's buffers: eeg_spindles'
+            _give_back_freed_memory()  # batch-2 run began 20 MB higher, its peak 170-186 MB -> 145-168
         got = ref if cand_sess is None else merged[index] if merged is not None else _run(cand_sess, names, feeds)
         compared = compare_outputs(ref, got, names, ranked)
         error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
@@ -247,9 +249,8 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     where the batch is dynamic and a decoder's first step). A streamed model's samples that
     differ only in their batch run as one batch (batched.py); the candidate must run them so.
     `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
-    (reference_ahead; sessions.session_settings). `hold`: called before each run after the first
-    whose inputs are larger than the first's (the batch-2 sample; not a decoder's first step,
-    which has no past): reference_ahead's wait there until the model is quantized."""
+    (reference_ahead; sessions.session_settings). `hold`: called before each run with larger inputs
+    than the first's (the batch-2 sample, not a first step): reference_ahead's gate."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)

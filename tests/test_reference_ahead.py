@@ -83,7 +83,7 @@ def test_nothing_runs_ahead_where_nothing_is_compared(tmp_path, monkeypatch):
     from onnxsurgery.running import verify
 
     started = []
-    monkeypatch.setattr(verify, "Pending", lambda compute: started.append(1))
+    monkeypatch.setattr(verify, "Pending", lambda compute, **kwargs: started.append(1))
     _model(tmp_path / "in.onnx")
     onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", verify=False)
     onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q2.onnx", exclude=("*",))
@@ -147,3 +147,74 @@ def test_cancel_asks_only_while_the_work_runs():
     done.wait()
     done.cancel()
     assert asked == [] and done.result() == 1
+
+
+def _batches_run(monkeypatch) -> list[int]:
+    """The batch of each run of the reference's session (verify._run), in order."""
+    from onnxsurgery.running import verify
+
+    real, batches = verify._run, []
+
+    def recorded(sess, names, feeds):
+        batches.append(next(iter(feeds.values())).shape[0])
+        return real(sess, names, feeds)
+
+    monkeypatch.setattr(verify, "_run", recorded)
+    return batches
+
+
+def _held_or_done(pending, seconds: float = 60.0) -> None:
+    """Until the work waits at its gate, or has ended (it never reached one)."""
+    import time
+
+    end = time.monotonic() + seconds
+    while not pending.gate.reached.is_set() and pending._thread.is_alive() and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def test_only_the_first_run_goes_ahead_until_the_model_is_quantized(tmp_path, monkeypatch):
+    """The batch-2 sample holds twice what the first does: beside int4's clip search it took
+    eeg_spindles over its memory bound. It waits until the caller lets it go on, or asks."""
+    from onnxsurgery.running import verify
+
+    _model(tmp_path / "in.onnx")
+    batches = _batches_run(monkeypatch)
+    runs: dict = {}
+    pending = verify.reference_ahead(tmp_path / "in.onnx", runs)
+    _held_or_done(pending)
+    assert batches == [1] and pending._thread.is_alive()  # batch 2 waits
+    pending.go_on()
+    names, samples, expected, merge = pending.result()
+    assert batches == [1, 2] and [s["x"].shape[0] for s in samples] == [1, 2]
+    assert verify._reference_runs(tmp_path / "in.onnx", None, None, 0, False)[2][1][0].shape == expected[1][0].shape
+
+
+def test_asking_for_the_result_or_cancelling_opens_the_gate(tmp_path, monkeypatch):
+    """An opset upgrade's check asks for the reference's runs before anything is quantized, and a
+    failed run cancels them: neither waits for a gate nobody opens."""
+    from onnxsurgery.running import verify
+
+    _model(tmp_path / "in.onnx")
+    batches = _batches_run(monkeypatch)
+    pending = verify.reference_ahead(tmp_path / "in.onnx", {})
+    _held_or_done(pending)
+    assert len(pending.result()[1]) == 2 and batches == [1, 2]
+    stopped = verify.reference_ahead(tmp_path / "in.onnx", {})
+    _held_or_done(stopped)
+    stopped.cancel()  # the run held at the gate is refused (terminate), not run
+    assert not stopped._thread.is_alive()
+    assert len(stopped.result()[1]) == 1  # batch 2 refused, as a model that takes batch 1 only
+
+
+def test_quant_lets_the_held_runs_go_on_once_quantized(tmp_path, monkeypatch):
+    """quant's verification gets all of the reference's runs, the batch-2 sample's after
+    quantizing, with an opset upgrade (whose check may ask first) and without."""
+    import onnxsurgery
+
+    batches = _batches_run(monkeypatch)
+    for opset in (17, 11):  # 11: int8's DequantizeLinear per channel needs 13, an upgrade
+        _model(tmp_path / f"in{opset}.onnx", opset=opset)
+        report = onnxsurgery.quant_file(tmp_path / f"in{opset}.onnx", tmp_path / f"q{opset}.onnx")
+        assert report.verification["samples"] == 2 and not _ahead_alive()
+    assert batches.count(2) >= 4  # each model's and each result's batch-2 sample
+

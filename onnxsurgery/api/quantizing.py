@@ -203,6 +203,8 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             if ws.files is not None:
                 ws.files.spill_into(out.parent)  # quantized weights wait in a file beside the output, not in memory
             ws.run_pipeline(prepared.steps(ws, ws.opsets, store=ws.store))
+            if ahead is not None:  # quantized: the original's other runs, held till now, beside the writing
+                ahead.go_on()
             report.passes = ws.reports
             _lift_plan(report)
             report.notes.extend(filter(None, [prepared.sampling_note,

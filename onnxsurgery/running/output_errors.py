@@ -79,6 +79,14 @@ def _float_errors(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, fl
     for start in range(0, a.size, _ERROR_BLOCK):
         x = a[start:start + _ERROR_BLOCK].astype(wide)
         y = b[start:start + _ERROR_BLOCK].astype(wide)
+        if wide is np.float64:  # finite sums: every value a number, the checks below change nothing
+            diff = x - y
+            block = float(np.dot(x, x)), float(np.dot(diff, diff)), float(np.dot(y, y))
+            if all(map(math.isfinite, block)):  # dec-l4's logits: 1.8 s of verification -> 0.4 s
+                if diff.size:
+                    max_abs, seen = max(max_abs, float(diff.max()), -float(diff.min())), True
+                sums = [t + u for t, u in zip(sums, block)]
+                continue
         same = ~np.isfinite(x) & ((x == y) | (np.isnan(x) & np.isnan(y)))
         if same.any():
             x[same], y[same] = 0, 0

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from ..errors import InputError, VerificationError, runtime_message
-from .ahead import Pending
+from .ahead import Gate, Pending
 from .kv_cache import is_cache_output
 from .output_errors import compare_outputs, pooled_agreement
 from .ranked import ranked_outputs
@@ -113,6 +113,8 @@ def compare_models(
     merged = None if cand_sess is None or not merge else run_samples(
         samples, lambda feeds, s=cand_sess: _run(s, names, feeds), merge=True)
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
+        if index and merged is None and cand_sess is not None:  # the last run's buffers: eeg_spindles'
+            _give_back_freed_memory()  # batch-2 run began 20 MB higher, its peak 170-186 MB -> 145-168
         got = ref if cand_sess is None else merged[index] if merged is not None else _run(cand_sess, names, feeds)
         compared = compare_outputs(ref, got, names, ranked)
         error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
@@ -167,15 +169,21 @@ def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
     ask for, started now on another thread (ahead.py) and kept in `reference_runs`: quant starts
     them before it quantizes. Keyed as compare_models keys them for a candidate that is another
     file and streams as the reference does; a comparison under other settings waits for them,
-    drops them and runs its own. The caller `wait`s on the result where it never compares."""
+    drops them and runs its own. The caller `wait`s on the result where it never compares.
+
+    Runs larger than the first (the batch-2 sample: twice its memory) wait until the caller
+    calls `go_on` (quant: once quantized) or asks for the result (ahead.py); a decoder's first
+    step, no past and smaller, does not (dec-l4: held, it ran 1.0 s after quantizing)."""
     streamed = streams(reference)
     layout = samples is not None
     key = _runs_key(reference, streamed, seed, shapes, samples, False, True, layout)
     import onnxruntime as ort
 
     stop = ort.RunOptions()  # its terminate flag ends the run under way and refuses the next ones
-    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=stop),
-                      cancel=lambda: setattr(stop, "terminate", True))
+    gate = Gate()  # runs larger than the first wait there until the model is quantized (ahead.py)
+    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=stop,
+                                              hold=gate.passing),
+                      cancel=lambda: setattr(stop, "terminate", True), gate=gate)
     reference_runs.clear()  # one reference at a time
     reference_runs[key] = pending
     return pending
@@ -260,13 +268,14 @@ def _identity(model) -> object:
 
 
 def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
-                    layout: bool = False, optimize: bool = True, beside=None):
+                    layout: bool = False, optimize: bool = True, beside=None, hold=None):
     """(output names, samples, the reference's outputs on each, whether samples of one shape ran
     as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
     where the batch is dynamic and a decoder's first step). A streamed model's samples that
     differ only in their batch run as one batch (batched.py); the candidate must run them so.
     `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
-    (reference_ahead; sessions.session_settings)."""
+    (reference_ahead; sessions.session_settings). `hold`: called before each run with larger inputs
+    than the first's (the batch-2 sample, not a first step): reference_ahead's gate."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
@@ -276,20 +285,29 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
         ref_sess = _WithRunOptions(ref_sess, beside)
     names = [o.name for o in ref_sess.get_outputs()]
     merge = streamed and batch_dimension(ref_sess) is not None
-    run = lambda feeds: _run(ref_sess, names, feeds)  # noqa: E731
+    first = None  # the bytes of the first inputs that ran
+
+    def run(feeds):
+        nonlocal first
+        size = sum(np.asarray(v).nbytes for v in feeds.values())
+        if first is not None and size > first and hold is not None:
+            hold()  # a larger run than the first: it may hold more than the quantizer leaves spare
+        outputs = _run(ref_sess, names, feeds)
+        first = size if first is None else first
+        return outputs
+
     length = LENGTHS[0]
     merged = _merged_first(ref_sess, run, shapes, seed, reference) if generated and wider and merge else None
     if merged is not None:  # the first sample ran, inside the batch of 3 the candidate runs too
         samples, expected = merged
-        step = _first_step(ref_sess, names, batches=(DEFAULT_BATCH,), shapes=shapes, seed=seed + 2,
+        step = _first_step(ref_sess, names, run=run, batches=(DEFAULT_BATCH,), shapes=shapes, seed=seed + 2,
                            model=reference, length=length)
         if step is not None:
             samples.append(step[0])
             expected.append(step[1])
         return names, samples, expected, merge
     if generated:
-        sample, computed, length, error = runnable_inputs(ref_sess, lambda feeds, s=ref_sess: _run(s, names, feeds),
-                                                         shapes=shapes, seed=seed, model=reference)
+        sample, computed, length, error = runnable_inputs(ref_sess, run, shapes=shapes, seed=seed, model=reference)
         if error is not None:
             made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in sample.items())
             raise VerificationError(f"the original model does not run on generated inputs ({made}): give real "
@@ -303,6 +321,8 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     if has_dynamic_batch(ref_sess, shapes):
         # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
         # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
+        if hold is not None:
+            hold()  # with_own_past runs a batch-2 prefix of its own
         batch2 = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
                                                     batch=2, length=length),
                               shapes=shapes, seed=seed + 4, model=reference, length=length)
@@ -322,7 +342,7 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     # decoder's other If branch, which they never run). At batch 2 where the batch-2 sample with
     # a past was refused: GroupQueryAttention takes batch 1 only with a past ("batch_size must
     # be 1 when sequence_length > 1 and past context is given"), any batch without one.
-    step = _first_step(ref_sess, names, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
+    step = _first_step(ref_sess, names, run=run, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
                        shapes=shapes, seed=seed + 2, model=reference, length=length)
     if step is not None:
         samples.append(step[0])
@@ -362,15 +382,16 @@ def _merged_first(sess, run, shapes, seed: int, model):
         return None
 
 
-def _first_step(sess, names: list[str], *, batches: tuple[int, ...], **options):
+def _first_step(sess, names: list[str], *, batches: tuple[int, ...], run=None, **options):
     """(feeds, outputs) of a decoder's first step (`first_step_inputs`) that `sess` runs, at the
-    first of `batches` it takes; None for a model without a past, or refusing an empty one."""
+    first of `batches` it takes; None for a model without a past, or refusing an empty one. `run`:
+    how the reference runs it (_reference_runs: held until quantized)."""
     for batch in batches:
         feeds = first_step_inputs(sess, batch=batch, **options)
         if feeds is None:
             return None
         try:
-            return feeds, _run(sess, names, feeds)
+            return feeds, _run(sess, names, feeds) if run is None else run(feeds)
         except VerificationError:
             continue
     return None

@@ -32,7 +32,7 @@ from .quantization.request import QuantRequest
 from .running.session_memory import OverLimit, measure_in_fresh_process
 from .running.sessions import session, streams
 from .running.output_errors import compare_outputs, pooled_agreement
-from .running.verify import headline_outputs
+from .running.output_kinds import headline_outputs
 
 # Latency: at least this many timed runs after one warm-up, more while within the time budget
 # (2 s before: 20 of 398 s on SmolLM2's export, where one run takes 0.3-0.6 s here).

@@ -27,10 +27,10 @@ _HOMES = {
     **dict.fromkeys(["make_inputs", "parse_shapes", "runnable_inputs"], "feeds"),
     **dict.fromkeys(["check_samples", "load_input_samples"], "samples"),
     **dict.fromkeys(["has_kv_cache", "is_cache_output"], "kv_cache"),
-    "has_class_axis": "output_kinds",
+    **dict.fromkeys(["has_class_axis", "headline_outputs"], "output_kinds"),
     **dict.fromkeys(["OverLimit", "measure_in_fresh_process"], "session_memory"),
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
-    **dict.fromkeys(["compare_models", "copy_verification", "headline_outputs", "reference_ahead"], "verify"),
+    **dict.fromkeys(["compare_models", "copy_verification", "reference_ahead"], "verify"),
     "runtime_label": "labels",
     **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }

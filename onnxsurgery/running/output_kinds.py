@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import re
 
+from ..errors import InputError
+from .kv_cache import is_cache_output
+
 FEATURE_WORDS = ("hidden", "embedding", "embeddings", "embed", "emb", "feature", "features", "feat", "pooler",
                  "pooled", "state", "states", "vector", "vectors", "encoding", "encodings", "representation",
                  "present", "past", "cache", "kv", "boxes", "bbox", "bboxes",
@@ -56,3 +59,15 @@ def has_class_axis(name: str, shape) -> bool:
     if any(w in CLASS_WORDS for w in words):
         return True
     return len(shape) <= 2 or shape[-1] % HIDDEN_MULTIPLE != 0
+
+
+def headline_outputs(names: list[str], asked: tuple[str, ...] | None) -> list[str]:
+    """The outputs the headline error is over (verify.compare_models): `--outputs`, or every
+    output but a KV cache's."""
+    if asked:
+        unknown = [a for a in asked if a not in names]
+        if unknown:
+            raise InputError(f"--outputs names '{unknown[0]}', which the model does not output; its outputs are: "
+                             f"{', '.join(names)}")
+        return [n for n in names if n in asked]
+    return [n for n in names if not is_cache_output(n)] or list(names)

@@ -189,6 +189,26 @@ def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
     check_external_locations(model, path.parent, path.name)
 
 
+def computes_in_16bit_floats(model) -> bool:
+    """Whether the main graph of `model` (a path, a folder's model or a ModelProto) computes in
+    float16 or bfloat16: such constants, inputs, outputs or Casts; read without its payloads."""
+    if not isinstance(model, onnx.ModelProto):
+        from ..storage.lazy import read_model_skipping_weights
+
+        path = Path(model)
+        path = next(path.glob("*.onnx"), path) if path.is_dir() else path
+        try:
+            model = read_model_skipping_weights(path)
+        except (OSError, ValueError):
+            return False
+    half = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+    g = model.graph
+    return (any(t.data_type in half for t in g.initializer)
+            or any(v.type.tensor_type.elem_type in half for v in [*g.input, *g.output])
+            or any(a.type == onnx.AttributeProto.TENSOR and a.t.data_type in half
+                   or n.op_type == "Cast" and a.name == "to" and a.i in half for n in g.node for a in n.attribute))
+
+
 def session_settings(*, optimize: bool = True, fold_constants: bool = True, runtime: str = "onnxruntime",
                      streamed: bool = False, layout: bool = False, beside: bool = False):
     """onnxruntime SessionOptions and InferenceSession keyword arguments for `session`.

@@ -12,15 +12,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ..errors import InputError, VerificationError, runtime_message
+from ..errors import VerificationError, runtime_message
 from .ahead import Gate, Pending
 from .kv_cache import is_cache_output
 from .output_errors import compare_outputs, pooled_agreement
+from .output_kinds import headline_outputs
 from .ranked import ranked_outputs
 from .batched import batch_dimension, run_samples
 from ..progress import progress
-from ..storage.lazy import read_model_skipping_weights
-from .sessions import _first_line, session, streams
+from .sessions import _first_line, computes_in_16bit_floats, session, streams
 from .samples import check_samples
 from .labels import runtime_label
 from .feeds import (DEFAULT_BATCH, LENGTHS, _structure, first_step_inputs, has_dynamic_batch, make_inputs,
@@ -76,7 +76,7 @@ def compare_models(
     # in float16: reported 0.0259 unfolded, 0.0275 in the user's session); it holds float32
     # copies either way. The input's computation decides, not the result's: a float32 model's
     # result holds float16 vectors cast back to float32, which fold to the same values.
-    fold_candidate = fold_candidate or holds_16bit_floats(reference)
+    fold_candidate = fold_candidate or computes_in_16bit_floats(reference)
     # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
@@ -239,24 +239,6 @@ def _give_back_freed_memory() -> None:
             pass
 
 
-def holds_16bit_floats(model) -> bool:
-    """Whether the main graph of `model` (a path, a folder's model or a ModelProto) computes in
-    float16 or bfloat16: such constants, inputs, outputs or Casts; read without its payloads."""
-    if not isinstance(model, onnx.ModelProto):
-        path = Path(model)
-        path = next(path.glob("*.onnx"), path) if path.is_dir() else path
-        try:
-            model = read_model_skipping_weights(path)
-        except (OSError, ValueError):
-            return False
-    half = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
-    g = model.graph
-    return (any(t.data_type in half for t in g.initializer)
-            or any(v.type.tensor_type.elem_type in half for v in [*g.input, *g.output])
-            or any(a.type == onnx.AttributeProto.TENSOR and a.t.data_type in half
-                   or n.op_type == "Cast" and a.name == "to" and a.i in half for n in g.node for a in n.attribute))
-
-
 def _identity(model) -> object:
     """What names a model for `reference_runs`: its resolved path, or the object itself."""
     if isinstance(model, (str, os.PathLike)):
@@ -395,17 +377,6 @@ def _first_step(sess, names: list[str], *, batches: tuple[int, ...], run=None, *
         except VerificationError:
             continue
     return None
-
-
-def headline_outputs(names: list[str], asked: tuple[str, ...] | None) -> list[str]:
-    """The outputs the headline error is over (compare_models)."""
-    if asked:
-        unknown = [a for a in asked if a not in names]
-        if unknown:
-            raise InputError(f"--outputs names '{unknown[0]}', which the model does not output; its outputs are: "
-                             f"{', '.join(names)}")
-        return [n for n in names if n in asked]
-    return [n for n in names if not is_cache_output(n)] or list(names)
 
 
 def _named_session(model, **options):

@@ -128,7 +128,6 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     # with inputs, the layers' outputs (MIN_ACCURATE_RATIO) or the weight's own ratio (held to
     # MIN_ACCURATE_RATIO_IN_WEIGHT, as without inputs): the chain where either says so
     samples = [builders.feeds_for(model, seed) for seed in range(3)]  # calibration.MIN_CHOICE_SAMPLES
-    monkeypatch.setattr(lean_choice, "CLEAR_MARGIN", 1.0)  # the output decides wherever it differs at all
     _, _, report = _quant(tmp_path, model, samples=samples)
     assert report.pass_report("quantize").details["accurate_lowering"] == []  # neither does
     monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO_IN_WEIGHT", 1.0)

@@ -127,7 +127,7 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     assert report.pass_report("quantize").details["accurate_lowering"] == []
     # with inputs, the layers' outputs (MIN_ACCURATE_RATIO) or the weight's own ratio (held to
     # MIN_ACCURATE_RATIO_IN_WEIGHT, as without inputs): the chain where either says so
-    samples = [builders.feeds_for(model)]
+    samples = [builders.feeds_for(model, seed) for seed in range(3)]  # calibration.MIN_CHOICE_SAMPLES
     _, _, report = _quant(tmp_path, model, samples=samples)
     assert report.pass_report("quantize").details["accurate_lowering"] == []  # neither does
     monkeypatch.setattr(lean_choice, "MIN_ACCURATE_RATIO_IN_WEIGHT", 1.0)
@@ -500,7 +500,7 @@ def test_a_large_weight_is_measured_on_evenly_spaced_whole_channels():
     assert channel_sample(small, site_of(small)) is small
 
 
-def test_float16_for_a_lossy_weight_whose_chain_does_not_fit_measured_on_inputs(tmp_path):
+def test_float16_for_a_lossy_weight_whose_chain_does_not_fit_measured_on_inputs(tmp_path, monkeypatch):
     """B loses far more per channel than in blocks (outlier blocks) and its accurate chain (12
     bytes an element at load) does not fit the budget once a plain 256x512 weight makes B a
     tenth of the weights: with --inputs, where the ratio is measured in B's layer output, B is
@@ -512,7 +512,11 @@ def test_float16_for_a_lossy_weight_whose_chain_does_not_fit_measured_on_inputs(
     model.graph.node.append(helper.make_node("MatMul", ["x", "Wide"], ["w"]))
     model.graph.output.append(builders.vi("w", shape=[2, 512]))
     feeds = builders.feeds_for(model)
-    _, out, report = _quant(tmp_path, model, samples=[feeds])
+    samples = [builders.feeds_for(model, seed) for seed in range(3)]  # calibration.MIN_CHOICE_SAMPLES
+    from onnxsurgery.quantization.choices import lean as lean_choice
+
+    monkeypatch.setattr(lean_choice, "CLEAR_MARGIN", 1.0)  # B's output ratio decides (test below: the margin)
+    _, out, report = _quant(tmp_path, model, samples=samples)
     records = {w["name"]: w for w in report.weights}
     assert records["B"]["dtype"] == "float16" and records["B"]["why"].startswith("float16: int8 per channel loses")
     assert report.pass_report("quantize").details["float16_lossy"] == ["B"]

@@ -16,7 +16,7 @@ from ..storage.io import load_model, open_model
 from ..storage.staging import save_model
 from ..opset import upgrade_opset
 from ..pipeline import Workspace, open_workspace, quant_pipeline
-from ..quantization.calibration import Calibration
+from ..quantization.calibration import MIN_CHOICE_SAMPLES, Calibration, choice_samples
 from ..quantization.options import QuantOptions
 from ..quantization.request import QuantRequest
 from ..quantization.plan_edits import derived_dtypes
@@ -52,7 +52,7 @@ def measured_activations(input_path, options: QuantOptions, inputs: Inputs) -> C
     a sentence: ddddocr's output error on rendered text went 0.0125 -> 0.0605 when its choices
     were measured on them), so without real inputs the choices are made from the weights alone.
     The budget's probes use it too, so that their int8 is the default's."""
-    if inputs.samples and (options.auto_scheme or options.auto_symmetric):
+    if choice_samples(inputs.samples) >= MIN_CHOICE_SAMPLES and (options.auto_scheme or options.auto_symmetric):
         return Calibration.for_choices(input_path, inputs.samples, shapes=inputs.shapes)
     return None
 
@@ -63,6 +63,9 @@ def decided_by(options: QuantOptions, samples, records=None) -> str | None:
         return "every weight as the plan says"
     if not (options.auto_scheme or options.auto_symmetric):
         return None
+    if samples and choice_samples(samples) < MIN_CHOICE_SAMPLES:
+        return (f"per-weight choices made from the weights alone: {choice_samples(samples)} sample(s) from --inputs "
+                f"are too few to tell a measured choice from rounding luck ({MIN_CHOICE_SAMPLES} or more)")
     if samples:
         return f"per-weight choices measured on {len(samples)} sample{'s' * (len(samples) != 1)} from --inputs"
     return "per-weight choices made from the weights alone (--inputs with real data: measured there)"

@@ -1,0 +1,75 @@
+"""With --inputs, a measured choice overrides the data-free one only where it can be told from
+rounding luck (issue 55): with too few samples (calibration.MIN_CHOICE_SAMPLES) the choices are
+the weights' alone, and a lossy weight goes float16 only where its layer's output ratio differs
+from the weight's own by more than lean.CLEAR_MARGIN."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+import builders
+import onnxsurgery
+from onnxsurgery.quantization.calibration import MIN_CHOICE_SAMPLES, choice_samples
+
+FORM = ("dtype", "granularity", "axis", "symmetric", "lowering", "block_size")
+
+
+def _model():
+    """B: one block of 32 input rows per column 40x larger (test_lean_lowerings._outlier_model):
+    its lean form loses far more than blocks, in the weight and in its output alike."""
+    plain = builders.rand((256, 64), 1) * 0.05
+    rows, cols = np.indices(plain.shape)
+    outlier = plain * np.where(rows // 32 == cols % 8, 40.0, 1.0).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "A"], ["h"]),
+             helper.make_node("Concat", ["h", "h", "h", "h"], ["h2"], axis=1),
+             helper.make_node("MatMul", ["h2", "B"], ["y"])]
+    return builders.model(nodes, [builders.vi("x", shape=[2, 256])], [builders.vi("y", shape=[2, 64])],
+                          [numpy_helper.from_array(plain, "A"), numpy_helper.from_array(outlier, "B")])
+
+
+def _plan(tmp_path, model, samples=None):
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    return onnxsurgery.quant_plan(src, min_elements=1024, samples=samples)
+
+
+def _forms(plan) -> dict:
+    return {w["name"]: tuple(w[k] for k in FORM) for w in plan.to_dict()["weights"]}
+
+
+def test_samples_count_batch_rows():
+    assert choice_samples(None) == 0
+    assert choice_samples([{"x": np.zeros((1, 3, 8, 8))}] * 2) == 2
+    assert choice_samples([{"x": np.zeros((64, 30))}]) == 64  # one batch of 64 rows
+    assert choice_samples([{"ids": np.zeros(5, np.int64)}]) == 1
+
+
+def test_too_few_samples_leave_the_choices_to_the_weights(tmp_path):
+    model = _model()
+    few = [{"x": builders.rand((1, 256), seed)} for seed in range(MIN_CHOICE_SAMPLES - 1)]
+    alone = _plan(tmp_path, model)
+    measured = _plan(tmp_path, model, samples=few)
+    assert _forms(measured) == _forms(alone)
+    assert any("too few to tell" in note for note in measured.notes)
+    enough = [{"x": builders.rand((1, 256), seed)} for seed in range(MIN_CHOICE_SAMPLES)]
+    assert not any("too few" in note for note in _plan(tmp_path, model, samples=enough).notes)
+
+
+def test_output_within_the_margin_keeps_int8(tmp_path, monkeypatch):
+    """On random inputs B's output ratio is close to its weight's: B stays int8, as without
+    inputs, and `why` says so; with no margin the output's ratio (over MIN_ACCURATE_RATIO) takes
+    it to float16 (LOSSY_FLOAT16_SHARE)."""
+    from onnxsurgery.quantization.choices import lean
+
+    model = _model()
+    model.graph.initializer.append(numpy_helper.from_array(builders.rand((256, 512), 3) * 0.05, "Wide"))
+    model.graph.node.append(helper.make_node("MatMul", ["x", "Wide"], ["w"]))
+    model.graph.output.append(builders.vi("w", shape=[2, 512]))
+    samples = [builders.feeds_for(model, seed) for seed in range(MIN_CHOICE_SAMPLES)]
+    records = {w["name"]: w for w in _plan(tmp_path, model, samples).to_dict()["weights"]}
+    assert records["B"]["dtype"] == "int8" and "within the margin" in records["B"]["why"]
+    monkeypatch.setattr(lean, "CLEAR_MARGIN", 1.0)
+    records = {w["name"]: w for w in _plan(tmp_path, model, samples).to_dict()["weights"]}
+    assert records["B"]["dtype"] == "float16" and "margin" not in records["B"]["why"]

@@ -500,7 +500,7 @@ def test_a_large_weight_is_measured_on_evenly_spaced_whole_channels():
     assert channel_sample(small, site_of(small)) is small
 
 
-def test_float16_for_a_lossy_weight_whose_chain_does_not_fit_measured_on_inputs(tmp_path, monkeypatch):
+def test_float16_for_a_lossy_weight_whose_chain_does_not_fit_measured_on_inputs(tmp_path):
     """B loses far more per channel than in blocks (outlier blocks) and its accurate chain (12
     bytes an element at load) does not fit the budget once a plain 256x512 weight makes B a
     tenth of the weights: with --inputs, where the ratio is measured in B's layer output, B is
@@ -513,9 +513,6 @@ def test_float16_for_a_lossy_weight_whose_chain_does_not_fit_measured_on_inputs(
     model.graph.output.append(builders.vi("w", shape=[2, 512]))
     feeds = builders.feeds_for(model)
     samples = [builders.feeds_for(model, seed) for seed in range(3)]  # calibration.MIN_CHOICE_SAMPLES
-    from onnxsurgery.quantization.choices import lean as lean_choice
-
-    monkeypatch.setattr(lean_choice, "CLEAR_MARGIN", 1.0)  # B's output ratio decides (test below: the margin)
     _, out, report = _quant(tmp_path, model, samples=samples)
     records = {w["name"]: w for w in report.weights}
     assert records["B"]["dtype"] == "float16" and records["B"]["why"].startswith("float16: int8 per channel loses")

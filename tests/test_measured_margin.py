@@ -1,7 +1,6 @@
 """With --inputs, a measured choice overrides the data-free one only where it can be told from
 rounding luck (issue 55): with too few samples (calibration.MIN_CHOICE_SAMPLES) the choices are
-the weights' alone, and a lossy weight goes float16 only where its layer's output ratio differs
-from the weight's own by more than lean.CLEAR_MARGIN."""
+the weights' alone."""
 
 from __future__ import annotations
 
@@ -55,21 +54,3 @@ def test_too_few_samples_leave_the_choices_to_the_weights(tmp_path):
     assert any("too few to tell" in note for note in measured.notes)
     enough = [{"x": builders.rand((1, 256), seed)} for seed in range(MIN_CHOICE_SAMPLES)]
     assert not any("too few" in note for note in _plan(tmp_path, model, samples=enough).notes)
-
-
-def test_output_within_the_margin_keeps_int8(tmp_path, monkeypatch):
-    """On random inputs B's output ratio is close to its weight's: B stays int8, as without
-    inputs, and `why` says so; with no margin the output's ratio (over MIN_ACCURATE_RATIO) takes
-    it to float16 (LOSSY_FLOAT16_SHARE)."""
-    from onnxsurgery.quantization.choices import lean
-
-    model = _model()
-    model.graph.initializer.append(numpy_helper.from_array(builders.rand((256, 512), 3) * 0.05, "Wide"))
-    model.graph.node.append(helper.make_node("MatMul", ["x", "Wide"], ["w"]))
-    model.graph.output.append(builders.vi("w", shape=[2, 512]))
-    samples = [builders.feeds_for(model, seed) for seed in range(MIN_CHOICE_SAMPLES)]
-    records = {w["name"]: w for w in _plan(tmp_path, model, samples).to_dict()["weights"]}
-    assert records["B"]["dtype"] == "int8" and "within the margin" in records["B"]["why"]
-    monkeypatch.setattr(lean, "CLEAR_MARGIN", 1.0)
-    records = {w["name"]: w for w in _plan(tmp_path, model, samples).to_dict()["weights"]}
-    assert records["B"]["dtype"] == "float16" and "margin" not in records["B"]["why"]

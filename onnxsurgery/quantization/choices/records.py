@@ -113,10 +113,6 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
         why += "; symmetric: measured more accurate" if symmetric else ""
         if site.name in symmetry.sampled:  # symmetry.py's quick sample, or sampling.py's
             why += "; symmetry measured on %d of %d channels" % symmetry.sampled[site.name]
-    if outcome is not None and site.name in lean_choice.agreeing:  # lean.CLEAR_MARGIN
-        output, weight = lean_choice.agreeing[site.name]
-        why += (f"; not float16: int8 per channel loses {output:.2f}x the accurate chain in its layer's output on "
-                f"--inputs, within the margin of {weight:.2f}x in the weight, as without inputs")
     record.dtype, record.lowering, record.symmetric = opts.dtype, lowering, bool(symmetric)
     record.granularity, record.block_size, record.axis = scheme.granularity, scheme.block_size, scheme.axis
     record.rounding = "balanced" if balance else "nearest"

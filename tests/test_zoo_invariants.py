@@ -171,3 +171,5 @@ def test_an_error_larger_than_reported_is_flagged():
     assert invariants.reported_honestly(measured, nan)
     assert invariants.reported_honestly(measured, "not json")
     assert invariants.reported_honestly(measured, json.dumps({"verification": {"outputs": {}}}))
+    # a copy of the input (nothing to quantize) reports no per-output figures: none is needed at 0
+    assert invariants.reported_honestly({"y": 0.0}, json.dumps({"verification": {"outputs": {}}})) == []

@@ -344,3 +344,17 @@ def qdq_static(hidden=64, opset=OPSET) -> onnx.ModelProto:
              numpy_helper.from_array(np.array(0, np.int8), "z_w"),
              numpy_helper.from_array(q(w0), "W0_q"), numpy_helper.from_array(q(w1), "W1_q")]
     return model(nodes, [vi("x", shape=[4, hidden])], [vi("y", shape=[4, hidden])], inits, opset=opset)
+
+
+def outlier_model() -> onnx.ModelProto:
+    """B: in each column one block of 32 input rows is 40x larger, a different block per
+    column, so every row and every column has large values (neither the output channel's
+    scale nor the input-side equalization can separate them) while each block is even."""
+    plain = rand((256, 64), 1) * 0.05
+    rows, cols = np.indices(plain.shape)
+    outlier = plain * np.where(rows // 32 == cols % 8, 40.0, 1.0).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "A"], ["h"]),
+             helper.make_node("Concat", ["h", "h", "h", "h"], ["h2"], axis=1),
+             helper.make_node("MatMul", ["h2", "B"], ["y"])]
+    return model(nodes, [vi("x", shape=[2, 256])], [vi("y", shape=[2, 64])],
+                          [numpy_helper.from_array(plain, "A"), numpy_helper.from_array(outlier, "B")])

@@ -83,20 +83,6 @@ def test_scaled_lowering_applies_the_scale_after_each_reader(tmp_path):
     assert report.verification["rel_l2_error"] < 0.01
 
 
-def _outlier_model():
-    """B: in each column one block of 32 input rows is 40x larger, a different block per
-    column, so every row and every column has large values (neither the output channel's
-    scale nor the input-side equalization can separate them) while each block is even."""
-    plain = builders.rand((256, 64), 1) * 0.05
-    rows, cols = np.indices(plain.shape)
-    outlier = plain * np.where(rows // 32 == cols % 8, 40.0, 1.0).astype(np.float32)
-    nodes = [helper.make_node("MatMul", ["x", "A"], ["h"]),
-             helper.make_node("Concat", ["h", "h", "h", "h"], ["h2"], axis=1),
-             helper.make_node("MatMul", ["h2", "B"], ["y"])]
-    return builders.model(nodes, [builders.vi("x", shape=[2, 256])], [builders.vi("y", shape=[2, 64])],
-                          [numpy_helper.from_array(plain, "A"), numpy_helper.from_array(outlier, "B")])
-
-
 def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, monkeypatch):
     """B has outlier blocks (per channel is far less accurate than blocks there, A 1.4x). With
     room for one weight's accurate chain (three float copies more than lean at load), B gets
@@ -106,7 +92,7 @@ def test_memory_budget_goes_to_the_weight_that_loses_most_when_lean(tmp_path, mo
     from onnxsurgery.quantization.choices import lean as lean_choice, weights
 
     monkeypatch.setattr(weights, "SMALL_WEIGHT_ELEMENTS", 0)  # the measured ratio alone
-    model = _outlier_model()
+    model = builders.outlier_model()
     _, _, report = _quant(tmp_path, model)
     q = report.pass_report("quantize").details
     assert q["lean_lowering"] == ["A", "B"] and q["accurate_lowering"] == []
@@ -507,7 +493,7 @@ def test_float16_for_a_lossy_weight_whose_chain_does_not_fit_measured_on_inputs(
     stored as float16 instead (lean.LOSSY_FLOAT16_SHARE: B's 16,384 elements are within a tenth
     of all), and the output is closer to the float model's than with B in int8; without inputs
     (the ratio in the weight) B stays int8 (issue 49: silero-vad's encoder.1 convolution)."""
-    model = _outlier_model()
+    model = builders.outlier_model()
     model.graph.initializer.append(numpy_helper.from_array(builders.rand((256, 512), 3) * 0.05, "Wide"))
     model.graph.node.append(helper.make_node("MatMul", ["x", "Wide"], ["w"]))
     model.graph.output.append(builders.vi("w", shape=[2, 512]))

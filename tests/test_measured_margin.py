@@ -6,26 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
 
 import builders
 import onnxsurgery
 from onnxsurgery.quantization.calibration import MIN_CHOICE_SAMPLES, choice_samples
 
 FORM = ("dtype", "granularity", "axis", "symmetric", "lowering", "block_size")
-
-
-def _model():
-    """B: one block of 32 input rows per column 40x larger (test_lean_lowerings._outlier_model):
-    its lean form loses far more than blocks, in the weight and in its output alike."""
-    plain = builders.rand((256, 64), 1) * 0.05
-    rows, cols = np.indices(plain.shape)
-    outlier = plain * np.where(rows // 32 == cols % 8, 40.0, 1.0).astype(np.float32)
-    nodes = [helper.make_node("MatMul", ["x", "A"], ["h"]),
-             helper.make_node("Concat", ["h", "h", "h", "h"], ["h2"], axis=1),
-             helper.make_node("MatMul", ["h2", "B"], ["y"])]
-    return builders.model(nodes, [builders.vi("x", shape=[2, 256])], [builders.vi("y", shape=[2, 64])],
-                          [numpy_helper.from_array(plain, "A"), numpy_helper.from_array(outlier, "B")])
 
 
 def _plan(tmp_path, model, samples=None):
@@ -46,7 +32,7 @@ def test_samples_count_batch_rows():
 
 
 def test_too_few_samples_leave_the_choices_to_the_weights(tmp_path):
-    model = _model()
+    model = builders.outlier_model()
     few = [{"x": builders.rand((1, 256), seed)} for seed in range(MIN_CHOICE_SAMPLES - 1)]
     alone = _plan(tmp_path, model)
     measured = _plan(tmp_path, model, samples=few)

@@ -108,7 +108,8 @@ def test_memory_and_time_bounds():
 
 def test_each_time_class_is_judged_against_its_own_peers():
     """int4 commands against the int4 peers, and --inputs with INPUTS_FACTOR more (8x in all)."""
-    from zoo.run import COMMANDS, _within_time
+    from zoo.commands import COMMANDS
+    from zoo.stored import within_time_class as _within_time
 
     pace = {"int8": {"quantize_dynamic": 1.0}, "int4": {"matmul_nbits": 2.0}}
     assert COMMANDS["quant --dtype int4 --inputs"][2] == "int4 inputs"
@@ -135,7 +136,7 @@ def test_a_measured_plan_that_loses_on_other_inputs_is_flagged():
 def test_a_command_newly_refused_is_flagged(tmp_path):
     """A refusal is a clean exit, and still a regression where the last stored run wrote a model
     (crepe_full's int4 went from exit 0 to exit 2 unflagged)."""
-    from zoo.run import previous_runs
+    from zoo.stored import previous_runs
 
     stored = {"date": "2026-11-28 18:03 UTC", "models": [
         {"name": "m", "date": "2026-11-28 18:19 UTC", "variants": {"shipped": {"commands": {

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import decisions, invariants, variants  # noqa: E402
+from zoo import decisions, invariants, stored, variants  # noqa: E402
 from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS,  # noqa: E402
                           QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
 from zoo.fetch import fetch  # noqa: E402
@@ -257,7 +257,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             if "dry-run" in cmd and r.rc == 0:
                 plans[cmd][variant] = r.stdout
             if variant == "shipped" and kind and r.rc == 0:
-                fails += _within_time(r.wall, kind, peer_time)
+                fails += stored.within_time_class(r.wall, kind, peer_time)
             row["failures"] = fails
             rows[cmd] = row
             for f in fails:
@@ -297,47 +297,6 @@ def _reported_honestly(out: Path, original: Path, feeds: list[dict], report_json
     return invariants.reported_honestly(invariants.per_output_errors(refs["runs"], new), report_json)
 
 
-def previous_runs(path: Path) -> dict[tuple[str, str, str], dict]:
-    """(model, variant, command) -> {"rc", "date"} from the results file `path` of an earlier run
-    (empty where there is none or it does not parse)."""
-    try:
-        stored = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return {(m["name"], variant, cmd): {"rc": row.get("rc"), "date": m.get("date", stored.get("date"))}
-            for m in stored.get("models", []) for variant, v in m.get("variants", {}).items()
-            for cmd, row in v.get("commands", {}).items()}
-
-
-def _within_time(wall: float, kind: str, peer_time: dict) -> list[str]:
-    """The time invariant of a command of time class `kind` ("int8", "int4", "inputs": int8 with
-    --inputs, "int4 inputs"): within TIME_FACTOR of the fastest peer of its dtype, and
-    INPUTS_FACTOR more where it reads --inputs."""
-    dtype = "int4" if kind.startswith("int4") else "int8"
-    factor = invariants.TIME_FACTOR * (invariants.INPUTS_FACTOR if kind.endswith("inputs") else 1)
-    return invariants.within_time(wall, peer_time[dtype], factor)
-
-
-def retime(r: dict) -> None:
-    """Re-judge a stored model's time invariant under the current peer rule (merge of older runs)."""
-    peers, size = r.get("peers", {}), r.get("size", 0)
-    for row in peers.values():
-        if row.get("handles") and size and row.get("size", 0) >= 0.9 * size:
-            row["handles"] = False
-    pace = {kind: {k: v["wall"] for k, v in peers.items() if v["kind"] == kind and v.get("handles")}
-            for kind in ("int8", "int4")}
-    cmds = r.get("variants", {}).get("shipped", {}).get("commands", {})
-    for cmd, row in cmds.items():
-        kind = COMMANDS.get(cmd, (None, None, None))[2]
-        if not kind or row.get("rc") != 0:
-            continue
-        old = [f for f in row.get("failures", []) if "fastest peer" in f]
-        new = _within_time(row["wall"], kind, pace)
-        row["failures"] = [f for f in row.get("failures", []) if f not in old] + new
-        r["failures"] = [f for f in r["failures"] if not any(f == f"{r['name']} [shipped] {cmd}: {o}" for o in old)]
-        r["failures"] += [f"{r['name']} [shipped] {cmd}: {f}" for f in new]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=None, help="model names (zoo/models.py)")
@@ -367,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                    "models": [m for p in parts for m in p["models"]],
                    "failures": [f for p in parts for f in p["failures"]]}
         for m in results["models"]:
-            retime(m)
+            stored.retime(m)
         results["failures"] = [f for m in results["models"] for f in m["failures"]]
         order = {m.name: i for i, m in enumerate(MODELS)}
         results["models"].sort(key=lambda m: order.get(m["name"], 99))
@@ -379,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [m for m in MODELS if (not args.only or m.name in args.only) and (args.only or not args.quick or m.quick)]
     if args.only and len(chosen) != len(args.only):
         ap.error(f"unknown model(s): {sorted(set(args.only) - {m.name for m in MODELS})}")
-    args.previous = previous_runs(Path(args.out))  # invariant 6, before this run overwrites it
+    args.previous = stored.previous_runs(Path(args.out))  # invariant 6, before this run overwrites it
     t0 = time.perf_counter()
     baseline = tiny_baseline()
     print(f"baseline (run/quant of a tiny model): {baseline / 1e6:.0f} MB", flush=True)

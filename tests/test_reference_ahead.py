@@ -218,3 +218,25 @@ def test_quant_lets_the_held_runs_go_on_once_quantized(tmp_path, monkeypatch):
         assert report.verification["samples"] == 2 and not _ahead_alive()
     assert batches.count(2) >= 4  # each model's and each result's batch-2 sample
 
+
+
+def test_a_small_models_runs_all_go_ahead_at_once(tmp_path, monkeypatch):
+    """A model under AHEAD_ALL_BYTES has its gate opened as its reference's runs start (its
+    quantizer leaves room for the batch-2 sample); a larger one's stays closed until quantized."""
+    from onnxsurgery.api import quantizing
+    from onnxsurgery.pipeline import open_workspace
+    from onnxsurgery.run_options import QuantRun
+
+    _model(tmp_path / "in.onnx")
+    run = QuantRun.given(None, {})
+    opened = []
+    for limit in (quantizing.AHEAD_ALL_BYTES, 0):
+        monkeypatch.setattr(quantizing, "AHEAD_ALL_BYTES", limit)
+        ws = open_workspace(tmp_path / "in.onnx")
+        pending = quantizing._reference_ahead(tmp_path / "in.onnx", run, quantizing.prepare(tmp_path / "in.onnx", run),
+                                              ws, {})
+        opened.append(pending.gate._open.is_set())
+        pending.cancel()
+        ws.close()
+    assert opened == [True, False]
+    assert not _ahead_alive()

@@ -12,6 +12,7 @@ from typing import Callable
 import onnx
 
 from ..errors import InputError, OnnxSurgeryError, OutputError, from_os_error
+from ..storage.skim import remembering
 from ..storage.staging import check_output_path, stage_model
 from ..pipeline import Workspace, open_workspace
 from ..report import RunReport
@@ -29,7 +30,8 @@ def os_errors(fn: Callable | None = None, *, output: str = "output_path") -> Cal
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with remembering():  # a file's skim kept for the call (storage/skim.py)
+                return fn(*args, **kwargs)
         except OnnxSurgeryError:
             raise
         except OSError as e:

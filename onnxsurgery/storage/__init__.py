@@ -2,7 +2,8 @@
 (tests/test_rooms.py checks that they import nothing else, and no private name); the modules:
 
 - io: load_model / open_model (payloads left in their files), import_onnx
-- lazy: the wire-level reader; file-backed gs values; ExternalFiles (open data files, the spill file)
+- lazy: file-backed gs values; ExternalFiles (open data files, the spill file)
+- skim: the wire-level reader (a model without its large payloads), kept per command (`remembering`)
 - wire: the protobuf wire format, just enough to find tensors without parsing payloads
 - writer: a model written with payloads copied from the input files (layout_model, DataFileLayout)
 - staging: stage_model / save_model: staged beside the output, checked, put in place
@@ -28,12 +29,13 @@ _HOMES = {
     **dict.fromkeys(["BIT_PATTERN_DTYPES", "DEFAULT_MIN_BYTES", "NpyModel", "default_npy_dir", "load_feeds",
                      "manifest_path", "read_manifest", "with_npy_arrays", "write_arrays", "write_manifest"], "npy"),
     **dict.fromkeys(["check_external_locations", "confined", "external_locations"], "paths"),
+    "remembering": "skim",
     **dict.fromkeys(["all_tensor_protos", "graphs_everywhere"], "protos"),
     **dict.fromkeys(["check_output_folder", "check_output_path", "copy_file", "copy_with_data",
                      "save_model", "stage_model",
                      "write_atomic"], "staging"),
 }
-_MODULES = ("io", "lazy", "wire", "writer", "staging", "protos", "paths", "npy")
+_MODULES = ("io", "lazy", "skim", "wire", "writer", "staging", "protos", "paths", "npy")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

@@ -28,58 +28,13 @@ from onnx_graphsurgeon.exporters.onnx_exporter import dtype_to_onnx
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from .paths import confined
-from .wire import DATA_LOCATION, EXTERNAL, RAW_DATA, Malformed, external_fields, fields, rewrite_tensors, varint
+from .skim import LAZY_THRESHOLD, read_model_skipping_weights  # noqa: F401 (read_model_skipping_weights: its old home)
 
-LAZY_THRESHOLD = 4096
 # `ExternalFiles.offload`'s file: a name no file can have (a NUL), its payloads page-aligned
 SPILL_LOCATION = "\0spill"
 SPILL_ALIGN = 4096
 COPY_CHUNK_BYTES = 16 * 2**20
 OFFLOAD_EVERY_BYTES = 32 * 2**20
-
-
-def _stub_large_payload(location: str):
-    """A tensor rewrite that moves a large raw_data out to an external reference into the
-    file being read (the offset is the payload's position in that file)."""
-
-    def rewrite(buf, start: int, end: int) -> list | None:
-        raw = None
-        for field, wire, fstart, pstart, fend in fields(buf, start, end):
-            if field == RAW_DATA and wire == 2:
-                raw = (fstart, pstart, fend)
-            elif field == DATA_LOCATION and wire == 0 and varint(buf, pstart)[0] == EXTERNAL:
-                return None  # already external: keep its reference
-        if raw is None or raw[2] - raw[1] < LAZY_THRESHOLD:
-            return None
-        return [buf[start:raw[0]], buf[raw[2]:end], external_fields(location, raw[1], raw[2] - raw[1])]
-
-    return rewrite
-
-
-def read_model_skipping_weights(path: Path) -> onnx.ModelProto:
-    """Parse the .onnx at `path` with large tensor payloads left in the file (see module doc).
-
-    Raises ValueError when the file is not a well-formed protobuf.
-    """
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            raise ValueError("empty file")
-        malformed = False
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            buf = memoryview(mm)
-            try:
-                pieces = rewrite_tensors(buf, _stub_large_payload(path.name))
-                stripped = bytes(buf) if pieces is None else b"".join(pieces)
-                del pieces  # its slices pin the mapping
-            except (Malformed, IndexError, ValueError, UnicodeDecodeError):
-                # raised after the block: the exception's traceback holds frames whose slices
-                # pin the mapping, and closing it then fails with BufferError
-                malformed = True
-            finally:
-                buf.release()
-    if malformed:
-        raise ValueError("malformed protobuf")
-    return onnx.ModelProto.FromString(stripped)
 
 
 # -- reading tensor bytes on demand -----------------------------------------------------------

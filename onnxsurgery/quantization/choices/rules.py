@@ -13,7 +13,7 @@ from ..lowerings import REGISTRY
 from ..lowerings.tied import scheme_for as tied_scheme
 from ..options import QuantOptions, Scheme, dq_min_opset
 from .int4_paths import runs_matmulnbits, transposed_gemm_fuses
-from .load_memory import TRANSPOSED_GEMM_OPSET, fused_gemm
+from .load_memory import TRANSPOSED_GEMM_OPSET, fused_gemm, moved_as_constant
 from .candidate import Candidate, PlanContext
 from .model_facts import ModelFacts
 from .weights import float16_for_tensorrt
@@ -77,7 +77,9 @@ def lowering_for(site: ConstantSite, options: QuantOptions, scheme: Scheme, opse
         # at every decoding step (SmolLM2-135M: decode 5.1x the float model's); in 8 bits its rows
         # are gathered and the lm_head reads it as the float model does
         return "tied"
-    if options.stays_quantized and opset >= dq_min_opset(options):
+    # a weight only moved by its reader (a position table reshaped for a Resize) is folded at load:
+    # behind a DequantizeLinear its constant chain would run at each inference (load_memory.MOVES_DATA)
+    if options.stays_quantized and opset >= dq_min_opset(options) and not moved_as_constant(site):
         return "dq"
     if options.lean_default and opset >= TRANSPOSED_GEMM_OPSET and fused_gemm(site) and \
             transposed_gemm_fuses(site, scheme):

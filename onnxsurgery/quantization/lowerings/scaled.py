@@ -333,8 +333,13 @@ def _flat_channels_without_zero_point(qt: Quantized) -> Quantized:
         return qt
     z = qt.zero_point.reshape(-1)
     rows = np.moveaxis(qt.q, qt.axis, 0).reshape(z.size, -1)
-    flat = (rows == z[:, None].astype(rows.dtype)).all(axis=1) & (z != 0)
-    if not flat.any():
+    # channels ruled out on their first values, then on 4x as many of the rest in turn: a whole
+    # pass (and a transposed copy) over the integers cost 0.4 s of int8 on a 1.35 GB decoder
+    flat, start, step = np.flatnonzero(z != 0), 0, 8
+    while flat.size and start < rows.shape[1]:
+        part = rows[flat, start:start + step]
+        flat, start, step = flat[(part == z[flat, None].astype(rows.dtype)).all(axis=1)], start + step, 4 * step
+    if not flat.size:
         return qt
     q, zero_point = qt.q.copy(), qt.zero_point.copy()
     np.moveaxis(q, qt.axis, 0)[flat] = 0

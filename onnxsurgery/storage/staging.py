@@ -160,7 +160,7 @@ def copy_file(source: str | os.PathLike, target: str | os.PathLike) -> None:
     if target.exists() and source.samefile(target):
         return
     before = data_files_of(target)
-    write_atomic(target, lambda tmp: shutil.copyfile(source, tmp))
+    write_atomic(target, lambda tmp: copy_large_file(source, tmp))  # direct_copy.py
     remove_replaced_data(target, before, data_files_of(target))
 
 

@@ -50,7 +50,6 @@ from ..graph_utils import (
     stored_bytes,
 )
 from ..progress import progress
-from ..storage.lazy import MADV_POPULATE_READ
 from ..report import PassReport
 from .base import Estimate, PassBase
 
@@ -154,6 +153,7 @@ SAMPLED_ABOVE = 1 << 16
 SAMPLES = 64
 SAMPLE_BYTES = 64
 MAX_DIRECT_COMPARE = 8
+MADV_POPULATE_READ = 22  # Linux's (storage/lazy.py's too); Python 3.11's mmap does not name it
 
 
 def fingerprint(tensor: gs.Constant, nbytes: int) -> bytes:

@@ -202,12 +202,25 @@ def test_equal_dequantized_weights_in_sibling_branches_stay_in_their_branches(sa
     assert_same_outputs(m, out)
 
 
-def test_file_payloads_differing_in_a_later_chunk_are_not_merged(tmp_path, monkeypatch):
-    """Payloads in a file are compared a chunk at a time (merge_constants.COMPARE_CHUNK) through
-    one reused buffer: tensors equal but in their last chunk, or equal but for a sample the
-    fingerprint skips, stay apart, and equal ones still merge."""
+@pytest.mark.parametrize("mapped", [True, False])
+def test_file_payloads_differing_in_a_later_chunk_are_not_merged(tmp_path, monkeypatch, mapped):
+    """Payloads in a file are compared through a mapping of the file (merge_constants._mapped),
+    or, where there is none, a chunk at a time (COMPARE_CHUNK) through one reused buffer:
+    either way tensors equal but in their last chunk, or equal but for a sample the fingerprint
+    skips, stay apart, and equal ones still merge."""
+    import contextlib
+
     import onnxsurgery.passes.merge_constants as mc
 
+    views, real = [], mc._mapped
+
+    @contextlib.contextmanager
+    def counted(tensor):
+        with real(tensor) as view:
+            views.append(view is not None)
+            yield view if mapped else None
+
+    monkeypatch.setattr(mc, "_mapped", counted)
     monkeypatch.setattr(mc, "COMPARE_CHUNK", 1000)  # 4096 float32: 17 chunks, the last one short
     monkeypatch.setattr(mc, "fingerprint", lambda tensor, nbytes: b"same")  # all reach the comparison
     base = builders.rand((64, 64), 0)
@@ -228,3 +241,4 @@ def test_file_payloads_differing_in_a_later_chunk_are_not_merged(tmp_path, monke
     assert p.changed == 1 and p.details["largest_groups"][0]["merged"] == ["W2"]
     assert sorted(t.name for t in saved.graph.initializer) == ["W0", "W1", "W3"]
     assert_same_outputs(m, tmp_path / "out.onnx")
+    assert views and all(views)  # each comparison had its mapping, used or not

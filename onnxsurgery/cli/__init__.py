@@ -3,10 +3,12 @@ npy, inspecting), their options declared once in the groups they share (options.
 errors, paths and exit codes in common.py. Each command parses its options, calls one API
 function (imported then, so that --help loads no onnx, onnxruntime or quantizer: its defaults
 are in defaults.py) and renders its report. Library errors become one line on stderr and exit
-code 2."""
+code 2. A command's module is imported when the command is asked for (`_Commands`): `shrink`
+loads no quant options, `quant` no inspecting ones."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 
@@ -21,21 +23,26 @@ for _variable in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import click  # noqa: E402
 
 from .common import EXIT_ERROR, EXIT_INTERNAL  # noqa: E402
-from .inspecting import check, compare, info, report  # noqa: E402
-from .npy import embed, npy, run  # noqa: E402
-from .quantizing import quant  # noqa: E402
-from .shrinking import shrink  # noqa: E402
 
 __all__ = ["main", "EXIT_ERROR", "EXIT_INTERNAL"]
 
 
 class _Commands(click.Group):
-    """The commands in the order a newcomer meets them, not alphabetically."""
+    """The commands in the order a newcomer meets them, not alphabetically, each loaded from its
+    module (HOMES) when first asked for."""
 
     ORDER = ("info", "shrink", "quant", "report", "compare", "run", "npy", "embed", "check")
+    HOMES = {"info": "inspecting", "shrink": "shrinking", "quant": "quantizing", "report": "inspecting",
+             "compare": "inspecting", "run": "npy", "npy": "npy", "embed": "npy", "check": "inspecting"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(self.commands, key=lambda name: (self.ORDER + (name,)).index(name))
+        names = set(self.commands) | set(self.HOMES)
+        return sorted(names, key=lambda name: (self.ORDER + (name,)).index(name))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.HOMES:
+            self.add_command(getattr(importlib.import_module(f"{__package__}.{self.HOMES[name]}"), name))
+        return super().get_command(ctx, name)
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,7 +62,3 @@ def main(ctx: click.Context, verbose: bool, quiet: bool) -> None:
                         format="%(levelname)s %(name)s: %(message)s")
 
 
-
-
-for command in (info, shrink, quant, report, compare, run, npy, embed, check):
-    main.add_command(command)

@@ -25,6 +25,7 @@ from typing import Callable
 import onnx
 
 from ..errors import OutputError, UnsafeLocationError
+from .direct_copy import copy_large_file
 from .lazy import ExternalFiles, read_model_skipping_weights
 from .paths import confined, external_locations, location_entries
 from .writer import DataFileLayout, layout_model, write_data_file, write_pieces
@@ -159,7 +160,7 @@ def copy_file(source: str | os.PathLike, target: str | os.PathLike) -> None:
     if target.exists() and source.samefile(target):
         return
     before = data_files_of(target)
-    write_atomic(target, lambda tmp: shutil.copyfile(source, tmp))
+    write_atomic(target, lambda tmp: copy_large_file(source, tmp))  # direct_copy.py
     remove_replaced_data(target, before, data_files_of(target))
 
 
@@ -191,7 +192,7 @@ def copy_with_data(source: str | os.PathLike, target: str | os.PathLike,
         raise OutputError(f"cannot write to {target.parent}: {e.strerror or e}") from e
     with StagedModel(target, staging) as staged:
         try:
-            shutil.copyfile(data, staging / name)
+            copy_large_file(data, staging / name)  # page cache left out of the writing (direct_copy.py)
             staged.names.append(name)
             (staging / target.name).write_bytes(model.SerializeToString())
             staged.names.append(target.name)

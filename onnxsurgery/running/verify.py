@@ -17,6 +17,7 @@ from .ahead import Gate, Pending
 from .kv_cache import is_cache_output
 from .output_errors import compare_outputs, pooled_agreement
 from .output_kinds import headline_outputs
+from .readers import same_readers
 from .ranked import ranked_outputs
 from .batched import batch_dimension, run_samples
 from ..progress import progress
@@ -85,19 +86,31 @@ def compare_models(
     if reference_runs:
         _settle(reference_runs, runs_key)  # the reference's runs started ahead (reference_ahead)
     if reference_runs is not None and runs_key in reference_runs:
-        names, samples, expected, merge = reference_runs[runs_key]
+        names, samples, expected, merge, wider = reference_runs[runs_key]
     elif reference_outputs is not None and not generated and not same:
-        (names, expected), merge = reference_outputs, False  # computed sample by sample
+        (names, expected), merge, wider = reference_outputs, False, None  # computed sample by sample
         if reference_runs is not None:
             reference_runs.clear()
-            reference_runs[runs_key] = (names, samples, expected, merge)
+            reference_runs[runs_key] = (names, samples, expected, merge, wider)
     else:
         # the reference's own file is not compared with anything: one sample shows that it runs
-        names, samples, expected, merge = _reference_runs(reference, samples, shapes, seed, streamed,
-                                                          wider=not same, layout=layout, optimize=optimize)
+        names, samples, expected, merge, wider = _reference_runs(reference, samples, shapes, seed, streamed,
+                                                                 wider=not same, layout=layout, optimize=optimize)
         if reference_runs is not None:
             reference_runs.clear()  # one reference at a time
-            reference_runs[runs_key] = (names, samples, expected, merge)
+            reference_runs[runs_key] = (names, samples, expected, merge, wider)
+    positions = list(range(len(samples)))  # in the reference's runs (worst_sample names one)
+    if wider is not None and not same and (wider < 0 or not merge):
+        weights_only = same_readers(reference, candidate)
+        if wider < 0 and not weights_only:  # left out ahead, wanted after all: the reference's runs again
+            if reference_runs is not None:
+                reference_runs.clear()
+            return compare_models(reference, candidate, samples=None, shapes=shapes, seed=seed,
+                                  fold_candidate=fold_candidate, runtime=runtime, outputs=outputs,
+                                  candidate_beside=candidate_beside, layout=layout, optimize=optimize)
+        if wider >= 0 and weights_only:  # only weights changed: the batch-2 sample is not run (readers.py)
+            samples, expected = samples[:wider] + samples[wider + 1:], expected[:wider] + expected[wider + 1:]
+            del positions[wider]
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[dict]] = {}
     worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
@@ -157,7 +170,7 @@ def compare_models(
         "not_finite": sum(e["not_finite"] for e in per_output.values()),
         "other_shapes": sum(e["other_shapes"] for e in per_output.values()),
         "headline": headline,
-        "worst_sample": worst_sample,  # the index in the samples compared of the largest headline error
+        "worst_sample": positions[worst_sample] if positions else 0,  # the index in the samples compared of the largest headline error
         "outputs": per_output,
     }
 
@@ -182,7 +195,7 @@ def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
     stop = ort.RunOptions()  # its terminate flag ends the run under way and refuses the next ones
     gate = Gate()  # runs larger than the first wait there until the model is quantized (ahead.py)
     pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=stop,
-                                              hold=gate.passing),
+                                              hold=gate.passing, wants_wider=lambda: gate.wider),
                       cancel=lambda: setattr(stop, "terminate", True), gate=gate)
     reference_runs.clear()  # one reference at a time
     reference_runs[key] = pending
@@ -250,7 +263,7 @@ def _identity(model) -> object:
 
 
 def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
-                    layout: bool = False, optimize: bool = True, beside=None, hold=None):
+                    layout: bool = False, optimize: bool = True, beside=None, hold=None, wants_wider=None):
     """(output names, samples, the reference's outputs on each, whether samples of one shape ran
     as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
     where the batch is dynamic and a decoder's first step). A streamed model's samples that
@@ -287,7 +300,7 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
         if step is not None:
             samples.append(step[0])
             expected.append(step[1])
-        return names, samples, expected, merge
+        return names, samples, expected, merge, 1
     if generated:
         sample, computed, length, error = runnable_inputs(ref_sess, run, shapes=shapes, seed=seed, model=reference)
         if error is not None:
@@ -297,14 +310,17 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
         samples, expected = [sample], [computed]
     else:
         expected = run_samples(samples, run, merge=merge)
-    wider_refused = False
+    wider_refused, wider_at = False, None
     if not (generated and wider):
-        return names, samples, expected, merge
+        return names, samples, expected, merge, None
     if has_dynamic_batch(ref_sess, shapes):
         # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
         # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
         if hold is not None:
             hold()  # with_own_past runs a batch-2 prefix of its own
+        if wants_wider is not None and not wants_wider():  # only weights changed (readers.py)
+            return _without_wider(ref_sess, names, samples, expected, merge, run=run, shapes=shapes, seed=seed + 2,
+                                  model=reference, length=length)
         batch2 = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
                                                     batch=2, length=length),
                               shapes=shapes, seed=seed + 4, model=reference, length=length)
@@ -318,6 +334,7 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
             else:
                 expected.append(run(batch2))
             samples.append(batch2)
+            wider_at = len(samples) - 1
         except VerificationError:  # batch 1 only, whatever it declares, or only with a past (below)
             wider_refused = True
     # the samples above have a past; the first step has none (prompt processing; a merged
@@ -329,7 +346,16 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     if step is not None:
         samples.append(step[0])
         expected.append(step[1])
-    return names, samples, expected, merge
+    return names, samples, expected, merge, wider_at
+
+
+def _without_wider(sess, names, samples, expected, merge, **options):
+    """_reference_runs' result where its batch-2 sample is left out on request: -1 says so."""
+    step = _first_step(sess, names, batches=(DEFAULT_BATCH,), **options)
+    if step is not None:
+        samples.append(step[0])
+        expected.append(step[1])
+    return names, samples, expected, merge, -1
 
 
 class _WithRunOptions:

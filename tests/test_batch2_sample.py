@@ -29,7 +29,8 @@ def test_readers_by_kind(tmp_path):
     (matmul,) = [n for n in graph.nodes if n.op == "MatMul"]
     q = gs.Constant("Wq", np.zeros((64, 64), np.int8))
     w = gs.Variable("Wd", np.float32, (64, 64))
-    graph.nodes.append(gs.Node("DequantizeLinear", inputs=[q, gs.Constant("s", np.array(0.1, np.float32))], outputs=[w]))
+    scale = gs.Constant("s", np.array(0.1, np.float32))
+    graph.nodes.append(gs.Node("DequantizeLinear", inputs=[q, scale], outputs=[w]))
     matmul.inputs[1] = w
     assert same_readers(model, graph)
     matmul.op = "MatMulNBits"  # another kind reads x

@@ -170,7 +170,8 @@ def compare_models(
         "not_finite": sum(e["not_finite"] for e in per_output.values()),
         "other_shapes": sum(e["other_shapes"] for e in per_output.values()),
         "headline": headline,
-        "worst_sample": positions[worst_sample] if positions else 0,  # the index in the samples compared of the largest headline error
+        # the index, in the reference's runs, of the sample whose headline error is largest
+        "worst_sample": positions[worst_sample] if positions else 0,
         "outputs": per_output,
     }
 

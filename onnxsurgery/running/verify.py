@@ -124,7 +124,7 @@ def compare_models(
     ranked = ranked_outputs(_structure(reference))
     # batched as the reference's were (batched.py): a streamed model's samples in one pass
     merged = None if cand_sess is None or not merge else run_samples(
-        samples, lambda feeds, s=cand_sess: _run(s, names, feeds), merge=True)
+        samples, lambda feeds, s=cand_sess: _run(s, names, feeds), merge=True, side_by_side=True)
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
         if index and merged is None and cand_sess is not None:  # the last run's buffers: eeg_spindles'
             _give_back_freed_memory()  # batch-2 run began 20 MB higher, its peak 170-186 MB -> 145-168

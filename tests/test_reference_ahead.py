@@ -184,7 +184,8 @@ def test_only_the_first_run_goes_ahead_until_the_model_is_quantized(tmp_path, mo
     _held_or_done(pending)
     assert batches == [1] and pending._thread.is_alive()  # batch 2 waits
     pending.go_on()
-    names, samples, expected, merge = pending.result()
+    names, samples, expected, merge, wider = pending.result()
+    assert wider == 1  # where the batch-2 sample lies
     assert batches == [1, 2] and [s["x"].shape[0] for s in samples] == [1, 2]
     assert verify._reference_runs(tmp_path / "in.onnx", None, None, 0, False)[2][1][0].shape == expected[1][0].shape
 

@@ -195,7 +195,7 @@ def _check_upgrade(source, upgraded: onnx.ModelProto, opset: int, inputs: Inputs
     samples, reference_outputs = inputs.samples, None
     layout = inputs.samples is not None  # as the kept runs were computed (verify.compare_models)
     if worst is not None and reference_runs:
-        (names, kept_samples, expected, batched), = reference_runs.values()
+        (names, kept_samples, expected, batched, _), = reference_runs.values()
         # a sample run inside a batch (running/batched.py) is run again alone, as the upgrade's is
         samples, reference_runs = [kept_samples[worst]], None
         reference_outputs = None if batched else (names, [expected[worst]])

@@ -28,6 +28,7 @@ from ..quantization.request import QuantRequest
 from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
 from ..running.samples import check_samples
+from ..running.readers import same_readers
 from ..running.verify import compare_models, copy_verification, reference_ahead
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options
@@ -204,7 +205,8 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
                 ws.files.spill_into(out.parent)  # quantized weights wait in a file beside the output, not in memory
             ws.run_pipeline(prepared.steps(ws, ws.opsets, store=ws.store))
             if ahead is not None:  # quantized: the original's other runs, held till now, beside the writing
-                ahead.go_on()
+                # the batch-2 sample only where the quantizer changed a reader of activations (readers.py)
+                ahead.go_on(wider=not same_readers(input_path, ws.graph))
             report.passes = ws.reports
             _lift_plan(report)
             report.notes.extend(filter(None, [prepared.sampling_note,

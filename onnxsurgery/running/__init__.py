@@ -11,6 +11,7 @@ import nothing else, and no private name); the modules:
 - ahead: work started on another thread, its result asked for later (the reference's runs)
 - output_kinds: whether an output's last axis holds classes
 - kv_cache: a KV cache's names: the one module that knows them
+- readers: whether a rewrite changed only weights (verification's batch-2 sample)
 - session_memory: the memory creating a session adds, in a fresh process
 
 The names load on first use (PEP 562), as the top package's do: `import onnxsurgery.running`
@@ -32,10 +33,11 @@ _HOMES = {
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
     **dict.fromkeys(["compare_models", "copy_verification", "reference_ahead"], "verify"),
     "runtime_label": "labels",
+    "same_readers": "readers",
     **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }
 _MODULES = ("sessions", "initializers", "feeds", "samples", "verify", "labels", "ahead", "output_errors",
-            "output_kinds", "kv_cache", "session_memory")
+            "output_kinds", "kv_cache", "session_memory", "readers")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

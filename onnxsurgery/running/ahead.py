@@ -29,6 +29,7 @@ class Gate:
     whatever waits for that work (Pending), so that nobody waits on a closed gate."""
 
     def __init__(self):
+        self.wider = True  # the batch-2 sample still wanted (open's `wider`)
         self._open = threading.Event()
         self.reached = threading.Event()  # the work waits here (or went past: opened already)
 
@@ -37,7 +38,9 @@ class Gate:
         self.reached.set()
         self._open.wait()
 
-    def open(self) -> None:
+    def open(self, wider: bool = True) -> None:
+        """`wider` False: the work leaves out its batch-2 sample, not yet run (running/readers.py)."""
+        self.wider = self.wider and wider
         self._open.set()
 
 
@@ -82,10 +85,11 @@ class Pending:
         except BaseException as e:  # noqa: BLE001 - handed to whoever asks for the result
             self._error = e
 
-    def go_on(self) -> None:
-        """The work held at the gate may run now (quant: the model is quantized)."""
+    def go_on(self, wider: bool = True) -> None:
+        """The work held at the gate may run now (quant: the model is quantized); `wider` False:
+        without its batch-2 sample (Gate.open)."""
         if self.gate is not None:
-            self.gate.open()
+            self.gate.open(wider)
 
     def result(self) -> object:
         self.go_on()

@@ -37,10 +37,14 @@ def _signature(feeds: dict[str, np.ndarray]) -> tuple | None:
     return tuple(sorted((name, v.dtype.str, v.shape[1:]) for name, v in feeds.items()))
 
 
-def run_samples(samples: list[dict[str, np.ndarray]], run: Run, *, merge: bool) -> list[list[np.ndarray]]:
+def run_samples(samples: list[dict[str, np.ndarray]], run: Run, *, merge: bool,
+                side_by_side: bool = False) -> list[list[np.ndarray]]:
     """Each sample's outputs (`run(feeds)` gives one run's), in the samples' order. With `merge`
     (the caller's decision, from the reference's `batch_dimension`: both sides of a comparison
-    must decide alike), the samples of one signature run as one batch."""
+    must decide alike), the samples of one signature run as one batch. `side_by_side`: two such
+    batches run at once, on two threads (a streamed result: each run dequantizes every weight on
+    one core, onnxruntime's Cast being single-threaded; the two runs hold one dequantized weight
+    each, where one run held one)."""
     if not merge or len(samples) < 2:
         return [run(feeds) for feeds in samples]
     groups: dict[tuple | int, list[int]] = {}
@@ -48,6 +52,15 @@ def run_samples(samples: list[dict[str, np.ndarray]], run: Run, *, merge: bool) 
         signature = _signature(feeds)
         groups.setdefault(index if signature is None else signature, []).append(index)
     results: list[list[np.ndarray] | None] = [None] * len(samples)
+    if side_by_side and len(groups) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="onnxsurgery-batch") as pool:
+            for members, outputs in zip(groups.values(), list(pool.map(
+                    lambda members: run_samples([samples[i] for i in members], run, merge=True), groups.values()))):
+                for i, out in zip(members, outputs):
+                    results[i] = out
+        return results  # type: ignore[return-value]
     for members in groups.values():
         if len(members) == 1:
             results[members[0]] = run(samples[members[0]])

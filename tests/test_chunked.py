@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from onnxsurgery.quantization import chunked, clip_search
+from onnxsurgery.quantization import chunked, clip_search, rounding
 from onnxsurgery.quantization.rounding import quantize, weight_error
 
 
@@ -339,3 +339,29 @@ def test_clip_search_with_members_in_the_middle_picks_as_they_lie(shape, symmetr
         want = clip_search._clip_ranges(x, lo, hi, qmin, qmax, symmetric, False, "block", 1, 32, importance)
     assert got[2].tobytes() == want[2].tobytes()
     assert (got[2] > 0).any()  # the search clipped somewhere
+
+
+@pytest.mark.parametrize("symmetric,half_scales", [(True, True), (True, False), (False, True), (False, False)])
+@pytest.mark.parametrize("extreme", [False, True])
+def test_a_table_with_few_known_rows_searched_whole_gives_the_rest_search(symmetric, half_scales, extreme,
+                                                                          monkeypatch):
+    """clip_search._clip_rest on a table (channels along axis 0) with at most 1/WHOLE_FROM of its
+    rows known: every row searched in place, the known picks put back, bit for bit what the
+    search over the rows left copied out gives; also where a known row alone holds the largest
+    range, so that float16 scales fit the rows left but not every row (`_same_grids`)."""
+    monkeypatch.setattr(clip_search, "CLIP_CHUNK_ELEMENTS", 7000)
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((640, 64)) * rng.standard_t(3, (640, 64))).astype(np.float32)
+    known_rows = np.arange(3, 640, 160)  # 4 of 640 rows
+    if extreme:
+        x[known_rows[1], 5] = 1e6  # its scale is past float16: every row's are float32, the rows left's not
+    lo, hi = rounding._ranges(x, "block", 1, 32)
+    picks = np.asarray([[i % 7, (i + 3) % 7] for i in range(len(known_rows))], np.uint8)  # any picks: put back
+    known = (0, known_rows, picks)
+    args = (-8, 7, symmetric, half_scales, "block", 1, 32, None, known)
+    got = clip_search._clip_rest(x, lo, hi, *args)
+    monkeypatch.setattr(clip_search, "WHOLE_FROM", 10 ** 9)  # the rows left copied out and searched
+    want = clip_search._clip_rest(x, lo, hi, *args)
+    for g, w in zip(got, want):
+        assert np.asarray(g).tobytes() == np.asarray(w).tobytes()
+    assert (got[2][known_rows] == picks).all() and (got[2] > 0).any()

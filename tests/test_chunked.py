@@ -365,3 +365,19 @@ def test_a_table_with_few_known_rows_searched_whole_gives_the_rest_search(symmet
     for g, w in zip(got, want):
         assert np.asarray(g).tobytes() == np.asarray(w).tobytes()
     assert (got[2][known_rows] == picks).all() and (got[2] > 0).any()
+
+
+@pytest.mark.parametrize("size,ordered", [(1.0, True), (3e19, False)])
+def test_grid_errors_add_in_order_below_float32s_end_and_pairwise_near_it(size, ordered):
+    """clip_rows.grid_errors' float32 sums: the members added in order, but numpy's pairwise
+    order (pairwise_rows) where a sum reaches ORDER_FREE, so that a square past float32's range
+    overflows as the whole-array code's does (best_clip then sums in float64 throughout)."""
+    from onnxsurgery.quantization import clip_rows
+    rng = np.random.default_rng(21)
+    v = (rng.standard_normal((50, 32)) * size).astype(np.float32)
+    s = np.abs(v).max(axis=-1, keepdims=True)[None] / np.float32(7) * np.asarray([1, 0.9, 0.8], np.float32)[:, None, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums, q = clip_rows.grid_errors(v, s, None, -8, 7, None, np.empty(3 * v.size, np.float32))
+        in_order, pairwise = np.add.reduce(q, axis=1), clip_rows.pairwise_rows(q)
+    assert sums.tobytes() == (in_order if ordered else pairwise).tobytes()
+    assert ordered == bool(np.isfinite(in_order).all() and in_order.max() < clip_rows.ORDER_FREE)

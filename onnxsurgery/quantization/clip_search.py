@@ -268,14 +268,40 @@ def _clip_grids(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales: bool
     flat, out = amax.reshape(-1), scales.reshape(len(CLIP_RATIOS), -1)
     step = GROUP_CHUNK if types is not None else max(1, flat.size)
     exact = np.empty(min(step, flat.size), np.float64)
+    buffers = {}
     for start in range(0, flat.size, step):  # a slice of groups at a time, every ratio: in cache
         part = slice(start, start + step)
         e = exact[:flat[part].size]
+        if types is not None and flat.dtype == np.float32 and flat[part].min(initial=np.inf) > 0:
+            _typed_scales(flat[part], e, qmax - centre, types, out[:, part], buffers)
+            continue
         for g, ratio in enumerate(CLIP_RATIOS):
             e[...] = flat[part] * ratio
             e /= qmax - centre
             out[g, part] = stored_scale(e, half_scales if types is None else types[g])
     return scales, zeros
+
+
+def _typed_scales(amax: np.ndarray, e: np.ndarray, steps: int, types: list, out: np.ndarray, buffers: dict) -> None:
+    """`_clip_grids`' symmetric scales of one slice of groups, every amax > 0 (float32), each
+    ratio's storage type given (`types`), into out ([ratios, groups], float32): stored_scale's
+    steps in place (amax * ratio > 0 for every ratio: no scale replaced by 1), without its
+    temporaries. The same bits."""
+    n = amax.size
+    if buffers.get("n", 0) < n:
+        buffers.update(n=n, product=np.empty(n, np.float32), half=np.empty(n, np.float16),
+                       below=np.empty(n, bool))
+    product, half, below = buffers["product"][:n], buffers["half"][:n], buffers["below"][:n]
+    for g, ratio in enumerate(CLIP_RATIOS):
+        np.multiply(amax, ratio, out=product)  # in amax's type, as amax * ratio
+        np.divide(product, steps, out=e, dtype=np.float64)
+        stored = out[g] if types[g] is np.float32 else half
+        np.copyto(stored, e, casting="unsafe")  # astype
+        np.less(stored, e, out=below)  # _round_up: one step up where rounded below
+        bits = stored.view(np.int32 if stored.dtype == np.float32 else np.int16)
+        np.add(bits, below, out=bits, casting="unsafe")
+        if stored is half:
+            out[g] = half
 
 
 def _half_scale_types(amax: np.ndarray, steps: int) -> list[type] | None:

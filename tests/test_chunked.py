@@ -381,3 +381,12 @@ def test_grid_errors_add_in_order_below_float32s_end_and_pairwise_near_it(size, 
         in_order, pairwise = np.add.reduce(q, axis=1), clip_rows.pairwise_rows(q)
     assert sums.tobytes() == (in_order if ordered else pairwise).tobytes()
     assert ordered == bool(np.isfinite(in_order).all() and in_order.max() < clip_rows.ORDER_FREE)
+
+
+def test_first_least_is_the_first_smallest_and_no_nan():
+    """clip_search._first_least: the earliest grid of the smallest error, a NaN never picked
+    after a number (argmin's where there is no NaN; the loop where there is)."""
+    err = np.array([[3.0, 1.0, np.nan, 2.0, 5.0], [1.0, 1.0, 0.5, np.nan, 5.0], [1.0, 0.5, 0.1, 1.0, 5.0]])
+    assert clip_search._first_least(err).tolist() == [1, 2, 0, 2, 0]
+    finite = np.nan_to_num(err, nan=9.0)
+    assert clip_search._first_least(finite).tolist() == finite.argmin(axis=0).tolist() == [1, 2, 2, 2, 0]

@@ -128,6 +128,8 @@ def best_clip(view: np.ndarray, s_all: np.ndarray, z_all: np.ndarray | None, qmi
 def _first_least(err: np.ndarray) -> np.ndarray:
     """Per group (axes 1...), the index along axis 0 of the smallest error: the first grid's
     stands unless a later one is smaller (NaN never is)."""
+    if not np.isnan(err).any():  # argmin's first least, without a pass per grid (0.1 ms a call)
+        return err.argmin(axis=0)
     best_err, pick = err[0], np.zeros(err.shape[1:], np.intp)
     for g in range(1, err.shape[0]):
         better = err[g] < best_err

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from onnxsurgery.quantization import chunked, clip_search
+from onnxsurgery.quantization import chunked, clip_search, rounding
 from onnxsurgery.quantization.rounding import quantize, weight_error
 
 
@@ -339,3 +339,54 @@ def test_clip_search_with_members_in_the_middle_picks_as_they_lie(shape, symmetr
         want = clip_search._clip_ranges(x, lo, hi, qmin, qmax, symmetric, False, "block", 1, 32, importance)
     assert got[2].tobytes() == want[2].tobytes()
     assert (got[2] > 0).any()  # the search clipped somewhere
+
+
+@pytest.mark.parametrize("symmetric,half_scales", [(True, True), (True, False), (False, True), (False, False)])
+@pytest.mark.parametrize("extreme", [False, True])
+def test_a_table_with_few_known_rows_searched_whole_gives_the_rest_search(symmetric, half_scales, extreme,
+                                                                          monkeypatch):
+    """clip_search._clip_rest on a table (channels along axis 0) with at most 1/WHOLE_FROM of its
+    rows known: every row searched in place, the known picks put back, bit for bit what the
+    search over the rows left copied out gives; also where a known row alone holds the largest
+    range, so that float16 scales fit the rows left but not every row (`_same_grids`)."""
+    monkeypatch.setattr(clip_search, "CLIP_CHUNK_ELEMENTS", 7000)
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((640, 64)) * rng.standard_t(3, (640, 64))).astype(np.float32)
+    known_rows = np.arange(3, 640, 160)  # 4 of 640 rows
+    if extreme:
+        x[known_rows[1], 5] = 1e6  # its scale is past float16: every row's are float32, the rows left's not
+    lo, hi = rounding._ranges(x, "block", 1, 32)
+    picks = np.asarray([[i % 7, (i + 3) % 7] for i in range(len(known_rows))], np.uint8)  # any picks: put back
+    known = (0, known_rows, picks)
+    args = (-8, 7, symmetric, half_scales, "block", 1, 32, None, known)
+    got = clip_search._clip_rest(x, lo, hi, *args)
+    monkeypatch.setattr(clip_search, "WHOLE_FROM", 10 ** 9)  # the rows left copied out and searched
+    want = clip_search._clip_rest(x, lo, hi, *args)
+    for g, w in zip(got, want):
+        assert np.asarray(g).tobytes() == np.asarray(w).tobytes()
+    assert (got[2][known_rows] == picks).all() and (got[2] > 0).any()
+
+
+@pytest.mark.parametrize("size,ordered", [(1.0, True), (3e19, False)])
+def test_grid_errors_add_in_order_below_float32s_end_and_pairwise_near_it(size, ordered):
+    """clip_rows.grid_errors' float32 sums: the members added in order, but numpy's pairwise
+    order (pairwise_rows) where a sum reaches ORDER_FREE, so that a square past float32's range
+    overflows as the whole-array code's does (best_clip then sums in float64 throughout)."""
+    from onnxsurgery.quantization import clip_rows
+    rng = np.random.default_rng(21)
+    v = (rng.standard_normal((50, 32)) * size).astype(np.float32)
+    s = np.abs(v).max(axis=-1, keepdims=True)[None] / np.float32(7) * np.asarray([1, 0.9, 0.8], np.float32)[:, None, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums, q = clip_rows.grid_errors(v, s, None, -8, 7, None, np.empty(3 * v.size, np.float32))
+        in_order, pairwise = np.add.reduce(q, axis=1), clip_rows.pairwise_rows(q)
+    assert sums.tobytes() == (in_order if ordered else pairwise).tobytes()
+    assert ordered == bool(np.isfinite(in_order).all() and in_order.max() < clip_rows.ORDER_FREE)
+
+
+def test_first_least_is_the_first_smallest_and_no_nan():
+    """clip_search._first_least: the earliest grid of the smallest error, a NaN never picked
+    after a number (argmin's where there is no NaN; the loop where there is)."""
+    err = np.array([[3.0, 1.0, np.nan, 2.0, 5.0], [1.0, 1.0, 0.5, np.nan, 5.0], [1.0, 0.5, 0.1, 1.0, 5.0]])
+    assert clip_search._first_least(err).tolist() == [1, 2, 0, 2, 0]
+    finite = np.nan_to_num(err, nan=9.0)
+    assert clip_search._first_least(finite).tolist() == finite.argmin(axis=0).tolist() == [1, 2, 2, 2, 0]

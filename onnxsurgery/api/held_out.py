@@ -27,14 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import OnnxSurgeryError
-from ..pipeline import open_workspace, quant_pipeline
-from ..quantization.calibration import Calibration, choice_samples
+from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline
+from ..quantization.calibration import CHOICE_ROWS, Calibration, choice_samples
+from ..quantization.plan import Plan
 from ..quantization.options import QuantOptions
 from ..report import RunReport
 from ..run_options import Inputs
 from ..running.verify import compare_models
 from ..storage.staging import save_model
-from .quant_steps import at_required_opset
+from .quant_steps import at_required_opset, needed_opset
 
 log = logging.getLogger("onnxsurgery")
 
@@ -50,6 +51,9 @@ class HeldOut:
     measured: float | None  # held-out error of the folds' measured plans, mean over the folds
     data_free: float | None  # the data-free plan's on the same samples
     note: str
+    # the original's outputs on every sample (names, each sample's), from the halves' captures:
+    # verification's reference where the data-free plan is kept (no capture of all samples runs then)
+    reference: tuple[list[str], list[list]] | None = None
 
 
 def folds(samples: list) -> list[tuple[list, list]]:
@@ -76,47 +80,59 @@ def _check(input_path, options: QuantOptions, inputs: Inputs, merge: bool) -> He
         return HeldOut(True, None, None, (
             f"per-weight choices measured on the {choice_samples(samples)} rows of one sample from --inputs, not "
             "checked on samples they were not tuned on (give two samples or more: they are, in halves)"))
+    # each half's choices read its share of the rows the whole would (CHOICE_ROWS): the two plans
+    # together cost one measured plan's row products, not two
+    captures = [Calibration(input_path, tune, shapes=inputs.shapes, folds=1, rows=CHOICE_ROWS // len(pairs))
+                for tune, _ in pairs]
+    plans = []
+    for capture in captures:
+        plans.append(_plan(input_path, options, merge, capture))
+        capture.release()
+    free = _plan(input_path, options, merge, None)
+    differ = [sum(_forms(plan).get(name) != form for name, form in _forms(free).items()) for plan in plans]
+    if not any(differ):  # nothing of theirs to check: what the halves agree on is the data-free plan
+        return HeldOut(False, None, None,
+                       f"per-weight choices made from the weights alone: measured on each half of the {len(samples)} "
+                       f"samples from --inputs, they chose the data-free plan's forms", _outputs(captures, samples))
+    found = []  # (measured, data-free) per half
     with tempfile.TemporaryDirectory(prefix="onnxsurgery-held-out-") as tmp:
-        built, captures = [], []
-        for index, (tune, _) in enumerate(pairs):
-            capture = Calibration.for_choices(input_path, tune, shapes=inputs.shapes)
-            built.append(_build(input_path, options, merge, capture, Path(tmp) / f"fold{index}.onnx"))
-            captures.append(capture)
-            capture.release()
-        free = _build(input_path, options, merge, None, Path(tmp) / "data_free.onnx")
-        found = []  # (measured, data-free) per fold
-        changed = 0
+        free_model = _build(input_path, options, merge, free, Path(tmp) / "data_free.onnx")
         for index, (_, test) in enumerate(pairs):
-            # the test fold is the other fold's tune set: its capture ran the original there
+            # the test half is the other half's tune set: its capture ran the original there
             other = captures[1 - index]
             reference = other.reference_outputs(other.samples)
-            free_error = _error(input_path, free[0], test, inputs, reference)
-            forms = built[index][1]
-            differ = sum(forms.get(name) != form for name, form in free[1].items())
-            changed = max(changed, differ)
-            fold_error = _error(input_path, built[index][0], test, inputs, reference) if differ else free_error
-            log.info("held out, fold %d: measured %.4g, data-free %.4g (%d weights differ)", index, fold_error,
-                     free_error, differ)
+            free_error = _error(input_path, free_model, test, inputs, reference)
+            fold_error = free_error
+            if differ[index]:
+                fold_model = _build(input_path, options, merge, plans[index], Path(tmp) / "half.onnx")
+                fold_error = _error(input_path, fold_model, test, inputs, reference)
+            log.info("held out, half %d: measured %.4g, data-free %.4g (%d weights differ)", index, fold_error,
+                     free_error, differ[index])
             found.append((fold_error, free_error))
     measured_error, data_free_error = (sum(f[i] for f in found) / len(found) for i in (0, 1))
     figures = (f"held-out error {', '.join(f'{m:.3g}' for m, _ in found)} measured against "
                f"{', '.join(f'{f:.3g}' for _, f in found)} data-free on the {len(found)} halves of {len(samples)} "
                f"samples")
-    if not changed:  # nothing of theirs to check: what the halves agree on is the data-free plan
-        return HeldOut(False, measured_error, data_free_error,
-                       f"per-weight choices made from the weights alone: measured on each half of the {len(samples)} "
-                       f"samples from --inputs, they chose the data-free plan's forms")
     # by the ratio on each half, not by the sum of the errors: one hard sample (a phantom the
     # data-free plan rounds badly: 0.091, against 0.015 on the other half) would outweigh a loss
     # of 3x on the other half. Nor on every half: nudenet's measured plan won 0.72x on one half
     # and lost 1.21x on the other, and wins on its report images (0.0024 against 0.0033).
+    reference = _outputs(captures, samples)
     if math.prod(_ratio(m, f) for m, f in found) < 1.0:
         return HeldOut(True, measured_error, data_free_error,
                        f"per-weight choices measured on {len(samples)} samples from --inputs: they hold on samples "
                        f"they were not tuned on ({figures})")
     return HeldOut(False, measured_error, data_free_error,
                    f"per-weight choices made from the weights alone: the ones measured on --inputs did not hold on "
-                   f"samples they were not tuned on ({figures})")
+                   f"samples they were not tuned on ({figures})", reference)
+
+
+def _outputs(captures: list[Calibration], samples: list) -> tuple[list[str], list[list]] | None:
+    """The original's outputs on `samples` in their order, from the even and odd halves' captures."""
+    found = [c.reference_outputs(c.samples) for c in captures]
+    if not all(found) or found[0][0] != found[1][0]:
+        return None
+    return found[0][0], [found[i % 2][1][i // 2] for i in range(len(samples))]
 
 
 def _ratio(measured: float, data_free: float) -> float:
@@ -125,23 +141,32 @@ def _ratio(measured: float, data_free: float) -> float:
     return 1.0 if measured == 0 else math.inf
 
 
-def _build(input_path, options: QuantOptions, merge: bool, activations: Calibration | None,
-           path: Path) -> tuple[Path, dict[str, tuple]]:
-    """The plan of `options` measured on `activations` (None: data-free), quantized as `quant`
-    does and written to `path`; with each weight's form."""
+def _plan(input_path, options: QuantOptions, merge: bool, activations: Calibration | None) -> Plan:
+    """The plan `quant --dry-run` makes with choices measured on `activations` (None: data-free)."""
+    ws = open_workspace(input_path)
+    try:
+        opset = max(ws.opsets.get("", 1), needed_opset(ws, options))
+        steps = quant_pipeline(options, merge=merge, opsets={**ws.opsets, "": opset}, activations=activations)
+        return dry_run_pipeline(ws.graph, steps, overridable=ws.overridable)
+    finally:
+        ws.close()
+
+
+def _forms(plan: Plan) -> dict[str, tuple]:
+    return {w.name: tuple(getattr(w, k, None) for k in FORM) for w in plan.weights}
+
+
+def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Path) -> Path:
+    """`plan` applied as `quant` applies a budget's plan, written to `path`."""
     ws = open_workspace(input_path)
     report = RunReport("quant", str(input_path), bytes_before=ws.input_bytes)
     try:
-        ws = at_required_opset(ws, input_path, options, report, verify=False)
-        ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, activations=activations,
-                                       store=ws.store))
-        report.passes = ws.reports
-        quantize = report.pass_report("quantize")
-        weights = quantize.details.get("weights", []) if quantize is not None else []
+        ws = at_required_opset(ws, input_path, options, report, verify=False, records=plan)
+        ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, records=plan, store=ws.store))
         save_model(ws.finish(), path, external_data=ws.has_external_data_files, files=ws.files)
     finally:
         ws.close()
-    return path, {w["name"]: tuple(w.get(k) for k in FORM) for w in weights}
+    return path
 
 
 def _error(input_path, candidate: Path, samples: list, inputs: Inputs, reference) -> float:

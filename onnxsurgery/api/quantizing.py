@@ -72,6 +72,7 @@ class Preparation:
     notes: list[str] = field(default_factory=list)
     allocation: dict | None = None
     held_out: str | None = None  # what the held-out check of the measured choices found (held_out.py)
+    reference: tuple | None = None  # the original's outputs on the inputs, from that check's runs
 
     def steps(self, ws: Workspace, opsets: dict[str, int], store=None) -> list:
         """The quant pipeline for `ws` at `opsets`."""
@@ -112,6 +113,7 @@ def prepare(input_path, run: QuantRun) -> Preparation:
     if prepared.activations is not None:  # adopted only where they hold on samples they were not tuned on
         found = check_measured(input_path, prepared.options, inputs, merge=decision.merge)
         prepared.activations, prepared.held_out = prepared.activations if found.adopted else None, found.note
+        prepared.reference = None if found.adopted else found.reference
     return prepared
 
 
@@ -238,7 +240,8 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
                                                  fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
                                                  reference_runs=reference_runs, reference_outputs=captured and
-                                                 captured.reference_outputs(inputs.samples))
+                                                 captured.reference_outputs(inputs.samples) or
+                                                 (prepared.reference if prepared is not None else None))
             worst, max_error = report.verification["rel_l2_error"], verification.max_error
             four_bit = prepared is not None and (prepared.options.four_bit or any(  # a plan's 4-bit records
                 w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))
@@ -297,7 +300,7 @@ def _reference_ahead(input_path, run: QuantRun, prepared: Preparation | None, ws
     loaded, not run: those runs would be waited for, for nothing), or GPTQ's calibration runs
     sessions of its own while it quantizes (one onnxruntime session at a time there)."""
     if not run.verification.verify or run.decision.calibration is not None or \
-            prepared is not None and prepared.activations is not None:
+            prepared is not None and (prepared.activations is not None or prepared.reference is not None):
         return None
     if prepared is not None and prepared.records is None and \
             not any_weight_to_change(ws.graph, prepared.options, ws.overridable):

@@ -33,7 +33,7 @@ from ..quantization.plan import Plan
 from ..quantization.options import QuantOptions
 from ..report import RunReport
 from ..run_options import Inputs
-from ..running.verify import compare_models
+from ..running.verify import _give_back_freed_memory, compare_models
 from ..storage.staging import save_model
 from .quant_steps import at_required_opset, needed_opset
 
@@ -82,25 +82,24 @@ def _check(input_path, options: QuantOptions, inputs: Inputs, merge: bool) -> He
             "checked on samples they were not tuned on (give two samples or more: they are, in halves)"))
     # each half's choices read its share of the rows the whole would (CHOICE_ROWS): the two plans
     # together cost one measured plan's row products, not two
-    captures = [Calibration(input_path, tune, shapes=inputs.shapes, folds=1, rows=CHOICE_ROWS // len(pairs))
-                for tune, _ in pairs]
-    plans = []
-    for capture in captures:
+    plans, outputs = [], []
+    for tune, _ in pairs:
+        capture = Calibration(input_path, tune, shapes=inputs.shapes, folds=1, rows=CHOICE_ROWS // len(pairs))
         plans.append(_plan(input_path, options, merge, capture))
-        capture.release()
+        # only its outputs kept: a capture's readers hold the planned graph, weights and all
+        outputs.append(capture.reference_outputs(capture.samples))
+        del capture
     free = _plan(input_path, options, merge, None)
     differ = [sum(_forms(plan).get(name) != form for name, form in _forms(free).items()) for plan in plans]
     if not any(differ):  # nothing of theirs to check: what the halves agree on is the data-free plan
         return HeldOut(False, None, None,
                        f"per-weight choices made from the weights alone: measured on each half of the {len(samples)} "
-                       f"samples from --inputs, they chose the data-free plan's forms", _outputs(captures, samples))
+                       f"samples from --inputs, they chose the data-free plan's forms", _in_order(outputs, samples))
     found = []  # (measured, data-free) per half
     with tempfile.TemporaryDirectory(prefix="onnxsurgery-held-out-") as tmp:
         free_model = _build(input_path, options, merge, free, Path(tmp) / "data_free.onnx")
         for index, (_, test) in enumerate(pairs):
-            # the test half is the other half's tune set: its capture ran the original there
-            other = captures[1 - index]
-            reference = other.reference_outputs(other.samples)
+            reference = outputs[1 - index]  # the test half is the other's tune set: its capture ran the original
             free_error = _error(input_path, free_model, test, inputs, reference)
             fold_error = free_error
             if differ[index]:
@@ -117,7 +116,7 @@ def _check(input_path, options: QuantOptions, inputs: Inputs, merge: bool) -> He
     # data-free plan rounds badly: 0.091, against 0.015 on the other half) would outweigh a loss
     # of 3x on the other half. Nor on every half: nudenet's measured plan won 0.72x on one half
     # and lost 1.21x on the other, and wins on its report images (0.0024 against 0.0033).
-    reference = _outputs(captures, samples)
+    reference = _in_order(outputs, samples)
     if math.prod(_ratio(m, f) for m, f in found) < 1.0:
         return HeldOut(True, measured_error, data_free_error,
                        f"per-weight choices measured on {len(samples)} samples from --inputs: they hold on samples "
@@ -137,9 +136,8 @@ def holds(found: list[tuple[float, float]]) -> bool:
     return math.prod(_ratio(m, f) for m, f in found) < 1.0
 
 
-def _outputs(captures: list[Calibration], samples: list) -> tuple[list[str], list[list]] | None:
+def _in_order(found: list, samples: list) -> tuple[list[str], list[list]] | None:
     """The original's outputs on `samples` in their order, from the even and odd halves' captures."""
-    found = [c.reference_outputs(c.samples) for c in captures]
     if not all(found) or found[0][0] != found[1][0]:
         return None
     return found[0][0], [found[i % 2][1][i // 2] for i in range(len(samples))]
@@ -160,6 +158,7 @@ def _plan(input_path, options: QuantOptions, merge: bool, activations: Calibrati
         return dry_run_pipeline(ws.graph, steps, overridable=ws.overridable)
     finally:
         ws.close()
+        _give_back_freed_memory()  # the plan's graph and weights, before the next plan's come on top
 
 
 def _forms(plan: Plan) -> dict[str, tuple]:
@@ -176,6 +175,7 @@ def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Pat
         save_model(ws.finish(), path, external_data=ws.has_external_data_files, files=ws.files)
     finally:
         ws.close()
+        _give_back_freed_memory()
     return path
 
 

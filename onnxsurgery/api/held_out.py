@@ -20,8 +20,10 @@ what a `quant` run holds anyway.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +35,7 @@ from ..quantization.plan import Plan
 from ..quantization.options import QuantOptions
 from ..report import RunReport
 from ..run_options import Inputs
-from ..running.verify import _give_back_freed_memory, compare_models
+from ..running.verify import compare_models
 from ..storage.staging import save_model
 from .quant_steps import at_required_opset, needed_opset
 
@@ -136,6 +138,16 @@ def holds(found: list[tuple[float, float]]) -> bool:
     return math.prod(_ratio(m, f) for m, f in found) < 1.0
 
 
+def _give_back() -> None:
+    """The heap's free pages back to the system (glibc's malloc_trim, as verification does): a
+    plan's graph and weights, freed, stay in the heap and the next plan's come on top of them."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc
+            pass
+
+
 def _in_order(found: list, samples: list) -> tuple[list[str], list[list]] | None:
     """The original's outputs on `samples` in their order, from the even and odd halves' captures."""
     if not all(found) or found[0][0] != found[1][0]:
@@ -158,7 +170,7 @@ def _plan(input_path, options: QuantOptions, merge: bool, activations: Calibrati
         return dry_run_pipeline(ws.graph, steps, overridable=ws.overridable)
     finally:
         ws.close()
-        _give_back_freed_memory()  # the plan's graph and weights, before the next plan's come on top
+        _give_back()  # the plan's graph and weights, before the next plan's come on top
 
 
 def _forms(plan: Plan) -> dict[str, tuple]:
@@ -175,7 +187,7 @@ def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Pat
         save_model(ws.finish(), path, external_data=ws.has_external_data_files, files=ws.files)
     finally:
         ws.close()
-        _give_back_freed_memory()
+        _give_back()
     return path
 
 

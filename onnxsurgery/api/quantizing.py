@@ -33,7 +33,6 @@ from ..running.verify import compare_models, copy_verification, reference_ahead
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options
 from .check import check_for_tensorrt
-from .held_out import check_measured
 from .quant_steps import (at_required_opset, block_size_note, decided_by, measured_activations, needed_opset,
                           run_quant_passes, run_quantize_dynamic)
 
@@ -72,8 +71,6 @@ class Preparation:
     activations: Calibration | None
     notes: list[str] = field(default_factory=list)
     allocation: dict | None = None
-    held_out: str | None = None  # what the held-out check of the measured choices found (held_out.py)
-    reference: tuple | None = None  # the original's outputs on the inputs, from that check's runs
 
     def steps(self, ws: Workspace, opsets: dict[str, int], store=None) -> list:
         """The quant pipeline for `ws` at `opsets`."""
@@ -94,8 +91,6 @@ class Preparation:
     def decided_by(self) -> str | None:
         # the budget's plan was made by the planner's per-weight choices, as a run without one
         records = None if isinstance(self.records, Plan) else self.records
-        if self.held_out is not None and records is None:
-            return self.held_out
         return decided_by(self.options, self.run.inputs.samples, records)
 
 
@@ -111,10 +106,6 @@ def prepare(input_path, run: QuantRun) -> Preparation:
         _budget(input_path, prepared)
     if prepared.records is None:
         prepared.activations = measured_activations(input_path, prepared.options, inputs)
-    if prepared.activations is not None:  # adopted only where they hold on samples they were not tuned on
-        found = check_measured(input_path, prepared.options, inputs, merge=decision.merge)
-        prepared.activations, prepared.held_out = prepared.activations if found.adopted else None, found.note
-        prepared.reference = None if found.adopted else found.reference
     return prepared
 
 
@@ -242,8 +233,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
                                                  fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
                                                  reference_runs=reference_runs, reference_outputs=captured and
-                                                 captured.reference_outputs(inputs.samples) or
-                                                 (prepared.reference if prepared is not None else None))
+                                                 captured.reference_outputs(inputs.samples))
             worst, max_error = report.verification["rel_l2_error"], verification.max_error
             four_bit = prepared is not None and (prepared.options.four_bit or any(  # a plan's 4-bit records
                 w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))
@@ -302,7 +292,7 @@ def _reference_ahead(input_path, run: QuantRun, prepared: Preparation | None, ws
     loaded, not run: those runs would be waited for, for nothing), or GPTQ's calibration runs
     sessions of its own while it quantizes (one onnxruntime session at a time there)."""
     if not run.verification.verify or run.decision.calibration is not None or \
-            prepared is not None and (prepared.activations is not None or prepared.reference is not None):
+            prepared is not None and prepared.activations is not None:
         return None
     if prepared is not None and prepared.records is None and \
             not any_weight_to_change(ws.graph, prepared.options, ws.overridable):

@@ -1,4 +1,5 @@
-"""Tiny models built in code, one per case the passes must handle."""
+"""Tiny models built in code, one per case the passes must handle, and a recorder of the runs
+verification makes with them."""
 
 from __future__ import annotations
 
@@ -358,3 +359,18 @@ def outlier_model() -> onnx.ModelProto:
              helper.make_node("MatMul", ["h2", "B"], ["y"])]
     return model(nodes, [vi("x", shape=[2, 256])], [vi("y", shape=[2, 64])],
                           [numpy_helper.from_array(plain, "A"), numpy_helper.from_array(outlier, "B")])
+
+
+def batches_run(monkeypatch) -> list[int]:
+    """The batch of each run of verification's sessions (running.verify._run), in order, from now."""
+    from onnxsurgery.running import verify
+
+    real, batches = verify._run, []
+
+    def recorded(sess, names, feeds):
+        batches.append(next(iter(feeds.values())).shape[0])
+        return real(sess, names, feeds)
+
+    monkeypatch.setattr(verify, "_run", recorded)
+    return batches
+

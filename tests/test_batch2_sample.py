@@ -39,25 +39,12 @@ def test_readers_by_kind(tmp_path):
     assert not same_readers(tmp_path / "old.onnx", tmp_path / "in.onnx")  # an upgrade: not weights only
 
 
-def _batches(monkeypatch) -> list[int]:
-    from onnxsurgery.running import verify
-
-    real, batches = verify._run, []
-
-    def recorded(sess, names, feeds):
-        batches.append(next(iter(feeds.values())).shape[0])
-        return real(sess, names, feeds)
-
-    monkeypatch.setattr(verify, "_run", recorded)
-    return batches
-
-
 def test_weights_only_runs_batch_one(tmp_path, monkeypatch):
     import onnxsurgery
     from onnxsurgery.running.verify import compare_models
 
     _model(tmp_path / "in.onnx")
-    batches = _batches(monkeypatch)
+    batches = builders.batches_run(monkeypatch)
     report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="dq")
     assert report.verification["samples"] == 1 and report.verification["rel_l2_error"] > 0
     assert batches.count(2) <= 1  # the result ran batch 1 only (a small model's reference runs all ahead)
@@ -70,7 +57,7 @@ def test_another_reader_keeps_batch_two(tmp_path, monkeypatch):
     import onnxsurgery
 
     _model(tmp_path / "in.onnx")
-    batches = _batches(monkeypatch)
+    batches = builders.batches_run(monkeypatch)
     report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled")
     types = {n.op_type for n in onnx.load(tmp_path / "q.onnx").graph.node}
     assert "DequantizeLinear" not in types  # scaled: the scale multiplies the MatMul's output
@@ -85,7 +72,7 @@ def test_left_out_ahead_then_wanted_runs_again(tmp_path, monkeypatch):
 
     _model(tmp_path / "in.onnx")
     onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled", verify=False)
-    batches = _batches(monkeypatch)
+    batches = builders.batches_run(monkeypatch)
     runs: dict = {}
     pending = verify.reference_ahead(tmp_path / "in.onnx", runs)
     pending.go_on(wider=False)

@@ -149,20 +149,6 @@ def test_cancel_asks_only_while_the_work_runs():
     assert asked == [] and done.result() == 1
 
 
-def _batches_run(monkeypatch) -> list[int]:
-    """The batch of each run of the reference's session (verify._run), in order."""
-    from onnxsurgery.running import verify
-
-    real, batches = verify._run, []
-
-    def recorded(sess, names, feeds):
-        batches.append(next(iter(feeds.values())).shape[0])
-        return real(sess, names, feeds)
-
-    monkeypatch.setattr(verify, "_run", recorded)
-    return batches
-
-
 def _held_or_done(pending, seconds: float = 60.0) -> None:
     """Until the work waits at its gate, or has ended (it never reached one)."""
     import time
@@ -178,7 +164,7 @@ def test_only_the_first_run_goes_ahead_until_the_model_is_quantized(tmp_path, mo
     from onnxsurgery.running import verify
 
     _model(tmp_path / "in.onnx")
-    batches = _batches_run(monkeypatch)
+    batches = builders.batches_run(monkeypatch)
     runs: dict = {}
     pending = verify.reference_ahead(tmp_path / "in.onnx", runs)
     _held_or_done(pending)
@@ -196,7 +182,7 @@ def test_asking_for_the_result_or_cancelling_opens_the_gate(tmp_path, monkeypatc
     from onnxsurgery.running import verify
 
     _model(tmp_path / "in.onnx")
-    batches = _batches_run(monkeypatch)
+    batches = builders.batches_run(monkeypatch)
     pending = verify.reference_ahead(tmp_path / "in.onnx", {})
     _held_or_done(pending)
     assert len(pending.result()[1]) == 2 and batches == [1, 2]
@@ -212,7 +198,7 @@ def test_quant_lets_the_held_runs_go_on_once_quantized(tmp_path, monkeypatch):
     quantizing, with an opset upgrade (whose check may ask first) and without."""
     import onnxsurgery
 
-    batches = _batches_run(monkeypatch)
+    batches = builders.batches_run(monkeypatch)
     for opset in (17, 11):  # 11: int8's DequantizeLinear per channel needs 13, an upgrade
         _model(tmp_path / f"in{opset}.onnx", opset=opset)
         report = onnxsurgery.quant_file(tmp_path / f"in{opset}.onnx", tmp_path / f"q{opset}.onnx")

@@ -23,6 +23,8 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
+from .heap import one_heap
+
 
 class Gate:
     """Where work on another thread waits until the caller lets it go on (`open`). Opened by
@@ -42,24 +44,6 @@ class Gate:
         """`wider` False: the work leaves out its batch-2 sample, not yet run (running/readers.py)."""
         self.wider = self.wider and wider
         self._open.set()
-
-
-def one_heap() -> None:
-    """Threads made from now on allocate from the main heap, as the main thread does (glibc's
-    M_ARENA_MAX 1), so that what they free is given back with the rest (verify's malloc_trim).
-    onnxruntime's buffers are few and large: one lock over them costs nothing measurable. Nothing
-    beyond glibc."""
-    import ctypes
-    import sys
-
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, 1)
-        except (OSError, AttributeError):  # not glibc (musl has no mallopt arenas)
-            pass
-
-
-_M_ARENA_MAX = -8  # malloc.h
 
 
 class Pending:

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from .kv_cache import is_cache_output
 from .output_kinds import has_class_axis
 from .ranked import matched, ranked_axis
 
@@ -27,6 +28,45 @@ def pooled_agreement(entries: list[dict]) -> float:
     as much as a whole prompt."""
     positions = [max(1, int(np.prod(e["shape"][:-1]))) for e in entries]
     return float(np.average([e["argmax_agreement"] for e in entries], weights=positions))
+
+
+class PooledOutputs:
+    """compare_outputs' figures over several samples, output by output: the worst errors, the
+    summed counts, and each sample's argmax agreement, pooled over all positions at the end."""
+
+    def __init__(self) -> None:
+        self.outputs: dict[str, dict] = {}
+        self.agreements: dict[str, list[dict]] = {}
+
+    def add(self, compared: dict[str, dict]) -> None:
+        for name, entry in compared.items():
+            if "argmax_agreement" in entry:
+                self.agreements.setdefault(name, []).append({k: entry[k] for k in ("argmax_agreement", "shape")})
+            prev = self.outputs.get(name)
+            if prev is None:
+                self.outputs[name] = entry
+                continue
+            prev["exact"] = prev["exact"] and entry["exact"]
+            prev["not_finite"] += entry["not_finite"]
+            prev["other_shapes"] += entry["other_shapes"]
+            if "ranked" in entry:
+                prev["ranked"] = entry["ranked"]
+            if "got_shape" in entry and "got_shape" not in prev:
+                prev["shape"], prev["got_shape"] = entry["shape"], entry["got_shape"]
+            for key in ("max_abs_error", "rel_l2_error"):
+                prev[key] = max(prev[key], entry[key])
+
+    def finish(self, names: list[str], headline: list[str]) -> dict[str, dict]:
+        """Per output, over all samples; a KV cache's outputs outside the headline without an
+        argmax agreement (their last axis is a head's features, not classes)."""
+        for name, entries in self.agreements.items():  # over all samples' positions
+            if is_cache_output(name) and name not in headline:
+                self.outputs[name].pop("argmax_agreement", None)  # absent where the first sample's was empty
+            else:
+                self.outputs[name]["argmax_agreement"] = pooled_agreement(entries)
+        for name in names:
+            self.outputs[name]["headline"] = name in headline
+        return self.outputs
 
 
 def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str], ranked: dict[str, int]) -> dict:

@@ -15,8 +15,8 @@ import onnx
 
 from ..errors import VerificationError, runtime_message
 from .ahead import Gate, Pending
-from .kv_cache import is_cache_output
-from .output_errors import compare_outputs, pooled_agreement
+from .heap import give_back_freed_memory as _give_back_freed_memory
+from .output_errors import PooledOutputs, compare_outputs
 from .output_kinds import headline_outputs
 from .readers import same_readers
 from .ranked import ranked_outputs
@@ -112,8 +112,7 @@ def compare_models(
         if wider >= 0 and weights_only:  # only weights changed: the batch-2 sample is not run (readers.py)
             samples, expected = samples[:wider] + samples[wider + 1:], expected[:wider] + expected[wider + 1:]
             del positions[wider]
-    per_output: dict[str, dict] = {}
-    agreements: dict[str, list[dict]] = {}
+    pooled = PooledOutputs()
     worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
     # the user's own samples: Conv weights in onnxruntime's blocked layout, as the capture's were
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
@@ -154,31 +153,10 @@ def compare_models(
         error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
         if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst
             worst_sample, worst_error = index, error
-        for name, entry in compared.items():
-            if "argmax_agreement" in entry:
-                agreements.setdefault(name, []).append({k: entry[k] for k in ("argmax_agreement", "shape")})
-            prev = per_output.get(name)
-            if prev is None:
-                per_output[name] = entry
-                continue
-            prev["exact"] = prev["exact"] and entry["exact"]
-            prev["not_finite"] += entry["not_finite"]
-            prev["other_shapes"] += entry["other_shapes"]
-            if "ranked" in entry:
-                prev["ranked"] = entry["ranked"]
-            if "got_shape" in entry and "got_shape" not in prev:
-                prev["shape"], prev["got_shape"] = entry["shape"], entry["got_shape"]
-            for key in ("max_abs_error", "rel_l2_error"):
-                prev[key] = max(prev[key], entry[key])
+        pooled.add(compared)
     del cand_sess
     _give_back_freed_memory()
-    for name, entries in agreements.items():  # over all samples' positions
-        if is_cache_output(name) and name not in headline:
-            per_output[name].pop("argmax_agreement", None)  # absent where the first sample's was empty
-        else:
-            per_output[name]["argmax_agreement"] = pooled_agreement(entries)
-    for name in names:
-        per_output[name]["headline"] = name in headline
+    per_output = pooled.finish(names, headline)
     chosen = [per_output[n] for n in headline]
     return {
         "runtime": runtime_label(runtime, candidate, streamed=streamed),
@@ -257,21 +235,6 @@ def copy_verification(model: str | os.PathLike, *, generated: bool = True) -> di
     return {"runtime": runtime_label("onnxruntime", model), "streamed": False, "samples": 0, "copy": True,
             "generated": generated, "exact": True, "max_abs_error": 0.0, "rel_l2_error": 0.0, "not_finite": 0,
             "other_shapes": 0, "headline": [], "worst_sample": 0, "outputs": {}}
-
-
-def _give_back_freed_memory() -> None:
-    """Return the heap's free pages to the system (glibc's malloc_trim; elsewhere nothing). A
-    session's freed buffers otherwise stay in the process's heap, and the next session's come on
-    top of them: `quant` of a 1.2 MB conv net over 9 s of audio held 145-166 MB, the comparison
-    of the same files 100 MB (bench/small_models.py)."""
-    import ctypes
-    import sys
-
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
-            pass
 
 
 def _identity(model) -> object:

@@ -87,7 +87,7 @@ def inputs_for(name: str, model: Path, dest: Path) -> Path:
     """Two samples of generated inputs (onnxsurgery's own), saved as .npz, for the measured sets."""
     import onnxruntime as ort
 
-    from onnxsurgery.running.feeds import runnable_inputs
+    from onnxsurgery.running.generated import runnable_inputs
 
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / f"{name}.inputs.npz"

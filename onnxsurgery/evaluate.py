@@ -24,7 +24,7 @@ import numpy as np
 
 from .api import quant_file, shrink_file
 from .errors import OnnxSurgeryError, VerificationError, runtime_message
-from .running.feeds import runnable_inputs
+from .running.generated import runnable_inputs
 from .storage.io import open_model
 from .running.kv_cache import is_cache_output
 from .progress import progress

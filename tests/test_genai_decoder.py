@@ -117,7 +117,8 @@ def test_verification_on_generated_decoder_inputs_is_over_the_logits(runs, label
 def test_batch_two_is_checked_on_the_first_step_where_the_cache_step_refuses_it():
     """GroupQueryAttention takes batch 1 only with a past, any batch without one: verification's
     batch-2 sample is then the first step."""
-    from onnxsurgery.running.feeds import make_inputs, with_own_past
+    from onnxsurgery.running.feeds import make_inputs
+    from onnxsurgery.running.generated import with_own_past
     from onnxsurgery.errors import VerificationError
     from onnxsurgery.running.verify import _first_step, _run
     from onnxsurgery.running.sessions import session

@@ -12,7 +12,8 @@ from onnx import TensorProto, helper
 
 import builders
 from onnxsurgery.cli import main
-from onnxsurgery.running.feeds import LENGTHS, make_inputs, runnable_inputs
+from onnxsurgery.running.feeds import LENGTHS, make_inputs
+from onnxsurgery.running.generated import runnable_inputs
 from onnxsurgery.running.sessions import session
 
 HIDDEN = 16

@@ -223,7 +223,8 @@ def test_generated_past_is_the_models_own():
     """Verification's sample with a past holds the cache the model computes for as many tokens
     (standard-normal keys and values inflate int8 errors 6-18x on SmolLM2): for the merged
     decoder, the cross-attention caches are those of the sample's own encoder states."""
-    from onnxsurgery.running.feeds import make_inputs, with_own_past
+    from onnxsurgery.running.feeds import make_inputs
+    from onnxsurgery.running.generated import with_own_past
 
     sess = ort.InferenceSession(str(WHISPER), providers=["CPUExecutionProvider"])
     sample = make_inputs(sess, model=WHISPER)

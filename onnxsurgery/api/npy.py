@@ -17,7 +17,7 @@ from ..passes.embed import EmbedInputs
 from ..passes.externalize import externalize
 from ..pipeline import open_workspace, shrink_pipeline
 from ..report import RunReport
-from ..running.feeds import runnable_inputs
+from ..running.generated import runnable_inputs
 from ..running.samples import check_samples
 from ..running.sessions import load_error, session
 from ..run_options import NpyRun, Output, grouped
@@ -130,7 +130,7 @@ def run_model(model: str | os.PathLike, feeds: dict[str, np.ndarray] | None = No
         except Exception as e:  # onnxruntime's own exception types
             raise InputError(f"onnxruntime failed to run {model}: {runtime_message(e)}") from e
         return dict(zip(names, values))
-    # generated as compare and quant generate them (feeds.runnable_inputs): the lengths in turn,
+    # generated as compare and quant generate them (generated.runnable_inputs): the lengths in turn,
     # until one runs (silero-vad's reflect padding needs more than 32 samples)
     sample, values, _, error = runnable_inputs(sess, lambda feeds: sess.run(names, {**feeds, **given}),
                                                shapes=shapes, seed=seed, model=model)

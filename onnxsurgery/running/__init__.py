@@ -5,10 +5,12 @@ import nothing else, and no private name); the modules:
 - sessions: onnxruntime sessions with fair settings, weights mapped, .npy arrays as initializers
 - initializers: a session's graph from arrays (their buffers, no copy) and chosen If branches
 - feeds: inputs generated as the graph means them (masks, positions, caches)
+- generated: generated samples a session runs (lengths in turn; a decoder's own past, first step)
 - samples: the user's samples read from an .npz and checked against the model's inputs
 - verify: two models run on the same inputs and their outputs compared
 - labels: what a comparison says it ran on (runtime_label), for the report
 - ahead: work started on another thread, its result asked for later (the reference's runs)
+- heap: freed memory given back between sessions; threads on the main heap (glibc)
 - output_kinds: whether an output's last axis holds classes
 - kv_cache: a KV cache's names: the one module that knows them
 - readers: whether a rewrite changed only weights (verification's batch-2 sample)
@@ -25,7 +27,8 @@ from ..lazy_exports import lazy_exports
 
 # name -> the module of this package that defines it
 _HOMES = {
-    **dict.fromkeys(["make_inputs", "parse_shapes", "runnable_inputs"], "feeds"),
+    **dict.fromkeys(["make_inputs", "parse_shapes"], "feeds"),
+    "runnable_inputs": "generated",
     **dict.fromkeys(["check_samples", "load_input_samples"], "samples"),
     **dict.fromkeys(["has_kv_cache", "is_cache_output"], "kv_cache"),
     **dict.fromkeys(["has_class_axis", "headline_outputs"], "output_kinds"),
@@ -37,7 +40,7 @@ _HOMES = {
     **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }
 _MODULES = ("sessions", "initializers", "feeds", "samples", "verify", "labels", "ahead", "output_errors",
-            "output_kinds", "kv_cache", "session_memory", "readers")
+            "output_kinds", "kv_cache", "session_memory", "readers", "generated", "heap")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

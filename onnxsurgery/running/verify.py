@@ -25,8 +25,8 @@ from ..progress import progress
 from .sessions import _first_line, computes_in_16bit_floats, session, streams
 from .samples import check_samples
 from .labels import runtime_label
-from .feeds import (DEFAULT_BATCH, LENGTHS, _structure, first_step_inputs, has_dynamic_batch, make_inputs,
-                    runnable_inputs, with_own_past, with_own_pasts)
+from .feeds import DEFAULT_BATCH, LENGTHS, _structure, has_dynamic_batch, make_inputs
+from .generated import first_step_inputs, runnable_inputs, with_own_past, with_own_pasts
 
 
 def compare_models(
@@ -366,7 +366,7 @@ def _merged_first(sess, run, shapes, seed: int, model):
     if not has_dynamic_batch(sess, shapes):
         return None
     length = LENGTHS[0]
-    # their own pasts from one run of both prefixes, as one batch (feeds.with_own_pasts)
+    # their own pasts from one run of both prefixes, as one batch (generated.with_own_pasts)
     made = with_own_pasts(sess, [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
                                              **({"batch": 2} if extra else {})) for extra in (0, 1)],
                           seeds=[seed + 3, seed + 4], shapes=shapes, model=model, length=length, merge=True)

@@ -185,3 +185,15 @@ def test_refusing_a_model_that_runs_fails_invariant_9():
     assert not invariants.refused_runnable("quant", 2, said, [])  # nobody did better: a refusal may stand
     assert not invariants.refused_runnable("quant", 0, ran, ["quantize_dynamic"])
     assert not invariants.refused_runnable("check", 2, ran, [])
+
+
+def test_a_verification_of_nothing_fails_invariant_10():
+    text = "  verification (1 generated sample):\n    attention: max abs error 0  relative L2 0  argmax agreement 100.00%"
+    assert "compared nothing" in invariants.verified_something(text, 0.0053)[0]
+    assert invariants.verified_something(text, 0.0) == []  # the file computes what the original does
+    assert invariants.verified_something(text.replace("L2 0 ", "L2 0.0041 "), 0.0053) == []
+    zero = json.dumps({"verification": {"outputs": {"a": {"rel_l2_error": 0.0}, "b": {"rel_l2_error": 0.0}}}})
+    assert invariants.verified_something(zero, 0.01)
+    some = json.dumps({"verification": {"outputs": {"a": {"rel_l2_error": 0.0}, "b": {"rel_l2_error": 0.002}}}})
+    assert invariants.verified_something(some, 0.01) == []
+    assert invariants.verified_something("written (--no-verify)", 0.01) == []  # nothing reported

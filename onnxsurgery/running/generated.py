@@ -18,8 +18,10 @@ def runnable_inputs(sess, run, *, shapes: dict[str, list[int]] | None = None, se
     """(sample, run(sample), length, None) for the first of LENGTHS whose generated sample (with
     a decoder's own past, `with_own_past`) `run` takes, then the first length with free integer
     inputs at 0 (module doc); (the first sample, None, length, the exception it raised) where
-    none is taken. A sample that changes no input is not tried again."""
-    first, tried = None, []
+    none is taken. A sample that changes no input is not tried again. A sample on which a float
+    output holds no number at all verifies nothing there (NaN against NaN compares as equal):
+    the next is tried, and it is kept only where no other gives numbers."""
+    first, hollow, tried = None, None, []
     for length, free in [(n, 10) for n in LENGTHS] + [(LENGTHS[0], 1)]:
         sample = with_own_past(sess, make_inputs(sess, shapes=shapes, seed=seed, model=model, length=length,
                                                  free_integers=free),
@@ -28,10 +30,20 @@ def runnable_inputs(sess, run, *, shapes: dict[str, list[int]] | None = None, se
             continue
         tried.append(sample)
         try:
-            return sample, run(sample), length, None
+            outputs = run(sample)
         except Exception as e:  # noqa: BLE001 - onnxruntime's own types, or the caller's wrapping
             first = first or (sample, None, LENGTHS[0], e)
-    return first
+            continue
+        if not _without_numbers(outputs):
+            return sample, outputs, length, None
+        hollow = hollow or (sample, outputs, length, None)
+    return hollow or first
+
+
+def _without_numbers(outputs) -> bool:
+    """Whether a float output of a run (a list of arrays) has values but none finite."""
+    arrays = [np.asarray(o) for o in outputs] if isinstance(outputs, (list, tuple)) else []
+    return any(a.dtype.kind in "fc" and a.size and not np.isfinite(a).any() for a in arrays)
 
 
 def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:

@@ -188,7 +188,8 @@ def test_refusing_a_model_that_runs_fails_invariant_9():
 
 
 def test_a_verification_of_nothing_fails_invariant_10():
-    text = "  verification (1 generated sample):\n    attention: max abs error 0  relative L2 0  argmax agreement 100.00%"
+    text = ("  verification (1 generated sample):\n"
+            "    attention: max abs error 0  relative L2 0  argmax agreement 100.00%")
     assert "compared nothing" in invariants.verified_something(text, 0.0053)[0]
     assert invariants.verified_something(text, 0.0) == []  # the file computes what the original does
     assert invariants.verified_something(text.replace("L2 0 ", "L2 0.0041 "), 0.0053) == []
@@ -197,3 +198,11 @@ def test_a_verification_of_nothing_fails_invariant_10():
     some = json.dumps({"verification": {"outputs": {"a": {"rel_l2_error": 0.0}, "b": {"rel_l2_error": 0.002}}}})
     assert invariants.verified_something(some, 0.01) == []
     assert invariants.verified_something("written (--no-verify)", 0.01) == []  # nothing reported
+
+
+def test_a_result_that_depends_on_the_storage_fails_invariant_11():
+    assert invariants.same_results({"shipped": 0.0053, "external": 0.0053, "folder": 0.0053}) == []
+    assert invariants.same_results({"shipped": 0.0053}) == []
+    fails = invariants.same_results({"shipped": 0.0053, "external": 0.0053, "folder": 0.0054})
+    assert len(fails) == 1 and fails[0].startswith("folder's result")
+    assert invariants.same_results({"shipped": 0.0053, "external": float("nan")})  # NaN is no match

@@ -27,6 +27,9 @@ a list of failure strings (empty: the invariant holds); zoo/run.py collects them
    original on the report set does not report an error of 0 for every output (chython-rxnmap: its
    generated sample made every output NaN in both models, and NaN against NaN was reported as
    exact; found 2026-11-29).
+11. a result does not depend on the storage: a `quant` of the same weights stored otherwise (as
+   shipped, with external data, as a folder) computes the same outputs on the report set (its
+   error there is the same to the last bit); invariant 3 checks the plans, this the written files.
 """
 
 from __future__ import annotations
@@ -301,6 +304,16 @@ def verified_something(report: str, file_error: float | None) -> list[str]:
         return [f"verification reported an error of 0 for every output, the file's is {file_error:.3g} "
                 "on the report set: it compared nothing"]
     return []
+
+
+def same_results(errors: dict[str, float]) -> list[str]:
+    """Invariant 11: {variant: the written file's error on the report set} for one command over
+    storages of the same weights -> the variants whose error differs from the first's."""
+    if len(errors) < 2:
+        return []
+    (first, expected), *others = errors.items()
+    return [f"{v}'s result computes otherwise than {first}'s: error {e!r} against {expected!r}"
+            for v, e in others if e != expected]
 
 
 def largest_tensor_bytes(path: Path) -> tuple[int, int]:

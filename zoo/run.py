@@ -279,6 +279,12 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                 base["failures"] += [f"{m.name} [{variant}] {on_inputs}: {f}" for f in fails]
                 for f in fails:
                     print(f"  {variant:8s} {on_inputs}: FAIL: {f}", flush=True)
+    for cmd in ("quant", "quant --inputs", "quant --dtype int4", "quant --dtype int4 --inputs"):  # invariant 11
+        errors = {v: base["variants"][v]["commands"][cmd]["error"] for v in variants.STORAGE
+                  if "error" in base["variants"].get(v, {}).get("commands", {}).get(cmd, {})}
+        for f in invariants.same_results(errors):
+            base["failures"].append(f"{m.name} [storage] {cmd}: {f}")
+            print(f"  result: FAIL: {f}", flush=True)
     for cmd, by_variant in plans.items():
         for f in invariants.same_plans({v: p for v, p in by_variant.items() if v in variants.STORAGE}):
             base["failures"].append(f"{m.name} [storage] {cmd}: {f}")

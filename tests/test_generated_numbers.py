@@ -91,3 +91,19 @@ def test_a_model_without_numbers_anywhere_keeps_its_first_sample(tmp_path):
     sample, outputs, length, error = runnable_inputs(sess, lambda feeds: sess.run(None, feeds), model=str(path))
     assert error is None and length == LENGTHS[0]
     assert np.isnan(outputs[0]).all()
+
+
+def test_ids_into_a_table_cast_back_from_16_bits_stay_in_range(tmp_path):
+    """The zoo's bf16 variant of rxnmap: each table stored in 16 bits and Cast to float32 before
+    its Gather. Unbounded ids ran out of the table's 4 rows, and the one sample left (all ids 0)
+    made every output NaN."""
+    table = builders.rand((4, 8), 2).astype(np.float16)
+    nodes = [helper.make_node("Cast", ["table16"], ["table"], to=TensorProto.FLOAT),
+             helper.make_node("Gather", ["table", "ids"], ["y"])]
+    model = builders.model(nodes, [builders.vi("ids", TensorProto.INT64, [1, "n"])],
+                           [builders.vi("y", shape=[1, "n", 8])],
+                           [onnx.numpy_helper.from_array(table, "table16")])
+    path = tmp_path / "cast_table.onnx"
+    onnx.save(model, path)
+    feeds = make_inputs(session(str(path)), model=str(path))
+    assert feeds["ids"].max() < 4 and len(np.unique(feeds["ids"])) > 1

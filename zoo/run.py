@@ -193,7 +193,9 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
         base["latency"] = latency(src, report_feeds[0])
     peer_time = {"int8": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int8" and v["handles"]},
                  "int4": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int4" and v["handles"]}}
-    chosen = (["shipped", "external"] if args.quick else ["shipped", "external", "folder"] if m.heavy else
+    # --quick: bfloat16 storage too, `quant` only (its Casts hid rxnmap's tables from the input generator)
+    chosen = (["shipped", "external"] + ["bf16"] * (not m.heavy) if args.quick
+              else ["shipped", "external", "folder"] if m.heavy else
               ["shipped", "external", "folder", "fp16", "bf16", "opset21"])
     plans: dict[str, dict[str, str]] = {"quant --dry-run --json": {}, "quant --dry-run --json --inputs": {}}
     vdir = WORK / m.name / "variants"
@@ -205,7 +207,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             print(f"  {variant}: skipped: {s}", flush=True)
             continue
         if args.quick:
-            cmds = QUICK_CMDS if variant == "shipped" else QUICK_STORAGE
+            cmds = QUICK_CMDS if variant == "shipped" else QUICK_STORAGE if variant in variants.STORAGE else ["quant"]
         elif m.heavy:
             cmds = HEAVY_CMDS if variant == "shipped" else HEAVY_STORAGE
         else:

@@ -112,9 +112,13 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
     length = LENGTHS[0]
     merged = _merged_first(ref_sess, run, shapes, seed, reference) if generated and wider and merge else None
     if merged is not None:  # the first sample ran, inside the batch of 3 the candidate runs too
-        samples, expected = merged
+        samples, expected, steps = merged
+        if steps:  # the prefixes are the first steps, their outputs computed (_merged_first)
+            samples.extend(steps[0][0])
+            expected.extend(steps[0][1])
+            return names, samples, expected, merge, 1
         step = first_step(ref_sess, names, run=run, batches=(DEFAULT_BATCH,), shapes=shapes, seed=seed + 2,
-                           model=reference, length=length)
+                          model=reference, length=length)
         if step is not None:
             samples.append(step[0])
             expected.append(step[1])
@@ -190,21 +194,27 @@ class _WithRunOptions:
 
 
 def _merged_first(sess, run, shapes, seed: int, model):
-    """([the first sample, the batch-2 sample], their outputs) from one run of both as a batch
-    of 3, or None (no dynamic batch, or that run refused: run_reference then asks as before).
-    The samples are those run_reference makes at the first length, and the batch of 3 is what
-    it runs once the first sample has run alone; that run of the first sample only showed it
-    runs, which the batch shows too: a streamed decoder's reference ran 5 times, now 4 (dec-l4,
-    1.35 GB: each run reads every weight)."""
+    """([the first sample, the batch-2 sample], their outputs, [(their prefixes, the prefixes'
+    outputs)] or []) from one run of both as a batch of 3, or None (no dynamic batch, or that run
+    refused: run_reference then asks as before). The samples are those run_reference makes at the
+    first length, and the batch of 3 is what it runs once the first sample has run alone; that
+    run of the first sample only showed it runs, which the batch shows too: a streamed decoder's
+    reference ran 5 times, now 4 (dec-l4, 1.35 GB: each run reads every weight).
+
+    A decoder's prefixes (the first steps that computed the samples' pasts, at the past's
+    length, one batch of 3) are its first-step samples: the reference's first step at the
+    first length was a third run of its own, and the result's a second streamed run beside the
+    samples' (each dequantizing every weight); now the reference runs twice."""
     if not has_dynamic_batch(sess, shapes):
         return None
     length = LENGTHS[0]
     # their own pasts from one run of both prefixes, as one batch (generated.with_own_pasts)
     made = with_own_pasts(sess, [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
                                              **({"batch": 2} if extra else {})) for extra in (0, 1)],
-                          seeds=[seed + 3, seed + 4], shapes=shapes, model=model, length=length, merge=True)
+                          seeds=[seed + 3, seed + 4], shapes=shapes, model=model, length=length, merge=True,
+                          steps=(steps := []))
     try:
-        return made, run_samples(made, run, merge=True)
+        return made, run_samples(made, run, merge=True), steps
     except VerificationError:
         return None
 

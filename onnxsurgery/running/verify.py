@@ -22,9 +22,10 @@ from .output_errors import PooledOutputs, compare_outputs
 from .output_kinds import headline_outputs
 from .ranked import ranked_outputs
 from .readers import same_readers
-from .batched import run_samples
+from .batched import groups, run_samples
 from .reference_runs import identity, reference_ahead, run_reference, runs_key, settle
 from .sessions import computes_in_16bit_floats, streams
+from .twinned import joined_feeds, outputs_of, split_outputs
 
 __all__ = ["compare_models", "copy_verification", "reference_ahead"]
 
@@ -118,7 +119,12 @@ def compare_models(
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
     cand_options = dict(runtime=runtime, layout=layout, optimize=optimize, streamed=streamed,
                         payloads_beside=candidate_beside)
-    cand_sess = None if same else runs.open_session(candidate, fold_constants=fold_candidate, **cand_options)
+    # a streamed model's batches of other shapes (a decoder's samples with a past, its first
+    # steps): one run of a twinned session, each weight dequantized once (twinned.py)
+    merged = _twinned(candidate, names, samples, fold_constants=fold_candidate, **cand_options) if (
+        not same and streamed and merge and len(groups(samples)) > 1) else None
+    cand_sess = None if same or merged is not None else runs.open_session(
+        candidate, fold_constants=fold_candidate, **cand_options)
 
     refolding = threading.Lock()  # run_samples may run two batches at once
 
@@ -143,12 +149,12 @@ def compare_models(
     headline = headline_outputs(names, outputs)
     ranked = ranked_outputs(_structure(reference))
     # batched as the reference's were (batched.py): a streamed model's samples in one pass
-    merged = None if cand_sess is None or not merge else run_samples(
-        samples, run_candidate, merge=True, side_by_side=True)
+    if merged is None and cand_sess is not None and merge:
+        merged = run_samples(samples, run_candidate, merge=True, side_by_side=True)
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
-        if index and merged is None and cand_sess is not None:  # the last run's buffers: eeg_spindles'
+        if index and merged is None and not same:  # the last run's buffers: eeg_spindles'
             _give_back_freed_memory()  # batch-2 run began 20 MB higher, its peak 170-186 MB -> 145-168
-        got = ref if cand_sess is None else merged[index] if merged is not None else run_candidate(feeds)
+        got = ref if same else merged[index] if merged is not None else run_candidate(feeds)
         compared = compare_outputs(ref, got, names, ranked)
         error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
         if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst
@@ -173,6 +179,27 @@ def compare_models(
         "worst_sample": positions[worst_sample] if positions else 0,
         "outputs": per_output,
     }
+
+
+def _twinned(candidate, names: list[str], samples: list[dict[str, np.ndarray]], **options):
+    """Each sample's outputs from one run of a twinned session of `candidate` (one copy of its
+    graph per batch, batched.groups), or None where that session cannot be had or refuses: the
+    caller runs each batch in a session of its own then, which says why where it fails too."""
+    copies = len(groups(samples))
+
+    def together(feeds):
+        return split_outputs(runs.run(sess, outputs_of(names, copies), joined_feeds(feeds)), copies)
+
+    def alone(feeds):  # a batch whose outputs are not per sample after all: the caller's way
+        raise VerificationError("not batched")
+
+    try:
+        sess = runs.open_session(candidate, twins=copies, **options)
+        return run_samples(samples, alone, merge=True, together=together)
+    except VerificationError:
+        return None
+    finally:
+        sess = None  # noqa: F841 - freed before the caller's session
 
 
 def copy_verification(model: str | os.PathLike, *, generated: bool = True) -> dict:

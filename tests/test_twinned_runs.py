@@ -110,3 +110,14 @@ def test_a_graph_with_subgraphs_runs_side_by_side_as_before(tmp_path):
 
     with pytest.raises(ValueError, match="subgraph"):
         twin_graph(builders.if_and_loop_subgraphs())
+
+
+def test_weights_dequantized_by_dequantizelinear_run_side_by_side(tmp_path):
+    """int4's DequantizeLinear in blocks held more twinned than in two runs (twinned.py)."""
+    onnx.save(_decoder(), str(tmp_path / "d.onnx"))
+    onnxsurgery.quant_file(tmp_path / "d.onnx", tmp_path / "q.onnx", min_elements=128, verify=False,
+                           dtype="int4", lowering="dq")
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    assert any(n.op_type == "DequantizeLinear" for n in model.graph.node)
+    with pytest.raises(ValueError, match="DequantizeLinear"):
+        twin_graph(model)

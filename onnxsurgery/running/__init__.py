@@ -38,6 +38,7 @@ _HOMES = {
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
     **dict.fromkeys(["compare_models", "copy_verification", "reference_ahead"], "verify"),
     "runtime_label": "labels",
+    "batch_groups": "batched",
     "same_readers": "readers",
     **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }

@@ -37,7 +37,7 @@ def _signature(feeds: dict[str, np.ndarray]) -> tuple | None:
     return tuple(sorted((name, v.dtype.str, v.shape[1:]) for name, v in feeds.items()))
 
 
-def groups(samples: list[dict[str, np.ndarray]]) -> list[list[int]]:
+def batch_groups(samples: list[dict[str, np.ndarray]]) -> list[list[int]]:
     """The samples' indices, those that run as one batch together (`run_samples` with `merge`)."""
     found: dict[tuple | int, list[int]] = {}
     for index, feeds in enumerate(samples):
@@ -57,7 +57,7 @@ def run_samples(samples: list[dict[str, np.ndarray]], run: Run, *, merge: bool,
     run (twinned.py: each weight dequantized once for all of them)."""
     if not merge or len(samples) < 2:
         return [run(feeds) for feeds in samples]
-    members_of = groups(samples)
+    members_of = batch_groups(samples)
     results: list[list[np.ndarray] | None] = [None] * len(samples)
     if together is not None and len(members_of) > 1:
         joined = [_joined(samples, members) for members in members_of]

@@ -22,7 +22,7 @@ from .output_errors import PooledOutputs, compare_outputs
 from .output_kinds import headline_outputs
 from .ranked import ranked_outputs
 from .readers import same_readers
-from .batched import groups, run_samples
+from .batched import batch_groups, run_samples
 from .reference_runs import identity, reference_ahead, run_reference, runs_key, settle
 from .sessions import computes_in_16bit_floats, streams
 from .twinned import joined_feeds, outputs_of, split_outputs
@@ -35,7 +35,7 @@ def compare_models(
     shapes: dict[str, list[int]] | None = None, seed: int = 0, fold_candidate: bool = True,
     runtime: str = "onnxruntime", outputs: tuple[str, ...] | None = None,
     candidate_beside: str | os.PathLike | None = None, reference_runs: dict | None = None,
-    reference_outputs: tuple[list[str], list[list[np.ndarray]]] | None = None, layout: bool | None = None,
+    reference_outputs: tuple | None = None, layout: bool | None = None,
     optimize: bool = True,
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
@@ -62,7 +62,8 @@ def compare_models(
 
     `reference_outputs` (names, each sample's outputs): the reference's outputs on `samples`,
     computed already (quant --inputs: the measured choices ran the original on them:
-    `Calibration.reference_outputs`), taken instead of running the reference again.
+    `Calibration.reference_outputs`), taken instead of running the reference again; a third
+    item True: they were computed as one batch (batched.py), and the candidate runs them so.
 
     `layout`: both sessions with Conv weights in onnxruntime's blocked layout
     (sessions.session_settings); by default where the samples are given, not generated. Given
@@ -90,7 +91,8 @@ def compare_models(
     if reference_runs is not None and key in reference_runs:
         names, samples, expected, merge, wider = reference_runs[key]
     elif reference_outputs is not None and not generated and not same:
-        (names, expected), merge, wider = reference_outputs, False, None  # computed sample by sample
+        names, expected, *batched = reference_outputs  # computed sample by sample, or as one batch
+        merge, wider = bool(batched and batched[0]), None
         if reference_runs is not None:
             reference_runs.clear()
             reference_runs[key] = (names, samples, expected, merge, wider)
@@ -122,7 +124,7 @@ def compare_models(
     # a streamed model's batches of other shapes (a decoder's samples with a past, its first
     # steps): one run of a twinned session, each weight dequantized once (twinned.py)
     merged = _twinned(candidate, names, samples, fold_constants=fold_candidate, **cand_options) if (
-        not same and streamed and merge and len(groups(samples)) > 1) else None
+        not same and streamed and merge and len(batch_groups(samples)) > 1) else None
     cand_sess = None if same or merged is not None else runs.open_session(
         candidate, fold_constants=fold_candidate, **cand_options)
 
@@ -183,9 +185,9 @@ def compare_models(
 
 def _twinned(candidate, names: list[str], samples: list[dict[str, np.ndarray]], **options):
     """Each sample's outputs from one run of a twinned session of `candidate` (one copy of its
-    graph per batch, batched.groups), or None where that session cannot be had or refuses: the
+    graph per batch, batched.batch_groups), or None where that session cannot be had or refuses: the
     caller runs each batch in a session of its own then, which says why where it fails too."""
-    copies = len(groups(samples))
+    copies = len(batch_groups(samples))
 
     def together(feeds):
         return split_outputs(runs.run(sess, outputs_of(names, copies), joined_feeds(feeds)), copies)

@@ -362,15 +362,15 @@ def outlier_model() -> onnx.ModelProto:
 
 
 def batches_run(monkeypatch) -> list[int]:
-    """The batch of each run of verification's sessions (running.verify._run), in order, from now."""
-    from onnxsurgery.running import verify
+    """The batch of each run of verification's sessions (running.runs.run), in order, from now."""
+    from onnxsurgery.running import runs
 
-    real, batches = verify._run, []
+    real, batches = runs.run, []
 
     def recorded(sess, names, feeds):
         batches.append(next(iter(feeds.values())).shape[0])
         return real(sess, names, feeds)
 
-    monkeypatch.setattr(verify, "_run", recorded)
+    monkeypatch.setattr(runs, "run", recorded)
     return batches
 

@@ -12,7 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.running import sessions, verify
+from onnxsurgery.running import runs as seam, sessions, verify
+from onnxsurgery.running.feeds import make_inputs
 from onnxsurgery.running.batched import batch_dimension, run_samples
 
 
@@ -47,8 +48,8 @@ def streamed_everything(monkeypatch):
 @pytest.fixture
 def runs(monkeypatch):
     """The batch size of every onnxruntime run a comparison makes."""
-    seen, real = [], verify._run
-    monkeypatch.setattr(verify, "_run", lambda sess, names, feeds: seen.append(feeds["x"].shape[0])
+    seen, real = [], seam.run
+    monkeypatch.setattr(seam, "run", lambda sess, names, feeds: seen.append(feeds["x"].shape[0])
                         or real(sess, names, feeds))
     return seen
 
@@ -106,14 +107,16 @@ def test_run_samples_cuts_each_samples_outputs_back_out(tmp_path):
 
 def test_generated_samples_run_once_per_model_when_streamed(tmp_path, streamed_everything, runs, monkeypatch):
     """Generated inputs: the first sample is not run alone before the batch of 3 that holds it
-    (verify._merged_first), and the figures are those of the run-alone-first way."""
+    (reference_runs._merged_first), and the samples are those the run-alone-first way made: the
+    first at seed 0, the batch-2 one at seed 1; given as they are, the figures are the same."""
     model = _dense(tmp_path / "m.onnx")
     quantized = tmp_path / "q.onnx"
     onnxsurgery.quant_file(model, quantized, min_elements=1, verify=False)
     merged = verify.compare_models(model, quantized)
     assert merged["streamed"] and merged["samples"] == 2 and runs == [3, 3]
     runs.clear()
-    monkeypatch.setattr(verify, "_merged_first", lambda *a, **k: None)  # what ran before
-    before = verify.compare_models(model, quantized)
-    assert runs == [1, 3, 3]
-    assert merged["rel_l2_error"] == before["rel_l2_error"] and merged["max_abs_error"] == before["max_abs_error"]
+    sess = sessions.session(model)
+    made = [make_inputs(sess, seed=0, model=model), make_inputs(sess, seed=1, model=model, batch=2)]
+    given = verify.compare_models(model, quantized, samples=made, layout=False)
+    assert runs == [3, 3]
+    assert merged["rel_l2_error"] == given["rel_l2_error"] and merged["max_abs_error"] == given["max_abs_error"]

@@ -120,7 +120,8 @@ def test_batch_two_is_checked_on_the_first_step_where_the_cache_step_refuses_it(
     from onnxsurgery.running.feeds import make_inputs
     from onnxsurgery.running.generated import with_own_past
     from onnxsurgery.errors import VerificationError
-    from onnxsurgery.running.verify import _first_step, _run
+    from onnxsurgery.running.reference_runs import first_step
+    from onnxsurgery.running.runs import run
     from onnxsurgery.running.sessions import session
 
     path = LLAMA / "model.onnx"
@@ -128,7 +129,7 @@ def test_batch_two_is_checked_on_the_first_step_where_the_cache_step_refuses_it(
     names = [o.name for o in sess.get_outputs()]
     wider = with_own_past(sess, make_inputs(sess, model=path, batch=2), model=path)
     with pytest.raises(VerificationError, match="batch_size must be 1"):
-        _run(sess, names, wider)
-    feeds, outputs = _first_step(sess, names, batches=(2, 1), model=path)
+        run(sess, names, wider)
+    feeds, outputs = first_step(sess, names, batches=(2, 1), model=path)
     assert feeds["input_ids"].shape[0] == 2 and feeds["past_key_values.0.key"].shape[2] == 0
     assert outputs[0].shape == (2, feeds["input_ids"].shape[1], VOCAB)

@@ -386,13 +386,13 @@ def test_verification_sessions_one_at_a_time_without_the_graph(tmp_path, monkeyp
     import threading
     import weakref
 
-    from onnxsurgery.running import sessions as sessions_module, verify
+    from onnxsurgery.running import runs as seam, sessions as sessions_module
     from onnxsurgery.api import quantizing as api
 
     src = tmp_path / "in.onnx"
     onnx.save(builders.quant_cases(), str(src))
     graphs, sessions, created = [], weakref.WeakSet(), []
-    real_open, real_session = api.open_workspace, verify.session
+    real_open, real_session = api.open_workspace, seam.session
 
     def open_and_track(source):
         ws = real_open(source)
@@ -414,7 +414,7 @@ def test_verification_sessions_one_at_a_time_without_the_graph(tmp_path, monkeyp
         return s
 
     monkeypatch.setattr(api, "open_workspace", open_and_track)
-    monkeypatch.setattr(verify, "session", session_and_track)  # compare_models' sessions
+    monkeypatch.setattr(seam, "session", session_and_track)  # compare_models' sessions
     monkeypatch.setattr(sessions_module, "session", session_and_track)  # the lean/accurate choice's probes
     report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024)
     # the input's weights mapped from its file; the result loaded without constant folding

@@ -27,15 +27,15 @@ def _ahead_alive() -> bool:
 
 def _recording_sessions(monkeypatch) -> list[tuple[str, bool]]:
     """(the thread's name, whether on the main thread) of each verification session made."""
-    from onnxsurgery.running import verify
+    from onnxsurgery.running import runs
 
-    real, made = verify._named_session, []
+    real, made = runs.open_session, []
 
     def recorded(model, **options):
         made.append((str(model), threading.current_thread() is threading.main_thread()))
         return real(model, **options)
 
-    monkeypatch.setattr(verify, "_named_session", recorded)
+    monkeypatch.setattr(runs, "open_session", recorded)
     return made
 
 
@@ -63,14 +63,17 @@ def test_the_original_runs_beside_the_quantizer_and_computes_the_same(tmp_path, 
 def test_a_reference_that_fails_fails_the_comparison_and_writes_nothing(tmp_path, monkeypatch):
     import onnxsurgery
     from onnxsurgery.errors import VerificationError
-    from onnxsurgery.running import verify
+    from onnxsurgery.running import runs
 
     _model(tmp_path / "in.onnx")
+    real = runs.open_session
 
-    def failing(*args, **kwargs):
-        raise VerificationError("the original model does not run on generated inputs (made by hand)")
+    def failing(model, **options):
+        if str(model).endswith("in.onnx"):
+            raise VerificationError("the original model does not run on generated inputs (made by hand)")
+        return real(model, **options)
 
-    monkeypatch.setattr(verify, "_reference_runs", failing)
+    monkeypatch.setattr(runs, "open_session", failing)
     with pytest.raises(VerificationError, match="made by hand"):
         onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx")
     assert not (tmp_path / "q.onnx").exists()
@@ -80,14 +83,12 @@ def test_a_reference_that_fails_fails_the_comparison_and_writes_nothing(tmp_path
 def test_nothing_runs_ahead_where_nothing_is_compared(tmp_path, monkeypatch):
     """--no-verify, and a model with nothing to quantize (a copy, loaded, not run)."""
     import onnxsurgery
-    from onnxsurgery.running import verify
 
-    started = []
-    monkeypatch.setattr(verify, "Pending", lambda compute, **kwargs: started.append(1))
+    made = _recording_sessions(monkeypatch)
     _model(tmp_path / "in.onnx")
     onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", verify=False)
     onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q2.onnx", exclude=("*",))
-    assert started == []
+    assert made == [] and not _ahead_alive()
 
 
 def test_pending_hands_over_the_result_or_the_error():
@@ -129,14 +130,14 @@ def test_a_terminated_session_refuses_its_next_runs(tmp_path):
     import onnxruntime as ort
 
     from onnxsurgery.errors import VerificationError
-    from onnxsurgery.running import verify
+    from onnxsurgery.running.reference_runs import run_reference
 
     _model(tmp_path / "in.onnx")
     stop = ort.RunOptions()
     stop.terminate = True
     with pytest.raises(VerificationError):
-        verify._reference_runs(tmp_path / "in.onnx", None, None, 0, False, beside=stop)
-    assert verify._reference_runs(tmp_path / "in.onnx", None, None, 0, False, beside=ort.RunOptions())[2]
+        run_reference(tmp_path / "in.onnx", None, None, 0, False, beside=stop)
+    assert run_reference(tmp_path / "in.onnx", None, None, 0, False, beside=ort.RunOptions())[2]
 
 
 def test_cancel_asks_only_while_the_work_runs():
@@ -173,7 +174,9 @@ def test_only_the_first_run_goes_ahead_until_the_model_is_quantized(tmp_path, mo
     names, samples, expected, merge, wider = pending.result()
     assert wider == 1  # where the batch-2 sample lies
     assert batches == [1, 2] and [s["x"].shape[0] for s in samples] == [1, 2]
-    assert verify._reference_runs(tmp_path / "in.onnx", None, None, 0, False)[2][1][0].shape == expected[1][0].shape
+    from onnxsurgery.running.reference_runs import run_reference
+
+    assert run_reference(tmp_path / "in.onnx", None, None, 0, False)[2][1][0].shape == expected[1][0].shape
 
 
 def test_asking_for_the_result_or_cancelling_opens_the_gate(tmp_path, monkeypatch):

@@ -109,22 +109,22 @@ def test_the_opset_upgrade_is_verified_with_the_result(tmp_path):
     own only where the result's error is large (api/quant_steps.py, `deferred`). The result's
     verification covers both."""
     import onnxsurgery
-    from onnxsurgery.running import verify
+    from onnxsurgery.running import runs as seam
 
     onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
     runs = []
-    real = verify._run
+    real = seam.run
 
     def counted(sess, names, feeds):
         runs.append(1)
         return real(sess, names, feeds)
 
-    verify._run = counted
+    seam.run = counted
     try:
         report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", granularity="block", lowering="dq",
                                         min_elements=1024)
     finally:
-        verify._run = real
+        seam.run = real
     assert any("upgraded opset 13 -> 21" in n and "verified with the result" in n for n in report.notes)
     assert report.verification["rel_l2_error"] < 0.02 and len(runs) == 2
 
@@ -149,16 +149,16 @@ def test_the_upgrade_check_runs_on_the_worst_sample_alone(tmp_path, monkeypatch)
     16 samples ran it 16 more times), and still refuses the converter's mistake."""
     import onnxsurgery
     from onnxsurgery.errors import VerificationError
-    from onnxsurgery.running import verify
+    from onnxsurgery.running import runs as seam
 
-    real_run, runs = verify._run, []
+    real_run, runs = seam.run, []
 
     def counted(sess, names, feeds):
         runs.append(float(np.abs(feeds["x"]).sum()))
         return real_run(sess, names, feeds)
 
     _doubling_upgrade(monkeypatch)
-    monkeypatch.setattr(verify, "_run", counted)
+    monkeypatch.setattr(seam, "run", counted)
     onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
     rng = np.random.default_rng(0)
     samples = [{"x": rng.standard_normal((4, 64)).astype(np.float32) * scale} for scale in (1, 3, 2, 1)]
@@ -240,16 +240,16 @@ def test_every_session_of_one_verification_computes_alike(tmp_path, monkeypatch,
     the upgrade's tolerance (crepe_full's int4: 1.7e-5 against 1e-5, refused)."""
     import onnxsurgery
     from onnxsurgery.errors import VerificationError
-    from onnxsurgery.running import verify
+    from onnxsurgery.running import runs as seam
 
-    real_session, layouts = verify._named_session, []
+    real_session, layouts = seam.open_session, []
 
     def recorded(model, **options):
         layouts.append(options.get("layout"))
         return real_session(model, **options)
 
     _doubling_upgrade(monkeypatch)
-    monkeypatch.setattr(verify, "_named_session", recorded)
+    monkeypatch.setattr(seam, "open_session", recorded)
     onnx.save(_matmul_model(13), str(tmp_path / "in.onnx"))
     samples = [{"x": np.ones((4, 64), np.float32)}] if given else None
     with pytest.raises(VerificationError, match="upgraded to opset 21"):

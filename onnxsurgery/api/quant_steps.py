@@ -24,6 +24,7 @@ from ..quantization.choices.plan_check import plan_opset
 from ..quantization.choices.planning import any_weight_to_change, required_opset
 from ..report import RunReport
 from ..run_options import Inputs
+from ..running.batched import batch_groups
 from ..running.verify import compare_models
 
 log = logging.getLogger("onnxsurgery")
@@ -196,9 +197,11 @@ def _check_upgrade(source, upgraded: onnx.ModelProto, opset: int, inputs: Inputs
     layout = inputs.samples is not None  # as the kept runs were computed (verify.compare_models)
     if worst is not None and reference_runs:
         (names, kept_samples, expected, batched, _), = reference_runs.values()
-        # a sample run inside a batch (running/batched.py) is run again alone, as the upgrade's is
-        samples, reference_runs = [kept_samples[worst]], None
-        reference_outputs = None if batched else (names, [expected[worst]])
+        # a sample run inside a batch (running/batched.py): that batch, as the original ran it, its
+        # outputs taken; it was run again alone (dec-l4 int4: one more run over every weight)
+        members = next(g for g in batch_groups(kept_samples) if worst in g) if batched else [worst]
+        samples, reference_runs = [kept_samples[i] for i in members], None
+        reference_outputs = (names, [expected[i] for i in members], batched)
     with tempfile.TemporaryDirectory() as tmp:
         if not in_file:
             path = Path(tmp) / "upgraded.onnx"

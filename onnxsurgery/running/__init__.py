@@ -8,6 +8,8 @@ import nothing else, and no private name); the modules:
 - generated: generated samples a session runs (lengths in turn; a decoder's own past, first step)
 - samples: the user's samples read from an .npz and checked against the model's inputs
 - verify: two models run on the same inputs and their outputs compared
+- reference_runs: the reference's runs of a comparison (kept, batched, run ahead)
+- runs: every session and run of verification, both sides' (the one seam tests patch)
 - labels: what a comparison says it ran on (runtime_label), for the report
 - ahead: work started on another thread, its result asked for later (the reference's runs)
 - heap: freed memory given back between sessions; threads on the main heap (glibc)
@@ -36,11 +38,12 @@ _HOMES = {
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
     **dict.fromkeys(["compare_models", "copy_verification", "reference_ahead"], "verify"),
     "runtime_label": "labels",
+    "batch_groups": "batched",
     "same_readers": "readers",
     **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }
 _MODULES = ("sessions", "initializers", "feeds", "samples", "verify", "labels", "ahead", "output_errors",
-            "output_kinds", "kv_cache", "session_memory", "readers", "generated", "heap")
+            "output_kinds", "kv_cache", "session_memory", "readers", "generated", "heap", "reference_runs", "runs")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

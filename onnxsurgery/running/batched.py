@@ -37,42 +37,63 @@ def _signature(feeds: dict[str, np.ndarray]) -> tuple | None:
     return tuple(sorted((name, v.dtype.str, v.shape[1:]) for name, v in feeds.items()))
 
 
+def batch_groups(samples: list[dict[str, np.ndarray]]) -> list[list[int]]:
+    """The samples' indices, those that run as one batch together (`run_samples` with `merge`)."""
+    found: dict[tuple | int, list[int]] = {}
+    for index, feeds in enumerate(samples):
+        signature = _signature(feeds)
+        found.setdefault(index if signature is None else signature, []).append(index)
+    return list(found.values())
+
+
 def run_samples(samples: list[dict[str, np.ndarray]], run: Run, *, merge: bool,
-                side_by_side: bool = False) -> list[list[np.ndarray]]:
+                side_by_side: bool = False, together=None) -> list[list[np.ndarray]]:
     """Each sample's outputs (`run(feeds)` gives one run's), in the samples' order. With `merge`
     (the caller's decision, from the reference's `batch_dimension`: both sides of a comparison
     must decide alike), the samples of one signature run as one batch. `side_by_side`: two such
     batches run at once, on two threads (a streamed result: each run dequantizes every weight on
     one core, onnxruntime's Cast being single-threaded; the two runs hold one dequantized weight
-    each, where one run held one)."""
+    each, where one run held one). `together`: given every batch's feeds, their outputs from one
+    run (twinned.py: each weight dequantized once for all of them)."""
     if not merge or len(samples) < 2:
         return [run(feeds) for feeds in samples]
-    groups: dict[tuple | int, list[int]] = {}
-    for index, feeds in enumerate(samples):
-        signature = _signature(feeds)
-        groups.setdefault(index if signature is None else signature, []).append(index)
+    members_of = batch_groups(samples)
     results: list[list[np.ndarray] | None] = [None] * len(samples)
-    if side_by_side and len(groups) > 1:
+    if together is not None and len(members_of) > 1:
+        joined = [_joined(samples, members) for members in members_of]
+        for members, outputs in zip(members_of, together(joined)):
+            _cut(samples, members, outputs, run, results)
+        return results  # type: ignore[return-value]
+    if side_by_side and len(members_of) > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="onnxsurgery-batch") as pool:
-            for members, outputs in zip(groups.values(), list(pool.map(
-                    lambda members: run_samples([samples[i] for i in members], run, merge=True), groups.values()))):
+            for members, outputs in zip(members_of, list(pool.map(
+                    lambda members: run_samples([samples[i] for i in members], run, merge=True), members_of))):
                 for i, out in zip(members, outputs):
                     results[i] = out
         return results  # type: ignore[return-value]
-    for members in groups.values():
-        if len(members) == 1:
-            results[members[0]] = run(samples[members[0]])
-            continue
-        sizes = [next(iter(samples[i].values())).shape[0] for i in members]
-        joined = {name: np.concatenate([samples[i][name] for i in members]) for name in samples[members[0]]}
-        outputs = run(joined)
-        if any(o.ndim == 0 or o.shape[0] != sum(sizes) for o in outputs):  # not batched after all
-            for i in members:
-                results[i] = run(samples[i])
-            continue
-        bounds = np.cumsum([0, *sizes])
-        for i, lo, hi in zip(members, bounds[:-1], bounds[1:]):
-            results[i] = [o[lo:hi] for o in outputs]
+    for members in members_of:
+        _cut(samples, members, run(_joined(samples, members)), run, results)
     return results  # type: ignore[return-value]
+
+
+def _joined(samples: list[dict[str, np.ndarray]], members: list[int]) -> dict[str, np.ndarray]:
+    if len(members) == 1:
+        return samples[members[0]]
+    return {name: np.concatenate([samples[i][name] for i in members]) for name in samples[members[0]]}
+
+
+def _cut(samples, members: list[int], outputs: list[np.ndarray], run: Run, results: list) -> None:
+    """Each member's outputs, cut out of their batch's `outputs` into `results`."""
+    if len(members) == 1:
+        results[members[0]] = outputs
+        return
+    sizes = [next(iter(samples[i].values())).shape[0] for i in members]
+    if any(o.ndim == 0 or o.shape[0] != sum(sizes) for o in outputs):  # not batched after all
+        for i in members:
+            results[i] = run(samples[i])
+        return
+    bounds = np.cumsum([0, *sizes])
+    for i, lo, hi in zip(members, bounds[:-1], bounds[1:]):
+        results[i] = [o[lo:hi] for o in outputs]

@@ -80,10 +80,14 @@ def with_own_past(sess, sample: dict[str, np.ndarray], *, shapes: dict[str, list
 def with_own_pasts(sess, samples: list[dict[str, np.ndarray]], *, seeds: list[int],
                    shapes: dict[str, list[int]] | None = None,
                    model: onnx.ModelProto | str | os.PathLike | None = None,
-                   length: int = DEFAULT_DIM, merge: bool = False) -> list[dict[str, np.ndarray]]:
+                   length: int = DEFAULT_DIM, merge: bool = False, steps: list | None = None,
+                   ) -> list[dict[str, np.ndarray]]:
     """`with_own_past` of each sample (its prefix from its own seed); with `merge`, the prefixes
     that differ only in their batch run as one batch (batched.py: a streamed decoder reads
-    every weight once for them all, not once per sample: dec-l4's two took 1.1-1.3 s each)."""
+    every weight once for them all, not once per sample: dec-l4's two took 1.1-1.3 s each).
+    `steps`: given a list, filled with (prefixes, their outputs) where every sample's prefix ran
+    as one batch: each prefix is a first step (`first_step_inputs`) whose outputs are computed
+    already (reference_runs: the first-step samples of a streamed decoder)."""
     from .batched import run_samples
 
     names = [o.name for o in sess.get_outputs()]
@@ -92,6 +96,8 @@ def with_own_pasts(sess, samples: list[dict[str, np.ndarray]], *, seeds: list[in
     wanted = [i for i, p in enumerate(prefixes) if p is not None]
     try:
         outs = run_samples([prefixes[i] for i in wanted], lambda feeds: sess.run(names, feeds), merge=merge)
+        if steps is not None and merge and wanted and len(wanted) == len(samples):
+            steps.append(([prefixes[i] for i in wanted], outs))
     except Exception:  # noqa: BLE001 - onnxruntime's own types: each on its own, its random past kept if refused
         outs = [_run_or_none(sess, names, prefixes[i]) for i in wanted] if merge and len(wanted) > 1 else []
     own = list(samples)

@@ -94,7 +94,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             fold_constants: bool = True, map_weights: bool = False, extra_outputs: tuple[str, ...] = (),
             runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
             branches: dict[str, str] | None = None, streamed: bool | None = None,
-            payloads_beside: str | os.PathLike | None = None, layout: bool = False, beside: bool = False):
+            payloads_beside: str | os.PathLike | None = None, layout: bool = False, beside: bool = False,
+            twins: int = 1):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -118,7 +119,9 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     (an opset upgrade of it, say) whose external references are relative to its folder, as
     `open_model` leaves them; nothing is copied, and the folder rule applies to them. `layout`:
     Conv weights in onnxruntime's blocked layout, for many runs (`session_settings`). `beside`:
-    it runs beside other work (session_settings)."""
+    it runs beside other work (session_settings). `twins` > 1 (a path whose weights are mapped, or
+    a stub with `payloads_beside`): the graph that many times over, its weights once (twinned.py);
+    VerificationError where that is not to be had."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
     if initializers is None and hasattr(model, "npy_arrays"):  # npy.NpyModel: its arrays as `run` gives them
@@ -126,13 +129,15 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     if payloads_beside is not None and isinstance(model, onnx.ModelProto):
         return _stub_session(model, Path(payloads_beside), optimize=optimize, fold_constants=fold_constants,
                              runtime=runtime, streamed=streams(payloads_beside) if streamed is None else streamed,
-                             layout=layout, beside=beside)
+                             layout=layout, beside=beside, twins=twins)
     if streamed is None:
         streamed = streams(model) or sum(a.nbytes for a in (initializers or {}).values()) >= STREAM_BYTES
     map_weights = map_weights or streamed
     settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime, streamed=streamed,
-                                layout=layout, beside=beside)
+                                layout=layout, beside=beside, twins=twins)
     try:
+        if twins > 1 and (isinstance(model, onnx.ModelProto) or initializers or not map_weights):
+            raise ValueError("twinned sessions are made of mapped files only")
         if isinstance(model, onnx.ModelProto):
             from ..storage.io import needs_external_data
 
@@ -148,9 +153,9 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             return _mapped_session(Path(model), settings, extra_outputs, initializers)
         if map_weights:
             try:
-                return _mapped_session(Path(model), settings, extra_outputs, branches=branches)
+                return _mapped_session(Path(model), settings, extra_outputs, branches=branches, twins=twins)
             except Exception:  # noqa: BLE001 - whatever the mapped copy trips on, load the file itself
-                if extra_outputs or branches:
+                if extra_outputs or branches or twins > 1:
                     raise
                 settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime,
                                             streamed=streamed, layout=layout, beside=beside)
@@ -162,14 +167,18 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
         raise VerificationError(f"onnxruntime cannot load the model: {_first_line(e)}") from e
 
 
-def _stub_session(stub: onnx.ModelProto, payloads: Path, *, streamed: bool, **settings):
+def _stub_session(stub: onnx.ModelProto, payloads: Path, *, streamed: bool, twins: int = 1, **settings):
     """`session(stub, payloads_beside=payloads)`."""
     _check_locations(payloads, stub)
     try:
+        if twins > 1:
+            from .twinned import twin_graph
+
+            stub = twin_graph(_copy(stub), twins)
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / "model.onnx"
             path.write_bytes(stub.SerializeToString())
-            return _load(str(path), session_settings(**settings, streamed=streamed), payloads.parent)
+            return _load(str(path), session_settings(**settings, streamed=streamed, twins=twins), payloads.parent)
     except Exception as e:  # onnxruntime raises its own exception types
         raise VerificationError(f"onnxruntime cannot load the model: {_first_line(e)}") from e
 
@@ -210,7 +219,7 @@ def computes_in_16bit_floats(model) -> bool:
 
 
 def session_settings(*, optimize: bool = True, fold_constants: bool = True, runtime: str = "onnxruntime",
-                     streamed: bool = False, layout: bool = False, beside: bool = False):
+                     streamed: bool = False, layout: bool = False, beside: bool = False, twins: int = 1):
     """onnxruntime SessionOptions and InferenceSession keyword arguments for `session`.
 
     The NCHWc layout transformer is off unless `layout`: at session creation it copies every
@@ -233,7 +242,8 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     `streamed`: the session holds no weight of its own (module doc), whatever else is asked.
     `beside`: it runs beside other work (verification's reference while quant quantizes,
     running/ahead.py): its idle threads sleep instead of spinning for the next operator, which
-    would take the core the other work needs; what it computes is the same.
+    would take the core the other work needs; what it computes is the same. `twins` > 1: nodes
+    run in the graph's order (twinned.py: a weight's float copy freed once both copies read it).
     Every session: no memory arena, no memory pattern (below)."""
     import onnxruntime as ort
 
@@ -252,6 +262,8 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     opts.enable_mem_pattern = False
     if beside:
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if twins > 1:
+        opts.execution_order = ort.ExecutionOrder.PRIORITY_BASED
     kwargs = {"providers": ["CPUExecutionProvider"], "disabled_optimizers": [] if layout else ["NchwcTransformer"]}
     if not fold_constants:
         kwargs["disabled_optimizers"].append("ConstantFolding")
@@ -271,7 +283,8 @@ def _load(source: str | bytes, settings, data_dir: str | os.PathLike | None = No
 
 
 def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
-                    initializers: dict[str, np.ndarray] | None = None, branches: dict[str, str] | None = None):
+                    initializers: dict[str, np.ndarray] | None = None, branches: dict[str, str] | None = None,
+                    twins: int = 1):
     """A session on the model at `path` with its large payloads left in the file (`session`).
 
     Each graph input named in `initializers` becomes an initializer whose bytes are that array,
@@ -287,6 +300,10 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     if branches:
         inline_branches(model.graph, branches)
     model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(name) for name in extra_outputs)
+    if twins > 1:
+        from .twinned import twin_graph
+
+        twin_graph(model, twins)
     # np.require, not np.ascontiguousarray: that one makes a scalar 1-D
     arrays = {name: np.require(a, requirements="C") for name, a in (initializers or {}).items()}
     if arrays:
@@ -305,6 +322,12 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     if arrays:  # onnxruntime reads the arrays' buffers for the session's life, not a copy of them
         sess._onnxsurgery_initializers = (arrays, values)
     return sess
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    copied = onnx.ModelProto()
+    copied.CopyFrom(model)
+    return copied
 
 
 def load_error(model: onnx.ModelProto | str | os.PathLike) -> str | None:

@@ -8,25 +8,26 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
 
 import numpy as np
 import onnx
 
-from ..errors import VerificationError, runtime_message
-from .ahead import Gate, Pending
+from ..errors import VerificationError
+from ..progress import progress
+from . import runs
+from .feeds import _structure
 from .heap import give_back_freed_memory as _give_back_freed_memory
+from .labels import runtime_label
 from .output_errors import PooledOutputs, compare_outputs
 from .output_kinds import headline_outputs
-from .readers import same_readers
 from .ranked import ranked_outputs
-from .batched import batch_dimension, run_samples
-from ..progress import progress
-from .sessions import _first_line, computes_in_16bit_floats, session, streams
-from .samples import check_samples
-from .labels import runtime_label
-from .feeds import DEFAULT_BATCH, LENGTHS, _structure, has_dynamic_batch, make_inputs
-from .generated import first_step_inputs, runnable_inputs, with_own_past, with_own_pasts
+from .readers import same_readers
+from .batched import batch_groups, run_samples
+from .reference_runs import identity, reference_ahead, run_reference, runs_key, settle
+from .sessions import computes_in_16bit_floats, streams
+from .twinned import joined_feeds, outputs_of, split_outputs
+
+__all__ = ["compare_models", "copy_verification", "reference_ahead"]
 
 
 def compare_models(
@@ -34,7 +35,7 @@ def compare_models(
     shapes: dict[str, list[int]] | None = None, seed: int = 0, fold_candidate: bool = True,
     runtime: str = "onnxruntime", outputs: tuple[str, ...] | None = None,
     candidate_beside: str | os.PathLike | None = None, reference_runs: dict | None = None,
-    reference_outputs: tuple[list[str], list[list[np.ndarray]]] | None = None, layout: bool | None = None,
+    reference_outputs: tuple | None = None, layout: bool | None = None,
     optimize: bool = True,
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
@@ -61,7 +62,8 @@ def compare_models(
 
     `reference_outputs` (names, each sample's outputs): the reference's outputs on `samples`,
     computed already (quant --inputs: the measured choices ran the original on them:
-    `Calibration.reference_outputs`), taken instead of running the reference again.
+    `Calibration.reference_outputs`), taken instead of running the reference again; a third
+    item True: they were computed as one batch (batched.py), and the candidate runs them so.
 
     `layout`: both sessions with Conv weights in onnxruntime's blocked layout
     (sessions.session_settings); by default where the samples are given, not generated. Given
@@ -82,24 +84,25 @@ def compare_models(
     # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
-            and _identity(candidate) == _identity(reference) and not isinstance(reference, onnx.ModelProto))
-    runs_key = _runs_key(reference, streamed, seed, shapes, samples, same, optimize, layout)
+            and identity(candidate) == identity(reference) and not isinstance(reference, onnx.ModelProto))
+    key = runs_key(reference, streamed, seed, shapes, samples, same, optimize, layout)
     if reference_runs:
-        _settle(reference_runs, runs_key)  # the reference's runs started ahead (reference_ahead)
-    if reference_runs is not None and runs_key in reference_runs:
-        names, samples, expected, merge, wider = reference_runs[runs_key]
+        settle(reference_runs, key)  # the reference's runs started ahead (reference_ahead)
+    if reference_runs is not None and key in reference_runs:
+        names, samples, expected, merge, wider = reference_runs[key]
     elif reference_outputs is not None and not generated and not same:
-        (names, expected), merge, wider = reference_outputs, False, None  # computed sample by sample
+        names, expected, *batched = reference_outputs  # computed sample by sample, or as one batch
+        merge, wider = bool(batched and batched[0]), None
         if reference_runs is not None:
             reference_runs.clear()
-            reference_runs[runs_key] = (names, samples, expected, merge, wider)
+            reference_runs[key] = (names, samples, expected, merge, wider)
     else:
         # the reference's own file is not compared with anything: one sample shows that it runs
-        names, samples, expected, merge, wider = _reference_runs(reference, samples, shapes, seed, streamed,
+        names, samples, expected, merge, wider = run_reference(reference, samples, shapes, seed, streamed,
                                                                  wider=not same, layout=layout, optimize=optimize)
         if reference_runs is not None:
             reference_runs.clear()  # one reference at a time
-            reference_runs[runs_key] = (names, samples, expected, merge, wider)
+            reference_runs[key] = (names, samples, expected, merge, wider)
     positions = list(range(len(samples)))  # in the reference's runs (worst_sample names one)
     if wider is not None and not same and (wider < 0 or not merge):
         weights_only = same_readers(reference, candidate)
@@ -118,7 +121,12 @@ def compare_models(
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
     cand_options = dict(runtime=runtime, layout=layout, optimize=optimize, streamed=streamed,
                         payloads_beside=candidate_beside)
-    cand_sess = None if same else _named_session(candidate, fold_constants=fold_candidate, **cand_options)
+    # a streamed model's batches of other shapes (a decoder's samples with a past, its first
+    # steps): one run of a twinned session, each weight dequantized once (twinned.py)
+    merged = _twinned(candidate, names, samples, fold_constants=fold_candidate, **cand_options) if (
+        not same and streamed and merge and len(batch_groups(samples)) > 1) else None
+    cand_sess = None if same or merged is not None else runs.open_session(
+        candidate, fold_constants=fold_candidate, **cand_options)
 
     refolding = threading.Lock()  # run_samples may run two batches at once
 
@@ -126,7 +134,7 @@ def compare_models(
         nonlocal cand_sess, fold_candidate
         sess = cand_sess
         try:
-            return _run(sess, names, feeds)
+            return runs.run(sess, names, feeds)
         except VerificationError:
             with refolding:
                 if sess is cand_sess and (fold_candidate or streamed or not optimize):
@@ -136,19 +144,19 @@ def compare_models(
                 # not so): the user's default session folds, so this one does now, float copies held
                 if sess is cand_sess:
                     cand_sess, fold_candidate = None, True
-                    cand_sess = _named_session(candidate, fold_constants=True, **cand_options)
-        return _run(cand_sess, names, feeds)
+                    cand_sess = runs.open_session(candidate, fold_constants=True, **cand_options)
+        return runs.run(cand_sess, names, feeds)
 
     _give_back_freed_memory()  # the reference session's buffers, before the candidate's
     headline = headline_outputs(names, outputs)
     ranked = ranked_outputs(_structure(reference))
     # batched as the reference's were (batched.py): a streamed model's samples in one pass
-    merged = None if cand_sess is None or not merge else run_samples(
-        samples, run_candidate, merge=True, side_by_side=True)
+    if merged is None and cand_sess is not None and merge:
+        merged = run_samples(samples, run_candidate, merge=True, side_by_side=True)
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
-        if index and merged is None and cand_sess is not None:  # the last run's buffers: eeg_spindles'
+        if index and merged is None and not same:  # the last run's buffers: eeg_spindles'
             _give_back_freed_memory()  # batch-2 run began 20 MB higher, its peak 170-186 MB -> 145-168
-        got = ref if cand_sess is None else merged[index] if merged is not None else run_candidate(feeds)
+        got = ref if same else merged[index] if merged is not None else run_candidate(feeds)
         compared = compare_outputs(ref, got, names, ranked)
         error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
         if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst
@@ -175,51 +183,25 @@ def compare_models(
     }
 
 
-def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
-                    samples: list[dict[str, np.ndarray]] | None = None, shapes: dict[str, list[int]] | None = None,
-                    seed: int = 0) -> Pending:
-    """The reference's runs that `compare_models(reference, candidate, reference_runs=...)` will
-    ask for, started now on another thread (ahead.py) and kept in `reference_runs`: quant starts
-    them before it quantizes. Keyed as compare_models keys them for a candidate that is another
-    file and streams as the reference does; a comparison under other settings waits for them,
-    drops them and runs its own. The caller `wait`s on the result where it never compares.
+def _twinned(candidate, names: list[str], samples: list[dict[str, np.ndarray]], **options):
+    """Each sample's outputs from one run of a twinned session of `candidate` (one copy of its
+    graph per batch, batched.batch_groups), or None where that session cannot be had or refuses: the
+    caller runs each batch in a session of its own then, which says why where it fails too."""
+    copies = len(batch_groups(samples))
 
-    Runs larger than the first (the batch-2 sample: twice its memory) wait until the caller
-    calls `go_on` (quant: once quantized) or asks for the result (ahead.py); a decoder's first
-    step, no past and smaller, does not (dec-l4: held, it ran 1.0 s after quantizing)."""
-    streamed = streams(reference)
-    layout = samples is not None
-    key = _runs_key(reference, streamed, seed, shapes, samples, False, True, layout)
-    import onnxruntime as ort
+    def together(feeds):
+        return split_outputs(runs.run(sess, outputs_of(names, copies), joined_feeds(feeds)), copies)
 
-    stop = ort.RunOptions()  # its terminate flag ends the run under way and refuses the next ones
-    gate = Gate()  # runs larger than the first wait there until the model is quantized (ahead.py)
-    pending = Pending(lambda: _reference_runs(reference, samples, shapes, seed, streamed, layout=layout, beside=stop,
-                                              hold=gate.passing, wants_wider=lambda: gate.wider),
-                      cancel=lambda: setattr(stop, "terminate", True), gate=gate)
-    reference_runs.clear()  # one reference at a time
-    reference_runs[key] = pending
-    return pending
+    def alone(feeds):  # a batch whose outputs are not per sample after all: the caller's way
+        raise VerificationError("not batched")
 
-
-def _runs_key(reference, streamed: bool, seed: int, shapes, samples, same: bool, optimize: bool,
-              layout: bool) -> tuple:
-    """What names the reference's runs in `reference_runs`: the settings they were computed with."""
-    return (_identity(reference), streamed, seed, repr(shapes), None if samples is None else id(samples), same,
-            optimize, layout)
-
-
-def _settle(reference_runs: dict, key: tuple) -> None:
-    """The runs started ahead in `reference_runs`, waited for: kept where they ran, dropped where
-    they failed, their error raised where they are the ones asked for (`key`)."""
-    for held, value in list(reference_runs.items()):
-        if isinstance(value, Pending):
-            try:
-                reference_runs[held] = value.result()
-            except Exception:
-                del reference_runs[held]
-                if held == key:
-                    raise
+    try:
+        sess = runs.open_session(candidate, twins=copies, **options)
+        return run_samples(samples, alone, merge=True, together=together)
+    except VerificationError:
+        return None
+    finally:
+        sess = None  # noqa: F841 - freed before the caller's session
 
 
 def copy_verification(model: str | os.PathLike, *, generated: bool = True) -> dict:
@@ -235,174 +217,3 @@ def copy_verification(model: str | os.PathLike, *, generated: bool = True) -> di
     return {"runtime": runtime_label("onnxruntime", model), "streamed": False, "samples": 0, "copy": True,
             "generated": generated, "exact": True, "max_abs_error": 0.0, "rel_l2_error": 0.0, "not_finite": 0,
             "other_shapes": 0, "headline": [], "worst_sample": 0, "outputs": {}}
-
-
-def _identity(model) -> object:
-    """What names a model for `reference_runs`: its resolved path, or the object itself."""
-    if isinstance(model, (str, os.PathLike)):
-        try:
-            return str(Path(model).resolve())
-        except OSError:
-            return str(model)
-    return id(model)
-
-
-def _reference_runs(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
-                    layout: bool = False, optimize: bool = True, beside=None, hold=None, wants_wider=None):
-    """(output names, samples, the reference's outputs on each, whether samples of one shape ran
-    as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
-    where the batch is dynamic and a decoder's first step). A streamed model's samples that
-    differ only in their batch run as one batch (batched.py); the candidate must run them so.
-    `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
-    (reference_ahead; sessions.session_settings). `hold`: called before each run with larger inputs
-    than the first's (the batch-2 sample, not a first step): reference_ahead's gate."""
-    generated = samples is None
-    if not generated:
-        check_samples(reference, samples)
-    ref_sess = _named_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize,
-                              beside=beside is not None)
-    if beside is not None:
-        ref_sess = _WithRunOptions(ref_sess, beside)
-    names = [o.name for o in ref_sess.get_outputs()]
-    merge = streamed and batch_dimension(ref_sess) is not None
-    first = None  # the bytes of the first inputs that ran
-
-    def run(feeds):
-        nonlocal first
-        size = sum(np.asarray(v).nbytes for v in feeds.values())
-        if first is not None and size > first and hold is not None:
-            hold()  # a larger run than the first: it may hold more than the quantizer leaves spare
-        outputs = _run(ref_sess, names, feeds)
-        first = size if first is None else first
-        return outputs
-
-    length = LENGTHS[0]
-    merged = _merged_first(ref_sess, run, shapes, seed, reference) if generated and wider and merge else None
-    if merged is not None:  # the first sample ran, inside the batch of 3 the candidate runs too
-        samples, expected = merged
-        step = _first_step(ref_sess, names, run=run, batches=(DEFAULT_BATCH,), shapes=shapes, seed=seed + 2,
-                           model=reference, length=length)
-        if step is not None:
-            samples.append(step[0])
-            expected.append(step[1])
-        return names, samples, expected, merge, 1
-    if generated:
-        sample, computed, length, error = runnable_inputs(ref_sess, run, shapes=shapes, seed=seed, model=reference)
-        if error is not None:
-            made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in sample.items())
-            raise VerificationError(f"the original model does not run on generated inputs ({made}): give real "
-                                    f"ones with --inputs, or dimensions with --shape NAME:DxD ({error})") from error
-        samples, expected = [sample], [computed]
-    else:
-        expected = run_samples(samples, run, merge=merge)
-    wider_refused, wider_at = False, None
-    if not (generated and wider):
-        return names, samples, expected, merge, None
-    if has_dynamic_batch(ref_sess, shapes):
-        # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
-        # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
-        if hold is not None:
-            hold()  # with_own_past runs a batch-2 prefix of its own
-        if wants_wider is not None and not wants_wider():  # only weights changed (readers.py)
-            return _without_wider(ref_sess, names, samples, expected, merge, run=run, shapes=shapes, seed=seed + 2,
-                                  model=reference, length=length)
-        batch2 = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
-                                                    batch=2, length=length),
-                              shapes=shapes, seed=seed + 4, model=reference, length=length)
-        try:
-            if merge:  # streamed: with the first sample as one batch of 3, which the candidate runs once
-                try:
-                    expected = run_samples([*samples, batch2], run, merge=True)
-                except VerificationError:  # a batch of 3 refused: each on its own, on both sides
-                    merge = False
-                    expected.append(run(batch2))
-            else:
-                expected.append(run(batch2))
-            samples.append(batch2)
-            wider_at = len(samples) - 1
-        except VerificationError:  # batch 1 only, whatever it declares, or only with a past (below)
-            wider_refused = True
-    # the samples above have a past; the first step has none (prompt processing; a merged
-    # decoder's other If branch, which they never run). At batch 2 where the batch-2 sample with
-    # a past was refused: GroupQueryAttention takes batch 1 only with a past ("batch_size must
-    # be 1 when sequence_length > 1 and past context is given"), any batch without one.
-    step = _first_step(ref_sess, names, run=run, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
-                       shapes=shapes, seed=seed + 2, model=reference, length=length)
-    if step is not None:
-        samples.append(step[0])
-        expected.append(step[1])
-    return names, samples, expected, merge, wider_at
-
-
-def _without_wider(sess, names, samples, expected, merge, **options):
-    """_reference_runs' result where its batch-2 sample is left out on request: -1 says so."""
-    step = _first_step(sess, names, batches=(DEFAULT_BATCH,), **options)
-    if step is not None:
-        samples.append(step[0])
-        expected.append(step[1])
-    return names, samples, expected, merge, -1
-
-
-class _WithRunOptions:
-    """A session whose runs all take `options` (reference_ahead: their terminate flag)."""
-
-    def __init__(self, sess, options):
-        self._sess, self._options = sess, options
-
-    def run(self, names, feeds):
-        return self._sess.run(names, feeds, self._options)
-
-    def __getattr__(self, name):
-        return getattr(self._sess, name)
-
-
-def _merged_first(sess, run, shapes, seed: int, model):
-    """([the first sample, the batch-2 sample], their outputs) from one run of both as a batch
-    of 3, or None (no dynamic batch, or that run refused: _reference_runs then asks as before).
-    The samples are those _reference_runs makes at the first length, and the batch of 3 is what
-    it runs once the first sample has run alone; that run of the first sample only showed it
-    runs, which the batch shows too: a streamed decoder's reference ran 5 times, now 4 (dec-l4,
-    1.35 GB: each run reads every weight)."""
-    if not has_dynamic_batch(sess, shapes):
-        return None
-    length = LENGTHS[0]
-    # their own pasts from one run of both prefixes, as one batch (generated.with_own_pasts)
-    made = with_own_pasts(sess, [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
-                                             **({"batch": 2} if extra else {})) for extra in (0, 1)],
-                          seeds=[seed + 3, seed + 4], shapes=shapes, model=model, length=length, merge=True)
-    try:
-        return made, run_samples(made, run, merge=True)
-    except VerificationError:
-        return None
-
-
-def _first_step(sess, names: list[str], *, batches: tuple[int, ...], run=None, **options):
-    """(feeds, outputs) of a decoder's first step (`first_step_inputs`) that `sess` runs, at the
-    first of `batches` it takes; None for a model without a past, or refusing an empty one. `run`:
-    how the reference runs it (_reference_runs: held until quantized)."""
-    for batch in batches:
-        feeds = first_step_inputs(sess, batch=batch, **options)
-        if feeds is None:
-            return None
-        try:
-            return feeds, _run(sess, names, feeds) if run is None else run(feeds)
-        except VerificationError:
-            continue
-    return None
-
-
-def _named_session(model, **options):
-    """`session`, its error naming the model (a comparison loads two)."""
-    try:
-        return session(model, **options)
-    except VerificationError as e:
-        if isinstance(model, onnx.ModelProto) or e.__cause__ is None:
-            raise
-        raise VerificationError(f"onnxruntime cannot load {model}: {_first_line(e.__cause__)}") from e
-
-
-def _run(sess, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    try:
-        return sess.run(names, feeds)
-    except Exception as e:  # onnxruntime raises its own exception types
-        raise VerificationError(f"onnxruntime failed to run: {runtime_message(e)}") from e

@@ -1,0 +1,234 @@
+"""The reference's runs in a comparison (verify.compare_models): the samples, generated or
+given, run in the input model once, and kept for each candidate compared with it (quant: the
+opset upgrade, then the result) in the caller's `reference_runs` dict, keyed by the settings they
+ran under; started ahead on another thread while quant quantizes (`reference_ahead`, ahead.py),
+the runs larger than the first held at a gate until quantized; a streamed model's samples of one
+shape run as one batch (batched.py), which the candidate then runs alike.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import VerificationError
+from . import runs
+from .ahead import Gate, Pending
+from .batched import batch_dimension, run_samples
+from .feeds import DEFAULT_BATCH, LENGTHS, has_dynamic_batch, make_inputs
+from .generated import first_step_inputs, runnable_inputs, with_own_past, with_own_pasts
+from .samples import check_samples
+from .sessions import streams
+
+
+def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
+                    samples: list[dict[str, np.ndarray]] | None = None, shapes: dict[str, list[int]] | None = None,
+                    seed: int = 0) -> Pending:
+    """The reference's runs that `compare_models(reference, candidate, reference_runs=...)` will
+    ask for, started now on another thread (ahead.py) and kept in `reference_runs`: quant starts
+    them before it quantizes. Keyed as compare_models keys them for a candidate that is another
+    file and streams as the reference does; a comparison under other settings waits for them,
+    drops them and runs its own. The caller `wait`s on the result where it never compares.
+
+    Runs larger than the first (the batch-2 sample: twice its memory) wait until the caller
+    calls `go_on` (quant: once quantized) or asks for the result (ahead.py); a decoder's first
+    step, no past and smaller, does not (dec-l4: held, it ran 1.0 s after quantizing)."""
+    streamed = streams(reference)
+    layout = samples is not None
+    key = runs_key(reference, streamed, seed, shapes, samples, False, True, layout)
+    import onnxruntime as ort
+
+    stop = ort.RunOptions()  # its terminate flag ends the run under way and refuses the next ones
+    gate = Gate()  # runs larger than the first wait there until the model is quantized (ahead.py)
+    pending = Pending(lambda: run_reference(reference, samples, shapes, seed, streamed, layout=layout, beside=stop,
+                                              hold=gate.passing, wants_wider=lambda: gate.wider),
+                      cancel=lambda: setattr(stop, "terminate", True), gate=gate)
+    reference_runs.clear()  # one reference at a time
+    reference_runs[key] = pending
+    return pending
+
+
+def runs_key(reference, streamed: bool, seed: int, shapes, samples, same: bool, optimize: bool,
+              layout: bool) -> tuple:
+    """What names the reference's runs in `reference_runs`: the settings they were computed with."""
+    return (identity(reference), streamed, seed, repr(shapes), None if samples is None else id(samples), same,
+            optimize, layout)
+
+
+def settle(reference_runs: dict, key: tuple) -> None:
+    """The runs started ahead in `reference_runs`, waited for: kept where they ran, dropped where
+    they failed, their error raised where they are the ones asked for (`key`)."""
+    for held, value in list(reference_runs.items()):
+        if isinstance(value, Pending):
+            try:
+                reference_runs[held] = value.result()
+            except Exception:
+                del reference_runs[held]
+                if held == key:
+                    raise
+
+
+def identity(model) -> object:
+    """What names a model for `reference_runs`: its resolved path, or the object itself."""
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            return str(Path(model).resolve())
+        except OSError:
+            return str(model)
+    return id(model)
+
+
+def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
+                    layout: bool = False, optimize: bool = True, beside=None, hold=None, wants_wider=None):
+    """(output names, samples, the reference's outputs on each, whether samples of one shape ran
+    as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
+    where the batch is dynamic and a decoder's first step). A streamed model's samples that
+    differ only in their batch run as one batch (batched.py); the candidate must run them so.
+    `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
+    (reference_ahead; sessions.session_settings). `hold`: called before each run with larger inputs
+    than the first's (the batch-2 sample, not a first step): reference_ahead's gate."""
+    generated = samples is None
+    if not generated:
+        check_samples(reference, samples)
+    ref_sess = runs.open_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize,
+                              beside=beside is not None)
+    if beside is not None:
+        ref_sess = _WithRunOptions(ref_sess, beside)
+    names = [o.name for o in ref_sess.get_outputs()]
+    merge = streamed and batch_dimension(ref_sess) is not None
+    first = None  # the bytes of the first inputs that ran
+
+    def run(feeds):
+        nonlocal first
+        size = sum(np.asarray(v).nbytes for v in feeds.values())
+        if first is not None and size > first and hold is not None:
+            hold()  # a larger run than the first: it may hold more than the quantizer leaves spare
+        outputs = runs.run(ref_sess, names, feeds)
+        first = size if first is None else first
+        return outputs
+
+    length = LENGTHS[0]
+    merged = _merged_first(ref_sess, run, shapes, seed, reference) if generated and wider and merge else None
+    if merged is not None:  # the first sample ran, inside the batch of 3 the candidate runs too
+        samples, expected, steps = merged
+        if steps:  # the prefixes are the first steps, their outputs computed (_merged_first)
+            samples.extend(steps[0][0])
+            expected.extend(steps[0][1])
+            return names, samples, expected, merge, 1
+        step = first_step(ref_sess, names, run=run, batches=(DEFAULT_BATCH,), shapes=shapes, seed=seed + 2,
+                          model=reference, length=length)
+        if step is not None:
+            samples.append(step[0])
+            expected.append(step[1])
+        return names, samples, expected, merge, 1
+    if generated:
+        sample, computed, length, error = runnable_inputs(ref_sess, run, shapes=shapes, seed=seed, model=reference)
+        if error is not None:
+            made = ", ".join(f"{k}:{'x'.join(map(str, v.shape)) or 'scalar'}" for k, v in sample.items())
+            raise VerificationError(f"the original model does not run on generated inputs ({made}): give real "
+                                    f"ones with --inputs, or dimensions with --shape NAME:DxD ({error})") from error
+        samples, expected = [sample], [computed]
+    else:
+        expected = run_samples(samples, run, merge=merge)
+    wider_refused, wider_at = False, None
+    if not (generated and wider):
+        return names, samples, expected, merge, None
+    if has_dynamic_batch(ref_sess, shapes):
+        # batch 2 as well: a rewrite can break what only another batch size exercises (an opset
+        # upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%)
+        if hold is not None:
+            hold()  # with_own_past runs a batch-2 prefix of its own
+        if wants_wider is not None and not wants_wider():  # only weights changed (readers.py)
+            return _without_wider(ref_sess, names, samples, expected, merge, run=run, shapes=shapes, seed=seed + 2,
+                                  model=reference, length=length)
+        batch2 = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
+                                                    batch=2, length=length),
+                              shapes=shapes, seed=seed + 4, model=reference, length=length)
+        try:
+            if merge:  # streamed: with the first sample as one batch of 3, which the candidate runs once
+                try:
+                    expected = run_samples([*samples, batch2], run, merge=True)
+                except VerificationError:  # a batch of 3 refused: each on its own, on both sides
+                    merge = False
+                    expected.append(run(batch2))
+            else:
+                expected.append(run(batch2))
+            samples.append(batch2)
+            wider_at = len(samples) - 1
+        except VerificationError:  # batch 1 only, whatever it declares, or only with a past (below)
+            wider_refused = True
+    # the samples above have a past; the first step has none (prompt processing; a merged
+    # decoder's other If branch, which they never run). At batch 2 where the batch-2 sample with
+    # a past was refused: GroupQueryAttention takes batch 1 only with a past ("batch_size must
+    # be 1 when sequence_length > 1 and past context is given"), any batch without one.
+    step = first_step(ref_sess, names, run=run, batches=(2, DEFAULT_BATCH) if wider_refused else (DEFAULT_BATCH,),
+                       shapes=shapes, seed=seed + 2, model=reference, length=length)
+    if step is not None:
+        samples.append(step[0])
+        expected.append(step[1])
+    return names, samples, expected, merge, wider_at
+
+
+def _without_wider(sess, names, samples, expected, merge, **options):
+    """run_reference' result where its batch-2 sample is left out on request: -1 says so."""
+    step = first_step(sess, names, batches=(DEFAULT_BATCH,), **options)
+    if step is not None:
+        samples.append(step[0])
+        expected.append(step[1])
+    return names, samples, expected, merge, -1
+
+
+class _WithRunOptions:
+    """A session whose runs all take `options` (reference_ahead: their terminate flag)."""
+
+    def __init__(self, sess, options):
+        self._sess, self._options = sess, options
+
+    def run(self, names, feeds):
+        return self._sess.run(names, feeds, self._options)
+
+    def __getattr__(self, name):
+        return getattr(self._sess, name)
+
+
+def _merged_first(sess, run, shapes, seed: int, model):
+    """([the first sample, the batch-2 sample], their outputs, [(their prefixes, the prefixes'
+    outputs)] or []) from one run of both as a batch of 3, or None (no dynamic batch, or that run
+    refused: run_reference then asks as before). The samples are those run_reference makes at the
+    first length, and the batch of 3 is what it runs once the first sample has run alone; that
+    run of the first sample only showed it runs, which the batch shows too: a streamed decoder's
+    reference ran 5 times, now 4 (dec-l4, 1.35 GB: each run reads every weight).
+
+    A decoder's prefixes (the first steps that computed the samples' pasts, at the past's
+    length, one batch of 3) are its first-step samples: the reference's first step at the
+    first length was a third run of its own, and the result's a second streamed run beside the
+    samples' (each dequantizing every weight); now the reference runs twice."""
+    if not has_dynamic_batch(sess, shapes):
+        return None
+    length = LENGTHS[0]
+    # their own pasts from one run of both prefixes, as one batch (generated.with_own_pasts)
+    made = with_own_pasts(sess, [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
+                                             **({"batch": 2} if extra else {})) for extra in (0, 1)],
+                          seeds=[seed + 3, seed + 4], shapes=shapes, model=model, length=length, merge=True,
+                          steps=(steps := []))
+    try:
+        return made, run_samples(made, run, merge=True), steps
+    except VerificationError:
+        return None
+
+
+def first_step(sess, names: list[str], *, batches: tuple[int, ...], run=None, **options):
+    """(feeds, outputs) of a decoder's first step (`first_step_inputs`) that `sess` runs, at the
+    first of `batches` it takes; None for a model without a past, or refusing an empty one. `run`:
+    how the reference runs it (run_reference: held until quantized)."""
+    for batch in batches:
+        feeds = first_step_inputs(sess, batch=batch, **options)
+        if feeds is None:
+            return None
+        try:
+            return feeds, runs.run(sess, names, feeds) if run is None else run(feeds)
+        except VerificationError:
+            continue
+    return None

@@ -1,0 +1,30 @@
+"""Every onnxruntime session and run that verification makes, the reference's and the
+candidate's alike (verify.py, reference_runs.py), goes through `open_session` and `run`: one
+seam, where an error names the model or onnxruntime's message, and where tests count and
+record both sides' runs (monkeypatch this module's names)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ..errors import VerificationError, runtime_message
+from .sessions import _first_line, session
+
+
+def open_session(model, **options):
+    """`sessions.session`, its error naming the model (a comparison loads two)."""
+    try:
+        return session(model, **options)
+    except VerificationError as e:
+        if isinstance(model, onnx.ModelProto) or e.__cause__ is None:
+            raise
+        raise VerificationError(f"onnxruntime cannot load {model}: {_first_line(e.__cause__)}") from e
+
+
+def run(sess, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """`sess`'s outputs `names` on `feeds`; onnxruntime's failure as a VerificationError."""
+    try:
+        return sess.run(names, feeds)
+    except Exception as e:  # onnxruntime raises its own exception types
+        raise VerificationError(f"onnxruntime failed to run: {runtime_message(e)}") from e

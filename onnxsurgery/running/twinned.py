@@ -1,0 +1,120 @@
+"""Two batches of other shapes in one run of a streamed session: the graph's copy for each
+(`twin_graph`), the weights and whatever is computed from them alone shared.
+
+A streamed session (sessions.py) dequantizes every weight at each run (onnxruntime's Cast,
+one core): a decoder's samples with a past and its first steps (no past) differ in more than
+their batch (batched.py cannot join them), so they took two runs, each casting every weight
+(dec-l4, 1.35 GB: ~0.6 s of CPU a run on that alone). Twinned, each weight is cast once and read
+by both copies of its MatMul. Each copy runs the kernels a run of its own would, on the same
+inputs: the outputs are bit-identical to two runs'.
+
+Its nodes interleave, each copy's beside the other's, and the session runs them in that order
+(ExecutionOrder.PRIORITY_BASED: ready nodes by index): a weight's float copy is freed once both
+of its readers ran, so the session holds one at a time, as two runs side by side did.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+SUFFIX = "__twin"
+
+
+def twinnable(model: onnx.ModelProto) -> bool:
+    """Whether `twin_graph` can copy the main graph: no node holds a subgraph (If, Loop, Scan:
+    their outer-scope names would need renaming inside)."""
+    return not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                   for n in model.graph.node for a in n.attribute)
+
+
+def twin_graph(model: onnx.ModelProto, copies: int = 2) -> onnx.ModelProto:
+    """`model` changed in place: its graph inputs, outputs and every node computed from an input,
+    `copies` times, each copy's names with `twin_name`'s suffix (the first keeps its own); the
+    nodes that read constants alone, once, each right before its first reader (module doc).
+    Symbolic dimensions are renamed per copy too: the copies run at other batches and lengths.
+    ValueError where it cannot be copied so (`twinnable`; an output computed from constants; a
+    weight's DequantizeLinear, below)."""
+    if not twinnable(model):
+        raise ValueError("a node holds a subgraph")
+    g = model.graph
+    constant = {t.name for t in g.initializer} | {t.name for t in g.sparse_initializer}
+    inputs = [i for i in g.input if i.name not in constant]
+    varying = {i.name for i in inputs}
+    nodes = list(g.node)
+    for node in nodes:  # sorted (onnx's rule): a node's inputs are computed before it
+        if any(name in varying for name in node.input):
+            varying.update(o for o in node.output if o)
+    if not all(o.name in varying for o in g.output):
+        raise ValueError("an output computed from constants alone")
+    if any(n.op_type == "DequantizeLinear" and not any(i in varying for i in n.input) for n in nodes):
+        # dec-l4 int4 (DequantizeLinear in blocks before each MatMul): twinned, 815 MB of anonymous
+        # memory at its peak against 367 MB for two runs, in either execution order; cause not
+        # found. int8's Casts: 339 MB against 409 MB.
+        raise ValueError("weights dequantized by DequantizeLinear")
+    producer = {o: node for node in nodes for o in node.output if o and o not in varying}
+    new_nodes, placed = [], set()
+
+    def place(node) -> None:  # constant-derived producers first, right before their first reader
+        for name in node.input:
+            source = producer.get(name)
+            if source is not None and id(source) not in placed:
+                placed.add(id(source))
+                place(source)
+                new_nodes.append(source)
+
+    for node in nodes:
+        if not any(o in varying for o in node.output):
+            continue  # constant-derived (a weight's Cast): one copy, read by every copy, placed below
+        place(node)
+        new_nodes.append(node)
+        for k in range(1, copies):
+            twin = onnx.NodeProto()
+            twin.CopyFrom(node)
+            if node.name:
+                twin.name = twin_name(node.name, k)
+            twin.input[:] = [twin_name(n, k) if n in varying else n for n in node.input]
+            twin.output[:] = [twin_name(n, k) if n else n for n in node.output]
+            new_nodes.append(twin)
+    new_nodes.extend(n for n in nodes if id(n) not in placed and not any(o in varying for o in n.output))
+    del g.node[:]
+    g.node.extend(new_nodes)
+    for group in (g.input, g.output, g.value_info):
+        infos = [i for i in group if i.name in varying]
+        for k in range(1, copies):
+            for info in infos:
+                twin = onnx.ValueInfoProto()
+                twin.CopyFrom(info)
+                twin.name = twin_name(info.name, k)
+                _rename_dims(twin, k)
+                group.append(twin)
+    return model
+
+
+def twin_name(name: str, copy: int) -> str:
+    """A value's name in copy `copy` (0: the graph's own)."""
+    return name if copy == 0 else f"{name}{SUFFIX}{copy}"
+
+
+def joined_feeds(feeds: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Each copy's feeds under its own names: one run's."""
+    return {twin_name(name, k): value for k, f in enumerate(feeds) for name, value in f.items()}
+
+
+def outputs_of(names: list[str], copies: int) -> list[str]:
+    """The twinned session's output names for `names`, copy after copy (`split_outputs`)."""
+    return [twin_name(n, k) for k in range(copies) for n in names]
+
+
+def split_outputs(outputs: list[np.ndarray], copies: int) -> list[list[np.ndarray]]:
+    """One run's outputs, asked for with `outputs_of`, as each copy's."""
+    each = len(outputs) // copies
+    return [outputs[k * each:(k + 1) * each] for k in range(copies)]
+
+
+def _rename_dims(info: onnx.ValueInfoProto, copy: int) -> None:
+    if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
+        return
+    for dim in info.type.tensor_type.shape.dim:
+        if dim.HasField("dim_param") and dim.dim_param:
+            dim.dim_param = twin_name(dim.dim_param, copy)

@@ -1,0 +1,123 @@
+"""A streamed decoder's result runs its samples with a past and its first steps in one run of a
+twinned session (running/twinned.py): each weight dequantized once, not once per batch, and
+the same figures as two runs (issue 58: verified at most 1.15x --no-verify)."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+
+import onnxsurgery
+from onnxsurgery.errors import VerificationError
+from onnxsurgery.running import runs as seam, sessions, verify
+from onnxsurgery.running.feeds import make_inputs
+from onnxsurgery.running.twinned import joined_feeds, outputs_of, split_outputs, twin_graph
+from test_decoder_inputs import _decoder
+
+
+@pytest.fixture
+def streamed_everything(monkeypatch):
+    monkeypatch.setattr(sessions, "STREAM_BYTES", 1)
+
+
+def _recorded_runs(monkeypatch) -> list[bool]:
+    """Whether each run through the seam was a twinned one, in order."""
+    real, seen = seam.run, []
+
+    def recorded(sess, names, feeds):
+        seen.append(any(name.endswith("__twin1") for name in feeds))
+        return real(sess, names, feeds)
+
+    monkeypatch.setattr(seam, "run", recorded)
+    return seen
+
+
+def _twins_refused(monkeypatch) -> None:
+    real = seam.open_session
+
+    def refusing(model, **options):
+        if options.get("twins", 1) > 1:
+            raise VerificationError("no twins (made by hand)")
+        return real(model, **options)
+
+    monkeypatch.setattr(seam, "open_session", refusing)
+
+
+def test_the_result_runs_once_and_reports_what_two_runs_did(tmp_path, streamed_everything, monkeypatch):
+    onnx.save(_decoder(), str(tmp_path / "d.onnx"))
+    onnxsurgery.quant_file(tmp_path / "d.onnx", tmp_path / "q.onnx", min_elements=128, verify=False)
+    seen = _recorded_runs(monkeypatch)
+    once = verify.compare_models(tmp_path / "d.onnx", tmp_path / "q.onnx", fold_candidate=False)
+    # the reference: its samples with a past (its first steps are the prefixes that made their
+    # pasts); the result: one twinned run
+    assert once["streamed"] and once["samples"] == 4 and seen == [False, True]
+    seen.clear()
+    _twins_refused(monkeypatch)
+    twice = verify.compare_models(tmp_path / "d.onnx", tmp_path / "q.onnx", fold_candidate=False)
+    assert sorted(seen) == [False, False, False]  # the reference's, then the result's two batches
+    for key in ("rel_l2_error", "max_abs_error", "samples", "worst_sample"):
+        assert once[key] == twice[key]
+    assert once["rel_l2_error"] > 0
+
+
+def test_a_copy_still_compares_exact(tmp_path, streamed_everything, monkeypatch):
+    """Each copy runs the kernels a run of its own would: a lossless rewrite compares bit-identical."""
+    onnx.save(_decoder(), str(tmp_path / "d.onnx"))
+    shutil.copy(tmp_path / "d.onnx", tmp_path / "copy.onnx")
+    seen = _recorded_runs(monkeypatch)
+    result = verify.compare_models(tmp_path / "d.onnx", tmp_path / "copy.onnx", fold_candidate=False)
+    assert result["exact"] and seen == [False, True]
+
+
+def test_twin_graph_shares_what_reads_constants_alone(tmp_path):
+    onnx.save(_decoder(), str(tmp_path / "d.onnx"))
+    onnxsurgery.quant_file(tmp_path / "d.onnx", tmp_path / "q.onnx", min_elements=128, verify=False)
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    casts = sum(n.op_type in ("Cast", "DequantizeLinear") and n.input[0].endswith("_q") for n in model.graph.node)
+    twinned = twin_graph(onnx.load(str(tmp_path / "q.onnx")))
+    assert casts and sum(n.op_type in ("Cast", "DequantizeLinear") and n.input[0].endswith("_q")
+                         for n in twinned.graph.node) == casts  # each weight dequantized once
+    # a weight's dequantization lies right before its first reader: freed once both copies read it
+    order = [n.output[0] for n in twinned.graph.node]
+    for node in twinned.graph.node:
+        if node.op_type in ("Cast", "DequantizeLinear") and node.input[0].endswith("_q"):
+            reader = next(i for i, n in enumerate(twinned.graph.node) if node.output[0] in n.input)
+            assert order.index(node.output[0]) == reader - 1
+    dims = {d.dim_param for i in twinned.graph.input for d in i.type.tensor_type.shape.dim}
+    assert "batch_size" in dims and "batch_size__twin1" in dims
+    plain = sessions.session(tmp_path / "q.onnx", fold_constants=False, streamed=True)
+    names = [o.name for o in plain.get_outputs()]
+    feeds = [make_inputs(plain, model=tmp_path / "q.onnx", batch=3, length=5),
+             make_inputs(plain, model=tmp_path / "q.onnx", batch=2, length=3, past_length=0)]
+    both = sessions.session(tmp_path / "q.onnx", fold_constants=False, streamed=True, twins=2)
+    got = split_outputs(both.run(outputs_of(names, 2), joined_feeds(feeds)), 2)
+    for f, outputs in zip(feeds, got):
+        for want, have in zip(plain.run(names, f), outputs):
+            np.testing.assert_array_equal(want, have)
+
+
+def test_twins_are_made_of_mapped_files_only(tmp_path):
+    onnx.save(_decoder(), str(tmp_path / "d.onnx"))
+    with pytest.raises(VerificationError):
+        sessions.session(onnx.load(str(tmp_path / "d.onnx")), twins=2)
+
+
+def test_a_graph_with_subgraphs_runs_side_by_side_as_before(tmp_path):
+    import builders
+
+    with pytest.raises(ValueError, match="subgraph"):
+        twin_graph(builders.if_and_loop_subgraphs())
+
+
+def test_weights_dequantized_by_dequantizelinear_run_side_by_side(tmp_path):
+    """int4's DequantizeLinear in blocks held more twinned than in two runs (twinned.py)."""
+    onnx.save(_decoder(), str(tmp_path / "d.onnx"))
+    onnxsurgery.quant_file(tmp_path / "d.onnx", tmp_path / "q.onnx", min_elements=128, verify=False,
+                           dtype="int4", lowering="dq")
+    model = onnx.load(str(tmp_path / "q.onnx"))
+    assert any(n.op_type == "DequantizeLinear" for n in model.graph.node)
+    with pytest.raises(ValueError, match="DequantizeLinear"):
+        twin_graph(model)

@@ -17,6 +17,11 @@ of them. A decision whose effect changes sign between the tune and the report se
 than the spread of the other flips, is rounding luck, not a rule to tune for. --all-symmetric:
 the default plan, then every int8 weight with zero points (lean or kept DequantizeLinear) made
 symmetric at once, as onnx-shrink-ray's per-channel int8 stores them: a rule tried whole.
+--memory-rule: the default plan against the plan with the memory-at-load rule off (every weight
+it keeps quantized in memory left in its lean form), errors on both sets and what each result
+holds at load against the original (median of three fresh processes, zoo/run.py's measure): the
+rule's price, and whether the lean forms needed it (issue 55: "no model whose float-at-load form
+already holds under 1.0x pays more error for less memory").
 """
 
 from __future__ import annotations
@@ -51,9 +56,18 @@ def feeds(npz: Path) -> list[dict[str, np.ndarray]]:
     return [samples[i] for i in sorted(samples)]
 
 
-def plan_of(src: Path, work: Path, *extra: str) -> dict:
-    """The plan `quant` makes for `src` (with `extra` options), as --dry-run --json prints it."""
-    out = subprocess.run([sys.executable, "-m", "onnxsurgery", "quant", str(src), str(work / "dry.onnx"),
+# `python -m onnxsurgery` with the memory-at-load rule off (choices/memory_at_load.py): no option
+# asks for that, since a default that may hold more than the float model is no user's choice
+RULE_OFF = ("import sys; import onnxsurgery.quantization.choices.memory_at_load as m; "
+            "m.memory_rule_applies = lambda graph, options: False; from onnxsurgery.cli import main; "
+            "sys.argv[0] = 'onnxsurgery'; main()")
+
+
+def plan_of(src: Path, work: Path, *extra: str, memory_rule: bool = True) -> dict:
+    """The plan `quant` makes for `src` (with `extra` options), as --dry-run --json prints it;
+    without the memory-at-load rule where `memory_rule` is False."""
+    python = [sys.executable, "-m", "onnxsurgery"] if memory_rule else [sys.executable, "-c", RULE_OFF]
+    out = subprocess.run([*python, "quant", str(src), str(work / "dry.onnx"),
                           "--dry-run", "--json", *extra], capture_output=True, text=True, check=True, cwd=ROOT)
     plan = json.loads(out.stdout)
     return plan if "weights" in plan else plan[next(iter(plan))]
@@ -69,7 +83,8 @@ class Bench:
         self.work = work
         self.base = plan_of(self.src, work)
 
-    def measure(self, weights: list[dict], label: str) -> None:
+    def measure(self, weights: list[dict], label: str, keep: Path | None = None) -> None:
+        """Apply `weights` as the plan, print both sets' errors; the result moved to `keep` if given."""
         plan, out = self.work / "plan.json", self.work / "out.onnx"
         json.dump({k: self.base[k] for k in ("version", "opset", "target")} | {"weights": weights}, open(plan, "w"))
         out.unlink(missing_ok=True)
@@ -82,6 +97,8 @@ class Bench:
                   for s, f in self.sets.items()}
         print(f"{label:72s} tune {errors['tune']:.6f}  report {errors['report']:.6f}  {out.stat().st_size:>10d} B",
               flush=True)
+        if keep is not None:
+            out.replace(keep)
 
     def with_one(self, name: str, change: dict) -> list[dict]:
         return [dict(w, **change) if w["name"] == name else w for w in self.base["weights"]]
@@ -99,6 +116,27 @@ def flips(w: dict) -> list[tuple[str, dict]]:
     return out
 
 
+def memory_rule(bench: Bench) -> None:
+    """--memory-rule (module docstring)."""
+    from statistics import median
+
+    from onnxsurgery.running.session_memory import measure_in_fresh_process
+
+    kept_plan, lean_plan = bench.work / "kept.onnx", bench.work / "lean.onnx"
+    off = {w["name"]: w for w in plan_of(bench.src, bench.work, memory_rule=False)["weights"]}
+    kept = [w["name"] for w in bench.base["weights"] if any(w[k] != off[w["name"]][k] for k in FORM)]
+    print(f"the memory rule changes {len(kept)} weights: {', '.join(kept[:8])}{' ...' if len(kept) > 8 else ''}")
+    bench.measure(bench.base["weights"], "default plan", keep=kept_plan)
+    bench.measure(list(off.values()), "memory rule off (its weights lean)", keep=lean_plan)
+    held = {p: median(measure_in_fresh_process(p)["peak_growth"] for _ in range(3))
+            for p in (bench.src, kept_plan, lean_plan) if p.exists()}
+    base = held.get(bench.src)
+    for path, label in ((kept_plan, "default plan"), (lean_plan, "memory rule off")):
+        if base and path in held:
+            print(f"{label:72s} at load {held[path] / 1e6:.1f} MB, {held[path] / base:.3f}x the original's "
+                  f"({base / 1e6:.1f} MB)")
+
+
 def _zero_points(w: dict) -> bool:
     """Whether record `w` is int8 with zero points in a form that also stores it symmetric."""
     return w["dtype"] == "int8" and w["lowering"] in ("scaled", "dq") and w["symmetric"] is False
@@ -110,9 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inputs", action="store_true", help="each --inputs decision alone, not flips")
     ap.add_argument("--only", nargs="*", default=[], help="weights whose name contains one of these")
     ap.add_argument("--all-symmetric", action="store_true", help="every zero-point int8 weight symmetric at once")
+    ap.add_argument("--memory-rule", action="store_true", help="the default plan against the memory rule off")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(args.model, Path(tmp))
+        if args.memory_rule:
+            memory_rule(bench)
+            return 0
         bench.measure(bench.base["weights"], "default plan")
         if args.all_symmetric:
             weights = [dict(w, symmetric=True) if _zero_points(w) else w for w in bench.base["weights"]]

@@ -44,13 +44,13 @@ from ..quantization.options import QuantOptions
 from ..quantization.plan import Plan
 from ..report import RunReport
 from ..run_options import Inputs
-from ..running.feeds import _structure
-from ..running.heap import give_back_freed_memory as _give_back
+from ..running import heap
 from ..running.output_errors import compare_outputs
 from ..running.output_kinds import headline_outputs
 from ..running.ranked import ranked_outputs
 from ..running.sessions import session
 from ..storage.io import open_model
+from ..storage.lazy import read_model_skipping_weights
 from ..storage.staging import save_model
 from .quant_steps import at_required_opset, needed_opset
 
@@ -127,7 +127,7 @@ def plan_with(input_path, options: QuantOptions, merge: bool,
         return plan, (opset if opset > ws.opsets.get("", 1) and ws.template is not None else None)
     finally:
         ws.close()
-        _give_back()
+        heap.give_back_freed_memory()
 
 
 def _upgrades(input_path, opset: int) -> bool:
@@ -167,7 +167,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         del sess
     names, expected = reference
     headline = headline_outputs(names, inputs.outputs)
-    ranked = ranked_outputs(_structure(input_path))
+    ranked = ranked_outputs(read_model_skipping_weights(Path(input_path)))
     found = []
     with tempfile.TemporaryDirectory(prefix="onnxsurgery-measured-") as tmp:
         for index, plan in enumerate(plans):
@@ -176,7 +176,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
             for got, ref in zip(_runs(path, names, feeds), expected):
                 compared = compare_outputs(ref, got, names, ranked)
                 errors.append(max((compared[n]["rel_l2_error"] for n in headline), default=0.0))
-            _give_back()
+            heap.give_back_freed_memory()
             found.append(errors)
     return found[0], found[1]
 
@@ -200,6 +200,6 @@ def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Pat
         save_model(ws.finish(), path, external_data=ws.has_external_data_files, files=ws.files)
     finally:
         ws.close()
-        _give_back()
+        heap.give_back_freed_memory()
     return path
 

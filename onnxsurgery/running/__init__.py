@@ -37,6 +37,7 @@ _HOMES = {
     **dict.fromkeys(["compare_models", "copy_verification", "reference_ahead"], "verify"),
     "runtime_label": "labels",
     "same_readers": "readers",
+    "ranked_outputs": "ranked",
     **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }
 _MODULES = ("sessions", "initializers", "feeds", "samples", "verify", "labels", "ahead", "output_errors",

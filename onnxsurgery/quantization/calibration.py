@@ -228,6 +228,17 @@ class Calibration:
             return None
         return self._output_names, self._outputs
 
+    def runnable_samples(self) -> list[dict[str, np.ndarray]]:
+        """The samples as the captures ran them: inputs a sample lacks generated as verification's
+        are (what the measured plan is judged on against the data-free one: api/measured_or_free.py)."""
+        if not self._input_names:  # nothing planned yet: the model's inputs, read without its weights
+            from ..storage.lazy import read_model_skipping_weights
+
+            graph = read_model_skipping_weights(Path(self.model_path)).graph
+            initializers = {t.name for t in graph.initializer}
+            self._input_names = [t.name for t in graph.input if t.name not in initializers]
+        return list(self._feeds())
+
     def release(self) -> None:
         """Frees the captured H and the probes' sessions (the next `moments` captures again)."""
         self._cache, self._sessions, self._ahead = {}, {}, {}

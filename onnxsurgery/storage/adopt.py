@@ -33,6 +33,10 @@ FALLOC_FL_KEEP_SIZE = 0x01
 FALLOC_FL_PUNCH_HOLE = 0x02
 FALLOC_FL_COLLAPSE_RANGE = 0x08
 FALLOC_FL_INSERT_RANGE = 0x20
+# Payloads smaller than this are copied aside and back rather than kept in place: a shift of
+# the blocks is a syscall and a walk over the file's extents past it, a copy of a scale a few KB
+KEEP_FROM_BYTES = 256 << 10
+MAX_SHIFTS = 4096  # more and the copy is the quicker (a model of many mid-size weights)
 REFUSED = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.EXDEV, errno.ENOENT, errno.EPERM, errno.EACCES)
 
 
@@ -48,10 +52,10 @@ def adopt_spill(layout: DataFileLayout, files: ExternalFiles | None, target: Pat
     block = os.fstat(fd).st_blksize
     refs = [(i, piece, offset) for i, (piece, offset) in enumerate(layout.entries)
             if isinstance(piece, FileRef) and piece.location == SPILL_LOCATION and piece.length]
-    aligned = [r for r in refs if r[1].offset % block == 0 and r[2] % block == 0]
-    kept = _heaviest_in_order(aligned)
-    if sum(r[1].length for r in kept) * 2 < sum(r[1].length for r in refs):
-        return None  # mostly out of order: a copy is as quick
+    movable = [r for r in refs if r[1].offset % block == 0 and r[2] % block == 0 and r[1].length >= KEEP_FROM_BYTES]
+    kept = _heaviest_in_order(movable)
+    if sum(r[1].length for r in kept) * 2 < sum(r[1].length for r in refs) or _shifts(kept) > MAX_SHIFTS:
+        return None  # mostly out of order, or in many pieces: a copy is as quick
     kept_ids = {r[0] for r in kept}
     aside = [r for r in refs if r[0] not in kept_ids]
     side = _copy_aside(fd, aside, target.parent) if aside else None
@@ -80,6 +84,15 @@ def adopt_spill(layout: DataFileLayout, files: ExternalFiles | None, target: Pat
     rest.entries = [(piece, offset) for i, (piece, offset) in enumerate(layout.entries)
                     if not (isinstance(piece, FileRef) and piece.location == SPILL_LOCATION and piece.length)]
     return rest
+
+
+def _shifts(kept: list) -> int:
+    """How many shifts of blocks `_move_blocks` makes for `kept`."""
+    shifts, shift = 0, 0
+    for _, piece, offset in kept:
+        if piece.offset + shift != offset:
+            shifts, shift = shifts + 1, offset - piece.offset
+    return shifts
 
 
 def _link(fd: int, target: Path) -> bool:

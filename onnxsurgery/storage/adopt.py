@@ -26,6 +26,7 @@ import errno
 import os
 from pathlib import Path
 
+from .kernel import fallocate_call
 from .lazy import SPILL_LOCATION, ExternalFiles
 from .writer import DataFileLayout, FileRef, copy_range
 
@@ -46,7 +47,7 @@ def adopt_spill(layout: DataFileLayout, files: ExternalFiles | None, target: Pat
     spill file cannot be taken over: nothing was changed then and `target` does not exist. Once
     taken, the spill is `files.spill_taken`: its payloads are no longer where it says."""
     fd = files.spill_file() if files is not None else None
-    fallocate = _fallocate()
+    fallocate = fallocate_call()
     if fd is None or fallocate is None:
         return None
     block = os.fstat(fd).st_blksize
@@ -184,21 +185,3 @@ def _call(fallocate, fd: int, mode: int, start: int, length: int) -> None:
     if fallocate(fd, mode, start, length) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-
-
-_FALLOCATE: list = []
-
-
-def _fallocate():
-    """libc's fallocate(2) (os.posix_fallocate has no modes), or None where there is none."""
-    if not _FALLOCATE:
-        function = None
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols: libc's on Linux
-            function = libc.fallocate
-            function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-            function.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            function = None
-        _FALLOCATE.append(function)
-    return _FALLOCATE[0]

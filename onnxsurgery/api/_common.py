@@ -131,7 +131,7 @@ def write_checked(ws: Workspace, produce: Callable[[], onnx.ModelProto], out: Pa
     it: it and the graph are released before `check` creates onnxruntime sessions, which need
     several times the model's size."""
     result = produce()
-    staged = stage_model(result, out, external_data=external_data, files=ws.files)
+    staged = stage_model(result, out, external_data=external_data, files=ws.files, take_spill=True)
     del result
     with staged:
         ws.close(collect=check is not None)

@@ -210,7 +210,8 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
                                     inputs=inputs, records=prepared.records,
                                     reference_runs=reference_runs, deferred=upgrade_checks)
             if ws.files is not None:
-                ws.files.spill_into(out.parent)  # quantized weights wait in a file beside the output, not in memory
+                # quantized weights wait in a file beside the output, not in memory (its data file, if any)
+                ws.files.spill_into(out.parent, write_back=external_data)
             ws.run_pipeline(prepared.steps(ws, ws.opsets, store=ws.store))
             if ahead is not None:  # quantized: the original's other runs, held till now, beside the writing
                 # the batch-2 sample only where the quantizer changed a reader of activations (readers.py)

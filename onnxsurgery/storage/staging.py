@@ -25,6 +25,7 @@ from typing import Callable
 import onnx
 
 from ..errors import OutputError, UnsafeLocationError
+from .adopt import adopt_spill
 from .direct_copy import copy_large_file
 from .lazy import ExternalFiles, read_model_skipping_weights
 from .paths import confined, external_locations, location_entries
@@ -77,7 +78,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
 
 
 def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data: bool = False,
-                files: ExternalFiles | None = None) -> StagedModel:
+                files: ExternalFiles | None = None, take_spill: bool = False) -> StagedModel:
     """Write `model` into a staging directory beside `path`; nothing is replaced until
     `commit()`. Use it as a context manager: whatever was not committed is removed.
 
@@ -86,6 +87,10 @@ def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_dat
     the 2 GB protobuf limit, tensors of at least 1 KB go to one `<name>.data` file beside the
     model, page-aligned so that runtimes can memory-map them. Once staged, `model` is no longer
     needed: callers can drop it (and their graph) before checking the staged file.
+
+    `take_spill`: this is the last use of `files`' spill file (the workspace is closed next);
+    the .data file may be made out of it rather than copied from it (adopt.py), after which
+    nothing can read the payloads `files` spilled.
     """
     path = Path(path)
     buf = memoryview(model.SerializeToString())
@@ -104,8 +109,9 @@ def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_dat
     staged = StagedModel(path, staging)
     try:
         if layout is not None:
-            with open(staging / data_name, "wb") as f:
-                write_data_file(f, layout, files)
+            rest = adopt_spill(layout, files, staging / data_name) if take_spill else None
+            with open(staging / data_name, "wb" if rest is None else "r+b") as f:
+                write_data_file(f, layout if rest is None else rest, files)
             staged.names.append(data_name)
         with open(staging / path.name, "wb") as f:
             write_pieces(f, pieces, files)

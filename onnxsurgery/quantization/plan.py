@@ -28,7 +28,6 @@ exactly as it is written; what still cannot be applied is refused, in JSON's wor
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from dataclasses import dataclass, field, fields
@@ -61,14 +60,6 @@ class WeightPlan:
     bytes_before: int = 0
     bytes_after: int = 0
     why: str = ""
-
-    def __deepcopy__(self, memo) -> WeightPlan:
-        """Its fields are immutable but for two lists of str/int: a copy with those copied is
-        a deep one (a plan is copied per asker, planning.Planning.plan: 1245 records of a 7 MB
-        detector went through copy.deepcopy field by field)."""
-        other = copy.copy(self)
-        other.consumers, other.shape = _copied(self.consumers), _copied(self.shape)
-        return other
 
     def as_dict(self) -> dict:
         """dataclasses.asdict, without its recursion (module doc: the fields are plain values)."""
@@ -128,7 +119,7 @@ _FIELDS = {f.name: f for f in fields(WeightPlan)}
 
 
 def _copied(value):
-    """A record's field as deep-copied: a list (of str or int) copied, any other value shared
+    """A record's field as dataclasses.asdict copies it: a list (of str or int) copied, any other value shared
     (str, int, bool, None, or a tuple of them: immutable)."""
     return list(value) if type(value) is list else value
 _REQUIRED = ("name", "dtype")

@@ -1,5 +1,5 @@
 """Verification runs a result folded at once where its graph has a cubic Resize of constants
-(graph_utils.resizes_constants_cubically), rather than opening an unfolded session that fails
+(folded_only.resizes_constants_cubically), rather than opening an unfolded session that fails
 first (vit_focus: one session and a failed run fewer); the fallback still catches the rest."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import onnxruntime as ort
 from click.testing import CliRunner
 from onnx import helper
 
-from onnxsurgery import graph_utils
+from onnxsurgery import folded_only
+from onnxsurgery.running import verify
 from onnxsurgery.cli import main
 from test_unfolded_sessions import _cubic_position_model
 
@@ -28,21 +29,21 @@ def _with_resize(model: onnx.ModelProto, data: str | None = None, mode: bytes | 
 
 def test_a_cubic_resize_of_the_position_table_is_told():
     model = _cubic_position_model()
-    assert graph_utils.resizes_constants_cubically(model)
-    assert not graph_utils.resizes_constants_cubically(_with_resize(model, mode=b"linear"))
-    assert not graph_utils.resizes_constants_cubically(_with_resize(model, data="x"))  # an input's values
-    assert not graph_utils.resizes_constants_cubically(None)
+    assert folded_only.resizes_constants_cubically(model)
+    assert not folded_only.resizes_constants_cubically(_with_resize(model, mode=b"linear"))
+    assert not folded_only.resizes_constants_cubically(_with_resize(model, data="x"))  # an input's values
+    assert not folded_only.resizes_constants_cubically(None)
 
 
 def test_the_table_as_an_overridable_input_is_not_a_constant():
     model = _cubic_position_model()
     model.graph.input.append(helper.make_tensor_value_info("pos", onnx.TensorProto.FLOAT, [1, 64, 8]))
-    assert not graph_utils.resizes_constants_cubically(model)
+    assert not folded_only.resizes_constants_cubically(model)
 
 
 def test_the_fallback_still_catches_what_the_test_misses(tmp_path, monkeypatch):
     """With the up-front test blind, the unfolded session fails and the folded one takes over."""
-    monkeypatch.setattr(graph_utils, "resizes_constants_cubically", lambda model: False)
+    monkeypatch.setattr(verify, "resizes_constants_cubically", lambda model: False)
     src, dst = tmp_path / "m.onnx", tmp_path / "q.onnx"
     onnx.save(_cubic_position_model(), src)
     result = CliRunner().invoke(main, ["quant", str(src), str(dst)])

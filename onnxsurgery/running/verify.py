@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 
 from ..errors import VerificationError, runtime_message
+from ..folded_only import resizes_constants_cubically
 from .ahead import Gate, Pending
 from .heap import give_back_freed_memory as _give_back_freed_memory
 from .output_errors import PooledOutputs, compare_outputs
@@ -79,13 +80,9 @@ def compare_models(
     # copies either way. The input's computation decides, not the result's: a float32 model's
     # result holds float16 vectors cast back to float32, which fold to the same values.
     fold_candidate = fold_candidate or computes_in_16bit_floats(reference)
-    # a result that runs only folded (graph_utils.resizes_constants_cubically) is run so at once,
-    # not after a session that fails (vit_focus: one session and a run less); run_candidate's
-    # fallback still catches what that misses
-    if not fold_candidate and optimize:
-        from ..graph_utils import resizes_constants_cubically  # with onnx-graphsurgeon: not at import
-
-        fold_candidate = resizes_constants_cubically(_structure(reference))
+    # a result that runs only folded (folded_only.py) is run so at once, not after a session that
+    # fails (vit_focus: one session and a run less); run_candidate's fallback catches the rest
+    fold_candidate = fold_candidate or (optimize and resizes_constants_cubically(_structure(reference)))
     # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None

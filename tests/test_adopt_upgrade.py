@@ -13,16 +13,16 @@ from onnxsurgery.pipeline import open_workspace
 from onnxsurgery.quantization.choices import planning
 
 
-def _model(with_if: bool = False) -> onnx.ModelProto:
+def _model(with_if: bool = False, rows: int = 64) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "w")
+    w = numpy_helper.from_array(rng.standard_normal((rows, 32)).astype(np.float32), "w")
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
              helper.make_node("Softmax", ["r"], ["y"], axis=-1)]
     if with_if:
         branch = lambda v: helper.make_graph([helper.make_node("Identity", [v], ["o"])], "b", [],  # noqa: E731
                                              [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)])
         nodes[-1] = helper.make_node("If", ["c"], ["y"], then_branch=branch("r"), else_branch=branch("h"))
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, rows])]
     if with_if:
         inputs.append(helper.make_tensor_value_info("c", TensorProto.BOOL, []))
     graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32])],
@@ -66,3 +66,15 @@ def test_a_value_info_naming_an_output_is_imported_again():
     ws = open_workspace(model)
     assert not adopt_upgrade(ws.graph, ws.template, upgraded)
     assert ws.opsets[""] == 13
+
+
+def test_quant_in_memory_leaves_the_callers_model_as_given():
+    """In memory the workspace's template is the caller's own proto: upgraded by a second import
+    as before, the caller's model keeps its stamp and its value infos."""
+    from onnxsurgery.api import quant
+
+    model = _model(rows=512)
+    before = model.SerializeToString()
+    result, _ = quant(model, dtype="int4")
+    assert model.SerializeToString() == before
+    assert next(o.version for o in result.opset_import if o.domain in ("", "ai.onnx")) == 21

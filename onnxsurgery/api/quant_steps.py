@@ -132,8 +132,9 @@ def at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunR
             files.close()
         return ws
     stamp_only = same_computation(model, upgraded)
-    # only the stamp changed: the workspace's graph takes it (opset.adopt_upgrade), not imported again
-    adopted = stamp_only and ws.template is not None and adopt_upgrade(ws.graph, ws.template, upgraded)
+    # only the stamp changed: the workspace's graph takes it (opset.adopt_upgrade), not imported again;
+    # not where the template is the caller's own ModelProto (quant in memory), which stays as given
+    adopted = stamp_only and files is not None and adopt_upgrade(ws.graph, ws.template, upgraded)
     if not adopted:
         ws.close()
     del model

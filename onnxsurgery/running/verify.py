@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from ..errors import VerificationError
+from ..folded_only import resizes_constants_cubically
 from ..progress import progress
 from . import runs
 from .feeds import _structure
@@ -81,6 +82,9 @@ def compare_models(
     # copies either way. The input's computation decides, not the result's: a float32 model's
     # result holds float16 vectors cast back to float32, which fold to the same values.
     fold_candidate = fold_candidate or computes_in_16bit_floats(reference)
+    # a result that runs only folded (folded_only.py) is run so at once, not after a session that
+    # fails (vit_focus: one session and a run less); run_candidate's fallback catches the rest
+    fold_candidate = fold_candidate or (optimize and resizes_constants_cubically(_structure(reference)))
     # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None

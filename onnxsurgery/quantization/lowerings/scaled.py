@@ -137,10 +137,12 @@ def through_casts(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
     readers = consumers(site)
     if site.onnx_dtype not in (onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT16) or not readers:
         return None
+    if any(cast.op != "Cast" or cast.attrs.get("to") != onnx.TensorProto.FLOAT for cast, _ in readers):
+        return None  # before the set of every node: asked per weight, several times (isnet_fp16: 834)
     here = {id(n) for n in site.scope.graph.nodes}
     found = []
     for cast, _ in readers:
-        if cast.op != "Cast" or cast.attrs.get("to") != onnx.TensorProto.FLOAT or id(cast) not in here:
+        if id(cast) not in here:
             return None
         behind = [(node, i) for node in cast.outputs[0].outputs for i, t in enumerate(node.inputs)
                   if t is cast.outputs[0]]

@@ -18,7 +18,7 @@ from . import runs
 from .feeds import _structure
 from .heap import give_back_freed_memory as _give_back_freed_memory
 from .labels import runtime_label
-from .output_errors import PooledOutputs, compare_outputs
+from .output_errors import PooledOutputs, compare_outputs, hollow_outputs
 from .output_kinds import headline_outputs
 from .ranked import ranked_outputs
 from .readers import same_readers
@@ -165,15 +165,20 @@ def compare_models(
     del cand_sess
     _give_back_freed_memory()
     per_output = pooled.finish(names, headline)
-    chosen = [per_output[n] for n in headline]
+    # an output the original computed no number of on any sample is not compared: its error of 0
+    # would say the result matches where nothing was checked; a headline of nothing compared: None
+    hollow = hollow_outputs(per_output)
+    chosen = [per_output[n] for n in headline if n not in hollow]
+    nothing = bool(headline) and not chosen
     return {
         "runtime": runtime_label(runtime, candidate, streamed=streamed),
         "streamed": streamed,
         "samples": len(samples),
         "generated": generated,  # inputs made from the declared shapes: errors on real data may differ
         "exact": all(e["exact"] for e in per_output.values()),
-        "max_abs_error": max((e["max_abs_error"] for e in chosen), default=0.0),
-        "rel_l2_error": max((e["rel_l2_error"] for e in chosen), default=0.0),
+        "max_abs_error": None if nothing else max((e["max_abs_error"] for e in chosen), default=0.0),
+        "rel_l2_error": None if nothing else max((e["rel_l2_error"] for e in chosen), default=0.0),
+        "not_compared": hollow,  # outputs whose original held no finite value on any sample
         "not_finite": sum(e["not_finite"] for e in per_output.values()),
         "other_shapes": sum(e["other_shapes"] for e in per_output.values()),
         "headline": headline,
@@ -216,4 +221,4 @@ def copy_verification(model: str | os.PathLike, *, generated: bool = True) -> di
         raise VerificationError(f"{model}: onnxruntime cannot load it: {error}")
     return {"runtime": runtime_label("onnxruntime", model), "streamed": False, "samples": 0, "copy": True,
             "generated": generated, "exact": True, "max_abs_error": 0.0, "rel_l2_error": 0.0, "not_finite": 0,
-            "other_shapes": 0, "headline": [], "worst_sample": 0, "outputs": {}}
+            "other_shapes": 0, "not_compared": [], "headline": [], "worst_sample": 0, "outputs": {}}

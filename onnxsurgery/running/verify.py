@@ -80,7 +80,8 @@ def compare_models(
     # in float16: reported 0.0259 unfolded, 0.0275 in the user's session); it holds float32
     # copies either way. The input's computation decides, not the result's: a float32 model's
     # result holds float16 vectors cast back to float32, which fold to the same values.
-    fold_candidate = fold_candidate or computes_in_16bit_floats(reference)
+    sixteen = computes_in_16bit_floats(reference)
+    fold_candidate = fold_candidate or sixteen
     # both sessions alike (sessions.py), so that a lossless rewrite compares bit-identical
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
@@ -119,8 +120,10 @@ def compare_models(
     worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
     # the user's own samples: Conv weights in onnxruntime's blocked layout, as the capture's were
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
+    # folded, its weights' chains folded one weight at a time first (prefold.py): onnxruntime's
+    # ConstantFolding holds every step of every chain at once (rxnmap's bfloat16 result: 396 MB)
     cand_options = dict(runtime=runtime, layout=layout, optimize=optimize, streamed=streamed,
-                        payloads_beside=candidate_beside)
+                        payloads_beside=candidate_beside, prefold=sixteen)
     # a streamed model's batches of other shapes (a decoder's samples with a past, its first
     # steps): one run of a twinned session, each weight dequantized once (twinned.py)
     merged = _twinned(candidate, names, samples, fold_constants=fold_candidate, **cand_options) if (

@@ -24,6 +24,7 @@ from onnx import helper
 # what a weight's dequantization or widening is made of; anything else is left to onnxruntime
 FOLDED_OPS = frozenset({"Cast", "Mul", "Sub", "Add", "Div", "Reshape"})
 _ALIGN = 4096  # payload offsets onnxruntime can map
+GROUP_BYTES = 32 * 2**20  # float32 results folded by one session (_groups)
 
 
 def prefolded_session(path: Path, settings, load):
@@ -40,7 +41,8 @@ def prefolded_session(path: Path, settings, load):
     with tempfile.TemporaryDirectory() as d:
         stub_path, data = Path(d) / "model.onnx", Path(d) / "weights.bin"
         with open(data, "wb") as out:
-            folded = [_external(out, name, _fold(model, chain, inits, name, path.parent)) for name in wanted]
+            folded = [_external(out, name, value) for names, nodes, sources in _groups(chain, inits, wanted)
+                      for name, value in zip(names, _fold(model, nodes, sources, inits, names, path.parent))]
             dropped = {id(n) for n in chain}
             kept_nodes = [n for n in graph.node if id(n) not in dropped]
             used = {i for n in kept_nodes for i in n.input} | {o.name for o in graph.output}
@@ -70,39 +72,58 @@ def _chains(graph: onnx.GraphProto) -> tuple[list, list[str]]:
             constant.update(node.output)
     folded = {id(n) for n in chain}
     read = {i for n in graph.node if id(n) not in folded for i in n.input}
-    read |= {o.name for o in graph.output}
+    if {o.name for o in graph.output} & {o for n in chain for o in n.output}:
+        return [], []  # an output that is a constant: left as onnxruntime makes it
     casts = {o for n in chain if n.op_type == "Cast" for o in n.output}
     wanted = [o for n in chain for o in n.output if o in read]
     # only chains with a Cast (a weight widened or dequantized) whose end the graph reads
     return (chain, wanted) if casts and wanted else ([], [])
 
 
-def _fold(model: onnx.ModelProto, chain: list, inits: dict, name: str, folder: Path) -> np.ndarray:
-    """`name`'s value: its chain's nodes run in a session of their own, nothing optimized (each
+def _groups(chain: list, inits: dict, wanted: list[str]) -> list[tuple[list[str], list, set[str]]]:
+    """`wanted` in groups folded by one session each: (names, their chains' nodes in the graph's
+    order, the initializers they read), each group's float32 results about GROUP_BYTES at most
+    (a session per weight: 400 of them for an fp16 encoder's weights; all in one: every chain's
+    steps held at once again)."""
+    makers = {o: n for n in chain for o in n.output}
+    order = {id(n): k for k, n in enumerate(chain)}
+    groups, names, nodes, sources, size = [], [], {}, set(), 0
+    for name in wanted:
+        stack, cone = [name], {}
+        while stack:
+            node = makers.get(stack.pop())
+            if node is not None and id(node) not in cone:
+                cone[id(node)] = node
+                stack.extend(i for i in node.input if i)
+        reads = {i for n in cone.values() for i in n.input if i and i not in makers}
+        elements = sum(int(np.prod(inits[r].dims, dtype=np.int64)) for r in reads)
+        if names and size + 4 * elements > GROUP_BYTES:
+            groups.append((names, sorted(nodes.values(), key=lambda n: order[id(n)]), sources))
+            names, nodes, sources, size = [], {}, set(), 0
+        names.append(name)
+        nodes.update(cone)
+        sources |= reads
+        size += 4 * elements
+    if names:
+        groups.append((names, sorted(nodes.values(), key=lambda n: order[id(n)]), sources))
+    return groups
+
+
+def _fold(model: onnx.ModelProto, nodes: list, sources: set[str], inits: dict, names: list[str],
+          folder: Path) -> list[np.ndarray]:
+    """`names`' values: their chains' nodes run in a session of their own, nothing optimized (each
     node's CPU kernel, as ConstantFolding runs it)."""
     import onnxruntime as ort
 
-    makers = {o: n for n in chain for o in n.output}
-    needed, stack, seen = [], [name], set()
-    while stack:
-        value = stack.pop()
-        node = makers.get(value)
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        needed.append(node)
-        stack.extend(i for i in node.input if i)
-    nodes = [n for n in chain if id(n) in seen]  # in the graph's order
-    sources = {i for n in nodes for i in n.input if i and i not in makers}
     tensors = [_inline(inits[s], folder) for s in sorted(sources)]
-    graph = helper.make_graph(nodes, "fold", [], [helper.make_empty_tensor_value_info(name)], tensors)
+    graph = helper.make_graph(nodes, "fold", [], [helper.make_empty_tensor_value_info(n) for n in names], tensors)
     tiny = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
     opts = ort.SessionOptions()
     opts.log_severity_level = 4
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.enable_cpu_mem_arena = False
     sess = ort.InferenceSession(tiny.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return sess.run([name], {})[0]
+    return sess.run(names, {})
 
 
 def _is_external(t: onnx.TensorProto) -> bool:

@@ -164,7 +164,12 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
         if prefold and fold_constants and optimize and not map_weights and twins == 1:
             from .prefold import prefolded_session
 
-            sess = prefolded_session(Path(model), settings, _load)
+            try:
+                sess = prefolded_session(Path(model), settings, _load)
+            except Exception:  # noqa: BLE001 - whatever the folded copy trips on, load the file itself
+                sess, settings = None, session_settings(optimize=optimize, fold_constants=fold_constants,
+                                                        runtime=runtime, streamed=streamed, layout=layout,
+                                                        beside=beside)
             if sess is not None:
                 return sess
         return _load(str(model), settings)

@@ -24,6 +24,7 @@ from onnx import helper
 # what a weight's dequantization or widening is made of; anything else is left to onnxruntime
 FOLDED_OPS = frozenset({"Cast", "Mul", "Sub", "Add", "Div", "Reshape"})
 _ALIGN = 4096  # payload offsets onnxruntime can map
+_HALF = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, None)  # None: a type not known
 GROUP_BYTES = 32 * 2**20  # float32 results folded by one session (_groups)
 
 
@@ -64,18 +65,24 @@ def _chains(graph: onnx.GraphProto) -> tuple[list, list[str]]:
         return [], []
     overridable = {i.name for i in graph.input}
     constant = {t.name for t in graph.initializer} - overridable
-    chain = []
+    chain, types = [], {t.name: t.data_type for t in graph.initializer}
     for node in graph.node:  # in order: our files are sorted (a node after its inputs' makers)
         if node.op_type in FOLDED_OPS and node.domain in ("", "ai.onnx") and node.input and all(
                 i in constant for i in node.input if i):
             chain.append(node)
             constant.update(node.output)
+            to = [a.i for a in node.attribute if a.name == "to"]
+            types[node.output[0]] = to[0] if node.op_type == "Cast" and to else types.get(node.input[0])
     folded = {id(n) for n in chain}
     read = {i for n in graph.node if id(n) not in folded for i in n.input}
     if {o.name for o in graph.output} & {o for n in chain for o in n.output}:
         return [], []  # an output that is a constant: left as onnxruntime makes it
     casts = {o for n in chain if n.op_type == "Cast" for o in n.output}
     wanted = [o for n in chain for o in n.output if o in read]
+    if any(types.get(o) in _HALF for o in wanted):
+        # a weight the graph reads in 16 bits (isnet in float16): onnxruntime's fp16 kernels
+        # around a folded constant computed otherwise (0.33 apart); its own folding then
+        return [], []
     # only chains with a Cast (a weight widened or dequantized) whose end the graph reads
     return (chain, wanted) if casts and wanted else ([], [])
 

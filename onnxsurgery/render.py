@@ -152,8 +152,14 @@ def render_verification(v: dict) -> str:
         if "ranked" in o:  # running/ranked.py
             agree += f"  (top {o['ranked']} by TopK: rows compared as a set)"
         aside = "" if o.get("headline", True) else "  (not in the headline)"
+        if o.get("compared") is False:  # running/output_errors.py's hollow_outputs
+            lines.append(f"    {name}: not compared{aside}")
+            continue
         lines.append(f"    {name}: max abs error {o['max_abs_error']:.3g}  "
                      f"relative L2 {o['rel_l2_error']:.3g}{agree}{aside}")
+    for name in v.get("not_compared", ()):  # an error of 0 there would say nothing: NaN == NaN
+        lines.append(f"    warning: output {name} was not compared: the original's values are NaN or infinite "
+                     f"at every position of the {_described(v)}, so no error is measured there")
     if v.get("generated") and not v.get("exact"):
         lines.append(GENERATED_CANNOT_TELL)
     return "\n".join(lines)

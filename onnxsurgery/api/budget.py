@@ -70,7 +70,7 @@ def allocate(input_path, options: QuantOptions, merge: bool, budget: Budget, inp
             path = Path(tmp) / "probe.onnx"
             save_model(ws.finish(), path, files=ws.files)
             err = compare_models(input_path, path, samples=inputs.samples, shapes=inputs.shapes,
-                                 fold_candidate=False)["rel_l2_error"]
+                                 fold_candidate=False)["rel_l2_error"] or 0.0  # None: nothing compared
             size = path.stat().st_size
         ws.close()
         return err, size, quantize.bytes_saved, quantize.details["quantized"]

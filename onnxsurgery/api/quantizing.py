@@ -243,7 +243,8 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
                                                  fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
                                                  reference_runs=reference_runs, reference_outputs=captured and
                                                  captured.reference_outputs(inputs.samples))
-            worst, max_error = report.verification["rel_l2_error"], verification.max_error
+            # None: nothing in the headline compared (the original's outputs all NaN), nothing to refuse
+            worst, max_error = report.verification["rel_l2_error"] or 0.0, verification.max_error
             four_bit = prepared is not None and (prepared.options.four_bit or any(  # a plan's 4-bit records
                 w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))
             if not (worst <= large_error_line(four_bit) and (max_error is None or worst <= max_error)):

@@ -49,6 +49,8 @@ class PooledOutputs:
             prev["exact"] = prev["exact"] and entry["exact"]
             prev["not_finite"] += entry["not_finite"]
             prev["other_shapes"] += entry["other_shapes"]
+            prev["numbers"] += entry["numbers"]
+            prev["values"] += entry["values"]
             if "ranked" in entry:
                 prev["ranked"] = entry["ranked"]
             if "got_shape" in entry and "got_shape" not in prev:
@@ -65,8 +67,21 @@ class PooledOutputs:
             else:
                 self.outputs[name]["argmax_agreement"] = pooled_agreement(entries)
         for name in names:
-            self.outputs[name]["headline"] = name in headline
+            entry = self.outputs[name]
+            entry["headline"] = name in headline
+            # the original's output held no number on any sample: NaN == NaN everywhere is no
+            # comparison, and its error of 0 (or agreement of 100%) says nothing (hollow_outputs)
+            if entry.pop("values") and not entry.pop("numbers"):
+                entry["compared"] = False
+                entry.pop("argmax_agreement", None)
+            entry.pop("numbers", None)
         return self.outputs
+
+
+def hollow_outputs(outputs: dict[str, dict]) -> list[str]:
+    """The outputs verification did not compare (PooledOutputs.finish): the original's values
+    were NaN or infinite at every position of every sample."""
+    return [name for name, entry in outputs.items() if entry.get("compared") is False]
 
 
 def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[str], ranked: dict[str, int]) -> dict:
@@ -83,6 +98,10 @@ def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[s
         # refuses, an infinite error
         entry["not_finite"] = _not_finite(a, b)
         entry["other_shapes"] = 0 if a.shape == b.shape else 1
+        # whether the original's output holds a number (PooledOutputs.finish: none on any sample,
+        # nothing compared); `values`: whether it holds anything (an empty output is compared)
+        entry["values"] = int(a.size > 0)
+        entry["numbers"] = int(a.shape != b.shape or _holds_numbers(a))
         if a.shape != b.shape:
             entry.update(max_abs_error=float("inf"), rel_l2_error=float("inf"), got_shape=list(b.shape))
         elif a.dtype.kind in "fc":
@@ -137,6 +156,15 @@ def _float_errors(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, fl
         sums[1] += float(np.dot(diff, diff))
         sums[2] += float(np.vdot(y, y).real)
     return (max_abs if seen else float("nan")), *sums
+
+
+def _holds_numbers(values: np.ndarray) -> bool:
+    """Whether any of `values` is finite, a block at a time, stopping at the first block that
+    holds one (the first, for any output but a hollow one); integer outputs always do."""
+    if values.dtype.kind not in "fc" or values.size == 0:
+        return True
+    flat = values.reshape(-1)
+    return any(np.isfinite(flat[start:start + _ERROR_BLOCK]).any() for start in range(0, flat.size, _ERROR_BLOCK))
 
 
 def _not_finite(reference: np.ndarray, candidate: np.ndarray) -> int:

@@ -95,7 +95,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
             branches: dict[str, str] | None = None, streamed: bool | None = None,
             payloads_beside: str | os.PathLike | None = None, layout: bool = False, beside: bool = False,
-            twins: int = 1):
+            twins: int = 1, prefold: bool = False):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -121,7 +121,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     Conv weights in onnxruntime's blocked layout, for many runs (`session_settings`). `beside`:
     it runs beside other work (session_settings). `twins` > 1 (a path whose weights are mapped, or
     a stub with `payloads_beside`): the graph that many times over, its weights once (twinned.py);
-    VerificationError where that is not to be had."""
+    VerificationError where that is not to be had. `prefold` (a path, folded, not streamed): the
+    weights' constant chains folded before onnxruntime loads it (prefold.py), same outputs."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
     if initializers is None and hasattr(model, "npy_arrays"):  # npy.NpyModel: its arrays as `run` gives them
@@ -160,6 +161,17 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
                 settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime,
                                             streamed=streamed, layout=layout, beside=beside)
         _check_locations(Path(model))
+        if prefold and fold_constants and optimize and not map_weights and twins == 1:
+            from .prefold import prefolded_session
+
+            try:
+                sess = prefolded_session(Path(model), settings, _load)
+            except Exception:  # noqa: BLE001 - whatever the folded copy trips on, load the file itself
+                sess, settings = None, session_settings(optimize=optimize, fold_constants=fold_constants,
+                                                        runtime=runtime, streamed=streamed, layout=layout,
+                                                        beside=beside)
+            if sess is not None:
+                return sess
         return _load(str(model), settings)
     except UnsafeLocationError:
         raise

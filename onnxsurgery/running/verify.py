@@ -19,7 +19,7 @@ from . import runs
 from .feeds import _structure
 from .heap import give_back_freed_memory as _give_back_freed_memory
 from .labels import runtime_label
-from .output_errors import PooledOutputs, compare_outputs
+from .output_errors import PooledOutputs, compare_outputs, hollow_outputs
 from .output_kinds import headline_outputs
 from .ranked import ranked_outputs
 from .readers import same_readers
@@ -81,7 +81,8 @@ def compare_models(
     # in float16: reported 0.0259 unfolded, 0.0275 in the user's session); it holds float32
     # copies either way. The input's computation decides, not the result's: a float32 model's
     # result holds float16 vectors cast back to float32, which fold to the same values.
-    fold_candidate = fold_candidate or computes_in_16bit_floats(reference)
+    sixteen = computes_in_16bit_floats(reference)
+    fold_candidate = fold_candidate or sixteen
     # a result that runs only folded (folded_only.py) is run so at once, not after a session that
     # fails (vit_focus: one session and a run less); run_candidate's fallback catches the rest
     fold_candidate = fold_candidate or (optimize and resizes_constants_cubically(_structure(reference)))
@@ -123,8 +124,10 @@ def compare_models(
     worst_sample, worst_error = 0, -1.0  # the sample whose headline error is largest
     # the user's own samples: Conv weights in onnxruntime's blocked layout, as the capture's were
     # (sessions.session_settings: many runs pay for the copy; one generated one does not)
+    # folded, its weights' chains folded one weight at a time first (prefold.py): onnxruntime's
+    # ConstantFolding holds every step of every chain at once (rxnmap's bfloat16 result: 396 MB)
     cand_options = dict(runtime=runtime, layout=layout, optimize=optimize, streamed=streamed,
-                        payloads_beside=candidate_beside)
+                        payloads_beside=candidate_beside, prefold=sixteen)
     # a streamed model's batches of other shapes (a decoder's samples with a past, its first
     # steps): one run of a twinned session, each weight dequantized once (twinned.py)
     merged = _twinned(candidate, names, samples, fold_constants=fold_candidate, **cand_options) if (
@@ -169,15 +172,20 @@ def compare_models(
     del cand_sess
     _give_back_freed_memory()
     per_output = pooled.finish(names, headline)
-    chosen = [per_output[n] for n in headline]
+    # an output the original computed no number of on any sample is not compared: its error of 0
+    # would say the result matches where nothing was checked; a headline of nothing compared: None
+    hollow = hollow_outputs(per_output)
+    chosen = [per_output[n] for n in headline if n not in hollow]
+    nothing = bool(headline) and not chosen
     return {
         "runtime": runtime_label(runtime, candidate, streamed=streamed),
         "streamed": streamed,
         "samples": len(samples),
         "generated": generated,  # inputs made from the declared shapes: errors on real data may differ
         "exact": all(e["exact"] for e in per_output.values()),
-        "max_abs_error": max((e["max_abs_error"] for e in chosen), default=0.0),
-        "rel_l2_error": max((e["rel_l2_error"] for e in chosen), default=0.0),
+        "max_abs_error": None if nothing else max((e["max_abs_error"] for e in chosen), default=0.0),
+        "rel_l2_error": None if nothing else max((e["rel_l2_error"] for e in chosen), default=0.0),
+        "not_compared": hollow,  # outputs whose original held no finite value on any sample
         "not_finite": sum(e["not_finite"] for e in per_output.values()),
         "other_shapes": sum(e["other_shapes"] for e in per_output.values()),
         "headline": headline,
@@ -220,4 +228,4 @@ def copy_verification(model: str | os.PathLike, *, generated: bool = True) -> di
         raise VerificationError(f"{model}: onnxruntime cannot load it: {error}")
     return {"runtime": runtime_label("onnxruntime", model), "streamed": False, "samples": 0, "copy": True,
             "generated": generated, "exact": True, "max_abs_error": 0.0, "rel_l2_error": 0.0, "not_finite": 0,
-            "other_shapes": 0, "headline": [], "worst_sample": 0, "outputs": {}}
+            "other_shapes": 0, "not_compared": [], "headline": [], "worst_sample": 0, "outputs": {}}

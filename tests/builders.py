@@ -19,6 +19,20 @@ def const_node(name: str, array: np.ndarray) -> onnx.NodeProto:
     return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(array, name))
 
 
+def log_of_length(x: str, threshold: float, out: str) -> list[onnx.NodeProto]:
+    """Nodes computing `out` = log(x's axis-1 length - threshold): NaN for inputs no longer than
+    `threshold` (a model that computes no number on short generated samples)."""
+    return [
+        helper.make_node("Shape", [x], ["shape"]),
+        const_node("one", np.array(1, np.int64)),
+        helper.make_node("Gather", ["shape", "one"], ["length"]),
+        helper.make_node("Cast", ["length"], ["flength"], to=TensorProto.FLOAT),
+        const_node("threshold", np.array(threshold, np.float32)),
+        helper.make_node("Sub", ["flength", "threshold"], ["left"]),
+        helper.make_node("Log", ["left"], [out]),
+    ]
+
+
 def vi(name, dtype=TensorProto.FLOAT, shape=None):
     return helper.make_tensor_value_info(name, dtype, shape)
 

@@ -43,16 +43,7 @@ def _masked_by_codes() -> onnx.ModelProto:
 
 def _hollow_when_short(threshold: float) -> onnx.ModelProto:
     """y = x * log(length - threshold): NaN everywhere for inputs no longer than `threshold`."""
-    nodes = [
-        helper.make_node("Shape", ["x"], ["shape"]),
-        builders.const_node("one", np.array(1, np.int64)),
-        helper.make_node("Gather", ["shape", "one"], ["length"]),
-        helper.make_node("Cast", ["length"], ["flength"], to=TensorProto.FLOAT),
-        builders.const_node("threshold", np.array(threshold, np.float32)),
-        helper.make_node("Sub", ["flength", "threshold"], ["left"]),
-        helper.make_node("Log", ["left"], ["scale"]),
-        helper.make_node("Mul", ["x", "scale"], ["y"]),
-    ]
+    nodes = builders.log_of_length("x", threshold, "scale") + [helper.make_node("Mul", ["x", "scale"], ["y"])]
     return builders.model(nodes, [builders.vi("x", shape=[1, "n"])], [builders.vi("y", shape=[1, "n"])])
 
 

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import onnx
 from click.testing import CliRunner
-from onnx import TensorProto, helper
+from onnx import helper
 
 import builders
 from onnxsurgery.cli import main
@@ -25,13 +25,7 @@ def _hollow(threshold: float, classes: int = HIDDEN) -> onnx.ModelProto:
     nodes = [
         helper.make_node("MatMul", ["x", "w"], ["h"]),
         helper.make_node("MatMul", ["x", "v"], ["kept"]),
-        helper.make_node("Shape", ["x"], ["shape"]),
-        builders.const_node("one", np.array(1, np.int64)),
-        helper.make_node("Gather", ["shape", "one"], ["length"]),
-        helper.make_node("Cast", ["length"], ["flength"], to=TensorProto.FLOAT),
-        builders.const_node("threshold", np.array(threshold, np.float32)),
-        helper.make_node("Sub", ["flength", "threshold"], ["left"]),
-        helper.make_node("Log", ["left"], ["scale"]),
+        *builders.log_of_length("x", threshold, "scale"),
         helper.make_node("Mul", ["h", "scale"], ["logits"]),
     ]
     inits = [onnx.numpy_helper.from_array(builders.rand((HIDDEN, classes), 1), "w"),

@@ -18,7 +18,6 @@ import math
 import mmap
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -27,14 +26,10 @@ from onnx import numpy_helper
 from onnx_graphsurgeon.exporters.onnx_exporter import dtype_to_onnx
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
-from .kernel import start_write_back
 from .paths import confined
 from .skim import LAZY_THRESHOLD, read_model_skipping_weights  # noqa: F401 (read_model_skipping_weights: its old home)
+from .spill import SPILL_LOCATION, SpillFile
 
-# `ExternalFiles.offload`'s file: a name no file can have (a NUL), its payloads page-aligned
-SPILL_LOCATION = "\0spill"
-SPILL_ALIGN = 4096
-COPY_CHUNK_BYTES = 16 * 2**20
 OFFLOAD_EVERY_BYTES = 32 * 2**20
 
 
@@ -54,13 +49,8 @@ class ExternalFiles:
         self.model_file = model_file
         self._fds: dict[str, int] = {}
         self._held: dict[str, memoryview] = {}
-        self._spill: tuple[int, int] | None = None  # (fd, bytes written) of `spill_into`'s file
+        self._spill: SpillFile | None = None  # `spill_into`'s file (spill.py)
         self._pending = 0  # bytes a pass reported `produced` since the last offload
-        self._writer = None  # the thread that writes `offload`'s batches
-        self._writing = None  # the future of the batch it is writing
-        self._spill_nameless = False  # made with O_TMPFILE: it can be given a name (linkat)
-        self._spill_taken = False  # its bytes moved by the output's data file that took it
-        self._write_back = False  # spill_into's: each batch's write-back started as it is written
 
     def hold(self, payload: np.ndarray | bytes) -> str:
         """A location whose bytes are `payload` (a C-contiguous array, or bytes), kept until
@@ -72,23 +62,11 @@ class ExternalFiles:
         return location
 
     def spill_into(self, folder: Path, *, write_back: bool = False) -> None:
-        """From now on `offload` moves large payloads made in memory to a file in `folder` (the
-        output's: a temporary folder may be memory, tmpfs). The file is unlinked as soon as it
-        is made: it is read through its handle, and nothing is left behind whatever happens.
-        `write_back`: the output will have a data file, which takes the spill file over
-        (adopt.py) after a flush of what is still dirty in it: each batch's write-back is started
-        as it is written, while the disk is idle (dec-l4's 340 MB: 0.25-0.4 s of waiting at the
-        end otherwise). Without it, the spill's pages may never reach the disk at all."""
-        if self._spill is not None:
-            return
-        self._write_back = write_back
-        try:  # nameless from the start, so that the output's data file can become it (spill_file)
-            fd = os.open(folder, os.O_TMPFILE | os.O_RDWR, 0o666)
-            self._spill_nameless = True
-        except (AttributeError, OSError):  # not Linux, or a file system without O_TMPFILE
-            fd, name = tempfile.mkstemp(prefix=".onnxsurgery-spill.", dir=folder)
-            os.unlink(name)
-        self._spill = (fd, 0)
+        """From now on `offload` moves large payloads made in memory to a spill file in `folder`
+        (the output's; spill.py). `write_back`: the output will have a data file, which takes the
+        spill file over (adopt.py)."""
+        if self._spill is None:
+            self._spill = SpillFile(folder, write_back=write_back)
 
     @property
     def spilling(self) -> bool:
@@ -108,7 +86,7 @@ class ExternalFiles:
         the bytes moved. What a pass produces then lives in the page cache, which the kernel can
         drop, not in the process: a 27 GB model's int8 weights (6.7 GB) were all held until the
         export before. No-op without `spill_into`."""
-        if self._spill is None or self._spill_taken:
+        if self._spill is None or self._spill.was_taken:
             return 0
         from ..graph_utils import collect_constants
 
@@ -120,10 +98,8 @@ class ExternalFiles:
             if spillable is None:
                 continue
             proto, payload = spillable
-            fd, size = self._spill
-            offset = size + (-size % SPILL_ALIGN)
+            offset = self._spill.place(len(payload))
             batch.append((payload, offset))
-            self._spill = (fd, offset + len(payload))
             proto.data_location = onnx.TensorProto.EXTERNAL
             for key, value in (("location", SPILL_LOCATION), ("offset", str(offset)), ("length", str(len(payload)))):
                 entry = proto.external_data.add()
@@ -131,35 +107,17 @@ class ExternalFiles:
             site.tensor._values = FileBackedValues(proto, self)
             moved += len(payload)
         if batch:
-            # written on a thread of its own while the pass goes on to the next weights (the
-            # writes held both cores' rounding up: 0.2-0.4 s of int8 on a 1.35 GB decoder); one
-            # batch at a time, so that the payloads alive beyond the old bound are one batch's
-            self._spilled()
-            if self._writer is None:
-                from concurrent.futures import ThreadPoolExecutor
-                self._writer = ThreadPoolExecutor(1, thread_name_prefix="spill")
-            self._writing = self._writer.submit(_write_batch, self._spill[0], batch, self._write_back)
+            self._spill.write(batch)  # on the spill's writer thread, while the pass goes on
         return moved
 
     def spill_file(self) -> int | None:
-        """A handle on the spill file, its batches all written, where it has no name yet and can
-        be given one (O_TMPFILE): the output's data file may take it over (`adopt.adopt_spill`)
-        rather than copy its payloads. None where there is no such file."""
-        if self._spill is None or not self._spill_nameless or self._spill_taken:
-            return None
-        self._spilled()
-        return self._spill[0]
+        """A handle on the spill file that the output's data file may take over
+        (`SpillFile.adoptable`), or None."""
+        return None if self._spill is None else self._spill.adoptable()
 
     def spill_taken(self) -> None:
-        """The output's data file took the spill file over and moved its bytes: nothing may
-        read or add to it from now on."""
-        self._spill_taken = True
-
-    def _spilled(self) -> None:
-        """Wait until the batch being written is in the spill file (its error raised here)."""
-        writing, self._writing = self._writing, None
-        if writing is not None:
-            writing.result()
+        """The output's data file took the spill file over (`SpillFile.taken`)."""
+        self._spill.taken()
 
     def read(self, location: str, offset: int, length: int, *, tensor: str | None = None) -> bytes | memoryview:
         """`length` bytes at `offset` of `location`; `tensor` names the reader in an error. A
@@ -196,11 +154,8 @@ class ExternalFiles:
         return self._fd(location, None)
 
     def _fd(self, location: str, tensor: str | None) -> int:
-        if location == SPILL_LOCATION and self._spill_taken:
-            raise RuntimeError("the spill file became an output's data file: its payloads were moved")
         if location == SPILL_LOCATION and self._spill is not None:
-            self._spilled()  # its bytes written before anything reads or copies them
-            return self._spill[0]
+            return self._spill.fd()  # its bytes written before anything reads or copies them
         fd = self._fds.get(location)
         if fd is None:
             if location == self.model_file:
@@ -216,11 +171,8 @@ class ExternalFiles:
             os.close(fd)
         self._fds.clear()
         self._held.clear()
-        if self._writer is not None:
-            self._writer.shutdown(wait=True)  # a batch still being written: its handle stays open until it is done
-            self._writer, self._writing = None, None
         if self._spill is not None:
-            os.close(self._spill[0])
+            self._spill.close()
             self._spill = None
 
     def __del__(self):
@@ -361,18 +313,6 @@ def held_payload(t) -> np.ndarray | None:
     if values.dtype.newbyteorder("<") != values.dtype or values.dtype.kind not in "biuf":
         return None  # big-endian or an object / string array: gs's own conversion
     return np.ascontiguousarray(values).reshape(-1)
-
-
-def _write_batch(fd: int, batch: list[tuple[memoryview, int]], write_back: bool = False) -> None:
-    """Each (payload, offset) of `ExternalFiles.offload`'s batch written at its offset of `fd`;
-    `write_back`: the batch's write-back to the disk started (`spill_into`)."""
-    for payload, offset in batch:
-        done = 0
-        while done < len(payload):
-            done += os.pwrite(fd, payload[done:done + COPY_CHUNK_BYTES], offset + done)
-    if write_back and batch:
-        start = batch[0][1]
-        start_write_back(fd, start, batch[-1][1] + len(batch[-1][0]) - start)
 
 
 def _spillable_proto(t) -> tuple[onnx.TensorProto, memoryview] | None:

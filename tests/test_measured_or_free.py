@@ -47,6 +47,10 @@ def test_plans_that_differ_are_judged_on_the_samples_and_the_kept_one_applied(tm
     free, _ = plan_with(src, options, True, None)
     assert differing(measured, free) == ["B"]
     chosen = measured_or_free(src, options, inputs, Calibration.for_choices(src, samples))
+    kept = chosen.built.path  # the kept plan's build: quant writes it instead of building the plan again
+    assert kept.is_file()
+    chosen.built.discard()
+    assert chosen.built.path is None and not kept.parent.exists()
     mine, theirs = chosen.errors
     assert len(mine) == len(theirs) == 3 and chosen.measured == keeps_measured(mine, theirs)
     assert chosen.measured  # B in float16: closer to the float model on every sample

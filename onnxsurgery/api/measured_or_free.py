@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
 import statistics
 import tempfile
 from dataclasses import dataclass
@@ -79,10 +80,20 @@ class Built:
     """A candidate as built and run here: the sha256 of its one file, and its outputs on each
     sample, computed as verification computes a result's (unfolded, Conv weights in the blocked
     layout). The run's own build of the kept plan, where its bytes are these, computes these
-    outputs: verification takes them instead of running the samples again (quantizing.py)."""
+    outputs: verification takes them instead of running the samples again (quantizing.py).
+    `path` and `reports`: the file, in a folder of its own till `discard`, and the passes' reports
+    of its build, where no opset upgrade was made (quant writes that file instead of building it
+    again); else None."""
 
     digest: str
     outputs: list[list]
+    path: Path | None = None
+    reports: list | None = None
+
+    def discard(self) -> None:
+        if self.path is not None:
+            shutil.rmtree(self.path.parent, ignore_errors=True)
+            self.path = None
 
 
 def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration,
@@ -101,6 +112,7 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
         differ = differing(measured, free)
         if not differ:
             return Chosen(measured, True)
+        free = _marked(free, differ)  # before its build: the build's reports are the run's (quantizing.py)
         errors, builds = _errors(input_path, options, merge, (measured, free), inputs, activations)
     except Exception as e:  # noqa: BLE001 - a candidate that does not build or run: planned in the pipeline,
         log.info("measured plan not checked against the data-free one: %s", e)  # as before, its errors its own
@@ -109,12 +121,15 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     n, (mine, theirs) = len(errors[0]), (statistics.median(e) for e in errors)
     what = (f"{len(differ)} weight{'s' * (len(differ) != 1)} measured otherwise than from the weights alone; "
             f"median relative L2 over the {n} samples {mine:.3g} measured, {theirs:.3g} data-free")
+    for build in builds[keep:keep + 1]:  # the one not kept: its file goes
+        if build is not None:
+            build.discard()
     if keep:
         note = f"per-weight choices measured on {n} samples from --inputs ({what})"
         return Chosen(measured, True, note, errors, builds[0])
     note = (f"per-weight choices made from the weights alone: the plan measured on the {n} samples from --inputs "
             f"was no more accurate on them ({what}; worst {max(errors[0]):.3g} against {max(errors[1]):.3g})")
-    return Chosen(_marked(free, differ), False, note, errors, builds[1])
+    return Chosen(free, False, note, errors, builds[1])
 
 
 def keeps_measured(measured: list[float], data_free: list[float]) -> bool:
@@ -184,19 +199,32 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
     headline = headline_outputs(names, inputs.outputs)
     ranked = ranked_outputs(read_model_skipping_weights(Path(input_path)))
     found, builds = [], []
-    with tempfile.TemporaryDirectory(prefix="onnxsurgery-measured-") as tmp:
-        for index, plan in enumerate(plans):
-            path = _build(input_path, options, merge, plan, Path(tmp) / f"candidate{index}.onnx")
+    try:
+        for plan in plans:
+            tmp = Path(tempfile.mkdtemp(prefix="onnxsurgery-measured-"))
+            path, reports = _build(input_path, options, merge, plan, tmp / "candidate.onnx")
+            built = Built("", [], path, reports)  # its folder goes with it (discard)
+            builds.append(built)
             errors, (outputs, unfolded) = [], _runs(path, names, feeds)
             for got, ref in zip(outputs, expected):
                 compared = compare_outputs(ref, got, names, ranked)
                 errors.append(max((compared[n]["rel_l2_error"] for n in headline), default=0.0))
             heap.give_back_freed_memory()
             found.append(errors)
-            alone = [p.name for p in Path(tmp).iterdir()] == [path.name]  # no data file beside it
-            builds.append(Built(_digest(path), outputs) if unfolded and alone else None)
-            path.unlink()
+            alone = [p.name for p in tmp.iterdir()] == [path.name]  # no data file beside it
+            if unfolded and alone:
+                built.digest, built.outputs = _digest(path), outputs
+                if reports is None:
+                    built.discard()
+            else:
+                built.discard()
+                builds[-1] = None
             del outputs
+    except BaseException:
+        for built in builds:
+            if built is not None:
+                built.discard()
+        raise
     return (found[0], found[1]), builds
 
 
@@ -227,16 +255,18 @@ def _runs(path: Path, names: list[str], feeds: list[dict]) -> tuple[list[list], 
     return [sess.run(names, f) for f in feeds], False
 
 
-def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Path) -> Path:
-    """`plan` applied as `quant` applies a budget's plan, written to `path`."""
-    ws = open_workspace(input_path)
+def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Path) -> tuple[Path, list | None]:
+    """`plan` applied as `quant` applies a budget's plan, written to `path`; with its passes'
+    reports where the model kept its opset and nothing was noted (else None: not the run's)."""
+    ws = opened = open_workspace(input_path)
     report = RunReport("quant", str(input_path), bytes_before=ws.input_bytes)
     try:
         ws = at_required_opset(ws, input_path, options, report, verify=False, records=plan)
         ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, records=plan, store=ws.store))
         save_model(ws.finish(), path, external_data=ws.has_external_data_files, files=ws.files)
+        reports = ws.reports if ws is opened and not report.notes and not report.warnings else None
     finally:
         ws.close()
         heap.give_back_freed_memory()
-    return path
+    return path, reports
 

@@ -125,6 +125,8 @@ def quant_plan(input_path: str | os.PathLike, *, run: QuantRun | None = None, **
     plan is checked against the model."""
     run = QuantRun.given(run, options, dry_run=True)
     prepared = prepare(input_path, run)
+    if prepared.built is not None:
+        prepared.built.discard()
     ws = open_workspace(input_path)
     try:
         opset = max(ws.opsets.get("", 1), needed_opset(ws, prepared.options, prepared.records))
@@ -198,6 +200,10 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         external_data = run.output.external_data
         if external_data is None:
             external_data = ws.has_external_data_files or has_kv_cache(ws.graph)
+        # the kept plan's build, made and run on the samples while choosing it (measured_or_free.py): written
+        # as it is, not built again; its runs there are the verification's
+        reused = prepared.built.path if prepared is not None and prepared.built is not None and \
+            prepared.built.reports is not None and not external_data else None
         if prepared is None:  # --dynamic
             if decision.merge:
                 ws.run_pipeline(shrink_pipeline())
@@ -207,6 +213,14 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         else:
             report.notes.extend(prepared.notes)
             report.allocation = prepared.allocation
+        if reused is not None:
+            report.passes = prepared.built.reports
+            _lift_plan(report)
+            report.notes.extend(filter(None, [prepared.sampling_note,
+                                              block_size_note(decision.request, report.weights or []),
+                                              prepared.decided_by]))
+            produce = None
+        elif prepared is not None:
             ws = at_required_opset(ws, input_path, prepared.options, report, verify=verification.verify,
                                     inputs=inputs, records=prepared.records,
                                     reference_runs=reference_runs, deferred=upgrade_checks)
@@ -279,6 +293,13 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             if max_error is None and not worst <= large_error_line(four_bit):
                 report.warnings.append(_large_error_warning(report.verification, "int4" if four_bit else "int8"))
 
+        if reused is not None:
+            ws.close()
+            if verification.verify or run.runtime == "tensorrt":
+                check(reused)
+            copy_file(reused, out)
+            report.bytes_after = out.stat().st_size
+            return report
         if prepared is not None and not ws.has_external_data_files and not any(p.changed for p in report.passes):
             # nothing merged or quantized (an already-quantized model, say): the input as it is. A
             # re-export changed only its initializers' order, and with it onnxruntime's memory
@@ -296,6 +317,8 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
     finally:
         if ahead is not None:  # a run that failed never asked for them: stopped, not waited for
             ahead.cancel()
+        if prepared is not None and prepared.built is not None:
+            prepared.built.discard()
 
 
 def _reference_ahead(input_path, run: QuantRun, prepared: Preparation | None, ws: Workspace,

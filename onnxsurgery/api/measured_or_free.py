@@ -85,7 +85,7 @@ class Built:
     of its build, where no opset upgrade was made (quant writes that file instead of building it
     again); else None."""
 
-    digest: str
+    digest: str  # "" where its file is written as it is (`path`)
     outputs: list[list]
     path: Path | None = None
     reports: list | None = None
@@ -213,8 +213,9 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
             found.append(errors)
             alone = [p.name for p in tmp.iterdir()] == [path.name]  # no data file beside it
             if unfolded and alone:
-                built.digest, built.outputs = _digest(path), outputs
-                if reports is None:
+                built.outputs = outputs
+                if reports is None:  # built again by the run: its bytes tell whether it is this one
+                    built.digest = _digest(path)
                     built.discard()
             else:
                 built.discard()
@@ -229,8 +230,10 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
 
 
 def same_build(built: Built | None, path: Path) -> bool:
-    """Whether the file at `path` (one file, no external data) is `built`'s, byte for byte."""
-    return built is not None and _digest(Path(path)) == built.digest
+    """Whether the file at `path` (one file, no external data) is `built`'s: the file itself, or
+    the same bytes."""
+    return built is not None and (built.path is not None and Path(path) == built.path
+                                  or bool(built.digest) and _digest(Path(path)) == built.digest)
 
 
 def _digest(path: Path) -> str:

@@ -51,7 +51,7 @@ from ..running import heap
 from ..running.output_errors import compare_outputs
 from ..running.output_kinds import headline_outputs
 from ..running.ranked import ranked_outputs
-from ..running.sessions import session
+from ..running.sessions import computes_in_16bit_floats, session
 from ..storage.io import open_model
 from ..storage.lazy import read_model_skipping_weights
 from ..storage.staging import save_model
@@ -86,7 +86,7 @@ class Built:
     again); else None."""
 
     digest: str  # "" where its file is written as it is (`path`)
-    outputs: list[list]
+    outputs: list[list] | None  # None: verification runs it otherwise (a 16-bit float model's: folded)
     path: Path | None = None
     reports: list | None = None
 
@@ -199,6 +199,8 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
     headline = headline_outputs(names, inputs.outputs)
     ranked = ranked_outputs(read_model_skipping_weights(Path(input_path)))
     found, builds = [], []
+    # verification runs a 16-bit float model's result folded (verify.compare_models): these runs are not its
+    reusable = not computes_in_16bit_floats(input_path)
     try:
         for plan in plans:
             tmp = Path(tempfile.mkdtemp(prefix="onnxsurgery-measured-"))
@@ -213,7 +215,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
             found.append(errors)
             alone = [p.name for p in tmp.iterdir()] == [path.name]  # no data file beside it
             if unfolded and alone:
-                built.outputs = outputs
+                built.outputs = outputs if reusable else None
                 if reports is None:  # built again by the run: its bytes tell whether it is this one
                     built.digest = _digest(path)
                     built.discard()

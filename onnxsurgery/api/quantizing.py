@@ -260,8 +260,8 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
                                                  fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
                                                  reference_runs=reference_runs, reference_outputs=captured and
                                                  captured.reference_outputs(inputs.samples),
-                                                 candidate_outputs=built.outputs if same_build(built, written)
-                                                 else None)
+                                                 candidate_outputs=built.outputs if built is not None and
+                                                 built.outputs is not None and same_build(built, written) else None)
             worst, max_error = report.verification["rel_l2_error"], verification.max_error
             four_bit = prepared is not None and (prepared.options.four_bit or any(  # a plan's 4-bit records
                 w.get("dtype") in ("int4", "uint4") for w in report.weights or ()))

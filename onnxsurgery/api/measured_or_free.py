@@ -56,7 +56,7 @@ from ..running import heap
 from ..running.output_errors import compare_outputs
 from ..running.output_kinds import headline_outputs
 from ..running.ranked import ranked_outputs
-from ..running.sessions import computes_in_16bit_floats, session
+from ..running.sessions import session
 from ..storage.io import open_model
 from ..storage.lazy import read_model_skipping_weights
 from ..storage.staging import save_model
@@ -91,7 +91,7 @@ class Built:
     again); else None."""
 
     digest: str  # "" where its file is written as it is (`path`)
-    outputs: list[list] | None  # None: verification runs it otherwise (a 16-bit float model's: folded)
+    outputs: list[list] | None
     path: Path | None = None
     reports: list | None = None
 
@@ -204,8 +204,6 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
     headline = headline_outputs(names, inputs.outputs)
     ranked = ranked_outputs(read_model_skipping_weights(Path(input_path)))
     found, builds = [], []
-    # verification runs a 16-bit float model's result folded (verify.compare_models): these runs are not its
-    reusable = not computes_in_16bit_floats(input_path)
     try:
         for plan in plans:
             tmp = Path(tempfile.mkdtemp(prefix="onnxsurgery-measured-"))
@@ -220,7 +218,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
             found.append(errors)
             alone = [p.name for p in tmp.iterdir()] == [path.name]  # no data file beside it
             if unfolded and alone:
-                built.outputs = outputs if reusable else None
+                built.outputs = outputs  # verification takes them where it would run them alike (verify.py)
                 if reports is None:  # built again by the run: its bytes tell whether it is this one
                     built.digest = _digest(path)
                     built.discard()

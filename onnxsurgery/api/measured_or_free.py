@@ -30,8 +30,8 @@ writes its file as it is, with its build's reports, instead of building the plan
 no opset upgrade was made), and verification takes its outputs on the samples instead of
 running them again (where they were computed as it computes them: one sample at a time,
 unfolded; a batched capture's samples run again). `--inputs`' CPU time against before this
-check (median user+sys of alternating runs): tumor_vgg16 1.54x (1.87x without the reuse),
-nudenet 1.27x (1.55x), PP-OCRv6 det 1.14x (1.59x), multilingual-e5 1.66x (1.75x: batched).
+check (median user+sys of 3-4 alternating runs): tumor_vgg16 1.53x (1.96x without the reuse),
+nudenet 1.44x (1.70x), PP-OCRv6 det 1.23x (1.72x), multilingual-e5 1.83x (1.91x: batched).
 """
 
 from __future__ import annotations

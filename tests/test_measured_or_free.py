@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 import builders
 import onnxsurgery
 from conftest import run
-from onnxsurgery.api.measured_or_free import differing, keeps_measured, measured_or_free, plan_with
+from onnxsurgery.api.measured_or_free import differing, keeps_measured, measured_or_free, plan_with, same_build
 from onnxsurgery.quantization.calibration import Calibration
 from onnxsurgery.run_options import Inputs, QuantRun
 
@@ -47,6 +47,10 @@ def test_plans_that_differ_are_judged_on_the_samples_and_the_kept_one_applied(tm
     free, _ = plan_with(src, options, True, None)
     assert differing(measured, free) == ["B"]
     chosen = measured_or_free(src, options, inputs, Calibration.for_choices(src, samples))
+    kept = chosen.built.path  # the kept plan's build: quant writes it instead of building the plan again
+    assert kept.is_file() and same_build(chosen.built, kept)
+    chosen.built.discard()
+    assert chosen.built.path is None and not kept.parent.exists()
     mine, theirs = chosen.errors
     assert len(mine) == len(theirs) == 3 and chosen.measured == keeps_measured(mine, theirs)
     assert chosen.measured  # B in float16: closer to the float model on every sample
@@ -61,3 +65,5 @@ def test_plans_that_differ_are_judged_on_the_samples_and_the_kept_one_applied(tm
                 for feeds in samples
                 for a, b in zip(run(model, feeds), run(tmp_path / "q.onnx", feeds)))
     assert abs(worst - max(mine)) <= 1e-3 * max(mine) + 1e-6
+    # the written file is the kept plan's build: its runs there are the verification's
+    assert report.verification["rel_l2_error"] == max(mine) and report.verification["samples"] == 3

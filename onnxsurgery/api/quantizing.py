@@ -33,7 +33,7 @@ from ..running.verify import compare_models, copy_verification, reference_ahead
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options
 from .check import check_for_tensorrt
-from .measured_or_free import measured_or_free
+from .measured_or_free import Built, measured_or_free, same_build
 from .quant_steps import (at_required_opset, block_size_note, decided_by, measured_activations, needed_opset,
                           run_quant_passes, run_quantize_dynamic)
 
@@ -73,6 +73,7 @@ class Preparation:
     notes: list[str] = field(default_factory=list)
     allocation: dict | None = None
     decided: str | None = None  # which of the measured and data-free plans was kept, and why (measured_or_free.py)
+    built: Built | None = None  # the kept plan's build, run on the samples there (measured_or_free.py)
 
     def steps(self, ws: Workspace, opsets: dict[str, int], store=None) -> list:
         """The quant pipeline for `ws` at `opsets`."""
@@ -113,7 +114,7 @@ def prepare(input_path, run: QuantRun) -> Preparation:
     if prepared.activations is not None and calibration is None:  # measured, or data-free (measured_or_free.py)
         chosen = measured_or_free(input_path, prepared.options, inputs, prepared.activations, merge=decision.merge)
         if chosen.plan is not None:
-            prepared.records, prepared.decided = chosen.plan, chosen.note
+            prepared.records, prepared.decided, prepared.built = chosen.plan, chosen.note, chosen.built
     return prepared
 
 
@@ -124,6 +125,8 @@ def quant_plan(input_path: str | os.PathLike, *, run: QuantRun | None = None, **
     plan is checked against the model."""
     run = QuantRun.given(run, options, dry_run=True)
     prepared = prepare(input_path, run)
+    if prepared.built is not None:
+        prepared.built.discard()
     ws = open_workspace(input_path)
     try:
         opset = max(ws.opsets.get("", 1), needed_opset(ws, prepared.options, prepared.records))
@@ -197,6 +200,10 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         external_data = run.output.external_data
         if external_data is None:
             external_data = ws.has_external_data_files or has_kv_cache(ws.graph)
+        # the kept plan's build, made and run on the samples while choosing it (measured_or_free.py): written
+        # as it is, not built again; its runs there are the verification's
+        reused = prepared.built.path if prepared is not None and prepared.built is not None and \
+            prepared.built.reports is not None and not external_data else None
         if prepared is None:  # --dynamic
             if decision.merge:
                 ws.run_pipeline(shrink_pipeline())
@@ -206,6 +213,14 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         else:
             report.notes.extend(prepared.notes)
             report.allocation = prepared.allocation
+        if reused is not None:
+            report.passes = prepared.built.reports
+            _lift_plan(report)
+            report.notes.extend(filter(None, [prepared.sampling_note,
+                                              block_size_note(decision.request, report.weights or []),
+                                              prepared.decided_by]))
+            produce = None
+        elif prepared is not None:
             ws = at_required_opset(ws, input_path, prepared.options, report, verify=verification.verify,
                                     inputs=inputs, records=prepared.records,
                                     reference_runs=reference_runs, deferred=upgrade_checks)
@@ -239,10 +254,14 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             if written == Path(input_path) and run.runtime == "onnxruntime":  # a copy: loaded, not run
                 report.verification = copy_verification(written, generated=inputs.samples is None)
                 return
+            # the kept plan's build ran on these samples already: the same bytes compute the same outputs
+            built = prepared.built if prepared is not None and not reference_runs and not external_data else None
             report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
                                                  fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
                                                  reference_runs=reference_runs, reference_outputs=captured and
-                                                 captured.reference_outputs(inputs.samples))
+                                                 captured.reference_outputs(inputs.samples),
+                                                 candidate_outputs=built.outputs if built is not None and
+                                                 built.outputs is not None and same_build(built, written) else None)
             # None: nothing in the headline compared (the original's outputs all NaN), nothing to refuse
             worst, max_error = report.verification["rel_l2_error"] or 0.0, verification.max_error
             four_bit = prepared is not None and (prepared.options.four_bit or any(  # a plan's 4-bit records
@@ -275,6 +294,13 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             if max_error is None and not worst <= large_error_line(four_bit):
                 report.warnings.append(_large_error_warning(report.verification, "int4" if four_bit else "int8"))
 
+        if reused is not None:
+            ws.close()
+            if verification.verify or run.runtime == "tensorrt":
+                check(reused)
+            copy_file(reused, out)
+            report.bytes_after = out.stat().st_size
+            return report
         if prepared is not None and not ws.has_external_data_files and not any(p.changed for p in report.passes):
             # nothing merged or quantized (an already-quantized model, say): the input as it is. A
             # re-export changed only its initializers' order, and with it onnxruntime's memory
@@ -292,6 +318,8 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
     finally:
         if ahead is not None:  # a run that failed never asked for them: stopped, not waited for
             ahead.cancel()
+        if prepared is not None and prepared.built is not None:
+            prepared.built.discard()
 
 
 def _reference_ahead(input_path, run: QuantRun, prepared: Preparation | None, ws: Workspace,

@@ -37,7 +37,7 @@ def compare_models(
     runtime: str = "onnxruntime", outputs: tuple[str, ...] | None = None,
     candidate_beside: str | os.PathLike | None = None, reference_runs: dict | None = None,
     reference_outputs: tuple | None = None, layout: bool | None = None,
-    optimize: bool = True,
+    optimize: bool = True, candidate_outputs: list | None = None,
 ) -> dict:
     """Run both models on the same inputs; returns per-output figures and the worst ones.
 
@@ -73,6 +73,10 @@ def compare_models(
 
     `optimize=False`: both sessions with onnxruntime's graph optimizations off, each node
     computed as written (what an opset converter is asked about: not onnxruntime's fusions).
+
+    `candidate_outputs`: the candidate's outputs on `samples`, computed already by a byte-identical
+    file in a session as this one's (unfolded, `layout`; quant --inputs: api/measured_or_free.py),
+    taken instead of running it again where this comparison would run it so, sample by sample.
     """
     generated = samples is None
     layout = not generated if layout is None else layout
@@ -132,7 +136,11 @@ def compare_models(
     # steps): one run of a twinned session, each weight dequantized once (twinned.py)
     merged = _twinned(candidate, names, samples, fold_constants=fold_candidate, **cand_options) if (
         not same and streamed and merge and len(batch_groups(samples)) > 1) else None
-    cand_sess = None if same or merged is not None else runs.open_session(
+    if not (candidate_outputs is not None and not same and merged is None and not merge and not fold_candidate
+            and not streamed and runtime == "onnxruntime" and candidate_beside is None and optimize
+            and len(candidate_outputs) == len(samples) == len(expected)):
+        candidate_outputs = None
+    cand_sess = None if same or merged is not None or candidate_outputs is not None else runs.open_session(
         candidate, fold_constants=fold_candidate, **cand_options)
 
     refolding = threading.Lock()  # run_samples may run two batches at once
@@ -158,12 +166,13 @@ def compare_models(
     headline = headline_outputs(names, outputs)
     ranked = ranked_outputs(_structure(reference))
     # batched as the reference's were (batched.py): a streamed model's samples in one pass
-    if merged is None and cand_sess is not None and merge:
+    if merged is None and cand_sess is not None and merge and candidate_outputs is None:
         merged = run_samples(samples, run_candidate, merge=True, side_by_side=True)
     for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
         if index and merged is None and not same:  # the last run's buffers: eeg_spindles'
             _give_back_freed_memory()  # batch-2 run began 20 MB higher, its peak 170-186 MB -> 145-168
-        got = ref if same else merged[index] if merged is not None else run_candidate(feeds)
+        got = ref if same else merged[index] if merged is not None else candidate_outputs[index] \
+            if candidate_outputs is not None else run_candidate(feeds)
         compared = compare_outputs(ref, got, names, ranked)
         error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
         if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst

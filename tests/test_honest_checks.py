@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 
 import builders
 import onnxsurgery
-from onnxsurgery.api.quantizing import LARGE_OUTPUT_ERROR, LARGE_OUTPUT_ERROR_4BIT
+from onnxsurgery.api.verdict import LARGE_OUTPUT_ERROR, LARGE_OUTPUT_ERROR_4BIT
 from onnxsurgery.cli import main
 from onnxsurgery.running.output_kinds import has_class_axis
 from onnxsurgery.render import GENERATED_CANNOT_TELL

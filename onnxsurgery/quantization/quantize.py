@@ -16,7 +16,8 @@ from ..graph_utils import ConstantSite
 from .lowerings import REGISTRY
 from .axes import choose_axes
 from .chunked import abs_max, abs_max_with_ranges, all_finite
-from .lowerings.scaled import equalized_axis, equalizing_from, equalizing_scales, through_casts
+from .lowerings.scaled import equalized_axis, equalizing_from, equalizing_scales
+from .lowerings.weight_readers import through_casts
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, quantize
 

@@ -26,7 +26,8 @@ import onnx
 
 from ...graph_utils import ConstantSite, consumers
 from ..lowerings.embed_rows import READER as WORD_TABLE_READER, gathers_behind_cast, looked_up
-from ..lowerings.scaled import scale_axis, through_casts
+from ..lowerings.scaled import scale_axis
+from ..lowerings.weight_readers import through_casts
 from ..options import QuantOptions
 from .candidate import Form, form
 from .int4_paths import adapts

@@ -36,7 +36,7 @@ import onnx
 
 from ...graph_utils import ConstantSite, consumers
 from ...running.kv_cache import has_kv_cache
-from ..lowerings.scaled import through_casts
+from ..lowerings.weight_readers import through_casts
 from ..lowerings.zero_points import read_in_loop
 from ..options import FLOAT_TYPES, Scheme, dq_opset
 from ..axes import choose_axes

@@ -21,7 +21,7 @@ from ..nodes import Emitter, const, int_tensor
 from ..options import FLOAT_TYPES, dq_opset
 from ..rounding import Quantized
 from .base import Lowering, always
-from .scaled import through_casts
+from .weight_readers import through_casts
 
 
 def build_dq(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor | None:

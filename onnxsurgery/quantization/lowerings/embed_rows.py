@@ -37,7 +37,7 @@ from ..options import Scheme
 from ..rounding import Quantized
 from .base import Lowering
 from .gather import build_gathered
-from .scaled import through_casts
+from .weight_readers import through_casts
 
 READER, TABLE_INPUT = "EmbedLayerNormalization", 2
 RANGE_OPSET = 11  # Range (the remapped ids); also uint8 BitShift, which splits 4-bit rows
@@ -53,7 +53,7 @@ def word_table(site: ConstantSite) -> bool:
 
 def gathers_behind_cast(site: ConstantSite) -> list[gs.Node] | None:
     """The Gathers (data input, along axis 0) that read `site` through Casts to float32 in its own
-    graph (scaled.through_casts), or None where anything else reads it."""
+    graph (weight_readers.through_casts), or None where anything else reads it."""
     behind = through_casts(site)
     rank = len(site.shape)
     if not behind or not rank or not all(n.op == "Gather" and i == 0 and n.attrs.get("axis", 0) % rank == 0

@@ -61,13 +61,14 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, NameAllocator, consumers, read_values, readers_by_graph
+from ...graph_utils import ConstantSite, NameAllocator, read_values, readers_by_graph
 from ..nodes import Emitter
 from ..options import Scheme
 from ..chunked import abs_max
 from ..rounding import Quantized
 from .base import Lowering
 from .conv_zero_point import conv_zero_point
+from .weight_readers import effective_readers, through_casts
 
 EQUALIZE_ALPHA = 0.5
 
@@ -128,33 +129,6 @@ def fused_matmul_b(node: gs.Node, rank: int) -> bool:
 # The float types the lowering computes in: the reader's own (Cast int8 -> it, scales in it).
 # bfloat16 is left to the arith chain: onnxruntime's CPU MatMul and Conv take no bfloat16.
 SCALED_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16}
-
-
-def through_casts(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
-    """The readers behind a weight stored in a narrower float and read only through Casts to
-    float32 in its own graph (a bfloat16 checkpoint exported as bf16 weights -> Cast -> MatMul):
-    the int8 form can feed them in float32 directly, and the Casts go. None otherwise."""
-    readers = consumers(site)
-    if site.onnx_dtype not in (onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT16) or not readers:
-        return None
-    if any(cast.op != "Cast" or cast.attrs.get("to") != onnx.TensorProto.FLOAT for cast, _ in readers):
-        return None  # before the set of every node: asked per weight, several times (isnet_fp16: 834)
-    here = {id(n) for n in site.scope.graph.nodes}
-    found = []
-    for cast, _ in readers:
-        if id(cast) not in here:
-            return None
-        behind = [(node, i) for node in cast.outputs[0].outputs for i, t in enumerate(node.inputs)
-                  if t is cast.outputs[0]]
-        if not behind or any(id(node) not in here for node, _ in behind):
-            return None
-        found += behind
-    return found
-
-
-def effective_readers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
-    """Who multiplies the weight: its readers, or those behind its Casts (through_casts)."""
-    return through_casts(site) or consumers(site)
 
 
 def scale_axis(site: ConstantSite) -> int | None:

@@ -6,7 +6,8 @@ weights. Each function (src, dest folder) -> path to give the CLI; raises Skip w
   folder    a directory holding model.onnx + model.onnx.data (as optimum/genai exports ship)
   fp16      onnxconverter-common's float16 conversion, keep_io_types=True (I/O stay float32)
   bf16      bfloat16 weights each followed by Cast to float32: onnxruntime's CPU provider has no
-            bfloat16 MatMul/Conv/Gemm kernels, so bfloat16 arithmetic does not run there; storage does
+            bfloat16 MatMul/Conv/Gemm kernels, so bfloat16 arithmetic does not run there; storage does.
+            A model below opset 13 is converted to 13 first (Cast takes bfloat16 from 13 on)
   opset21   onnx.version_converter to opset 21 (IR 10), the opset of int4 and blocked DequantizeLinear
 """
 
@@ -82,6 +83,7 @@ def bf16(src: Path, dest: Path) -> Path:
     m = onnx.load(str(src))
     if _is_16bit(m):
         raise Skip("weights are already 16-bit as shipped")
+    m = _at_least(m, 13)  # ddddocr_det, PP-OCRv6 rec ship opset 11: their bf16 Casts were invalid
     moved = 0
     nodes = []
     for t in m.graph.initializer:
@@ -105,17 +107,28 @@ def bf16(src: Path, dest: Path) -> Path:
     return out
 
 
-def opset21(src: Path, dest: Path) -> Path:
+def _opset(m: onnx.ModelProto) -> int:
+    return next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _at_least(m: onnx.ModelProto, version: int) -> onnx.ModelProto:
+    """`m` converted to `version` where it is below it (onnx.version_converter); Skip if refused."""
     from onnx import version_converter
 
-    m = onnx.load(str(src))
-    current = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if current >= 21:
-        raise Skip(f"already opset {current}")
+    if _opset(m) >= version:
+        return m
     try:
-        up = version_converter.convert_version(m, 21)
+        return version_converter.convert_version(m, version)
     except Exception as e:  # noqa: BLE001 - the converter's refusal is the reason
         raise Skip(f"onnx.version_converter refused: {str(e).splitlines()[0][:160]}") from e
+
+
+def opset21(src: Path, dest: Path) -> Path:
+    m = onnx.load(str(src))
+    current = _opset(m)
+    if current >= 21:
+        raise Skip(f"already opset {current}")
+    up = _at_least(m, 21)
     up.ir_version = max(up.ir_version, 10)
     out = dest / f"{src.stem}.opset21.onnx"
     onnx.save_model(up, str(out))

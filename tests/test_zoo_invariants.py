@@ -206,3 +206,12 @@ def test_a_result_that_depends_on_the_storage_fails_invariant_11():
     fails = invariants.same_results({"shipped": 0.0053, "external": 0.0053, "folder": 0.0054})
     assert len(fails) == 1 and fails[0].startswith("folder's result")
     assert invariants.same_results({"shipped": 0.0053, "external": float("nan")})  # NaN is no match
+
+
+def test_half_width_holds():
+    """Invariant 12: PP-OCRv6 rec quantized 0.034 as shipped, 0.096 from its bfloat16 storage."""
+    assert "planned worse" in invariants.half_width_holds(0.096, 0.034)[0]
+    assert invariants.half_width_holds(0.036, 0.034) == []  # bf16's own rounding: a little otherwise
+    assert invariants.half_width_holds(0.0009, 0.0) == []  # both under the floor: both exact enough
+    assert invariants.half_width_holds(0.019, 0.0)  # left float as shipped, quantized in 16 bits
+    assert invariants.half_width_holds(float("nan"), 0.01)  # NaN never holds

@@ -287,6 +287,15 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
         for f in invariants.same_results(errors):
             base["failures"].append(f"{m.name} [storage] {cmd}: {f}")
             print(f"  result: FAIL: {f}", flush=True)
+    shipped_quant = base["variants"].get("shipped", {}).get("commands", {}).get("quant", {})
+    for v in ("bf16", "fp16"):  # invariant 12
+        half_quant = base["variants"].get(v, {}).get("commands", {}).get("quant", {})
+        if "error" in half_quant and "error" in shipped_quant:
+            fails = invariants.half_width_holds(half_quant["error"], shipped_quant["error"])
+            half_quant["failures"] = half_quant.get("failures", []) + fails
+            base["failures"] += [f"{m.name} [{v}] quant: {f}" for f in fails]
+            for f in fails:
+                print(f"  {v:8s} quant: FAIL: {f}", flush=True)
     for cmd, by_variant in plans.items():
         for f in invariants.same_plans({v: p for v, p in by_variant.items() if v in variants.STORAGE}):
             base["failures"].append(f"{m.name} [storage] {cmd}: {f}")

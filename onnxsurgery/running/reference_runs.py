@@ -19,8 +19,17 @@ from .ahead import Gate, Pending
 from .batched import batch_dimension, run_samples
 from .feeds import DEFAULT_BATCH, LENGTHS, has_dynamic_batch, make_inputs
 from .generated import first_step_inputs, runnable_inputs, with_own_past, with_own_pasts
+from .kv_cache import is_cache_input
 from .samples import check_samples
 from .sessions import streams
+
+# A streamed decoder's generated samples (_merged_first): 4 new tokens on a past of 4, at batch 1
+# and 2, each past computed by a first step of 4 tokens (the first-step samples): 24 tokens a
+# model, where 32 new tokens on a past of 8 made 120 (dec-l4, 337M parameters: each token ~0.7
+# GFLOP per model). Every output is still compared at each kind of step (first step, with a
+# past; batch 1 and 2); a model without a past keeps LENGTHS[0] (and a past of PAST_LENGTH).
+DECODER_LENGTH = 4
+DECODER_PAST = 4
 
 
 def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
@@ -110,7 +119,8 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
         return outputs
 
     length = LENGTHS[0]
-    merged = _merged_first(ref_sess, run, shapes, seed, reference) if generated and wider and merge else None
+    merged = _merged_first(ref_sess, run, shapes, seed, reference,
+                           _decoder_length(ref_sess, shapes)) if generated and wider and merge else None
     if merged is not None:  # the first sample ran, inside the batch of 3 the candidate runs too
         samples, expected, steps = merged
         if steps:  # the prefixes are the first steps, their outputs computed (_merged_first)
@@ -193,11 +203,20 @@ class _WithRunOptions:
         return getattr(self._sess, name)
 
 
-def _merged_first(sess, run, shapes, seed: int, model):
+def _decoder_length(sess, shapes) -> int:
+    """The new tokens of a streamed model's generated samples: DECODER_LENGTH for a decoder fed
+    its own past (a dynamic past length, as first_step_inputs asks), LENGTHS[0] otherwise."""
+    fixed = set(shapes or {})
+    past = any(is_cache_input(i.name) and i.name not in fixed
+               and any(isinstance(d, str) and "past" in d.lower() for d in i.shape) for i in sess.get_inputs())
+    return DECODER_LENGTH if past else LENGTHS[0]
+
+
+def _merged_first(sess, run, shapes, seed: int, model, length: int = LENGTHS[0]):
     """([the first sample, the batch-2 sample], their outputs, [(their prefixes, the prefixes'
     outputs)] or []) from one run of both as a batch of 3, or None (no dynamic batch, or that run
-    refused: run_reference then asks as before). The samples are those run_reference makes at the
-    first length, and the batch of 3 is what it runs once the first sample has run alone; that
+    refused: run_reference then asks as before). The samples are those run_reference makes, at
+    `length` new tokens (a decoder's: DECODER_LENGTH), and the batch of 3 is what it runs once the first sample has run alone; that
     run of the first sample only showed it runs, which the batch shows too: a streamed decoder's
     reference ran 5 times, now 4 (dec-l4, 1.35 GB: each run reads every weight).
 
@@ -207,10 +226,10 @@ def _merged_first(sess, run, shapes, seed: int, model):
     samples' (each dequantizing every weight); now the reference runs twice."""
     if not has_dynamic_batch(sess, shapes):
         return None
-    length = LENGTHS[0]
     # their own pasts from one run of both prefixes, as one batch (generated.with_own_pasts)
+    past = {"past_length": DECODER_PAST} if length == DECODER_LENGTH else {}
     made = with_own_pasts(sess, [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
-                                             **({"batch": 2} if extra else {})) for extra in (0, 1)],
+                                             **({"batch": 2} if extra else {}), **past) for extra in (0, 1)],
                           seeds=[seed + 3, seed + 4], shapes=shapes, model=model, length=length, merge=True,
                           steps=(steps := []))
     try:

@@ -13,7 +13,11 @@ from .sessions import _first_line, session
 
 
 def open_session(model, **options):
-    """`sessions.session`, its error naming the model (a comparison loads two)."""
+    """`sessions.session`, its error naming the model (a comparison loads two). A streamed
+    session's idle threads sleep (`beside`): its few runs gain nothing from spinning between
+    operators, which took CPU (dec-l4 int8, the result's run: 2.3 s CPU against 2.9-5.4 s)."""
+    if options.get("streamed"):
+        options["beside"] = True
     try:
         return session(model, **options)
     except VerificationError as e:

@@ -16,8 +16,9 @@ one and it is missing:
 Pairs: `quant --dtype int4 --no-verify` against onnxruntime's matmul_nbits_quantizer (4 bits,
 blocks of 32, asymmetric: the default's form); `quant --no-verify` (int8) against `cp` of the
 data file (a warm page cache); verified `quant` on dec-l4 against `--no-verify` (`int8v-l4`,
-`int4v-l4`) and int4 verified against matmul_nbits_quantizer (`int4vp-l4`); default `quant` (verified) on the speech net against
-quantize_dynamic; `quant --dtype int4`, verified (`zoo4-NAME`) and `--no-verify` (`zoo4nv-NAME`),
+`int4v-l4`) and int4 verified against matmul_nbits_quantizer (`int4vp-l4`); default `quant`
+(verified) on the speech net against quantize_dynamic; `quant --dtype int4`, verified
+(`zoo4-NAME`) and `--no-verify` (`zoo4nv-NAME`),
 against matmul_nbits_quantizer on the zoo models where issue 58 measured int4 furthest from it
 (ZOO_INT4, under --zoo, default build/zoo/models: `make zoo` fetches them; skipped where
 missing); `shrink` on the ALBERT sample against scs4onnx (`--scs4onnx`, default beside this

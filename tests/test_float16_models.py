@@ -120,7 +120,7 @@ def test_bfloat16_weights_read_through_casts_take_the_lean_form(tmp_path):
     onnx.save(model, str(tmp_path / "in.onnx"))
     report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", min_elements=1024)
     (record,) = [r for r in report.weights if r["name"] == "W"]
-    assert record["lowering"] == "scaled" and record["symmetric"]
+    assert record["lowering"] == "scaled"  # zero points where its float32 values get them (test_half_plans.py)
     saved = onnx.load(str(tmp_path / "q.onnx")).graph
     assert not any(t.data_type == TensorProto.BFLOAT16 for t in saved.initializer)
     casts = [n for n in saved.node if n.op_type == "Cast"]

@@ -20,7 +20,7 @@ from .fused_forms import fused_form
 from .int4_paths import adapts, int4_form
 from .model_facts import ModelFacts
 from .weights import (already_quantized, balanced_rounding, float16_for_tensorrt, matmul_weight, position_table,
-                      recurrent_weight, tensorrt_refusal)
+                      recurrent_weight, stored_in_16_bits, tensorrt_refusal)
 
 def own_options(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     """Stage 1: each weight's own options (`site_form`), and the rule's reason where one chose them."""
@@ -57,8 +57,9 @@ VECTOR_FLOAT16 = "float16: a vector has no channels to share a scale (one a valu
 
 
 def _vector_per_value(site: ConstantSite, scheme: Scheme) -> bool:
-    """A float32 weight with at most one axis over 1, grouped per channel along that axis."""
-    return (site.onnx_dtype == onnx.TensorProto.FLOAT and scheme.granularity == "channel"
+    """A float32 or 16-bit weight (left as it is: weights.HALF_TYPES) with at most one axis over
+    1, grouped per channel along that axis."""
+    return ((site.onnx_dtype == onnx.TensorProto.FLOAT or stored_in_16_bits(site)) and scheme.granularity == "channel"
             and sum(d > 1 for d in site.shape) <= 1)
 
 

@@ -25,7 +25,7 @@ from .candidate import Candidate
 from .gain import concentration
 from .sampling import channel_sample
 from .measures import layer_cost, layer_norm
-from .weights import SMALL_FLOAT16_SHARE, balanced_rounding, lean_scheme, small_weight
+from .weights import SMALL_FLOAT16_SHARE, balanced_rounding, lean_scheme, small_weight, stored_in_16_bits
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
 # scaled.py) and spends a memory budget on the accurate block chain for the weights that
@@ -219,7 +219,8 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
         small = site.num_elements if small_weight(site) else 0
         reference = layer_norm(values, site, moments) if small else 0.0  # only small weights are ranked by it
         # `values` (the weight, or its sample) is finite (checked above); its largest |value|
-        float16 = site.onnx_dtype == onnx.TensorProto.FLOAT and \
+        # a 16-bit weight: "float16" is leaving it as it is (weights.HALF_TYPES)
+        float16 = stored_in_16_bits(site) or site.onnx_dtype == onnx.TensorProto.FLOAT and \
             (largest if largest is not None else _abs_max(values)) <= float(np.finfo(np.float16).max)
         return _Cost(site.name, error=lean_error / reference if reference > 0 else 0.0, ratio=ratio,
                      small=small, extra=extra, asymmetric=asymmetric, in_weight=moments is None,

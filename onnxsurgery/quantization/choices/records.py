@@ -13,7 +13,7 @@ from ..options import QuantOptions, Scheme
 from ..plan import WeightPlan
 from .candidate import Candidate, PlanContext
 from .int4_paths import matmulnbits_because
-from .weights import balanced_rounding, lean_scheme
+from .weights import balanced_rounding, lean_scheme, stored_in_16_bits
 
 
 def write(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
@@ -64,12 +64,16 @@ def float16_record(record: WeightPlan, c: Candidate, options: QuantOptions, loss
     (lean.py: `lossy`, int8's loss where that is why; `sensitive`, the next layer's gain
     concentration where that is; else a small weight)."""
     record.dtype, record.lowering = "float16", "cast"
+    if stored_in_16_bits(c.site):  # already 16 bits: float16's analogue is leaving it (weights.HALF_TYPES)
+        record.dtype, record.lowering = "float", None
     record.why = c.why or ("--fp16" if options.fp16 else
                            f"float16: the next layer reads a few of its output channels with {sensitive:.1f}x the "
                            "median gain, which amplifies their int8 rounding (choices/gain.py)" if sensitive else
                            f"float16: int8 per channel loses {lossy:.1f}x the accurate chain in its layer's "
                            "output on --inputs, and the chain does not fit the memory budget" if lossy else
                            "small: float16 costs little and is more accurate than int8 here")
+    if record.dtype == "float":
+        record.why = f"left in its 16 bits, where a float32 weight gets float16 ({record.why})"
 
 
 def levels_record(record: WeightPlan, c: Candidate, options: QuantOptions) -> None:

@@ -13,6 +13,7 @@ from ...graph_utils import ConstantSite, consumers
 from ..axes import choose_axes
 from ..lowerings.embed_rows import word_table
 from ..lowerings.scaled import scale_axis
+from ..lowerings.weight_readers import effective_readers
 from ..options import TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions, Scheme
 from .fused_forms import contrib_weight
 from .load_memory import KEPT_OPSET
@@ -82,7 +83,7 @@ def balanced_rounding(site: ConstantSite, options: QuantOptions) -> bool:
     """Whether `site` gets balanced rounding: asked for, or under auto a convolution weight."""
     if options.rounding != "auto":
         return options.rounding == "balanced"
-    readers = consumers(site)
+    readers = effective_readers(site)  # a 16-bit weight read through Casts: the Convs behind them
     return bool(readers) and all(n.op in ("Conv", "ConvTranspose") and i == 1 for n, i in readers)
 
 
@@ -149,8 +150,24 @@ def lean_forms(planned) -> list[tuple[ConstantSite, str]]:
 # 32,768 would take in every weight of a small transformer (hidden 128: 16,384).
 SMALL_WEIGHT_ELEMENTS = 16384
 SMALL_FLOAT16_SHARE = 0.05
+# A weight stored in 16 bits (a float16 export, a bfloat16 checkpoint read through Casts) gets the
+# plan its values would get stored as float32 (issue 55), with one exception: float16 storage,
+# which it has already. Where auto would store a float32 weight as float16 (small, sensitive,
+# lossy, a vector), a 16-bit one is left as it is (records.float16_record): the same 2 bytes per
+# element, no rounding at all (bfloat16 is not converted to float16: no smaller file, and its range
+# is float32's). The other exceptions: zero points for a weight its readers multiply in float16
+# (lowerings/zero_points.py), and the memory-at-load rule's DequantizeLinear, float32 only
+# (load_memory.py).
+HALF_TYPES = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+
+
+def stored_in_16_bits(site: ConstantSite) -> bool:
+    """A float16 or bfloat16 weight (HALF_TYPES above)."""
+    return site.onnx_dtype in HALF_TYPES
 
 
 def small_weight(site: ConstantSite) -> bool:
-    """A float32 weight auto may store as float16 (SMALL_WEIGHT_ELEMENTS, within SMALL_FLOAT16_SHARE)."""
-    return site.num_elements < SMALL_WEIGHT_ELEMENTS and site.onnx_dtype == onnx.TensorProto.FLOAT
+    """A weight auto may store as float16 (SMALL_WEIGHT_ELEMENTS, within SMALL_FLOAT16_SHARE): a
+    float32 one; a 16-bit one it may leave as it is (HALF_TYPES above)."""
+    return site.num_elements < SMALL_WEIGHT_ELEMENTS and (site.onnx_dtype == onnx.TensorProto.FLOAT
+                                                          or stored_in_16_bits(site))

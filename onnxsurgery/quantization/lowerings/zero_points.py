@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import onnx
 
-from ...graph_utils import ConstantSite, consumers, read_only_by
+from ...graph_utils import ConstantSite
+from .weight_readers import effective_readers, through_casts
 
 # auto gives lean MatMul and Gemm weights zero points wherever the layer's output error is
 # smaller with them (a ReduceSum of the input per reader at run time). Measured on task inputs:
@@ -30,11 +31,20 @@ CONV_ZERO_POINT_READERS = ("Conv",)
 
 def zero_points_fit(site: ConstantSite) -> bool:
     """Whether every reader's zero-point term can be computed from its data input
-    (`_zero_point_term`): MatMul, Gemm, and Conv with one group, in float32 (a float16 ReduceSum
-    of a layer's input can overflow)."""
-    return site.onnx_dtype == onnx.TensorProto.FLOAT and all(
+    (`_zero_point_term`): MatMul, Gemm, and Conv with one group, in float32. A 16-bit weight read
+    through Casts to float32 (weight_readers.through_casts: a bfloat16 checkpoint) qualifies, its
+    readers computing in float32 (issue 55: the plan its float32 values would get); one its readers
+    multiply in float16 does not (a float16 ReduceSum, or a Conv of ones, summing a layer's input
+    over its channels can overflow: 65504)."""
+    return (site.onnx_dtype == onnx.TensorProto.FLOAT or through_casts(site) is not None) and all(
         node.op in ("MatMul", "Gemm") or (node.op == "Conv" and node.attrs.get("group", 1) == 1)
-        for node, _ in consumers(site))
+        for node, _ in effective_readers(site))
+
+
+def _read_only_by(site: ConstantSite, ops: tuple[str, ...]) -> bool:
+    """Whether the weight has readers (behind its Casts, for a 16-bit one) and every one is one of `ops`."""
+    readers = effective_readers(site)
+    return bool(readers) and all(node.op in ops for node, _ in readers)
 
 
 # Subgraphs a node runs many times per inference: a weight stored inside one's body is left out
@@ -70,11 +80,11 @@ def zero_points_tried(site: ConstantSite, lowering: str = "scaled") -> bool:
         return True
     if lowering == "arith":
         return read_in_loop(site)
-    return lowering == "scaled" and zero_points_fit(site) and read_only_by(site, ZERO_POINT_READERS)
+    return lowering == "scaled" and zero_points_fit(site) and _read_only_by(site, ZERO_POINT_READERS)
 
 
 def conv_zero_points_tried(site: ConstantSite, lowering: str, four_bit: bool) -> bool:
     """Whether auto measures an int8 lean convolution weight with zero points as a form only
     (CONV_ZERO_POINT_READERS above: its lean-or-accurate rank stays the symmetric error's)."""
     return (lowering == "scaled" and not four_bit and zero_points_fit(site)
-            and read_only_by(site, CONV_ZERO_POINT_READERS) and len(site.shape) > 1 and site.shape[1] > 1)
+            and _read_only_by(site, CONV_ZERO_POINT_READERS) and len(site.shape) > 1 and site.shape[1] > 1)

@@ -63,7 +63,7 @@ from ..running import heap
 from ..running.output_errors import compare_outputs
 from ..running.output_kinds import headline_outputs
 from ..running.ranked import ranked_outputs
-from ..running.sessions import disk_bytes, session
+from ..running.sessions import session
 from ..storage.io import open_model
 from ..storage.lazy import read_model_skipping_weights
 from ..storage.staging import save_model
@@ -321,7 +321,9 @@ def _concurrent(input_path) -> bool:
     """Whether the data-free plan and candidate are made beside the measured ones: where the
     model's files are small enough that a second plan's and build's memory fits within the
     slack of docs/memory.md's bound (CONCURRENT_BYTES)."""
-    return disk_bytes(input_path) <= CONCURRENT_BYTES
+    _, files, size = open_model(input_path)  # the skim is the plans' too (storage/skim.py: kept for the call)
+    files.close()
+    return size <= CONCURRENT_BYTES
 
 
 def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Path) -> tuple[Path, list | None]:

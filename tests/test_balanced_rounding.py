@@ -98,3 +98,20 @@ def test_quantize_balanced_in_slices_gives_the_whole_array_integers(shape, axis,
     balanced._balance_rows(q, exact, axis + 1, True, -8, 7)
     assert got.q.tobytes() == q.astype(np.int8).reshape(shape).tobytes()
     assert (q != np.clip(np.rint(view / s_b + (z_b if not symmetric else 0)), -8, 7)).any()  # some moved
+
+
+def test_groups_of_many_moves_pick_at_once_what_one_at_a_time_picks():
+    # balanced.largest_in_rows: every row's count largest values, ties to the lower index,
+    # -inf never: what largest() picks row by row
+    from onnxsurgery.quantization.balanced import largest, largest_in_rows
+    rng = np.random.default_rng(0)
+    for trial in range(40):
+        rows, members = int(rng.integers(1, 40)), int(rng.integers(2, 300))
+        values = rng.standard_normal((rows, members)).astype(np.float32)
+        if trial % 3 == 0:
+            values = np.round(values * 4) / 4  # ties
+        if trial % 5 == 0:
+            values[rng.random((rows, members)) < 0.3] = -np.inf
+        counts = rng.integers(9, members + 10, rows)
+        got = set(zip(*(a.tolist() for a in largest_in_rows(values, counts))))
+        assert got == {(r, c) for r in range(rows) for c in largest(values[r], int(counts[r])).tolist()}

@@ -32,6 +32,12 @@ running them again (where they were computed as it computes them: one sample at 
 unfolded; a batched capture's samples run again). `--inputs`' CPU time against before this
 check (median user+sys of 3-4 alternating runs): tumor_vgg16 1.53x (1.96x without the reuse),
 nudenet 1.44x (1.70x), PP-OCRv6 det 1.23x (1.72x), multilingual-e5 1.83x (1.91x: batched).
+Where the model is small (CONCURRENT_BYTES on disk: the zoo's detectors and classifiers, not
+multilingual-e5), the data-free plan is made on a second thread while the measured one is
+(its measures run one weight at a time on one core), and the data-free candidate is built and
+run on it while the measured one is: the check's cost moves onto the other core of two, at the
+price of a second workspace held at the same time (ddddocr_det: peak 272-276 -> 292-296 MB).
+The same plans, files and errors as one after the other (issue 58, measured6).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import logging
 import shutil
 import statistics
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +71,9 @@ from .quant_steps import at_required_opset, needed_opset
 
 log = logging.getLogger("onnxsurgery")
 
+# Models up to this size on disk make the data-free plan and candidate on a second thread (the
+# other core) beside the measured ones (module doc, Cost)
+CONCURRENT_BYTES = 128 << 20
 # What a weight's form is: records that agree on these build the same weight (`why` aside)
 FORM = ("dtype", "granularity", "axis", "symmetric", "lowering", "block_size", "rounding", "levels", "keep_quantized")
 
@@ -107,18 +117,28 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     or the data-free plan where that one's median error over the samples is lower (module doc)."""
     if options.include:  # weights --include forces past a refusal: a plan's records cannot ask for that
         return Chosen(None, True)
-    measured, upgrade = plan_with(input_path, options, merge, activations)
+    # the data-free plan on a second thread while the measured one is made (module doc, Cost)
+    beside = _Beside(plan_with, input_path, options, merge, None) if _concurrent(input_path) else None
+    try:
+        measured, upgrade = plan_with(input_path, options, merge, activations)
+    except BaseException:
+        if beside is not None:
+            beside.wait()
+        raise
     if upgrade is not None and not _upgrades(input_path, upgrade):
         # the pipeline falls back to the model's own opset where the converter fails (at_required_opset);
         # a plan made at the newer one would be refused there
+        if beside is not None:
+            beside.wait()
         return Chosen(None, True)
     try:
-        free, _ = plan_with(input_path, options, merge, None)
+        free, _ = beside.result() if beside is not None else plan_with(input_path, options, merge, None)
         differ = differing(measured, free)
         if not differ:
             return Chosen(measured, True)
         free = _marked(free, differ)  # before its build: the build's reports are the run's (quantizing.py)
-        errors, builds = _errors(input_path, options, merge, (measured, free), inputs, activations)
+        errors, builds = _errors(input_path, options, merge, (measured, free), inputs, activations,
+                                 concurrent=beside is not None)
     except Exception as e:  # noqa: BLE001 - a candidate that does not build or run: planned in the pipeline,
         log.info("measured plan not checked against the data-free one: %s", e)  # as before, its errors its own
         return Chosen(None, True)
@@ -189,10 +209,11 @@ def _forms(plan: Plan) -> dict[str, tuple]:
     return {w.name: tuple(getattr(w, k, None) for k in FORM) for w in plan.weights}
 
 
-def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Calibration):
+def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Calibration, *, concurrent: bool = False):
     """Each plan's relative L2 error on each sample (the largest over the headline outputs, as
     verification reports a sample's), and each plan's Built (None: not reusable: a folded run, or
-    a file with external data)."""
+    a file with external data). `concurrent`: the second plan built and run on a thread of its own
+    beside the first (module doc, Cost)."""
     feeds = activations.runnable_samples()
     reference = activations.reference_outputs(activations.samples)
     if reference is None:  # a sample that lacks an input (generated in the capture): the original runs here
@@ -203,35 +224,42 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
     names, expected = reference
     headline = headline_outputs(names, inputs.outputs)
     ranked = ranked_outputs(read_model_skipping_weights(Path(input_path)))
-    found, builds = [], []
-    try:
-        for plan in plans:
-            tmp = Path(tempfile.mkdtemp(prefix="onnxsurgery-measured-"))
-            path, reports = _build(input_path, options, merge, plan, tmp / "candidate.onnx")
-            built = Built("", [], path, reports)  # its folder goes with it (discard)
-            builds.append(built)
-            errors, (outputs, unfolded) = [], _runs(path, names, feeds)
-            for got, ref in zip(outputs, expected):
-                compared = compare_outputs(ref, got, names, ranked)
-                errors.append(max((compared[n]["rel_l2_error"] for n in headline), default=0.0))
-            heap.give_back_freed_memory()
-            found.append(errors)
-            alone = [p.name for p in tmp.iterdir()] == [path.name]  # no data file beside it
-            if unfolded and alone:
-                built.outputs = outputs  # verification takes them where it would run them alike (verify.py)
-                if reports is None:  # built again by the run: its bytes tell whether it is this one
-                    built.digest = _digest(path)
-                    built.discard()
-            else:
+
+    def candidate(plan: Plan, made: list) -> list[float]:
+        """`plan` built and run on the samples: its errors; its Built (or None) in `made`."""
+        tmp = Path(tempfile.mkdtemp(prefix="onnxsurgery-measured-"))
+        built = Built("", [], tmp / "candidate.onnx")  # its folder goes with it (discard)
+        made.append(built)
+        path, built.reports = _build(input_path, options, merge, plan, built.path)
+        errors, (outputs, unfolded) = [], _runs(path, names, feeds)
+        for got, ref in zip(outputs, expected):
+            compared = compare_outputs(ref, got, names, ranked)
+            errors.append(max((compared[n]["rel_l2_error"] for n in headline), default=0.0))
+        heap.give_back_freed_memory()
+        alone = [p.name for p in tmp.iterdir()] == [path.name]  # no data file beside it
+        if unfolded and alone:
+            built.outputs = outputs  # verification takes them where it would run them alike (verify.py)
+            if built.reports is None:  # built again by the run: its bytes tell whether it is this one
+                built.digest = _digest(path)
                 built.discard()
-                builds[-1] = None
-            del outputs
+        else:
+            built.discard()
+            made[-1] = None
+        return errors
+
+    mine, theirs = [], []
+    beside = _Beside(candidate, plans[1], theirs) if concurrent else None
+    try:
+        found = [candidate(plans[0], mine)]
+        found.append(beside.result() if beside is not None else candidate(plans[1], theirs))
     except BaseException:
-        for built in builds:
+        if beside is not None:
+            beside.wait()
+        for built in mine + theirs:
             if built is not None:
                 built.discard()
         raise
-    return (found[0], found[1]), builds
+    return (found[0], found[1]), [*mine, *theirs]
 
 
 def same_build(built: Built | None, path: Path) -> bool:
@@ -261,6 +289,41 @@ def _runs(path: Path, names: list[str], feeds: list[dict]) -> tuple[list[list], 
         pass
     sess = session(path, layout=True, beside=True)
     return [sess.run(names, f) for f in feeds], False
+
+
+class _Beside:
+    """fn(*args) on a thread of its own: `result` waits for it (its exception raised here),
+    `wait` only waits."""
+
+    def __init__(self, fn, *args):
+        self._value, self._error = None, None
+
+        def run() -> None:
+            try:
+                self._value = fn(*args)
+            except BaseException as e:  # noqa: BLE001 - raised on the caller's thread (result)
+                self._error = e
+
+        self._thread = threading.Thread(target=run, name="onnxsurgery-data-free", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _concurrent(input_path) -> bool:
+    """Whether the data-free plan and candidate are made beside the measured ones: where the
+    model's files are small enough that a second plan's and build's memory fits within the
+    slack of docs/memory.md's bound (CONCURRENT_BYTES)."""
+    _, files, size = open_model(input_path)  # the skim is the plans' too (storage/skim.py: kept for the call)
+    files.close()
+    return size <= CONCURRENT_BYTES
 
 
 def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Path) -> tuple[Path, list | None]:

@@ -13,7 +13,6 @@ import math
 import threading
 from collections.abc import Callable, Iterator
 
-from . import reuse
 from .slice_steps import Spread, summed, tile_error, tile_of  # noqa: F401 - tile_of: chunked's too
 
 import numpy as np
@@ -77,7 +76,7 @@ def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
     against `view`) appended to it, measured on each slice while it is in cache from the
     rounded floats, the same bits as error_sums' pass over the stored integers afterwards: that
     pass read the weight and its integers again (0.9 s of int8 on a 1.21 GB decoder)."""
-    out = reuse.empty(view.shape, store)  # an unused one's memory, not fresh pages to zero
+    out = np.empty(view.shape, store)
     parts = list(tiles(view.shape, CHUNK_ELEMENTS, split_last=True))  # wide rows cut along the last axis
     sums = np.zeros((len(parts), 3)) if error_into is not None else None  # as error_sums' (tile order)
     index = {id(part): i for i, part in enumerate(parts)}

@@ -19,7 +19,6 @@ from .chunked import abs_max, abs_max_with_ranges, all_finite
 from .lowerings.scaled import equalized_axis, equalizing_from, equalizing_scales
 from .lowerings.weight_readers import through_casts
 from .options import QuantOptions, Scheme
-from . import reuse
 from .rounding import Quantized, quantize
 
 
@@ -91,8 +90,7 @@ def remembering():
     with _LOCK:
         _OPEN[0] += 1
     try:
-        with reuse.lending():  # the integers' arrays made from unused ones' memory (reuse.py)
-            yield
+        yield
     finally:
         with _LOCK:
             _OPEN[0] -= 1

@@ -13,7 +13,6 @@ from ..storage.staging import copy_file, copy_with_data
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..run_options import ShrinkRun
-from ..running.verify import compare_models
 from ..running.sessions import load_error
 from ._common import in_memory, write_checked, os_errors, output_for
 
@@ -88,6 +87,10 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     copy_allowed = not external_data and not ws.has_external_data_files
 
     def check(written: Path) -> None:
+        # imported here: without --verify, shrink never runs the comparison (its modules were
+        # a sixth of the imports of a `shrink` of the ALBERT sample, 0.75 s of CPU in all)
+        from ..running.verify import compare_models
+
         try:
             report.verification = compare_models(input_path, written, samples=samples, shapes=shapes)
         except VerificationError as e:

@@ -28,7 +28,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from .errors import UnsupportedModelError
-from .graph_utils import make_names_unique, overridable_initializers
+from .graph_names import make_names_unique, overridable_initializers
 from .storage.io import import_onnx, inputs_with_defaults, load_model
 from .storage.npy import default_npy_dir, load_feeds, manifest_path, write_arrays, write_manifest
 from .passes.bypass_identity import BypassIdentities

@@ -19,7 +19,8 @@ import onnx_graphsurgeon as gs
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
 from .defaults import MERGE_MIN_ELEMENTS
-from .graph_utils import collect_constants, hold_values, held_values, make_names_unique, overridable_initializers
+from .graph_names import make_names_unique, overridable_initializers
+from .graph_utils import collect_constants, hold_values, held_values
 from .export import export_model
 from .storage.io import import_onnx, inputs_with_defaults, open_model
 from .storage.lazy import ExternalFiles, FileBackedValues, materialize

@@ -13,7 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import builders
 import onnxsurgery
-from onnxsurgery.graph_utils import collect_constants, make_names_unique
+from onnxsurgery.graph_names import make_names_unique
+from onnxsurgery.graph_utils import collect_constants
 from onnxsurgery.quantization.calibration import Calibration
 
 ROWS, K = 4, 64

@@ -18,7 +18,8 @@ from onnx import helper, numpy_helper
 import builders
 from onnxsurgery.errors import PlanError
 from onnxsurgery.export import export_model
-from onnxsurgery.graph_utils import collect_constants, overridable_initializers
+from onnxsurgery.graph_names import overridable_initializers
+from onnxsurgery.graph_utils import collect_constants
 from onnxsurgery.storage.io import import_onnx
 from onnxsurgery.quantization.apply import apply_plan
 from onnxsurgery.quantization.choices.planner import plan_weights

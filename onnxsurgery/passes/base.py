@@ -26,7 +26,7 @@ from typing import Any, Callable, ClassVar
 
 import onnx_graphsurgeon as gs
 
-from ..graph_utils import overridable_initializers
+from ..graph_names import overridable_initializers
 from ..report import PassReport
 
 

@@ -23,13 +23,13 @@ import fnmatch
 import onnx
 import onnx_graphsurgeon as gs
 
+from ..graph_names import overridable_initializers
 from ..graph_utils import (
     ConstantSite,
     collect_constants,
     graph_outputs_holding,
     is_sparse,
     iter_scopes,
-    overridable_initializers,
     read_values,
     replace_uses,
 )

@@ -181,7 +181,7 @@ class Calibration:
     def _as_in_the_file(self, found: list[Reader], weight: str) -> list[Reader] | None:
         """`found` with the activations of branch readers named as in the model file, which the
         probes run: the workspace renamed values that both branches define alike (optimum's
-        branches do, `graph_utils.make_names_unique`). A consumer is matched by its name and op
+        branches do, `graph_names.make_names_unique`). A consumer is matched by its name and op
         in that branch of the file, or else by its op and the weight it reads; None if either
         is not one node."""
         if self._file_branches is None:

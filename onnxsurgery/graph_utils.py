@@ -292,9 +292,10 @@ def consumers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
     return [(n, i) for n in site.value.outputs for i, t in enumerate(n.inputs) if t is site.value]
 
 
-def read_only_by(site: ConstantSite, ops: tuple[str, ...]) -> bool:
-    """Whether the constant has readers and every one is one of `ops`."""
-    readers = consumers(site)
+def read_only_by(site: ConstantSite, ops: tuple[str, ...], readers: list | None = None) -> bool:
+    """Whether the constant has readers and every one is one of `ops` (`readers`: those to judge
+    instead of its direct consumers, e.g. the layers behind a 16-bit weight's Casts)."""
+    readers = consumers(site) if readers is None else readers
     return bool(readers) and all(node.op in ops for node, _ in readers)
 
 

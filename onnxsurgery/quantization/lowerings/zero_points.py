@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import onnx
 
-from ...graph_utils import ConstantSite
+from ...graph_utils import ConstantSite, read_only_by
 from .weight_readers import effective_readers, through_casts
 
 # auto gives lean MatMul and Gemm weights zero points wherever the layer's output error is
@@ -39,12 +39,6 @@ def zero_points_fit(site: ConstantSite) -> bool:
     return (site.onnx_dtype == onnx.TensorProto.FLOAT or through_casts(site) is not None) and all(
         node.op in ("MatMul", "Gemm") or (node.op == "Conv" and node.attrs.get("group", 1) == 1)
         for node, _ in effective_readers(site))
-
-
-def _read_only_by(site: ConstantSite, ops: tuple[str, ...]) -> bool:
-    """Whether the weight has readers (behind its Casts, for a 16-bit one) and every one is one of `ops`."""
-    readers = effective_readers(site)
-    return bool(readers) and all(node.op in ops for node, _ in readers)
 
 
 # Subgraphs a node runs many times per inference: a weight stored inside one's body is left out
@@ -80,11 +74,13 @@ def zero_points_tried(site: ConstantSite, lowering: str = "scaled") -> bool:
         return True
     if lowering == "arith":
         return read_in_loop(site)
-    return lowering == "scaled" and zero_points_fit(site) and _read_only_by(site, ZERO_POINT_READERS)
+    return (lowering == "scaled" and zero_points_fit(site)
+            and read_only_by(site, ZERO_POINT_READERS, effective_readers(site)))
 
 
 def conv_zero_points_tried(site: ConstantSite, lowering: str, four_bit: bool) -> bool:
     """Whether auto measures an int8 lean convolution weight with zero points as a form only
     (CONV_ZERO_POINT_READERS above: its lean-or-accurate rank stays the symmetric error's)."""
     return (lowering == "scaled" and not four_bit and zero_points_fit(site)
-            and _read_only_by(site, CONV_ZERO_POINT_READERS) and len(site.shape) > 1 and site.shape[1] > 1)
+            and read_only_by(site, CONV_ZERO_POINT_READERS, effective_readers(site))
+            and len(site.shape) > 1 and site.shape[1] > 1)

@@ -47,7 +47,6 @@ import logging
 import shutil
 import statistics
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +59,7 @@ from ..quantization.plan import Plan
 from ..report import RunReport
 from ..run_options import Inputs
 from ..running import heap
+from ..running.ahead import Pending
 from ..running.output_errors import compare_outputs
 from ..running.output_kinds import headline_outputs
 from ..running.ranked import ranked_outputs
@@ -118,7 +118,7 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     if options.include:  # weights --include forces past a refusal: a plan's records cannot ask for that
         return Chosen(None, True)
     # the data-free plan on a second thread while the measured one is made (module doc, Cost)
-    beside = _Beside(plan_with, input_path, options, merge, None) if _concurrent(input_path) else None
+    beside = Pending(lambda: plan_with(input_path, options, merge, None)) if _concurrent(input_path) else None
     try:
         measured, upgrade = plan_with(input_path, options, merge, activations)
     except BaseException:
@@ -248,7 +248,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         return errors
 
     mine, theirs = [], []
-    beside = _Beside(candidate, plans[1], theirs) if concurrent else None
+    beside = Pending(lambda: candidate(plans[1], theirs)) if concurrent else None
     try:
         found = [candidate(plans[0], mine)]
         found.append(beside.result() if beside is not None else candidate(plans[1], theirs))
@@ -289,32 +289,6 @@ def _runs(path: Path, names: list[str], feeds: list[dict]) -> tuple[list[list], 
         pass
     sess = session(path, layout=True, beside=True)
     return [sess.run(names, f) for f in feeds], False
-
-
-class _Beside:
-    """fn(*args) on a thread of its own: `result` waits for it (its exception raised here),
-    `wait` only waits."""
-
-    def __init__(self, fn, *args):
-        self._value, self._error = None, None
-
-        def run() -> None:
-            try:
-                self._value = fn(*args)
-            except BaseException as e:  # noqa: BLE001 - raised on the caller's thread (result)
-                self._error = e
-
-        self._thread = threading.Thread(target=run, name="onnxsurgery-data-free", daemon=True)
-        self._thread.start()
-
-    def wait(self) -> None:
-        self._thread.join()
-
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def _concurrent(input_path) -> bool:

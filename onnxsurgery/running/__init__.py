@@ -11,7 +11,8 @@ import nothing else, and no private name); the modules:
 - reference_runs: the reference's runs of a comparison (kept, batched, run ahead)
 - runs: every session and run of verification, both sides' (the one seam tests patch)
 - labels: what a comparison says it ran on (runtime_label), for the report
-- ahead: work started on another thread, its result asked for later (the reference's runs)
+- ahead: work started on another thread, its result asked for later (the reference's runs;
+  the `--inputs` guard's data-free plan)
 - heap: freed memory given back between sessions; threads on the main heap (glibc)
 - output_kinds: whether an output's last axis holds classes
 - kv_cache: a KV cache's names: the one module that knows them
@@ -31,6 +32,7 @@ from ..lazy_exports import lazy_exports
 _HOMES = {
     **dict.fromkeys(["make_inputs", "parse_shapes"], "feeds"),
     "runnable_inputs": "generated",
+    "Pending": "ahead",
     **dict.fromkeys(["check_samples", "load_input_samples"], "samples"),
     **dict.fromkeys(["has_kv_cache", "is_cache_output"], "kv_cache"),
     **dict.fromkeys(["has_class_axis", "headline_outputs"], "output_kinds"),

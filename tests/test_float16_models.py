@@ -1,6 +1,7 @@
 """Models that compute in float16: their weights' chains are folded by onnxruntime at load (float32
-arithmetic, then a Cast: its CPU provider has no float16 Sub or Mul); not the scale after the reader, whose unscaled float16 output can overflow; every
-option works, the opset upgrade checked at float16's precision."""
+arithmetic, then a Cast: its CPU provider has no float16 Sub or Mul); not the scale after the
+reader, whose unscaled float16 output can overflow; every option works, the opset upgrade checked
+at float16's precision."""
 
 from __future__ import annotations
 

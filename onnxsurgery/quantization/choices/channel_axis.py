@@ -27,6 +27,7 @@ import numpy as np
 
 from ...errors import InputError
 from ...graph_utils import ConstantSite, consumers, read_values
+from ...parallel import ordered_map
 from ..axes import choose_axes
 from ..calibration import Calibration
 from ..chunked import all_finite
@@ -94,34 +95,41 @@ def _transposed_gemm(node) -> bool:
 def _measure(free: list[Candidate], activations: Calibration | None) -> dict[str, Candidate]:
     if activations is not None:
         activations.plan([c.site for c in free])
-    chosen = {}
-    for c in free:
-        site = c.site
-        values = read_values(site.tensor).astype(np.float32, copy=False)
-        if not all_finite(values):
-            continue  # the plan's NaN/Inf check refuses it (planner.py)
-        moments = activations.moments(site) if activations is not None else None
-        cost = _cost(values, site, c, moments)
-        where = "in its layer's output on --inputs" if moments is not None else \
-            "in the weight, weighted by the next layer's gain per channel"
-        if c.lowering == "lean":  # against the lean form: any axis, the output channels' too
-            lean = cost(None)
-            best = min(((cost(a), a) for a in range(values.ndim) if values.shape[a] >= MIN_AXIS_CHANNELS),
-                       default=(lean, None))
-            if best[1] is not None and best[0] <= LEAN_AXIS_MARGIN * lean and lean > 0:
-                why = (f"int8 per channel DequantizeLinear before the Conv along axis {best[1]} "
-                       f"({values.shape[best[1]]}), run at each inference, not the lean form: "
-                       f"{lean / max(best[0], 1e-30):.1f}x less error {where}")
-                chosen[c.name] = dataclasses.replace(c, scheme=Scheme("channel", best[1]), lowering="dq", reason=why)
-            continue
-        default = cost(c.scheme.axis)
-        axes = [a for a in range(values.ndim) if a != c.scheme.axis and values.shape[a] >= MIN_AXIS_CHANNELS]
-        best = min(((cost(a), a) for a in axes), default=(default, c.scheme.axis))
-        if best[0] <= AXIS_MARGIN * default and default > 0:
-            why = (f"; scales along axis {best[1]} ({values.shape[best[1]]}), not the output channels: "
-                   f"{default / max(best[0], 1e-30):.1f}x less error {where}")
-            chosen[c.name] = dataclasses.replace(c, scheme=Scheme("channel", best[1]), reason=(c.reason or "") + why)
-    return chosen
+    # weights measured together while they add up to no more than the largest one (parallel.py;
+    # calibration's moments take a lock)
+    largest = max(c.site.nbytes for c in free)
+    measured = ordered_map(lambda c: _measured(c, activations), free, size=lambda c: c.site.nbytes, budget=largest)
+    return {c.name: found for c, found in measured if found is not None}
+
+
+def _measured(c: Candidate, activations: Calibration | None) -> Candidate | None:
+    """`c` with the axis (or the kept form) its measure chooses, else None."""
+    site = c.site
+    values = read_values(site.tensor).astype(np.float32, copy=False)
+    if not all_finite(values):
+        return None  # the plan's NaN/Inf check refuses it (planner.py)
+    moments = activations.moments(site) if activations is not None else None
+    cost = _cost(values, site, c, moments)
+    where = "in its layer's output on --inputs" if moments is not None else \
+        "in the weight, weighted by the next layer's gain per channel"
+    if c.lowering == "lean":  # against the lean form: any axis, the output channels' too
+        lean = cost(None)
+        best = min(((cost(a), a) for a in range(values.ndim) if values.shape[a] >= MIN_AXIS_CHANNELS),
+                   default=(lean, None))
+        if best[1] is not None and best[0] <= LEAN_AXIS_MARGIN * lean and lean > 0:
+            why = (f"int8 per channel DequantizeLinear before the Conv along axis {best[1]} "
+                   f"({values.shape[best[1]]}), run at each inference, not the lean form: "
+                   f"{lean / max(best[0], 1e-30):.1f}x less error {where}")
+            return dataclasses.replace(c, scheme=Scheme("channel", best[1]), lowering="dq", reason=why)
+        return None
+    default = cost(c.scheme.axis)
+    axes = [a for a in range(values.ndim) if a != c.scheme.axis and values.shape[a] >= MIN_AXIS_CHANNELS]
+    best = min(((cost(a), a) for a in axes), default=(default, c.scheme.axis))
+    if best[0] <= AXIS_MARGIN * default and default > 0:
+        why = (f"; scales along axis {best[1]} ({values.shape[best[1]]}), not the output channels: "
+               f"{default / max(best[0], 1e-30):.1f}x less error {where}")
+        return dataclasses.replace(c, scheme=Scheme("channel", best[1]), reason=(c.reason or "") + why)
+    return None
 
 
 def _cost(values: np.ndarray, site: ConstantSite, c: Candidate, moments):

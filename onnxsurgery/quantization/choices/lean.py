@@ -229,10 +229,9 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
                      concentration=concentration(site, choose_axes(site)[0]) if float16 else 1.0)
 
     # weights measured together while they add up to no more than the largest one (parallel.py:
-    # the working set stays a few times the largest tensor); calibration's moments are shared state
+    # the working set stays a few times the largest tensor); calibration's moments take a lock
     largest = max((c.site.nbytes for c in candidates), default=0)
-    measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest,
-                           workers=1 if activations is not None else WORKERS)
+    measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
     return [cost for _, cost in progress(measured, "measure lean vs accurate", total=len(candidates), unit="weight")]
 
 

@@ -199,11 +199,10 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
         sampled = None if picked is None else (picked.size, values.shape[channel_axis])
         return symmetric <= SYMMETRIC_MARGIN * asymmetric, importance, sampled
 
-    # weights measured together while they add up to no more than the largest one (parallel.py);
-    # calibration's moments are shared state: one at a time then
+    # weights measured together while they add up to no more than the largest one (parallel.py;
+    # calibration's moments take a lock)
     largest = max(c.site.nbytes for c in candidates)
-    measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest,
-                           workers=1 if activations is not None else WORKERS)
+    measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
     for candidate, (symmetric, importance, sampled) in progress(measured, "measure symmetric vs asymmetric",
                                                        total=len(candidates), unit="weight"):
         if symmetric is None:

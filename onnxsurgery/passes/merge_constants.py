@@ -51,7 +51,6 @@ from ..graph_utils import (
 )
 from ..progress import progress
 from ..report import PassReport
-from ..storage.kernel import same_bytes
 from .base import Estimate, PassBase
 
 
@@ -224,29 +223,23 @@ def confirm_equal(sites: list[ConstantSite]) -> list[DuplicateGroup]:
     fingerprint, the rest is split by a digest of all their bytes first, which keeps the cost
     linear in the bytes.
     """
-    groups: list[tuple[bytearray | memoryview, list[ConstantSite]]] = []
+    groups: list[tuple[bytearray, list[ConstantSite]]] = []
     buffers: dict[int, bytearray] = {}
-    with contextlib.ExitStack() as references:  # the groups' first members' mappings, open till the end
-        for site in sites:
-            for ref, members in groups:
-                if _same_bytes(site, ref, buffers):
-                    members.append(site)
-                    break
-            else:
-                if len(groups) == MAX_DIRECT_COMPARE:
-                    return _split_by_digest(sites)
-                groups.append((_reference(site, references), [site]))
+    for site in sites:
+        for ref, members in groups:
+            if _same_bytes(site, ref, buffers):
+                members.append(site)
+                break
+        else:
+            if len(groups) == MAX_DIRECT_COMPARE:
+                return _split_by_digest(sites)
+            groups.append((_reference(site), [site]))
     return [DuplicateGroup(members) for _, members in groups if len(members) > 1]
 
 
-def _reference(site: ConstantSite, references: contextlib.ExitStack) -> bytearray | memoryview:
-    """The stored bytes of a group's first member: a view of its file's mapping (`_mapped`, kept
-    open by `references`), else a bytearray (whose `==` with another buffer is one memcmp; bytes'
-    against a memoryview goes item by item, 25x slower). A copy of each first member was the
-    pass's fresh memory (ALBERT's 16 groups: 28 MB, each page zeroed, then copied into)."""
-    view = references.enter_context(_mapped(site.tensor)) if is_file_backed(site.tensor) else None
-    if view is not None:
-        return view
+def _reference(site: ConstantSite) -> bytearray:
+    """The stored bytes of a group's first member, as a bytearray: its `==` with another buffer
+    is one memcmp (bytes' against a memoryview goes item by item, 25x slower)."""
     if is_file_backed(site.tensor):
         values = held_values(site.tensor)
         ref = bytearray(values.length)
@@ -256,23 +249,23 @@ def _reference(site: ConstantSite, references: contextlib.ExitStack) -> bytearra
 
 
 # A payload in a file is compared with a group's first one through a mapping of its file
-# (`_mapped`): one memcmp (storage/kernel.same_bytes), which stops at the first byte that differs.
-# Where it cannot be mapped, it is read COMPARE_CHUNK bytes at a time into one buffer used again
-# for every chunk and every member: ALBERT's 12 copies of each layer (330 MB) each read into new
-# bytes of their own made most of `shrink`'s time, in page faults on fresh memory and copies.
+# (`_mapped`): one memcmp, which stops at the first byte that differs. Where it cannot be
+# mapped, it is read COMPARE_CHUNK bytes at a time into one buffer used again for every chunk
+# and every member: ALBERT's 12 copies of each layer (330 MB) each read into new bytes of their
+# own made most of `shrink`'s time, in page faults on fresh memory and copies.
 COMPARE_CHUNK = 1 << 22
 
 
-def _same_bytes(site: ConstantSite, ref: bytearray | memoryview, buffers: dict[int, bytearray]) -> bool:
+def _same_bytes(site: ConstantSite, ref: bytearray, buffers: dict[int, bytearray]) -> bool:
     """Whether `site`'s stored bytes are `ref`."""
     if not is_file_backed(site.tensor):
-        return same_bytes(ref, stored_bytes(site.tensor))
+        return ref == stored_bytes(site.tensor)
     values = held_values(site.tensor)
     if values.length != len(ref):
         return False
     with _mapped(site.tensor) as view:
         if view is not None:
-            return same_bytes(ref, view)
+            return ref == view
     whole = memoryview(ref)
     for start in range(0, len(ref), COMPARE_CHUNK):
         n = min(COMPARE_CHUNK, len(ref) - start)
@@ -280,7 +273,7 @@ def _same_bytes(site: ConstantSite, ref: bytearray | memoryview, buffers: dict[i
         if buffer is None:
             buffer = buffers[n] = bytearray(n)
         values.read_into(memoryview(buffer), start)
-        if not same_bytes(buffer, whole[start:start + n]):
+        if buffer != whole[start:start + n]:
             return False
     return True
 

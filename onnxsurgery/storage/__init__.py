@@ -10,7 +10,6 @@
 - protos: every graph and tensor of a ModelProto
 - paths: the one rule for files a model names
 - npy: .npy files and their manifest
-- kernel: system calls the os module lacks, and libc's memcmp over two buffers (same_bytes)
 
 The names load on first use (PEP 562), as the top package's do: `import onnxsurgery.storage`
 loads none of numpy, onnx or gs. Inside onnxsurgery, modules import from the module itself
@@ -31,7 +30,6 @@ _HOMES = {
                      "manifest_path", "read_manifest", "with_npy_arrays", "write_arrays", "write_manifest"], "npy"),
     **dict.fromkeys(["check_external_locations", "confined", "external_locations"], "paths"),
     "remembering": "skim",
-    "same_bytes": "kernel",
     **dict.fromkeys(["all_tensor_protos", "graphs_everywhere"], "protos"),
     **dict.fromkeys(["check_output_folder", "check_output_path", "copy_file", "copy_with_data",
                      "save_model", "stage_model",

@@ -1,7 +1,6 @@
 """Two Linux calls Python's os module lacks, through libc (ctypes), each None where missing:
 fallocate(2) with its modes (os.posix_fallocate has none; adopt.py shifts a file's blocks with
-them) and sync_file_range(2) (lazy.py starts the spill file's write-back with it); and libc's
-memcmp over any two buffers (`same_bytes`)."""
+them) and sync_file_range(2) (lazy.py starts the spill file's write-back with it)."""
 
 from __future__ import annotations
 
@@ -44,31 +43,3 @@ def start_write_back(fd: int, offset: int, length: int) -> None:
         _SYNC_FILE_RANGE.append(function)
     if _SYNC_FILE_RANGE[0] is not None:
         _SYNC_FILE_RANGE[0](fd, offset, length, 2)  # SYNC_FILE_RANGE_WRITE; a refusal changes nothing
-
-
-_MEMCMP: list = []
-
-
-def same_bytes(a, b) -> bool:
-    """Whether the buffers `a` and `b` (bytes, bytearray, memoryview, a mapping's view) hold the
-    same bytes: one memcmp, which stops at the first byte that differs. Python compares a
-    memoryview with another item by item (75 ms for 9.4 MB against memcmp's 12), so two read-only
-    mappings were compared by copying one into a bytearray first."""
-    import numpy as np
-
-    x, y = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)  # views: their addresses, no copy
-    if x.size != y.size:
-        return False
-    if not _MEMCMP:
-        function = None
-        try:
-            function = ctypes.CDLL(None).memcmp
-            function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-            function.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            function = None
-        _MEMCMP.append(function)
-    if _MEMCMP[0] is not None and x.size:
-        return _MEMCMP[0](x.ctypes.data, y.ctypes.data, x.size) == 0
-    step = 1 << 22  # no memcmp: compared 4 MiB at a time, as bytes
-    return all(x[i:i + step].tobytes() == y[i:i + step].tobytes() for i in range(0, x.size, step))

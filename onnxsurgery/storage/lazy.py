@@ -61,12 +61,13 @@ class ExternalFiles:
         self._held[location] = memoryview(payload).cast("B") if isinstance(payload, np.ndarray) else memoryview(payload)
         return location
 
-    def spill_into(self, folder: Path, *, write_back: bool = False) -> None:
+    def spill_into(self, folder: Path, *, write_back: bool = False, direct: bool = False) -> None:
         """From now on `offload` moves large payloads made in memory to a spill file in `folder`
         (the output's; spill.py). `write_back`: the output will have a data file, which takes the
-        spill file over (adopt.py)."""
+        spill file over (adopt.py); `direct`: nothing reads the output back in this run, so large
+        payloads may bypass the page cache (spill.py)."""
         if self._spill is None:
-            self._spill = SpillFile(folder, write_back=write_back)
+            self._spill = SpillFile(folder, write_back=write_back, direct=direct)
 
     @property
     def spilling(self) -> bool:

@@ -305,10 +305,11 @@ def node_graphs(site: ConstantSite) -> dict[int, gs.Graph]:
     return {id(node): scope.graph for scope in iter_scopes(site.scope.graph) for node in scope.graph.nodes}
 
 
-def readers_by_graph(site: ConstantSite) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
-    """The places that read the constant, grouped by the graph (the site's scope or one of its
-    subgraphs) holding the reading node."""
-    readers = consumers(site)
+def readers_by_graph(site: ConstantSite,
+                     readers: list | None = None) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
+    """The places that read the constant (or `readers`, as read_only_by's), grouped by the graph
+    (the site's scope or one of its subgraphs) holding the reading node."""
+    readers = consumers(site) if readers is None else readers
     here = {id(node) for node in site.scope.graph.nodes}
     if all(id(node) in here for node, _ in readers):  # the usual case: no walk of every scope's nodes
         return [(site.scope.graph, readers)] if readers else []

@@ -7,7 +7,8 @@ weight-sized float copies for blocks with zero points, two for Cast -> Mul).
 A float16 weight's chain computes in float16: (q - z) * s has at most 9 + 11 significant bits,
 exact in float32, so float16 arithmetic rounds it once, as a float32 chain and a Cast would,
 without a float32 copy of the weight while onnxruntime folds it. bfloat16 keeps the float32
-chain and its Cast (8 bits of mantissa: the product is not exact there)."""
+chain and its Cast (8 bits of mantissa: the product is not exact there); read only through Casts
+to float32 (weight_readers.through_casts), the float32 chain feeds the readers behind them."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ..nodes import Emitter, broadcast_shape, const, int_tensor, nibble_offset, 
 from ..options import FLOAT_TYPES
 from ..rounding import Quantized
 from .base import Lowering, always
+from .weight_readers import through_casts
 
 
 def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor:
@@ -29,6 +31,11 @@ def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -
     if site.onnx_dtype == onnx.TensorProto.FLOAT16:
         return build_arith(qt, emit, names, site.name, shape, opset, onnx.TensorProto.FLOAT16)
     out = build_arith(qt, emit, names, site.name, shape, opset)
+    behind = through_casts(site)
+    if behind is not None:  # read only through Casts to float32: the float32 chain feeds their readers, no
+        for node, index in behind:  # rounding to 16 bits and back (the value a float32 weight's chain gives)
+            node.inputs[index] = out
+        return None
     if site.onnx_dtype != onnx.TensorProto.FLOAT:
         out = emit("Cast", [out], dtype=FLOAT_TYPES[site.onnx_dtype], shape=shape, to=site.onnx_dtype)
     return out

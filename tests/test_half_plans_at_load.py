@@ -66,6 +66,17 @@ def test_bfloat16_weights_are_kept_in_memory_as_float32_ones(tmp_path):
     assert bf16["k"].consumers == ["Cast"]  # the Conv behind it sits in the If's branch
 
 
+def test_bfloat16_weights_that_would_not_fit_as_float32_stay_quantized(tmp_path):
+    """Where the float32 weights do not fit the memory the model runs in, a bfloat16 weight behind
+    Casts counts its float32 bytes (onnxruntime folds the Casts at load): its 2 bytes would fit."""
+    plans = _plans(tmp_path, _chain, min_elements=1024, memory=800_000)  # float32 1.1 MB, bf16 0.56 MB
+    f32, bf16 = plans[False], plans[True]
+    for name in f32:
+        assert [getattr(f32[name], k) for k in FORM] == [getattr(bf16[name], k) for k in FORM], name
+    assert all(r.lowering == "dq" and r.why.startswith("kept quantized at load") for r in bf16.values()
+               if r.dtype != "float")
+
+
 def test_bfloat16_kept_and_chained_weights_compute_as_float32_ones(tmp_path):
     """Written and verified: the kept weights' DequantizeLinear, the scaled Conv in the branch."""
     errors = {}

@@ -332,7 +332,7 @@ def float_weights_fit(sites: Iterable[ConstantSite], memory: int | None) -> bool
     each inference, one float weight at a time.
     The float original could not be loaded there anyway, so no accuracy is given up against
     anything that runs."""
-    total = sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_TYPES)
+    total = sum(held_bytes(site) for site in sites if site.onnx_dtype in FLOAT_TYPES)  # bf16 behind Casts: 4 bytes
     return total <= (machine_memory() if memory is None else memory)
 
 

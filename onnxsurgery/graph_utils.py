@@ -232,10 +232,15 @@ def constant_values(tensor) -> np.ndarray | None:
     """A constant's values (an initializer, or a Constant node's output: weights stored so),
     else None. Read with read_values, not gs's `.values`: that caches them in the constant, which
     then exports as an external reference without its location (a bias read so broke int4 on
-    models with external data)."""
+    models with external data). A 16-bit constant behind a Cast to float32 (a bfloat16
+    checkpoint's export) is read as the float32 values the Cast gives."""
     if isinstance(tensor, gs.Constant):
         return read_values(tensor)
     producer = tensor.inputs[0] if tensor.inputs else None
+    if producer is not None and producer.op == "Cast" and producer.attrs.get("to") == onnx.TensorProto.FLOAT:
+        inner = constant_values(producer.inputs[0]) if producer.inputs else None
+        half = inner is not None and inner.dtype.name in ("float16", "bfloat16")
+        return inner.astype(np.float32) if half else None
     if producer is not None and producer.op == "Constant" and isinstance(producer.attrs.get("value"), gs.Constant):
         return read_values(producer.attrs["value"])
     return None
@@ -305,10 +310,11 @@ def node_graphs(site: ConstantSite) -> dict[int, gs.Graph]:
     return {id(node): scope.graph for scope in iter_scopes(site.scope.graph) for node in scope.graph.nodes}
 
 
-def readers_by_graph(site: ConstantSite) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
-    """The places that read the constant, grouped by the graph (the site's scope or one of its
-    subgraphs) holding the reading node."""
-    readers = consumers(site)
+def readers_by_graph(site: ConstantSite,
+                     readers: list | None = None) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
+    """The places that read the constant (or `readers`, as read_only_by's), grouped by the graph
+    (the site's scope or one of its subgraphs) holding the reading node."""
+    readers = consumers(site) if readers is None else readers
     here = {id(node) for node in site.scope.graph.nodes}
     if all(id(node) in here for node, _ in readers):  # the usual case: no walk of every scope's nodes
         return [(site.scope.graph, readers)] if readers else []

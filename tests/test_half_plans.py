@@ -55,8 +55,8 @@ def test_bfloat16_weights_plan_as_their_float32_values(tmp_path):
     for bf16 in (False, True):
         src = tmp_path / f"{'bf16' if bf16 else 'f32'}.onnx"
         onnx.save(_net(bf16), str(src))
-        # --target onnxruntime: the memory-at-load rule (target any) keeps float32 weights only
-        # (load_memory.py's gates, not this issue's), which a model this small would meet
+        # --target onnxruntime: off the memory-at-load rule (target any), which keeps 16-bit
+        # weights as float32 ones too (tests/test_half_plans_at_load.py)
         reports[bf16] = onnxsurgery.quant_file(src, tmp_path / f"q.{src.name}", min_elements=1024,
                                                target="onnxruntime")
     f32 = {r["name"]: r for r in reports[False].weights}

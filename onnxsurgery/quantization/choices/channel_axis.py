@@ -26,10 +26,11 @@ import dataclasses
 import numpy as np
 
 from ...errors import InputError
-from ...graph_utils import ConstantSite, consumers, read_values
+from ...graph_utils import ConstantSite, read_values
 from ...parallel import ordered_map
 from ..axes import choose_axes
 from ..calibration import Calibration
+from ..lowerings.weight_readers import effective_readers
 from ..chunked import all_finite
 from ..options import Scheme
 from ..quantize import quantize_site, scheme_args
@@ -78,7 +79,7 @@ def lean_axis_free(c: Candidate) -> bool:
 
 def axis_free(c: Candidate) -> bool:
     """Whether the axis of `c`'s scales is this stage's to choose (module docstring)."""
-    readers = consumers(c.site)
+    readers = effective_readers(c.site)  # a 16-bit weight's: those behind its Casts (issue 55)
     return (c.site.num_elements <= MAX_AXIS_ELEMENTS
             and c.lowering == "dq" and not c.float16 and c.scheme.granularity == "channel" and not c.options.four_bit
             and c.options.target != "tensorrt" and c.options.lowering == "auto" and len(c.site.shape) >= 2

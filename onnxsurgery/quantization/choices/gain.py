@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, constant_values, consumers
+from ...graph_utils import ConstantSite, constant_values
+from ..lowerings.weight_readers import effective_readers
 
 # Ops that pass a channel through on its own (elementwise with a constant, activations): the
 # next weighted layer behind them still reads the channel as this one wrote it, scaled.
@@ -46,7 +47,7 @@ def concentration_gains(site: ConstantSite, channel_axis: int) -> np.ndarray | N
     or the channels do not line up (nothing said)."""
     channels = site.shape[channel_axis] if site.shape else 0
     gains = []
-    for node, index in consumers(site):
+    for node, index in effective_readers(site):  # a 16-bit weight's: those behind its Casts
         if node.op not in WEIGHTED or index != 1 or len(node.outputs) != 1:
             return None
         for values, axis in _next_weights(node.outputs[0]):

@@ -81,11 +81,12 @@ def adapts(options: QuantOptions) -> bool:
             and options.lowering == "auto" and options.auto_scheme and options.auto_symmetric)
 
 
-def unfused_reason(site: ConstantSite, scheme: Scheme) -> str | None:
+def unfused_reason(site: ConstantSite, scheme: Scheme, readers: list | None = None) -> str | None:
     """Why onnxruntime does not fuse `site`'s 4-bit DequantizeLinear (grouped as `scheme`) into
     MatMulNBits, None where it does (one MatMul, or one Gemm without transA/transB, reads it as
-    B, in blocks along K of a power of two >= 16)."""
-    readers = consumers(site)
+    B, in blocks along K of a power of two >= 16). `readers`: those to judge instead of its
+    direct consumers (the layers behind a 16-bit weight's Casts)."""
+    readers = consumers(site) if readers is None else readers
     ops = sorted({n.op for n, _ in readers})
     if len(readers) > 1:
         return f"read by {len(readers)} {'/'.join(ops)} nodes: onnxruntime fuses a 4-bit weight into " \

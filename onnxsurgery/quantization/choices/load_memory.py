@@ -34,9 +34,9 @@ from collections.abc import Callable, Iterable
 
 import onnx
 
-from ...graph_utils import ConstantSite, consumers
+from ...graph_utils import ConstantSite, consumers, iter_scopes
 from ...running.kv_cache import has_kv_cache
-from ..lowerings.weight_readers import through_casts
+from ..lowerings.weight_readers import effective_readers, through_casts
 from ..lowerings.zero_points import read_in_loop
 from ..options import FLOAT_TYPES, Scheme, dq_opset
 from ..axes import choose_axes
@@ -93,25 +93,40 @@ FUSED_K_MIN = 16  # MatMulNBits' smallest block; onnxruntime fuses a per-channel
 
 def extra_at_load(site: ConstantSite, lowering: str) -> float:
     """Bytes the weight's form holds at load beyond the float weight (EXTRA_AT_LOAD)."""
-    ops = {n.op for n, _ in consumers(site)}
+    ops = {n.op for n, _ in effective_readers(site)}
     op = ops.pop() if len(ops) == 1 else "other"
     if lowering == "dq" and fuses_into_nbits(site):
         lowering = "dq_fused"
     ratio = EXTRA_AT_LOAD.get((lowering, op), EXTRA_AT_LOAD.get((lowering, "other"), 0.0))
-    return ratio * site.nbytes
+    return ratio * held_bytes(site)
+
+
+# A 16-bit weight read only through Casts to float32 (a bfloat16 checkpoint's export) is a float32
+# weight at load: onnxruntime folds its Casts into a float32 copy, and each form of it feeds the
+# readers behind the Casts in float32, as a float32 weight's does (weight_readers.through_casts).
+# So the rule counts and keeps it as its float32 values (issue 55: the same values, the same plan):
+# left out, bf16 PP-OCRv6 rec, tumor_vgg16, vit_focus and SLANet+ kept nothing the float32 model
+# keeps, and their lean forms held the float copies the rule is there to avoid.
+def as_float32(site: ConstantSite) -> bool:
+    """Whether `site` is a float32 weight at load: stored so, or read only through Casts to float32."""
+    return site.onnx_dtype == onnx.TensorProto.FLOAT or through_casts(site) is not None
+
+
+def held_bytes(site: ConstantSite) -> int:
+    """The bytes the float weight holds at load: float32's for one read through Casts (as_float32)."""
+    return 4 * site.num_elements if site.onnx_dtype != onnx.TensorProto.FLOAT and as_float32(site) else site.nbytes
 
 
 def fuses_into_nbits(site: ConstantSite) -> bool:
     """Whether DequantizeLinear per output channel of `site` fuses with its reader into
-    MatMulNBits: a 2-D float32 weight read once, as B of a MatMul, with K >= FUSED_K_MIN."""
-    readers = consumers(site)
+    MatMulNBits: a 2-D float32 weight (as_float32) read once, as B of a MatMul, with K >= FUSED_K_MIN."""
+    readers = effective_readers(site)
     # Not always fused even so (the integers stay in memory either way): in small test models
     # onnxruntime 1.32 left some such DequantizeLinear to run at every inference (one read from
     # a graph input; one behind a Transpose it folded into the MatMul first), while it fused
     # all nine of PP-OCRv4 rec's, its head behind a Transpose too.
     return (len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1 and len(site.shape) == 2
-            and site.shape[0] >= FUSED_K_MIN and site.onnx_dtype == onnx.TensorProto.FLOAT
-            and through_casts(site) is None)
+            and site.shape[0] >= FUSED_K_MIN and as_float32(site))
 
 
 def applies(graph, options) -> bool:
@@ -163,7 +178,8 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     kept = []
     lean = [(site, lowering) for site, lowering in planned if lowering in ("scaled", "arith") and not left_lean(site)
             and not read_in_loop(site)]
-    largest = lambda pairs: sorted(pairs, key=lambda pair: -pair[0].nbytes)  # noqa: E731
+    order = _reading_order(planned)
+    largest = lambda pairs: sorted(pairs, key=lambda pair: (-held_bytes(pair[0]), order(pair[0])))  # noqa: E731
     movable = [*largest((site, low) for site, low in lean if low == "scaled" and gemm_kept(site)),
                *largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site)),
                *largest((site, low) for site, low in lean if low == "arith" and arith_kept(site)),
@@ -174,6 +190,26 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
         extra += extra_at_load(site, "dq") - extra_at_load(site, lowering)
         kept.append(site)
     return kept
+
+
+def _reading_order(planned: list[tuple[ConstantSite, str]]) -> Callable[[ConstantSite], tuple[bool, int]]:
+    """Where a weight is first read, a Constant node's weight before an initializer (the order
+    graph_utils.collect_constants gives float32 weights): equal sizes are kept in this order.
+    A 16-bit weight is placed by the readers behind its Casts, not by the Casts, which an export
+    may write anywhere (zoo/variants.py: all first): tumor_vgg16's bf16 storage kept its last
+    three 512x512x3x3 Convs, the float32 model its middle three."""
+    if not planned:
+        return lambda site: (False, 0)
+    root = planned[0][0].scope
+    while root.parent is not None:
+        root = root.parent
+    position = {id(node): i for i, node in enumerate(n for scope in iter_scopes(root.graph) for n in scope.graph.nodes)}
+
+    def order(site: ConstantSite) -> tuple[bool, int]:
+        if site.node is not None:
+            return False, position.get(id(site.node), 0)
+        return True, min((position.get(id(node), 0) for node, _ in effective_readers(site)), default=0)
+    return order
 
 
 # Nothing stored inside a Loop or Scan body is kept (zero_points.read_in_loop): its DequantizeLinear
@@ -192,16 +228,15 @@ KEPT_CONV_TAPS = 9
 
 
 def conv_kept(site: ConstantSite) -> bool:
-    """Whether kept_in_memory may keep `site` as DequantizeLinear before Conv: a float32 weight
+    """Whether kept_in_memory may keep `site` as DequantizeLinear before Conv: a float32 weight (as_float32)
     read only as W of Conv (CONV_SCALED, CONV_KEPT above), its kernel no more than
     KEPT_CONV_TAPS taps unless it reads one input channel."""
-    readers = consumers(site)
+    readers = effective_readers(site)
     taps = 1
     for d in site.shape[2:]:
         taps *= int(d)
     return (bool(readers) and all(n.op == "Conv" and i == 1 for n, i in readers) and len(site.shape) >= 3
-            and (taps <= KEPT_CONV_TAPS or site.shape[1] == 1) and site.onnx_dtype == onnx.TensorProto.FLOAT
-            and through_casts(site) is None)
+            and (taps <= KEPT_CONV_TAPS or site.shape[1] == 1) and as_float32(site))
 
 
 # A Gemm weight read with transB above this many elements is stored transposed in blocks and fused
@@ -229,10 +264,9 @@ def transposed_gemm(site: ConstantSite) -> bool:
     relative L2 on speech against 0.014 for the same integers in float; as DequantizeLinear
     before the Gemm (onnxruntime fuses none into a Gemm with transB: it runs at each inference,
     in float, as before a Conv) 0.011 (issue 55)."""
-    readers = consumers(site)
+    readers = effective_readers(site)
     return (len(readers) == 1 and readers[0][0].op == "Gemm" and readers[0][1] == 1
-            and bool(readers[0][0].attrs.get("transB", 0)) and len(site.shape) == 2
-            and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None)
+            and bool(readers[0][0].attrs.get("transB", 0)) and len(site.shape) == 2 and as_float32(site))
 
 
 # Readers that only reshape or transpose a whole constant: their output is a constant that
@@ -248,16 +282,15 @@ MOVES_DATA = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten
 def moved_as_constant(site: ConstantSite) -> bool:
     """Whether a reader of `site` only reshapes or transposes it (MOVES_DATA): no DequantizeLinear
     before it, in any plan (rules.lowering_for, arith_kept)."""
-    return any(n.op in MOVES_DATA for n, _ in consumers(site))
+    return any(n.op in MOVES_DATA for n, _ in effective_readers(site))
 
 
 def arith_kept(site: ConstantSite) -> bool:
     """Whether kept_in_memory may keep a lean `arith` weight (ARITH_LEAN) as DequantizeLinear: a
-    float32 weight with readers, none of which only moves it (moved_as_constant), not read
-    through a Cast, with channels to share a scale (kept, a vector gets one per value: PP-OCRv6
-    rec's classifier bias [18710], 74.8 KB -> 112.3 KB)."""
-    return (bool(consumers(site)) and not moved_as_constant(site)
-            and site.onnx_dtype == onnx.TensorProto.FLOAT and through_casts(site) is None
+    float32 weight (as_float32) with readers, none of which only moves it (moved_as_constant),
+    with channels to share a scale (kept, a vector gets one per value: PP-OCRv6 rec's classifier
+    bias [18710], 74.8 KB -> 112.3 KB)."""
+    return (bool(consumers(site)) and not moved_as_constant(site) and as_float32(site)
             and sum(d > 1 for d in site.shape) >= 2)
 
 
@@ -299,7 +332,7 @@ def float_weights_fit(sites: Iterable[ConstantSite], memory: int | None) -> bool
     each inference, one float weight at a time.
     The float original could not be loaded there anyway, so no accuracy is given up against
     anything that runs."""
-    total = sum(site.nbytes for site in sites if site.onnx_dtype in FLOAT_TYPES)
+    total = sum(held_bytes(site) for site in sites if site.onnx_dtype in FLOAT_TYPES)  # bf16 behind Casts: 4 bytes
     return total <= (machine_memory() if memory is None else memory)
 
 

@@ -32,8 +32,10 @@ ROTARY_NAMES = ("cos_cache", "sin_cache", "cos_cached", "sin_cached")
 
 
 def already_quantized(site: ConstantSite) -> str | None:
-    """Why `site` is a quantized model's own data rather than a weight (QUANTIZED_READERS)."""
-    ops = sorted({n.op for n, _ in consumers(site) if n.op in QUANTIZED_READERS or n.op.startswith("QLinear")})
+    """Why `site` is a quantized model's own data rather than a weight (QUANTIZED_READERS), read
+    directly or behind the Casts of its 16-bit storage (voicefilter_embedder's LSTM biases in
+    bfloat16: quantized as weights, where the float32 model leaves them)."""
+    ops = sorted({n.op for n, _ in effective_readers(site) if n.op in QUANTIZED_READERS or n.op.startswith("QLinear")})
     return f"already quantized: read by {', '.join(ops)}" if ops else None
 
 

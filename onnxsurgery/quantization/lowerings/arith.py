@@ -8,7 +8,8 @@ A 16-bit weight's chain computes in float32 and ends in a Cast to the weight's t
 CPU provider has no float16 Sub or Mul kernel, so it cannot fold a float16 chain, and ran one at
 every inference instead (slovorez's float16 Conv tagger: 2.9x its original's latency, zoo
 invariant 7). (q - z) * s has at most 9 + 11 significant bits, exact in float32: the Cast rounds
-once, the values a float16 chain would give."""
+once, the values a float16 chain would give. A weight read only through Casts to float32
+(weight_readers.through_casts) has no Cast: the float32 chain feeds the readers behind them."""
 
 from __future__ import annotations
 
@@ -22,12 +23,18 @@ from ..nodes import Emitter, broadcast_shape, const, int_tensor, nibble_offset, 
 from ..options import FLOAT_TYPES
 from ..rounding import Quantized
 from .base import Lowering, always
+from .weight_readers import through_casts
 
 
 def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor:
     emit = Emitter(site.scope.graph, names, site.name)
     shape = list(site.shape)
     out = build_arith(qt, emit, names, site.name, shape, opset)
+    behind = through_casts(site)
+    if behind is not None:  # read only through Casts to float32: the float32 chain feeds their readers, no
+        for node, index in behind:  # rounding to 16 bits and back (the value a float32 weight's chain gives)
+            node.inputs[index] = out
+        return None
     if site.onnx_dtype != onnx.TensorProto.FLOAT:
         out = emit("Cast", [out], dtype=FLOAT_TYPES[site.onnx_dtype], shape=shape, to=site.onnx_dtype)
     return out

@@ -20,17 +20,18 @@ from __future__ import annotations
 import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, NameAllocator, readers_by_graph
+from ...graph_utils import ConstantSite, NameAllocator
 from ..options import Scheme, dq_opset
 from ..rounding import Quantized
 from .base import Lowering
 from .dq import emit_dq
+from .weight_readers import effective_readers_by_graph, through_casts
 from .scaled import scale_input, shared_constants, equalized_axis
 
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
-    if site.onnx_dtype != onnx.TensorProto.FLOAT:
-        return "float32 weights only"
+    if site.onnx_dtype != onnx.TensorProto.FLOAT and through_casts(site) is None:
+        return "float32 weights only (or 16-bit ones read through Casts to float32)"
     if scheme.granularity != "channel":
         return "one scale per output channel only"
     if equalized_axis(site) is None:
@@ -39,12 +40,13 @@ def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | No
 
 
 def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor | None:
-    groups = readers_by_graph(site)
+    groups = effective_readers_by_graph(site)  # behind a 16-bit weight's Casts, emit_dq feeds them itself
     out = emit_dq(site, qt, names, list(site.shape))
     for graph, readers in groups:
         constant = shared_constants(names, site.name)  # one r per graph, whatever the readers
         for node, index in readers:
-            node.inputs[index] = out  # first: scale_input reads the weight's rank from it
+            if out is not None:
+                node.inputs[index] = out  # first: scale_input reads the weight's rank from it
             if qt.input_scale is not None:
                 scale_input(graph, node, qt.input_scale, names, site.name, constant)
     return out  # its readers read it already (replace_uses finds none left)

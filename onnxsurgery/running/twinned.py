@@ -1,25 +1,30 @@
-"""Two batches of other shapes in one run of a streamed session: the graph's copy for each
+"""Batches of other shapes in one run of a streamed session: the graph's copy for each
 (`twin_graph`), the weights and whatever is computed from them alone shared.
 
-A streamed session (sessions.py) dequantizes every weight at each run (onnxruntime's Cast,
-one core): a decoder's samples with a past and its first steps (no past) differ in more than
-their batch (batched.py cannot join them), so they took two runs, each casting every weight
-(dec-l4, 1.35 GB: ~0.6 s of CPU a run on that alone). Twinned, each weight is cast once and read
-by both copies of its MatMul. Each copy runs the kernels a run of its own would, on the same
-inputs: the outputs are bit-identical to two runs'.
+A streamed session (sessions.py) reads every weight at each run, and dequantizes a quantized
+one (onnxruntime's Cast, one core): a decoder's samples with a past and its first steps (no past)
+differ in more than their batch (batched.py cannot join them), so they took two runs, each
+casting every weight (dec-l4, 1.35 GB: ~0.6 s of CPU a run on that alone). Twinned, each weight
+is cast once, and the copies' MatMuls of it run as one (joined.py: one packing per weight). Each
+copy computes, bit for bit, what a run of its own does where its MatMuls have 2 rows or more
+(joined.py); both sides of a comparison twin alike (`twinned_outputs`: the reference's batches,
+reference_runs.py and chained.py, and the candidate's, verify.py).
 
 Its nodes interleave, each copy's beside the other's, and the session runs them in that order
-(ExecutionOrder.PRIORITY_BASED: ready nodes by index): a weight's float copy is freed once both
-of its readers ran, so the session holds one at a time, as two runs side by side did.
+(ExecutionOrder.PRIORITY_BASED: ready nodes by index): a weight's float copy is freed once its
+reader ran, so the session holds one at a time, as two runs side by side did.
 """
 
 from __future__ import annotations
 
 import heapq
+from typing import Callable
 
 import numpy as np
 import onnx
 
+from ..errors import VerificationError
+from .batched import batch_groups, run_samples
 from .joined import MIN_OPSET, Joiner, joinable, weight_ranks
 
 SUFFIX = "__twin"
@@ -163,6 +168,29 @@ def _sorted(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
     if len(order) != len(nodes):
         raise ValueError("the chained copies make a cycle")
     return order
+
+
+def twinned_outputs(open_twins: Callable[[int], object], run, names: list[str],
+                    samples: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]] | None:
+    """Each sample's outputs from one run of `open_twins(copies)` (a session of one copy of the
+    graph per batch, batched.batch_groups; `run`: runs.run), or None where that session cannot
+    be had or refuses: the caller runs each batch on its own then, which says why where it fails
+    too. The reference (reference_runs.py) and the candidate (verify.py) alike."""
+    copies = len(batch_groups(samples))
+
+    def together(feeds):
+        return split_outputs(run(sess, outputs_of(names, copies), joined_feeds(feeds)), copies)
+
+    def alone(feeds):  # a batch whose outputs are not per sample after all: the caller's way
+        raise VerificationError("not batched")
+
+    try:
+        sess = open_twins(copies)
+        return run_samples(samples, alone, merge=True, together=together)
+    except VerificationError:
+        return None
+    finally:
+        sess = None  # noqa: F841 - freed before the caller's session
 
 
 def twin_name(name: str, copy: int) -> str:

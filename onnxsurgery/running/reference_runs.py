@@ -237,7 +237,9 @@ def _merged_first(sess, run, shapes, seed: int, model, length: int = LENGTHS[0],
     A decoder's prefixes (the first steps that computed the samples' pasts, at the past's
     length, one batch of 3) are its first-step samples: the reference's first step at the
     first length was a third run of its own, and the result's a second streamed run beside the
-    samples' (each dequantizing every weight); now the reference runs twice."""
+    samples' (each dequantizing every weight); then the reference ran twice, and now once where
+    `open_twins` (a twinned session of the reference: run_reference's) chains the prefixes and
+    the samples in one run (chained.py)."""
     if not has_dynamic_batch(sess, shapes):
         return None
     past = {"past_length": DECODER_PAST} if length == DECODER_LENGTH else {}

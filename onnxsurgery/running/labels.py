@@ -5,7 +5,6 @@ session's settings, and the kernels that computed the candidate where they are n
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import onnx
 
@@ -44,11 +43,10 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, b
     from ..storage.protos import graphs_everywhere
 
     if not isinstance(model, onnx.ModelProto):
-        from ..storage.lazy import read_model_skipping_weights
+        from .feeds import _structure
 
-        try:
-            model = read_model_skipping_weights(Path(model))
-        except (OSError, ValueError):  # the session that read it already checked the file
+        model = _structure(model)  # read once for the comparison's every question (feeds.py)
+        if model is None:  # the session that read it already checked the file
             return False, False
     nodes = [n for g in graphs_everywhere(model.graph) for n in g.node]
     dequantized = {n.output[0] for n in nodes if n.op_type == "DequantizeLinear" and n.output}

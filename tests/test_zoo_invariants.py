@@ -217,6 +217,13 @@ def test_half_width_holds():
     assert invariants.half_width_holds(float("nan"), 0.01)  # NaN never holds
 
 
+def test_half_width_writes():
+    assert "refused in 16 bits" in invariants.half_width_writes(2, 0)[0]
+    assert invariants.half_width_writes(0, 0) == []
+    assert invariants.half_width_writes(2, 2) == []  # refused either way: the storage does not decide
+    assert invariants.half_width_writes(None, 0) == []  # the variant did not run
+
+
 def test_a_model_shipped_with_external_data_is_sized_with_its_data(tmp_path):
     """malvizv1 ships a 91 KB graph and a 45 MB data file: the peers' "made it smaller" was judged
     against the graph alone, and no peer set the pace."""

@@ -24,10 +24,11 @@ def judged(by_variant: dict, plans: dict[str, dict[str, str]]) -> list[tuple[str
     shipped = _row(by_variant, "shipped", "quant")
     for v in HALF_VARIANTS:  # invariant 12
         half = _row(by_variant, v, "quant")
+        fails = invariants.half_width_writes(half.get("rc"), shipped.get("rc"))
         if "error" in half and "error" in shipped:
-            fails = invariants.half_width_holds(half["error"], shipped["error"])
-            half["failures"] = half.get("failures", []) + fails
-            found += [(f"[{v}] quant", f) for f in fails]
+            fails += invariants.half_width_holds(half["error"], shipped["error"])
+        half["failures"] = half.get("failures", []) + fails
+        found += [(f"[{v}] quant", f) for f in fails]
     for cmd, plan_by_variant in plans.items():  # invariant 3
         same = {v: p for v, p in plan_by_variant.items() if v in variants.STORAGE}
         found += [(f"[storage] {cmd}", f) for f in invariants.same_plans(same)]

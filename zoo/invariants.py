@@ -322,6 +322,14 @@ def half_width_holds(half_error: float, shipped_error: float) -> list[str]:
             f"(> {HALF_FACTOR}x): the 16-bit weights were planned worse"]
 
 
+def half_width_writes(half_rc: int | None, shipped_rc: int | None) -> list[str]:
+    """Invariant 12 too: a 16-bit variant's `quant` is not refused where the shipped model's
+    writes a result (SLANet+'s bfloat16 storage: exit 2, the shipped model's 98% of decisions kept)."""
+    if shipped_rc == 0 and half_rc == 2:
+        return ["refused in 16 bits where the model as shipped is quantized"]
+    return []
+
+
 def same_results(errors: dict[str, float]) -> list[str]:
     """Invariant 11: {variant: the written file's error on the report set} for one command over
     storages of the same weights -> the variants whose error differs from the first's."""

@@ -89,11 +89,15 @@ def _cut(samples, members: list[int], outputs: list[np.ndarray], run: Run, resul
     if len(members) == 1:
         results[members[0]] = outputs
         return
-    sizes = [next(iter(samples[i].values())).shape[0] for i in members]
-    if any(o.ndim == 0 or o.shape[0] != sum(sizes) for o in outputs):  # not batched after all
-        for i in members:
-            results[i] = run(samples[i])
-        return
+    cut = split_batch(outputs, [next(iter(samples[i].values())).shape[0] for i in members])
+    for n, i in enumerate(members):
+        results[i] = run(samples[i]) if cut is None else cut[n]  # None: not batched after all
+
+
+def split_batch(outputs: list[np.ndarray], sizes: list[int]) -> list[list[np.ndarray]] | None:
+    """One batch's `outputs` cut into the outputs of samples of `sizes` rows each (views), or None
+    where an output is not batched along its first axis."""
+    if any(o.ndim == 0 or o.shape[0] != sum(sizes) for o in outputs):
+        return None
     bounds = np.cumsum([0, *sizes])
-    for i, lo, hi in zip(members, bounds[:-1], bounds[1:]):
-        results[i] = [o[lo:hi] for o in outputs]
+    return [[o[lo:hi] for o in outputs] for lo, hi in zip(bounds[:-1], bounds[1:])]

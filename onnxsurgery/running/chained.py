@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import VerificationError
-from .batched import _joined, batch_groups
+from .batched import _joined, batch_groups, split_batch
 from .generated import _own_past_prefix
 from .kv_cache import is_cache_input, present_names
 from .twinned import joined_feeds, outputs_of, split_outputs
@@ -64,7 +64,7 @@ def chained_runs(sess, samples: list[dict[str, np.ndarray]], seeds: list[int], *
     if any(computed[s].shape != steps[p].shape or computed[s].dtype != steps[p].dtype for p, s in chain.items()):
         return None
     sizes = [next(iter(s.values())).shape[0] for s in samples]
-    cut_firsts, cut_steps = _cut(firsts_out, sizes), _cut(steps_out, sizes)
+    cut_firsts, cut_steps = split_batch(firsts_out, sizes), split_batch(steps_out, sizes)
     if cut_firsts is None or cut_steps is None:
         return None
     made = []
@@ -74,11 +74,3 @@ def chained_runs(sess, samples: list[dict[str, np.ndarray]], seeds: list[int], *
         made.append(own)
     return made, cut_steps, [(prefixes, cut_firsts)]
 
-
-def _cut(outputs: list[np.ndarray], sizes: list[int]) -> list[list[np.ndarray]] | None:
-    """Each sample's outputs cut out of one batch's (batched.py), or None where an output is not
-    batched."""
-    if any(o.ndim == 0 or o.shape[0] != sum(sizes) for o in outputs):
-        return None
-    bounds = np.cumsum([0, *sizes])
-    return [[o[lo:hi] for o in outputs] for lo, hi in zip(bounds[:-1], bounds[1:])]

@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 a, b = errors(src, ours, refs, feeds), errors(src, peer, refs, feeds)
             except Exception as e:  # noqa: BLE001 - a file that is missing or does not run: said, not compared
-                print(f"{name:20s} not compared: {str(e).splitlines()[0][:120]}", flush=True)
+                why = str(e).splitlines()[0][:120] if str(e) else "a command wrote no file"
+                print(f"{name:20s} not compared: {why}", flush=True)
                 continue
             print(f"{name:20s} {len(feeds):3d} samples (seed {args.seed}): default worst {a.max():.5f} median "
                   f"{np.median(a):.5f} | shrink-ray worst {b.max():.5f} median {np.median(b):.5f} | default closer "

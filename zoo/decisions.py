@@ -111,6 +111,8 @@ def retrieval(outputs, feed):
     """A batch of n questions then n answers: which answer each question retrieves (cosine),
     from `sentence_embedding` or the masked mean of the [B, S, H] hidden states."""
     emb = outputs.get("sentence_embedding")
+    if emb is None and _first(outputs).ndim == 2:  # one vector a row (chars2vec's words)
+        emb = _first(outputs)
     if emb is None:
         hidden = next(v for v in outputs.values() if v.ndim == 3)
         mask = feed["attention_mask"][..., None].astype(np.float32)

@@ -75,7 +75,10 @@ def _copy_external_data(model: Path, dest: Path) -> None:
         src = (model.parent / loc).resolve()
         if model.parent.resolve() not in src.parents:  # a model is untrusted: nothing outside its folder
             raise RuntimeError(f"{model.name} names {loc}, outside its folder")
-        (dest / loc).write_bytes(src.read_bytes())
+        data = src.read_bytes()
+        if (dest / loc).exists() and (dest / loc).read_bytes() != data:  # khmersm's is "model.onnx.data"
+            raise RuntimeError(f"{model.name}'s {loc} would replace another model's data file of that name")
+        (dest / loc).write_bytes(data)
 
 
 def model_path(m: Model) -> Path:

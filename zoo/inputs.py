@@ -40,10 +40,11 @@ def cancer_rows(model, seed, n):
 def build(model_row, path: Path, which: str) -> list[dict[str, np.ndarray]]:
     """The tune or report set of one model (zoo/models.py row)."""
     seed, n = (0, model_row.n_tune) if which == "tune" else (1000, model_row.n_report)
-    from zoo import binaries, chemistry, images, signals, speech, text  # Pillow, espeak-ng: only where inputs are built
+    # Pillow, espeak-ng: only where inputs are built
+    from zoo import binaries, chemistry, images, signals, speech, text, titles, words
 
     make = globals().get(model_row.inputs) or next(
-        getattr(m, model_row.inputs) for m in (images, speech, text, signals, chemistry, binaries)
+        getattr(m, model_row.inputs) for m in (images, speech, text, signals, chemistry, binaries, words, titles)
         if hasattr(m, model_row.inputs))
     return make(path, seed, n)
 

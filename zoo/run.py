@@ -194,7 +194,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
     peer_time = {"int8": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int8" and v["handles"]},
                  "int4": {k: v["wall"] for k, v in base["peers"].items() if v["kind"] == "int4" and v["handles"]}}
     # --quick: bfloat16 storage too, `quant` only (its Casts hid rxnmap's tables from the input generator)
-    chosen = (["shipped", "external"] + ["bf16"] * (not m.heavy) if args.quick
+    chosen = (["shipped", "external", "linked"] + ["bf16"] * (not m.heavy) if args.quick
               else ["shipped", "external", "folder", "linked"] if m.heavy else
               ["shipped", "external", "folder", "linked", "fp16", "bf16", "opset21"])
     plans: dict[str, dict[str, str]] = {"quant --dry-run --json": {}, "quant --dry-run --json --inputs": {}}

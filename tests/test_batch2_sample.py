@@ -36,7 +36,51 @@ def test_readers_by_kind(tmp_path):
     matmul.op = "MatMulNBits"  # another kind reads x
     assert not same_readers(model, graph)
     _model(tmp_path / "old.onnx", opset=17)
-    assert not same_readers(tmp_path / "old.onnx", tmp_path / "in.onnx")  # an upgrade: not weights only
+    # an upgrade that left every reader as it was (only the stamp): its readers are the input's
+    assert same_readers(tmp_path / "old.onnx", tmp_path / "in.onnx")
+    assert not same_readers(tmp_path / "old.onnx", graph)  # ... not with another kind besides
+
+
+def _reduced(path, opset: int, shape=(-1, 64), axes_input: bool = False) -> None:
+    """x -> MatMul -> Reshape(shape) -> ReduceMean over the last axis (axes an attribute before
+    opset 18, an input from 18, as the converter writes it)."""
+    axes = [helper.make_node("ReduceMean", ["r", "axes"], ["y"])] if axes_input else \
+        [helper.make_node("ReduceMean", ["r"], ["y"], axes=[-1])]
+    constants = [onnx.numpy_helper.from_array(builders.rand((64, 64), 1), "W"),
+                 onnx.numpy_helper.from_array(np.array(shape, np.int64), "shape")]
+    if axes_input:
+        constants.append(onnx.numpy_helper.from_array(np.array([-1], np.int64), "axes"))
+    onnx.save(builders.model([helper.make_node("MatMul", ["x", "W"], ["h"]),
+                              helper.make_node("Reshape", ["h", "shape"], ["r"]), *axes],
+                             [builders.vi("x", shape=["batch", 64])], [builders.vi("y", shape=["batch", 1])],
+                             constants, opset=opset), str(path))
+
+
+def test_an_upgrade_is_compared_reader_by_reader(tmp_path):
+    """At another opset each reader must be as it was: an attribute the converter made an input
+    of the same value reads the same; a changed shape constant (the MiniLM defect: a Reshape fixed
+    to batch 1) or another attribute does not."""
+    _reduced(tmp_path / "in.onnx", 17)
+    _reduced(tmp_path / "up.onnx", 21, axes_input=True)
+    assert same_readers(tmp_path / "in.onnx", tmp_path / "up.onnx")
+    _reduced(tmp_path / "fixed.onnx", 21, shape=(1, -1), axes_input=True)
+    assert not same_readers(tmp_path / "in.onnx", tmp_path / "fixed.onnx")
+    _reduced(tmp_path / "same_opset.onnx", 17, shape=(1, -1))  # at one opset, kinds alone (weights only)
+    assert same_readers(tmp_path / "in.onnx", tmp_path / "same_opset.onnx")
+
+
+def test_a_batch_broken_by_an_upgrade_is_still_caught(tmp_path):
+    """The batch-2 sample runs where the upgrade changed a reader, and shows the break: a Reshape
+    fixed to batch 1 computes the input's outputs at batch 1 and other shapes at batch 2."""
+    from onnxsurgery.running.verify import compare_models
+
+    _reduced(tmp_path / "in.onnx", 17)
+    _reduced(tmp_path / "fixed.onnx", 21, shape=(1, -1), axes_input=True)
+    report = compare_models(tmp_path / "in.onnx", tmp_path / "fixed.onnx", fold_candidate=False)
+    assert report["samples"] == 2 and report["other_shapes"] == 1
+    _reduced(tmp_path / "up.onnx", 21, axes_input=True)  # the upgrade alone: batch 1 only, exact
+    report = compare_models(tmp_path / "in.onnx", tmp_path / "up.onnx", fold_candidate=False)
+    assert report["samples"] == 1 and report["exact"]
 
 
 def test_weights_only_runs_batch_one(tmp_path, monkeypatch):

@@ -125,3 +125,62 @@ def test_left_out_ahead_then_wanted_runs_again(tmp_path, monkeypatch):
     report = verify.compare_models(tmp_path / "in.onnx", tmp_path / "q.onnx", reference_runs=runs,
                                    fold_candidate=False)
     assert report["samples"] == 2 and batches.count(2) == 2  # reference and result at batch 2
+
+
+def _conv(path, scales=None, attributes=True) -> None:
+    """x [batch, 4, 8, 8] -> Conv -> Relu; with `scales` (the constants' shapes) x is multiplied
+    by one before the Conv and the Conv's output by the other after it, as equalization and the
+    lean lowering write them (the weight divided and multiplied alike: the same computation)."""
+    w = builders.rand((4, 4, 3, 3), 1)
+    found = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]} if attributes else {}
+    x, nodes, constants = "x", [], []
+    if scales:
+        before, after = (np.full(shape, 2.0, np.float32) for shape in scales)
+        constants += [onnx.numpy_helper.from_array(before, "s_in"), onnx.numpy_helper.from_array(after, "s_out")]
+        nodes.append(helper.make_node("Mul", ["x", "s_in"], ["xs"]))
+        x, w = "xs", w / 2.0 / 2.0
+    nodes.append(helper.make_node("Conv", [x, "W"], ["c" if scales else "h"], **found))
+    if scales:
+        nodes.append(helper.make_node("Mul", ["c", "s_out"], ["h"]))
+    nodes.append(helper.make_node("Relu", ["h"], ["y"]))
+    onnx.save(builders.model(nodes, [builders.vi("x", shape=["batch", 4, 8, 8])],
+                             [builders.vi("y", shape=["batch", 4, 8, 8])],
+                             [onnx.numpy_helper.from_array(w.astype(np.float32), "W"), *constants]), str(path))
+
+
+def test_a_channel_scale_is_not_a_reader_the_batch_breaks(tmp_path):
+    """A constant that varies along the Conv's channels only ([C, 1, 1], one rank below its
+    activations) scales each sample alike at any batch: the batch-2 sample is not run for it.
+    One that varies along axis 0, or beside a Conv whose rank is not said, keeps the sample."""
+    from onnxsurgery.running.verify import compare_models
+
+    _conv(tmp_path / "in.onnx")
+    _conv(tmp_path / "scaled.onnx", scales=[(4, 1, 1), (4, 1, 1)])
+    assert same_readers(tmp_path / "in.onnx", tmp_path / "scaled.onnx")
+    assert same_readers(tmp_path / "in.onnx", gs.import_onnx(onnx.load(tmp_path / "scaled.onnx")))
+    report = compare_models(tmp_path / "in.onnx", tmp_path / "scaled.onnx", fold_candidate=False)
+    assert report["samples"] == 1 and report["rel_l2_error"] < 1e-5
+    _conv(tmp_path / "batch.onnx", scales=[(4, 1, 1), (2, 1, 1, 1)])  # spans axis 0: a batch-2 defect's kind
+    assert not same_readers(tmp_path / "in.onnx", tmp_path / "batch.onnx")
+    _conv(tmp_path / "plain.onnx", attributes=False)
+    _conv(tmp_path / "unsaid.onnx", scales=[(4, 1, 1), (4, 1, 1)], attributes=False)
+    assert not same_readers(tmp_path / "plain.onnx", tmp_path / "unsaid.onnx")
+    # the scale spanning axis 0 runs at batch 2 and shows there what it does
+    report = compare_models(tmp_path / "in.onnx", tmp_path / "batch.onnx", fold_candidate=False)
+    assert report["samples"] == 2 and report["other_shapes"] >= 1
+
+
+def test_reading_the_definitions_leaves_the_graph_as_it_was(tmp_path):
+    """same_readers reads a gs graph's integer constants without loading them into it: a loaded
+    constant exports as raw_data where the input held int64_data (vit_focus' written file changed)."""
+    _reduced(tmp_path / "in.onnx", 17)
+    _reduced(tmp_path / "up.onnx", 21, axes_input=True)
+    up = onnx.load(tmp_path / "up.onnx")
+    for t in up.graph.initializer:  # held as int64_data, as converters write them
+        if t.data_type == onnx.TensorProto.INT64:
+            t.int64_data[:] = onnx.numpy_helper.to_array(t).tolist()
+            t.ClearField("raw_data")
+    graph = gs.import_onnx(up)
+    before = gs.export_onnx(gs.import_onnx(up)).SerializeToString()
+    assert same_readers(tmp_path / "in.onnx", graph)
+    assert gs.export_onnx(graph).SerializeToString() == before

@@ -12,8 +12,10 @@ batch the input took the result takes too: that sample is then not run (isnet_fp
 ReduceSum) it is kept. Where the opset changed, it is kept unless every reader is as it was:
 an upgrade whose converter left them alone (only the version stamp changed: vit_focus 14 -> 21
 for int4) changed no definition the activations go through, while one that rewrote a reader
-(an attribute made an input, a shape constant changed) shows there. Read without the weights'
-payloads.
+(an attribute made an input, a shape constant changed) shows there. A reader that multiplies
+by a constant varying along a Conv's channels or a MatMul's columns only (equalization's input
+scales, the lean forms' output scales: tumor_vgg16) is not counted: it scales every sample
+alike at any batch (_channel_scale). Read without the weights' payloads.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def _readers(model) -> tuple | None:
     """(opset, the activation readers' kinds counted, a function giving their definitions
     counted) or None (same_readers)."""
     try:
-        opset, seeds, nodes, describe = _graph(model)
+        opset, seeds, nodes, describe, shape_of, attributes = _graph(model)
     except Exception:  # noqa: BLE001 - unreadable: the sample is kept
         return None
     if any(node[4] for node in nodes):
@@ -60,6 +62,9 @@ def _readers(model) -> tuple | None:
                 reached.add(index)
                 todo.extend(nodes[index][3])
                 flowing.update(nodes[index][3])
+    # a channel's scale takes every sample alike at any batch: not a reader the batch can break
+    made_by = {name: index for index, node in enumerate(nodes) for name in node[3]}
+    reached -= {i for i in reached if _channel_scale(i, nodes, readers, made_by, flowing, shape_of, attributes)}
     kinds = collections.Counter((nodes[i][0], nodes[i][1]) for i in reached)
 
     def definitions() -> collections.Counter:
@@ -67,9 +72,60 @@ def _readers(model) -> tuple | None:
     return opset, tuple(sorted(kinds.items())), definitions
 
 
+def _channel_scale(index: int, nodes, readers, made_by, flowing, shape_of, attributes) -> bool:
+    """Whether node `index` multiplies (or divides) an activation by a constant that varies
+    along one channel axis only: a Conv's channels (axis 1; the constant [C, 1, ...] one rank
+    below the Conv's activations, read or made by that Conv) or a MatMul's or Gemm's columns
+    (the last axis, a constant weight's; the constant [..., 1, N]). Each sample, along axis 0,
+    is then scaled alike at any batch: the lean forms' per-channel scales and equalization's
+    input scales (tumor_vgg16's Convs) add such a node, which no batch can break. A constant of
+    another shape, or a neighbour whose rank is not known, is not one (the sample is kept)."""
+    domain, op, inputs, outputs, _ = nodes[index]
+    if domain or op not in ("Mul", "Div") or len(inputs) != 2 or len(outputs) != 1:
+        return False
+    moving = [name in flowing for name in inputs]
+    if moving not in ([True, False], [False, True]) or op == "Div" and not moving[0]:
+        return False
+    activation, constant = (inputs[0], inputs[1]) if moving[0] else (inputs[1], inputs[0])
+    shape = shape_of(constant)
+    if shape is None:
+        return False
+    varying = [axis for axis, d in enumerate(shape) if d != 1]
+    if not varying:
+        return True  # one number for everything
+    if len(varying) > 1:
+        return False
+    producers = [made_by[activation]] if activation in made_by else []
+    neighbours = producers + [i for i in readers.get(outputs[0], ()) if nodes[i][2][:1] == [outputs[0]]]
+    for other in neighbours:
+        kind = nodes[other][:2]
+        if kind == ("", "Conv") and varying == [0]:  # [C, 1, ..., 1] lines up with axis 1
+            spatial = _spatial_rank(attributes(other))
+            if spatial is not None and len(shape) == spatial + 1:
+                return True
+        elif kind in (("", "MatMul"), ("", "Gemm")) and other in producers and varying == [len(shape) - 1] \
+                and len(nodes[other][2]) > 1 and nodes[other][2][1] not in flowing:
+            return True  # the last axis: the constant weight's columns (Gemm: B's, either way round)
+    return False
+
+
+def _spatial_rank(attributes: dict) -> int | None:
+    """A Conv's spatial dimensions, from whichever attribute says (kernel_shape, strides,
+    dilations, pads), or None."""
+    for name in ("kernel_shape", "strides", "dilations"):
+        value = attributes.get(name)
+        if isinstance(value, tuple) and value and value[0] == "i":
+            return value[1][0]
+    pads = attributes.get("pads")
+    if isinstance(pads, tuple) and pads and pads[0] == "i":
+        return pads[1][0] // 2
+    return None
+
+
 def _graph(model):
     """(default opset, graph input names, [(domain, op, inputs, outputs, holds a subgraph)],
-    describe(node index, the names activations flow through) -> that node's definition)."""
+    describe(node index, the names activations flow through) -> that node's definition,
+    shape_of(a constant's name) -> its shape or None, attributes(node index) -> {name: value})."""
     if isinstance(model, (str, os.PathLike)):
         from .feeds import _structure
 
@@ -97,7 +153,19 @@ def _graph(model):
         n = order[index]
         return _definition(n.domain or "", n.op, model.opset, n.attrs.items(),
                            ["" if not t.name else "a" if t.name in flowing else constant(t) for t in n.inputs])
-    return model.opset, [t.name for t in model.inputs if not isinstance(t, gs.Constant)], nodes, describe
+
+    tensors = {t.name: t for n in order for t in n.inputs}
+
+    def shape_of(name):
+        t = tensors.get(name)
+        if not isinstance(t, gs.Constant) and t is not None and len(t.inputs) == 1 and t.inputs[0].op == "Constant":
+            t = t.inputs[0].attrs.get("value")
+        return tuple(int(d) for d in t.shape) if isinstance(t, gs.Constant) else None
+
+    def attributes(index):
+        return {k: _plain(v) for k, v in order[index].attrs.items()}
+    return (model.opset, [t.name for t in model.inputs if not isinstance(t, gs.Constant)], nodes, describe,
+            shape_of, attributes)
 
 
 def _proto_graph(model: onnx.ModelProto):
@@ -123,7 +191,17 @@ def _proto_graph(model: onnx.ModelProto):
         return _definition(n.domain or "", n.op_type, opset,
                            [(a.name, onnx.helper.get_attribute_value(a)) for a in n.attribute],
                            ["" if not name else "a" if name in flowing else constant(name) for name in n.input])
-    return opset, [i.name for i in g.input if i.name not in initializers], nodes, describe
+
+    def shape_of(name):
+        tensor = initializers.get(name)
+        if tensor is None and name in made:
+            tensor = next((a.t for a in made[name].attribute if a.name == "value" and a.type == a.TENSOR), None)
+        return None if tensor is None else tuple(tensor.dims)
+
+    def attributes(index):
+        return {a.name: _plain(onnx.helper.get_attribute_value(a)) for a in g.node[index].attribute}
+    return (opset, [i.name for i in g.input if i.name not in initializers], nodes, describe, shape_of,
+            attributes)
 
 
 def _definition(domain: str, op: str, opset, attributes, inputs: list) -> tuple:

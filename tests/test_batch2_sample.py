@@ -102,10 +102,23 @@ def test_another_reader_keeps_batch_two(tmp_path, monkeypatch):
 
     _model(tmp_path / "in.onnx")
     batches = builders.batches_run(monkeypatch)
-    report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled")
+    report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled", symmetric=False)
     types = {n.op_type for n in onnx.load(tmp_path / "q.onnx").graph.node}
-    assert "DequantizeLinear" not in types  # scaled: the scale multiplies the MatMul's output
+    assert "ReduceSum" in types  # asymmetric scaled: the zero points' sums over the input's rows
     assert report.verification["samples"] == 2 and batches.count(2) == 2  # both sides ran batch 2
+
+
+def test_channel_scales_alone_run_batch_one(tmp_path, monkeypatch):
+    """Symmetric scaled: an input scale before the MatMul and the weight's column scales after
+    it, each varying along the weight's own axis (readers._channel_scale): batch 1 only."""
+    import onnxsurgery
+
+    _model(tmp_path / "in.onnx")
+    batches = builders.batches_run(monkeypatch)
+    report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled", symmetric=True)
+    types = [n.op_type for n in onnx.load(tmp_path / "q.onnx").graph.node]
+    assert types.count("Mul") == 2 and "DequantizeLinear" not in types
+    assert report.verification["samples"] == 1 and batches.count(2) <= 1
 
 
 def test_left_out_ahead_then_wanted_runs_again(tmp_path, monkeypatch):
@@ -115,7 +128,8 @@ def test_left_out_ahead_then_wanted_runs_again(tmp_path, monkeypatch):
     from onnxsurgery.running import verify
 
     _model(tmp_path / "in.onnx")
-    onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled", verify=False)
+    onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled", symmetric=False,
+                           verify=False)
     batches = builders.batches_run(monkeypatch)
     runs: dict = {}
     pending = verify.reference_ahead(tmp_path / "in.onnx", runs)
@@ -184,3 +198,32 @@ def test_reading_the_definitions_leaves_the_graph_as_it_was(tmp_path):
     before = gs.export_onnx(gs.import_onnx(up)).SerializeToString()
     assert same_readers(tmp_path / "in.onnx", graph)
     assert gs.export_onnx(graph).SerializeToString() == before
+
+
+def test_zero_point_convs_are_per_sample(tmp_path):
+    """The lean asymmetric Conv's form: the Conv over the integers plus a zero-point correction,
+    itself Convs over the same input (eeg_spindles). A Conv over constant weights computes each
+    sample alone, and the two joined come from one tensor: batch 1 only. A join with another
+    path from the input (a Transpose: not sample by sample) keeps the batch-2 sample."""
+    from onnxsurgery.running.verify import compare_models
+
+    _conv(tmp_path / "in.onnx")
+    w = builders.rand((4, 4, 3, 3), 1)
+    conv = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+
+    def corrected(path, other: str) -> None:
+        nodes = [helper.make_node("Conv", ["x", "W"], ["main"], **conv),
+                 helper.make_node("Conv", ["x", "Z"], ["sums"], **conv),
+                 helper.make_node("Mul", ["sums", "zp"], ["correction"]),
+                 helper.make_node("Add", ["main", other], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+        if other == "moved":
+            nodes.insert(0, helper.make_node("Transpose", ["x"], ["moved"], perm=[0, 1, 3, 2]))
+        constants = [onnx.numpy_helper.from_array(w, "W"), onnx.numpy_helper.from_array(np.zeros_like(w), "Z"),
+                     onnx.numpy_helper.from_array(np.zeros((4, 1, 1), np.float32), "zp")]
+        onnx.save(builders.model(nodes, [builders.vi("x", shape=["batch", 4, 8, 8])],
+                                 [builders.vi("y", shape=["batch", 4, 8, 8])], constants), str(path))
+    corrected(tmp_path / "zp.onnx", "correction")
+    assert same_readers(tmp_path / "in.onnx", tmp_path / "zp.onnx")
+    assert compare_models(tmp_path / "in.onnx", tmp_path / "zp.onnx", fold_candidate=False)["samples"] == 1
+    corrected(tmp_path / "moved.onnx", "moved")
+    assert not same_readers(tmp_path / "in.onnx", tmp_path / "moved.onnx")

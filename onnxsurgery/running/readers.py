@@ -21,10 +21,14 @@ alike at any batch (_channel_scale). Read without the weights' payloads.
 from __future__ import annotations
 
 import collections
+import functools
+import math
 import os
 
 import numpy as np
 import onnx
+
+from .per_sample import per_sample
 
 # integer constants up to this many bytes are compared by value (shapes, axes, pads); larger
 # ones (a table's ids) by dtype and shape: the skimmed file holds no payload of 4096 bytes or more
@@ -62,64 +66,14 @@ def _readers(model) -> tuple | None:
                 reached.add(index)
                 todo.extend(nodes[index][3])
                 flowing.update(nodes[index][3])
-    # a channel's scale takes every sample alike at any batch: not a reader the batch can break
-    made_by = {name: index for index, node in enumerate(nodes) for name in node[3]}
-    reached -= {i for i in reached if _channel_scale(i, nodes, readers, made_by, flowing, shape_of, attributes)}
+    # nodes that compute each sample from that sample alone, at any batch: not readers the batch
+    # can break (a channel's scale, a Conv over constant weights, two of them joined: _per_sample)
+    reached -= per_sample(reached, nodes, readers, flowing, shape_of, attributes)
     kinds = collections.Counter((nodes[i][0], nodes[i][1]) for i in reached)
 
     def definitions() -> collections.Counter:
         return collections.Counter(describe(i, flowing) for i in reached)
     return opset, tuple(sorted(kinds.items())), definitions
-
-
-def _channel_scale(index: int, nodes, readers, made_by, flowing, shape_of, attributes) -> bool:
-    """Whether node `index` multiplies (or divides) an activation by a constant that varies
-    along one channel axis only: a Conv's channels (axis 1; the constant [C, 1, ...] one rank
-    below the Conv's activations, read or made by that Conv) or a MatMul's or Gemm's columns
-    (the last axis, a constant weight's; the constant [..., 1, N]). Each sample, along axis 0,
-    is then scaled alike at any batch: the lean forms' per-channel scales and equalization's
-    input scales (tumor_vgg16's Convs) add such a node, which no batch can break. A constant of
-    another shape, or a neighbour whose rank is not known, is not one (the sample is kept)."""
-    domain, op, inputs, outputs, _ = nodes[index]
-    if domain or op not in ("Mul", "Div") or len(inputs) != 2 or len(outputs) != 1:
-        return False
-    moving = [name in flowing for name in inputs]
-    if moving not in ([True, False], [False, True]) or op == "Div" and not moving[0]:
-        return False
-    activation, constant = (inputs[0], inputs[1]) if moving[0] else (inputs[1], inputs[0])
-    shape = shape_of(constant)
-    if shape is None:
-        return False
-    varying = [axis for axis, d in enumerate(shape) if d != 1]
-    if not varying:
-        return True  # one number for everything
-    if len(varying) > 1:
-        return False
-    producers = [made_by[activation]] if activation in made_by else []
-    neighbours = producers + [i for i in readers.get(outputs[0], ()) if nodes[i][2][:1] == [outputs[0]]]
-    for other in neighbours:
-        kind = nodes[other][:2]
-        if kind == ("", "Conv") and varying == [0]:  # [C, 1, ..., 1] lines up with axis 1
-            spatial = _spatial_rank(attributes(other))
-            if spatial is not None and len(shape) == spatial + 1:
-                return True
-        elif kind in (("", "MatMul"), ("", "Gemm")) and other in producers and varying == [len(shape) - 1] \
-                and len(nodes[other][2]) > 1 and nodes[other][2][1] not in flowing:
-            return True  # the last axis: the constant weight's columns (Gemm: B's, either way round)
-    return False
-
-
-def _spatial_rank(attributes: dict) -> int | None:
-    """A Conv's spatial dimensions, from whichever attribute says (kernel_shape, strides,
-    dilations, pads), or None."""
-    for name in ("kernel_shape", "strides", "dilations"):
-        value = attributes.get(name)
-        if isinstance(value, tuple) and value and value[0] == "i":
-            return value[1][0]
-    pads = attributes.get("pads")
-    if isinstance(pads, tuple) and pads and pads[0] == "i":
-        return pads[1][0] // 2
-    return None
 
 
 def _graph(model):
@@ -221,6 +175,7 @@ def _definition(domain: str, op: str, opset, attributes, inputs: list) -> tuple:
     return domain, op, tuple(sorted(named, key=repr))
 
 
+@functools.lru_cache(maxsize=1024)
 def _input_names(domain: str, op: str, opset) -> tuple[str, ...]:
     try:
         schema = onnx.defs.get_schema(op, max_inclusive_version=opset or 1, domain=domain)
@@ -243,7 +198,7 @@ def _integers(dtype, shape, values) -> object:
     if not np.issubdtype(dtype, np.integer):
         return "c"
     shape = tuple(int(d) for d in shape)
-    if int(np.prod(shape)) * dtype.itemsize >= _SMALL_BYTES:
+    if math.prod(shape) * dtype.itemsize >= _SMALL_BYTES:
         return "i", shape
     return "i", shape, tuple(np.asarray(values()).ravel().tolist())
 

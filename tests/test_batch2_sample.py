@@ -229,3 +229,22 @@ def test_zero_point_convs_are_per_sample(tmp_path):
     assert compare_models(tmp_path / "in.onnx", tmp_path / "zp.onnx", fold_candidate=False)["samples"] == 1
     corrected(tmp_path / "moved.onnx", "moved")
     assert not same_readers(tmp_path / "in.onnx", tmp_path / "moved.onnx")
+
+
+def test_a_scale_of_higher_rank_keeps_batch_two(tmp_path):
+    """A column scale after a MatMul is per sample as a vector; one of higher rank than the
+    activation ([1, 1, 64] on [batch, 64]) would move the batch to axis 1: kept."""
+    _model(tmp_path / "in.onnx")
+
+    def scaled(path, shape) -> None:
+        onnx.save(builders.model([helper.make_node("MatMul", ["x", "W"], ["m"]),
+                                  helper.make_node("Mul", ["m", "s"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                                 [builders.vi("x", shape=["batch", 64])], [builders.vi("y", shape=["batch", 64])],
+                                 [onnx.numpy_helper.from_array(builders.rand((64, 64), 1), "W"),
+                                  onnx.numpy_helper.from_array(np.full(shape, 0.5, np.float32), "s")]), str(path))
+    scaled(tmp_path / "vector.onnx", (64,))
+    assert same_readers(tmp_path / "in.onnx", tmp_path / "vector.onnx")
+    scaled(tmp_path / "higher.onnx", (1, 1, 64))
+    assert not same_readers(tmp_path / "in.onnx", tmp_path / "higher.onnx")
+    scaled(tmp_path / "ones.onnx", (1, 1, 1))
+    assert not same_readers(tmp_path / "in.onnx", tmp_path / "ones.onnx")

@@ -55,15 +55,16 @@ def _channel_scale(index: int, nodes, readers, made_by, flowing, shape_of, attri
     if shape is None:
         return False
     varying = [axis for axis, d in enumerate(shape) if d != 1]
-    if not varying:
-        return True  # one number for everything
+    if not varying and len(shape) <= 1:
+        return True  # one number for everything, of no higher rank than any activation
     rank = _rank(activation, nodes, made_by, flowing, shape_of, attributes, known=known)
     if rank is None:  # a Conv reading the output: of the activation's rank, the constant's being lower
         rank = next((r for i in readers.get(outputs[0], ()) if nodes[i][:2] == ("", "Conv")
                      and nodes[i][2][:1] == [outputs[0]] for r in [_conv_rank(attributes(i))] if r), None)
-    if rank is not None and len(shape) < rank:
+    if rank is not None and (len(shape) < rank or not varying and len(shape) == rank):
         return True
-    if varying != [len(shape) - 1] or op not in ("Mul", "Div"):
+    # (a vector: no higher rank than the activation, so that its axes stay where they were)
+    if len(shape) != 1 or op not in ("Mul", "Div"):
         return False
     # the last axis: a constant weight's columns made it (MatMul, Gemm), or its rows read it (an
     # input scale in front of MatMul's A, or Gemm's not transposed): the weight's size, not a batch

@@ -316,7 +316,9 @@ def _reference_ahead(input_path, run: QuantRun, prepared: Preparation | None, ws
         return None
     pending = reference_ahead(input_path, reference_runs, samples=run.inputs.samples, shapes=run.inputs.shapes)
     if ws.input_bytes <= AHEAD_ALL_BYTES:
-        pending.go_on()  # a small model's quantizer leaves room for its larger runs: all of them now
+        # a small model's quantizer leaves room for its larger runs: all of them now, the batch-2
+        # sample once the quantized graph says it is wanted (reference_runs._verdict)
+        pending.go_on(final=False)
     return pending
 
 

@@ -32,6 +32,7 @@ class Gate:
 
     def __init__(self):
         self.wider = True  # the batch-2 sample still wanted (open's `wider`)
+        self.decided = threading.Event()  # `wider` is final: opened with a verdict (open's `final`)
         self._open = threading.Event()
         self.reached = threading.Event()  # the work waits here (or went past: opened already)
 
@@ -40,9 +41,12 @@ class Gate:
         self.reached.set()
         self._open.wait()
 
-    def open(self, wider: bool = True) -> None:
-        """`wider` False: the work leaves out its batch-2 sample, not yet run (running/readers.py)."""
+    def open(self, wider: bool = True, final: bool = True) -> None:
+        """`wider` False: the work leaves out its batch-2 sample, not yet run (running/readers.py).
+        `final` False: opened early, before that is known (quant's small models)."""
         self.wider = self.wider and wider
+        if final:
+            self.decided.set()
         self._open.set()
 
 
@@ -69,11 +73,11 @@ class Pending:
         except BaseException as e:  # noqa: BLE001 - handed to whoever asks for the result
             self._error = e
 
-    def go_on(self, wider: bool = True) -> None:
+    def go_on(self, wider: bool = True, final: bool = True) -> None:
         """The work held at the gate may run now (quant: the model is quantized); `wider` False:
-        without its batch-2 sample (Gate.open)."""
+        without its batch-2 sample; `final` False: whether it is wanted is not known yet (Gate.open)."""
         if self.gate is not None:
-            self.gate.open(wider)
+            self.gate.open(wider, final)
 
     def result(self) -> object:
         self.go_on()

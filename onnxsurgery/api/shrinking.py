@@ -66,32 +66,21 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     with `verify`).
     """
     run = ShrinkRun.given(run, options)
+    verify, target = run.verify, run.target
+    samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
     out = output_for(input_path, output_path, run.output.in_place)
     ws = open_workspace(input_path)
     report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     if ws.files is not None:
         ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
-    # whether onnxruntime loads the input, asked on a second core while the passes run and the
-    # result is written on this one: its weights stay in the file (sessions.load_error), as the
-    # workspace's do. Its answer is a note, wanted only once the file is written; waited for
-    # right after the passes, its thread (the GIL's other taker) held the ALBERT sample's
-    # `shrink` up at load
+    # whether onnxruntime loads the input, asked on a second core while the passes run on this
+    # one: its weights stay in the file (sessions.load_error), as the workspace's do
     with ThreadPoolExecutor(1) as helper:
-        loads = None if run.verify else helper.submit(load_error, input_path)
+        loads = None if verify else helper.submit(load_error, input_path)
         _run_shrink_passes(ws, report, run)
-        if loads is not None and out.exists() and Path(input_path).samefile(out):
-            loads.result()  # in place: asked of the input before it is replaced
-        _write(ws, report, input_path, out, run)
         why = None if loads is None else loads.result()
     if why is not None:
         report.notes.insert(0, f"not checked in onnxruntime, which cannot load {input_path}: {why}")
-    return report
-
-
-def _write(ws: Workspace, report: RunReport, input_path, out: Path, run: ShrinkRun) -> None:
-    """`shrink_file`'s output written once the passes ran (its doc); `report`'s bytes_after set."""
-    verify, target = run.verify, run.target
-    samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
     # unless asked otherwise, weights that came in a data file go out in one, `<output>.data`, as
     # quant writes them: onnxruntime then maps it instead of holding a parsed copy
     external_data = ws.has_external_data_files if external_data is None else external_data
@@ -120,7 +109,7 @@ def _write(ws: Workspace, report: RunReport, input_path, out: Path, run: ShrinkR
             check(Path(input_path))  # the copy is the input, byte for byte
         copy_file(input_path, out)
         report.bytes_after = report.bytes_before
-        return
+        return report
 
     if external_data and ws.has_external_data_files and not any(p.changed for p in report.passes):
         # a copy with its data file (staging.copy_with_data), where the model has one
@@ -128,7 +117,7 @@ def _write(ws: Workspace, report: RunReport, input_path, out: Path, run: ShrinkR
         if written is not None:
             report.notes.append("nothing to shrink: the output is a copy of the input and its data file")
             report.bytes_after = sum(p.stat().st_size for p in written)
-            return
+            return report
     # payloads stay in the input file until written
     written = write_checked(ws, ws.finish, out, external_data, check if verify else None)
     report.bytes_after = sum(p.stat().st_size for p in written)
@@ -138,6 +127,7 @@ def _write(ws: Workspace, report: RunReport, input_path, out: Path, run: ShrinkR
         report.bytes_after = report.bytes_before
     if target is not None:
         _for_target(target, out, report)
+    return report
 
 
 def _copied_with_data(ws, input_path, out: Path, check) -> list[Path] | None:

@@ -163,14 +163,21 @@ def fingerprint(tensor: gs.Constant, nbytes: int) -> bytes:
     model (the slow part) is never needed."""
     if nbytes <= SAMPLED_ABOVE:
         return hashlib.blake2b(stored_bytes(tensor), digest_size=16).digest()
-    if is_file_backed(tensor):
-        def read(offset: int) -> bytes:
-            return read_stored(tensor, offset, SAMPLE_BYTES)
-    else:
+    if not is_file_backed(tensor):
         data = memoryview(stored_bytes(tensor))
+        return _sampled(lambda offset: data[offset:offset + SAMPLE_BYTES], nbytes)
+    # from a mapping of the file: a page fault per sample, not a read() that lets go of the GIL.
+    # shrink checks beside its passes that onnxruntime loads the input (api/shrinking.py); each
+    # read gave that thread the GIL for up to a switch interval: ALBERT's 194 fingerprints (4745
+    # reads, 10 ms of CPU) took 180-190 ms
+    with _mapped(tensor, populate=False) as view:
+        if view is not None:
+            return _sampled(lambda offset: view[offset:offset + SAMPLE_BYTES], nbytes)
+    return _sampled(lambda offset: read_stored(tensor, offset, SAMPLE_BYTES), nbytes)
 
-        def read(offset: int) -> bytes:
-            return data[offset:offset + SAMPLE_BYTES]
+
+def _sampled(read, nbytes: int) -> bytes:
+    """`fingerprint` of a large tensor, `read(offset)` giving SAMPLE_BYTES of its stored bytes."""
     step = nbytes // SAMPLES
     h = hashlib.blake2b(nbytes.to_bytes(8, "little"), digest_size=16)
     for i in range(SAMPLES):
@@ -180,12 +187,13 @@ def fingerprint(tensor: gs.Constant, nbytes: int) -> bytes:
 
 
 @contextlib.contextmanager
-def _mapped(tensor: gs.Constant) -> Iterator[memoryview | None]:
+def _mapped(tensor: gs.Constant, populate: bool = True) -> Iterator[memoryview | None]:
     """A file-backed constant's stored bytes as a view of a read-only mapping of its file (the
     page cache's own pages: no copy, no system call per read), or None where it has none (held
     in memory, in the spill file, a file shorter than the reference: the reads say so in their
     words). The fingerprints' 12k reads of 64 bytes and the comparisons' copies of 330 MB
-    into a buffer were most of the pass's time on the ALBERT sample."""
+    into a buffer were most of the pass's time on the ALBERT sample. `populate`: the page table
+    filled at once (a comparison reads every page; a fingerprint 65 of them)."""
     values = held_values(tensor)
     files = getattr(values, "files", None) if is_file_backed(tensor) else None
     fd = None if files is None else files.mappable(values.location, values.tensor.name)
@@ -198,7 +206,8 @@ def _mapped(tensor: gs.Constant) -> Iterator[memoryview | None]:
             mapping = None
         else:
             try:  # the page table filled in one call, not a fault per 64 KB as memcmp reads
-                mapping.madvise(MADV_POPULATE_READ)
+                if populate:
+                    mapping.madvise(MADV_POPULATE_READ)
             except (OSError, ValueError, AttributeError):  # before Linux 5.14; elsewhere
                 pass
     if mapping is None:

@@ -23,8 +23,12 @@ from onnx import helper
 MIN_OPSET = 13
 
 # An 8-bit weight whose float copy is larger than twice this is cast and multiplied in chunks of
-# columns of at most this many bytes (`Joiner.chunked`)
+# columns of about this many bytes (`cast_chunks`), each of MIN_COLUMNS or more: MLAS's SGEMM
+# keeps its K blocks (what a column's sums are) unless a thread's share of the columns is 64 or
+# fewer, or K is 128 or less (sgemm.cpp's stride rule): 2048 columns keep that up to 16 threads
 CHUNK_BYTES = 16 * 2**20
+MIN_COLUMNS = 2048
+MIN_ROWS = 256
 
 
 # ops whose output has their first input's rank, and those whose rank is their inputs' largest
@@ -122,14 +126,17 @@ class Joiner:
 
 
 def column_chunks(rows: int, columns: int, chunk_bytes: int | None = None) -> list[tuple[int, int]] | None:
-    """[start, end) ranges of a [rows, columns] float weight's columns, each copy at most
-    `chunk_bytes` (CHUNK_BYTES) and a multiple of 16 columns (MLAS's strips), or None where the
-    whole copy is at most twice that."""
+    """[start, end) ranges of a [rows, columns] float weight's columns, each copy about
+    `chunk_bytes` (CHUNK_BYTES), a multiple of 16 columns (MLAS's strips) and MIN_COLUMNS or more
+    (a shorter last one joins the one before), or None where the whole copy is at most twice
+    that, K is under MIN_ROWS, or one chunk would be the whole."""
     chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
-    if 4 * rows * columns <= 2 * chunk_bytes:
+    if 4 * rows * columns <= 2 * chunk_bytes or rows < MIN_ROWS:
         return None
-    step = max(16, chunk_bytes // (4 * rows) // 16 * 16)
-    return [(start, min(columns, start + step)) for start in range(0, columns, step)]
+    step = max(MIN_COLUMNS, chunk_bytes // (4 * rows) // 16 * 16)
+    starts = list(range(0, columns - MIN_COLUMNS + 1, step)) or [0]
+    chunks = [(start, end) for start, end in zip(starts, [*starts[1:], columns])]
+    return chunks if len(chunks) > 1 else None
 
 
 def cast_chunks(matmul: onnx.NodeProto, cast: onnx.NodeProto, chunks: list[tuple[int, int]],

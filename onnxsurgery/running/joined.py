@@ -22,6 +22,14 @@ from onnx import helper
 # Split's sizes as an input (opset 13); Flatten's negative axis (11)
 MIN_OPSET = 13
 
+# An 8-bit weight whose float copy is larger than twice this is cast and multiplied in chunks of
+# columns of about this many bytes (`cast_chunks`), each of MIN_COLUMNS or more: MLAS's SGEMM
+# keeps its K blocks (what a column's sums are) unless a thread's share of the columns is 64 or
+# fewer, or K is 128 or less (sgemm.cpp's stride rule): 2048 columns keep that up to 16 threads
+CHUNK_BYTES = 16 * 2**20
+MIN_COLUMNS = 2048
+MIN_ROWS = 256
+
 
 # ops whose output has their first input's rank, and those whose rank is their inputs' largest
 _SAME_RANK = {"Cast", "CastLike", "DequantizeLinear", "Identity", "Neg", "Abs", "Relu", "Sqrt", "Reciprocal",
@@ -115,3 +123,51 @@ class Joiner:
             nodes += [helper.make_node("Concat", [lead, f"{stem}_columns"], [f"{stem}_out_shape{k}"], axis=0),
                       helper.make_node("Reshape", [part, f"{stem}_out_shape{k}"], [out])]
         return nodes
+
+
+def column_chunks(rows: int, columns: int, chunk_bytes: int | None = None) -> list[tuple[int, int]] | None:
+    """[start, end) ranges of a [rows, columns] float weight's columns, each copy about
+    `chunk_bytes` (CHUNK_BYTES), a multiple of 16 columns (MLAS's strips) and MIN_COLUMNS or more
+    (a shorter last one joins the one before), or None where the whole copy is at most twice
+    that, K is under MIN_ROWS, or one chunk would be the whole."""
+    chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+    if 4 * rows * columns <= 2 * chunk_bytes or rows < MIN_ROWS:
+        return None
+    step = max(MIN_COLUMNS, chunk_bytes // (4 * rows) // 16 * 16)
+    starts = list(range(0, columns - MIN_COLUMNS + 1, step)) or [0]
+    chunks = [(start, end) for start, end in zip(starts, [*starts[1:], columns])]
+    return chunks if len(chunks) > 1 else None
+
+
+def cast_chunks(matmul: onnx.NodeProto, cast: onnx.NodeProto, chunks: list[tuple[int, int]],
+                constants: list[onnx.TensorProto]) -> list[onnx.NodeProto]:
+    """`matmul` (a joined MatMul whose weight is `cast`'s float copy of an 8-bit [K, N] initializer)
+    as one Slice -> Cast -> MatMul per chunk of the initializer's columns, concatenated into its
+    output: the float copy is made a chunk at a time, each freed once multiplied.
+
+    int8's lm_head on dec-l4 ([2048, 32000]): a 262 MB copy, 64K of the twinned run's ~100K minor
+    faults and its anonymous peak; in chunks of 16 MiB, glibc's heap takes each chunk's pages
+    back for the next. Each output column is what the whole product computes, bit for bit: MLAS's
+    SGEMM sums a column over K in the same blocks whatever the other columns (measured on
+    [24, 2048] x [2048, 32000] in chunks of 1024, 2000 and 2048 columns)."""
+    stem, nodes, parts = matmul.output[0], [], []
+    axes = f"{stem}_axes"
+    constants.append(helper.make_tensor(axes, onnx.TensorProto.INT64, [1], [1]))
+    for k, (start, end) in enumerate(chunks):
+        bounds = [f"{stem}_start{k}", f"{stem}_end{k}"]
+        constants += [helper.make_tensor(bounds[0], onnx.TensorProto.INT64, [1], [start]),
+                      helper.make_tensor(bounds[1], onnx.TensorProto.INT64, [1], [end])]
+        weight, part = f"{stem}_weight{k}", f"{stem}_columns{k}"
+        copy = onnx.NodeProto()
+        copy.CopyFrom(cast)
+        copy.name = f"{cast.name}_chunk{k}" if cast.name else ""
+        copy.input[:] = [f"{stem}_quantized{k}"]
+        copy.output[:] = [weight]
+        product = onnx.NodeProto()
+        product.CopyFrom(matmul)
+        product.name = f"{matmul.name}_chunk{k}" if matmul.name else ""
+        product.input[1] = weight
+        product.output[:] = [part]
+        nodes += [helper.make_node("Slice", [cast.input[0], *bounds, axes], [f"{stem}_quantized{k}"]), copy, product]
+        parts.append(part)
+    return nodes + [helper.make_node("Concat", parts, [stem], axis=-1)]

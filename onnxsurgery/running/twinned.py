@@ -25,7 +25,7 @@ import onnx
 
 from ..errors import VerificationError
 from .batched import batch_groups, run_samples
-from .joined import MIN_OPSET, Joiner, joinable, weight_ranks
+from .joined import MIN_OPSET, Joiner, cast_chunks, column_chunks, joinable, weight_ranks
 
 SUFFIX = "__twin"
 
@@ -98,8 +98,14 @@ def twin_graph(model: onnx.ModelProto, copies: int = 2, *, chain: dict[str, str]
         if joinable(node, varying, ranks):
             before, rows, state = joiner.before([n.input[0] for n in each])
             new_nodes.extend(before)
-            place(node)
-            new_nodes.extend(joiner.after(node, rows, state, [n.output[0] for n in each]))
+            product = joiner.after(node, rows, state, [n.output[0] for n in each])
+            cast, chunks = _cast_8bit(producer.get(node.input[1]), g, nodes)
+            if chunks:  # its float copy made a chunk of columns at a time (joined.cast_chunks)
+                placed.add(id(cast))
+                product[:1] = cast_chunks(product[0], cast, chunks, joiner.constants)
+            else:
+                place(node)
+            new_nodes.extend(product)
             joined += 1
         else:
             place(node)
@@ -127,6 +133,19 @@ def twin_graph(model: onnx.ModelProto, copies: int = 2, *, chain: dict[str, str]
                 _rename_dims(twin, k)
                 group.append(twin)
     return model
+
+
+def _cast_8bit(node, graph: onnx.GraphProto, nodes: list[onnx.NodeProto]):
+    """(`node`, its column chunks) where it is a Cast to float of an 8-bit [K, N] initializer, read
+    by one node alone, whose float copy joined.column_chunks cuts; else (node, None)."""
+    if node is None or node.op_type != "Cast" or node.domain not in ("", "ai.onnx") or \
+            [(a.name, a.i) for a in node.attribute] != [("to", onnx.TensorProto.FLOAT)]:
+        return node, None
+    weight = next((t for t in graph.initializer if t.name == node.input[0]), None)
+    if weight is None or weight.data_type not in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8) or \
+            len(weight.dims) != 2 or sum(name == node.output[0] for n in nodes for name in n.input) != 1:
+        return node, None
+    return node, column_chunks(*weight.dims)
 
 
 def _shares_dequantized(nodes: list[onnx.NodeProto], constant: set[int]) -> bool:

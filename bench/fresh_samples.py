@@ -57,7 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models:
         model = models.BY_NAME[name]
         src = fetch(model)
-        feeds = rows_apart(maker(model)(src, args.seed, args.n), args.n)
+        try:
+            feeds = rows_apart(maker(model)(src, args.seed, args.n), args.n)
+        except ValueError as e:  # a builder with fewer items than asked for (malviz: 6 executables)
+            print(f"{name:20s} not compared: its inputs: {e}", flush=True)
+            continue
         refs = run_feeds(src, feeds)
         with tempfile.TemporaryDirectory() as tmp:
             ours, peer = Path(tmp) / "ours.onnx", Path(tmp) / "shrink_ray.onnx"

@@ -14,16 +14,19 @@ from test_half_plans_at_load import _plans, _stored
 
 
 def _conv_and_matmul(bf16: bool):
-    """A 64x64x3x3 Conv (below SMALL_CONV_ELEMENTS: int8 lean), then a MatMul with K = 96 (blocks of
-    32 tile it; fused) and one with K = 120 (not a power-of-two tiling: int8 lean)."""
+    """A 64x64x3x3 Conv (below SMALL_CONV_ELEMENTS: int8 lean), then MatMuls with K = 96 (blocks of
+    32 tile it; fused), K = 240 (blocks of 16, not 30: fused, forms.choose_scheme) and K = 120 (no
+    power-of-two tiling: int8 lean)."""
     nodes, inits = [], []
     inits.append(_stored("k", _bf16_values((64, 64, 3, 3), 1, 0.1), bf16, nodes))
     nodes += [helper.make_node("Conv", ["x", "k"], ["c"], pads=[1, 1, 1, 1]),
               helper.make_node("Reshape", ["c", "flat"], ["f"])]
     inits.append(numpy_helper.from_array(np.array([64, 96], np.int64), "flat"))
-    inits.append(_stored("w", _bf16_values((96, 120), 2, 0.1), bf16, nodes))
-    inits.append(_stored("v", _bf16_values((120, 64), 3, 0.1), bf16, nodes))
-    nodes += [helper.make_node("MatMul", ["f", "w"], ["m"]), helper.make_node("MatMul", ["m", "v"], ["y"])]
+    inits.append(_stored("w", _bf16_values((96, 240), 2, 0.1), bf16, nodes))
+    inits.append(_stored("v", _bf16_values((240, 120), 3, 0.1), bf16, nodes))
+    inits.append(_stored("u", _bf16_values((120, 64), 5, 0.1), bf16, nodes))
+    nodes += [helper.make_node("MatMul", ["f", "w"], ["m"]), helper.make_node("MatMul", ["m", "v"], ["n"]),
+              helper.make_node("MatMul", ["n", "u"], ["y"])]
     return builders.model(nodes, [builders.vi("x", shape=[1, 64, 8, 12])], [builders.vi("y", shape=[64, 64])],
                           inits, opset=21)
 
@@ -31,7 +34,30 @@ def _conv_and_matmul(bf16: bool):
 def test_int4_forms_look_behind_the_casts(tmp_path):
     plans = _plans(tmp_path, _conv_and_matmul, min_elements=1024, dtype="int4")
     f32, bf16 = plans[False], plans[True]
-    assert f32["k"].dtype == "int8" and f32["v"].dtype == "int8" and f32["w"].dtype == "int4"  # the rule's
+    assert [f32[n].dtype for n in "kwvu"] == ["int8", "int4", "int4", "int8"]  # the rule's
+    assert f32["v"].block_size == 16
     for name in f32:
         assert [getattr(f32[name], k) for k in FORM] == [getattr(bf16[name], k) for k in FORM], name
         assert f32[name].why == bf16[name].why, name
+
+
+def _with_bias(bf16: bool):
+    """_conv_and_matmul and a 2048-element vector added to a second input (the int4 rule: float16)."""
+    m = _conv_and_matmul(bf16)
+    nodes = []
+    bias = _stored("b", _bf16_values((2048,), 4), bf16, nodes)
+    m.graph.node.extend(nodes + [helper.make_node("Add", ["x2", "b"], ["y2"])])
+    m.graph.initializer.append(bias)
+    m.graph.input.append(builders.vi("x2", shape=[1, 2048]))
+    m.graph.output.append(builders.vi("y2", shape=[1, 2048]))
+    return m
+
+
+def test_int4_bias_is_left_in_its_16_bits(tmp_path):
+    """The int4 rule's float16 for a vector: a 16-bit one is left as it is (its float32 twin's
+    float16), a candidate still, not refused as if --fp16 had been asked for it."""
+    plans = _plans(tmp_path, _with_bias, min_elements=1024, dtype="int4")
+    f32, bf16 = plans[False], plans[True]
+    assert (f32["b"].dtype, f32["b"].lowering) == ("float16", "cast")
+    assert (bf16["b"].dtype, bf16["b"].lowering) == ("float", None)
+    assert bf16["b"].why == f"left in its 16 bits, where a float32 weight gets float16 ({f32['b'].why})"

@@ -6,7 +6,10 @@ bytes counts the Convs behind Casts. Before, the Cast was judged as the reader: 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from onnx import helper, numpy_helper
+
+import onnxsurgery
 
 import builders
 from test_half_plans import FORM, _bf16_values
@@ -61,3 +64,32 @@ def test_int4_bias_is_left_in_its_16_bits(tmp_path):
     assert (f32["b"].dtype, f32["b"].lowering) == ("float16", "cast")
     assert (bf16["b"].dtype, bf16["b"].lowering) == ("float", None)
     assert bf16["b"].why == f"left in its 16 bits, where a float32 weight gets float16 ({f32['b'].why})"
+
+
+def _normed_matmul(bf16: bool):
+    """x * gamma + beta (a decomposed LayerNorm's scale and shift), then a 256x128 MatMul: its
+    4-bit clipping search is weighted by gamma^2 + beta^2 (symmetry.normalized_input_energy)."""
+    rng = np.random.default_rng(7)
+    nodes = [helper.make_node("Mul", ["x", "gamma"], ["g"]), helper.make_node("Add", ["g", "beta"], ["n"]),
+             helper.make_node("MatMul", ["n", "w"], ["y"])]
+    inits = [numpy_helper.from_array(rng.uniform(0.1, 3.0, 256).astype(np.float32), "gamma"),
+             numpy_helper.from_array(rng.uniform(-1.0, 1.0, 256).astype(np.float32), "beta")]
+    inits.append(_stored("w", _bf16_values((256, 128), 8, 0.05), bf16, nodes))
+    return builders.model(nodes, [builders.vi("x", shape=[4, 256])], [builders.vi("y", shape=[4, 128])], inits,
+                          opset=21)
+
+
+def test_int4_clipping_is_weighted_behind_the_casts(tmp_path):
+    """The written 4-bit weight is the float32 twin's: the clipping search weighs its blocks by the
+    layer's input behind the Cast too (before: unweighted, other scales; tumor_vgg16's bf16 dense
+    layers, int4 relative L2 0.471 against its float32 twin's 0.394)."""
+    import onnxruntime as ort
+
+    outs = {}
+    for bf16 in (False, True):
+        src, dest = tmp_path / f"n{bf16}.onnx", tmp_path / f"q{bf16}.onnx"
+        onnx.save(_normed_matmul(bf16), str(src))
+        onnxsurgery.quant_file(src, dest, min_elements=1024, dtype="int4")
+        x = np.random.default_rng(0).standard_normal((4, 256)).astype(np.float32)
+        outs[bf16] = ort.InferenceSession(str(dest), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(outs[True], outs[False])

@@ -62,6 +62,7 @@ from ...graph_utils import ConstantSite, collect_constants, consumers, iter_scop
 from ..axes import choose_axes
 from ..lowerings.dq_transposed import LOWERING as DQ_TRANSPOSED
 from ..lowerings.matmulnbits import LOWERING as MATMULNBITS
+from ..lowerings.weight_readers import effective_readers
 from ..options import QuantOptions, Scheme
 from .candidate import Form, form
 from .model_facts import ModelFacts
@@ -71,6 +72,7 @@ SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module
 # (their float copies cost little memory): ddddocr, 7% (module docstring).
 CONV_SHARE = 0.10
 CONV_OPS = ("Conv", "ConvTranspose")
+FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 BIAS_INPUTS = {"Conv": 2, "ConvTranspose": 2, "Gemm": 2, "LSTM": 3, "GRU": 3, "RNN": 3}  # op -> its bias input
 
 
@@ -85,8 +87,8 @@ def unfused_reason(site: ConstantSite, scheme: Scheme, readers: list | None = No
     """Why onnxruntime does not fuse `site`'s 4-bit DequantizeLinear (grouped as `scheme`) into
     MatMulNBits, None where it does (one MatMul, or one Gemm without transA/transB, reads it as
     B, in blocks along K of a power of two >= 16). `readers`: those to judge instead of its
-    direct consumers (the layers behind a 16-bit weight's Casts)."""
-    readers = consumers(site) if readers is None else readers
+    effective readers (a 16-bit weight's: the layers behind its Casts)."""
+    readers = effective_readers(site) if readers is None else readers
     ops = sorted({n.op for n, _ in readers})
     if len(readers) > 1:
         return f"read by {len(readers)} {'/'.join(ops)} nodes: onnxruntime fuses a 4-bit weight into " \
@@ -117,12 +119,15 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
     """`options` (4-bit, `adapts`) for a weight onnxruntime runs fast at 4 bits, else the form
     the module docstring gives its reader, with its reason (said in the plan).
     `scheme`: the weight's grouping under `options` (forms.choose_scheme); `recurrent`: read only
-    as an LSTM/GRU/RNN weight (weights.recurrent_weight); `facts`: the model's (model_facts.py)."""
-    readers = consumers(site)
+    as an LSTM/GRU/RNN weight (weights.recurrent_weight); `facts`: the model's (model_facts.py).
+    A 16-bit weight read through Casts to float32 is judged by the readers behind them, as its
+    float32 twin is by its own (it was judged by the Cast)."""
+    readers = effective_readers(site)
     ops = {n.op for n, _ in readers}
     if not readers:
         return Form(options)
-    if site.onnx_dtype == onnx.TensorProto.FLOAT and (len(site.shape) == 1 or all(
+    # a 16-bit weight's fp16 form is leaving it in its 16 bits (records.float16_record)
+    if site.onnx_dtype in FLOAT_TYPES and (len(site.shape) == 1 or all(
             i == BIAS_INPUTS.get(n.op) for n, i in readers)):
         # per channel a 1-D weight's scales alone take as many bytes as float32; in blocks a bias is
         # added unscaled (ddddocr's LSTM bias: 8% weight error in 4-bit blocks). dtype: what --fp16 takes
@@ -196,7 +201,7 @@ def conv_share(min_elements: int, facts: ModelFacts) -> float:
     """The share of the bytes of the model's weights (constants of `min_elements` or more, the
     whole model's) that Conv/ConvTranspose weights hold."""
     def share(graph: gs.Graph) -> float:
-        sizes = [(s.nbytes, bool(consumers(s)) and all(n.op in CONV_OPS for n, _ in consumers(s)))
+        sizes = [(s.nbytes, bool(r := effective_readers(s)) and all(n.op in CONV_OPS for n, _ in r))
                  for s in collect_constants(graph, list(iter_scopes(graph))) if s.num_elements >= min_elements]
         total = sum(n for n, _ in sizes)
         return sum(n for n, conv in sizes if conv) / total if total else 0.0

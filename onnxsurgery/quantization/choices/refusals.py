@@ -21,6 +21,7 @@ from .weights import already_quantized, float16_for_tensorrt, position_table, te
 # The budget's float32 and kept weights (options.allocation) are refused in the words its plans
 # said when it passed them on as --exclude patterns: plans stay byte-identical (bench/plan_snapshot.py).
 EXCLUDED = "matched by --exclude"
+FP16_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 
 
 def matches(site: ConstantSite, patterns: tuple[str, ...]) -> bool:
@@ -70,7 +71,9 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, overridable: froz
         return "small"
     if not site.shape:
         return "a scalar: nothing to group or gain"
-    if options.fp16 and site.onnx_dtype != onnx.TensorProto.FLOAT:
+    # a 16-bit weight under fp16 (--fp16, or the int4 rule's for biases) is left in its 16 bits by
+    # records.float16_record, as a candidate: the memory-at-load rule counts it as its float32 twin's
+    if options.fp16 and site.onnx_dtype not in FP16_TYPES:
         return "--fp16 applies to float32 weights only"
     if options.levels and site.onnx_dtype == onnx.TensorProto.BFLOAT16:
         return "--levels: bfloat16 weights are left alone"

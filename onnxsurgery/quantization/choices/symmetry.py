@@ -19,13 +19,14 @@ import numpy as np
 
 from ...errors import InputError
 from ...parallel import WORKERS, ordered_map
-from ...graph_utils import ConstantSite, constant_values, consumers, read_only_by, read_values
+from ...graph_utils import ConstantSite, constant_values, read_only_by, read_values
 from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
 from ..chunked import all_finite
 from ..gptq import energy_layout, input_energy
 from .measures import layer_cost
+from ..lowerings.weight_readers import effective_readers
 from ..lowerings.zero_points import ZERO_POINT_READERS
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
@@ -72,7 +73,7 @@ def weighted_clipping(site: ConstantSite) -> bool:
     """Whether a 4-bit weight's clipping search is weighted by its layer's input (scheme_args):
     MatMul and Gemm weights. Convolutions are not: on ddddocr's generated images it took its
     int4 output error from 0.159 to 0.211 (as with zero points: zero_points.ZERO_POINT_READERS)."""
-    return read_only_by(site, ZERO_POINT_READERS)
+    return read_only_by(site, ZERO_POINT_READERS, effective_readers(site))  # a 16-bit one's: behind its Casts
 
 
 # Normalization ops whose output a MatMul/Gemm reads: data, scale (gamma), bias (beta) inputs.
@@ -90,7 +91,7 @@ def normalized_input_energy(site: ConstantSite) -> np.ndarray | None:
     clipping on transformers measured on real sentences: MiniLM 0.227 -> 0.242, ALBERT's encoder
     0.227 -> 0.255 (bench/defaults.py)."""
     energies = []
-    for node, _ in consumers(site):
+    for node, _ in effective_readers(site):
         energy = _normalized_energy(node.inputs[0])
         if energy is None:
             return None

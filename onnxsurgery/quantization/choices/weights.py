@@ -76,8 +76,8 @@ def recurrent_weight(site: ConstantSite) -> bool:
 
 
 def matmul_weight(site: ConstantSite) -> bool:
-    """A 2-D weight read only as B of MatMul or Gemm."""
-    readers = consumers(site)
+    """A 2-D weight read only as B of MatMul or Gemm (a 16-bit one's: behind its Casts)."""
+    readers = effective_readers(site)
     return len(site.shape) == 2 and bool(readers) and all(n.op in ("MatMul", "Gemm") and i == 1 for n, i in readers)
 
 

@@ -21,17 +21,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from zoo import models  # noqa: E402
+from zoo.inputs import maker  # noqa: E402
 from zoo.fetch import fetch  # noqa: E402
 from zoo.invariants import rel_l2  # noqa: E402
 from zoo.run import run_feeds  # noqa: E402
-
-
-def maker(model: models.Model):
-    """The zoo's input builder of `model` (zoo/inputs.py `build` picks it the same way)."""
-    from zoo import binaries, chemistry, images, inputs, signals, speech, text
-
-    return next(getattr(m, model.inputs) for m in (inputs, images, speech, text, signals, chemistry, binaries)
-                if hasattr(m, model.inputs))
 
 
 def rows_apart(feeds: list[dict], n: int) -> list[dict]:

@@ -37,16 +37,19 @@ def digits_rows(model, seed, n):
 def cancer_rows(model, seed, n):
     return _rows("load_breast_cancer", seed, n)
 
-def build(model_row, path: Path, which: str) -> list[dict[str, np.ndarray]]:
-    """The tune or report set of one model (zoo/models.py row)."""
-    seed, n = (0, model_row.n_tune) if which == "tune" else (1000, model_row.n_report)
+def maker(model_row):
+    """The (model_path, seed, n) -> feeds function that builds one model's inputs."""
     # Pillow, espeak-ng: only where inputs are built
     from zoo import binaries, chemistry, images, signals, speech, text, titles, words
 
-    make = globals().get(model_row.inputs) or next(
+    return globals().get(model_row.inputs) or next(
         getattr(m, model_row.inputs) for m in (images, speech, text, signals, chemistry, binaries, words, titles)
         if hasattr(m, model_row.inputs))
-    return make(path, seed, n)
+
+def build(model_row, path: Path, which: str) -> list[dict[str, np.ndarray]]:
+    """The tune or report set of one model (zoo/models.py row)."""
+    seed, n = (0, model_row.n_tune) if which == "tune" else (1000, model_row.n_report)
+    return maker(model_row)(path, seed, n)
 
 def save_npz(feeds: list[dict[str, np.ndarray]], path: Path) -> Path:
     """As `quant --inputs` reads them: `name` for one sample, `name__0`, `name__1`, ... for several."""

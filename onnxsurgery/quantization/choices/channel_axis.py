@@ -17,11 +17,6 @@ alone quantized) 0.0022 against 0.0083 in the float16 export, 0.0024 against 0.0
 If-less one. An axis is taken only where it loses less by AXIS_MARGIN (plans stay as they were
 where the default's axis is about as good), and only axes of at least MIN_AXIS_CHANNELS
 (a kernel's 3 taps make three coarse scales).
-
-A lean Conv weight is measured too against per input channel with zero points kept lean
-(`scaled_input`: the scales multiply the Conv's input, no DequantizeLinear at run time), taken
-where it loses LEAN_AXIS_MARGIN less than the lean form and less than any DequantizeLinear
-form: crepe_tiny's conv2 (16x128x64x1; figures in docs/quantization.md, axis3).
 """
 
 from __future__ import annotations
@@ -37,8 +32,6 @@ from ..axes import choose_axes
 from ..calibration import Calibration
 from ..lowerings.weight_readers import effective_readers
 from ..chunked import all_finite
-from ..lowerings import REGISTRY
-from ..lowerings.zero_points import conv_zero_points_tried
 from ..options import Scheme
 from ..quantize import quantize_site, scheme_args
 from .candidate import Candidate
@@ -65,13 +58,13 @@ def choose_channel_axes(candidates: list[Candidate], activations: Calibration | 
     another axis with that axis (and a why that says so), and lean Conv weights that lose less
     as DequantizeLinear along some axis than in their lean form (`lean_axis_free`) so; the rest
     as they were."""
-    free = [c for c in candidates if axis_free(c) or (opset >= KEPT_OPSET and lean_axis_free(c)) or input_form_free(c)]
+    free = [c for c in candidates if axis_free(c) or (opset >= KEPT_OPSET and lean_axis_free(c))]
     if not free:
         return candidates
     try:
-        chosen = _measure(free, activations, opset)
+        chosen = _measure(free, activations)
     except InputError:  # the inputs could not be generated or run: measure in the weights
-        chosen = _measure(free, None, opset)
+        chosen = _measure(free, None)
     return [chosen.get(c.name, c) for c in candidates]
 
 
@@ -82,16 +75,6 @@ def lean_axis_free(c: Candidate) -> bool:
     return (c.lowering == "lean" and not c.float16 and not small_weight(c.site) and c.options.lowering == "auto"
             and not c.options.four_bit and c.options.target != "tensorrt" and c.site.num_elements <= MAX_AXIS_ELEMENTS
             and conv_kept(c.site) and lean_scheme(c.site, KEPT_OPSET)[1] == "scaled")
-
-
-def input_form_free(c: Candidate) -> bool:
-    """Whether `c` is a lean Conv weight (its lean form `scaled`) that `scaled_input` could take
-    instead: per input channel, 16 or more of them (module docstring)."""
-    return (c.lowering == "lean" and not c.float16 and not small_weight(c.site) and c.options.lowering == "auto"
-            and c.options.dtype == "int8" and c.options.target != "tensorrt"
-            and c.site.num_elements <= MAX_AXIS_ELEMENTS and len(c.site.shape) >= 3
-            and c.site.shape[1] >= MIN_AXIS_CHANNELS and lean_scheme(c.site, KEPT_OPSET)[1] == "scaled"
-            and REGISTRY["scaled_input"].fits(c.site, Scheme("channel", 1), "int8", KEPT_OPSET) is None)
 
 
 def axis_free(c: Candidate) -> bool:
@@ -110,18 +93,17 @@ def _transposed_gemm(node) -> bool:
     return node.op == "Gemm" and bool(node.attrs.get("transB", 0))
 
 
-def _measure(free: list[Candidate], activations: Calibration | None, opset: int) -> dict[str, Candidate]:
+def _measure(free: list[Candidate], activations: Calibration | None) -> dict[str, Candidate]:
     if activations is not None:
         activations.plan([c.site for c in free])
     # weights measured together while they add up to no more than the largest one (parallel.py;
     # calibration's moments take a lock)
     largest = max(c.site.nbytes for c in free)
-    measured = ordered_map(lambda c: _measured(c, activations, opset), free, size=lambda c: c.site.nbytes,
-                           budget=largest)
+    measured = ordered_map(lambda c: _measured(c, activations), free, size=lambda c: c.site.nbytes, budget=largest)
     return {c.name: found for c, found in measured if found is not None}
 
 
-def _measured(c: Candidate, activations: Calibration | None, opset: int) -> Candidate | None:
+def _measured(c: Candidate, activations: Calibration | None) -> Candidate | None:
     """`c` with the axis (or the kept form) its measure chooses, else None."""
     site = c.site
     values = read_values(site.tensor).astype(np.float32, copy=False)
@@ -133,18 +115,8 @@ def _measured(c: Candidate, activations: Calibration | None, opset: int) -> Cand
         "in the weight, weighted by the next layer's gain per channel"
     if c.lowering == "lean":  # against the lean form: any axis, the output channels' too
         lean = cost(None)
-        kept = opset >= KEPT_OPSET and lean_axis_free(c)
-        best = min(((cost(a), a) for a in range(values.ndim) if kept and values.shape[a] >= MIN_AXIS_CHANNELS),
+        best = min(((cost(a), a) for a in range(values.ndim) if values.shape[a] >= MIN_AXIS_CHANNELS),
                    default=(lean, None))
-        if input_form_free(c):
-            inputs = cost(1, "scaled_input")
-            if conv_zero_points_tried(site, "scaled", c.options.four_bit):  # the lean form with them too
-                lean = min(lean, cost(None, symmetric=False))
-            if inputs <= LEAN_AXIS_MARGIN * lean and inputs < best[0] and lean > 0:
-                why = (f"int8 per input channel ({values.shape[1]}) with zero points, the scales on the Conv's "
-                       f"input (lean: no DequantizeLinear at run time): {lean / max(inputs, 1e-30):.2f}x less error "
-                       f"than the lean form {where}")
-                return dataclasses.replace(c, scheme=Scheme("channel", 1), lowering="scaled_input", reason=why)
         if best[1] is not None and best[0] <= LEAN_AXIS_MARGIN * lean and lean > 0:
             why = (f"int8 per channel DequantizeLinear before the Conv along axis {best[1]} "
                    f"({values.shape[best[1]]}), run at each inference, not the lean form: "
@@ -168,14 +140,11 @@ def _cost(values: np.ndarray, site: ConstantSite, c: Candidate, moments):
     channel_axis = choose_axes(site)[0]
     gains = None if moments is not None else concentration_gains(site, channel_axis)
 
-    def cost(axis: int | None, lowering: str = "dq", symmetric: bool | None = None) -> float:
-        """Per channel along `axis` as DequantizeLinear (symmetric), or as `lowering` with zero
-        points; None: the lean form (`scaled`, equalized; symmetric unless told)."""
+    def cost(axis: int | None) -> float:
+        """Per channel along `axis` as DequantizeLinear; None: the lean form (`scaled`, equalized)."""
         scheme = Scheme("channel", channel_axis if axis is None else axis)
-        lowering = "scaled" if axis is None else lowering
-        if symmetric is None:
-            symmetric = lowering in ("scaled", "dq")
-        qt = quantize_site(values, site, scheme, lowering, balance, scheme_args(c.options, scheme, lowering, symmetric))
+        lowering = "scaled" if axis is None else "dq"
+        qt = quantize_site(values, site, scheme, lowering, balance, scheme_args(c.options, scheme, lowering, True))
         if moments is not None:
             return layer_cost(values, qt, site, moments)
         error = np.moveaxis(qt.dequantize() - values, channel_axis, 0).reshape(values.shape[channel_axis], -1)

@@ -25,7 +25,6 @@ from .candidate import Candidate
 from .gain import concentration
 from .sampling import channel_sample
 from .measures import layer_cost, layer_norm
-from .channel_axis import MAX_AXIS_ELEMENTS, MIN_AXIS_CHANNELS
 from .weights import SMALL_FLOAT16_SHARE, balanced_rounding, lean_scheme, small_weight, stored_in_16_bits
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
@@ -77,11 +76,15 @@ SENSITIVE_CONCENTRATION = 5.0
 SENSITIVE_FLOAT16_SHARE = 0.1
 # A lean convolution weight no scale can follow (`arith`: a float16 weight its Convs multiply in
 # float16) folds its chain at load, so its scales can run along any axis at no cost at run time:
-# one of MIN_AXIS_CHANNELS or more (channel_axis.py) is taken, with zero points, where it loses at
+# one of MIN_AXIS_CHANNELS or more (below) is taken, with zero points, where it loses at
 # most ARITH_AXIS_MARGIN of the output channels' error (as onnx-shrink-ray picks per weight). The
 # symmetric margin's 0.9, not channel_axis.py's 0.8: slovorez's conv1d_1 (192x256x1x5) measures
 # 0.87x along its input channels; tune / report worst relative L2 in docs/quantization.md (axis3).
 ARITH_AXIS_MARGIN = 0.9
+# channel_axis.py's bounds (stages import no other stage: tests/test_planning.py): axes of this
+# many channels or more, weights of up to this many elements
+MIN_AXIS_CHANNELS = 16
+MAX_AXIS_ELEMENTS = 1 << 20
 # A lean Conv weight (`scaled`, 16 input channels or more) is measured too per input channel with
 # zero points, still lean (`scaled_input`: the scales multiply the Conv's input, no
 # DequantizeLinear at run time), and takes that form where it loses at most INPUT_FORM_MARGIN of

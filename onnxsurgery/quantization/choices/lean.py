@@ -16,7 +16,7 @@ from ...graph_utils import read_values
 from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
-from ..options import QuantOptions
+from ..options import QuantOptions, Scheme
 from ..chunked import abs_max
 from ..lowerings import REGISTRY
 from ..lowerings.zero_points import conv_zero_points_tried, zero_points_tried
@@ -74,6 +74,25 @@ LOSSY_FLOAT16_SHARE = 0.1
 # float model's (shrink-ray: 0.238x).
 SENSITIVE_CONCENTRATION = 5.0
 SENSITIVE_FLOAT16_SHARE = 0.1
+# A lean convolution weight no scale can follow (`arith`: a float16 weight its Convs multiply in
+# float16) folds its chain at load, so its scales can run along any axis at no cost at run time:
+# one of MIN_AXIS_CHANNELS or more (below) is taken, with zero points, where it loses at
+# most ARITH_AXIS_MARGIN of the output channels' error (as onnx-shrink-ray picks per weight). The
+# symmetric margin's 0.9, not channel_axis.py's 0.8: slovorez's conv1d_1 (192x256x1x5) measures
+# 0.87x along its input channels; tune / report worst relative L2 in docs/quantization.md (axis3).
+ARITH_AXIS_MARGIN = 0.9
+# channel_axis.py's bounds (stages import no other stage: tests/test_planning.py): axes of this
+# many channels or more, weights of up to this many elements
+MIN_AXIS_CHANNELS = 16
+MAX_AXIS_ELEMENTS = 1 << 20
+# A lean Conv weight (`scaled`, 16 input channels or more) is measured too per input channel with
+# zero points, still lean (`scaled_input`: the scales multiply the Conv's input, no
+# DequantizeLinear at run time), and takes that form where it loses at most INPUT_FORM_MARGIN of
+# its lean form's error (with zero points where they gain), after the float16 and accurate-chain
+# choices (a weight they take keeps them). channel_axis.py's margin for the lean form against
+# DequantizeLinear: crepe_tiny's conv2 (16x128x64x1) 0.77x; tune / report figures in
+# docs/quantization.md (axis3).
+INPUT_FORM_MARGIN = 0.8
 
 
 @dataclass
@@ -85,6 +104,8 @@ class LeanChoice:
     sensitive: dict[str, float] = field(default_factory=dict)  # in `half` as SENSITIVE_*'s: the concentration
     finite: set[str] = field(default_factory=set)  # read whole to be measured, with no NaN or Inf
     not_finite: set[str] = field(default_factory=set)  # read to be measured: NaN or Inf (not measured)
+    axes: dict[str, int] = field(default_factory=dict)  # lean `arith`: scales along this axis (ARITH_AXIS_MARGIN)
+    input_form: dict[str, float] = field(default_factory=dict)  # `scaled_input` (INPUT_FORM_MARGIN): lean / its error
 
 
 @dataclass
@@ -99,6 +120,8 @@ class _Cost:
     float16_elements: int = 0  # elements, for a float32 weight float16 can hold, else 0
     concentration: float = 1.0  # gain.concentration: how unevenly the next layer reads its channels
     finite: bool = True  # no NaN or Inf (else nothing else was measured)
+    axis: int | None = None  # lean `arith`, asymmetric: the axis ARITH_AXIS_MARGIN chose over the output channels
+    input_ratio: float = 1.0  # the lean form's error (with zero points where they gain) over `scaled_input`'s
     weight_ratio: float | None = None  # measured in the layer's output: the ratio in the weight too
 
     @property
@@ -165,6 +188,10 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
             room -= cost.float16_elements
     costs = [c for c in costs if c.name not in choice.half]
     choice.asymmetric = {c.name for c in costs if c.asymmetric and c.name not in choice.accurate}
+    choice.axes = {c.name: c.axis for c in costs if c.axis is not None and c.name in choice.asymmetric}
+    choice.input_form = {c.name: c.input_ratio for c in costs
+                         if c.input_ratio * INPUT_FORM_MARGIN >= 1.0 and c.name not in choice.accurate}
+    choice.asymmetric |= set(choice.input_form)
     return choice
 
 
@@ -209,6 +236,13 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
             in_weight = errors(channel_sample(whole, site), None, forms[:2])
             weight_ratio = in_weight[0] / in_weight[1] if in_weight[1] > 0 else 1.0
         asymmetric = bool(asymmetric_error) and asymmetric_error[0] < lean_error
+        axis, input_ratio = None, 1.0
+        if asymmetric and lowering == "arith" and values is whole and whole.size <= MAX_AXIS_ELEMENTS:
+            axis, asymmetric_error[0] = _arith_axis(values, site, lean, moments, errors, asymmetric_error[0])
+        if lowering == "scaled" and values is whole and input_form_fits(site, options):
+            (inputs,) = errors(values, moments, [(Scheme("channel", 1), "scaled_input", False)])
+            best = min(lean_error, asymmetric_error[0]) if asymmetric_error else lean_error
+            input_ratio = best / inputs if inputs > 0 else 1.0
         if asymmetric and not form_only:
             lean_error = asymmetric_error[0]
         ratio = lean_error / accurate_error if accurate_error > 0 else 1.0
@@ -226,13 +260,30 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
                      small=small, extra=extra, asymmetric=asymmetric, in_weight=moments is None,
                      weight_ratio=weight_ratio,
                      float16_elements=site.num_elements if float16 else 0,
-                     concentration=concentration(site, choose_axes(site)[0]) if float16 else 1.0)
+                     concentration=concentration(site, choose_axes(site)[0]) if float16 else 1.0, axis=axis,
+                     input_ratio=input_ratio)
 
     # weights measured together while they add up to no more than the largest one (parallel.py:
     # the working set stays a few times the largest tensor); calibration's moments take a lock
     largest = max((c.site.nbytes for c in candidates), default=0)
     measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
     return [cost for _, cost in progress(measured, "measure lean vs accurate", total=len(candidates), unit="weight")]
+
+
+def input_form_fits(site, options: QuantOptions) -> bool:
+    """Whether `scaled_input` is measured for a lean `scaled` weight (INPUT_FORM_MARGIN)."""
+    return (options.dtype == "int8" and options.lowering == "auto" and options.target != "tensorrt"
+            and len(site.shape) >= 3 and site.shape[1] >= MIN_AXIS_CHANNELS and site.num_elements <= MAX_AXIS_ELEMENTS
+            and REGISTRY["scaled_input"].fits(site, Scheme("channel", 1), "int8", 0) is None)
+
+
+def _arith_axis(values: np.ndarray, site, lean: Scheme, moments, errors, error: float) -> tuple[int | None, float]:
+    """(axis, its error) for a lean `arith` weight with zero points (ARITH_AXIS_MARGIN), or (None,
+    `error`) where its output channels' axis stays."""
+    axes = [a for a in range(values.ndim) if a != lean.axis and values.shape[a] >= MIN_AXIS_CHANNELS]
+    found = [(errors(values, moments, [(Scheme("channel", a), "arith", False)])[0], a) for a in axes]
+    best = min(found, default=(error, None))
+    return best[::-1] if best[1] is not None and best[0] <= ARITH_AXIS_MARGIN * error else (None, error)
 
 
 def _abs_max(values: np.ndarray) -> float:

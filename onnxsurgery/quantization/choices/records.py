@@ -100,7 +100,15 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
         lowering, outcome = "arith", "accurate"
     elif lowering in ("lean", "scaled"):  # --lowering scaled: lean for every weight
         scheme, lowering, outcome = *lean_scheme(site, opset), "lean"
+        if site.name in lean_choice.axes:  # a lean `arith` weight's axis (lean.ARITH_AXIS_MARGIN)
+            scheme = Scheme("channel", lean_choice.axes[site.name])
         why = _why(lowering, opts, lean=True)
+        if site.name in lean_choice.axes:
+            why += f"; scales along axis {scheme.axis} ({site.shape[scheme.axis]}): less error than per output channel"
+        if site.name in lean_choice.input_form:  # lean per input channel (lean.INPUT_FORM_MARGIN)
+            scheme, lowering = Scheme("channel", 1), "scaled_input"
+            why = (f"lean: one scale per input channel ({site.shape[1]}) on the Conv's input, "
+                   f"{lean_choice.input_form[site.name]:.2f}x less error than per output channel")
         if lowering == "scaled" and scaled_before(site, scheme.axis):
             why = "lean: one scale per input row, applied to the reader's data input (Attention)"
         if options.auto_symmetric:  # zero points where measured more accurate, or where asked for

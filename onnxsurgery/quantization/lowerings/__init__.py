@@ -9,6 +9,7 @@ that this registry answers for; nothing else tests a lowering's name for what it
 - arith: Cast -> Mul chain, folded at load into a float weight (any scheme, any opset);
 - gather: an embedding table's integer rows gathered first, dequantized after;
 - scaled: int8 per output channel, the scale applied after the reader (one float copy at load);
+- scaled_input: int8 per input channel of a Conv, the scales on its input (one float copy at load);
 - matmulnbits: com.microsoft MatMulNBits (--target onnxruntime);
 - tied: a table read by Gather and by the lm_head, int8 rows serving both;
 - tied_nbits: that table once in MatMulNBits layout, read by MatMulNBits and GatherBlockQuantized
@@ -23,11 +24,12 @@ import onnx_graphsurgeon as gs
 from ...graph_utils import ConstantSite, NameAllocator
 from ..options import Scheme
 from ..rounding import Quantized
-from . import arith, dq, dq_equalized, dq_transposed, embed_rows, gather, matmulnbits, scaled, tied, tied_nbits
+from . import arith, dq, dq_equalized, dq_transposed, embed_rows, gather, matmulnbits, scaled, scaled_input, tied, \
+    tied_nbits
 from .base import Lowering
 
 REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (
-    dq, dq_equalized, dq_transposed, arith, gather, scaled, matmulnbits, tied, tied_nbits, embed_rows)}
+    dq, dq_equalized, dq_transposed, arith, gather, scaled, scaled_input, matmulnbits, tied, tied_nbits, embed_rows)}
 
 
 def build(site: ConstantSite, qt: Quantized, name: str, names: NameAllocator, opset: int) -> gs.Tensor | None:

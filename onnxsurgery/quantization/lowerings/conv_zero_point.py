@@ -30,14 +30,10 @@ def conv_zero_point(graph: gs.Graph, node: gs.Node, zero_point: np.ndarray, scal
     emit = Emitter(graph, names, base)
     shape = list(node.inputs[1].shape)
     spatial = [1] * (len(shape) - 2)
-    attrs = {k: v for k, v in node.attrs.items() if k in ("auto_pad", "dilations", "pads", "strides")}
     # the channels summed first, then the window (C_in + taps products per output, not C_in x
     # taps: crepe_tiny's 64x1 kernels ran 1.35x its float model's CPU time summed in one Conv)
-    total = emit("Conv", [node.inputs[0], _ones(emit, constant, [1, shape[1], *spatial])])
-    trivial = all(k == 1 for k in shape[2:]) and all(v == 1 for v in attrs.get("strides", [1])) \
-        and not any(attrs.get("pads", [0])) and attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
-    if not trivial:
-        total = emit("Conv", [total, _ones(emit, constant, [1, 1, *shape[2:]])], **attrs)
+    total = window_sum(emit, constant, emit("Conv", [node.inputs[0], _ones(emit, constant, [1, shape[1], *spatial])]),
+                       node)
     offset = (-(zero_point.astype(np.float64).ravel() * scale.astype(np.float64))).astype(np.float32)
     term = emit("Conv", [total, constant("zero_point", offset.reshape([offset.size, 1, *spatial]))])
     output = node.outputs[0]
@@ -49,6 +45,16 @@ def conv_zero_point(graph: gs.Graph, node: gs.Node, zero_point: np.ndarray, scal
                                outputs=[scaled]))
     graph.nodes.append(gs.Node("Add", name=names.new(f"{base}__zero_point"), inputs=[scaled, term],
                                outputs=[output]))
+
+
+def window_sum(emit: Emitter, constant, total: gs.Variable, node: gs.Node) -> gs.Variable:
+    """`total` (one channel) summed over each output element's window of Conv `node`: a Conv of ones
+    with its strides, pads and dilations (none for a 1x1 reader without strides or pads)."""
+    shape = list(node.inputs[1].shape)
+    attrs = {k: v for k, v in node.attrs.items() if k in ("auto_pad", "dilations", "pads", "strides")}
+    trivial = all(k == 1 for k in shape[2:]) and all(v == 1 for v in attrs.get("strides", [1])) \
+        and not any(attrs.get("pads", [0])) and attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+    return total if trivial else emit("Conv", [total, _ones(emit, constant, [1, 1, *shape[2:]])], **attrs)
 
 
 def _ones(emit: Emitter, constant, shape: list[int]) -> gs.Variable:

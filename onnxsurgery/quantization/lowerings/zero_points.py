@@ -78,9 +78,21 @@ def zero_points_tried(site: ConstantSite, lowering: str = "scaled") -> bool:
             and read_only_by(site, ZERO_POINT_READERS, effective_readers(site)))
 
 
+# A lean convolution weight no scale can follow (`arith`: a float16 weight its Convs multiply in
+# float16, slovorez's and isnet's) folds its chain at load, zero points included: no term at run
+# time and nothing to overflow, so it is measured with them too, as a form only. slovorez (its
+# three 192x*x1x5 Convs; zero points 0.77-0.93x the symmetric weight error), worst relative L2 on
+# the zoo's tune / report sets 0.00514 / 0.00600 -> 0.00528 / 0.00519 alone, 0.00493 / 0.00439 with
+# lean.ARITH_AXIS_MARGIN's axis; isnet float16 mixed (docs/quantization.md, axis3).
+ARITH_ZERO_POINT_READERS = ("Conv",)
+
+
 def conv_zero_points_tried(site: ConstantSite, lowering: str, four_bit: bool) -> bool:
     """Whether auto measures an int8 lean convolution weight with zero points as a form only
-    (CONV_ZERO_POINT_READERS above: its lean-or-accurate rank stays the symmetric error's)."""
+    (CONV_ZERO_POINT_READERS above: its lean-or-accurate rank stays the symmetric error's);
+    `arith` ones too (ARITH_ZERO_POINT_READERS)."""
+    if lowering == "arith" and not four_bit:
+        return read_only_by(site, ARITH_ZERO_POINT_READERS, effective_readers(site)) and not read_in_loop(site)
     return (lowering == "scaled" and not four_bit and zero_points_fit(site)
             and read_only_by(site, CONV_ZERO_POINT_READERS, effective_readers(site))
             and len(site.shape) > 1 and site.shape[1] > 1)

@@ -35,6 +35,11 @@ def rows_apart(feeds: list[dict], n: int) -> list[dict]:
     return feeds
 
 
+def stored(path: Path) -> int:
+    """Bytes of a written model with its data files (khmersm's result has one)."""
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+
 def errors(src: Path, out: Path, refs: list[dict], feeds: list[dict]) -> np.ndarray:
     """Each sample's worst relative L2 over the float outputs of `out` against `refs`."""
     return np.array([max(rel_l2(r[k], g[k]) for k in r if np.issubdtype(np.asarray(r[k]).dtype, np.floating))
@@ -69,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"{name:20s} {len(feeds):3d} samples (seed {args.seed}): default worst {a.max():.5f} median "
                   f"{np.median(a):.5f} | shrink-ray worst {b.max():.5f} median {np.median(b):.5f} | default closer "
-                  f"on {int((a < b).sum())} of {len(a)} | files {ours.stat().st_size} / {peer.stat().st_size} B",
+                  f"on {int((a < b).sum())} of {len(a)} | files {stored(ours)} / {stored(peer)} B",
                   flush=True)
     return 0
 

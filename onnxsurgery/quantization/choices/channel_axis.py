@@ -1,8 +1,9 @@
 """Which axis a weight kept quantized per channel (`dq`) takes its scales along: the reader's
 output channel by default, or any other axis of the weight whose scales lose less output
 (issue 55). DequantizeLinear takes a scale per slice along any axis, so for a weight no scale
-has to follow (kept before a Conv or a recurrent op, not fused into MatMulNBits) the axis is a
-free choice, measured per weight:
+has to follow (kept before a Conv or a recurrent op, or passed into a Loop or Scan body as tf2onnx
+passes a Keras LSTM's kernels, not fused into MatMulNBits) the axis is a free choice, measured per
+weight:
 
 - with --inputs, in the layer's output over them (measures.layer_cost);
 - without, in the weight, each output channel's error weighted by the gain the next layer gives
@@ -49,7 +50,7 @@ MIN_AXIS_CHANNELS = 16
 # weights this stage is for (silero's STFT basis, 66K elements) are small.
 MAX_AXIS_ELEMENTS = 1 << 20
 # readers before which a DequantizeLinear per any axis is what the kept form is
-FREE_AXIS_READERS = ("Conv", "LSTM", "GRU", "RNN", "Slice")
+FREE_AXIS_READERS = ("Conv", "LSTM", "GRU", "RNN", "Slice", "Loop", "Scan")
 
 
 def choose_channel_axes(candidates: list[Candidate], activations: Calibration | None,

@@ -338,17 +338,19 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
 
 def _through_link(path: Path, model: onnx.ModelProto) -> tuple[Path, onnx.ModelProto]:
     """A model file given as a link (huggingface_hub's cache: snapshots/REV/model.onnx ->
-    ../../blobs/SHA): the stub's references to the file's own payloads are read where the file
-    is, or onnxruntime follows the link out of the link's folder and refuses it ("escapes model
-    directory"). Only where the model names no other file: a data file beside the link stays
+    ../../blobs/SHA): the stub's references to the file's own payloads are pointed at the file
+    where it is, or onnxruntime follows the link out of the link's folder and refuses it ("escapes
+    model directory"). Only where the model names no other file: a data file beside the link stays
     looked up beside the link, as a plain session does."""
-    from ..storage.paths import external_locations
-    from ..storage.lazy import read_model_skipping_weights
+    from ..storage.paths import location_entries
 
     real = path.resolve()
-    if real == path.absolute() or any(location != path.name for _, location in external_locations(model)):
+    entries = [entry for _, entry in location_entries(model)]
+    if real == path.absolute() or any(entry.value != path.name for entry in entries):
         return path, model
-    return real, read_model_skipping_weights(real)
+    for entry in entries:  # renamed in place: the stub is not parsed again
+        entry.value = real.name
+    return real, model
 
 
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:

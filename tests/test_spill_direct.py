@@ -1,7 +1,7 @@
 """The spill file's direct writes (storage/spill.py, `direct`): large payloads written with O_DIRECT
 through an aligned buffer, their tails and small payloads through the page cache, land as the same
 bytes as buffered writes; where the file system refuses O_DIRECT (tmpfs) the page cache takes them
-all; and `quant --no-verify`, which writes that way, writes the same files as a verified run."""
+all; and `quant`, verified or not, which writes that way, writes the same files as through the page cache."""
 
 from __future__ import annotations
 
@@ -81,11 +81,15 @@ def decoder_like(path: Path) -> Path:
     return path
 
 
-def test_quant_without_verification_writes_the_verified_runs_files(tmp_path):
+def test_quant_writes_direct_the_page_caches_files(tmp_path, monkeypatch):
     src = decoder_like(tmp_path / "m.onnx")
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
+    for folder in "abc":
+        (tmp_path / folder).mkdir()
     onnxsurgery.quant_file(src, tmp_path / "a" / "q.onnx", verify=False)  # direct writes
-    onnxsurgery.quant_file(src, tmp_path / "b" / "q.onnx")  # verified: through the page cache
+    report = onnxsurgery.quant_file(src, tmp_path / "b" / "q.onnx")  # verified: direct too, read back from the disk
+    monkeypatch.setattr(spill._Direct, "opened", staticmethod(lambda fd: None))  # the page cache throughout
+    cached = onnxsurgery.quant_file(src, tmp_path / "c" / "q.onnx")
+    assert report.verification["rel_l2_error"] == cached.verification["rel_l2_error"]
     for name in ("q.onnx", "q.onnx.data"):
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes() == \
+            (tmp_path / "c" / name).read_bytes()

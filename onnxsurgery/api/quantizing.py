@@ -227,8 +227,9 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
                                     reference_runs=reference_runs, deferred=upgrade_checks)
             if ws.files is not None:
                 # quantized weights wait in a file beside the output, not in memory (its data file, if any)
-                ws.files.spill_into(out.parent, write_back=external_data, direct=external_data and not (
-                    verification.verify or run.runtime == "tensorrt"))  # nothing reads the output back
+                # direct: a verified one too, read back from the disk (storage/spill.py)
+                ws.files.spill_into(out.parent, write_back=external_data,
+                                    direct=external_data and run.runtime != "tensorrt")
             ws.run_pipeline(prepared.steps(ws, ws.opsets, store=ws.store))
             if ahead is not None:  # quantized: the original's other runs, held till now, beside the writing
                 # the batch-2 sample only where the quantizer changed a reader of activations (readers.py)

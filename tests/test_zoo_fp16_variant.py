@@ -1,7 +1,7 @@
 """The zoo's float16 variant is skipped up front, with its reason, for graphs that
 onnxconverter-common's conversion turns into a file onnxruntime refuses (zoo/variants.py,
 `fp16_refusal`): a Cast to float32 anywhere (chars2vec's Loop counter, the titler's
-quantize_dynamic outputs, an attention mask; 16 of the zoo's models) and DequantizeLinear below
+quantize_dynamic outputs, an attention mask; 19 of the zoo's 38 models) and DequantizeLinear below
 opset 19. Each refusal is checked against a real conversion of a tiny graph built here, so a
 converter that learns these graphs fails the test (then the skip should go)."""
 

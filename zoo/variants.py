@@ -111,7 +111,7 @@ def fp16_refusal(m: onnx.ModelProto) -> str | None:
     nodes = list(_nodes(m.graph))
     to32 = sum(n.op_type == "Cast" and any(a.name == "to" and a.i == TensorProto.FLOAT for a in n.attribute)
                for n in nodes)
-    if to32:  # 16 of the zoo's models (masks, Loop counters, quantize_dynamic's MatMulInteger outputs)
+    if to32:  # 19 of the zoo's 38 models (masks, Loop counters, quantize_dynamic's MatMulInteger outputs)
         return (f"{to32} Cast to float32: onnxconverter-common retypes their outputs float16 and leaves the Casts "
                 "at float32, and onnxruntime refuses the file")
     if any(n.op_type == "DequantizeLinear" for n in nodes) and _opset(m) < 19:

@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from zoo import variants  # noqa: E402
 
-float16 = pytest.importorskip("onnxconverter_common.float16")
+pytest.importorskip("onnxconverter_common")
+from onnxconverter_common import float16  # noqa: E402
 
 W = numpy_helper.from_array(np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8), "w")
 

@@ -122,6 +122,25 @@ def retrieval(outputs, feed):
     return (emb[:n] @ emb[n:].T).argmax(1), False
 
 
+def siamese_match(outputs, feed):
+    """16 pairs (4 templates x 4 targets), a similarity each: the target each template matches."""
+    return _first(outputs).reshape(4, 4).argmax(1), False
+
+
+def vad_frames(outputs, feed):
+    """FunASR's FSMN VAD: a frame is speech where 1 - p(silence) >= p(silence) + 0.6 (its
+    speech_noise_thres), silence being pdf 0 of the softmax."""
+    silence = np.asarray(outputs["logits"])[0, :, 0]
+    return (1 - silence >= silence + 0.6).ravel(), False
+
+
+def lemma_tokens(outputs, feed):
+    """pyfrspell's lemmatizer: the lemma's character at each teacher-forced position and the word
+    type (the code's argmax)."""
+    return np.concatenate([np.asarray(outputs["token_logits"]).argmax(-1).ravel(),
+                           np.asarray(outputs["code_logits"]).argmax(-1).ravel()]), False
+
+
 def agreement(a: np.ndarray | None, b: np.ndarray | None, sparse: bool) -> float | None:
     if a is None or b is None:
         return None

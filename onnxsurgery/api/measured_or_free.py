@@ -264,27 +264,19 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
             made[-1] = None
         return errors
 
-    def candidate(plan: Plan, made: list) -> list[float]:
-        path = build(plan, made)
+    def whole(path: Path, made: list) -> list[float]:
         return judged(path, made, *_runs(path, names, feeds, folded))
 
     mine, theirs, beside = [], [], None
-    try:
-        if folded:  # folded only: each candidate whole, as before
-            found = None
-        else:  # both built (the second beside the first), then the second's differing part alone (shared_prefix.py)
-            beside = Pending(lambda: build(plans[1], theirs)) if concurrent else None
-            paths = [build(plans[0], mine)]
-            paths.append(beside.result() if beside is not None else build(plans[1], theirs))
-            found = _shared_runs(paths, names, feeds, judged, (mine, theirs))
-        if found is None:
-            for built in mine + theirs:
-                if built is not None:
-                    built.discard()
-            mine, theirs = [], []
-            beside = Pending(lambda: candidate(plans[1], theirs)) if concurrent else None
-            found = [candidate(plans[0], mine)]
-            found.append(beside.result() if beside is not None else candidate(plans[1], theirs))
+    try:  # both built (the second beside the first), then the second run only where it differs (shared_prefix.py)
+        beside = Pending(lambda: build(plans[1], theirs)) if concurrent else None
+        paths = [build(plans[0], mine)]
+        paths.append(beside.result() if beside is not None else build(plans[1], theirs))
+        found = None if folded else _shared_runs(paths, names, feeds, judged, (mine, theirs))
+        if found is None:  # each run whole, the second beside the first
+            beside = Pending(lambda: whole(paths[1], theirs)) if concurrent else None
+            found = [whole(paths[0], mine)]
+            found.append(beside.result() if beside is not None else whole(paths[1], theirs))
     except BaseException:
         if beside is not None:
             beside.wait()

@@ -47,3 +47,20 @@ def test_no_cut_where_the_first_weight_differs(tmp_path):
     _chain(a, np.ones((8, 8), np.float32), layers=1)
     _chain(b, np.zeros((8, 8), np.float32), layers=1)
     assert Suffix.of(a, b) is None  # the whole graph differs: nothing shared
+
+
+def test_pieced_outputs_are_confirmed_by_a_whole_run(tmp_path):
+    """A kept candidate's outputs pieced from a cut run reach verification only where its file run
+    whole on the first sample gives them bit for bit (measured_or_free.Built.confirm)."""
+    from onnxsurgery.api.measured_or_free import Built
+
+    path = tmp_path / "b.onnx"
+    _chain(path, np.eye(8, dtype=np.float32))
+    feed = {"x": np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)}
+    (right,) = _run(str(path), feed)
+    same = Built("", [[right]], path, pieced=(["r5"], feed))
+    same.confirm()
+    assert same.outputs is not None
+    off = Built("", [[np.nextafter(right, np.float32(np.inf))]], path, pieced=(["r5"], feed))  # one ulp apart
+    off.confirm()
+    assert off.outputs is None

@@ -115,6 +115,20 @@ class Built:
     outputs: list[list] | None
     path: Path | None = None
     reports: list | None = None
+    pieced: tuple | None = None  # (names, first sample): `outputs` came from a run cut in two (shared_prefix.py)
+
+    def confirm(self) -> None:
+        """Where `outputs` were pieced from a run cut in two, the file run whole on the first
+        sample must give them bit for bit, or verification runs every sample itself: the cut could
+        keep onnxruntime from a fusion across it that rounds otherwise (none seen, not excluded)."""
+        if self.pieced is None or self.outputs is None:
+            return
+        names, feed = self.pieced
+        whole = self.path is not None and _runs(self.path, names, [feed])[0][0]
+        if not whole or any(a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes()
+                            for a, b in zip(whole, self.outputs[0])):
+            log.info("candidate's outputs pieced from a cut run differ from a whole run: verification runs it")
+            self.outputs = None
 
     def discard(self) -> None:
         if self.path is not None:
@@ -160,6 +174,9 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     for build in builds[keep:keep + 1]:  # the one not kept: its file goes
         if build is not None:
             build.discard()
+    kept = builds[0] if keep else builds[1]
+    if kept is not None:
+        kept.confirm()
     if keep:
         note = f"per-weight choices measured on {n} samples from --inputs ({what})"
         return Chosen(measured, True, note, errors, builds[0])
@@ -310,7 +327,11 @@ def _shared_runs(paths: list[Path], names: list[str], feeds: list[dict], judged,
         return None
     first = [[r[n] for n in names] for r in runs]
     second = [[s.get(n, r[n]) for n in names] for r, s in zip(runs, rest)]
-    return [judged(paths[0], made[0], first, True), judged(paths[1], made[1], second, True)]
+    found = [judged(paths[0], made[0], first, True), judged(paths[1], made[1], second, True)]
+    for built in (made[0][-1], made[1][-1]):
+        if built is not None and built.outputs is not None:  # confirmed if kept (Built.confirm)
+            built.pieced = (names, feeds[0])
+    return found
 
 
 def same_build(built: Built | None, path: Path) -> bool:

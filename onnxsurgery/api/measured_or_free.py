@@ -46,7 +46,10 @@ operators instead of spinning on the core the data-free plan needs, and a folded
 for the values where the data-free one starts to differ, and the data-free one runs from there
 (shared_prefix.py; a single file up to CONCURRENT_BYTES, no subgraphs). Both candidates' outputs
 came out bit-identical to their whole runs on capspot_siamese and crepe_tiny (the same plans,
-files and reports); median CPU of 3 alternating pairs 14.4 -> 11.1 s and 3.28 -> 2.44 s.
+files and reports); median CPU of 3 alternating pairs 14.4 -> 11.1 s and 3.28 -> 2.44 s. Not so
+by construction (a cut can keep onnxruntime from a fusion across it), so the kept one's pieced
+outputs reach verification only after its file, run whole on the first sample, gave them bit for
+bit (`Built.confirm`).
 """
 
 from __future__ import annotations

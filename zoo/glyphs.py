@@ -7,17 +7,25 @@ the decision is which target each template matches, as match_images picks it."""
 
 from __future__ import annotations
 
-import numpy as np
-from PIL import Image, ImageDraw
+from typing import TYPE_CHECKING
 
-from zoo.images import _font, _photo
+import numpy as np
+
 from zoo.sources import seeded
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+# Pillow (and zoo.images, which needs it) is imported where glyphs are drawn: `make test` imports
+# this module for GLYPHS alone, without Pillow (tests/test_zoo_round10.py)
 
 # symbols and letters DejaVu draws; tune and report samples draw from alternate halves
 GLYPHS = list("★♠♣♥♦☂☀☎✈♞⚓♫✿☯⌛✂") + list("AKRGQWHBMZ") + list("ΔΣΩΨΦλ")
 
 
 def _letterbox(img: Image.Image, size: int = 60) -> np.ndarray:
+    from PIL import Image
+
     scale = min(size / img.width, size / img.height)
     img = img.resize((max(1, int(img.width * scale)), max(1, int(img.height * scale))), Image.BICUBIC)
     canvas = Image.new("RGB", (size, size), (128, 128, 128))
@@ -27,6 +35,10 @@ def _letterbox(img: Image.Image, size: int = 60) -> np.ndarray:
 
 def _glyph(ch: str, size: int, fill, outline, angle: float, background: Image.Image | None) -> Image.Image:
     """One glyph cropped as a detector's box would crop it (a few pixels of margin)."""
+    from PIL import Image, ImageDraw
+
+    from zoo.images import _font
+
     side = int(size * 1.6)
     layer = Image.new("RGBA", (side, side), (0, 0, 0, 0))
     ImageDraw.Draw(layer).text((side / 2, side / 2), ch, font=_font(size, True), fill=fill, anchor="mm",
@@ -41,6 +53,8 @@ def _glyph(ch: str, size: int, fill, outline, angle: float, background: Image.Im
 
 
 def glyph_pairs(model, seed, n):
+    from zoo.images import _photo
+
     rng = seeded(seed)
     pool = GLYPHS[0::2] if seed == 0 else GLYPHS[1::2]
     feeds = []

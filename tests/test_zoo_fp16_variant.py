@@ -101,8 +101,22 @@ def _output_also_read() -> onnx.ModelProto:
                                        helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 8])])
 
 
+def _resize_by_sizes() -> onnx.ModelProto:
+    """A Resize given its sizes, its roi and scales empty Constants (paddle2onnx's form, SLANet+):
+    the converter casts the empty scales to float32 around the blocked Resize."""
+    empty = helper.make_tensor("e", TensorProto.FLOAT, [0], [])
+    shape4 = numpy_helper.from_array(np.array([1, 1, 2, 8], np.int64), "shape4")
+    shape2 = numpy_helper.from_array(np.array([2, 8], np.int64), "shape2")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Reshape", ["h", "shape4"], ["h4"]),
+             helper.make_node("Constant", [], ["roi"], value=empty),
+             helper.make_node("Constant", [], ["scales"], value=empty),
+             helper.make_node("Resize", ["h4", "roi", "scales", "shape4"], ["r4"], mode="nearest"),
+             helper.make_node("Reshape", ["r4", "shape2"], ["y"])]
+    return _model(nodes, [W, shape4, shape2])
+
+
 @pytest.mark.parametrize("make", [lambda: _loop(cast=True), _dynamic_quantize, _mask_cast, lambda: _dequantize(13),
-                                  _output_also_read])
+                                  _output_also_read, _resize_by_sizes])
 def test_the_converters_leftovers_are_mended(make, tmp_path):
     m = make()
     x = {"x": np.linspace(-2, 2, 16, dtype=np.float32).reshape(2, 8)}

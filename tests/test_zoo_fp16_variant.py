@@ -1,9 +1,9 @@
-"""The zoo's float16 variant is skipped up front, with its reason, for graphs that
-onnxconverter-common's conversion turns into a file onnxruntime refuses (zoo/variants.py,
-`fp16_refusal`): a Cast to float32 anywhere (chars2vec's Loop counter, the titler's
-quantize_dynamic outputs, an attention mask; 19 of the zoo's 38 models) and DequantizeLinear below
-opset 19. Each refusal is checked against a real conversion of a tiny graph built here, so a
-converter that learns these graphs fails the test (then the skip should go)."""
+"""The zoo's float16 variant mends what onnxconverter-common's conversion leaves float32 inside a
+float16 graph (zoo/variants.py, `fp16`): a Cast to float32 (chars2vec's Loop counter, the titler's
+quantize_dynamic outputs, an attention mask: 19 of the zoo's 38 models), DequantizeLinear below
+opset 19, an output that other nodes also read. Each case is a tiny graph that the converter alone
+turns into a file onnxruntime refuses (so a converter that learns it fails the test: then the
+mending should go), and that the variant turns into one that runs and computes the original."""
 
 from __future__ import annotations
 
@@ -93,26 +93,60 @@ def _mask_cast() -> onnx.ModelProto:
     return _model(nodes, [W, numpy_helper.from_array(np.array(0, np.float32), "zero")])
 
 
-@pytest.mark.parametrize("make, words", [(lambda: _loop(cast=True), "1 Cast to float32"),
-                                         (_dynamic_quantize, "Cast to float32"), (_mask_cast, "1 Cast to float32"),
-                                         (lambda: _dequantize(13), "opset 19")])
-def test_refused_graphs_are_named_before_converting(make, words, tmp_path):
+def _output_also_read() -> onnx.ModelProto:
+    """h = x @ w is an output and is read again (y = h @ w): the converter casts the output to
+    float32 for every reader (MiniLM, the romanizer's encoder)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["y"])]
+    return _model(nodes, [W], outputs=[helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8]),
+                                       helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 8])])
+
+
+def _resize_by_sizes() -> onnx.ModelProto:
+    """A Resize given its sizes, its roi and scales empty Constants (paddle2onnx's form, SLANet+):
+    the converter casts the empty scales to float32 around the blocked Resize."""
+    empty = helper.make_tensor("e", TensorProto.FLOAT, [0], [])
+    shape4 = numpy_helper.from_array(np.array([1, 1, 2, 8], np.int64), "shape4")
+    shape2 = numpy_helper.from_array(np.array([2, 8], np.int64), "shape2")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Reshape", ["h", "shape4"], ["h4"]),
+             helper.make_node("Constant", [], ["roi"], value=empty),
+             helper.make_node("Constant", [], ["scales"], value=empty),
+             helper.make_node("Resize", ["h4", "roi", "scales", "shape4"], ["r4"], mode="nearest"),
+             helper.make_node("Reshape", ["r4", "shape2"], ["y"])]
+    return _model(nodes, [W, shape4, shape2])
+
+
+def _scaled() -> onnx.ModelProto:
+    """ai.onnx.ml's Scaler, a Cast to float32 and a MatMul, as skl2onnx writes an MLP (surfaces'
+    surrogates)."""
+    nodes = [helper.make_node("Scaler", ["x"], ["s"], domain="ai.onnx.ml", offset=[0.5] * 8, scale=[2.0] * 8),
+             helper.make_node("Cast", ["s"], ["sf"], to=TensorProto.FLOAT),
+             helper.make_node("MatMul", ["sf", "w"], ["y"])]
+    m = _model(nodes, [W])
+    m.opset_import.append(helper.make_opsetid("ai.onnx.ml", 1))
+    return m
+
+
+@pytest.mark.parametrize("make", [lambda: _loop(cast=True), _dynamic_quantize, _mask_cast, lambda: _dequantize(13),
+                                  _output_also_read, _resize_by_sizes, _scaled])
+def test_the_converters_leftovers_are_mended(make, tmp_path):
     m = make()
-    ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])  # the original runs
-    assert words in (variants.fp16_refusal(m) or "")
-    assert not _loads_after_conversion(m, tmp_path)  # the refusal is the converter's, not a guess
+    x = {"x": np.linspace(-2, 2, 16, dtype=np.float32).reshape(2, 8)}
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, x)
+    assert not _loads_after_conversion(make(), tmp_path)  # the converter alone gives a file onnxruntime refuses
+    src = tmp_path / "m.onnx"
+    onnx.save_model(m, str(src))
+    out = variants.build("fp16", src, tmp_path / "out")
+    got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, x)
+    for a, b in zip(want, got):
+        assert b.dtype == np.float32  # keep_io_types
+        np.testing.assert_allclose(b, a, rtol=2e-2, atol=2e-2)
+    weights = onnx.load(str(out)).graph.initializer
+    assert all(t.data_type != TensorProto.FLOAT for t in weights if t.name == "w")
 
 
 @pytest.mark.parametrize("make", [_matmul, _loop, lambda: _dequantize(19)])
 def test_convertible_graphs_are_built(make, tmp_path):
-    m = make()
-    assert variants.fp16_refusal(m) is None
-    assert _loads_after_conversion(m, tmp_path)
-
-
-def test_the_variant_skips_with_the_reason(tmp_path):
-    src = tmp_path / "loop.onnx"
-    onnx.save_model(_mask_cast(), str(src))
-    with pytest.raises(variants.Skip, match="Cast to float32"):
-        variants.fp16(src, tmp_path / "out")
-    assert not list((tmp_path).glob("**/*.fp16.onnx"))
+    assert _loads_after_conversion(make(), tmp_path)
+    src = tmp_path / "m.onnx"
+    onnx.save_model(make(), str(src))
+    variants.build("fp16", src, tmp_path / "out")

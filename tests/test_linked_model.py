@@ -47,3 +47,38 @@ def test_quant_inputs_reads_a_model_given_as_a_link(tmp_path):
         outs[name] = out.read_bytes()
     assert outs["linked"] == outs["real"]
     assert real.read_bytes() == before
+
+
+def _matmuls(path) -> None:
+    rng = np.random.default_rng(2)
+    inits, nodes, x = [], [], "x"
+    for k in range(3):
+        inits.append(numpy_helper.from_array((rng.standard_normal((256, 256)) * 0.1).astype(np.float32), f"w{k}"))
+        nodes += [helper.make_node("MatMul", [x, f"w{k}"], [f"m{k}"]), helper.make_node("Relu", [f"m{k}"], [f"r{k}"])]
+        x = f"r{k}"
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 256])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, [2, 256])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+
+
+
+def test_a_stub_beside_a_link_reads_the_payloads_where_they_are(tmp_path):
+    """Verification runs stubs (the graph without its weights' bytes) against the file's own
+    payloads. Given a link, onnxruntime followed the stub's references out of the link's folder
+    and refused them; int4 of an opset-15 model met it in the upgrade's check (zoo11, chars2vec_en)."""
+    from onnxsurgery.running.sessions import session
+    from onnxsurgery.storage.skim import read_model_skipping_weights
+
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshots" / "rev"
+    blobs.mkdir()
+    snapshot.mkdir(parents=True)
+    real = blobs / "9e1d"
+    _matmuls(real)
+    link = snapshot / "model.onnx"
+    link.symlink_to("../../blobs/9e1d")
+    x = {"x": np.ones((2, 256), np.float32)}
+    expected = session(real).run(None, x)[0]
+    stub = read_model_skipping_weights(link)
+    assert any(t.data_location == TensorProto.EXTERNAL for t in stub.graph.initializer)  # a stub, not the weights
+    got = session(stub, payloads_beside=link).run(None, x)[0]
+    assert np.array_equal(got, expected)

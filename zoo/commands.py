@@ -27,7 +27,9 @@ FULL = list(COMMANDS)
 PEER_KIND = {"int8": "int8", "inputs": "int8", "int4": "int4", "int4 inputs": "int4"}
 # each command measured on --inputs, and its data-free default (invariant 5)
 MEASURED_AGAINST = {"quant --inputs": "quant", "quant --dtype int4 --inputs": "quant --dtype int4"}
-STORAGE_CMDS = ["info", "check", "quant", "quant --dry-run --json", "quant --dry-run --json --inputs"]
+# int4 in every storage: it raises an old opset, and the upgrade is checked on a stub beside the payloads (a link)
+STORAGE_CMDS = ["info", "check", "quant", "quant --dtype int4", "quant --dry-run --json",
+                "quant --dry-run --json --inputs"]
 OTHER_CMDS = ["info", "quant", "quant --inputs"]
 QUICK_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "quant --dtype int4",
               "quant --dtype int4 --inputs",
@@ -36,7 +38,8 @@ HEAVY_CMDS = ["info", "check", "shrink --verify", "quant", "quant --inputs", "qu
               "quant --dtype int4 --inputs",
               "quant --target tensorrt", "quant --dry-run --json", "quant --dry-run --json --inputs", "npy", "embed"]
 HEAVY_STORAGE = ["info", "quant", "quant --dry-run --json", "quant --dry-run --json --inputs"]
-QUICK_STORAGE = ["info", "shrink --verify", "quant", "quant --dry-run --json", "quant --dry-run --json --inputs"]
+QUICK_STORAGE = ["info", "shrink --verify", "quant", "quant --dtype int4", "quant --dry-run --json",
+                 "quant --dry-run --json --inputs"]
 
 
 def argv_for(cmd: str, src: Path, out: Path, npy_out: Path, tune: Path, report: Path) -> list:

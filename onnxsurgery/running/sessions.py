@@ -185,6 +185,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
 def _stub_session(stub: onnx.ModelProto, payloads: Path, *, streamed: bool, twins: int = 1, **settings):
     """`session(stub, payloads_beside=payloads)`."""
     _check_locations(payloads, stub)
+    payloads, stub = _through_link(payloads, _copy(stub))  # a link's own payloads where they are, as session() does
     try:
         if twins > 1:
             from .twinned import twin_graph

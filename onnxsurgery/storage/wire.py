@@ -47,17 +47,28 @@ def encode_varint(value: int) -> bytes:
 
 def fields(buf, start: int, end: int):
     """Yield (field, wire_type, field_start, payload_start, field_end)."""
+    # one-byte varints (keys, most lengths and numbers) read here rather than through varint(),
+    # whose call was most of a walk's time (every node of a graph is walked for its attributes)
+    size = len(buf)
     pos = start
     while pos < end:
-        key, p = varint(buf, pos)
+        key = buf[pos] if pos < size else 0x80
+        if key < 0x80:
+            p = pos + 1
+        else:
+            key, p = varint(buf, pos)
         field, wire = key >> 3, key & 7
-        if wire == 0:
-            _, q = varint(buf, p)
+        if wire == 2:
+            n = buf[p] if p < size else 0x80
+            if n < 0x80:
+                p += 1
+            else:
+                n, p = varint(buf, p)
+            q = p + n
+        elif wire == 0:
+            q = p + 1 if p < size and buf[p] < 0x80 else varint(buf, p)[1]
         elif wire == 1:
             q = p + 8
-        elif wire == 2:
-            n, p = varint(buf, p)
-            q = p + n
         elif wire == 5:
             q = p + 4
         else:

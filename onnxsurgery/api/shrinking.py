@@ -13,6 +13,7 @@ from ..storage.staging import copy_file, copy_with_data
 from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..run_options import ShrinkRun
+from ..running import heap
 from ..running.sessions import load_error
 from ._common import in_memory, write_checked, os_errors, output_for
 
@@ -74,7 +75,11 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     if ws.files is not None:
         ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
     # whether onnxruntime loads the input, asked on a second core while the passes run on this
-    # one: its weights stay in the file (sessions.load_error), as the workspace's do
+    # one: its weights stay in the file (sessions.load_error), as the workspace's do. The thread
+    # allocates from the main heap (heap.one_heap, as verification's reference thread does): on a
+    # heap of its own, glibc grew it a page at a time for the session's parse (2,700 mprotect
+    # calls on the ALBERT sample)
+    heap.one_heap()
     with ThreadPoolExecutor(1) as helper:
         loads = None if verify else helper.submit(load_error, input_path)
         _run_shrink_passes(ws, report, run)

@@ -217,6 +217,16 @@ def test_half_width_holds():
     assert invariants.half_width_holds(float("nan"), 0.01)  # NaN never holds
 
 
+def test_half_width_asks_the_draws_where_one_draw_fails():
+    """Issue 55: PP-OCRv6 rec's draws of its shipped weights with the same plan erred 0.05-0.27."""
+    assert invariants.half_width_holds(0.073, 0.034, [0.146, 0.091, 0.053]) == []  # within 1.5x the median
+    fail = invariants.half_width_holds(0.30, 0.034, [0.146, 0.091, 0.053])
+    assert "median of 3 draws" in fail[0] and "0.091" in fail[0] and "0.146" in fail[0]  # the draws' figures
+    assert invariants.half_width_holds(0.073, 0.034, [None, None])  # no draw judged: no evidence either way
+    assert invariants.half_width_holds(0.073, 0.034, [0.146, None, 0.06]) == []  # a refused draw is left out
+    assert invariants.half_width_holds(float("nan"), 0.034, [0.1, 0.1, 0.1])  # NaN never holds
+
+
 def test_half_width_writes():
     assert "refused in 16 bits" in invariants.half_width_writes(2, 0)[0]
     assert invariants.half_width_writes(0, 0) == []
@@ -254,3 +264,9 @@ def test_the_checks_across_variants_name_where_they_failed():
     by_variant["external"]["commands"]["quant"]["error"] = 0.034
     by_variant["bf16"]["commands"]["quant"]["error"] = 0.036
     assert across_variants.judged(by_variant, {}) == []
+    asked = []
+    by_variant["bf16"]["commands"]["quant"] = {"error": 0.096}  # fails one draw: the draws are asked, once
+    assert across_variants.judged(by_variant, {}, lambda v: asked.append(v) or [0.08, 0.07, 0.09]) == []
+    assert asked == ["bf16"] and by_variant["bf16"]["commands"]["quant"]["draws"] == [0.08, 0.07, 0.09]
+    by_variant["bf16"]["commands"]["quant"] = {"error": 0.036}
+    assert across_variants.judged(by_variant, {}, lambda v: asked.append(v) or []) == [] and asked == ["bf16"]

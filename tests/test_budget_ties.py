@@ -50,7 +50,8 @@ def _chain(order: list[int]):
         if i < 2:
             nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"]))
             x = f"r{i}"
-    g = helper.make_graph([casts[i] for i in order] + nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+    g = helper.make_graph([casts[i] for i in order] + nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
                           [helper.make_tensor_value_info("m2", TensorProto.FLOAT, [1, 16])],
                           [weights[i] for i in order])
     return gs.import_onnx(helper.make_model(g))
@@ -69,5 +70,5 @@ def test_twins_tie_in_their_readers_order_whatever_the_initializers_order():
         assert [s.name for s in sites] == [f"w{i}" for i in order]  # met as stored
         place = reader_order(sites)
         costs = [Cost(s.name, 1.0 + 1e-4 * i, 8) for i, s in enumerate(sites)]  # a near tie, any way round
-        by_graph = ranked(costs, key=lambda c: c.ratio, twin=lambda c: c.extra, place=lambda c: place[c.name])
+        by_graph = ranked(costs, key=lambda c: c.ratio, twin=lambda c: c.extra, place=lambda c, p=place: p[c.name])
         assert [c.name for c in by_graph] == ["w0", "w1", "w2"], order

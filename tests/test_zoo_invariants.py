@@ -232,6 +232,10 @@ def test_half_width_writes():
     assert invariants.half_width_writes(0, 0) == []
     assert invariants.half_width_writes(2, 2) == []  # refused either way: the storage does not decide
     assert invariants.half_width_writes(None, 0) == []  # the variant did not run
+    # issue 55: SLANet+'s draws of its shipped weights were refused as often as its bf16 storage
+    assert invariants.half_width_writes(2, 0, [None, 0.0091, None]) == []
+    fail = invariants.half_width_writes(2, 0, [0.0091, 0.0095, None])
+    assert "quantized, and 2 of 3 draws" in fail[0] and "0.0095" in fail[0]
 
 
 def test_a_model_shipped_with_external_data_is_sized_with_its_data(tmp_path):

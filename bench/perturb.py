@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from zoo import decisions, models, variants  # noqa: E402
-from zoo.draws import MANTISSA_BITS, perturbed  # noqa: E402
+from zoo.draws import KINDS, MANTISSA_BITS, perturbed  # noqa: E402
 from zoo.invariants import compare_runs  # noqa: E402
 from zoo.run import run_feeds  # noqa: E402
 
@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0, help="draw k uses seed + k")
     ap.add_argument("--like", default="bf16", choices=sorted(MANTISSA_BITS), help="whose rounding a draw imitates")
+    ap.add_argument("--kind", default="jitter", choices=sorted(KINDS),
+                    help="a draw: jittered within the rounding, rounded stochastically, or to nearest (the "
+                         "variant's values in the shipped graph, float32: the rounding without the storage)")
     ap.add_argument("--set", default="report", choices=("tune", "report", "fresh"),
                     help="the zoo's tune or report set, or --fresh samples drawn now (zoo/inputs.py's builders)")
     ap.add_argument("--fresh", type=int, default=16, help="--set fresh: samples to draw")
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             for k in range(args.draws):
                 d = tmp / f"draw{k}"
                 d.mkdir()
-                p = perturbed(src, d, np.random.default_rng(args.seed + k), MANTISSA_BITS[args.like])
+                p = perturbed(src, d, np.random.default_rng(args.seed + k), MANTISSA_BITS[args.like], args.kind)
                 runs[f"draw {args.seed + k}"] = (judged(p, d / "q.onnx", feeds, model, args.extra, args.edit),
                                                  differs(base_plan, plan(p, args.extra)))
                 p.unlink()

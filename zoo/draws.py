@@ -30,9 +30,26 @@ def jittered(values: np.ndarray, rng: np.random.Generator, mantissa_bits: int) -
     return np.where(values == 0, values, values + u * half).astype(np.float32)
 
 
-def perturbed(src: Path, dest: Path, rng: np.random.Generator, mantissa_bits: int = MANTISSA_BITS["bf16"]) -> Path:
+def rounded(values: np.ndarray, rng: np.random.Generator | None, mantissa_bits: int) -> np.ndarray:
+    """`values` on the grid of a float with `mantissa_bits`, as float32: to nearest (ties to even,
+    what zoo/variants.py's bf16 stores) without `rng`, else stochastically (up with probability
+    the fraction of the spacing past the grid point below: unbiased, a random direction)."""
+    values = np.asarray(values, np.float32)
+    _, exp = np.frexp(values)
+    spacing = np.ldexp(np.float64(1), (exp - 1 - mantissa_bits).astype(np.int32))
+    steps = values / spacing
+    steps = np.round(steps) if rng is None else np.floor(steps + rng.uniform(0.0, 1.0, values.shape))
+    return (steps * spacing).astype(np.float32)
+
+
+KINDS = {"jitter": jittered, "stochastic": rounded, "nearest": lambda v, rng, bits: rounded(v, None, bits)}
+
+
+def perturbed(src: Path, dest: Path, rng: np.random.Generator, mantissa_bits: int = MANTISSA_BITS["bf16"],
+              kind: str = "jitter") -> Path:
     """`src` (one .onnx file, weights inside) with each float32 weight of MIN_ELEMENTS or more
-    jittered, written as dest / src.name."""
+    moved (KINDS: jittered, or rounded to the 16-bit grid stochastically or to nearest) and kept
+    float32, written as dest / src.name."""
     import onnx
     from onnx import numpy_helper
 
@@ -42,7 +59,7 @@ def perturbed(src: Path, dest: Path, rng: np.random.Generator, mantissa_bits: in
     for t in tensors:
         if t.data_type != onnx.TensorProto.FLOAT or np.prod(t.dims) < MIN_ELEMENTS:
             continue
-        t.CopyFrom(numpy_helper.from_array(jittered(numpy_helper.to_array(t), rng, mantissa_bits), t.name))
+        t.CopyFrom(numpy_helper.from_array(KINDS[kind](numpy_helper.to_array(t), rng, mantissa_bits), t.name))
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / src.name
     onnx.save_model(m, str(out))

@@ -35,6 +35,10 @@ def test_a_draw_moves_weights_by_bfloat16s_rounding():
     assert rel_draw.max() <= 2.0 ** -8 and rel_bf16.max() <= 2.0 ** -8
     assert abs(np.sqrt(np.mean(rel_draw ** 2)) / np.sqrt(np.mean(rel_bf16 ** 2)) - 1) < 0.05  # the same size
     assert not np.array_equal(moved, rounded)  # but not the rounding itself
+    assert np.array_equal(draws.rounded(w, None, 7), rounded)  # to nearest: what the bf16 variant stores
+    stochastic = draws.rounded(w, np.random.default_rng(2), 7)
+    bits = stochastic.view(np.uint32)
+    assert np.all(bits & 0xFFFF == 0) and not np.array_equal(stochastic, rounded)  # on the grid, another way
 
 
 def _model(path: Path) -> Path:

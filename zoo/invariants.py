@@ -339,7 +339,7 @@ def half_width_holds(half_error: float, shipped_error: float, draws: list[float 
     if half_error <= max(HALF_FACTOR * median, MEASURED_FLOOR):
         return []
     return [f"{said} and {median:.4g} the median of {len(draws)} draws of the shipped weights within "
-            f"16-bit rounding ({figures}) (> {HALF_FACTOR}x): the 16-bit weights were planned worse"]
+            f"16-bit rounding ({figures}) (> {HALF_FACTOR}x): worse than a typical rounding of the same weights"]
 
 
 def half_width_writes(half_rc: int | None, shipped_rc: int | None,

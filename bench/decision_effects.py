@@ -1,6 +1,7 @@
 """What each decision of the default int8 plan does to a zoo model's output (issue 55): the plan
 with one weight's decision changed at a time, applied with `quant --plan`, each result run on the
-zoo's tune and report inputs (build/zoo/work/<model>/{tune,report}.npz, zoo/run.py builds them)
+zoo's tune and report inputs (build/zoo/work/<model>/{tune,report}.npz, zoo/run.py builds them;
+where a worktree has none, <--zoo-inputs>/<model>/, by default $ZOO_INPUTS or /work/zoo-inputs)
 and measured as the zoo measures it (zoo.invariants.compare_runs: worst relative L2 over outputs
 and samples).
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -48,6 +50,19 @@ from zoo.run import run_feeds  # noqa: E402
 ZOO = ROOT / "build" / "zoo"
 FORM = ("dtype", "granularity", "axis", "symmetric", "lowering", "block_size", "rounding", "levels")
 FLOAT = dict.fromkeys(FORM) | {"dtype": "float"}
+
+
+def inputs_dir(name: str, fallback: str | None = None) -> Path:
+    """The folder of `name`'s tune.npz and report.npz: the zoo's own work folder where it has them,
+    else `fallback` (--zoo-inputs), $ZOO_INPUTS or /work/zoo-inputs (zoo/inputs.py's sets, shared)."""
+    own = ZOO / "work" / name
+    if (own / "tune.npz").exists() and (own / "report.npz").exists():
+        return own
+    folder = Path(fallback or os.environ.get("ZOO_INPUTS") or "/work/zoo-inputs") / name
+    if not (folder / "tune.npz").exists():
+        raise SystemExit(f"no tune.npz for {name} in {own} nor {folder}: run zoo/run.py --only {name}, "
+                         "or give --zoo-inputs")
+    return folder
 
 
 def feeds(npz: Path) -> list[dict[str, np.ndarray]]:
@@ -88,10 +103,11 @@ def plan_of(src: Path, work: Path, *extra: str, memory_rule: bool = True, code: 
 
 
 class Bench:
-    def __init__(self, name: str, work: Path):
+    def __init__(self, name: str, work: Path, inputs: Path):
         self.model = models.BY_NAME[name]
         self.src = ZOO / "models" / f"{name}.onnx"
-        self.sets = {s: feeds(ZOO / "work" / name / f"{s}.npz") for s in ("tune", "report")}
+        self.inputs = inputs
+        self.sets = {s: feeds(inputs / f"{s}.npz") for s in ("tune", "report")}
         self.refs = {s: run_feeds(self.src, f) for s, f in self.sets.items()}
         self.decide = getattr(decisions, self.model.decision)
         self.work = work
@@ -181,9 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all-symmetric", action="store_true", help="every zero-point int8 weight symmetric at once")
     ap.add_argument("--memory-rule", action="store_true", help="the default plan against the memory rule off")
     ap.add_argument("--axis-margin", type=float, help="the default plan against channel_axis's margins set to this")
+    ap.add_argument("--zoo-inputs", help="where build/zoo/work has no inputs: FOLDER/<model>/{tune,report}.npz "
+                    "(default $ZOO_INPUTS, else /work/zoo-inputs)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        bench = Bench(args.model, Path(tmp))
+        bench = Bench(args.model, Path(tmp), inputs_dir(args.model, args.zoo_inputs))
         if args.memory_rule:
             memory_rule(bench)
             return 0
@@ -205,8 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         picked = [w for w in bench.base["weights"] if not args.only or any(o in w["name"] for o in args.only)]
         if args.inputs:
-            measured = {w["name"]: w for w in plan_of(bench.src, bench.work, "--inputs", str(ZOO / "work" / args.model /
-                                                                             "tune.npz"))["weights"]}
+            measured = {w["name"]: w for w in plan_of(bench.src, bench.work, "--inputs",
+                                                       str(bench.inputs / "tune.npz"))["weights"]}
             changed = [w for w in picked if any(w[k] != measured[w["name"]][k] for k in FORM)]
             for w in changed:
                 m = measured[w["name"]]

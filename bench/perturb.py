@@ -1,8 +1,8 @@
 """How much a model's default `quant` swings on weights that differ by bfloat16's rounding (issue 55):
 the zoo's invariant 12 compares one 16-bit storage against the model as shipped, and both are one
-draw of where int8 rounding lands. Here the shipped float32 weights (initializers and Constant
-nodes of 1024 elements or more, as zoo/variants.py's bf16 moves) are multiplied by (1 + u), u
-uniform in +-2^-9 (bfloat16's relative rounding), stored as float32, each draw quantized by the
+draw of where int8 rounding lands. Here the shipped float32 weights (zoo/draws.py: those
+zoo/variants.py's bf16 moves) are each moved by u uniform within half bfloat16's spacing at that
+value (`--like fp16`: float16's), stored as float32, each draw quantized by the
 default and judged against its own float model on the zoo's report set (or tune set): worst and
 median relative L2 over the draws, decisions kept, and which records of each draw's plan differ
 from the shipped plan's. The zoo's bf16 and fp16 variants are judged the same way.
@@ -23,19 +23,16 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from zoo import decisions, models, variants  # noqa: E402
+from zoo.draws import KINDS, MANTISSA_BITS, perturbed  # noqa: E402
 from zoo.invariants import compare_runs  # noqa: E402
 from zoo.run import run_feeds  # noqa: E402
 
 MODELS = Path("/work/main/build/zoo/models")
 INPUTS = Path("/work/zoo-inputs")
-REL = 2.0 ** -9  # bfloat16 keeps 8 significant bits: rounding moves a value by up to 2^-9 of it
-MIN_ELEMENTS = 1024  # zoo/variants.py's bf16: what it stores in 16 bits
 
 
 def load_feeds(path: Path) -> list[dict]:
@@ -48,22 +45,6 @@ def load_feeds(path: Path) -> list[dict]:
             name, i = key, "0"
         feeds.setdefault(int(i), {})[name] = data[key]
     return [feeds[i] for i in sorted(feeds)]
-
-
-def perturbed(src: Path, dest: Path, rng: np.random.Generator) -> Path:
-    """The model with each float32 weight of MIN_ELEMENTS or more times (1 + u), u ~ U(-REL, REL)."""
-    m = onnx.load(str(src))
-    tensors = [t for t in m.graph.initializer]
-    tensors += [a.t for n in m.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"]
-    for t in tensors:
-        if t.data_type != onnx.TensorProto.FLOAT or np.prod(t.dims) < MIN_ELEMENTS:
-            continue
-        values = numpy_helper.to_array(t).astype(np.float32)
-        jitter = rng.uniform(-REL, REL, values.shape).astype(np.float32)
-        t.CopyFrom(numpy_helper.from_array((values * (1 + jitter)).astype(np.float32), t.name))
-    out = dest / src.name
-    onnx.save_model(m, str(out))
-    return out
 
 
 def plan(path: Path, extra: list[str]) -> dict[str, tuple]:
@@ -119,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="+", help="zoo model names (zoo/models.py)")
     ap.add_argument("--draws", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0, help="draw k uses seed + k")
+    ap.add_argument("--like", default="bf16", choices=sorted(MANTISSA_BITS), help="whose rounding a draw imitates")
+    ap.add_argument("--kind", default="jitter", choices=sorted(KINDS),
+                    help="a draw: jittered within the rounding, rounded stochastically, or to nearest (the "
+                         "variant's values in the shipped graph, float32: the rounding without the storage)")
     ap.add_argument("--set", default="report", choices=("tune", "report", "fresh"),
                     help="the zoo's tune or report set, or --fresh samples drawn now (zoo/inputs.py's builders)")
     ap.add_argument("--fresh", type=int, default=16, help="--set fresh: samples to draw")
@@ -147,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             for k in range(args.draws):
                 d = tmp / f"draw{k}"
                 d.mkdir()
-                p = perturbed(src, d, np.random.default_rng(args.seed + k))
+                p = perturbed(src, d, np.random.default_rng(args.seed + k), MANTISSA_BITS[args.like], args.kind)
                 runs[f"draw {args.seed + k}"] = (judged(p, d / "q.onnx", feeds, model, args.extra, args.edit),
                                                  differs(base_plan, plan(p, args.extra)))
                 p.unlink()

@@ -32,3 +32,43 @@ def test_other_sizes_and_clear_gaps_keep_the_ratio_order():
     assert names([Cost("x", 1.0, 8), Cost("y", 1.001, 4)]) == ["y", "x"]
     assert names([Cost("x", 1.0, 8), Cost("y", gap, 8)]) == ["y", "x"]
     assert names([Cost("x", 1.0, 8), Cost("y", 1.001, 8)]) == ["x", "y"]
+
+
+def _chain(order: list[int]):
+    """x -> MatMul(w0) -> Relu -> MatMul(w1) -> Relu -> MatMul(w2): three 16x16 twins, with the
+    initializers stored in `order`, each behind a Cast as zoo's bf16 storage puts them (its Casts
+    first, in the initializers' order)."""
+    import numpy as np
+    import onnx_graphsurgeon as gs
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = [numpy_helper.from_array(np.full((16, 16), i + 1, np.float32), f"w{i}") for i in range(3)]
+    casts = [helper.make_node("Cast", [f"w{i}"], [f"w{i}.f"], to=TensorProto.FLOAT) for i in range(3)]
+    nodes, x = [], "x"
+    for i in range(3):
+        nodes.append(helper.make_node("MatMul", [x, f"w{i}.f"], [f"m{i}"]))
+        if i < 2:
+            nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"]))
+            x = f"r{i}"
+    g = helper.make_graph([casts[i] for i in order] + nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                          [helper.make_tensor_value_info("m2", TensorProto.FLOAT, [1, 16])],
+                          [weights[i] for i in order])
+    return gs.import_onnx(helper.make_model(g))
+
+
+def test_twins_tie_in_their_readers_order_whatever_the_initializers_order():
+    """Robust5: the tie order came from the order the planner met the weights, which in zoo's bf16
+    storage is its Casts' (the initializers'); it now comes from the readers' place in the graph."""
+    import itertools
+
+    from onnxsurgery.graph_utils import collect_constants
+    from onnxsurgery.quantization.choices.measures import reader_order
+
+    for order in itertools.permutations(range(3)):
+        sites = collect_constants(_chain(list(order)))
+        assert [s.name for s in sites] == [f"w{i}" for i in order]  # met as stored
+        place = reader_order(sites)
+        costs = [Cost(s.name, 1.0 + 1e-4 * i, 8) for i, s in enumerate(sites)]  # a near tie, any way round
+        by_graph = ranked(costs, key=lambda c: c.ratio, twin=lambda c: c.extra, place=lambda c, p=place: p[c.name])
+        assert [c.name for c in by_graph] == ["w0", "w1", "w2"], order

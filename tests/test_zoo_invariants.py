@@ -217,11 +217,25 @@ def test_half_width_holds():
     assert invariants.half_width_holds(float("nan"), 0.01)  # NaN never holds
 
 
+def test_half_width_asks_the_draws_where_one_draw_fails():
+    """Issue 55: PP-OCRv6 rec's draws of its shipped weights with the same plan erred 0.05-0.27."""
+    assert invariants.half_width_holds(0.073, 0.034, [0.146, 0.091, 0.053]) == []  # within 1.5x the median
+    fail = invariants.half_width_holds(0.30, 0.034, [0.146, 0.091, 0.053])
+    assert "median of 3 draws" in fail[0] and "0.091" in fail[0] and "0.146" in fail[0]  # the draws' figures
+    assert invariants.half_width_holds(0.073, 0.034, [None, None])  # no draw judged: no evidence either way
+    assert invariants.half_width_holds(0.073, 0.034, [0.146, None, 0.06]) == []  # a refused draw is left out
+    assert invariants.half_width_holds(float("nan"), 0.034, [0.1, 0.1, 0.1])  # NaN never holds
+
+
 def test_half_width_writes():
     assert "refused in 16 bits" in invariants.half_width_writes(2, 0)[0]
     assert invariants.half_width_writes(0, 0) == []
     assert invariants.half_width_writes(2, 2) == []  # refused either way: the storage does not decide
     assert invariants.half_width_writes(None, 0) == []  # the variant did not run
+    # issue 55: SLANet+'s draws of its shipped weights were refused as often as its bf16 storage
+    assert invariants.half_width_writes(2, 0, [None, 0.0091, None]) == []
+    fail = invariants.half_width_writes(2, 0, [0.0091, 0.0095, None])
+    assert "so are 2 of 3 draws" in fail[0] and "0.0095" in fail[0]
 
 
 def test_a_model_shipped_with_external_data_is_sized_with_its_data(tmp_path):
@@ -254,3 +268,9 @@ def test_the_checks_across_variants_name_where_they_failed():
     by_variant["external"]["commands"]["quant"]["error"] = 0.034
     by_variant["bf16"]["commands"]["quant"]["error"] = 0.036
     assert across_variants.judged(by_variant, {}) == []
+    asked = []
+    by_variant["bf16"]["commands"]["quant"] = {"error": 0.096}  # fails one draw: the draws are asked, once
+    assert across_variants.judged(by_variant, {}, lambda v: asked.append(v) or [0.08, 0.07, 0.09]) == []
+    assert asked == ["bf16"] and by_variant["bf16"]["commands"]["quant"]["draws"] == [0.08, 0.07, 0.09]
+    by_variant["bf16"]["commands"]["quant"] = {"error": 0.036}
+    assert across_variants.judged(by_variant, {}, lambda v: asked.append(v) or []) == [] and asked == ["bf16"]

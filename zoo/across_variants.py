@@ -15,8 +15,16 @@ def _row(by_variant: dict, variant: str, cmd: str) -> dict:
     return by_variant.get(variant, {}).get("commands", {}).get(cmd, {})
 
 
-def judged(by_variant: dict, plans: dict[str, dict[str, str]]) -> list[tuple[str, str]]:
-    """`by_variant`: {variant: {"commands": {cmd: row}}}; `plans`: {cmd: {variant: plan json}}."""
+def _half_width(half: dict, shipped: dict, draws: list | None = None) -> list[str]:
+    fails = invariants.half_width_writes(half.get("rc"), shipped.get("rc"), draws)
+    if "error" in half and "error" in shipped:
+        fails += invariants.half_width_holds(half["error"], shipped["error"], draws)
+    return fails
+
+
+def judged(by_variant: dict, plans: dict[str, dict[str, str]], draws=None) -> list[tuple[str, str]]:
+    """`by_variant`: {variant: {"commands": {cmd: row}}}; `plans`: {cmd: {variant: plan json}};
+    `draws`: variant -> invariant 12's draws' errors (zoo/draws.py), called only where one variant fails."""
     found = []
     for cmd in RESULT_COMMANDS:  # invariant 11
         errors = {v: _row(by_variant, v, cmd)["error"] for v in variants.STORAGE if "error" in _row(by_variant, v, cmd)}
@@ -24,9 +32,10 @@ def judged(by_variant: dict, plans: dict[str, dict[str, str]]) -> list[tuple[str
     shipped = _row(by_variant, "shipped", "quant")
     for v in HALF_VARIANTS:  # invariant 12
         half = _row(by_variant, v, "quant")
-        fails = invariants.half_width_writes(half.get("rc"), shipped.get("rc"))
-        if "error" in half and "error" in shipped:
-            fails += invariants.half_width_holds(half["error"], shipped["error"])
+        fails = _half_width(half, shipped)
+        if fails and draws is not None:  # one draw against another: ask the draws (issue 55)
+            half["draws"] = draws(v)
+            fails = _half_width(half, shipped, half["draws"])
         half["failures"] = half.get("failures", []) + fails
         found += [(f"[{v}] quant", f) for f in fails]
     for cmd, plan_by_variant in plans.items():  # invariant 3

@@ -33,7 +33,9 @@ a list of failure strings (empty: the invariant holds); zoo/run.py collects them
 12. 16-bit storage costs no accuracy: `quant` of the model stored in bfloat16 (or float16), judged
    against that 16-bit original itself, errs at most HALF_FACTOR times `quant` of the model as
    shipped (many choices were gated to float32 weights: PP-OCRv6 rec 0.034 as shipped, 0.096 in
-   bfloat16; found 2026-11-29).
+   bfloat16; found 2026-11-29). The shipped weights are one draw of where int8 rounding lands:
+   where the variant errs past that, it fails only past HALF_FACTOR times the median of
+   HALF_DRAWS draws of the shipped weights within the same 16-bit rounding (zoo/draws.py; issue 55).
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ MEASURED_FLOOR = 1e-3
 # The 16-bit weights are not the float32 ones (rounded to 8 or 11 bits of mantissa), so their
 # quantization errs a little otherwise; not by half again.
 HALF_FACTOR = 1.5
+# Where one variant fails that, this many draws of the shipped weights within the same rounding
+# (zoo/draws.py) are quantized: each costs a `quant` and two runs on the report set.
+HALF_DRAWS = 3
 
 
 def clean_exit(command: str, rc: int | None, stdout: str, stderr: str, killed: str = "") -> list[str]:
@@ -313,21 +318,46 @@ def verified_something(report: str, file_error: float | None) -> list[str]:
     return []
 
 
-def half_width_holds(half_error: float, shipped_error: float) -> list[str]:
+def half_width_holds(half_error: float, shipped_error: float, draws: list[float | None] | None = None) -> list[str]:
     """Invariant 12: a 16-bit variant's `quant` error (against its own original) against the
-    shipped model's `quant` error, both on the report set."""
+    shipped model's `quant` error, both on the report set. The shipped weights are one draw of
+    where int8 rounding lands and the variant another (PP-OCRv6 rec: 0.034 as shipped, 0.05-0.27
+    over draws with the same plan), so where that fails, `draws` (zoo/draws.py: HALF_DRAWS draws
+    of the shipped weights within the variant's rounding, each quantized and judged against its
+    own float model; None: refused) decide: the variant fails past HALF_FACTOR times their median.
+    A plan the storage makes worse errs past every draw (the draws keep the shipped plan's logic)."""
     if half_error <= max(HALF_FACTOR * shipped_error, MEASURED_FLOOR):
         return []
-    return [f"error {half_error:.4g} in 16 bits against {shipped_error:.4g} as shipped "
-            f"(> {HALF_FACTOR}x): the 16-bit weights were planned worse"]
+    said = f"error {half_error:.4g} in 16 bits against {shipped_error:.4g} as shipped"
+    if draws is None:
+        return [f"{said} (> {HALF_FACTOR}x): the 16-bit weights were planned worse"]
+    judged = [e for e in draws if e is not None and np.isfinite(e)]
+    figures = ", ".join("refused" if e is None else f"{e:.4g}" for e in draws)
+    if not judged:
+        return [f"{said} (> {HALF_FACTOR}x), and no draw of the shipped weights judged ({figures})"]
+    median = float(np.median(judged))
+    if half_error <= max(HALF_FACTOR * median, MEASURED_FLOOR):
+        return []
+    return [f"{said} and {median:.4g} the median of {len(draws)} draws of the shipped weights within "
+            f"16-bit rounding ({figures}) (> {HALF_FACTOR}x): worse than a typical rounding of the same weights"]
 
 
-def half_width_writes(half_rc: int | None, shipped_rc: int | None) -> list[str]:
+def half_width_writes(half_rc: int | None, shipped_rc: int | None,
+                      draws: list[float | None] | None = None) -> list[str]:
     """Invariant 12 too: a 16-bit variant's `quant` is not refused where the shipped model's
-    writes a result (SLANet+'s bfloat16 storage: exit 2, the shipped model's 98% of decisions kept)."""
-    if shipped_rc == 0 and half_rc == 2:
-        return ["refused in 16 bits where the model as shipped is quantized"]
-    return []
+    writes a result (SLANet+'s bfloat16 storage: exit 2, the shipped model's 98% of decisions kept),
+    unless at least half of `draws` (half_width_holds's; None: refused) were refused too: then the
+    refusal is where int8 rounding lands on such weights, not the storage."""
+    if not (shipped_rc == 0 and half_rc == 2):
+        return []
+    if draws:
+        refused = sum(e is None for e in draws)
+        if 2 * refused >= len(draws):
+            return []
+        figures = ", ".join("refused" if e is None else f"{e:.4g}" for e in draws)
+        return [f"refused in 16 bits where the model as shipped is quantized, and so are {len(draws) - refused} "
+                f"of {len(draws)} draws of its weights within 16-bit rounding ({figures})"]
+    return ["refused in 16 bits where the model as shipped is quantized"]
 
 
 def same_results(errors: dict[str, float]) -> list[str]:

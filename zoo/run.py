@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import across_variants, decisions, invariants, stored, variants  # noqa: E402
+from zoo import across_variants, decisions, draws, invariants, stored, variants  # noqa: E402
 from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, PEER_KIND,  # noqa: E402
                           QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
 from zoo.fetch import fetch  # noqa: E402
@@ -297,7 +297,12 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                 base["failures"] += [f"{m.name} [{variant}] {on_inputs}: {f}" for f in fails]
                 for f in fails:
                     print(f"  {variant:8s} {on_inputs}: FAIL: {f}", flush=True)
-    for where, f in across_variants.judged(base["variants"], plans):  # invariants 11, 12 and 3
+    def half_draws(variant: str) -> list:  # invariant 12's draws of the shipped weights (zoo/draws.py)
+        return draws.draw_errors(src, work / "draws", variant, invariants.HALF_DRAWS,
+                                 lambda p, out: measured(ours("quant", p, out), args.timeout).rc,
+                                 lambda p, out: evaluate(out, run_feeds(p, report_feeds), report_feeds, m))
+
+    for where, f in across_variants.judged(base["variants"], plans, half_draws):  # invariants 11, 12 and 3
         base["failures"].append(f"{m.name} {where}: {f}")
         print(f"  {where}: FAIL: {f}", flush=True)
     base["seconds"] = round(time.perf_counter() - t0, 1)

@@ -24,7 +24,7 @@ from ..quantize import checked_read, quantize_site, scheme_args
 from .candidate import Candidate
 from .gain import concentration
 from .sampling import channel_sample
-from .measures import layer_cost, layer_norm, ranked
+from .measures import layer_cost, layer_norm, ranked, reader_order
 from .weights import SMALL_FLOAT16_SHARE, balanced_rounding, lean_scheme, small_weight, stored_in_16_bits
 
 # `auto` (int8) lowers every weight lean (one scale per output channel, input rows equalized:
@@ -176,7 +176,9 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
     if room_at_load is not None:
         budget = min(budget, room_at_load)
     shapes = {c.site.name: tuple(c.site.shape) for c in candidates}  # near ties of twins: graph order
-    for cost in ranked([c for c in costs if c.chain_worth], key=lambda c: c.ratio, twin=lambda c: shapes[c.name]):
+    order = reader_order([c.site for c in candidates])
+    for cost in ranked([c for c in costs if c.chain_worth], key=lambda c: c.ratio, twin=lambda c: shapes[c.name],
+                       place=lambda c: order[c.name]):
         if cost.extra <= budget:
             choice.accurate.add(cost.name)
             budget -= cost.extra

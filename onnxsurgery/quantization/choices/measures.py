@@ -5,6 +5,7 @@ share (lean.py, channel_axis.py, symmetry.py), kept here so that no stage import
 from __future__ import annotations
 
 import numpy as np
+import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite
 from ..axes import choose_axes
@@ -40,12 +41,13 @@ def layer_norm(values: np.ndarray, site: ConstantSite, moments) -> float:
 TIE_MARGIN = 0.0025
 
 
-def ranked(items: list, key, twin, margin: float = TIE_MARGIN) -> list:
+def ranked(items: list, key, twin, margin: float = TIE_MARGIN, place=None) -> list:
     """`items` by `key`, largest first, but twins (the same `twin(item)`: a weight's shape) whose
-    keys lie within `margin` of their run's largest in their own order (the graph's, which the
-    weights' last bits do not move): a budget taking one of them takes the same one whatever the
-    rounding. Other items are not reordered (which of them fits changes what else fits)."""
-    position = {id(item): i for i, item in enumerate(items)}
+    keys lie within `margin` of their run's largest in the graph's order (`place(item)`, e.g.
+    reader_order's; without it, the order of `items`), which the weights' last bits do not move: a
+    budget taking one of them takes the same one whatever the rounding. Other items are not
+    reordered (which of them fits changes what else fits)."""
+    position = {id(item): (place(item), i) if place else i for i, item in enumerate(items)}
     runs: list[list] = []
     for item in sorted(items, key=key, reverse=True):
         first = runs[-1][0] if runs else None
@@ -54,3 +56,57 @@ def ranked(items: list, key, twin, margin: float = TIE_MARGIN) -> list:
         else:
             runs.append([item])
     return [item for run in runs for item in sorted(run, key=lambda item: position[id(item)])]
+
+
+def reader_order(sites: list[ConstantSite]) -> dict[str, tuple]:
+    """{site name: its first reader's place in its graph}: (the longest path from the graph's
+    inputs to that reader, its index in the node list). Readers are found through Casts, and the
+    path counts only nodes that the inputs reach, so neither a 16-bit storage's Casts (zoo's bf16
+    puts them first) nor the initializers' order moves a weight (the tie order of `ranked`). A
+    weight read only in a subgraph comes after its graph's own."""
+    graphs: dict[int, tuple] = {}
+    order = {}
+    for site in sites:
+        graph = site.scope.graph
+        if id(graph) not in graphs:
+            graphs[id(graph)] = _input_depths(graph), {id(n): i for i, n in enumerate(graph.nodes)}
+        depth, index = graphs[id(graph)]
+        places = [((depth.get(id(n)) or 0), index[id(n)]) for n in _readers(site.value) if id(n) in index]
+        order[site.name] = min(places, default=(len(index), len(index)))
+    return order
+
+
+def _readers(tensor) -> list:
+    """The nodes reading `tensor`, through Casts."""
+    found, todo = [], list(tensor.outputs)
+    while todo:
+        node = todo.pop()
+        if node.op == "Cast":
+            todo.extend(node.outputs[0].outputs)
+        else:
+            found.append(node)
+    return found
+
+
+def _input_depths(graph) -> dict[int, int | None]:
+    """{id(node): longest path from the graph's inputs (or an outer scope's tensors) to it; None
+    for a node that reads only constants}, without recursion (graphs thousands of nodes deep)."""
+    producer = {id(t): n for n in graph.nodes for t in n.outputs}
+    depth: dict[int, int | None] = {}
+    for start in graph.nodes:
+        stack = [start]
+        while stack:
+            node = stack[-1]
+            if id(node) in depth:
+                stack.pop()
+                continue
+            before = [producer[id(t)] for t in node.inputs if id(t) in producer]
+            waiting = [p for p in before if id(p) not in depth]
+            if waiting:
+                stack.extend(waiting)
+                continue
+            reached = [depth[id(p)] for p in before if depth[id(p)] is not None]
+            fed = any(t.name and id(t) not in producer and not isinstance(t, gs.Constant) for t in node.inputs)
+            depth[id(node)] = max(reached, default=-1) + 1 if reached or fed else None
+            stack.pop()
+    return depth

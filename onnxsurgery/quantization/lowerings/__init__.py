@@ -25,12 +25,13 @@ import onnx_graphsurgeon as gs
 from ...graph_utils import ConstantSite, NameAllocator
 from ..options import Scheme
 from ..rounding import Quantized
-from . import arith, dq, dq_equalized, dq_float, dq_transposed, embed_rows, gather, matmulnbits, scaled, scaled_input, tied, \
-    tied_nbits
+from . import arith, dq, dq_equalized, dq_float, dq_transposed, embed_rows, gather, matmulnbits, scaled, \
+    scaled_input, tied, tied_nbits
 from .base import Lowering
 
 REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (
-    dq, dq_equalized, dq_float, dq_transposed, arith, gather, scaled, scaled_input, matmulnbits, tied, tied_nbits, embed_rows)}
+    dq, dq_equalized, dq_float, dq_transposed, arith, gather, scaled, scaled_input, matmulnbits, tied, tied_nbits,
+    embed_rows)}
 
 
 def build(site: ConstantSite, qt: Quantized, name: str, names: NameAllocator, opset: int) -> gs.Tensor | None:

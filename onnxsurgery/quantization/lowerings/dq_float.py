@@ -16,8 +16,8 @@ and not kept: the weight stored [N, K] per row behind a Transpose (onnxruntime's
 optimizer moved the Transpose onto the integers, and the pair fused again), and [1, K, N]
 (unfused too, but it changes the output's rank where the MatMul's input is 2-D).
 
-Limits: float32 2-D weights read only as B of MatMuls (a 16-bit weight behind Casts keeps
-`dq_equalized`); one scale per output channel; opset 13 (DequantizeLinear's axis); a later
+Limits: 2-D float32 weights (or 16-bit ones read through Casts to float32) read only as B of
+MatMuls; one scale per output channel; opset 13 (DequantizeLinear's axis); a later
 onnxruntime that removes a Reshape to the same shape before fusing would fuse it again."""
 
 from __future__ import annotations
@@ -26,31 +26,39 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, NameAllocator, consumers
+from ...graph_utils import ConstantSite, NameAllocator
 from ..nodes import Emitter, const
 from ..options import Scheme, dq_opset
 from ..rounding import Quantized
 from .base import Lowering
 from .dq import emit_dq
 from .dq_equalized import build_with, fits as equalized_fits
+from .weight_readers import effective_readers, through_casts
 
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
-    readers = consumers(site)
-    if site.onnx_dtype != onnx.TensorProto.FLOAT or len(site.shape) != 2:
-        return "float32 2-D weights only"
+    readers = effective_readers(site)
+    if len(site.shape) != 2 or (site.onnx_dtype != onnx.TensorProto.FLOAT and through_casts(site) is None):
+        return "2-D float32 weights only (or 16-bit ones read through Casts to float32)"
     if not readers or not all(n.op == "MatMul" and i == 1 for n, i in readers):
         return "needs a weight read only as B of MatMuls"
-    if any(o is site.value for o in site.scope.graph.outputs):
-        return "the weight is also a graph output"
     return equalized_fits(site, scheme, dtype, opset)
 
 
-def emit_reshaped(site: ConstantSite, qt: Quantized, names: NameAllocator, shape: list[int]) -> gs.Tensor:
-    """The DequantizeLinear of `qt`, then a Reshape to `shape`, its own (module docstring)."""
+def emit_reshaped(site: ConstantSite, qt: Quantized, names: NameAllocator, shape: list[int]) -> gs.Tensor | None:
+    """The DequantizeLinear of `qt`, then a Reshape to `shape`, its own (module docstring); None
+    where the readers behind a 16-bit weight's Casts were given it directly (dq.emit_dq)."""
+    behind = through_casts(site)  # before emit_dq rewires them
     out = emit_dq(site, qt, names, shape)
+    emit = Emitter(site.scope.graph, names, site.name)
     target = const(names, f"{site.name}_shape", np.array(shape, dtype=np.int64))
-    return Emitter(site.scope.graph, names, site.name)("Reshape", [out, target], shape=shape)
+    if out is not None:
+        return emit("Reshape", [out, target], shape=shape)
+    node, index = behind[0]
+    reshaped = emit("Reshape", [node.inputs[index], target], shape=shape)
+    for node, index in behind:
+        node.inputs[index] = reshaped
+    return None
 
 
 def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor | None:

@@ -5,7 +5,7 @@ that this registry answers for; nothing else tests a lowering's name for what it
 
 - dq: DequantizeLinear, kept by onnxruntime: integers in memory, dequantized at run time;
 - dq_equalized: that, per output channel, the reader's input scaled first (--target tensorrt);
-- dq_float: dq_equalized, a Reshape before the MatMul: float MatMul, integers at load;
+- dq_float: scaled's integers through DequantizeLinear and a Reshape: float MatMul, integers at load;
 - dq_transposed: that, over a Gemm transB weight stored [K, N], so onnxruntime fuses it;
 - arith: Cast -> Mul chain, folded at load into a float weight (any scheme, any opset);
 - gather: an embedding table's integer rows gathered first, dequantized after;

@@ -17,8 +17,6 @@ MatMul B 2-D, Gemm B without transA, Conv with one group); per output channel on
 
 from __future__ import annotations
 
-from typing import Callable
-
 import onnx
 import onnx_graphsurgeon as gs
 
@@ -42,15 +40,8 @@ def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | No
 
 
 def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor | None:
-    return build_with(site, qt, names, emit_dq)
-
-
-def build_with(site: ConstantSite, qt: Quantized, names: NameAllocator,
-               emit_weight: Callable[[ConstantSite, Quantized, NameAllocator, list[int]], gs.Tensor | None]
-               ) -> gs.Tensor | None:
-    """`build`, the weight's nodes made by `emit_weight` (emit_dq's signature): dq_float's too."""
     groups = effective_readers_by_graph(site)  # behind a 16-bit weight's Casts, emit_dq feeds them itself
-    out = emit_weight(site, qt, names, list(site.shape))
+    out = emit_dq(site, qt, names, list(site.shape))
     for graph, readers in groups:
         constant = shared_constants(names, site.name)  # one r per graph, whatever the readers
         for node, index in readers:

@@ -1,6 +1,7 @@
-"""The int8 default keeps the largest MatMul weights quantized in memory (DequantizeLinear, fused
-by onnxruntime into MatMulNBits) where its lean forms alone would hold more at load than the
-float model, and only there (quantization/choices/load_memory.py)."""
+"""The int8 default keeps the largest MatMul weights quantized in memory (DequantizeLinear, then a
+Reshape that onnxruntime does not fuse into MatMulNBits: the MatMul runs in float) where its lean
+forms alone would hold more at load than the float model, and only there
+(quantization/choices/load_memory.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from onnx import helper, numpy_helper
 import builders
 import onnxsurgery
 from conftest import run
-from onnxsurgery.quantization.choices.load_memory import KEPT_REASON
-from onnxsurgery.quantization.choices.memory_at_load import EQUALIZED_KEPT
+from onnxsurgery.quantization.choices.memory_at_load import EQUALIZED_KEPT, FLOAT_KEPT
 
 HIDDEN = 64
 
@@ -58,25 +58,26 @@ def _optimized_ops(path) -> list[str]:
 def test_a_model_without_savings_keeps_its_largest_matmul_weights_quantized(tmp_path):
     """No table saves memory: the two 64x256 weights are kept as DequantizeLinear (the sum is
     then below zero; the 64x64 head stays lean), their input rows equalized as the lean form's
-    (`dq_equalized`: a Mul on each reader's input), the opset goes 12 -> 13 for
-    per-channel DequantizeLinear, onnxruntime keeps both as integers (Down fused into
-    MatMulNBits; Up, read from the graph input, it leaves a DequantizeLinear run at every
-    inference), and the output is within the verified error of the float model's."""
+    (a Mul on each reader's input), the opset goes 12 -> 13 for per-channel DequantizeLinear,
+    onnxruntime keeps both as integers, run at every inference through a Reshape (`dq_float`: not
+    fused into MatMulNBits, whose activations are int8), and the output is within the verified
+    error of the float model's."""
     model = matmuls()
     records, out, report = _quant(tmp_path, model)
-    kept = {name for name, r in records.items() if r["lowering"] == "dq_equalized"}
+    kept = {name for name, r in records.items() if r["lowering"] == "dq_float"}
     assert kept == {"Up", "Down"}
-    assert all(records[n]["why"] == KEPT_REASON + EQUALIZED_KEPT and records[n]["granularity"] == "channel"
+    assert all(records[n]["why"] == FLOAT_KEPT + EQUALIZED_KEPT and records[n]["granularity"] == "channel"
                for n in kept)
     assert records["Head"]["lowering"] == "scaled"
     saved = onnx.load(str(out))
     assert next(o.version for o in saved.opset_import if o.domain in ("", "ai.onnx")) == 13
     producers = {o: n for n in saved.graph.node for o in n.output}
     readers = [n for n in saved.graph.node if n.op_type == "MatMul" and n.input[1] in producers
-               and producers[n.input[1]].op_type == "DequantizeLinear"]
+               and producers[n.input[1]].op_type == "Reshape"
+               and producers[producers[n.input[1]].input[0]].op_type == "DequantizeLinear"]
     assert len(readers) == 2 and all(producers[n.input[0]].op_type == "Mul" for n in readers)  # r on the input
     ops = _optimized_ops(out)  # no float copy folded: each kept weight's integers read at run time
-    assert ops.count("MatMulNBits") >= 1 and ops.count("MatMulNBits") + ops.count("DequantizeLinear") == 2
+    assert "MatMulNBits" not in ops and ops.count("DequantizeLinear") == 2
     feeds = builders.feeds_for(model)
     (a,), (b,) = run(model, feeds), run(out, feeds)
     assert 0 < np.linalg.norm(b - a) / np.linalg.norm(a) < 0.02
@@ -355,7 +356,7 @@ def test_a_vector_is_never_kept_per_value(tmp_path):
                             numpy_helper.from_array(builders.rand((18710,), 2), "b")])
     onnx.save(model, str(tmp_path / "m.onnx"))
     records = {w.name: w for w in onnxsurgery.quant_plan(tmp_path / "m.onnx").weights}
-    assert records["W"].lowering == "dq_equalized" and records["C2"].lowering == "dq"  # the rule reaches the Convs
+    assert records["W"].lowering == "dq_float" and records["C2"].lowering == "dq"  # the rule reaches the Convs
     assert records["b"].lowering != "dq"
     assert all(w.bytes_after <= w.bytes_before for w in records.values())
     # nor per value in its lean form: float16 is smaller than int8 with a scale a value

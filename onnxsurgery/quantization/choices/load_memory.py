@@ -7,14 +7,16 @@ kept before recurrent ops, weights onnxruntime fuses into MatMulNBits.
 
 So the planner estimates what each weight's form holds at load beyond what the float weight
 held (EXTRA_AT_LOAD, in float bytes of the weight), and where the sum is above zero it keeps the
-largest MatMul weights quantized in memory instead (`dq`: onnxruntime fuses DequantizeLinear ->
-MatMul into an 8-bit MatMulNBits, integers packed once), then the largest Conv weights (as
+largest MatMul weights quantized in memory instead (`dq_float` since issue 55, memory_at_load.py:
+the integers dequantized at every run and the MatMul in float; counted still as the 8-bit
+MatMulNBits they were once fused into, integers packed once), then the largest Conv weights (as
 DequantizeLinear before the Conv, run at every inference: a model of convolutions has no MatMul
 to keep), until the sum is not. A lean Gemm weight read with transB goes first
 (`transposed_gemm`), as DequantizeLinear before its Gemm (float activations, where
-MatMulNBits' are int8). The price of a fused weight is the kernel's int8 activations: PP-OCRv4
+MatMulNBits' are int8). The price of a fused weight was the kernel's int8 activations: PP-OCRv4
 rec (seven of its MatMul weights kept), memory 1.15x -> 0.99x the float model's, relative L2
-on rendered text 0.0719 -> 0.0758, latency 1.02x.
+on rendered text 0.0719 -> 0.0758, latency 1.02x; that of a `dq_float` one is its dequantization
+at every run (khmersm, 40 tokens: 1.21x the original's CPU time).
 
 The estimate is made against the float weights as held in memory, wherever they are stored. A
 model whose weights live in a data file is, at session creation, compared with an original that

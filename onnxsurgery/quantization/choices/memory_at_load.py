@@ -39,6 +39,12 @@ from .model_facts import ModelFacts
 # 0.0122 / 0.0121 -> 0.0133 / 0.0143, crepe_tiny (its classifier Gemm) 0.0046 / 0.0054 -> 0.0048 /
 # 0.0055.
 EQUALIZED_KEPT = "; input rows equalized first, as the lean form's"
+# Such a weight reaches its MatMul through a Reshape (`dq_float`), which onnxruntime's fusion into
+# MatMulNBits does not match: the MatMul computes in float, not with the fused kernel's int8
+# activations (issue 55; measured below the lowering's docstring and in docs/quantization.md).
+FLOAT_KEPT = ("kept quantized in memory (DequantizeLinear, then a Reshape that onnxruntime does not fuse: it computes "
+              "the MatMul in float, where fused into MatMulNBits it would quantize the activations to int8): the lean "
+              "forms alone would hold more than the float model at load")
 
 
 def at_load(candidates: list[Candidate], graph: gs.Graph, options: QuantOptions, opset: int,
@@ -89,6 +95,8 @@ def _kept(c: Candidate, opset: int) -> Candidate:
     """`c` kept quantized in memory: DequantizeLinear per output channel; a MatMul weight with the
     lean form's input rows equalized (`dq_equalized`, EQUALIZED_KEPT)."""
     scheme = kept_scheme(c.site)
+    if fuses_into_nbits(c.site) and REGISTRY["dq_float"].fits(c.site, scheme, "int8", opset) is None:
+        return dataclasses.replace(c, scheme=scheme, lowering="dq_float", reason=FLOAT_KEPT + EQUALIZED_KEPT)
     if fuses_into_nbits(c.site) and REGISTRY["dq_equalized"].fits(c.site, scheme, "int8", opset) is None:
         return dataclasses.replace(c, scheme=scheme, lowering="dq_equalized",
                                    reason=kept_reason(c.site) + EQUALIZED_KEPT)

@@ -5,6 +5,7 @@ that this registry answers for; nothing else tests a lowering's name for what it
 
 - dq: DequantizeLinear, kept by onnxruntime: integers in memory, dequantized at run time;
 - dq_equalized: that, per output channel, the reader's input scaled first (--target tensorrt);
+- dq_float: scaled's integers through DequantizeLinear and a Reshape: float MatMul, integers at load;
 - dq_transposed: that, over a Gemm transB weight stored [K, N], so onnxruntime fuses it;
 - arith: Cast -> Mul chain, folded at load into a float weight (any scheme, any opset);
 - gather: an embedding table's integer rows gathered first, dequantized after;
@@ -24,12 +25,13 @@ import onnx_graphsurgeon as gs
 from ...graph_utils import ConstantSite, NameAllocator
 from ..options import Scheme
 from ..rounding import Quantized
-from . import arith, dq, dq_equalized, dq_transposed, embed_rows, gather, matmulnbits, scaled, scaled_input, tied, \
-    tied_nbits
+from . import arith, dq, dq_equalized, dq_float, dq_transposed, embed_rows, gather, matmulnbits, scaled, \
+    scaled_input, tied, tied_nbits
 from .base import Lowering
 
 REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (
-    dq, dq_equalized, dq_transposed, arith, gather, scaled, scaled_input, matmulnbits, tied, tied_nbits, embed_rows)}
+    dq, dq_equalized, dq_float, dq_transposed, arith, gather, scaled, scaled_input, matmulnbits, tied, tied_nbits,
+    embed_rows)}
 
 
 def build(site: ConstantSite, qt: Quantized, name: str, names: NameAllocator, opset: int) -> gs.Tensor | None:

@@ -56,6 +56,7 @@ with outlier values within a row (the quantize pass measures that and spends a m
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -198,18 +199,26 @@ def equalizing_from(row_max: np.ndarray, site: ConstantSite) -> np.ndarray:
     return r.astype(np.float32)  # a float16 weight's r is a float16 value: the graph multiplies by exactly that
 
 
-def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> None:
-    """Rewire every reader of `site` to read Cast(int8) and scale its output (module docstring);
-    with zero points, subtract their term before the scale (`_zero_point_term`)."""
+def cast_weight(site: ConstantSite, stored: gs.Constant, names: NameAllocator, to: int) -> gs.Tensor:
+    """The integers as the readers' float type `to`: a Cast, which onnxruntime folds at load."""
+    weight = gs.Variable(names.new(f"{site.name}__cast"), dtype=SCALED_TYPES[to], shape=list(site.shape))
+    site.scope.graph.nodes.append(gs.Node("Cast", name=names.new(f"{site.name}__Cast"),
+                                          attrs={"to": to}, inputs=[stored], outputs=[weight]))
+    return weight
+
+
+def build_scaled(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int,
+                 weight_of: Callable[[ConstantSite, gs.Constant, NameAllocator, int], gs.Tensor] = cast_weight) -> None:
+    """Rewire every reader of `site` to read Cast(int8) (or what `weight_of` makes of the stored
+    integers: dq_float's) and scale its output (module docstring); with zero points, subtract their
+    term before the scale (`_zero_point_term`)."""
     qt = _flat_channels_without_zero_point(qt)
     behind_casts = through_casts(site)
     to = onnx.TensorProto.FLOAT if behind_casts else site.onnx_dtype  # the type the readers compute in
     dtype = SCALED_TYPES[to]  # the scales too
     scale = np.where(qt.scale == 0, 1, qt.scale).astype(dtype).ravel()  # all-zero channels: q is 0 there
     stored = gs.Constant(names.new(f"{site.name}_q"), np.ascontiguousarray(qt.q))
-    weight = gs.Variable(names.new(f"{site.name}__cast"), dtype=dtype, shape=list(site.shape))
-    site.scope.graph.nodes.append(gs.Node("Cast", name=names.new(f"{site.name}__Cast"),
-                                          attrs={"to": to}, inputs=[stored], outputs=[weight]))
+    weight = weight_of(site, stored, names, to)
     groups = effective_readers_by_graph(site)  # behind a 16-bit weight's Casts, in whichever graph
     for graph, readers in groups:
         # scales and zero points made once per graph, not per reader (ALBERT: 12 layers read each weight)

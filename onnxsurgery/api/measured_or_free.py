@@ -181,6 +181,8 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     kept = builds[0] if keep else builds[1]
     if kept is not None:
         kept.confirm()
+        if kept.reports is None:  # the run builds it again (an opset upgrade): its digest is what is kept
+            kept.discard()
     if keep:
         note = f"per-weight choices measured on {n} samples from --inputs ({what})"
         return Chosen(measured, True, note, errors, builds[0])
@@ -278,8 +280,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         if unfolded and alone:
             built.outputs = outputs  # verification takes them where it would run them alike (verify.py)
             if built.reports is None:  # built again by the run: its bytes tell whether it is this one
-                built.digest = _digest(path)
-                built.discard()
+                built.digest = _digest(path)  # the file goes once confirmed (measured_or_free)
         else:
             built.discard()
             made[-1] = None

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import queue
 import shutil
 import statistics
 import tempfile
@@ -320,35 +319,15 @@ def _shared_runs(paths: list[Path], names: list[str], feeds: list[dict], judged,
     if suffix is None:
         return None
     asked = [name for name in suffix.cut if name not in names and not any(name in f for f in feeds)]
-    handed: queue.Queue = queue.Queue()
-
-    def rest_of() -> list[dict]:
-        """The second candidate's suffix on each sample's values at the cut, as they come."""
-        first = handed.get()
-        if first is None:
-            return []
-        sess = session(suffix.typed(first), fold_constants=False, layout=True, beside=True)
-        found, value = [], first
-        while value is not None:
-            found.append(dict(zip(suffix.outputs, sess.run(suffix.outputs, value))))
-            value = handed.get()
-        return found
-
-    # sample i's suffix runs on a thread of its own while sample i + 1 runs whole (the other core)
-    beside = Pending(rest_of)
     try:
-        try:
-            sess = session(suffix.asking(asked), fold_constants=False, layout=True, beside=True)
-            runs = []
-            for f in feeds:
-                runs.append(dict(zip(names + asked, sess.run(names + asked, f))))
-                handed.put({name: {**f, **runs[-1]}[name] for name in suffix.cut})
-            del sess
-        finally:
-            handed.put(None)
-        rest = beside.result()
+        sess = session(suffix.asking(asked), fold_constants=False, layout=True, beside=True)
+        runs = [dict(zip(names + asked, sess.run(names + asked, f))) for f in feeds]
+        del sess
+        handed = [{name: {**f, **r}[name] for name in suffix.cut} for f, r in zip(feeds, runs)]
+        sess = session(suffix.typed(handed[0]), fold_constants=False, layout=True, beside=True)
+        rest = [dict(zip(suffix.outputs, sess.run(suffix.outputs, h))) for h in handed]
+        del sess
     except Exception:  # noqa: BLE001 - onnxruntime's own types: each candidate whole, as before
-        beside.wait()
         return None
     first = [[r[n] for n in names] for r in runs]
     second = [[s.get(n, r[n]) for n in names] for r, s in zip(runs, rest)]

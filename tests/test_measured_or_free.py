@@ -67,3 +67,30 @@ def test_plans_that_differ_are_judged_on_the_samples_and_the_kept_one_applied(tm
     assert abs(worst - max(mine)) <= 1e-3 * max(mine) + 1e-6
     # the written file is the kept plan's build: its runs there are the verification's
     assert report.verification["rel_l2_error"] == max(mine) and report.verification["samples"] == 3
+
+
+def test_a_kept_build_that_the_run_builds_again_keeps_its_outputs(tmp_path, monkeypatch):
+    """At an opset the plan upgrades (11 -> 13 here, ddddocr_det's case), quant builds the kept plan
+    again and only its digest is kept: its outputs pieced from the cut run are confirmed on its file
+    before that goes, and verification takes them instead of running every sample again."""
+    model = _lossy_model()
+    model.opset_import[0].version = 11
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    samples = [builders.feeds_for(model, seed) for seed in range(3)]
+    inputs = Inputs(samples=samples)
+    options = QuantRun.given(None, {"inputs": inputs, "min_elements": 1024}).options
+    chosen = measured_or_free(src, options, inputs, Calibration.for_choices(src, samples))
+    built = chosen.built
+    assert built.reports is None and built.path is None and built.digest  # upgraded: built again by the run
+    assert built.pieced is not None and built.outputs is not None and len(built.outputs) == 3
+
+    import onnxsurgery.api.quantizing as quantizing
+
+    given = []
+    compare = quantizing.compare_models
+    monkeypatch.setattr(quantizing, "compare_models",
+                        lambda *a, **k: given.append(k["candidate_outputs"]) or compare(*a, **k))
+    report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, samples=samples)
+    assert given and given[0] is not None  # the same bytes: the kept runs are the verification's
+    assert report.verification["rel_l2_error"] == max(chosen.errors[0 if chosen.measured else 1])

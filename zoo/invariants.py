@@ -355,8 +355,8 @@ def half_width_writes(half_rc: int | None, shipped_rc: int | None,
         if 2 * refused >= len(draws):
             return []
         figures = ", ".join("refused" if e is None else f"{e:.4g}" for e in draws)
-        return [f"refused in 16 bits where the model as shipped is quantized, and so are {len(draws) - refused} "
-                f"of {len(draws)} draws of its weights within 16-bit rounding ({figures})"]
+        return [f"refused in 16 bits where the model as shipped is quantized, as are {len(draws) - refused} "
+                f"of {len(draws)} draws of its weights within 16-bit rounding ({figures}: errors, or refused)"]
     return ["refused in 16 bits where the model as shipped is quantized"]
 
 

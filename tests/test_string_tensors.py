@@ -28,12 +28,18 @@ def _model() -> onnx.ModelProto:
                              ir_version=9)
 
 
-def test_npy_and_embed_keep_a_string_constant(tmp_path):
+def _saved_and_moved_out(tmp_path):
+    """The model saved, and `npy` of it: its constants moved out to .npy files."""
     src = tmp_path / "m.onnx"
     onnx.save_model(_model(), str(src))
     out = tmp_path / "out" / "m.onnx"
     out.parent.mkdir()
     onnxsurgery.npy_file(src, out)
+    return src, out
+
+
+def test_npy_and_embed_keep_a_string_constant(tmp_path):
+    src, out = _saved_and_moved_out(tmp_path)
     back = tmp_path / "back.onnx"
     onnxsurgery.embed_file(out, back)
     names = {t.name: t for t in onnx.load(str(back)).graph.initializer}["names"]
@@ -52,15 +58,11 @@ def test_quant_without_inputs_takes_a_string_input(tmp_path):
     onnx.save_model(_model(), str(src))
     report = onnxsurgery.quant_file(src, tmp_path / "q.onnx")
     assert onnxsurgery.run_model(tmp_path / "q.onnx", {"x": np.array(KEYS)})["back"].tolist() == KEYS
-    assert report is not None
+    assert report.verification["generated"] and report.verification["outputs"]["back"]["exact"]
 
 
 def test_compare_takes_string_outputs(tmp_path):
-    src = tmp_path / "m.onnx"
-    onnx.save_model(_model(), str(src))
-    out = tmp_path / "out" / "m.onnx"
-    out.parent.mkdir()
-    onnxsurgery.npy_file(src, out)
+    src, out = _saved_and_moved_out(tmp_path)
     report = onnxsurgery.compare(src, out, samples=[{"x": np.array(["ma", "ba", "zhi", "yu"])}])
     assert report["outputs"]["back"]["exact"] and report["outputs"]["back"]["rel_l2_error"] == 0.0
     other = _model()  # the same graph writing other names: the text differs, not only the pointers

@@ -235,7 +235,7 @@ def test_half_width_writes():
     # issue 55: SLANet+'s draws of its shipped weights were refused as often as its bf16 storage
     assert invariants.half_width_writes(2, 0, [None, 0.0091, None]) == []
     fail = invariants.half_width_writes(2, 0, [0.0091, 0.0095, None])
-    assert "so are 2 of 3 draws" in fail[0] and "0.0095" in fail[0]
+    assert "as are 2 of 3 draws" in fail[0] and "0.0095" in fail[0]
 
 
 def test_a_model_shipped_with_external_data_is_sized_with_its_data(tmp_path):

@@ -72,3 +72,27 @@ def test_twins_tie_in_their_readers_order_whatever_the_initializers_order():
         costs = [Cost(s.name, 1.0 + 1e-4 * i, 8) for i, s in enumerate(sites)]  # a near tie, any way round
         by_graph = ranked(costs, key=lambda c: c.ratio, twin=lambda c: c.extra, place=lambda c, p=place: p[c.name])
         assert [c.name for c in by_graph] == ["w0", "w1", "w2"], order
+
+
+def test_a_graph_with_a_cycle_is_refused_in_one_line(tmp_path):
+    """The tie order's walk from the inputs never ended on a graph with a cycle (an invalid model:
+    onnxruntime refuses it); quant now says so and writes nothing."""
+    import numpy as np
+    import onnx
+    from click.testing import CliRunner
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnxsurgery.cli import main
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), f"w{k}") for k in (1, 2)]
+    nodes = [helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("MatMul", ["a", "w1"], ["m1"]),
+             helper.make_node("MatMul", ["m1", "w2"], ["b"]), helper.make_node("Relu", ["m1"], ["y"])]
+    g = helper.make_graph(nodes, "cycle", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])], weights)
+    src, out = tmp_path / "cycle.onnx", tmp_path / "q.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(src))
+    before = src.read_bytes()
+    r = CliRunner().invoke(main, ["quant", str(src), str(out), "--min-elements", "16"])
+    assert r.exit_code == 2 and "has a cycle" in r.output and "Traceback" not in r.output
+    assert not out.exists() and src.read_bytes() == before

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
+from ...errors import InputError
 from ...graph_utils import ConstantSite
 from ..axes import choose_axes
 from ..gptq import output_energy, output_error
@@ -93,6 +94,7 @@ def _input_depths(graph) -> dict[int, int | None]:
     for a node that reads only constants}, without recursion (graphs thousands of nodes deep)."""
     producer = {id(t): n for n in graph.nodes for t in n.outputs}
     depth: dict[int, int | None] = {}
+    expanded: set[int] = set()  # nodes waiting on what is above them in the stack: their own inputs' producers
     for start in graph.nodes:
         stack = [start]
         while stack:
@@ -103,10 +105,16 @@ def _input_depths(graph) -> dict[int, int | None]:
             before = [producer[id(t)] for t in node.inputs if id(t) in producer]
             waiting = [p for p in before if id(p) not in depth]
             if waiting:
+                if any(id(p) in expanded for p in waiting):  # else this loop never ends
+                    named = node.name or (node.outputs[0].name if node.outputs else "")
+                    raise InputError(f"the graph has a cycle: node '{named}' ({node.op}) reads, through other "
+                                     "nodes, what it computes itself; onnxruntime refuses such a model")
+                expanded.add(id(node))
                 stack.extend(waiting)
                 continue
             reached = [depth[id(p)] for p in before if depth[id(p)] is not None]
             fed = any(t.name and id(t) not in producer and not isinstance(t, gs.Constant) for t in node.inputs)
             depth[id(node)] = max(reached, default=-1) + 1 if reached or fed else None
+            expanded.discard(id(node))
             stack.pop()
     return depth

@@ -104,10 +104,45 @@ def test_another_reader_keeps_batch_two(tmp_path, monkeypatch):
 
     _model(tmp_path / "in.onnx")
     batches = builders.batches_run(monkeypatch)
+    report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", dtype="int4", lowering="matmulnbits")
+    types = {n.op_type for n in onnx.load(tmp_path / "q.onnx").graph.node}
+    assert "MatMulNBits" in types and "MatMul" not in types
+    assert report.verification["samples"] == 2 and batches.count(2) == 2  # both sides ran batch 2
+
+
+def test_row_sums_beside_a_matmul_run_batch_one(tmp_path, monkeypatch):
+    """Asymmetric scaled: the zero points' term sums each row of the MatMul's A over its last
+    axis (the weight's K), then scales along N: every sample alone (per_sample._row_sum)."""
+    import onnxsurgery
+
+    _model(tmp_path / "in.onnx")
+    batches = builders.batches_run(monkeypatch)
     report = onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled", symmetric=False)
     types = {n.op_type for n in onnx.load(tmp_path / "q.onnx").graph.node}
     assert "ReduceSum" in types  # asymmetric scaled: the zero points' sums over the input's rows
-    assert report.verification["samples"] == 2 and batches.count(2) == 2  # both sides ran batch 2
+    assert report.verification["samples"] == 1 and batches.count(2) <= 1
+
+
+def _row_sum(path, axes, keepdims: int = 1) -> None:
+    """x [batch, 64] -> MatMul W, minus ReduceSum(x, axes) * z: the asymmetric scaled form."""
+    z = onnx.numpy_helper.from_array(np.full(64, 3.0, np.float32), "z")
+    onnx.save(builders.model([helper.make_node("MatMul", ["x", "W"], ["h"]),
+                              helper.make_node("ReduceSum", ["x", "axes"], ["r"], keepdims=keepdims),
+                              helper.make_node("Mul", ["r", "z"], ["c"]), helper.make_node("Sub", ["h", "c"], ["d"]),
+                              helper.make_node("Relu", ["d"], ["y"])],
+                             [builders.vi("x", shape=["batch", 64])], [builders.vi("y", shape=["batch", 64])],
+                             [onnx.numpy_helper.from_array(builders.rand((64, 64), 1), "W"), z,
+                              onnx.numpy_helper.from_array(np.array(axes, np.int64), "axes")]), str(path))
+
+
+def test_a_sum_over_the_batch_keeps_batch_two(tmp_path):
+    _model(tmp_path / "in.onnx")
+    _row_sum(tmp_path / "rows.onnx", [-1])
+    assert same_readers(tmp_path / "in.onnx", tmp_path / "rows.onnx")
+    _row_sum(tmp_path / "batch.onnx", [0])  # over the samples: each one reads the others
+    assert not same_readers(tmp_path / "in.onnx", tmp_path / "batch.onnx")
+    _row_sum(tmp_path / "dropped.onnx", [-1], keepdims=0)  # [batch]: the vector would line up with it
+    assert not same_readers(tmp_path / "in.onnx", tmp_path / "dropped.onnx")
 
 
 def test_channel_scales_alone_run_batch_one(tmp_path, monkeypatch):
@@ -130,7 +165,7 @@ def test_left_out_ahead_then_wanted_runs_again(tmp_path, monkeypatch):
     from onnxsurgery.running import verify
 
     _model(tmp_path / "in.onnx")
-    onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", lowering="scaled", symmetric=False,
+    onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", dtype="int4", lowering="matmulnbits",
                            verify=False)
     batches = builders.batches_run(monkeypatch)
     runs: dict = {}

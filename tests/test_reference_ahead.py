@@ -202,10 +202,18 @@ def test_quant_lets_the_held_runs_go_on_once_quantized(tmp_path, monkeypatch):
     import onnxsurgery
 
     batches = builders.batches_run(monkeypatch)
-    for opset in (17, 11):  # 11: int8's DequantizeLinear per channel needs 13, an upgrade
-        _model(tmp_path / f"in{opset}.onnx", opset=opset)
-        report = onnxsurgery.quant_file(tmp_path / f"in{opset}.onnx", tmp_path / f"q{opset}.onnx")
-        assert report.verification["samples"] == 2 and not _ahead_alive()
+    # each result changes a reader of activations (readers.py), so that the batch-2 sample is wanted:
+    # 17: MatMulNBits for the MatMul; 11: int8's upgrade to 13 rewrites Softmax's axis (1 -> -1)
+    _model(tmp_path / "in17.onnx", opset=17)
+    report = onnxsurgery.quant_file(tmp_path / "in17.onnx", tmp_path / "q17.onnx", dtype="int4", lowering="matmulnbits")
+    assert report.verification["samples"] == 2 and not _ahead_alive()
+    onnx.save(builders.model([helper.make_node("MatMul", ["x", "W"], ["h"]),
+                              helper.make_node("Softmax", ["h"], ["y"], axis=1)],
+                             [builders.vi("x", shape=["batch", 64])], [builders.vi("y", shape=["batch", 64])],
+                             [onnx.numpy_helper.from_array(builders.rand((64, 64), 1), "W")], opset=11),
+              str(tmp_path / "in11.onnx"))
+    report = onnxsurgery.quant_file(tmp_path / "in11.onnx", tmp_path / "q11.onnx")
+    assert report.verification["samples"] == 2 and not _ahead_alive()
     assert batches.count(2) >= 4  # each model's and each result's batch-2 sample
 
 

@@ -8,16 +8,24 @@ attribute values as readers._plain writes them (integer lists as ("i", (n,), val
 from __future__ import annotations
 
 
-def per_sample(reached: set, nodes, readers, flowing, shape_of, attributes) -> set:
+def per_sample(reached: set, nodes, readers, flowing, shape_of, attributes, describe=None) -> set:
     """The nodes of `reached` that compute sample n of their output from sample n (axis 0) of
     what they read, whatever the batch: channel scales (_channel_scale); a Conv whose weights
     and bias are constants (a Conv computes each sample alone, by its definition: the lean
     forms' zero-point Convs over a Conv's input, eeg_spindles); and an Add, Sub or Mul of two
     activations computed so from one same tensor (the Conv's output and its zero-point
-    correction: both of its rank, axis 0 against axis 0)."""
+    correction: both of its rank, axis 0 against axis 0). With `describe` (readers.py's), the
+    asymmetric scaled MatMul's too: a MatMul over a constant [K, N] weight (each row of A its
+    row), the sum of A's rows beside it (_row_sum) and the zero points' and columns' scales
+    along N (tumor_vgg16: its batch-2 runs were two thirds of verification's)."""
     made_by = {name: index for index, node in enumerate(nodes) for name in node[3]}
     known: dict = {}  # _rank's answers, shared: a residual stream's Adds are asked about at every layer
-    alone = {i for i in reached if _channel_scale(i, nodes, readers, made_by, flowing, shape_of, attributes, known)}
+    sums = set() if describe is None else {i for i in reached if _row_sum(i, nodes, readers, flowing, shape_of,
+                                                                            describe, made_by)}
+    alone = {i for i in reached if _channel_scale(i, nodes, readers, made_by, flowing, shape_of, attributes, known,
+                                                  sums)}
+    if describe is not None:
+        alone |= sums | {i for i in reached if _matrix(nodes[i], flowing, shape_of, nodes, made_by)}
     alone |= {i for i in reached if nodes[i][:2] == ("", "Conv") and nodes[i][2][:1] and nodes[i][2][0] in flowing
               and not any(name in flowing for name in nodes[i][2][1:])}
 
@@ -35,7 +43,7 @@ def per_sample(reached: set, nodes, readers, flowing, shape_of, attributes) -> s
     return alone | joins
 
 
-def _channel_scale(index: int, nodes, readers, made_by, flowing, shape_of, attributes, known) -> bool:
+def _channel_scale(index: int, nodes, readers, made_by, flowing, shape_of, attributes, known, sums=()) -> bool:
     """Whether node `index` multiplies, divides, adds or subtracts a constant of lower rank than
     the activation it reads (so that broadcasting never lines the constant up with axis 0: each
     sample takes it alike at any batch), or one varying along a MatMul's or Gemm's constant
@@ -69,8 +77,12 @@ def _channel_scale(index: int, nodes, readers, made_by, flowing, shape_of, attri
     # the last axis: a constant weight's columns made it (MatMul, Gemm), or its rows read it (an
     # input scale in front of MatMul's A, or Gemm's not transposed): the weight's size, not a batch
     producer = made_by.get(activation)
-    if producer is not None and _weighted(nodes[producer], flowing):
-        return True
+    if producer is not None and (_weighted(nodes[producer], flowing) or producer in sums):
+        return True  # (a row sum's last axis is 1: the vector makes it N)
+    if producer is not None and nodes[producer][:2] in (("", "Add"), ("", "Sub")) and any(
+            made_by.get(name) is not None and _matrix(nodes[made_by[name]], flowing, shape_of, nodes, made_by)
+            for name in nodes[producer][2] if name in flowing):
+        return True  # a weighted MatMul's output joined with its correction: its last axis is still N
     return any(nodes[i][2][:1] == [outputs[0]] and _weighted(nodes[i], flowing)
                and (nodes[i][1] == "MatMul" or attributes(i).get("transA", 0) == 0)
                for i in readers.get(outputs[0], ()))
@@ -79,6 +91,44 @@ def _channel_scale(index: int, nodes, readers, made_by, flowing, shape_of, attri
 def _weighted(node, flowing) -> bool:
     """A MatMul or Gemm whose B is a constant (a weight)."""
     return node[:2] in (("", "MatMul"), ("", "Gemm")) and len(node[2]) > 1 and node[2][1] not in flowing
+
+
+def _matrix(node, flowing, shape_of, nodes=None, made_by=None) -> bool:
+    """A MatMul whose B is a constant matrix [K, N] (or computed from constants: _constant_rank):
+    row n of its output from row n of A."""
+    return (node[:2] == ("", "MatMul") and len(node[2]) == 2 and node[2][0] in flowing and node[2][1] not in flowing
+            and _constant_rank(node[2][1], shape_of, nodes, made_by) == 2)
+
+
+def _constant_rank(name: str, shape_of, nodes, made_by, depth: int = 0) -> int | None:
+    """A constant's rank, or that of one computed from constants through a Reshape (its shape's
+    length), a Cast, an Identity or a DequantizeLinear (the lowerings' weights); None otherwise."""
+    shape = shape_of(name)
+    if shape is not None:
+        return len(shape)
+    index = None if made_by is None or depth > 8 else made_by.get(name)
+    if index is None or nodes[index][0] or not nodes[index][2]:
+        return None
+    op, inputs = nodes[index][1], nodes[index][2]
+    if op == "Reshape" and len(inputs) == 2:
+        shape = shape_of(inputs[1])
+        return shape[0] if shape is not None and len(shape) == 1 else None
+    if op in ("Cast", "Identity", "DequantizeLinear"):
+        return _constant_rank(inputs[0], shape_of, nodes, made_by, depth + 1)
+    return None
+
+
+def _row_sum(index: int, nodes, readers, flowing, shape_of, describe, made_by) -> bool:
+    """A ReduceSum or ReduceMean over the last axis only, dims kept, of a tensor that a MatMul
+    over a constant [K, N] weight reads as A: that axis is the weight's K, never the batch."""
+    domain, op, inputs, _, _ = nodes[index]
+    if domain or op not in ("ReduceSum", "ReduceMean") or not inputs or inputs[0] not in flowing:
+        return False
+    named = dict(describe(index, flowing)[2])
+    if named.get("axes") != ("i", (1,), (-1,)) or named.get("keepdims", 1) != 1:
+        return False
+    return any(nodes[j][2][:1] == [inputs[0]] and _matrix(nodes[j], flowing, shape_of, nodes, made_by)
+               for j in readers[inputs[0]])
 
 
 _ELEMENTWISE = ("Mul", "Div", "Add", "Sub")

@@ -1,21 +1,22 @@
-"""Whether a rewrite changed only weights: the nodes that read activations (anything computed
-from a graph input), counted by kind, are the input's, and at another opset each is as the
-input's node was (its attributes, what it reads in each input, its integer constants).
+"""Whether a rewrite changed only weights: the nodes that read activations (anything computed from
+a graph input), counted by kind, are the input's, and at another opset each is as the input's
+node was (its attributes, what it reads in each input, its integer constants).
 
-Verification's batch-2 sample exists to catch a result that breaks a batch dimension (an
-opset upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%). Where
-every change is a weight feeding the same reader (DequantizeLinear or a Cast chain in front of
-the same MatMul or Conv), the activations flow through the nodes they flowed through, and a
-batch the input took the result takes too: that sample is then not run (isnet_fp16 at
-1024x1024: its batch of 2 was the costliest run of both sides). Where a kind changed
-(MatMulNBits for a MatMul, a Gather's lowering, a Conv's zero-point Convs, a scaled MatMul's
-ReduceSum) it is kept. Where the opset changed, it is kept unless every reader is as it was:
-an upgrade whose converter left them alone (only the version stamp changed: vit_focus 14 -> 21
-for int4) changed no definition the activations go through, while one that rewrote a reader
-(an attribute made an input, a shape constant changed) shows there. A reader that multiplies
-by a constant varying along a Conv's channels or a MatMul's columns only (equalization's input
-scales, the lean forms' output scales: tumor_vgg16) is not counted: it scales every sample
-alike at any batch (_channel_scale). Read without the weights' payloads.
+Verification's batch-2 sample exists to catch a result that breaks a batch dimension (an opset
+upgrade that fixed a Reshape to batch 1 moved MiniLM's batch-4 outputs by 8.4%). Where every
+change is a weight feeding the same reader (DequantizeLinear or a Cast chain in front of the
+same MatMul or Conv), the activations flow through the nodes they flowed through, and a batch
+the input took the result takes too: that sample is then not run (isnet_fp16 at 1024x1024: its
+batch of 2 was the costliest run of both sides). Where a kind changed (MatMulNBits for a MatMul,
+a Gather's lowering) it is kept; new nodes that compute each sample alone (per_sample.py: a
+Conv's zero-point Convs, a scaled MatMul's row sums) do not count. Where the opset changed, it
+is kept unless every reader is as it was: an upgrade whose converter left them alone (only the
+version stamp changed: vit_focus 14 -> 21 for int4) changed no definition the activations go
+through, while one that rewrote a reader (an attribute made an input, a shape constant changed)
+shows there. A reader that multiplies by a constant varying along a Conv's channels or a
+MatMul's columns only (equalization's input scales, the lean forms' output scales: tumor_vgg16)
+is not counted: it scales every sample alike at any batch (_channel_scale). Read without the
+weights' payloads.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _readers(model) -> tuple | None:
                 flowing.update(nodes[index][3])
     # nodes that compute each sample from that sample alone, at any batch: not readers the batch
     # can break (a channel's scale, a Conv over constant weights, two of them joined: _per_sample)
-    reached -= per_sample(reached, nodes, readers, flowing, shape_of, attributes)
+    reached -= per_sample(reached, nodes, readers, flowing, shape_of, attributes, describe)
     kinds = collections.Counter((nodes[i][0], nodes[i][1]) for i in reached)
 
     def definitions() -> collections.Counter:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import pytest
 from onnx import helper, numpy_helper
 
 import builders
@@ -95,41 +94,3 @@ def test_a_kept_build_that_the_run_builds_again_keeps_its_outputs(tmp_path, monk
     report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, samples=samples)
     assert given and given[0] is not None  # the same bytes: the kept runs are the verification's
     assert report.verification["rel_l2_error"] == max(chosen.errors[0 if chosen.measured else 1])
-
-
-def test_the_data_free_candidate_built_early_leaves_nothing_behind(tmp_path, monkeypatch):
-    """A small model's data-free candidate is built beside the measured plan (measured13), before
-    it is known whether the plans differ: where they agree, or the measured plan fails, its folder
-    goes; where they differ, its reports say which weights were kept over the measured forms."""
-    import tempfile
-
-    import onnxsurgery.api.measured_or_free as mof
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "t"))
-    (tmp_path / "t").mkdir()
-    model = _lossy_model()
-    src = tmp_path / "in.onnx"
-    onnx.save(model, str(src))
-    samples = [builders.feeds_for(model, seed) for seed in range(3)]
-    inputs = Inputs(samples=samples)
-    options = QuantRun.given(None, {"inputs": inputs, "min_elements": 1024}).options
-    early = []
-    built = mof._built
-    monkeypatch.setattr(mof, "_built", lambda *a: early.append(built(*a)) or early[-1])
-    free, _ = plan_with(src, options, True, None)
-    monkeypatch.setattr(mof, "plan_with", lambda *a: (free, None))  # the measured plan agrees
-    assert measured_or_free(src, options, inputs, Calibration.for_choices(src, samples)).plan is free
-    assert len(early) == 1 and early[0].path is None and not list((tmp_path / "t").iterdir())
-
-    def fails(*a):
-        raise RuntimeError("the measured plan fails")
-
-    monkeypatch.setattr(mof, "plan_with", lambda *a: fails() if a[-1] is not None else (free, None))
-    with pytest.raises(RuntimeError):
-        measured_or_free(src, options, inputs, Calibration.for_choices(src, samples))
-    assert len(early) == 2 and early[1].path is None and not list((tmp_path / "t").iterdir())
-
-    reports = [type("R", (), {"details": {"weights": [{"name": "B", "why": "w"}, {"name": "C", "why": "v"}]}})()]
-    mof._marked(free, ["B"], mof.Built("", None, None, reports))
-    assert reports[0].details["weights"][0]["why"].endswith("(kept over the form measured on --inputs: see the notes)")
-    assert reports[0].details["weights"][1]["why"] == "v"

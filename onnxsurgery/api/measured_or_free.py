@@ -110,32 +110,29 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     if options.include:  # weights --include forces past a refusal: a plan's records cannot ask for that
         return Chosen(None, True)
     # the data-free plan on a second thread while the measured one is made (module doc, Cost)
-    # ... and built there too, while the measured plan is still being made (module doc, Cost)
-    beside = Pending(lambda: _free_built(input_path, options, merge)) if _concurrent(input_path) else None
+    beside = Pending(lambda: plan_with(input_path, options, merge, None)) if _concurrent(input_path) else None
     try:
         measured, upgrade = plan_with(input_path, options, merge, activations)
     except BaseException:
-        _let_go(beside)
+        if beside is not None:
+            beside.wait()
         raise
     if upgrade is not None and not _upgrades(input_path, upgrade):
         # the pipeline falls back to the model's own opset where the converter fails (at_required_opset);
         # a plan made at the newer one would be refused there
-        _let_go(beside)
+        if beside is not None:
+            beside.wait()
         return Chosen(None, True)
-    early = None
     try:
-        free, early = beside.result() if beside is not None else (plan_with(input_path, options, merge, None)[0], None)
+        free, _ = beside.result() if beside is not None else plan_with(input_path, options, merge, None)
         differ = differing(measured, free)
         if not differ:
-            _let_go(beside)
             return Chosen(measured, True)
-        free = _marked(free, differ, early)  # the build's reports are the run's (quantizing.py)
+        free = _marked(free, differ)  # before its build: the build's reports are the run's (quantizing.py)
         errors, builds = _errors(input_path, options, merge, (measured, free), inputs, activations,
-                                 concurrent=beside is not None, early=early)
+                                 concurrent=beside is not None)
     except Exception as e:  # noqa: BLE001 - a candidate that does not build or run: planned in the pipeline,
         log.info("measured plan not checked against the data-free one: %s", e)  # as before, its errors its own
-        if isinstance(early, Built):
-            early.discard()
         return Chosen(None, True)
     keep = keeps_measured(*errors)
     n, (mine, theirs) = len(errors[0]), (statistics.median(e) for e in errors)
@@ -196,66 +193,20 @@ def _upgrades(input_path, opset: int) -> bool:
         files.close()
 
 
-def _marked(plan: Plan, differ: list[str], early=None) -> Plan:
-    """`plan` with the weights it decides otherwise than the measured plan saying so in `why`, and
-    so the records its `early` build's reports list (built before that was known: _free_built)."""
+def _marked(plan: Plan, differ: list[str]) -> Plan:
+    """`plan` with the weights it decides otherwise than the measured plan saying so in `why`."""
     names = set(differ)
     for record in plan.weights:
         if record.name in names:
-            record.why = _kept_over(record.why)
-    for report in (early.reports or []) if isinstance(early, Built) else []:
-        for record in report.details.get("weights", []):
-            if record.get("name") in names:
-                record["why"] = _kept_over(record["why"])
+            record.why = f"{record.why} (kept over the form measured on --inputs: see the notes)"
     return plan
-
-
-def _kept_over(why: str) -> str:
-    return f"{why} (kept over the form measured on --inputs: see the notes)"
-
-
-def _free_built(input_path, options: QuantOptions, merge: bool) -> tuple[Plan, Built | Exception]:
-    """The data-free plan and its candidate, built at once (on the second thread, beside the
-    measured plan: module doc, Cost); what its build raised instead where it failed (raised
-    where the build would have been made after the measured plan)."""
-    plan, _ = plan_with(input_path, options, merge, None)
-    try:
-        return plan, _built(input_path, options, merge, plan)
-    except Exception as e:  # noqa: BLE001 - raised by _errors, where the build was made before
-        return plan, e
-
-
-def _let_go(beside: Pending | None) -> None:
-    """The data-free plan's thread waited for, and its build's folder removed (not needed)."""
-    if beside is None:
-        return
-    beside.wait()
-    try:
-        _, early = beside.result()
-    except BaseException:  # noqa: BLE001 - its error is not the run's: the measured plan's path decides
-        return
-    if isinstance(early, Built):
-        early.discard()
-
-
-def _built(input_path, options: QuantOptions, merge: bool, plan: Plan) -> Built:
-    """`plan` built into a folder of its own (it goes with `discard`)."""
-    tmp = Path(tempfile.mkdtemp(prefix="onnxsurgery-measured-"))
-    built = Built("", [], tmp / "candidate.onnx")
-    try:
-        built.path, built.reports = _build(input_path, options, merge, plan, built.path)
-    except BaseException:
-        built.discard()
-        raise
-    return built
 
 
 def _forms(plan: Plan) -> dict[str, tuple]:
     return {w.name: tuple(getattr(w, k, None) for k in FORM) for w in plan.weights}
 
 
-def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Calibration, *, concurrent: bool = False,
-            early: Built | Exception | None = None):
+def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Calibration, *, concurrent: bool = False):
     """Each plan's relative L2 error on each sample (the largest over the headline outputs, as
     verification reports a sample's), and each plan's Built (None: not reusable: a folded run, or
     a file with external data). `concurrent`: the second plan built and run on a thread of its own
@@ -274,12 +225,12 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
     folded = resizes_constants_cubically(structure)  # runs folded only: no unfolded session that fails first
 
     def build(plan: Plan, made: list) -> Path:
-        """`plan` built into a folder of its own (or as `early` built it); its Built in `made`."""
-        built = early if made is theirs and early is not None else _built(input_path, options, merge, plan)
-        if isinstance(built, Exception):
-            raise built
+        """`plan` built into a folder of its own; its Built in `made`."""
+        tmp = Path(tempfile.mkdtemp(prefix="onnxsurgery-measured-"))
+        built = Built("", [], tmp / "candidate.onnx")  # its folder goes with it (discard)
         made.append(built)
-        return built.path
+        path, built.reports = _build(input_path, options, merge, plan, built.path)
+        return path
 
     def judged(path: Path, made: list, outputs: list[list], unfolded: bool) -> list[float]:
         """The candidate's errors on the samples; its Built kept (its outputs) or let go."""
@@ -303,7 +254,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
 
     mine, theirs, beside = [], [], None
     try:  # both built (the second beside the first), then the second run only where it differs (shared_prefix.py)
-        beside = Pending(lambda: build(plans[1], theirs)) if concurrent and early is None else None
+        beside = Pending(lambda: build(plans[1], theirs)) if concurrent else None
         paths = [build(plans[0], mine)]
         paths.append(beside.result() if beside is not None else build(plans[1], theirs))
         found = None if folded else _shared_runs(paths, names, feeds, judged, (mine, theirs))

@@ -9,11 +9,22 @@ teardown is skipped. Where a thread of ours is still running, or a stream cannot
 the exit is the usual one."""
 
 import atexit
+import gc
 import os
 import sys
 import threading
 
-from .cli import main
+# the collector paused through the CLI's imports, resumed once the command has loaded numpy and
+# onnx and frozen what the imports made (cli/common.py's _load_stack); a command that never gets
+# there (--help, a usage error) exits with it paused
+_collecting = gc.isenabled()
+gc.disable()
+
+from .cli import main  # noqa: E402
+from .cli.common import resume_collector_after_load  # noqa: E402
+
+if _collecting:
+    resume_collector_after_load()
 
 
 def _exit_status(code) -> int:

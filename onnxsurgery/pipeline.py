@@ -25,12 +25,8 @@ from .export import export_model
 from .storage.io import import_onnx, inputs_with_defaults, open_model
 from .storage.lazy import ExternalFiles, FileBackedValues, materialize
 from .passes.base import Estimate, PassBase, PassManager, remove_dead
-from .passes.bypass_identity import BypassIdentities
 from .passes.half_width import HalfWidth
 from .passes.merge_constants import MergeDuplicates
-from .passes.merge_reshaped import MergeReshaped
-from .passes.merge_transposed import MergeTransposed
-from .passes.narrow_types import Narrow
 from .passes.shape_only import FoldShapeOnly
 from .storage.protos import all_tensor_protos
 from .report import PassReport, human_bytes
@@ -121,11 +117,18 @@ def shrink_pipeline(*, min_elements: int = MERGE_MIN_ELEMENTS, transposed: bool 
     transposed copies; optionally narrow; then, unless `half` is False, float32 constants exact
     in 16 bits stored in 2 bytes (moved to `store` as they accumulate, `ExternalFiles.offload`)."""
     steps: list[PassBase] = [FoldShapeOnly(), MergeDuplicates(min_elements)]
+    # the optional passes imported when asked for: their modules are 5 ms of a shrink's imports
     if reshaped:
+        from .passes.merge_reshaped import MergeReshaped
+
         steps.append(MergeReshaped(min_elements))
     if transposed:
+        from .passes.merge_transposed import MergeTransposed
+
         steps.append(MergeTransposed(min_elements))
     if narrow:
+        from .passes.narrow_types import Narrow
+
         steps.append(Narrow(opsets))
     if half:
         steps.append(HalfWidth(min_elements, (opsets or {}).get(""), store))
@@ -141,6 +144,8 @@ def quant_pipeline(options: QuantOptions, *, merge: bool = True, opsets: dict[st
     read from a file or the budget's Plan, or as the options' plan); for TensorRT, which
     computes in int32, int64 constants narrowed where exact.
     `store`: where the quantizer moves its payloads as they accumulate (`ExternalFiles.offload`)."""
+    from .passes.bypass_identity import BypassIdentities
+    from .passes.narrow_types import Narrow
     from .passes.quantize_weights import QuantizeWeights
     from .quantization.plan import Plan
 

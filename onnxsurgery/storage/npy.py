@@ -17,7 +17,6 @@ same width holding the raw bits, and the manifest entry says so (`"dtype": "bflo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -63,6 +62,8 @@ def default_npy_dir(model_path: str | os.PathLike) -> Path:
 
 def array_sha256(array: np.ndarray) -> str:
     """Of the array's bytes in C order; a contiguous one (a memory-mapped .npy) without a copy."""
+    import hashlib  # here: only npy manifests need it, and its import loads OpenSSL (3-5 ms)
+
     contiguous = np.ascontiguousarray(array)
     digest = hashlib.sha256()
     flat = memoryview(contiguous.reshape(-1).view(np.uint8)) if contiguous.size else memoryview(b"")
@@ -167,6 +168,8 @@ def _in_file(value):
 
 def _file_sha256(fd: int, offset: int, length: int) -> str:
     """sha256 of `length` bytes at `offset` of an open file, read a chunk at a time."""
+    import hashlib
+
     digest = hashlib.sha256()
     for start in range(0, length, HASH_CHUNK):
         digest.update(os.pread(fd, min(HASH_CHUNK, length - start), offset + start))

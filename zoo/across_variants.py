@@ -15,9 +15,13 @@ def _row(by_variant: dict, variant: str, cmd: str) -> dict:
     return by_variant.get(variant, {}).get("commands", {}).get(cmd, {})
 
 
+def _distance(row: dict) -> float | None:
+    return row["error"] if row.get("error") is not None else row.get("agreement")
+
+
 def _half_width(half: dict, shipped: dict, draws: list | None = None) -> list[str]:
     fails = invariants.half_width_writes(half.get("rc"), shipped.get("rc"), draws)
-    if "error" in half and "error" in shipped:
+    if half.get("error") is not None and shipped.get("error") is not None:
         fails += invariants.half_width_holds(half["error"], shipped["error"], draws)
     return fails
 
@@ -27,7 +31,9 @@ def judged(by_variant: dict, plans: dict[str, dict[str, str]], draws=None) -> li
     `draws`: variant -> invariant 12's draws' errors (zoo/draws.py), called only where one variant fails."""
     found = []
     for cmd in RESULT_COMMANDS:  # invariant 11
-        errors = {v: _row(by_variant, v, cmd)["error"] for v in variants.STORAGE if "error" in _row(by_variant, v, cmd)}
+        # the error, or where no output is float the share of equal elements
+        errors = {v: _distance(_row(by_variant, v, cmd)) for v in variants.STORAGE
+                  if _distance(_row(by_variant, v, cmd)) is not None}
         found += [(f"[storage] {cmd}", f) for f in invariants.same_results(errors)]
     shipped = _row(by_variant, "shipped", "quant")
     for v in HALF_VARIANTS:  # invariant 12

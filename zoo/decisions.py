@@ -158,6 +158,13 @@ def phoneme_frames(outputs, feed):
     return np.rint(_first(outputs).astype(np.float64) / 0.01).astype(np.int64).ravel(), False
 
 
+def tags_within_length(outputs, feed):
+    """A padded batch of tagged sequences (LAC): each real character's tag, its sentence's
+    `length` deciding where the padding starts (padded positions are no decision)."""
+    out = _first(outputs).argmax(-1)
+    return np.concatenate([row[:k] for row, k in zip(out, feed["length"])]), False
+
+
 def agreement(a: np.ndarray | None, b: np.ndarray | None, sparse: bool) -> float | None:
     if a is None or b is None:
         return None

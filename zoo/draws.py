@@ -78,6 +78,9 @@ def draw_errors(src: Path, work: Path, variant: str, k: int, quantize: Callable[
         p = perturbed(src, d, np.random.default_rng(seed + i), MANTISSA_BITS[variant])
         out = d / "q.onnx"
         rc = quantize(p, out)
-        errors.append(judge(p, out).get("error") if rc == 0 and out.exists() else None)
+        judged = judge(p, out) if rc == 0 and out.exists() else {}
+        # written but no float output to measure (labels, strings): not a refusal, an error of NaN
+        errors.append(None if "finite" not in judged else
+                      judged["error"] if judged.get("error") is not None else float("nan"))
         shutil.rmtree(d)
     return errors

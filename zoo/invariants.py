@@ -108,28 +108,48 @@ def rel_l2(ref: np.ndarray, got: np.ndarray) -> float:
 
 def compare_runs(ref_runs: list[dict], new_runs: list[dict], decide, feeds: list[dict]) -> dict:
     """Error and decisions of a result against the original over the report set: relative L2
-    (largest over float outputs and samples), whether everything is finite, decisions kept."""
+    (largest over float outputs and samples; None where no output is float: labels, strings),
+    the share of equal elements over the other outputs (`agreement`, where there are any),
+    whether everything is finite, decisions kept."""
     from zoo.decisions import agreement
 
     errors, agree, finite, identical = [], [], True, True
+    same, elements = 0, 0
     for ref, new, feed in zip(ref_runs, new_runs, feeds):
         for name, r in ref.items():
             g = new.get(name)
             if g is None:
                 finite = False
                 continue
-            if np.issubdtype(np.asarray(g).dtype, np.floating):
+            r, g = np.asarray(r), np.asarray(g)
+            if np.issubdtype(g.dtype, np.floating):
                 if not np.all(np.isfinite(g)):
                     finite = False
                 errors.append(rel_l2(r, g))
-            identical = identical and np.array_equal(np.asarray(r), np.asarray(g))
+            else:  # not numbers to measure a distance on: which elements are the same
+                elements += r.size
+                same += int(np.sum(r == g)) if r.shape == g.shape else 0
+            identical = identical and np.array_equal(r, g)
         a, sparse = decide(ref, feed)
         b, _ = decide(new, feed)
         k = agreement(a, b, sparse)
         if k is not None:
             agree.append(k)
-    return {"error": max(errors) if errors else 0.0, "finite": finite, "identical": identical,
-            "decisions": float(np.mean(agree)) if agree else None}
+    out = {"error": max(errors) if errors else None, "finite": finite, "identical": identical,
+           "decisions": float(np.mean(agree)) if agree else None}
+    if elements:
+        out["agreement"] = same / elements
+    return out
+
+
+def said(row: dict) -> str:
+    """A result's distance from the original, as the zoo prints it: the relative L2 error, or
+    where no output is float, the share of equal elements (an error of 0 would say nothing)."""
+    if row.get("error") is not None:
+        return f"err {row['error']:.4f}"
+    if row.get("agreement") is not None:
+        return f"agree {row['agreement']:.1%}"
+    return ""
 
 
 def written_model(result: dict, *, exact: bool, min_agreement: float) -> list[str]:
@@ -140,10 +160,10 @@ def written_model(result: dict, *, exact: bool, min_agreement: float) -> list[st
     if not result["finite"]:
         fails.append("written model computes NaN or inf on the report set")
     if exact and not result["identical"]:
-        fails.append(f"outputs not bit-identical (relative L2 {result['error']:.3g})")
+        fails.append(f"outputs not bit-identical ({said(result)})")
     d = result.get("decisions")
     if d is not None and d < min_agreement:
-        fails.append(f"task decisions kept {d:.1%} < {min_agreement:.0%} (relative L2 {result['error']:.3g})")
+        fails.append(f"task decisions kept {d:.1%} < {min_agreement:.0%} ({said(result)})")
     return fails
 
 

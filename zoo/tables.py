@@ -15,6 +15,14 @@ def _t(x):
     return "-" if x is None else f"{x:.1f}"
 
 
+def _distance(row: dict) -> str:
+    """The error (relative L2), or where no output is float the share of equal elements (an old
+    results file's 0.0 for such a model stays as it was written)."""
+    if row.get("error") is not None:
+        return f"{row['error']:.3g}"
+    return f"{row['agreement']:.0%} equal" if row.get("agreement") is not None else "no number"
+
+
 def _cell(row: dict | None, peer: bool = False) -> str:
     """'time s (error / decisions kept)' of one command or peer."""
     if not row:
@@ -22,17 +30,17 @@ def _cell(row: dict | None, peer: bool = False) -> str:
     if peer and not row.get("handles"):
         if "load_error" in row:
             return f"{_t(row.get('wall'))} s, does not run"
-        if "error" in row and row.get("finite"):
-            return f"{_t(row.get('wall'))} s, not smaller ({row['error']:.3g})"
+        if "finite" in row and row.get("finite"):
+            return f"{_t(row.get('wall'))} s, not smaller ({_distance(row)})"
         return "fails" if row.get("rc") != 0 else "NaN"
     if row.get("rc") not in (0, None):
         return f"exit {row['rc']} ({_t(row.get('wall'))} s)"
     if "load_error" in row:
         return f"{_t(row.get('wall'))} s, does not run"
-    if "error" not in row:
+    if "finite" not in row:
         return f"{_t(row.get('wall'))} s"
     kept = row.get("decisions")
-    return f"{_t(row.get('wall'))} s ({row['error']:.3g} / {'-' if kept is None else f'{kept:.0%}'})"
+    return f"{_t(row.get('wall'))} s ({_distance(row)} / {'-' if kept is None else f'{kept:.0%}'})"
 
 
 def markdown(results: dict) -> str:
@@ -84,10 +92,10 @@ def markdown(results: dict) -> str:
 def _against(row: dict | None, model: dict) -> str:
     """'error, file MB, memory at load, latency' of one int8 result, the last two as multiples
     of the original's."""
-    if not row or "error" not in row or row.get("handles") is False:
+    if not row or "finite" not in row or row.get("handles") is False:
         return "-"
     ratio = lambda key: f"{row[key] / model[key]:.2f}x" if row.get(key) and model.get(key) else "-"  # noqa: E731
-    return f"{row['error']:.3g}, {row['size'] / 1e6:.2f} MB, {ratio('load_memory')}, {ratio('latency')}"
+    return f"{_distance(row)}, {row['size'] / 1e6:.2f} MB, {ratio('load_memory')}, {ratio('latency')}"
 
 
 def int8_against_peers(results: dict) -> list[str]:

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import onnxruntime as ort
 
-from zoo.sources import PACKAGES, dependency, seeded
+from zoo.sources import PACKAGES, dependency, input_names, seeded
 
 SENTENCES = [  # (query, passage) pairs: the passage answers the query
     ("How tall is the Eiffel Tower?", "The Eiffel Tower in Paris is about 330 metres high."),
@@ -72,11 +72,13 @@ def sentences_bert_uncased(model, seed, n):
 
         tok_file = next(_pip_package("sre-embedding-model==1.0.0").rglob("tokenizer.json"))
     tok = Tokenizer.from_file(str(tok_file))
+    segments = "token_type_ids" in {i.name for i in input_names(model)}  # all-MiniLM-L6's export takes them
     feeds = []
     for group in _pairs(seed, n):
         texts = [q for q, _ in group] + [p for _, p in group]
         ids, mask = _pad([e.ids for e in tok.encode_batch(texts)], 0)
-        feeds.append({"input_ids": ids, "attention_mask": mask})
+        feeds.append({"input_ids": ids, "attention_mask": mask} | ({"token_type_ids": np.zeros_like(ids)} if segments
+                                                                     else {}))
     return feeds
 
 

@@ -5,17 +5,14 @@ in OUT.onnx.data, but it is not regular file". running/readers.py's `_proto_grap
 an integer constant under 4096 bytes with `onnx.numpy_helper.to_array(tensor)` to compare the
 readers' definitions (asked where the opset upgrade to 21 changed the kinds); for an external
 tensor that resolves its `location` against the working directory, not the model's folder. The
-data-free int8 `quant` of the same file, and every command on it as shipped, exit 0.
-
-Marked xfail(strict) until running/readers.py reads it from the model's folder (or compares it
-by shape): then it passes, and strict makes the stale mark fail."""
+data-free int8 `quant` of the same file, and every command on it as shipped, exit 0. Now read
+from the model's folder."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
@@ -39,7 +36,6 @@ def _one_hot_model(path) -> None:
               location=f"{path.name}.data", size_threshold=1024)
 
 
-@pytest.mark.xfail(strict=True, reason="running/readers.py reads an external integer constant from the cwd")
 def test_int4_of_a_model_with_a_small_integer_table_in_its_data_file(tmp_path, monkeypatch):
     src = tmp_path / "model" / "magika.onnx"
     src.parent.mkdir()

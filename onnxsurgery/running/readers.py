@@ -81,12 +81,13 @@ def _graph(model):
     """(default opset, graph input names, [(domain, op, inputs, outputs, holds a subgraph)],
     describe(node index, the names activations flow through) -> that node's definition,
     shape_of(a constant's name) -> its shape or None, attributes(node index) -> {name: value})."""
+    base = None
     if isinstance(model, (str, os.PathLike)):
         from .feeds import _structure
 
-        model = _structure(model)
+        base, model = os.path.dirname(os.fspath(model)) or ".", _structure(model)
     if isinstance(model, onnx.ModelProto):
-        return _proto_graph(model)
+        return _proto_graph(model, base)
     import onnx_graphsurgeon as gs
 
     nodes = [(n.domain or "", n.op, [t.name for t in n.inputs], [t.name for t in n.outputs],
@@ -123,7 +124,7 @@ def _graph(model):
             shape_of, attributes)
 
 
-def _proto_graph(model: onnx.ModelProto):
+def _proto_graph(model: onnx.ModelProto, base: str | None = None):
     g = model.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     initializers = {t.name: t for t in g.initializer}
@@ -139,6 +140,10 @@ def _proto_graph(model: onnx.ModelProto):
         if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL and not _is_int(tensor.data_type):
             return "c"
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:  # its location is the model folder's
+            if base is None:
+                return "i", tuple(int(d) for d in tensor.dims)
+            return _integers(dtype, tuple(tensor.dims), lambda: onnx.numpy_helper.to_array(tensor, base))
         return _integers(dtype, tuple(tensor.dims), lambda: onnx.numpy_helper.to_array(tensor))
 
     def describe(index, flowing):

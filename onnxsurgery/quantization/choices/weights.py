@@ -7,7 +7,9 @@ Facts, not decisions: each stage decides with them."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
+import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, consumers
 from ..axes import choose_axes
@@ -34,9 +36,46 @@ ROTARY_NAMES = ("cos_cache", "sin_cache", "cos_cached", "sin_cached")
 def already_quantized(site: ConstantSite) -> str | None:
     """Why `site` is a quantized model's own data rather than a weight (QUANTIZED_READERS), read
     directly or behind the Casts of its 16-bit storage (voicefilter_embedder's LSTM biases in
-    bfloat16: quantized as weights, where the float32 model leaves them)."""
-    ops = sorted({n.op for n, _ in effective_readers(site) if n.op in QUANTIZED_READERS or n.op.startswith("QLinear")})
-    return f"already quantized: read by {', '.join(ops)}" if ops else None
+    bfloat16: quantized as weights, where the float32 model leaves them), or the scale or zero
+    point of 8-bit integers dequantized by Cast -> (Sub) -> Mul (DEQUANTIZING_ARITH)."""
+    readers = effective_readers(site)
+    ops = sorted({n.op for n, _ in readers if n.op in QUANTIZED_READERS or n.op.startswith("QLinear")})
+    if ops:
+        return f"already quantized: read by {', '.join(ops)}"
+    if readers and all(_dequantizing_arith(n, i) for n, i in readers):
+        return "already quantized: the scale or zero point of 8-bit integers (Cast -> Mul)"
+    return None
+
+
+# The form this project's `arith` lowering writes, and other exporters too: (Cast(q) - zp) * s,
+# q an 8-bit integer constant. Its float scale and zero point are the quantized model's data: a
+# 16-bit scale moves every row it scales (minilm_int8_castmul's [30522, 1] scales: 1e-4 of
+# output error for 61 KB once stored in float16).
+DEQUANTIZING_ARITH = ("Sub", "Mul")
+
+
+def _dequantizing_arith(node, index: int) -> bool:
+    """Whether `node` reads its input `index` as the scale (Mul) or zero point (Sub, input 1) of
+    an 8-bit integer constant cast to float (through a Sub of its zero point, for Mul)."""
+    if node.op not in DEQUANTIZING_ARITH or len(node.inputs) != 2 or (node.op == "Sub" and index != 1):
+        return False
+    other = node.inputs[1 - index]
+    producer = other.inputs[0] if len(other.inputs) == 1 else None
+    if node.op == "Mul" and producer is not None and producer.op == "Sub" and len(producer.inputs) == 2:
+        other = producer.inputs[0]
+        producer = other.inputs[0] if len(other.inputs) == 1 else None
+    return producer is not None and producer.op == "Cast" and _small_integers(producer.inputs[0])
+
+
+def _small_integers(tensor) -> bool:
+    """An integer constant of one byte an element (int8, uint8): quantized data."""
+    if not isinstance(tensor, gs.Constant):
+        return False
+    try:
+        dtype = np.dtype(tensor.dtype)
+    except TypeError:
+        return False
+    return np.issubdtype(dtype, np.integer) and dtype.itemsize == 1
 
 
 def position_table(site: ConstantSite) -> str | None:

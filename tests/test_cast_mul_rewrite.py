@@ -89,3 +89,31 @@ def test_a_written_plan_applies_the_same(tmp_path):
     onnxsurgery.quant_file(path, tmp_path / "a.onnx")
     onnxsurgery.quant_file(path, tmp_path / "b.onnx", plan=plan_file)
     assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+
+
+def _table_and_linear():
+    """ids -> Gather(Cast(table_q) * table_scale) -> MatMul(Cast(wq) * w_scale) -> y."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.integers(-127, 128, (8192, 96)).astype(np.int8), "table_q"),
+             numpy_helper.from_array((rng.random((8192, 1)) * 0.01 + 0.001).astype(np.float32), "table_scale"),
+             numpy_helper.from_array(rng.integers(-127, 128, (96, 64)).astype(np.int8), "wq"),
+             numpy_helper.from_array((rng.random((1, 64)) * 0.01 + 0.001).astype(np.float32), "w_scale")]
+    nodes = [helper.make_node("Cast", ["table_q"], ["tf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["tf", "table_scale"], ["table"]),
+             helper.make_node("Gather", ["table", "ids"], ["rows"]),
+             helper.make_node("Cast", ["wq"], ["wf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["wf", "w_scale"], ["w"]),
+             helper.make_node("MatMul", ["rows", "w"], ["y"])]
+    return builders.model(nodes, [builders.vi("ids", TensorProto.INT64, [2, 5])],
+                          [builders.vi("y", shape=[2, 5, 64])], inits, opset=17)
+
+
+def test_a_linear_is_rewritten_only_while_the_estimate_needs_it(tmp_path):
+    """The gathered table alone brings the estimate at load under the float model's: the linear's
+    chain stays folded (no DequantizeLinear at each inference); --keep-quantized asks for it too."""
+    path, out, records = _quantized(tmp_path, _table_and_linear())
+    assert records["table_scale"].lowering == "dq" and records["w_scale"].lowering is None
+    feed = {"ids": np.array([[0, 5, 8191, 7, 7], [1, 2, 3, 4, 100]], np.int64)}
+    assert np.array_equal(_outputs(path, feed, True)[0], _outputs(out, feed, True)[0])
+    _, _, records = _quantized(tmp_path, _table_and_linear(), keep_quantized=True)
+    assert records["w_scale"].lowering == "dq" and "--keep-quantized" in records["w_scale"].why

@@ -17,6 +17,7 @@ from .axes import choose_axes
 from ..progress import progress
 from ..report import PassReport
 from .calibration import Calibration
+from .dequantizing import rewrite_planned
 from .moments import calibrated_rounding
 from .estimates import stored_bytes
 from .lowerings import build
@@ -88,6 +89,7 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
             errors.append({"name": record.name, "shape": record.shape, "scheme": record.label, **err})
             log.info("quantize: %s %s as %s, weight error %.3g", record.name, record.shape, record.label,
                      err["rel_l2_error"])
+    report.changed += rewrite_planned(graph, plan, names)  # a quantized model's own Cast -> Mul (dequantizing.py)
     if store is not None:
         store.offload(graph)
     for record in plan.weights:

@@ -125,7 +125,9 @@ def _copied(value):
 _REQUIRED = ("name", "dtype")
 # the fields that follow from the dtype (module doc), and what each is for a weight left float
 FOLLOWERS = ("granularity", "block_size", "axis", "symmetric", "lowering", "rounding", "levels")
-STORES = {"float16": ("cast",), "float": (None, "levels")}  # the lowerings of each non-integer dtype
+# the lowerings of each non-integer dtype; a float record's "dq": the scale of a quantized model's own
+# Cast -> Mul integers, rewritten as DequantizeLinear (quantization/dequantizing.py)
+STORES = {"float16": ("cast",), "float": (None, "levels", "dq")}
 
 
 def read_plan(source: str | os.PathLike | dict) -> list[WeightPlan]:

@@ -11,7 +11,8 @@ the measure in a layer's output measures.py's.
 2. refusals.refuse: what is left as it is, and why (its record says so; it is dropped);
 3. forms.group: its grouping, and float16 instead of integers where a rule says so;
 4. rules.lower: which lowering (and the decoder's 8-bit MatMulNBits);
-5. memory_at_load.py: what stays quantized in memory at load (load_memory.py's estimates);
+5. memory_at_load.py: what stays quantized in memory at load (load_memory.py's estimates), and
+   dequantized.py: a quantized model's own Cast -> Mul weights rewritten to stay 8-bit at load;
 6. channel_axis.py, lean.py, symmetry.py: what is measured (the axis of a weight kept per
    channel; lean form or accurate chain, small weights as float16; symmetric or with zero
    points), in the layers' outputs where inputs were given; then the NaN/Inf check of the
@@ -40,6 +41,7 @@ from ..plan import Plan
 from . import forms, records, refusals, rules
 from .candidate import Candidate, PlanContext
 from .channel_axis import axis_free, choose_channel_axes
+from .dequantized import dequantize
 from .lean import choose_lean
 from .memory_at_load import at_load
 from .planning import Planning, options_key, planning_for
@@ -124,8 +126,8 @@ def _gptq(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     return candidates
 
 
-STAGES = (forms.own_options, refusals.refuse, forms.group, rules.lower, _at_load, _capture, _channel_axes, _lean,
-          _symmetry, _values_checked, _gptq, records.write)
+STAGES = (forms.own_options, refusals.refuse, forms.group, rules.lower, _at_load, dequantize, _capture, _channel_axes,
+          _lean, _symmetry, _values_checked, _gptq, records.write)
 
 
 def _plan(graph, planning: Planning, options: QuantOptions, opset: int, overridable, activations, calibration,

@@ -116,7 +116,11 @@ def selection_notes(options: QuantOptions, records) -> list[str]:
     quantized must not look like success. So do weights left alone as a quantized model's own
     data or as position tables, and a QDQ model's weights."""
     notes = []
-    for kind, start in (("already quantized (scales and zero points of quantized ops)", "already quantized"),
+    rewritten = sum(r.why.startswith("already quantized, rewritten") for r in records)
+    if rewritten:
+        notes.append(f"{rewritten} already quantized Cast -> Mul weight{'s' * (rewritten != 1)} rewritten exactly to "
+                     "stay 8-bit at load")
+    for kind, start in (("already quantized (scales and zero points of quantized ops)", "already quantized:"),
                         ("rotary position tables", "a rotary position table"),
                         ("left float because the model quantizes its activations (QDQ; --include to quantize)",
                          "the model quantizes its activations")):

@@ -43,10 +43,11 @@ def already_quantized(site: ConstantSite) -> str | None:
     if ops:
         return f"already quantized: read by {', '.join(ops)}"
     if readers and all(_dequantizing_arith(n, i) for n, i in readers):
-        return "already quantized: the scale or zero point of 8-bit integers (Cast -> Mul)"
+        return ARITH_SCALE
     return None
 
 
+ARITH_SCALE = "already quantized: the scale or zero point of 8-bit integers (Cast -> Mul)"
 # The form this project's `arith` lowering writes, and other exporters too: (Cast(q) - zp) * s,
 # q an 8-bit integer constant. Its float scale and zero point are the quantized model's data: a
 # 16-bit scale moves every row it scales (minilm_int8_castmul's [30522, 1] scales: 1e-4 of

@@ -57,7 +57,9 @@ def render_run(report: "RunReport", top: int = 5) -> str:  # noqa: F821
         elif p.name == "quantize":
             d = p.details
             schemes = ", ".join(f"{n} x {k}" for k, n in d["schemes"].items()) or "none"
-            lines.append(f"  quantized {p.changed} weights ({schemes}), saving {human_bytes(p.bytes_saved)}")
+            quantized = p.changed - d.get("rewritten", 0)  # rewritten: said in the notes (selection_notes)
+            if quantized or not d.get("rewritten"):
+                lines.append(f"  quantized {quantized} weights ({schemes}), saving {human_bytes(p.bytes_saved)}")
             for e in d["largest_errors"][:top]:
                 lines.append(f"    weight error {e['rel_l2_error']:.2e} (relative L2)  {e['name']} {e['shape']}")
             if p.skipped:

@@ -89,7 +89,8 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
             errors.append({"name": record.name, "shape": record.shape, "scheme": record.label, **err})
             log.info("quantize: %s %s as %s, weight error %.3g", record.name, record.shape, record.label,
                      err["rel_l2_error"])
-    report.changed += rewrite_planned(graph, plan, names)  # a quantized model's own Cast -> Mul (dequantizing.py)
+    rewritten = rewrite_planned(graph, plan, names)  # a quantized model's own Cast -> Mul (dequantizing.py)
+    report.changed += rewritten
     if store is not None:
         store.offload(graph)
     for record in plan.weights:
@@ -99,7 +100,7 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     report.details = {
         "schemes": schemes, "quantized": [e["name"] for e in errors], "largest_errors": errors[:MAX_ERRORS_REPORTED],
         **{k: v for k, v in plan.details.items() if k != "not_calibrated"},
-        "balanced_rounding": balanced,
+        "balanced_rounding": balanced, "rewritten": rewritten,
         "calibrated": calibrated, "not_calibrated": not_calibrated,
         "max_weight_rel_l2_error": errors[0]["rel_l2_error"] if errors else 0.0}
     return report

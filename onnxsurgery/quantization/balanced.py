@@ -128,18 +128,26 @@ SUM_BUFFER = 8192
 def largest_in_rows(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`largest(values[r], counts[r])` for every row r at once, as (rows, columns) of the chosen
     values: one partition of the rows at the largest count, instead of one per row (each a few
-    numpy calls: a 192 x 192 x 3 x 3 Conv weight's output channels took 192 of them a rounding)."""
+    numpy calls: a 192 x 192 x 3 x 3 Conv weight's output channels took 192 of them a rounding).
+    Past the partition, one full-size pass finds the values at or above each row's count-th
+    largest; the ties are then resolved among those few (a 512 x 4608 Conv weight's channels,
+    9-40 moves each: 32-37 -> 20 ms, the same values chosen, in the same order)."""
     counts = np.minimum(counts, values.shape[1])
-    top = np.partition(-values, int(counts.max()) - 1, axis=1)[:, :int(counts.max())]
-    top.sort(axis=1)  # -(the largest values), the largest first
-    kth = -top[np.arange(len(counts)), counts - 1][:, None]  # each row's count-th largest
-    above = values > kth
-    ties = values == kth
+    most, width = int(counts.max()), values.shape[1]
+    top = np.partition(values, width - most, axis=1)[:, width - most:]  # each row's `most` largest
+    top.sort(axis=1)
+    kth = top[np.arange(len(counts)), most - counts]  # each row's count-th largest
+    rows, cols = np.nonzero(values >= kth[:, None])  # row by row, columns ascending
+    chosen = values[rows, cols]
+    above = chosen > kth[rows]
+    ties = ~above
     # the ties to the lower index: as many as the row's count leaves after the values above its kth
-    ties &= np.cumsum(ties, axis=1) <= (counts - above.sum(axis=1))[:, None]
-    above |= ties
-    above &= values > -np.inf
-    return np.nonzero(above)
+    rank = np.cumsum(ties)
+    rank -= np.concatenate(([0], rank))[np.searchsorted(rows, np.arange(len(counts)))][rows]
+    left = counts - np.bincount(rows[above], minlength=len(counts))
+    keep = above | (ties & (rank <= left[rows]))
+    keep &= chosen > -np.inf
+    return rows[keep], cols[keep]
 
 
 def largest(values: np.ndarray, count: int) -> np.ndarray:

@@ -128,18 +128,50 @@ SUM_BUFFER = 8192
 def largest_in_rows(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`largest(values[r], counts[r])` for every row r at once, as (rows, columns) of the chosen
     values: one partition of the rows at the largest count, instead of one per row (each a few
-    numpy calls: a 192 x 192 x 3 x 3 Conv weight's output channels took 192 of them a rounding)."""
+    numpy calls: a 192 x 192 x 3 x 3 Conv weight's output channels took 192 of them a rounding).
+    Wide rows partition every SAMPLE_STEP-th value first: its count-th largest is a bound the
+    row's own count-th largest is at or above (the row holds that many values at or above it),
+    so one pass finds the few candidates and the partition runs on those alone. The ties are
+    then resolved among the values at or above the count-th largest (a 512 x 4608 Conv weight's
+    channels, 9-40 moves each: 32-37 -> 7 ms, the same values chosen, in the same order). No
+    value is NaN (_balance_rows: a group whose residuals sum to a number)."""
     counts = np.minimum(counts, values.shape[1])
-    top = np.partition(-values, int(counts.max()) - 1, axis=1)[:, :int(counts.max())]
-    top.sort(axis=1)  # -(the largest values), the largest first
-    kth = -top[np.arange(len(counts)), counts - 1][:, None]  # each row's count-th largest
-    above = values > kth
-    ties = values == kth
+    most, width = int(counts.max()), values.shape[1]
+    step = SAMPLE_STEP if width >= 4 * SAMPLE_STEP * most else 1
+    bound = _kth_largest(values[:, ::step], counts, most)
+    # row by row, columns ascending (flat indices: np.nonzero's two takes 2.5x the time)
+    flat = np.flatnonzero(values >= bound[:, None])
+    rows, cols = np.divmod(flat, values.shape[1])
+    chosen = values.reshape(-1)[flat]
+    kth = bound
+    if step > 1:  # each row's candidates in a row of their own, padded with -inf
+        starts = np.searchsorted(rows, np.arange(len(counts)))
+        block = np.full((len(counts), int(np.diff(np.append(starts, rows.size)).max())), -np.inf, values.dtype)
+        block[rows, np.arange(rows.size) - starts[rows]] = chosen
+        kth = _kth_largest(block, counts, most)
+        inside = chosen >= kth[rows]
+        rows, cols, chosen = rows[inside], cols[inside], chosen[inside]
+    above = chosen > kth[rows]
+    ties = ~above
     # the ties to the lower index: as many as the row's count leaves after the values above its kth
-    ties &= np.cumsum(ties, axis=1) <= (counts - above.sum(axis=1))[:, None]
-    above |= ties
-    above &= values > -np.inf
-    return np.nonzero(above)
+    rank = np.cumsum(ties)
+    rank -= np.concatenate(([0], rank))[np.searchsorted(rows, np.arange(len(counts)))][rows]
+    left = counts - np.bincount(rows[above], minlength=len(counts))
+    keep = above | (ties & (rank <= left[rows]))
+    keep &= chosen > -np.inf
+    return rows[keep], cols[keep]
+
+
+def _kth_largest(values: np.ndarray, counts: np.ndarray, most: int) -> np.ndarray:
+    """Each row's counts[r]-th largest value (counts at most `most`, `most` at most the width).
+    The smallest of the values negated: partitioning at the width less `most` instead took 10x
+    the time on largest_in_rows' rows padded with -inf (numpy 2's introselect)."""
+    top = np.partition(-values, most - 1, axis=1)[:, :most]  # -(each row's `most` largest)
+    top.sort(axis=1)
+    return -top[np.arange(len(counts)), counts - 1]
+
+
+SAMPLE_STEP = 8  # largest_in_rows: rows of 32 times the largest count or more are sampled first
 
 
 def largest(values: np.ndarray, count: int) -> np.ndarray:

@@ -238,7 +238,8 @@ def table(plan: Plan, *, top: int = 0) -> str:
     kept = [w for w in plan.weights if not w.changes]
     small = [w for w in kept if w.why.startswith("below --min-elements")]
     counted = ("already quantized", "a rotary position table", "the model quantizes its activations")
-    named = [w for w in kept if w not in small and not w.why.startswith(counted)]  # the notes count those
+    small_ids = {id(w) for w in small}  # by identity: `in` compares whole records (317K __eq__ on rapid_layout)
+    named = [w for w in kept if id(w) not in small_ids and not w.why.startswith(counted)]  # the notes count those
     before, after = sum(w.bytes_before for w in changed), sum(w.bytes_after for w in changed)
     lines = [f"plan: {len(changed)} of {len(plan.weights)} float weights change, "
              f"{human_bytes(before)} -> {human_bytes(after)} (opset {plan.opset})"]

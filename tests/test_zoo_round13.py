@@ -56,3 +56,32 @@ def test_seal_companies_of_tune_and_report_are_apart_and_crops_are_736():
     assert not set(seals.NAMES[0::2]) & set(seals.NAMES[1::2])
     (feed,) = seals.seal_crops_736(None, 1000, 1)
     assert feed["x"].shape == (1, 3, 736, 736)
+
+
+def test_a_run_alone_counts_its_growth_from_its_own_start_not_the_cli_baseline():
+    from types import SimpleNamespace
+
+    from zoo.own_run import own_growth
+
+    mib = 2**20
+    ran = SimpleNamespace(stdout=f"{22 * mib}\n", peak_anon=210 * mib)
+    assert own_growth(ran, 46 * mib) == 188 * mib  # the seal detector's session at 736 x 736
+    assert own_growth(SimpleNamespace(stdout="", peak_anon=210 * mib), 46 * mib) == 164 * mib  # no line: as before
+
+
+def test_own_run_prints_its_memory_before_the_session(tmp_path):
+    import subprocess
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
+                    str(tmp_path / "m.onnx"))
+    np.savez(tmp_path / "r.npz", x=np.ones((1, 4), np.float32))
+    own_run = Path(__file__).resolve().parent.parent / "zoo" / "own_run.py"
+    out = subprocess.run([sys.executable, str(own_run), str(tmp_path / "m.onnx"), str(tmp_path / "r.npz")],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert len(out) == 1 and int(out[0]) > 0

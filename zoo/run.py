@@ -34,6 +34,7 @@ from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AG
 from zoo.fetch import fetch  # noqa: E402
 from zoo.latency import alternated, latency  # noqa: E402
 from zoo.models import MODELS, Model  # noqa: E402
+from zoo.own_run import own_growth  # noqa: E402
 from zoo.tables import markdown, write_docs  # noqa: E402
 
 BUILD = ROOT / "build" / "zoo"
@@ -219,8 +220,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             cmds = FULL if variant == "shipped" else STORAGE_CMDS if variant in variants.STORAGE else OTHER_CMDS
         largest, half = invariants.largest_tensor_bytes(vpath)
         # what onnxruntime holds to run the model itself once (its activations), over the baseline
-        own = max(0, measured([sys.executable, str(HERE / "own_run.py"), str(vpath), str(report)],
-                              args.timeout).peak_anon - baseline)
+        alone = [sys.executable, str(HERE / "own_run.py"), str(vpath), str(report)]
+        own = own_growth(measured(alone, args.timeout), baseline)
         bound = invariants.memory_bound(baseline, largest, half)
         # the original of this variant, on the report set (fp16/bf16/opset21 compute differently)
         vref = ref if variant in variants.STORAGE else run_feeds(vpath, report_feeds)

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import across_variants, decisions, draws, invariants, stored, variants  # noqa: E402
+from zoo import across_variants, decisions, draws, invariants, same_plan, stored, variants  # noqa: E402
 from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, PEER_KIND,  # noqa: E402
                           QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
 from zoo.fetch import fetch  # noqa: E402
@@ -302,7 +302,26 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                                  lambda p, out: measured(ours("quant", p, out), args.timeout).rc,
                                  lambda p, out: evaluate(out, run_feeds(p, report_feeds), report_feeds, m))
 
-    for where, f in across_variants.judged(base["variants"], plans, half_draws):  # invariants 11, 12 and 3
+    def half_shipped_plan(variant: str) -> dict:  # invariant 12's last look (zoo/same_plan.py)
+        vpath = ROOT / base["variants"][variant]["path"]
+        shipped_plan = plans["quant --dry-run --json"].get("shipped")
+        own = measured(ours("quant", vpath, work / "own_plan.onnx", "--dry-run", "--json"), args.timeout)
+        if shipped_plan is None or own.rc != 0:
+            return {"rc": None, "note": "no plan to compare"}
+        try:
+            plan = same_plan.transplanted(shipped_plan, own.stdout)
+        except KeyError as e:
+            return {"rc": None, "note": str(e)}
+        plan_file = work / f"{variant}.shipped_plan.json"
+        plan_file.write_text(json.dumps(plan))
+        out = work / f"{variant}.shipped_plan.onnx"
+        r = measured(ours("quant", vpath, out, "--plan", plan_file), args.timeout)
+        if r.rc != 0 or not out.exists():
+            return {"rc": r.rc, "note": invariants._last(r.stderr)}
+        return {"rc": 0, "error": evaluate(out, run_feeds(vpath, report_feeds), report_feeds, m).get("error")}
+
+    for where, f in across_variants.judged(base["variants"], plans, half_draws,
+                                           half_shipped_plan):  # invariants 11, 12 and 3
         base["failures"].append(f"{m.name} {where}: {f}")
         print(f"  {where}: FAIL: {f}", flush=True)
     base["seconds"] = round(time.perf_counter() - t0, 1)

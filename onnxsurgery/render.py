@@ -160,8 +160,9 @@ def render_verification(v: dict) -> str:
         lines.append(f"    {name}: max abs error {o['max_abs_error']:.3g}  "
                      f"relative L2 {o['rel_l2_error']:.3g}{agree}{aside}")
     for name in v.get("not_compared", ()):  # an error of 0 there would say nothing: NaN == NaN
-        lines.append(f"    warning: output {name} was not compared: the original's values are NaN or infinite "
-                     f"at every position of the {_described(v)}, so no error is measured there")
+        lines.append(f"    warning: output {name} was not compared: the original's values are NaN, infinite or "
+                     f"zero (repeated by the result) at every position of the {_described(v)}, so no error is "
+                     "measured there")
     if v.get("generated") and not v.get("exact"):
         lines.append(GENERATED_CANNOT_TELL)
     return "\n".join(lines)

@@ -217,6 +217,11 @@ def test_a_verification_of_nothing_fails_invariant_10():
     some = json.dumps({"verification": {"outputs": {"a": {"rel_l2_error": 0.0}, "b": {"rel_l2_error": 0.002}}}})
     assert invariants.verified_something(some, 0.01) == []
     assert invariants.verified_something("written (--no-verify)", 0.01) == []  # nothing reported
+    # an output the report says it did not compare claims no error of 0 (a zero reference)
+    unsaid = json.dumps({"verification": {"outputs": {"a": {"rel_l2_error": 0.0, "compared": False}}}})
+    assert invariants.verified_something(unsaid, 0.01) == []
+    text = "  verification (1 generated sample):\n    y: not compared\n    warning: output y was not compared"
+    assert invariants.verified_something(text, 0.16) == []
 
 
 def test_a_result_that_depends_on_the_storage_fails_invariant_11():

@@ -5,7 +5,7 @@ added to that row's own failures."""
 
 from __future__ import annotations
 
-from zoo import invariants, variants
+from zoo import invariants, same_plan, variants
 
 RESULT_COMMANDS = ("quant", "quant --inputs", "quant --dtype int4", "quant --dtype int4 --inputs")
 HALF_VARIANTS = ("bf16", "fp16")
@@ -26,9 +26,11 @@ def _half_width(half: dict, shipped: dict, draws: list | None = None) -> list[st
     return fails
 
 
-def judged(by_variant: dict, plans: dict[str, dict[str, str]], draws=None) -> list[tuple[str, str]]:
+def judged(by_variant: dict, plans: dict[str, dict[str, str]], draws=None, shipped_plan=None) -> list[tuple[str, str]]:
     """`by_variant`: {variant: {"commands": {cmd: row}}}; `plans`: {cmd: {variant: plan json}};
-    `draws`: variant -> invariant 12's draws' errors (zoo/draws.py), called only where one variant fails."""
+    `draws`: variant -> invariant 12's draws' errors (zoo/draws.py), called only where one variant
+    fails; `shipped_plan`: variant -> {"rc", "error"} of the shipped plan applied to that variant's
+    weights (zoo/same_plan.py), called only where the draws fail it too."""
     found = []
     for cmd in RESULT_COMMANDS:  # invariant 11
         # the error, or where no output is float the share of equal elements
@@ -42,6 +44,10 @@ def judged(by_variant: dict, plans: dict[str, dict[str, str]], draws=None) -> li
         if fails and draws is not None:  # one draw against another: ask the draws (issue 55)
             half["draws"] = draws(v)
             fails = _half_width(half, shipped, half["draws"])
+        if fails and shipped_plan is not None:  # the same decisions on the same 16-bit weights
+            half["shipped_plan"] = shipped_plan(v)
+            if same_plan.no_worse_than_shipped_plan(half, half["shipped_plan"], invariants.HALF_FACTOR):
+                fails = []
         half["failures"] = half.get("failures", []) + fails
         found += [(f"[{v}] quant", f) for f in fails]
     for cmd, plan_by_variant in plans.items():  # invariant 3

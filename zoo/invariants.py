@@ -35,7 +35,9 @@ a list of failure strings (empty: the invariant holds); zoo/run.py collects them
    shipped (many choices were gated to float32 weights: PP-OCRv6 rec 0.034 as shipped, 0.096 in
    bfloat16; found 2026-11-29). The shipped weights are one draw of where int8 rounding lands:
    where the variant errs past that, it fails only past HALF_FACTOR times the median of
-   HALF_DRAWS draws of the shipped weights within the same 16-bit rounding (zoo/draws.py; issue 55).
+   HALF_DRAWS draws of the shipped weights within the same 16-bit rounding (zoo/draws.py; issue 55),
+   and only where the shipped model's own plan, applied to the variant's weights, does better
+   there than the variant's plan (zoo/same_plan.py: else the weights cost it, not the storage).
 """
 
 from __future__ import annotations
@@ -329,7 +331,9 @@ def verified_something(report: str, file_error: float | None) -> list[str]:
     if not file_error:  # the file computes what the original does there (or was not judged)
         return []
     try:
-        said = [o.get("rel_l2_error") for o in json.loads(report)["verification"]["outputs"].values()]
+        # an output the report marks as not compared claims no error (output_errors.hollow_outputs)
+        said = [o.get("rel_l2_error") for o in json.loads(report)["verification"]["outputs"].values()
+                if o.get("compared", True)]
     except (ValueError, KeyError, TypeError, AttributeError):
         said = [float(x) for x in _REPORTED_L2.findall(report)]
     if said and all(e == 0 for e in said):

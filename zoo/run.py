@@ -11,15 +11,10 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import importlib.util
 import json
-import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,59 +30,11 @@ from zoo.fetch import fetch  # noqa: E402
 from zoo.latency import alternated, latency  # noqa: E402
 from zoo.models import MODELS, Model  # noqa: E402
 from zoo.own_run import own_growth  # noqa: E402
+from zoo.processes import measured, ours  # noqa: E402
 from zoo.tables import markdown, write_docs  # noqa: E402
 
 BUILD = ROOT / "build" / "zoo"
 WORK = BUILD / "work"
-KILL_ABOVE = 12 * 2**30  # a shared 24 GB machine: stop a runaway command here (a failure)
-
-_spec = importlib.util.spec_from_file_location("_bench_memory", ROOT / "bench" / "memory.py")
-_memory = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("_bench_memory", _memory)
-_spec.loader.exec_module(_memory)
-
-
-@dataclass
-class Ran:
-    rc: int | None
-    wall: float
-    peak_anon: int
-    stdout: str
-    stderr: str
-    killed: str
-
-
-def measured(cmd: list[str], timeout: float) -> Ran:
-    """bench/memory.py's sampling (summed RssAnon of the tree every 20 ms), keeping all output."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.pop("PYTHONWARNINGS", None)
-    peak, killed = 0, ""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-        while proc.poll() is None:
-            anon, _, _ = _memory.sample(proc.pid)
-            peak = max(peak, anon)
-            now = time.perf_counter() - start
-            if not killed and anon > KILL_ABOVE:
-                killed = f"RssAnon {anon / 1e9:.1f} GB > {KILL_ABOVE / 1e9:.0f} GB after {now:.0f} s"
-                _memory._kill_tree(proc.pid)
-            elif not killed and now > timeout:
-                killed = f"did not finish in {timeout:.0f} s"
-                _memory._kill_tree(proc.pid)
-            time.sleep(0.02)
-        wall = time.perf_counter() - start
-        out.seek(0)
-        err.seek(0)
-        return Ran(proc.returncode, wall, peak, out.read().decode(errors="replace"),
-                   err.read().decode(errors="replace"), killed)
-
-
-def ours(*args) -> list[str]:
-    return [sys.executable, "-m", "onnxsurgery", *[str(a) for a in args]]
-
-
 # ------------------------------------------------------------------ the report set, run in onnxruntime
 def session(path: Path):
     import onnxruntime as ort
@@ -314,21 +261,9 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
 
     def half_shipped_plan(variant: str) -> dict:  # invariant 12's last look (zoo/same_plan.py)
         vpath = ROOT / base["variants"][variant]["path"]
-        shipped_plan = plans["quant --dry-run --json"].get("shipped")
-        own = measured(ours("quant", vpath, work / "own_plan.onnx", "--dry-run", "--json"), args.timeout)
-        if shipped_plan is None or own.rc != 0:
-            return {"rc": None, "note": "no plan to compare"}
-        try:
-            plan = same_plan.transplanted(shipped_plan, own.stdout)
-        except KeyError as e:
-            return {"rc": None, "note": str(e)}
-        plan_file = work / f"{variant}.shipped_plan.json"
-        plan_file.write_text(json.dumps(plan))
-        out = work / f"{variant}.shipped_plan.onnx"
-        r = measured(ours("quant", vpath, out, "--plan", plan_file), args.timeout)
-        if r.rc != 0 or not out.exists():
-            return {"rc": r.rc, "note": invariants._last(r.stderr)}
-        return {"rc": 0, "error": evaluate(out, run_feeds(vpath, report_feeds), report_feeds, m).get("error")}
+        return same_plan.applied(vpath, plans["quant --dry-run --json"].get("shipped"), work / variant,
+                                 lambda *a: measured(ours("quant", vpath, *a), args.timeout),
+                                 lambda out: evaluate(out, run_feeds(vpath, report_feeds), report_feeds, m))
 
     for where, f in across_variants.judged(base["variants"], plans, half_draws,
                                            half_shipped_plan):  # invariants 11, 12 and 3

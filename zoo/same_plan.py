@@ -12,6 +12,8 @@ invariant-12 failures gave the same error, or the same refusal, with the shipped
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Callable
 
 BF16_SUFFIX = "__bf16"  # zoo/variants.py's bf16: weight W stored as W__bf16, then Cast to W
 
@@ -40,3 +42,24 @@ def no_worse_than_shipped_plan(own: dict, same_plan: dict, factor: float) -> boo
     if own.get("error") is None or same_plan.get("error") is None:
         return False
     return own["error"] <= factor * same_plan["error"]
+
+
+def applied(variant: Path, shipped_plan: str | None, stem: Path, quant: Callable, judge: Callable) -> dict:
+    """The shipped plan applied to `variant`: {"rc", "error"} ({"rc": None, "note"} where there is
+    no plan to compare). `quant(*args)` runs `quant VARIANT *args` (zoo/run.py's measured: .rc,
+    .stdout, .stderr); `judge(out)` evaluates a written file on the report set ({"error": ...});
+    files are written beside `stem`."""
+    own = quant(stem.with_suffix(".own_plan.onnx"), "--dry-run", "--json")
+    if shipped_plan is None or own.rc != 0:
+        return {"rc": None, "note": "no plan to compare"}
+    try:
+        plan = transplanted(shipped_plan, own.stdout)
+    except KeyError as e:
+        return {"rc": None, "note": str(e)}
+    plan_file = stem.with_suffix(".shipped_plan.json")
+    plan_file.write_text(json.dumps(plan))
+    out = stem.with_suffix(".shipped_plan.onnx")
+    r = quant(out, "--plan", plan_file)
+    if r.rc != 0 or not out.exists():
+        return {"rc": r.rc, "note": (r.stderr.strip().splitlines() or [""])[-1]}
+    return {"rc": 0, "error": judge(out).get("error")}

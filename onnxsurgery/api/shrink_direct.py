@@ -1,0 +1,373 @@
+"""`shrink` without a graph: for a model whose only change is merging initializers.
+
+Most of a default `shrink` of a model like ALBERT (12 layers sharing one set of weights written
+12 times) went to the graph, not the bytes: gs's import of the skimmed proto, the passes' walks
+over gs objects, gs's topological sort and the export back into a proto. Where the passes can be
+shown to do nothing but merge initializers, the same result is made here on the skimmed proto
+itself (storage/skim.py: large payloads are references into the input file): the duplicates
+are found by the merge's own rules (the same fingerprints, the same order, byte-for-byte
+confirmation through a mapping of the file), the readers of a merged initializer read the kept
+one, the nodes are put in the order gs's toposort gives them (stable by depth), the initializers
+in the order the exporter writes them (first use), and the writer copies the payloads from the
+input as it does for the workspace's result. The reports are those the passes would make.
+
+`direct_workspace` returns None, and `shrink` takes the graph's path, for anything it does not
+cover: Constant nodes or subgraphs a pass could touch (a Constant of `min_elements` or more, any
+graph attribute), a `Shape` node (shape_only), a float32 initializer exact in 16 bits or read by
+a quantizer or another domain (half_width), names the workspace would rename, dead nodes or
+unread initializers (cleanup), initializers listed as inputs or outputs, value_info, functions,
+sparse or string tensors, typed-field payloads, doc strings or attributes gs would write back in
+another form, external data files, and any option but the defaults (and `half`).
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+from collections import defaultdict
+from pathlib import Path
+
+import onnx
+
+from ..passes.digests import (
+    BFLOAT16_FROM_OPSET,
+    CHUNK_BYTES,
+    SAMPLE_BYTES,
+    SAMPLED_ABOVE,
+    bytes_digest,
+    half_type_of,
+    sampled_digest,
+)
+from ..report import PassReport
+from ..storage.io import open_model
+from ..storage.lazy import ExternalFiles
+
+log = logging.getLogger("onnxsurgery")
+
+MAX_GROUPS_REPORTED = 10  # merge_constants'
+MAX_DIRECT_COMPARE = 8  # merge_constants': more distinct tensors under one fingerprint go the graph's way
+FLOAT16_FROM_OPSET = 6  # half_width's
+MADV_POPULATE_READ = 22
+QUANT_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear")
+# AttributeProto types gs reads into Python values and writes back as they were
+_PLAIN = {onnx.AttributeProto.FLOAT, onnx.AttributeProto.INT, onnx.AttributeProto.STRING,
+          onnx.AttributeProto.FLOATS, onnx.AttributeProto.INTS, onnx.AttributeProto.STRINGS}
+_REPEATED = {onnx.AttributeProto.FLOATS: "floats", onnx.AttributeProto.INTS: "ints",
+             onnx.AttributeProto.STRINGS: "strings"}
+
+
+class NotCovered(Exception):
+    """The model needs the graph's path."""
+
+
+class DirectWorkspace:
+    """What api/shrinking.py asks of a Workspace, for a model shrunk on its proto."""
+
+    template = None
+
+    def __init__(self, model: onnx.ModelProto, files: ExternalFiles, input_bytes: int, reports: list[PassReport]):
+        self.result, self.files, self.input_bytes, self.reports = model, files, input_bytes, reports
+
+    has_external_data_files = False
+
+    def finish(self) -> onnx.ModelProto:
+        result, self.result = self.result, None
+        return result
+
+    def close(self, collect: bool = True) -> None:
+        self.result = None
+        self.files.close()
+
+
+def direct_workspace(path, *, min_elements: int, half: bool) -> DirectWorkspace | None:
+    """The shrunk model of the file `path`, or None where the graph's path is needed (module doc)."""
+    model, files, size = open_model(path)
+    if files.data_files:
+        files.close()
+        return None
+    try:
+        with _Mapped(files.base_dir / files.model_file) as payloads:
+            reports, result = _shrink(model, payloads, min_elements, half)
+    except NotCovered as e:
+        log.debug("shrink: the graph's path (%s)", e)
+        files.close()
+        return None
+    if log.isEnabledFor(logging.INFO):
+        from ..pipeline import _log_report
+
+        for report in reports:
+            _log_report(report)
+    return DirectWorkspace(result, files, size, reports)
+
+
+class _Mapped:
+    """The model file mapped read-only, and the stored bytes of its tensors."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        with open(self.path, "rb") as f:
+            self.mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.view = memoryview(self.mapping)
+        return self
+
+    def __exit__(self, *exc):
+        self.view.release()
+        self.mapping.close()
+
+    def extent(self, t: onnx.TensorProto) -> tuple[int, int] | None:
+        """(offset, length) of an external payload in the model file itself (skim's references)."""
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            return None
+        ref = {e.key: e.value for e in t.external_data}
+        if ref.get("location") != self.path.name:
+            raise NotCovered(f"tensor {t.name} is in another file")
+        return int(ref.get("offset", 0)), int(ref["length"])
+
+    def stored(self, t: onnx.TensorProto):
+        """The tensor's stored bytes: a view of the mapping, or its raw_data."""
+        extent = self.extent(t)
+        if extent is None:
+            if not t.HasField("raw_data"):
+                raise NotCovered(f"tensor {t.name} has typed fields")
+            return t.raw_data
+        return self.view[extent[0]:extent[0] + extent[1]]
+
+    def populate(self, t: onnx.TensorProto) -> None:
+        extent = self.extent(t)
+        if extent is not None:
+            start = extent[0] - extent[0] % mmap.PAGESIZE
+            try:  # the page table filled in one call, not a fault per page as memcmp reads
+                self.mapping.madvise(MADV_POPULATE_READ, start, extent[0] + extent[1] - start)
+            except (OSError, ValueError, AttributeError):
+                pass
+
+
+def _elements(t: onnx.TensorProto) -> int:
+    n = 1
+    for d in t.dims:
+        n *= d
+    return n
+
+
+def _check_plain(model: onnx.ModelProto, min_elements: int) -> None:
+    """NotCovered unless the graph is one a default `shrink` changes only by merging initializers,
+    and gs would write back every node, input and output as it is (module doc)."""
+    g = model.graph
+    if model.functions or model.training_info or g.sparse_initializer or g.value_info or model.ir_version < 4:
+        raise NotCovered("functions, training info, sparse initializers, value_info or IR < 4")
+    if not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
+        raise NotCovered("no default opset")
+    for node in g.node:
+        if node.op_type == "Shape" or node.doc_string or node.HasField("overload") or len(node.metadata_props):
+            raise NotCovered(f"node {node.name}: Shape, a doc string or metadata")
+        for a in node.attribute:
+            if a.doc_string or a.ref_attr_name:
+                raise NotCovered(f"node {node.name}: attribute {a.name} with a doc string or reference")
+            if a.type in _PLAIN:
+                if a.type in _REPEATED and not len(getattr(a, _REPEATED[a.type])):
+                    raise NotCovered(f"node {node.name}: empty attribute {a.name}")
+                continue
+            if (node.op_type == "Constant" and not node.domain and a.name == "value" and a.type == a.TENSOR
+                    and a.t.HasField("raw_data") and _elements(a.t) < min_elements
+                    and a.t.data_location != onnx.TensorProto.EXTERNAL):
+                continue
+            raise NotCovered(f"node {node.name}: attribute {a.name} of type {a.type}")
+    for v in (*g.input, *g.output):
+        if v.doc_string or not v.type.HasField("tensor_type") or v.type.denotation or len(v.metadata_props):
+            raise NotCovered(f"graph input or output {v.name} not a plain tensor")
+
+
+def _check_names(g: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+    """The initializers by name; NotCovered where names collide, an initializer is an input or
+    output, unread, or a node is dead (cleanup would remove it)."""
+    inits = {t.name: t for t in g.initializer}
+    inputs = {v.name for v in g.input}
+    outputs = {v.name for v in g.output}
+    if len(inits) != len(g.initializer) or len(inputs) != len(g.input) or inits.keys() & (inputs | outputs):
+        raise NotCovered("an initializer is named twice, or is a graph input or output")
+    produced: set[str] = set()
+    for node in g.node:
+        for name in node.output:
+            if name and (name in produced or name in inits or name in inputs):
+                raise NotCovered(f"tensor {name} named twice")
+            produced.add(name)
+    read = {name for node in g.node for name in node.input}
+    if inits.keys() - read:
+        raise NotCovered("an initializer nobody reads")
+    live = set(outputs)
+    for node in reversed(_sorted(g.node)):
+        if not live.intersection(node.output):
+            raise NotCovered(f"node {node.name} is dead")
+        live.update(node.input)
+    return inits
+
+
+def _sorted(nodes) -> list:
+    """The nodes in gs's toposort order: by depth (1 + the deepest producer of an input, 0 for
+    none), stable."""
+    producer = {name: i for i, node in enumerate(nodes) for name in node.output if name}
+    level: dict[int, int] = {}
+
+    def depth(i: int) -> int:
+        stack, on_stack = [i], set()
+        while stack:
+            j = stack[-1]
+            if j in level:
+                stack.pop()
+                continue
+            on_stack.add(j)
+            todo = [p for name in nodes[j].input if (p := producer.get(name)) is not None and p not in level]
+            if any(p in on_stack for p in todo):
+                raise NotCovered("a cycle")
+            if todo:
+                stack.extend(todo)
+                continue
+            level[j] = 1 + max((level[p] for name in nodes[j].input if (p := producer.get(name)) is not None),
+                               default=-1)
+            on_stack.discard(j)
+            stack.pop()
+        return level[i]
+
+    return [nodes[i] for i in sorted(range(len(nodes)), key=depth)]
+
+
+def _first_use(nodes, inits: dict) -> list[str]:
+    """Initializer names in the order of their first reader (collect_constants' order)."""
+    seen: dict[str, None] = {}
+    for node in nodes:
+        for name in node.input:
+            if name in inits:
+                seen.setdefault(name)
+    return list(seen)
+
+
+def _groups(order: list[str], inits: dict, payloads: _Mapped, min_elements: int) -> list[list[str]]:
+    """merge_constants.find_duplicate_groups on initializer names, largest saving first."""
+    by_layout: dict[tuple, list[str]] = defaultdict(list)
+    for name in order:
+        t = inits[name]
+        if _elements(t) < min_elements:
+            continue
+        if t.data_type == onnx.TensorProto.STRING:
+            raise NotCovered("a string initializer")
+        by_layout[(t.data_type, tuple(t.dims))].append(name)
+    groups: list[list[str]] = []
+    for bucket in by_layout.values():
+        if len(bucket) < 2:
+            continue
+        by_print: dict[bytes, list[str]] = defaultdict(list)
+        for name in bucket:
+            by_print[_fingerprint(payloads.stored(inits[name]))].append(name)
+        for same in by_print.values():
+            if len(same) > 1:
+                groups.extend(_confirm(same, inits, payloads))
+    nbytes = {name: len(payloads.stored(inits[name])) for g in groups for name in g[:1]}
+    groups.sort(key=lambda g: -nbytes[g[0]] * (len(g) - 1))
+    return groups
+
+
+def _fingerprint(data) -> bytes:
+    n = len(data)
+    if n <= SAMPLED_ABOVE:
+        return bytes_digest(data)
+    return sampled_digest(lambda offset: data[offset:offset + SAMPLE_BYTES], n)
+
+
+def _confirm(names: list[str], inits: dict, payloads: _Mapped) -> list[list[str]]:
+    """merge_constants.confirm_equal: byte-for-byte groups, each member against each group's first."""
+    groups: list[tuple[bytearray, list[str]]] = []
+    for name in names:
+        payloads.populate(inits[name])
+        data = payloads.stored(inits[name])
+        for ref, members in groups:
+            if len(ref) == len(data) and ref == data:
+                members.append(name)
+                break
+        else:
+            if len(groups) == MAX_DIRECT_COMPARE:
+                raise NotCovered("many distinct tensors share a fingerprint")
+            groups.append((bytearray(data), [name]))
+    return [members for _, members in groups if len(members) > 1]
+
+
+def _merge_report(groups: list[list[str]], inits: dict, payloads: _Mapped) -> PassReport:
+    report = PassReport("merge_duplicates")
+    listed = []
+    for g in groups:
+        t = inits[g[0]]
+        each = len(payloads.stored(t))
+        report.changed += len(g) - 1
+        report.bytes_saved += each * (len(g) - 1)
+        listed.append({"kept": g[0], "count": len(g), "dtype": onnx.TensorProto.DataType.Name(t.data_type).lower(),
+                       "shape": list(t.dims), "bytes_each": each, "bytes_saved": each * (len(g) - 1),
+                       "merged": g[1:]})
+    report.details = {"groups": len(groups), "constants_merged": report.changed,
+                      "largest_groups": listed[:MAX_GROUPS_REPORTED]}
+    return report
+
+
+def _half_report(nodes, inits: dict, payloads: _Mapped, min_elements: int, opset: int) -> PassReport:
+    """half_width's report where it stores nothing; NotCovered where it would store or refuse."""
+    report = PassReport("half_width")
+    if opset >= FLOAT16_FROM_OPSET:
+        readers: dict[str, list] = defaultdict(list)
+        for node in nodes:
+            for name in node.input:
+                if name in inits:
+                    readers[name].append(node)
+        for name in _first_use(nodes, inits):
+            t = inits[name]
+            if t.data_type != onnx.TensorProto.FLOAT or _elements(t) < min_elements:
+                continue
+            if any(n.domain not in ("", "ai.onnx") or n.op_type in QUANT_READERS for n in readers[name]):
+                raise NotCovered(f"{name}: a reader half_width refuses")
+            data = payloads.stored(t)
+            if len(data) // 2 <= 4 * len(name.encode()) + 64:
+                continue  # too small to pay for its Cast
+            half, why = half_type_of(lambda n, data=data: bytes(data[:n]), lambda data=data: _chunks(data),
+                                     len(data), bfloat16=opset >= BFLOAT16_FROM_OPSET)
+            if half is not None:
+                raise NotCovered(f"{name} is exact in 16 bits")
+            report.skip(name, why)
+    report.details = {"stored": [], "as": {"float16": 0, "bfloat16": 0}}
+    return report
+
+
+def _chunks(data):
+    return (data[o:o + CHUNK_BYTES] for o in range(0, len(data), CHUNK_BYTES))
+
+
+def _shrink(model: onnx.ModelProto, payloads: _Mapped, min_elements: int, half: bool):
+    _check_plain(model, min_elements)
+    g = model.graph
+    inits = _check_names(g)
+    groups = _groups(_first_use(g.node, inits), inits, payloads, min_elements)
+    kept_as = {name: grp[0] for grp in groups for name in grp[1:]}
+    nodes = []
+    for node in g.node:
+        out = onnx.NodeProto(op_type=node.op_type, input=[kept_as.get(n, n) for n in node.input], output=node.output,
+                             attribute=node.attribute)
+        if node.name:
+            out.name = node.name
+        if node.domain:
+            out.domain = node.domain
+        nodes.append(out)
+    reports = [PassReport("shape_only", details={"constants": []}), _merge_report(groups, inits, payloads)]
+    if half:
+        opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+        reports.append(_half_report(nodes, inits, payloads, min_elements, opset))
+    nodes = _sorted(nodes)
+    graph = onnx.GraphProto(node=nodes, name=g.name, input=g.input, output=g.output,
+                            initializer=[inits[name] for name in _first_use(nodes, inits)])
+    if g.doc_string:
+        graph.doc_string = g.doc_string
+    result = onnx.ModelProto(graph=graph, opset_import=model.opset_import, metadata_props=model.metadata_props)
+    for name in ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string"):
+        if model.HasField(name):
+            setattr(result, name, getattr(model, name))
+    declared = {o.domain for o in model.opset_import}
+    for domain in sorted({n.domain for n in nodes} - declared - {"ai.onnx"}):
+        result.opset_import.append(onnx.helper.make_opsetid(domain, 1))
+    return reports, result

@@ -22,6 +22,7 @@ another form, external data files, and any option but the defaults (and `half`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 from collections import defaultdict
@@ -134,14 +135,35 @@ class _Mapped:
             return t.raw_data
         return self.view[extent[0]:extent[0] + extent[1]]
 
-    def populate(self, t: onnx.TensorProto) -> None:
+    @contextlib.contextmanager
+    def whole(self, t: onnx.TensorProto, populate: bool = True):
+        """The tensor's stored bytes to compare: a mapping of its own extent with the page table
+        filled in one call (not a fault per page as memcmp reads), unmapped after, so that the
+        pages compared never count in the resident set all at once (the file's 359 MB did, the
+        fingerprints' faults too: the kernel maps the pages around each). `populate`: fill the
+        page table at once (a comparison reads every page; a fingerprint 65 of them)."""
         extent = self.extent(t)
-        if extent is not None:
-            start = extent[0] - extent[0] % mmap.PAGESIZE
-            try:  # the page table filled in one call, not a fault per page as memcmp reads
-                self.mapping.madvise(MADV_POPULATE_READ, start, extent[0] + extent[1] - start)
-            except (OSError, ValueError, AttributeError):
+        if extent is None:
+            yield self.stored(t)
+            return
+        offset, length = extent
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        with open(self.path, "rb") as f:
+            mapping = mmap.mmap(f.fileno(), offset - start + length, access=mmap.ACCESS_READ, offset=start)
+        try:
+            try:
+                if populate:
+                    mapping.madvise(MADV_POPULATE_READ)
+            except (OSError, ValueError, AttributeError):  # before Linux 5.14
                 pass
+            with memoryview(mapping) as view:
+                part = view[offset - start:]
+                try:
+                    yield part
+                finally:
+                    part.release()
+        finally:
+            mapping.close()
 
 
 def _elements(t: onnx.TensorProto) -> int:
@@ -259,7 +281,8 @@ def _groups(order: list[str], inits: dict, payloads: _Mapped, min_elements: int)
             continue
         by_print: dict[bytes, list[str]] = defaultdict(list)
         for name in bucket:
-            by_print[_fingerprint(payloads.stored(inits[name]))].append(name)
+            with payloads.whole(inits[name], populate=False) as data:
+                by_print[_fingerprint(data)].append(name)
         for same in by_print.values():
             if len(same) > 1:
                 groups.extend(_confirm(same, inits, payloads))
@@ -279,16 +302,15 @@ def _confirm(names: list[str], inits: dict, payloads: _Mapped) -> list[list[str]
     """merge_constants.confirm_equal: byte-for-byte groups, each member against each group's first."""
     groups: list[tuple[bytearray, list[str]]] = []
     for name in names:
-        payloads.populate(inits[name])
-        data = payloads.stored(inits[name])
-        for ref, members in groups:
-            if len(ref) == len(data) and ref == data:
-                members.append(name)
-                break
-        else:
-            if len(groups) == MAX_DIRECT_COMPARE:
-                raise NotCovered("many distinct tensors share a fingerprint")
-            groups.append((bytearray(data), [name]))
+        with payloads.whole(inits[name]) as data:
+            for ref, members in groups:
+                if len(ref) == len(data) and ref == data:
+                    members.append(name)
+                    break
+            else:
+                if len(groups) == MAX_DIRECT_COMPARE:
+                    raise NotCovered("many distinct tensors share a fingerprint")
+                groups.append((bytearray(data), [name]))
     return [members for _, members in groups if len(members) > 1]
 
 

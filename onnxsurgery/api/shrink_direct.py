@@ -106,6 +106,7 @@ class _Mapped:
 
     def __init__(self, path: Path):
         self.path = path
+        self.extents: dict[str, tuple[int, int] | None] = {}
 
     def __enter__(self):
         with open(self.path, "rb") as f:
@@ -119,12 +120,16 @@ class _Mapped:
 
     def extent(self, t: onnx.TensorProto) -> tuple[int, int] | None:
         """(offset, length) of an external payload in the model file itself (skim's references)."""
-        if t.data_location != onnx.TensorProto.EXTERNAL:
-            return None
-        ref = {e.key: e.value for e in t.external_data}
-        if ref.get("location") != self.path.name:
-            raise NotCovered(f"tensor {t.name} is in another file")
-        return int(ref.get("offset", 0)), int(ref["length"])
+        if t.name in self.extents:
+            return self.extents[t.name]
+        extent = None
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            ref = {e.key: e.value for e in t.external_data}
+            if ref.get("location") != self.path.name:
+                raise NotCovered(f"tensor {t.name} is in another file")
+            extent = int(ref.get("offset", 0)), int(ref["length"])
+        self.extents[t.name] = extent
+        return extent
 
     def stored(self, t: onnx.TensorProto):
         """The tensor's stored bytes: a view of the mapping, or its raw_data."""
@@ -201,35 +206,35 @@ def _check_plain(model: onnx.ModelProto, min_elements: int) -> None:
             raise NotCovered(f"graph input or output {v.name} not a plain tensor")
 
 
-def _check_names(g: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+def _check_names(g: onnx.GraphProto, ins: list, outs: list) -> dict[str, onnx.TensorProto]:
     """The initializers by name; NotCovered where names collide, an initializer is an input or
-    output, unread, or a node is dead (cleanup would remove it)."""
+    output, unread, or a node is dead (cleanup would remove it). `ins`, `outs`: each node's
+    input and output names (the protos' repeated fields read once: each read costs)."""
     inits = {t.name: t for t in g.initializer}
     inputs = {v.name for v in g.input}
     outputs = {v.name for v in g.output}
     if len(inits) != len(g.initializer) or len(inputs) != len(g.input) or inits.keys() & (inputs | outputs):
         raise NotCovered("an initializer is named twice, or is a graph input or output")
     produced: set[str] = set()
-    for node in g.node:
-        for name in node.output:
+    for names in outs:
+        for name in names:
             if name and (name in produced or name in inits or name in inputs):
                 raise NotCovered(f"tensor {name} named twice")
             produced.add(name)
-    read = {name for node in g.node for name in node.input}
-    if inits.keys() - read:
+    if inits.keys() - {name for names in ins for name in names}:
         raise NotCovered("an initializer nobody reads")
     live = set(outputs)
-    for node in reversed(_sorted(g.node)):
-        if not live.intersection(node.output):
-            raise NotCovered(f"node {node.name} is dead")
-        live.update(node.input)
+    for i in reversed(_sorted(ins, outs)):
+        if live.isdisjoint(outs[i]):
+            raise NotCovered(f"node {g.node[i].name} is dead")
+        live.update(ins[i])
     return inits
 
 
-def _sorted(nodes) -> list:
-    """The nodes in gs's toposort order: by depth (1 + the deepest producer of an input, 0 for
-    none), stable."""
-    producer = {name: i for i, node in enumerate(nodes) for name in node.output if name}
+def _sorted(ins: list, outs: list) -> list[int]:
+    """The nodes' indices in gs's toposort order: by depth (1 + the deepest producer of an input,
+    0 for none), stable."""
+    producer = {name: i for i, names in enumerate(outs) for name in names if name}
     level: dict[int, int] = {}
 
     def depth(i: int) -> int:
@@ -240,26 +245,30 @@ def _sorted(nodes) -> list:
                 stack.pop()
                 continue
             on_stack.add(j)
-            todo = [p for name in nodes[j].input if (p := producer.get(name)) is not None and p not in level]
+            todo = [p for name in ins[j] if (p := producer.get(name)) is not None and p not in level]
             if any(p in on_stack for p in todo):
                 raise NotCovered("a cycle")
             if todo:
                 stack.extend(todo)
                 continue
-            level[j] = 1 + max((level[p] for name in nodes[j].input if (p := producer.get(name)) is not None),
-                               default=-1)
+            level[j] = 1 + max((level[p] for name in ins[j] if (p := producer.get(name)) is not None), default=-1)
             on_stack.discard(j)
             stack.pop()
         return level[i]
 
-    return [nodes[i] for i in sorted(range(len(nodes)), key=depth)]
+    for i in range(len(ins)):  # in one pass where every producer comes first (the usual file)
+        depths = [level.get(producer.get(name, -1), -2) for name in ins[i] if name in producer]
+        if -2 in depths:
+            break
+        level[i] = 1 + max(depths, default=-1)
+    return sorted(range(len(ins)), key=depth)
 
 
-def _first_use(nodes, inits: dict) -> list[str]:
+def _first_use(ins: list, inits: dict) -> list[str]:
     """Initializer names in the order of their first reader (collect_constants' order)."""
     seen: dict[str, None] = {}
-    for node in nodes:
-        for name in node.input:
+    for names in ins:
+        for name in names:
             if name in inits:
                 seen.setdefault(name)
     return list(seen)
@@ -330,16 +339,16 @@ def _merge_report(groups: list[list[str]], inits: dict, payloads: _Mapped) -> Pa
     return report
 
 
-def _half_report(nodes, inits: dict, payloads: _Mapped, min_elements: int, opset: int) -> PassReport:
+def _half_report(nodes, ins: list, inits: dict, payloads: _Mapped, min_elements: int, opset: int) -> PassReport:
     """half_width's report where it stores nothing; NotCovered where it would store or refuse."""
     report = PassReport("half_width")
     if opset >= FLOAT16_FROM_OPSET:
         readers: dict[str, list] = defaultdict(list)
-        for node in nodes:
-            for name in node.input:
+        for node, names in zip(nodes, ins):
+            for name in names:
                 if name in inits:
                     readers[name].append(node)
-        for name in _first_use(nodes, inits):
+        for name in _first_use(ins, inits):
             t = inits[name]
             if t.data_type != onnx.TensorProto.FLOAT or _elements(t) < min_elements:
                 continue
@@ -364,13 +373,15 @@ def _chunks(data):
 def _shrink(model: onnx.ModelProto, payloads: _Mapped, min_elements: int, half: bool):
     _check_plain(model, min_elements)
     g = model.graph
-    inits = _check_names(g)
-    groups = _groups(_first_use(g.node, inits), inits, payloads, min_elements)
+    ins = [list(node.input) for node in g.node]
+    outs = [list(node.output) for node in g.node]
+    inits = _check_names(g, ins, outs)
+    groups = _groups(_first_use(ins, inits), inits, payloads, min_elements)
     kept_as = {name: grp[0] for grp in groups for name in grp[1:]}
+    ins = [[kept_as.get(n, n) for n in names] for names in ins]
     nodes = []
-    for node in g.node:
-        out = onnx.NodeProto(op_type=node.op_type, input=[kept_as.get(n, n) for n in node.input], output=node.output,
-                             attribute=node.attribute)
+    for node, names, outputs in zip(g.node, ins, outs):
+        out = onnx.NodeProto(op_type=node.op_type, input=names, output=outputs, attribute=node.attribute)
         if node.name:
             out.name = node.name
         if node.domain:
@@ -379,10 +390,11 @@ def _shrink(model: onnx.ModelProto, payloads: _Mapped, min_elements: int, half: 
     reports = [PassReport("shape_only", details={"constants": []}), _merge_report(groups, inits, payloads)]
     if half:
         opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-        reports.append(_half_report(nodes, inits, payloads, min_elements, opset))
-    nodes = _sorted(nodes)
+        reports.append(_half_report(nodes, ins, inits, payloads, min_elements, opset))
+    order = _sorted(ins, outs)
+    nodes, ins = [nodes[i] for i in order], [ins[i] for i in order]
     graph = onnx.GraphProto(node=nodes, name=g.name, input=g.input, output=g.output,
-                            initializer=[inits[name] for name in _first_use(nodes, inits)])
+                            initializer=[inits[name] for name in _first_use(ins, inits)])
     if g.doc_string:
         graph.doc_string = g.doc_string
     result = onnx.ModelProto(graph=graph, opset_import=model.opset_import, metadata_props=model.metadata_props)

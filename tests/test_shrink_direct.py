@@ -27,16 +27,16 @@ def _both(src: Path, tmp_path: Path, monkeypatch, **options) -> tuple[dict, dict
     """(direct report, graph report, whether the direct path was taken), with both outputs
     checked byte for byte."""
     taken = []
-    real = shrink_direct.direct_workspace
+    real = shrink_direct.DirectShrink.shrink
 
-    def spying(*args, **kwargs):
-        ws = real(*args, **kwargs)
+    def spying(self):
+        ws = real(self)
         taken.append(ws is not None)
         return ws
 
-    monkeypatch.setattr(shrink_direct, "direct_workspace", spying)
+    monkeypatch.setattr(shrink_direct.DirectShrink, "shrink", spying)
     direct = api.shrink_file(src, tmp_path / "a" / "out.onnx", **options).to_dict()
-    monkeypatch.setattr(shrink_direct, "direct_workspace", lambda *a, **k: None)
+    monkeypatch.setattr(shrink_direct, "direct_shrink", lambda *a, **k: None)
     graph = api.shrink_file(src, tmp_path / "b" / "out.onnx", **options).to_dict()
     for f in (tmp_path / "b").iterdir():
         assert (tmp_path / "a" / f.name).read_bytes() == f.read_bytes(), f.name

@@ -80,25 +80,54 @@ class DirectWorkspace:
         self.files.close()
 
 
-def direct_workspace(path, *, min_elements: int, half: bool) -> DirectWorkspace | None:
-    """The shrunk model of the file `path`, or None where the graph's path is needed (module doc)."""
+class DirectShrink:
+    """A model opened for shrink_direct, its cheap checks passed: `shrink` does the rest."""
+
+    def __init__(self, model: onnx.ModelProto, files: ExternalFiles, size: int, ins: list, outs: list,
+                 inits: dict, min_elements: int, half: bool):
+        self.model, self.files, self.size, self.ins, self.outs = model, files, size, ins, outs
+        self.inits, self.min_elements, self.half = inits, min_elements, half
+
+    def shrink(self) -> DirectWorkspace | None:
+        """The shrunk model, or None where a check on the payloads needs the graph's path (a
+        float32 initializer exact in 16 bits)."""
+        try:
+            with _Mapped(self.files.base_dir / self.files.model_file) as payloads:
+                reports, result = _shrink(self, payloads)
+        except NotCovered as e:
+            log.debug("shrink: the graph's path (%s)", e)
+            self.files.close()
+            return None
+        if log.isEnabledFor(logging.INFO):
+            from ..pipeline import _log_report
+
+            for report in reports:
+                _log_report(report)
+        return DirectWorkspace(result, self.files, self.size, reports)
+
+
+def direct_shrink(path, *, min_elements: int, half: bool) -> DirectShrink | None:
+    """The file `path` opened for shrink_direct, or None where the graph's path is needed (the
+    checks that read no payload: module doc)."""
     model, files, size = open_model(path)
-    if files.data_files:
-        files.close()
-        return None
     try:
-        with _Mapped(files.base_dir / files.model_file) as payloads:
-            reports, result = _shrink(model, payloads, min_elements, half)
+        if files.data_files:
+            raise NotCovered("external data files")
+        _check_plain(model, min_elements)
+        ins = [list(node.input) for node in model.graph.node]
+        outs = [list(node.output) for node in model.graph.node]
+        inits = _check_names(model.graph, ins, outs)
     except NotCovered as e:
         log.debug("shrink: the graph's path (%s)", e)
         files.close()
         return None
-    if log.isEnabledFor(logging.INFO):
-        from ..pipeline import _log_report
+    return DirectShrink(model, files, size, ins, outs, inits, min_elements, half)
 
-        for report in reports:
-            _log_report(report)
-    return DirectWorkspace(result, files, size, reports)
+
+def direct_workspace(path, *, min_elements: int, half: bool) -> DirectWorkspace | None:
+    """The shrunk model of the file `path`, or None where the graph's path is needed (module doc)."""
+    opened = direct_shrink(path, min_elements=min_elements, half=half)
+    return None if opened is None else opened.shrink()
 
 
 class _Mapped:
@@ -370,12 +399,9 @@ def _chunks(data):
     return (data[o:o + CHUNK_BYTES] for o in range(0, len(data), CHUNK_BYTES))
 
 
-def _shrink(model: onnx.ModelProto, payloads: _Mapped, min_elements: int, half: bool):
-    _check_plain(model, min_elements)
-    g = model.graph
-    ins = [list(node.input) for node in g.node]
-    outs = [list(node.output) for node in g.node]
-    inits = _check_names(g, ins, outs)
+def _shrink(opened: DirectShrink, payloads: _Mapped):
+    model, g, ins, outs, inits = opened.model, opened.model.graph, opened.ins, opened.outs, opened.inits
+    min_elements = opened.min_elements
     groups = _groups(_first_use(ins, inits), inits, payloads, min_elements)
     kept_as = {name: grp[0] for grp in groups for name in grp[1:]}
     ins = [[kept_as.get(n, n) for n in names] for names in ins]
@@ -388,7 +414,7 @@ def _shrink(model: onnx.ModelProto, payloads: _Mapped, min_elements: int, half: 
             out.domain = node.domain
         nodes.append(out)
     reports = [PassReport("shape_only", details={"constants": []}), _merge_report(groups, inits, payloads)]
-    if half:
+    if opened.half:
         opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
         reports.append(_half_report(nodes, ins, inits, payloads, min_elements, opset))
     order = _sorted(ins, outs)

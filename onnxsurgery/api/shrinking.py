@@ -75,15 +75,11 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     verify, target = run.verify, run.target
     samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
     out = output_for(input_path, output_path, run.output.in_place)
-    ws = _direct(input_path, run)
-    direct = ws is not None
-    if ws is None:
-        from ..pipeline import open_workspace
-
-        ws = open_workspace(input_path)
-    report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
-    if ws.files is not None:
-        ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
+    # a model shrink_direct.py covers is opened and checked here, its payloads compared while
+    # the load check below runs: on the graph's path the workspace opens first (time9: opening it
+    # beside the check's session raised ALBERT's peak RSS from 148 to 173-249 MB)
+    opened = _direct(input_path, run)
+    ws = open_workspace(input_path) if opened is None else None
     # whether onnxruntime loads the input, asked on a second core while the passes run on this
     # one: its weights stay in the file (sessions.load_error), as the workspace's do. The thread
     # allocates from the main heap (heap.one_heap, as verification's reference thread does): on a
@@ -92,6 +88,15 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     heap.one_heap()
     with ThreadPoolExecutor(1) as helper:
         loads = None if verify else helper.submit(load_error, input_path)
+        direct = False
+        if opened is not None:
+            ws = opened.shrink()
+            direct = ws is not None
+            if ws is None:  # a check on the payloads (shrink_direct.py) needs the graph
+                ws = open_workspace(input_path)
+        report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+        if ws.files is not None:
+            ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
         if direct:  # shrunk on its proto (shrink_direct.py)
             report.passes = ws.reports
         else:
@@ -149,12 +154,19 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
 
 
 def _direct(input_path, run: ShrinkRun):
-    """shrink_direct's workspace where no optional pass is asked for (`half` either way), else None."""
+    """The model opened for shrink_direct where no optional pass is asked for (`half` either way)
+    and its checks pass, else None."""
     if run.transposed or run.narrow or run.reshaped:
         return None
-    from .shrink_direct import direct_workspace
+    from .shrink_direct import direct_shrink
 
-    return direct_workspace(input_path, min_elements=run.passes["min_elements"], half=run.passes["half"])
+    return direct_shrink(input_path, min_elements=run.passes["min_elements"], half=run.passes["half"])
+
+
+def open_workspace(input_path):
+    from ..pipeline import open_workspace  # the graph's path: not loaded where shrink_direct.py's is taken
+
+    return open_workspace(input_path)
 
 
 def _copied_with_data(ws, input_path, out: Path, check) -> list[Path] | None:

@@ -90,18 +90,19 @@ def test_diamond_and_multi_output_nodes(out_dirs, save, monkeypatch):
     assert taken and direct == graph
 
 
-@pytest.mark.parametrize("what", ["constant", "exact", "dead", "value_info", "shape", "input"])
+@pytest.mark.parametrize("what", ["constant", "exact", "exact_in_file", "dead", "value_info", "shape", "input"])
 def test_left_to_the_graph(out_dirs, save, monkeypatch, what):
-    m = builders.duplicate_initializers()
+    m = builders.duplicate_initializers(size=64 if what == "exact_in_file" else 16)
     g = m.graph
     if what == "constant":  # a Constant node the merge could take
         g.node.insert(0, helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(
             np.ones(32, np.float32), "k")))
         g.node.append(helper.make_node("Add", ["y", "k"], ["unused"]))
         g.output.append(helper.make_tensor_value_info("unused", 1, None))
-    elif what == "exact":  # values float16 holds: half_width stores them
+    elif what.startswith("exact"):  # values float16 holds: half_width stores them (found once the
+        # payloads are read; in_file: 16 KB, a view of the file's mapping, which must still close)
         for t in g.initializer:
-            t.raw_data = np.full(256, 0.5, np.float32).tobytes()
+            t.raw_data = np.full(len(t.raw_data) // 4, 0.5, np.float32).tobytes()
     elif what == "dead":
         g.node.append(helper.make_node("Relu", ["h0"], ["nobody"]))
     elif what == "value_info":

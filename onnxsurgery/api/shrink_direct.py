@@ -91,11 +91,16 @@ class DirectShrink:
     def shrink(self) -> DirectWorkspace | None:
         """The shrunk model, or None where a check on the payloads needs the graph's path (a
         float32 initializer exact in 16 bits)."""
-        try:
-            with _Mapped(self.files.base_dir / self.files.model_file) as payloads:
+        why = None
+        with _Mapped(self.files.base_dir / self.files.model_file) as payloads:
+            try:
                 reports, result = _shrink(self, payloads)
-        except NotCovered as e:
-            log.debug("shrink: the graph's path (%s)", e)
+            except NotCovered as e:
+                # handled inside the block: the traceback's frames hold views of the mapping,
+                # which cannot be closed while they live (skim.py's trap too)
+                why = str(e)
+        if why is not None:
+            log.debug("shrink: the graph's path (%s)", why)
             self.files.close()
             return None
         if log.isEnabledFor(logging.INFO):

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import onnx
 
+from .direct_checks import NotCovered, check_names, check_plain, elements, first_use, sorted_nodes
 from ..passes.digests import (
     BFLOAT16_FROM_OPSET,
     CHUNK_BYTES,
@@ -50,15 +51,6 @@ MAX_DIRECT_COMPARE = 8  # merge_constants': more distinct tensors under one fing
 FLOAT16_FROM_OPSET = 6  # half_width's
 MADV_POPULATE_READ = 22
 QUANT_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear")
-# AttributeProto types gs reads into Python values and writes back as they were
-_PLAIN = {onnx.AttributeProto.FLOAT, onnx.AttributeProto.INT, onnx.AttributeProto.STRING,
-          onnx.AttributeProto.FLOATS, onnx.AttributeProto.INTS, onnx.AttributeProto.STRINGS}
-_REPEATED = {onnx.AttributeProto.FLOATS: "floats", onnx.AttributeProto.INTS: "ints",
-             onnx.AttributeProto.STRINGS: "strings"}
-
-
-class NotCovered(Exception):
-    """The model needs the graph's path."""
 
 
 class DirectWorkspace:
@@ -118,10 +110,10 @@ def direct_shrink(path, *, min_elements: int, half: bool) -> DirectShrink | None
     try:
         if files.data_files:
             raise NotCovered("external data files")
-        _check_plain(model, min_elements)
+        check_plain(model, min_elements)
         ins = [list(node.input) for node in model.graph.node]
         outs = [list(node.output) for node in model.graph.node]
-        inits = _check_names(model.graph, ins, outs)
+        inits = check_names(model.graph, ins, outs)
     except NotCovered as e:
         log.debug("shrink: the graph's path (%s)", e)
         files.close()
@@ -205,115 +197,12 @@ class _Mapped:
             mapping.close()
 
 
-def _elements(t: onnx.TensorProto) -> int:
-    n = 1
-    for d in t.dims:
-        n *= d
-    return n
-
-
-def _check_plain(model: onnx.ModelProto, min_elements: int) -> None:
-    """NotCovered unless the graph is one a default `shrink` changes only by merging initializers,
-    and gs would write back every node, input and output as it is (module doc)."""
-    g = model.graph
-    if model.functions or model.training_info or g.sparse_initializer or g.value_info or model.ir_version < 4:
-        raise NotCovered("functions, training info, sparse initializers, value_info or IR < 4")
-    if not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
-        raise NotCovered("no default opset")
-    for node in g.node:
-        if node.op_type == "Shape" or node.doc_string or node.HasField("overload") or len(node.metadata_props):
-            raise NotCovered(f"node {node.name}: Shape, a doc string or metadata")
-        for a in node.attribute:
-            if a.doc_string or a.ref_attr_name:
-                raise NotCovered(f"node {node.name}: attribute {a.name} with a doc string or reference")
-            if a.type in _PLAIN:
-                if a.type in _REPEATED and not len(getattr(a, _REPEATED[a.type])):
-                    raise NotCovered(f"node {node.name}: empty attribute {a.name}")
-                continue
-            if (node.op_type == "Constant" and not node.domain and a.name == "value" and a.type == a.TENSOR
-                    and a.t.HasField("raw_data") and _elements(a.t) < min_elements
-                    and a.t.data_location != onnx.TensorProto.EXTERNAL):
-                continue
-            raise NotCovered(f"node {node.name}: attribute {a.name} of type {a.type}")
-    for v in (*g.input, *g.output):
-        if v.doc_string or not v.type.HasField("tensor_type") or v.type.denotation or len(v.metadata_props):
-            raise NotCovered(f"graph input or output {v.name} not a plain tensor")
-
-
-def _check_names(g: onnx.GraphProto, ins: list, outs: list) -> dict[str, onnx.TensorProto]:
-    """The initializers by name; NotCovered where names collide, an initializer is an input or
-    output, unread, or a node is dead (cleanup would remove it). `ins`, `outs`: each node's
-    input and output names (the protos' repeated fields read once: each read costs)."""
-    inits = {t.name: t for t in g.initializer}
-    inputs = {v.name for v in g.input}
-    outputs = {v.name for v in g.output}
-    if len(inits) != len(g.initializer) or len(inputs) != len(g.input) or inits.keys() & (inputs | outputs):
-        raise NotCovered("an initializer is named twice, or is a graph input or output")
-    produced: set[str] = set()
-    for names in outs:
-        for name in names:
-            if name and (name in produced or name in inits or name in inputs):
-                raise NotCovered(f"tensor {name} named twice")
-            produced.add(name)
-    if inits.keys() - {name for names in ins for name in names}:
-        raise NotCovered("an initializer nobody reads")
-    live = set(outputs)
-    for i in reversed(_sorted(ins, outs)):
-        if live.isdisjoint(outs[i]):
-            raise NotCovered(f"node {g.node[i].name} is dead")
-        live.update(ins[i])
-    return inits
-
-
-def _sorted(ins: list, outs: list) -> list[int]:
-    """The nodes' indices in gs's toposort order: by depth (1 + the deepest producer of an input,
-    0 for none), stable."""
-    producer = {name: i for i, names in enumerate(outs) for name in names if name}
-    level: dict[int, int] = {}
-
-    def depth(i: int) -> int:
-        stack, on_stack = [i], set()
-        while stack:
-            j = stack[-1]
-            if j in level:
-                stack.pop()
-                continue
-            on_stack.add(j)
-            todo = [p for name in ins[j] if (p := producer.get(name)) is not None and p not in level]
-            if any(p in on_stack for p in todo):
-                raise NotCovered("a cycle")
-            if todo:
-                stack.extend(todo)
-                continue
-            level[j] = 1 + max((level[p] for name in ins[j] if (p := producer.get(name)) is not None), default=-1)
-            on_stack.discard(j)
-            stack.pop()
-        return level[i]
-
-    for i in range(len(ins)):  # in one pass where every producer comes first (the usual file)
-        depths = [level.get(producer.get(name, -1), -2) for name in ins[i] if name in producer]
-        if -2 in depths:
-            break
-        level[i] = 1 + max(depths, default=-1)
-    return sorted(range(len(ins)), key=depth)
-
-
-def _first_use(ins: list, inits: dict) -> list[str]:
-    """Initializer names in the order of their first reader (collect_constants' order)."""
-    seen: dict[str, None] = {}
-    for names in ins:
-        for name in names:
-            if name in inits:
-                seen.setdefault(name)
-    return list(seen)
-
-
 def _groups(order: list[str], inits: dict, payloads: _Mapped, min_elements: int) -> list[list[str]]:
     """merge_constants.find_duplicate_groups on initializer names, largest saving first."""
     by_layout: dict[tuple, list[str]] = defaultdict(list)
     for name in order:
         t = inits[name]
-        if _elements(t) < min_elements:
+        if elements(t) < min_elements:
             continue
         if t.data_type == onnx.TensorProto.STRING:
             raise NotCovered("a string initializer")
@@ -382,9 +271,9 @@ def _half_report(nodes, ins: list, inits: dict, payloads: _Mapped, min_elements:
             for name in names:
                 if name in inits:
                     readers[name].append(node)
-        for name in _first_use(ins, inits):
+        for name in first_use(ins, inits):
             t = inits[name]
-            if t.data_type != onnx.TensorProto.FLOAT or _elements(t) < min_elements:
+            if t.data_type != onnx.TensorProto.FLOAT or elements(t) < min_elements:
                 continue
             if any(n.domain not in ("", "ai.onnx") or n.op_type in QUANT_READERS for n in readers[name]):
                 raise NotCovered(f"{name}: a reader half_width refuses")
@@ -407,7 +296,7 @@ def _chunks(data):
 def _shrink(opened: DirectShrink, payloads: _Mapped):
     model, g, ins, outs, inits = opened.model, opened.model.graph, opened.ins, opened.outs, opened.inits
     min_elements = opened.min_elements
-    groups = _groups(_first_use(ins, inits), inits, payloads, min_elements)
+    groups = _groups(first_use(ins, inits), inits, payloads, min_elements)
     kept_as = {name: grp[0] for grp in groups for name in grp[1:]}
     ins = [[kept_as.get(n, n) for n in names] for names in ins]
     nodes = []
@@ -422,10 +311,10 @@ def _shrink(opened: DirectShrink, payloads: _Mapped):
     if opened.half:
         opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
         reports.append(_half_report(nodes, ins, inits, payloads, min_elements, opset))
-    order = _sorted(ins, outs)
+    order = sorted_nodes(ins, outs)
     nodes, ins = [nodes[i] for i in order], [ins[i] for i in order]
     graph = onnx.GraphProto(node=nodes, name=g.name, input=g.input, output=g.output,
-                            initializer=[inits[name] for name in _first_use(ins, inits)])
+                            initializer=[inits[name] for name in first_use(ins, inits)])
     if g.doc_string:
         graph.doc_string = g.doc_string
     result = onnx.ModelProto(graph=graph, opset_import=model.opset_import, metadata_props=model.metadata_props)

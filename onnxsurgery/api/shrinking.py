@@ -79,7 +79,7 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     # the load check below runs: on the graph's path the workspace opens first (time9: opening it
     # beside the check's session raised ALBERT's peak RSS from 148 to 173-249 MB)
     opened = _direct(input_path, run)
-    ws = open_workspace(input_path) if opened is None else None
+    ws = open_workspace(input_path) if opened is None else None if opened.covered else opened.graph_workspace()
     # whether onnxruntime loads the input, asked on a second core while the passes run on this
     # one: its weights stay in the file (sessions.load_error), as the workspace's do. The thread
     # allocates from the main heap (heap.one_heap, as verification's reference thread does): on a
@@ -89,11 +89,11 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     with ThreadPoolExecutor(1) as helper:
         loads = None if verify else helper.submit(load_error, input_path)
         direct = False
-        if opened is not None:
+        if ws is None:
             ws = opened.shrink()
             direct = ws is not None
             if ws is None:  # a check on the payloads (shrink_direct.py) needs the graph
-                ws = open_workspace(input_path)
+                ws = opened.graph_workspace()
         report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
         if ws.files is not None:
             ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
@@ -154,8 +154,8 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
 
 
 def _direct(input_path, run: ShrinkRun):
-    """The model opened for shrink_direct where no optional pass is asked for (`half` either way)
-    and its checks pass, else None."""
+    """The model opened for shrink_direct (DirectShrink: `covered` where its checks pass) where no
+    optional pass is asked for (`half` either way), else None."""
     if run.transposed or run.narrow or run.reshaped:
         return None
     from .shrink_direct import direct_shrink

@@ -51,6 +51,11 @@ def check_plain(model: onnx.ModelProto, min_elements: int) -> None:
     for v in (*g.input, *g.output):
         if v.doc_string or not v.type.HasField("tensor_type") or v.type.denotation or len(v.metadata_props):
             raise NotCovered(f"graph input or output {v.name} not a plain tensor")
+        t = v.type.tensor_type
+        # gs writes a dimension back as a number or a name: one with neither, or a denotation, not
+        if not t.elem_type or any(d.denotation or not (d.HasField("dim_value") or d.HasField("dim_param"))
+                                  for d in t.shape.dim):
+            raise NotCovered(f"graph input or output {v.name}: a type gs would write back otherwise")
 
 
 def check_names(g: onnx.GraphProto, ins: list, outs: list) -> dict[str, onnx.TensorProto]:
@@ -74,7 +79,7 @@ def check_names(g: onnx.GraphProto, ins: list, outs: list) -> dict[str, onnx.Ten
     for i in reversed(sorted_nodes(ins, outs)):
         if live.isdisjoint(outs[i]):
             raise NotCovered(f"node {g.node[i].name} is dead")
-        live.update(ins[i])
+        live.update(name for name in ins[i] if name)  # "": an optional input left out, not a tensor
     return inits
 
 

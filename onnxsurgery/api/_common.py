@@ -7,15 +7,17 @@ import functools
 import inspect
 import os
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import onnx
 
 from ..errors import InputError, OnnxSurgeryError, OutputError, from_os_error
 from ..storage.skim import remembering
 from ..storage.staging import check_output_path, stage_model
-from ..pipeline import Workspace, open_workspace
 from ..report import RunReport
+
+if TYPE_CHECKING:  # the gs workspace loads where a command opens one (shrink_direct.py's path does not)
+    from ..pipeline import Workspace
 
 
 def os_errors(fn: Callable | None = None, *, output: str = "output_path") -> Callable:
@@ -113,6 +115,8 @@ def _describe(source) -> str:
 def in_memory(model, command: str, run_passes, prepare=None) -> tuple[onnx.ModelProto, RunReport, Workspace]:
     """Open `model`, let `prepare(ws, report)` swap the workspace if it must (an opset
     upgrade), run `run_passes(ws, report)`, and return the self-contained result."""
+    from ..pipeline import open_workspace
+
     ws = open_workspace(model)
     report = RunReport(command, _describe(model), bytes_before=ws.input_bytes)
     if prepare is not None:

@@ -5,20 +5,25 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 
 from ..errors import OptionError, VerificationError
 from ..storage.staging import copy_file, copy_with_data
-from ..pipeline import Workspace, open_workspace, shrink_pipeline
 from ..report import RunReport
 from ..run_options import ShrinkRun
 from ..running import heap
 from ..running.sessions import load_error
 from ._common import in_memory, write_checked, os_errors, output_for
 
+if TYPE_CHECKING:
+    from ..pipeline import Workspace
+
 
 def _run_shrink_passes(ws: Workspace, report: RunReport, run: ShrinkRun) -> None:
+    from ..pipeline import shrink_pipeline  # the graph's path: not loaded where shrink_direct.py's is taken
+
     ws.run_pipeline(shrink_pipeline(**run.passes, opsets=ws.opsets, store=ws.store))
     report.passes = ws.reports
 
@@ -70,10 +75,11 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     verify, target = run.verify, run.target
     samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
     out = output_for(input_path, output_path, run.output.in_place)
-    ws = open_workspace(input_path)
-    report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
-    if ws.files is not None:
-        ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
+    # a model shrink_direct.py covers is opened and checked here, its payloads compared while
+    # the load check below runs: on the graph's path the workspace opens first (time9: opening it
+    # beside the check's session raised ALBERT's peak RSS from 148 to 173-249 MB)
+    opened = _direct(input_path, run)
+    ws = open_workspace(input_path) if opened is None else None if opened.covered else opened.graph_workspace()
     # whether onnxruntime loads the input, asked on a second core while the passes run on this
     # one: its weights stay in the file (sessions.load_error), as the workspace's do. The thread
     # allocates from the main heap (heap.one_heap, as verification's reference thread does): on a
@@ -82,7 +88,19 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     heap.one_heap()
     with ThreadPoolExecutor(1) as helper:
         loads = None if verify else helper.submit(load_error, input_path)
-        _run_shrink_passes(ws, report, run)
+        direct = False
+        if ws is None:
+            ws = opened.shrink()
+            direct = ws is not None
+            if ws is None:  # a check on the payloads (shrink_direct.py) needs the graph
+                ws = opened.graph_workspace()
+        report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
+        if ws.files is not None:
+            ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
+        if direct:  # shrunk on its proto (shrink_direct.py)
+            report.passes = ws.reports
+        else:
+            _run_shrink_passes(ws, report, run)
         why = None if loads is None else loads.result()
     if why is not None:
         report.notes.insert(0, f"not checked in onnxruntime, which cannot load {input_path}: {why}")
@@ -133,6 +151,22 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     if target is not None:
         _for_target(target, out, report)
     return report
+
+
+def _direct(input_path, run: ShrinkRun):
+    """The model opened for shrink_direct (DirectShrink: `covered` where its checks pass) where no
+    optional pass is asked for (`half` either way), else None."""
+    if run.transposed or run.narrow or run.reshaped:
+        return None
+    from .shrink_direct import direct_shrink
+
+    return direct_shrink(input_path, min_elements=run.passes["min_elements"], half=run.passes["half"])
+
+
+def open_workspace(input_path):
+    from ..pipeline import open_workspace  # the graph's path: not loaded where shrink_direct.py's is taken
+
+    return open_workspace(input_path)
 
 
 def _copied_with_data(ws, input_path, out: Path, check) -> list[Path] | None:

@@ -54,11 +54,9 @@ from ..graph_utils import (
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..report import PassReport
 from .base import Estimate, PassBase
+from .digests import BFLOAT16_FROM_OPSET, CHUNK_BYTES, half_type_of
 
 FLOAT16_FROM_OPSET = 6  # Cast with a numeric `to`
-BFLOAT16_FROM_OPSET = 13
-SAMPLE_BYTES = 64 * 1024  # exact_half_type's first look
-CHUNK_BYTES = 16 * 2**20  # a large weight is checked a slice at a time
 HALF_NAMES = {onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
 
 
@@ -147,44 +145,9 @@ def _refusal(site: ConstantSite, scopes, readers, overridable: frozenset[str]) -
 
 def exact_half_type(tensor: gs.Constant, nbytes: int, *, bfloat16: bool) -> tuple[int | None, str | None]:
     """(FLOAT16 or BFLOAT16, None) when every value of the float32 `tensor` survives the round
-    trip through that type bit for bit (float16 preferred), else (None, why). Reads the first
-    SAMPLE_BYTES, then the stored bytes a slice at a time, stopping as soon as both are ruled out."""
-    fp16, bf16 = True, bfloat16
-    # a sample first: float32 weights that are not exact in 16 bits show it in their first values,
-    # and converting every chunk took 7 of shrink's 15 s on a 1.6 GB model with nothing to store
-    head = min(nbytes, SAMPLE_BYTES) // 4 * 4
-    if head and head < nbytes:
-        fp16, bf16 = _exact_so_far(bytes(_first_bytes(tensor, head)), fp16, bf16)
-        if fp16 is None:
-            return None, "holds NaN (a Cast may not keep its bits)"
-    for chunk in _chunks(tensor, nbytes) if fp16 or bf16 else ():
-        fp16, bf16 = _exact_so_far(chunk, fp16, bf16)
-        if fp16 is None:
-            return None, "holds NaN (a Cast may not keep its bits)"
-        if not (fp16 or bf16):
-            break
-    if fp16:
-        return onnx.TensorProto.FLOAT16, None
-    if bf16:
-        return onnx.TensorProto.BFLOAT16, None
-    if bfloat16:
-        return None, "values not exact in float16 or bfloat16"
-    return None, f"values not exact in float16 (bfloat16 needs opset {BFLOAT16_FROM_OPSET})"
-
-
-def _exact_so_far(chunk, fp16: bool, bf16: bool) -> tuple[bool | None, bool]:
-    """(fp16, bf16) still possible after the float32 values in `chunk`; fp16 None: a NaN."""
-    bits = np.frombuffer(chunk, dtype="<u4")
-    x = bits.view("<f4")
-    if np.isnan(x).any():
-        return None, False
-    # bfloat16 is float32's upper half: exact when the lower 16 bits are zero
-    bf16 = bf16 and not (bits & 0xFFFF).any()
-    if fp16:
-        with np.errstate(over="ignore"):
-            back = x.astype(np.float16).astype("<f4")
-        fp16 = np.array_equal(back.view("<u4"), bits)
-    return fp16, bf16
+    trip through that type bit for bit (float16 preferred), else (None, why): digests.half_type_of."""
+    return half_type_of(lambda n: bytes(_first_bytes(tensor, n)), lambda: _chunks(tensor, nbytes), nbytes,
+                        bfloat16=bfloat16)
 
 
 def _first_bytes(tensor: gs.Constant, n: int):

@@ -32,12 +32,6 @@ from dataclasses import dataclass
 import onnx
 import onnx_graphsurgeon as gs
 
-try:  # hashlib's own blake2b (hashlib.blake2b is this object), without hashlib's import: it loads
-    # OpenSSL's libcrypto for its other digests, 3.2-4.8 ms of CPU in every `shrink` and `quant`
-    from _blake2 import blake2b
-except ImportError:  # a Python built without it: hashlib then has OpenSSL's
-    from hashlib import blake2b
-
 from ..defaults import MERGE_MIN_ELEMENTS
 from ..graph_utils import (
     ConstantSite,
@@ -57,6 +51,7 @@ from ..graph_utils import (
 from ..progress import progress
 from ..report import PassReport
 from .base import Estimate, PassBase
+from .digests import SAMPLE_BYTES, SAMPLED_ABOVE, blake2b, bytes_digest, sampled_digest as _sampled
 
 
 MAX_GROUPS_REPORTED = 10
@@ -154,9 +149,6 @@ def _read_by_dequantize(site: ConstantSite) -> bool:
     return any(node.op == "DequantizeLinear" for node in site.value.outputs)
 
 
-SAMPLED_ABOVE = 1 << 16
-SAMPLES = 64
-SAMPLE_BYTES = 64
 MAX_DIRECT_COMPARE = 8
 MADV_POPULATE_READ = 22  # Linux's (storage/lazy.py's too); Python 3.11's mmap does not name it
 
@@ -167,7 +159,7 @@ def fingerprint(tensor: gs.Constant, nbytes: int) -> bytes:
     candidates; equality is always confirmed on the full bytes, so hashing all 350 MB of a
     model (the slow part) is never needed."""
     if nbytes <= SAMPLED_ABOVE:
-        return blake2b(stored_bytes(tensor), digest_size=16).digest()
+        return bytes_digest(stored_bytes(tensor))
     if not is_file_backed(tensor):
         data = memoryview(stored_bytes(tensor))
         return _sampled(lambda offset: data[offset:offset + SAMPLE_BYTES], nbytes)
@@ -179,16 +171,6 @@ def fingerprint(tensor: gs.Constant, nbytes: int) -> bytes:
         if view is not None:
             return _sampled(lambda offset: view[offset:offset + SAMPLE_BYTES], nbytes)
     return _sampled(lambda offset: read_stored(tensor, offset, SAMPLE_BYTES), nbytes)
-
-
-def _sampled(read, nbytes: int) -> bytes:
-    """`fingerprint` of a large tensor, `read(offset)` giving SAMPLE_BYTES of its stored bytes."""
-    step = nbytes // SAMPLES
-    h = blake2b(nbytes.to_bytes(8, "little"), digest_size=16)
-    for i in range(SAMPLES):
-        h.update(read(i * step))
-    h.update(read(nbytes - SAMPLE_BYTES))
-    return h.digest()
 
 
 @contextlib.contextmanager

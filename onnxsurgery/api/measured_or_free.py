@@ -67,6 +67,7 @@ from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline
 from ..quantization.calibration import Calibration
 from ..quantization.options import QuantOptions
 from ..quantization.plan import Plan
+from ..quantization.shared_rounding import sharing
 from ..report import RunReport
 from ..run_options import Inputs
 from ..running import heap
@@ -87,6 +88,8 @@ log = logging.getLogger("onnxsurgery")
 # Models up to this size on disk make the data-free plan and candidate on a second thread (the
 # other core) beside the measured ones (module doc, Cost)
 CONCURRENT_BYTES = 128 << 20
+# What the roundings shared by the two plans and builds may hold (quantization/shared_rounding.py)
+SHARED_ROUNDING_BYTES = 256 << 20
 # What a weight's form is: records that agree on these build the same weight (`why` aside)
 FORM = ("dtype", "granularity", "axis", "symmetric", "lowering", "block_size", "rounding", "levels", "keep_quantized")
 
@@ -109,6 +112,13 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     or the data-free plan where that one's median error over the samples is lower (module doc)."""
     if options.include:  # weights --include forces past a refusal: a plan's records cannot ask for that
         return Chosen(None, True)
+    if not _concurrent(input_path):
+        return _chosen(input_path, options, inputs, activations, merge=merge)
+    with sharing(SHARED_ROUNDING_BYTES):  # the two plans and builds round a weight the same way once
+        return _chosen(input_path, options, inputs, activations, merge=merge)
+
+
+def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration, *, merge: bool) -> Chosen:
     # the data-free plan on a second thread while the measured one is made (module doc, Cost)
     beside = Pending(lambda: plan_with(input_path, options, merge, None)) if _concurrent(input_path) else None
     try:

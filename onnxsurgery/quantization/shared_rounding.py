@@ -5,9 +5,10 @@ the data-free one, on two threads) and builds both: four passes over separate gr
 same file, whose stages quantize the same weight the same way again and again (the channel-axis
 stage rounds each axis in both plans, the lean stage both forms, each build the kept form).
 Within `sharing`, `rounded` hands back the integers and scales of the first time: keyed on the
-weight's name and every argument of the rounding, and taken only where the values are equal to
-the ones it was made from, element for element (np.array_equal; a graph's copy of the weight is
-another array with the same bytes), so the result is the same by construction. A rounding
+weight's name, every argument of the rounding and the sha256 of the values (and of what they are
+divided by first): a graph's copy of the weight is another array with the same bytes, so the
+result is the same by construction. Each array is hashed once (0.5 s per GB; holding the values
+instead to compare them raised ddddocr_det's peak 288 -> 346 MB). A rounding
 another thread is making meanwhile is waited for, not made twice. Not shared: rounding with
 per-element importance or given clipping picks (4 bits: those differ between the plans).
 
@@ -15,12 +16,13 @@ Each caller gets its own shallow copy (Quantized's fields are set after rounding
 lowering's input scales, `remembered`, and `sums`, which weight_error takes only against the
 array they were measured on, so a copy's point at the caller's own values). The arrays are
 shared and read only. Held until the outermost `sharing` closes, up to `budget` bytes of
-integers, scales and the values they were made from; past that, nothing new is kept.
+integers and scales; past that, nothing new is kept.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import threading
 import weakref
 from contextlib import contextmanager
@@ -33,6 +35,7 @@ from .rounding import Quantized
 _LOCK = threading.Lock()
 _STATE = {"open": 0, "budget": 0, "held": 0}
 _KEPT: dict = {}  # key -> _Entry
+_DIGESTS: dict = {}  # id(array) -> (a weak reference to it, its digest)
 # arguments that only shortcut a search whose result they are (the same integers either way)
 _SHORTCUTS = ("ranges",)
 
@@ -40,8 +43,6 @@ _SHORTCUTS = ("ranges",)
 class _Entry:
     def __init__(self):
         self.done = threading.Event()
-        self.values: np.ndarray | None = None
-        self.divisor: np.ndarray | None = None
         self.qt: Quantized | None = None
 
 
@@ -58,6 +59,7 @@ def sharing(budget: int):
             _STATE["open"] -= 1
             if not _STATE["open"]:
                 _KEPT.clear()
+                _DIGESTS.clear()
                 _STATE["budget"] = _STATE["held"] = 0
 
 
@@ -65,7 +67,7 @@ def rounded(name: str, values: np.ndarray, divisor: np.ndarray | None, way: tupl
             make: Callable[[], Quantized]) -> Quantized:
     """make(), or a copy of what it gave for the same `name`, `way` and `args` and equal `values`
     and `divisor` (what the values are divided by first, or None)."""
-    key = _key(name, values, way, args, divisor is None)
+    key = _key(name, values, divisor, way, args)
     if key is None:
         return make()
     with _LOCK:
@@ -77,7 +79,7 @@ def rounded(name: str, values: np.ndarray, divisor: np.ndarray | None, way: tupl
         return make()
     if not mine:
         entry.done.wait()
-        if entry.qt is None or not _equal(entry.values, values) or not _equal(entry.divisor, divisor):
+        if entry.qt is None:
             return make()
         return _copy(entry.qt, values)
     try:
@@ -87,24 +89,36 @@ def rounded(name: str, values: np.ndarray, divisor: np.ndarray | None, way: tupl
             _KEPT.pop(key, None)
         entry.done.set()
         raise
-    entry.values, entry.divisor, entry.qt = values, divisor, copy.copy(qt)  # the caller sets fields of its own
+    entry.qt = copy.copy(qt)  # the caller sets fields of its own
     with _LOCK:
-        _STATE["held"] += values.nbytes + qt.q.nbytes + qt.scale.nbytes
+        _STATE["held"] += qt.q.nbytes + qt.scale.nbytes
     entry.done.set()
     return qt
 
 
-def _equal(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    return a is b or (a is not None and b is not None and a.dtype == b.dtype and np.array_equal(a, b))
+def _digest(a: np.ndarray | None) -> bytes | None:
+    """sha256 of `a`'s shape, type and bytes, once per array object."""
+    if a is None:
+        return None
+    a = np.asarray(a)
+    with _LOCK:
+        known = _DIGESTS.get(id(a))
+    if known is not None and known[0]() is a:
+        return known[1]
+    found = hashlib.sha256(repr((a.shape, a.dtype.str)).encode())
+    found.update(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+    with _LOCK:
+        _DIGESTS[id(a)] = weakref.ref(a), found.digest()
+    return found.digest()
 
 
-def _key(name: str, values: np.ndarray, way: tuple, args: dict, undivided: bool) -> tuple | None:
+def _key(name: str, values: np.ndarray, divisor: np.ndarray | None, way: tuple, args: dict) -> tuple | None:
     if not _STATE["open"] or any(args.get(k) is not None for k in ("importance", "clip_picks", "known_picks")):
         return None
     rest = tuple(sorted((k, v) for k, v in args.items() if k not in _SHORTCUTS and not isinstance(v, np.ndarray)))
     if len(rest) != sum(k not in _SHORTCUTS for k in args):  # an array argument: not keyed
         return None
-    return name, values.shape, values.dtype.str, way, undivided, rest
+    return name, _digest(values), _digest(divisor), way, rest
 
 
 def _copy(qt: Quantized, values: np.ndarray) -> Quantized:

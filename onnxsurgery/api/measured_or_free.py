@@ -49,7 +49,9 @@ came out bit-identical to their whole runs on capspot_siamese and crepe_tiny (th
 files and reports); median CPU of 3 alternating pairs 14.4 -> 11.1 s and 3.28 -> 2.44 s. Not so
 by construction (a cut can keep onnxruntime from a fusion across it), so the kept one's pieced
 outputs reach verification only after its file, run whole on the first sample, gave them bit for
-bit (`Built.confirm`).
+bit (`Built.confirm`). Since measured14 (issue 58) the two plans and builds round a weight one
+way once (quantization/shared_rounding.py; up to CONCURRENT_BYTES): ddddocr_det's roundings 1.46 ->
+0.54 s of CPU, the same files.
 """
 
 from __future__ import annotations
@@ -113,14 +115,15 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     if options.include:  # weights --include forces past a refusal: a plan's records cannot ask for that
         return Chosen(None, True)
     if not _concurrent(input_path):
-        return _chosen(input_path, options, inputs, activations, merge=merge)
+        return _chosen(input_path, options, inputs, activations, merge, False)
     with sharing(SHARED_ROUNDING_BYTES):  # the two plans and builds round a weight the same way once
-        return _chosen(input_path, options, inputs, activations, merge=merge)
+        return _chosen(input_path, options, inputs, activations, merge, True)
 
 
-def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration, *, merge: bool) -> Chosen:
+def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration, merge: bool,
+            concurrent: bool) -> Chosen:
     # the data-free plan on a second thread while the measured one is made (module doc, Cost)
-    beside = Pending(lambda: plan_with(input_path, options, merge, None)) if _concurrent(input_path) else None
+    beside = Pending(lambda: plan_with(input_path, options, merge, None)) if concurrent else None
     try:
         measured, upgrade = plan_with(input_path, options, merge, activations)
     except BaseException:

@@ -49,7 +49,9 @@ came out bit-identical to their whole runs on capspot_siamese and crepe_tiny (th
 files and reports); median CPU of 3 alternating pairs 14.4 -> 11.1 s and 3.28 -> 2.44 s. Not so
 by construction (a cut can keep onnxruntime from a fusion across it), so the kept one's pieced
 outputs reach verification only after its file, run whole on the first sample, gave them bit for
-bit (`Built.confirm`).
+bit (`Built.confirm`). Since measured14 (issue 58) the two plans and builds round a weight one
+way once (quantization/shared_rounding.py; up to CONCURRENT_BYTES): ddddocr_det's roundings 1.46 ->
+0.54 s of CPU, the same files.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from ..pipeline import dry_run_pipeline, open_workspace, quant_pipeline
 from ..quantization.calibration import Calibration
 from ..quantization.options import QuantOptions
 from ..quantization.plan import Plan
+from ..quantization.shared_rounding import sharing
 from ..report import RunReport
 from ..run_options import Inputs
 from ..running import heap
@@ -87,6 +90,8 @@ log = logging.getLogger("onnxsurgery")
 # Models up to this size on disk make the data-free plan and candidate on a second thread (the
 # other core) beside the measured ones (module doc, Cost)
 CONCURRENT_BYTES = 128 << 20
+# What the roundings shared by the two plans and builds may hold (quantization/shared_rounding.py)
+SHARED_ROUNDING_BYTES = 256 << 20
 # What a weight's form is: records that agree on these build the same weight (`why` aside)
 FORM = ("dtype", "granularity", "axis", "symmetric", "lowering", "block_size", "rounding", "levels", "keep_quantized")
 
@@ -109,8 +114,16 @@ def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activati
     or the data-free plan where that one's median error over the samples is lower (module doc)."""
     if options.include:  # weights --include forces past a refusal: a plan's records cannot ask for that
         return Chosen(None, True)
+    if not _concurrent(input_path):
+        return _chosen(input_path, options, inputs, activations, merge, False)
+    with sharing(SHARED_ROUNDING_BYTES):  # the two plans and builds round a weight the same way once
+        return _chosen(input_path, options, inputs, activations, merge, True)
+
+
+def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration, merge: bool,
+            concurrent: bool) -> Chosen:
     # the data-free plan on a second thread while the measured one is made (module doc, Cost)
-    beside = Pending(lambda: plan_with(input_path, options, merge, None)) if _concurrent(input_path) else None
+    beside = Pending(lambda: plan_with(input_path, options, merge, None)) if concurrent else None
     try:
         measured, upgrade = plan_with(input_path, options, merge, activations)
     except BaseException:

@@ -20,6 +20,7 @@ from .lowerings.scaled import equalized_axis, equalizing_from, equalizing_scales
 from .lowerings.weight_readers import through_casts
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, quantize
+from .shared_rounding import rounded
 
 
 def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric: bool | None = None,
@@ -219,7 +220,9 @@ def _quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lower
     grouping = ("ranges", granularity, None if granularity == "tensor" else scheme.axis,
                 args.get("block_size") if granularity == "block" else None, divisor is not None)
     known = facts.get(grouping) if facts is not None else None
-    qt = quantize(values, axis=scheme.axis, balanced=balanced, divisor=divisor, ranges=known, **args)
+    # the same rounding made in another plan or build of this --inputs check (shared_rounding.py)
+    qt = rounded(site.name, values, divisor, (scheme, lowering, balanced, equalize), args,
+                 lambda: quantize(values, axis=scheme.axis, balanced=balanced, divisor=divisor, ranges=known, **args))
     if facts is not None and known is None and granularity != "block":  # blocks': 1/16 of the weight, kept for none
         facts[grouping] = qt.ranges
     if r is not None:

@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Callable
 
+from zoo import invariants
+
 BF16_SUFFIX = "__bf16"  # zoo/variants.py's bf16: weight W stored as W__bf16, then Cast to W
 
 
@@ -61,5 +63,5 @@ def applied(variant: Path, shipped_plan: str | None, stem: Path, quant: Callable
     out = stem.with_suffix(".shipped_plan.onnx")
     r = quant(out, "--plan", plan_file)
     if r.rc != 0 or not out.exists():
-        return {"rc": r.rc, "note": (r.stderr.strip().splitlines() or [""])[-1]}
+        return {"rc": r.rc, "note": invariants._last(r.stderr)}
     return {"rc": 0, "error": judge(out).get("error")}

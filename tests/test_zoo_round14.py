@@ -96,3 +96,19 @@ def test_ean13_symbol_of_a_known_isbn():
         code = isbn._isbn13(np.random.default_rng(seed))
         d = [int(c) for c in code]
         assert sum(x * (3 if i % 2 else 1) for i, x in enumerate(d)) % 10 == 0
+
+
+def test_info_prediction_holds_within_slack_and_fails_past_it():
+    import json
+
+    from zoo.predicted import within_prediction
+
+    info = json.dumps({"model_bytes": 10_000_000, "savings": {"shrink": 0, "quant int8": 7_000_000,
+                                                              "quant int4": 8_000_000}})
+    rows = {"shrink --verify": {"rc": 0, "size": 10_000_000}, "quant": {"rc": 0, "size": 3_200_000},
+            "quant --dtype int4": {"rc": 2, "size": None}}
+    assert within_prediction(info, rows) == []  # 3.2 MB for a predicted 3.0: within 15%
+    rows["quant --dtype int4"] = {"rc": 0, "size": 3_000_000}  # int4 predicted 2 MB: 1.5x
+    (fail,) = within_prediction(info, rows)
+    assert "quant int4" in fail and "1.50x" in fail
+    assert within_prediction("not json", rows)[0].startswith("no savings")

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import across_variants, decisions, draws, invariants, same_plan, stored, variants  # noqa: E402
+from zoo import across_variants, decisions, draws, invariants, predicted, same_plan, stored, variants  # noqa: E402
 from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, PEER_KIND,  # noqa: E402
                           QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
 from zoo.fetch import fetch, model_path  # noqa: E402
@@ -250,6 +250,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                     fails += slow
             if "dry-run" in cmd and r.rc == 0:
                 plans[cmd][variant] = r.stdout
+            if cmd == "info" and r.rc == 0:
+                info_json = r.stdout
             if variant == "shipped" and kind and r.rc == 0:
                 fails += stored.within_time_class(r.wall, kind, peer_time)
             row["failures"] = fails
@@ -259,6 +261,12 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             extra = f" {invariants.said(row)} kept {row['decisions']}" if "finite" in row else ""
             print(f"  {variant:8s} {cmd:34s} rc={r.rc} {r.wall:6.1f} s {r.peak_anon / 1e6:6.0f} MB{extra}"
                   + (f"  FAIL: {'; '.join(fails)}" if fails else ""), flush=True)
+        if variant == "shipped" and "info" in rows and rows["info"]["rc"] == 0:  # invariant 13
+            fails = predicted.within_prediction(info_json, rows)
+            rows["info"]["failures"] += fails
+            base["failures"] += [f"{m.name} [{variant}] info: {f}" for f in fails]
+            for f in fails:
+                print(f"  {variant:8s} info: FAIL: {f}", flush=True)
         for on_inputs, data_free in MEASURED_AGAINST.items():  # invariant 5
             a, b = rows.get(on_inputs, {}), rows.get(data_free, {})
             if a.get("error") is not None and b.get("error") is not None:

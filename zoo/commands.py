@@ -44,8 +44,8 @@ QUICK_STORAGE = ["info", "shrink --verify", "quant", "quant --dtype int4", "quan
 
 def argv_for(cmd: str, src: Path, out: Path, npy_out: Path, tune: Path, report: Path) -> list:
     word = cmd.split()[0]
-    if cmd == "info":
-        return ["info", src]
+    if cmd == "info":  # --json: invariant 13 reads its predicted savings (zoo/predicted.py)
+        return ["info", src, "--json"]
     if cmd == "check":
         return ["check", src]
     if cmd == "shrink --verify":

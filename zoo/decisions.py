@@ -47,6 +47,22 @@ def yolox_objects(outputs, feed):
     return (out[..., 4] * out[..., 5] > 0.1).ravel(), True
 
 
+def end2end_boxes(outputs, feed, threshold: float = 0.3, cell: int = 32):
+    """An end-to-end detector's [1, K, 6] rows (x1, y1, x2, y2, score, class; chosen by TopK in the
+    graph, so their order moves with any score): the rows over isbnx's conf_threshold, each class's
+    boxes painted on a grid of `cell`-pixel cells of its input (1 + class where a box covers a cell's
+    centre, the most confident on top). Order-free: a reordered row is the same decision."""
+    rows = _first(outputs).reshape(-1, 6)
+    rows = rows[rows[:, 4] >= threshold]
+    side = feed["images"].shape[-1] // cell
+    grid = np.zeros((side, side), np.int64)
+    centres = (np.arange(side) + 0.5) * cell
+    for x1, y1, x2, y2, _, c in rows[np.argsort(rows[:, 4])]:
+        xs, ys = (centres >= x1) & (centres <= x2), (centres >= y1) & (centres <= y2)
+        grid[np.ix_(ys, xs)] = 1 + int(c)
+    return grid.ravel(), True
+
+
 def mask_half(outputs, feed):
     return (_first(outputs).astype(np.float32) > 0.5).ravel(), False
 

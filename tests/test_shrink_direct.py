@@ -90,7 +90,8 @@ def test_diamond_and_multi_output_nodes(out_dirs, save, monkeypatch):
     assert taken and direct == graph
 
 
-@pytest.mark.parametrize("what", ["constant", "exact", "exact_in_file", "dead", "value_info", "shape", "input"])
+@pytest.mark.parametrize("what", ["constant", "exact", "exact_in_file", "dead", "value_info", "shape", "input",
+                                  "info_of_input", "info_of_nothing", "info_twice", "info_not_a_tensor"])
 def test_left_to_the_graph(out_dirs, save, monkeypatch, what):
     m = builders.duplicate_initializers(size=64 if what == "exact_in_file" else 16)
     g = m.graph
@@ -105,8 +106,16 @@ def test_left_to_the_graph(out_dirs, save, monkeypatch, what):
             t.raw_data = np.full(len(t.raw_data) // 4, 0.5, np.float32).tobytes()
     elif what == "dead":
         g.node.append(helper.make_node("Relu", ["h0"], ["nobody"]))
-    elif what == "value_info":
-        g.value_info.append(helper.make_tensor_value_info("h0", 1, [2, 16]))
+    elif what == "value_info":  # one with a denotation gs drops
+        g.value_info.append(helper.make_tensor_value_info("h0", 1, [2, 16], shape_denotation=["BATCH", ""]))
+    elif what == "info_of_input":  # gs reads it into the input's type
+        g.value_info.append(helper.make_tensor_value_info("x", 1, [2, "n"]))
+    elif what == "info_of_nothing":
+        g.value_info.append(helper.make_tensor_value_info("ghost", 1, [2]))
+    elif what == "info_twice":  # gs merges the two
+        g.value_info.extend([helper.make_empty_tensor_value_info("h0"), helper.make_tensor_value_info("h0", 1, None)])
+    elif what == "info_not_a_tensor":
+        g.value_info.append(helper.make_tensor_sequence_value_info("h0", 1, [2, 16]))
     elif what == "shape":
         g.node.append(helper.make_node("Shape", ["W1"], ["w1_shape"]))
         g.output.append(helper.make_tensor_value_info("w1_shape", 7, [2]))
@@ -115,6 +124,30 @@ def test_left_to_the_graph(out_dirs, save, monkeypatch, what):
     direct, graph, taken = _both(save(m), out_dirs, monkeypatch)
     assert not taken
     assert direct == graph
+
+
+def test_value_info_shape_of_values_and_small_tensor_attributes(out_dirs, save, monkeypatch):
+    """value_info as the exporter writes it (a merged initializer's dropped, the rest in the sorted
+    nodes' order), Shape of a computed value, a ConstantOfShape's value: taken, the same bytes."""
+    m = builders.duplicate_initializers(n_copies=4)
+    g = m.graph
+    nodes = list(g.node)
+    del g.node[:]
+    g.node.extend(reversed(nodes))  # the value_info's order follows the sorted nodes
+    g.node.extend([helper.make_node("Shape", ["h1"], ["s"]),
+                   helper.make_node("ConstantOfShape", ["s"], ["z"], value=numpy_helper.from_array(
+                       np.array([0.5], np.float32), "v")),
+                   helper.make_node("Add", ["y", "z"], ["out"])])
+    g.output.append(helper.make_tensor_value_info("out", 1, [2, 16]))
+    g.value_info.extend([helper.make_tensor_value_info("h2", 1, [2, None]),  # a dimension of neither kind
+                         helper.make_tensor_value_info("W3", 1, [16, 16]),  # merged: dropped
+                         helper.make_tensor_value_info("h0", 10, ["batch", 16]),
+                         helper.make_tensor_value_info("s", 7, [2]),
+                         helper.make_tensor_value_info("z", 1, None)])
+    direct, graph, taken = _both(save(m), out_dirs, monkeypatch)
+    assert taken and direct == graph
+    written = onnx.load(out_dirs / "a" / "out.onnx")
+    assert [v.name for v in written.graph.value_info] == ["h0", "h2", "s", "z"]
 
 
 def test_shrink_of_an_albert_like_model_loads_no_graph(save, tmp_path):

@@ -30,7 +30,16 @@ from pathlib import Path
 
 import onnx
 
-from .direct_checks import NotCovered, check_names, check_plain, elements, first_use, sorted_nodes
+from .direct_checks import (
+    NotCovered,
+    check_names,
+    check_plain,
+    check_shape_readers,
+    described,
+    elements,
+    first_use,
+    sorted_nodes,
+)
 from ..passes.digests import (
     BFLOAT16_FROM_OPSET,
     CHUNK_BYTES,
@@ -79,14 +88,17 @@ class DirectShrink:
 
     def __init__(self, model: onnx.ModelProto, files: ExternalFiles, size: int, min_elements: int, half: bool):
         self.model, self.files, self.size, self.min_elements, self.half = model, files, size, min_elements, half
-        self.ins = self.outs = self.inits = None
+        self.ins = self.outs = self.inits = self.described = None
         try:
             if files.data_files:
                 raise NotCovered("external data files")
             check_plain(model, min_elements)
             self.ins = [list(node.input) for node in model.graph.node]
             self.outs = [list(node.output) for node in model.graph.node]
-            self.inits = check_names(model.graph, self.ins, self.outs)
+            inits = check_names(model.graph, self.ins, self.outs)
+            check_shape_readers(model.graph, self.ins, inits)
+            self.described = described(model.graph, inits, self.outs)
+            self.inits = inits
         except NotCovered as e:
             log.debug("shrink: the graph's path (%s)", e)
         self.covered = self.inits is not None
@@ -323,8 +335,11 @@ def _shrink(opened: DirectShrink, payloads: _Mapped):
         reports.append(_half_report(nodes, ins, inits, payloads, min_elements, opset))
     order = sorted_nodes(ins, outs)
     nodes, ins = [nodes[i] for i in order], [ins[i] for i in order]
+    # value_info as the exporter writes it: the values the nodes make, in their (sorted) order
+    info = opened.described
+    value_info = [info[name] for i in order for name in outs[i] if name in info] if info else ()
     graph = onnx.GraphProto(node=nodes, name=g.name, input=g.input, output=g.output,
-                            initializer=[inits[name] for name in first_use(ins, inits)])
+                            initializer=[inits[name] for name in first_use(ins, inits)], value_info=value_info)
     if g.doc_string:
         graph.doc_string = g.doc_string
     result = onnx.ModelProto(graph=graph, opset_import=model.opset_import, metadata_props=model.metadata_props)

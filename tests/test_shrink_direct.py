@@ -91,7 +91,7 @@ def test_diamond_and_multi_output_nodes(out_dirs, save, monkeypatch):
 
 
 @pytest.mark.parametrize("what", ["constant", "exact", "exact_in_file", "dead", "value_info", "shape", "input",
-                                  "info_of_input", "info_of_nothing", "info_twice", "info_not_a_tensor"])
+                                  "info_of_input", "info_of_output", "info_twice", "info_not_a_tensor"])
 def test_left_to_the_graph(out_dirs, save, monkeypatch, what):
     m = builders.duplicate_initializers(size=64 if what == "exact_in_file" else 16)
     g = m.graph
@@ -110,8 +110,8 @@ def test_left_to_the_graph(out_dirs, save, monkeypatch, what):
         g.value_info.append(helper.make_tensor_value_info("h0", 1, [2, 16], shape_denotation=["BATCH", ""]))
     elif what == "info_of_input":  # gs reads it into the input's type
         g.value_info.append(helper.make_tensor_value_info("x", 1, [2, "n"]))
-    elif what == "info_of_nothing":
-        g.value_info.append(helper.make_tensor_value_info("ghost", 1, [2]))
+    elif what == "info_of_output":
+        g.value_info.append(helper.make_tensor_value_info("y", 1, [2, "n"]))
     elif what == "info_twice":  # gs merges the two
         g.value_info.extend([helper.make_empty_tensor_value_info("h0"), helper.make_tensor_value_info("h0", 1, None)])
     elif what == "info_not_a_tensor":
@@ -136,14 +136,19 @@ def test_value_info_shape_of_values_and_small_tensor_attributes(out_dirs, save, 
     g.node.extend(reversed(nodes))  # the value_info's order follows the sorted nodes
     g.node.extend([helper.make_node("Shape", ["h1"], ["s"]),
                    helper.make_node("ConstantOfShape", ["s"], ["z"], value=numpy_helper.from_array(
-                       np.array([0.5], np.float32), "v")),
+                       np.array([0.5], np.float32))),  # no name: gs writes an empty one
                    helper.make_node("Add", ["y", "z"], ["out"])])
     g.output.append(helper.make_tensor_value_info("out", 1, [2, 16]))
     g.value_info.extend([helper.make_tensor_value_info("h2", 1, [2, None]),  # a dimension of neither kind
                          helper.make_tensor_value_info("W3", 1, [16, 16]),  # merged: dropped
                          helper.make_tensor_value_info("h0", 10, ["batch", 16]),
                          helper.make_tensor_value_info("s", 7, [2]),
-                         helper.make_tensor_value_info("z", 1, None)])
+                         helper.make_tensor_value_info("z", 1, None),
+                         helper.make_tensor_value_info("ghost", 1, [3]),
+                         helper.make_tensor_value_info("out", 1, [2, 16]),  # as declared: dropped
+                         helper.make_tensor_value_info("x", 1, [2, 16])])  # nothing makes it: dropped
+    g.node[0].doc_string = "gs drops a node's doc string"
+    g.node[1].metadata_props.add(key="k", value="and its metadata")
     direct, graph, taken = _both(save(m), out_dirs, monkeypatch)
     assert taken and direct == graph
     written = onnx.load(out_dirs / "a" / "out.onnx")

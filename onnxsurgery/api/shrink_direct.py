@@ -12,12 +12,14 @@ in the order the exporter writes them (first use), and the writer copies the pay
 input as it does for the workspace's result. The reports are those the passes would make.
 
 `direct_workspace` returns None, and `shrink` takes the graph's path, for anything it does not
-cover: Constant nodes or subgraphs a pass could touch (a Constant of `min_elements` or more, any
-graph attribute), a `Shape` node (shape_only), a float32 initializer exact in 16 bits or read by
-a quantizer or another domain (half_width), names the workspace would rename, dead nodes or
-unread initializers (cleanup), initializers listed as inputs or outputs, value_info, functions,
-sparse or string tensors, typed-field payloads, doc strings or attributes gs would write back in
-another form, external data files, and any option but the defaults (and `half`).
+cover: Constant nodes or subgraphs a pass could touch (a tensor attribute of `min_elements` or
+more, any graph attribute), a `Shape` node of a constant (shape_only), a float32 initializer
+exact in 16 bits or read by a quantizer or another domain (half_width), names the workspace
+would rename, dead nodes or unread initializers (cleanup), initializers listed as inputs or
+outputs, value_info of a graph input or output or of a type gs writes back otherwise, functions,
+sparse or string tensors, typed-field payloads, attributes gs would write back in another form,
+external data files, and any option but the defaults (and `half`). value_info is written as the
+exporter writes it: the entries of values the nodes make, in the sorted nodes' order.
 """
 
 from __future__ import annotations
@@ -328,6 +330,9 @@ def _shrink(opened: DirectShrink, payloads: _Mapped):
             out.name = node.name
         if node.domain:
             out.domain = node.domain
+        for a in out.attribute:
+            if a.type == a.TENSOR and not a.t.HasField("name"):
+                a.t.name = ""  # gs's exporter sets it (export_tensor_proto): an empty name is then written
         nodes.append(out)
     reports = [PassReport("shape_only", details={"constants": []}), _merge_report(groups, inits, payloads)]
     if opened.half:

@@ -102,7 +102,7 @@ class DirectShrink:
             self.described = described(model.graph, inits, self.outs)
             self.inits = inits
         except NotCovered as e:
-            log.debug("shrink: the graph's path (%s)", e)
+            log.info("shrink: the graph's path (%s)", e)
         self.covered = self.inits is not None
 
     def graph_workspace(self):
@@ -126,9 +126,10 @@ class DirectShrink:
                 # which cannot be closed while they live (skim.py's trap too)
                 why = str(e)
         if why is not None:
-            log.debug("shrink: the graph's path (%s)", why)
+            log.info("shrink: the graph's path (%s)", why)
             return None
         if log.isEnabledFor(logging.INFO):
+            log.info("shrink: on the proto, no graph (its only change: merging initializers)")
             from ..pipeline import _log_report
 
             for report in reports:

@@ -161,3 +161,18 @@ def test_shrink_of_an_albert_like_model_loads_no_graph(save, tmp_path):
     assert "onnxsurgery.api.shrink_direct" in modules and (tmp_path / "o.onnx").is_file()
     # gs itself still loads (storage/lazy.py's file-backed values), 6 ms: not its graph's work
     assert not modules & {"onnxsurgery.pipeline", "onnxsurgery.passes.merge_constants", "onnxsurgery.export"}
+
+
+def test_the_path_taken_is_said_under_verbose(save, tmp_path, caplog):
+    m = builders.duplicate_initializers(n_copies=3)
+    src = save(m)
+    with caplog.at_level("INFO", logger="onnxsurgery"):
+        api.shrink_file(src, tmp_path / "a.onnx")
+        api.shrink_file(src, tmp_path / "b.onnx", transposed=True)
+        m.graph.node.append(helper.make_node("Shape", ["W1"], ["w1_shape"]))
+        m.graph.output.append(helper.make_tensor_value_info("w1_shape", 7, [2]))
+        api.shrink_file(save(m), tmp_path / "c.onnx")
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("shrink: ")]
+    assert said == ["shrink: on the proto, no graph (its only change: merging initializers)",
+                    "shrink: the graph's path (transposed asked for)",
+                    "shrink: the graph's path (node : Shape of a constant)"]

@@ -90,7 +90,8 @@ def test_diamond_and_multi_output_nodes(out_dirs, save, monkeypatch):
     assert taken and direct == graph
 
 
-@pytest.mark.parametrize("what", ["constant", "exact", "exact_in_file", "dead", "value_info", "shape", "input"])
+@pytest.mark.parametrize("what", ["constant", "exact", "exact_in_file", "dead", "value_info", "shape", "input",
+                                  "info_of_input", "info_of_output", "info_twice", "info_not_a_tensor"])
 def test_left_to_the_graph(out_dirs, save, monkeypatch, what):
     m = builders.duplicate_initializers(size=64 if what == "exact_in_file" else 16)
     g = m.graph
@@ -105,8 +106,16 @@ def test_left_to_the_graph(out_dirs, save, monkeypatch, what):
             t.raw_data = np.full(len(t.raw_data) // 4, 0.5, np.float32).tobytes()
     elif what == "dead":
         g.node.append(helper.make_node("Relu", ["h0"], ["nobody"]))
-    elif what == "value_info":
-        g.value_info.append(helper.make_tensor_value_info("h0", 1, [2, 16]))
+    elif what == "value_info":  # one with a denotation gs drops
+        g.value_info.append(helper.make_tensor_value_info("h0", 1, [2, 16], shape_denotation=["BATCH", ""]))
+    elif what == "info_of_input":  # gs reads it into the input's type
+        g.value_info.append(helper.make_tensor_value_info("x", 1, [2, "n"]))
+    elif what == "info_of_output":
+        g.value_info.append(helper.make_tensor_value_info("y", 1, [2, "n"]))
+    elif what == "info_twice":  # gs merges the two
+        g.value_info.extend([helper.make_empty_tensor_value_info("h0"), helper.make_tensor_value_info("h0", 1, None)])
+    elif what == "info_not_a_tensor":
+        g.value_info.append(helper.make_tensor_sequence_value_info("h0", 1, [2, 16]))
     elif what == "shape":
         g.node.append(helper.make_node("Shape", ["W1"], ["w1_shape"]))
         g.output.append(helper.make_tensor_value_info("w1_shape", 7, [2]))
@@ -117,9 +126,53 @@ def test_left_to_the_graph(out_dirs, save, monkeypatch, what):
     assert direct == graph
 
 
+def test_value_info_shape_of_values_and_small_tensor_attributes(out_dirs, save, monkeypatch):
+    """value_info as the exporter writes it (a merged initializer's dropped, the rest in the sorted
+    nodes' order), Shape of a computed value, a ConstantOfShape's value: taken, the same bytes."""
+    m = builders.duplicate_initializers(n_copies=4)
+    g = m.graph
+    nodes = list(g.node)
+    del g.node[:]
+    g.node.extend(reversed(nodes))  # the value_info's order follows the sorted nodes
+    g.node.extend([helper.make_node("Shape", ["h1"], ["s"]),
+                   helper.make_node("ConstantOfShape", ["s"], ["z"], value=numpy_helper.from_array(
+                       np.array([0.5], np.float32))),  # no name: gs writes an empty one
+                   helper.make_node("Add", ["y", "z"], ["out"])])
+    g.output.append(helper.make_tensor_value_info("out", 1, [2, 16]))
+    g.value_info.extend([helper.make_tensor_value_info("h2", 1, [2, None]),  # a dimension of neither kind
+                         helper.make_tensor_value_info("W3", 1, [16, 16]),  # merged: dropped
+                         helper.make_tensor_value_info("h0", 10, ["batch", 16]),
+                         helper.make_tensor_value_info("s", 7, [2]),
+                         helper.make_tensor_value_info("z", 1, None),
+                         helper.make_tensor_value_info("ghost", 1, [3]),
+                         helper.make_tensor_value_info("out", 1, [2, 16]),  # as declared: dropped
+                         helper.make_tensor_value_info("x", 1, [2, 16])])  # nothing makes it: dropped
+    g.node[0].doc_string = "gs drops a node's doc string"
+    g.node[1].metadata_props.add(key="k", value="and its metadata")
+    direct, graph, taken = _both(save(m), out_dirs, monkeypatch)
+    assert taken and direct == graph
+    written = onnx.load(out_dirs / "a" / "out.onnx")
+    assert [v.name for v in written.graph.value_info] == ["h0", "h2", "s", "z"]
+
+
 def test_shrink_of_an_albert_like_model_loads_no_graph(save, tmp_path):
     src = save(build_encoder(layers=2, hidden=64, shared=True, vocab=500))
     modules = set(_probe(tmp_path, "-q", "shrink", src, tmp_path / "o.onnx")["modules"])
     assert "onnxsurgery.api.shrink_direct" in modules and (tmp_path / "o.onnx").is_file()
     # gs itself still loads (storage/lazy.py's file-backed values), 6 ms: not its graph's work
     assert not modules & {"onnxsurgery.pipeline", "onnxsurgery.passes.merge_constants", "onnxsurgery.export"}
+
+
+def test_the_path_taken_is_said_under_verbose(save, tmp_path, caplog):
+    m = builders.duplicate_initializers(n_copies=3)
+    src = save(m)
+    with caplog.at_level("INFO", logger="onnxsurgery"):
+        api.shrink_file(src, tmp_path / "a.onnx")
+        api.shrink_file(src, tmp_path / "b.onnx", transposed=True)
+        m.graph.node.append(helper.make_node("Shape", ["W1"], ["w1_shape"]))
+        m.graph.output.append(helper.make_tensor_value_info("w1_shape", 7, [2]))
+        api.shrink_file(save(m), tmp_path / "c.onnx")
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("shrink: ")]
+    assert said == ["shrink: on the proto, no graph (its only change: merging initializers)",
+                    "shrink: the graph's path (transposed asked for)",
+                    "shrink: the graph's path (node : Shape of a constant)"]

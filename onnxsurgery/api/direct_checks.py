@@ -1,7 +1,7 @@
 """What shrink_direct.py asks of a graph before it takes it (api/shrink_direct.py's module doc):
-that gs would write back every node, input and output as it is, that no pass but the merge of
-initializers has anything to do, that cleanup would remove nothing; and gs's toposort order and
-the exporter's initializer order, on the proto's names."""
+that gs would write back every node, input, output and value_info entry as it is, that no pass
+but the merge of initializers has anything to do, that cleanup would remove nothing; and gs's
+toposort order, the exporter's initializer order and its value_info order, on the proto's names."""
 
 from __future__ import annotations
 
@@ -29,13 +29,13 @@ def check_plain(model: onnx.ModelProto, min_elements: int) -> None:
     """NotCovered unless the graph is one a default `shrink` changes only by merging initializers,
     and gs would write back every node, input and output as it is (module doc)."""
     g = model.graph
-    if model.functions or model.training_info or g.sparse_initializer or g.value_info or model.ir_version < 4:
-        raise NotCovered("functions, training info, sparse initializers, value_info or IR < 4")
+    if model.functions or model.training_info or g.sparse_initializer or model.ir_version < 4:
+        raise NotCovered("functions, training info, sparse initializers or IR < 4")
     if not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
         raise NotCovered("no default opset")
     for node in g.node:
-        if node.op_type == "Shape" or node.doc_string or node.HasField("overload") or len(node.metadata_props):
-            raise NotCovered(f"node {node.name}: Shape, a doc string or metadata")
+        if node.HasField("overload"):  # a node's doc string and metadata: gs drops them, as _shrink does
+            raise NotCovered(f"node {node.name}: an overload")
         for a in node.attribute:
             if a.doc_string or a.ref_attr_name:
                 raise NotCovered(f"node {node.name}: attribute {a.name} with a doc string or reference")
@@ -43,19 +43,50 @@ def check_plain(model: onnx.ModelProto, min_elements: int) -> None:
                 if a.type in _REPEATED and not len(getattr(a, _REPEATED[a.type])):
                     raise NotCovered(f"node {node.name}: empty attribute {a.name}")
                 continue
-            if (node.op_type == "Constant" and not node.domain and a.name == "value" and a.type == a.TENSOR
-                    and a.t.HasField("raw_data") and elements(a.t) < min_elements
-                    and a.t.data_location != onnx.TensorProto.EXTERNAL):
+            # a small tensor (a Constant's, ConstantOfShape's value): gs keeps the proto and writes it
+            # back; below min_elements no pass takes it
+            if (not node.domain and a.type == a.TENSOR and a.t.HasField("raw_data")
+                    and elements(a.t) < min_elements and a.t.data_location != onnx.TensorProto.EXTERNAL):
                 continue
             raise NotCovered(f"node {node.name}: attribute {a.name} of type {a.type}")
-    for v in (*g.input, *g.output):
-        if v.doc_string or not v.type.HasField("tensor_type") or v.type.denotation or len(v.metadata_props):
-            raise NotCovered(f"graph input or output {v.name} not a plain tensor")
-        t = v.type.tensor_type
-        # gs writes a dimension back as a number or a name: one with neither, or a denotation, not
-        if not t.elem_type or any(d.denotation or not (d.HasField("dim_value") or d.HasField("dim_param"))
-                                  for d in t.shape.dim):
-            raise NotCovered(f"graph input or output {v.name}: a type gs would write back otherwise")
+    for v in (*g.input, *g.output, *g.value_info):
+        check_value_info(v)
+
+
+def check_value_info(v: onnx.ValueInfoProto) -> None:
+    """NotCovered unless gs reads `v` into a dtype and a shape that its exporter writes back as the
+    same bytes (make_tensor_value_info): a plain tensor of a known type, each dimension a number, a
+    name or neither (gs's None, written back empty), no denotation or doc string."""
+    if v.doc_string or not v.type.HasField("tensor_type") or v.type.denotation or len(v.metadata_props):
+        raise NotCovered(f"value {v.name} not a plain tensor")
+    t = v.type.tensor_type
+    if not t.elem_type or any(d.denotation for d in t.shape.dim):
+        raise NotCovered(f"value {v.name}: a type gs would write back otherwise")
+
+
+def described(g: onnx.GraphProto, inits: dict, outs: list) -> dict[str, onnx.ValueInfoProto]:
+    """The value_info entries the exporter writes back, by name: those of values a node makes (it
+    drops an initializer's, a merged one's too, a graph input's or output's, and one of a value
+    nothing makes); NotCovered where one names a graph input or output and says otherwise (gs
+    reads it into their types) or a value twice (gs merges the two)."""
+    entries = {v.name: v for v in g.value_info}
+    if len(entries) != len(g.value_info):
+        raise NotCovered("a value described twice")
+    made = {name for names in outs for name in names}
+    for v in (*g.input, *g.output):  # gs reads one into the declaration, then drops it
+        if v.name in entries and entries.pop(v.name).SerializeToString() != v.SerializeToString():
+            raise NotCovered(f"value_info of graph input or output {v.name}")
+    return {name: v for name, v in entries.items() if name in made}
+
+
+def check_shape_readers(g: onnx.GraphProto, ins: list, inits: dict) -> None:
+    """NotCovered where a Shape node reads a constant (shape_only's work); of a computed value it
+    leaves the Shape alone."""
+    constants = set(inits)
+    constants.update(name for node in g.node if node.op_type == "Constant" for name in node.output)
+    for node, names in zip(g.node, ins):
+        if node.op_type == "Shape" and names and names[0] in constants:
+            raise NotCovered(f"node {node.name}: Shape of a constant")
 
 
 def check_names(g: onnx.GraphProto, ins: list, outs: list) -> dict[str, onnx.TensorProto]:

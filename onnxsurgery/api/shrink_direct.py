@@ -12,12 +12,14 @@ in the order the exporter writes them (first use), and the writer copies the pay
 input as it does for the workspace's result. The reports are those the passes would make.
 
 `direct_workspace` returns None, and `shrink` takes the graph's path, for anything it does not
-cover: Constant nodes or subgraphs a pass could touch (a Constant of `min_elements` or more, any
-graph attribute), a `Shape` node (shape_only), a float32 initializer exact in 16 bits or read by
-a quantizer or another domain (half_width), names the workspace would rename, dead nodes or
-unread initializers (cleanup), initializers listed as inputs or outputs, value_info, functions,
-sparse or string tensors, typed-field payloads, doc strings or attributes gs would write back in
-another form, external data files, and any option but the defaults (and `half`).
+cover: Constant nodes or subgraphs a pass could touch (a tensor attribute of `min_elements` or
+more, any graph attribute), a `Shape` node of a constant (shape_only), a float32 initializer
+exact in 16 bits or read by a quantizer or another domain (half_width), names the workspace
+would rename, dead nodes or unread initializers (cleanup), initializers listed as inputs or
+outputs, value_info of a graph input or output or of a type gs writes back otherwise, functions,
+sparse or string tensors, typed-field payloads, attributes gs would write back in another form,
+external data files, and any option but the defaults (and `half`). value_info is written as the
+exporter writes it: the entries of values the nodes make, in the sorted nodes' order.
 """
 
 from __future__ import annotations
@@ -30,7 +32,16 @@ from pathlib import Path
 
 import onnx
 
-from .direct_checks import NotCovered, check_names, check_plain, elements, first_use, sorted_nodes
+from .direct_checks import (
+    NotCovered,
+    check_names,
+    check_plain,
+    check_shape_readers,
+    described,
+    elements,
+    first_use,
+    sorted_nodes,
+)
 from ..passes.digests import (
     BFLOAT16_FROM_OPSET,
     CHUNK_BYTES,
@@ -79,16 +90,19 @@ class DirectShrink:
 
     def __init__(self, model: onnx.ModelProto, files: ExternalFiles, size: int, min_elements: int, half: bool):
         self.model, self.files, self.size, self.min_elements, self.half = model, files, size, min_elements, half
-        self.ins = self.outs = self.inits = None
+        self.ins = self.outs = self.inits = self.described = None
         try:
             if files.data_files:
                 raise NotCovered("external data files")
             check_plain(model, min_elements)
             self.ins = [list(node.input) for node in model.graph.node]
             self.outs = [list(node.output) for node in model.graph.node]
-            self.inits = check_names(model.graph, self.ins, self.outs)
+            inits = check_names(model.graph, self.ins, self.outs)
+            check_shape_readers(model.graph, self.ins, inits)
+            self.described = described(model.graph, inits, self.outs)
+            self.inits = inits
         except NotCovered as e:
-            log.debug("shrink: the graph's path (%s)", e)
+            log.info("shrink: the graph's path (%s)", e)
         self.covered = self.inits is not None
 
     def graph_workspace(self):
@@ -112,9 +126,10 @@ class DirectShrink:
                 # which cannot be closed while they live (skim.py's trap too)
                 why = str(e)
         if why is not None:
-            log.debug("shrink: the graph's path (%s)", why)
+            log.info("shrink: the graph's path (%s)", why)
             return None
         if log.isEnabledFor(logging.INFO):
+            log.info("shrink: on the proto, no graph (its only change: merging initializers)")
             from ..pipeline import _log_report
 
             for report in reports:
@@ -316,6 +331,9 @@ def _shrink(opened: DirectShrink, payloads: _Mapped):
             out.name = node.name
         if node.domain:
             out.domain = node.domain
+        for a in out.attribute:
+            if a.type == a.TENSOR and not a.t.HasField("name"):
+                a.t.name = ""  # gs's exporter sets it (export_tensor_proto): an empty name is then written
         nodes.append(out)
     reports = [PassReport("shape_only", details={"constants": []}), _merge_report(groups, inits, payloads)]
     if opened.half:
@@ -323,8 +341,11 @@ def _shrink(opened: DirectShrink, payloads: _Mapped):
         reports.append(_half_report(nodes, ins, inits, payloads, min_elements, opset))
     order = sorted_nodes(ins, outs)
     nodes, ins = [nodes[i] for i in order], [ins[i] for i in order]
+    # value_info as the exporter writes it: the values the nodes make, in their (sorted) order
+    info = opened.described
+    value_info = [info[name] for i in order for name in outs[i] if name in info] if info else ()
     graph = onnx.GraphProto(node=nodes, name=g.name, input=g.input, output=g.output,
-                            initializer=[inits[name] for name in first_use(ins, inits)])
+                            initializer=[inits[name] for name in first_use(ins, inits)], value_info=value_info)
     if g.doc_string:
         graph.doc_string = g.doc_string
     result = onnx.ModelProto(graph=graph, opset_import=model.opset_import, metadata_props=model.metadata_props)

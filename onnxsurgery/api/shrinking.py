@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +20,8 @@ from ._common import in_memory, write_checked, os_errors, output_for
 
 if TYPE_CHECKING:
     from ..pipeline import Workspace
+
+log = logging.getLogger("onnxsurgery")
 
 
 def _run_shrink_passes(ws: Workspace, report: RunReport, run: ShrinkRun) -> None:
@@ -75,11 +78,7 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     verify, target = run.verify, run.target
     samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
     out = output_for(input_path, output_path, run.output.in_place)
-    # a model shrink_direct.py covers is opened and checked here, its payloads compared while
-    # the load check below runs: on the graph's path the workspace opens first (time9: opening it
-    # beside the check's session raised ALBERT's peak RSS from 148 to 173-249 MB)
-    opened = _direct(input_path, run)
-    ws = open_workspace(input_path) if opened is None else None if opened.covered else opened.graph_workspace()
+    ws, opened = _open(input_path, run)
     # whether onnxruntime loads the input, asked on a second core while the passes run on this
     # one: its weights stay in the file (sessions.load_error), as the workspace's do. The thread
     # allocates from the main heap (heap.one_heap, as verification's reference thread does): on a
@@ -88,12 +87,9 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     heap.one_heap()
     with ThreadPoolExecutor(1) as helper:
         loads = None if verify else helper.submit(load_error, input_path)
-        direct = False
-        if ws is None:
-            ws = opened.shrink()
-            direct = ws is not None
-            if ws is None:  # a check on the payloads (shrink_direct.py) needs the graph
-                ws = opened.graph_workspace()
+        direct = ws is None
+        if direct:
+            ws, direct = _direct_or_graph(opened)
         report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
         if ws.files is not None:
             ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
@@ -153,14 +149,31 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     return report
 
 
-def _direct(input_path, run: ShrinkRun):
-    """The model opened for shrink_direct (DirectShrink: `covered` where its checks pass) where no
-    optional pass is asked for (`half` either way), else None."""
-    if run.transposed or run.narrow or run.reshaped:
-        return None
+def _open(input_path, run: ShrinkRun):
+    """Which way `shrink_file` goes, decided here (and in `_direct_or_graph` for what only the
+    payloads tell), and said under -v: (the graph's workspace, None), opened now, or (None, the
+    DirectShrink) whose payload checks and merge run beside the load check. The graph's
+    workspace opens before the check starts (time9: opening it beside the check's session raised
+    ALBERT's peak RSS from 148 to 173-249 MB); the direct path's cheap checks read no payload."""
+    asked = [name for name in ("transposed", "narrow", "reshaped") if getattr(run, name)]
+    if asked:
+        log.info("shrink: the graph's path (%s asked for)", ", ".join(asked))
+        return open_workspace(input_path), None
     from .shrink_direct import direct_shrink
 
-    return direct_shrink(input_path, min_elements=run.passes["min_elements"], half=run.passes["half"])
+    opened = direct_shrink(input_path, min_elements=run.passes["min_elements"], half=run.passes["half"])
+    if opened is None:  # tests: the graph's path forced
+        return open_workspace(input_path), None
+    if not opened.covered:  # DirectShrink logged why
+        return opened.graph_workspace(), None
+    return None, opened
+
+
+def _direct_or_graph(opened):
+    """(workspace, whether shrunk on its proto): the DirectShrink's result, or the graph's
+    workspace where a check on the payloads needs it (shrink_direct.py logs why)."""
+    ws = opened.shrink()
+    return (ws, True) if ws is not None else (opened.graph_workspace(), False)
 
 
 def open_workspace(input_path):

@@ -36,22 +36,12 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELE
     # quant merges first, so its figures include what shrink's merge saves
     savings = {"shrink": sum(step.bytes_saved for step in shrink_steps)}
     shrink_parts = {_PART_NAMES.get(step.name, step.name): step.bytes_saved for step in shrink_steps}
-    # quant bypasses Identity nodes in front of weights before it plans (its first step): its estimates
-    # must see the readers its plan sees (rxnmap: 8 MatMuls behind Identities each, kept int8 under
-    # --dtype int4; through the Identities info predicted 4-bit, 12.8 MB against the 21.2 MB written).
-    # The graph is info's own copy in memory: nothing is written
-    BypassIdentities().apply(graph, overridable=ws.overridable)
-    remove_dead(graph)
-    for method, options in QUANT_ESTIMATES.items():
-        steps = estimate_pipeline(graph, quant_pipeline(options, opsets=ws.opsets), overridable=ws.overridable,
-                                  memo=memo)
-        savings[method] = sum(step.bytes_saved for step in steps)
     group_of = {id(m.tensor): i for i, g in enumerate(groups) for m in g.members}
     by_dtype: dict[str, int] = {}
     for s in sites:
         key = onnx.TensorProto.DataType.Name(s.onnx_dtype).lower()
         by_dtype[key] = by_dtype.get(key, 0) + s.nbytes
-    return {
+    found = {
         "model_bytes": total,
         "weight_bytes": weight_bytes,
         "other_bytes": max(total - weight_bytes, 0),
@@ -75,3 +65,15 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELE
         "savings": savings,
         "shrink_parts": shrink_parts,  # what each of shrink's steps adds to savings["shrink"]
     }
+    # quant bypasses Identity nodes in front of weights before it plans (its first step): its estimates
+    # must see the readers its plan sees (rxnmap: 8 MatMuls behind Identities each, kept int8 under
+    # --dtype int4; through the Identities info predicted 4-bit, 12.8 MB against the 21.2 MB written).
+    # The graph is info's own copy in memory, nothing is written; the figures above are the file's as read,
+    # and taken first: the bypass removes Constant nodes the duplicate groups name
+    BypassIdentities().apply(graph, overridable=ws.overridable)
+    remove_dead(graph)
+    for method, options in QUANT_ESTIMATES.items():
+        steps = estimate_pipeline(graph, quant_pipeline(options, opsets=ws.opsets), overridable=ws.overridable,
+                                  memo=memo)
+        savings[method] = sum(step.bytes_saved for step in steps)
+    return found

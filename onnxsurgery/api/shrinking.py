@@ -75,8 +75,6 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     with `verify`).
     """
     run = ShrinkRun.given(run, options)
-    verify, target = run.verify, run.target
-    samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
     out = output_for(input_path, output_path, run.output.in_place)
     ws, opened = _open(input_path, run)
     # whether onnxruntime loads the input, asked on a second core while the passes run on this
@@ -85,11 +83,11 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     # heap of its own, glibc grew it a page at a time for the session's parse (2,700 mprotect
     # calls on the ALBERT sample)
     heap.one_heap()
+    direct = ws is None
+    if direct:  # its merge before the check starts, its write beside it (the check holds the GIL)
+        ws, direct = _direct_or_graph(opened)
     with ThreadPoolExecutor(1) as helper:
-        loads = None if verify else helper.submit(load_error, input_path)
-        direct = ws is None
-        if direct:
-            ws, direct = _direct_or_graph(opened)
+        loads = None if run.verify else helper.submit(load_error, input_path)
         report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)
         if ws.files is not None:
             ws.files.spill_into(out.parent)  # 2-byte copies wait in a file beside the output, not in memory
@@ -97,9 +95,24 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
             report.passes = ws.reports
         else:
             _run_shrink_passes(ws, report, run)
-        why = None if loads is None else loads.result()
+        if not direct:  # time9: the graph's path waits for the check before it writes (dec-l4 1.12x otherwise)
+            _note_load(report, loads, input_path)
+            loads = None
+        return _write_result(ws, report, run, input_path, out, loads)
+
+
+def _note_load(report: RunReport, loads, input_path) -> None:
+    """The load check's answer, waited for: a note where onnxruntime cannot load the input."""
+    why = None if loads is None else loads.result()
     if why is not None:
         report.notes.insert(0, f"not checked in onnxruntime, which cannot load {input_path}: {why}")
+
+
+def _write_result(ws, report: RunReport, run: ShrinkRun, input_path, out: Path, loads) -> RunReport:
+    """`shrink_file`'s result written (or the input copied), checked where asked; `loads` (the
+    load check, where not waited for yet) waited for before it returns."""
+    verify, target = run.verify, run.target
+    samples, shapes, external_data = run.inputs.samples, run.inputs.shapes, run.output.external_data
     # unless asked otherwise, weights that came in a data file go out in one, `<output>.data`, as
     # quant writes them: onnxruntime then maps it instead of holding a parsed copy
     external_data = ws.has_external_data_files if external_data is None else external_data
@@ -128,6 +141,7 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
             check(Path(input_path))  # the copy is the input, byte for byte
         copy_file(input_path, out)
         report.bytes_after = report.bytes_before
+        _note_load(report, loads, input_path)
         return report
 
     if external_data and ws.has_external_data_files and not any(p.changed for p in report.passes):
@@ -136,6 +150,7 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
         if written is not None:
             report.notes.append("nothing to shrink: the output is a copy of the input and its data file")
             report.bytes_after = sum(p.stat().st_size for p in written)
+            _note_load(report, loads, input_path)
             return report
     # payloads stay in the input file until written
     written = write_checked(ws, ws.finish, out, external_data, check if verify else None)
@@ -146,6 +161,7 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
         report.bytes_after = report.bytes_before
     if target is not None:
         _for_target(target, out, report)
+    _note_load(report, loads, input_path)
     return report
 
 

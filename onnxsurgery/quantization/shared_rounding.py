@@ -127,3 +127,68 @@ def _copy(qt: Quantized, values: np.ndarray) -> Quantized:
     if qt.sums is not None:
         mine.sums = (weakref.ref(values), *qt.sums[1:])
     return mine
+
+
+# The plan's whole-weight roundings, for the pass of the same graph (issue 58, oneread15): the
+# plan reads every weight whole (its NaN check, the input-side scales), then the pass read it
+# again, from disk where the model is larger than the page cache. Where the pass is to follow
+# (`holding`, opened around plan and pass alike: passes/quantize_weights.py), the plan rounds the
+# whole weight in the form it measured best on that read and holds its integers, scales and
+# error here, keyed on the constant's identity and every argument of the rounding; the pass
+# takes them instead of reading the weight, and reads only the weights whose settled form
+# differs (a global rule changed it) or that did not fit the budget (the first ones are held:
+# the page cache keeps the last).
+# 1 GB of integers: issue 48's bound is 1 GB + 4x the largest tensor (dec-l4 int8 holds 338 MB)
+HELD_BYTES = 1 << 30
+_HOLD = {"open": 0, "budget": 0, "held": 0}
+_HELD: dict = {}  # key -> (the constant, held so that its id stays its own; Quantized; error; bytes)
+
+
+@contextmanager
+def holding(budget: int):
+    """Within it, `hold` keeps up to `budget` bytes of the plan's roundings for `take`."""
+    with _LOCK:
+        _HOLD["open"] += 1
+        _HOLD["budget"] = max(_HOLD["budget"], budget)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _HOLD["open"] -= 1
+            if not _HOLD["open"]:
+                _HELD.clear()
+                _HOLD["budget"] = _HOLD["held"] = 0
+
+
+def holds_room(nbytes: int) -> bool:
+    """Whether `hold` would keep `nbytes` more (checked before rounding, which then pays)."""
+    with _LOCK:
+        return bool(_HOLD["open"]) and _HOLD["held"] + nbytes <= _HOLD["budget"]
+
+
+def hold(tensor, key: tuple, qt: Quantized, error: dict) -> bool:
+    """Keep `qt` (the whole of `tensor` rounded as `key` says) and its error for `take`."""
+    nbytes = qt.q.nbytes + qt.scale.nbytes + (qt.zero_point.nbytes if qt.zero_point is not None else 0)
+    with _LOCK:
+        if not _HOLD["open"] or key in _HELD or _HOLD["held"] + nbytes > _HOLD["budget"]:
+            return False
+        _HELD[key] = tensor, qt, dict(error), nbytes
+        _HOLD["held"] += nbytes
+        return True
+
+
+def take(key: tuple) -> tuple[Quantized, dict] | None:
+    """(Quantized, its error) that `hold` kept for `key`, handed over once, or None."""
+    with _LOCK:
+        found = _HELD.pop(key, None)
+        if found is None:
+            return None
+        _HOLD["held"] -= found[3]
+    return found[1], found[2]
+
+
+def release() -> None:
+    """Drops what the pass did not take (weights whose form a global rule changed)."""
+    with _LOCK:
+        _HELD.clear()
+        _HOLD["held"] = 0

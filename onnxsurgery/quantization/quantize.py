@@ -232,10 +232,11 @@ def _quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lower
 
 def _whole_key(site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict) -> tuple | None:
     """What `keep_whole` and `kept_whole` match on: the constant itself and every argument of
-    its rounding (none per element: importance and given picks differ between plans)."""
-    if any(args.get(k) is not None for k in ("importance", "clip_picks", "known_picks")):
+    its rounding, the importance array by identity (the plan's own, which the pass is given:
+    Plan.importance); none with given clipping picks."""
+    if any(args.get(k) is not None for k in ("clip_picks", "known_picks")):
         return None
-    return (id(site.tensor), site.name, scheme, lowering, balanced,
+    return (id(site.tensor), site.name, scheme, lowering, balanced, id(args.get("importance")),
             *sorted((k, v) for k, v in args.items() if k != "importance"))
 
 
@@ -248,7 +249,7 @@ def keep_whole(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering:
     if key is None or not holds_room(values.size):
         return False
     qt = quantize_site(values, site, scheme, lowering, balanced, args)
-    return hold(site.tensor, key, qt, weight_error(values, qt))
+    return hold((site.tensor, args.get("importance")), key, qt, weight_error(values, qt))  # held: ids stay theirs
 
 
 def kept_whole(site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool,

@@ -141,7 +141,7 @@ def _copy(qt: Quantized, values: np.ndarray) -> Quantized:
 # 1 GB of integers: issue 48's bound is 1 GB + 4x the largest tensor (dec-l4 int8 holds 338 MB)
 HELD_BYTES = 1 << 30
 _HOLD = {"open": 0, "budget": 0, "held": 0}
-_HELD: dict = {}  # key -> (the constant, held so that its id stays its own; Quantized; error; bytes)
+_HELD: dict = {}  # key -> (what its ids are of, held so that they stay theirs; Quantized; error; bytes)
 
 
 @contextmanager
@@ -166,13 +166,14 @@ def holds_room(nbytes: int) -> bool:
         return bool(_HOLD["open"]) and _HOLD["held"] + nbytes <= _HOLD["budget"]
 
 
-def hold(tensor, key: tuple, qt: Quantized, error: dict) -> bool:
-    """Keep `qt` (the whole of `tensor` rounded as `key` says) and its error for `take`."""
+def hold(owners, key: tuple, qt: Quantized, error: dict) -> bool:
+    """Keep `qt` (a whole weight rounded as `key` says) and its error for `take`; `owners`: the
+    objects whose ids `key` holds, held with it."""
     nbytes = qt.q.nbytes + qt.scale.nbytes + (qt.zero_point.nbytes if qt.zero_point is not None else 0)
     with _LOCK:
         if not _HOLD["open"] or key in _HELD or _HOLD["held"] + nbytes > _HOLD["budget"]:
             return False
-        _HELD[key] = tensor, qt, dict(error), nbytes
+        _HELD[key] = owners, qt, dict(error), nbytes
         _HOLD["held"] += nbytes
         return True
 

@@ -169,7 +169,7 @@ def holds_room(nbytes: int) -> bool:
 def hold(owners, key: tuple, qt: Quantized, error: dict) -> bool:
     """Keep `qt` (a whole weight rounded as `key` says) and its error for `take`; `owners`: the
     objects whose ids `key` holds, held with it."""
-    nbytes = qt.q.nbytes + qt.scale.nbytes + (qt.zero_point.nbytes if qt.zero_point is not None else 0)
+    nbytes = _nbytes(qt)
     with _LOCK:
         if not _HOLD["open"] or key in _HELD or _HOLD["held"] + nbytes > _HOLD["budget"]:
             return False
@@ -193,3 +193,9 @@ def release() -> None:
     with _LOCK:
         _HELD.clear()
         _HOLD["held"] = 0
+
+
+def _nbytes(qt: Quantized) -> int:
+    """The bytes of every array `qt` holds (its groups' ranges are 1/16 of a weight in blocks)."""
+    arrays = (qt.q, qt.scale, qt.zero_point, qt.input_scale, qt.clip_picks, *(qt.ranges or ()))
+    return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))

@@ -117,8 +117,9 @@ class QuantizeWeights(PassBase):
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
         # what the plan measured of a weight (4-bit clipping picks, weight errors) is not
         # measured again when it is applied (quantize.remembering)
-        # and the plan's rounding of a weight on its read is the pass's (shared_rounding.holding)
-        with remembering(), holding(HELD_BYTES):
+        # and the plan's rounding of a weight on its read is the pass's (shared_rounding.holding;
+        # none under GPTQ, which rounds its weights its own way)
+        with remembering(), holding(HELD_BYTES if self.calibration is None else 0):
             plan = self.plan(graph, overridable=overridable)
             report = apply_plan(graph, plan, self.calibration, self.store)
         report.details["weights"] = plan.to_dict()["weights"]  # the records applied, as --dry-run lists them

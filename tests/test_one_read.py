@@ -28,6 +28,7 @@ def _model() -> onnx.ModelProto:
 def test_the_pass_reads_fewer_weights_and_writes_the_same_file(tmp_path, monkeypatch, dtype):
     src = tmp_path / "in.onnx"
     onnx.save(_model(), str(src))
+    monkeypatch.setattr(shared_rounding, "HOLD_FROM_MEMORY_SHARE", 0)  # as if it outgrew the page cache
     reads = []
     real = apply_module.read_values
     monkeypatch.setattr(apply_module, "read_values", lambda t: reads.append(t.name) or real(t))
@@ -35,7 +36,7 @@ def test_the_pass_reads_fewer_weights_and_writes_the_same_file(tmp_path, monkeyp
     onnxsurgery.quant_file(src, held, dtype=dtype, min_elements=1024, verify=False)
     read_held = sorted(reads)
     reads.clear()
-    monkeypatch.setattr("onnxsurgery.passes.quantize_weights.HELD_BYTES", 0)  # nothing held
+    monkeypatch.setattr(shared_rounding, "HELD_BYTES", 0)  # nothing held
     alone = tmp_path / "alone.onnx"
     onnxsurgery.quant_file(src, alone, dtype=dtype, min_elements=1024, verify=False)
     assert held.read_bytes() == alone.read_bytes()
@@ -63,3 +64,9 @@ def test_held_only_within_the_budget_and_taken_once_for_the_same_rounding():
         assert kept_whole(site, scheme, "dq", False, args) is None  # handed over once
         assert np.array_equal(qt.dequantize().shape, values.shape) and error["rel_l2_error"] > 0
         assert not shared_rounding._HOLD["held"]
+
+
+def test_nothing_held_for_weights_the_page_cache_keeps(monkeypatch):
+    assert shared_rounding.hold_budget(1 << 20) == 0  # 1 MB: on any machine these tests run on
+    monkeypatch.setattr(shared_rounding, "HOLD_FROM_MEMORY_SHARE", 0)
+    assert shared_rounding.hold_budget(1 << 20) == shared_rounding.HELD_BYTES

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import threading
 import weakref
 from contextlib import contextmanager
@@ -140,6 +141,14 @@ def _copy(qt: Quantized, values: np.ndarray) -> Quantized:
 # the page cache keeps the last).
 # 1 GB of integers: issue 48's bound is 1 GB + 4x the largest tensor (dec-l4 int8 holds 338 MB)
 HELD_BYTES = 1 << 30
+# Held only for weights of at least this share of the machine's memory, which the page cache may
+# not keep until the pass. Where it keeps them, the pass's second read costs no disk and holding
+# cost CPU: dec-l4 (1.35 GB; 24 GB here), 5 alternating pairs at load 20-27, main -> held:
+# `--no-verify` int8 2.49 -> 2.80 s CPU (pair ratio 1.14), int4 2.90 -> 3.30 s (1.13), verified
+# 1.04-1.06x (the held integers' fresh pages, the rounding moved onto the plan's two workers).
+# With a page cache of half the file (bench/cold_reads.py --cache-bytes) holding read it 1.23x
+# (int8) and 1.61x (int4) against main's 2.07x and 2.61x.
+HOLD_FROM_MEMORY_SHARE = 0.5
 _HOLD = {"open": 0, "budget": 0, "held": 0}
 _HELD: dict = {}  # key -> (what its ids are of, held so that they stay theirs; Quantized; error; bytes)
 
@@ -158,6 +167,15 @@ def holding(budget: int):
             if not _HOLD["open"]:
                 _HELD.clear()
                 _HOLD["budget"] = _HOLD["held"] = 0
+
+
+def hold_budget(weight_bytes: int) -> int:
+    """`holding`'s budget for a model of `weight_bytes` float weights (HOLD_FROM_MEMORY_SHARE)."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # unknown: as if the weights did not fit
+        return HELD_BYTES
+    return HELD_BYTES if weight_bytes >= HOLD_FROM_MEMORY_SHARE * memory else 0
 
 
 def holds_room(nbytes: int) -> bool:

@@ -25,10 +25,12 @@ def _model() -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int4"])
-def test_the_pass_reads_fewer_weights_and_writes_the_same_file(tmp_path, monkeypatch, dtype):
+@pytest.mark.parametrize("budget", [1 << 30, 1])  # held in memory; past a budget of 1 byte, in a file
+def test_the_pass_reads_fewer_weights_and_writes_the_same_file(tmp_path, monkeypatch, dtype, budget):
     src = tmp_path / "in.onnx"
     onnx.save(_model(), str(src))
     monkeypatch.setattr(shared_rounding, "HOLD_FROM_MEMORY_SHARE", 0)  # as if it outgrew the page cache
+    monkeypatch.setattr(shared_rounding, "HELD_BYTES", budget)
     reads = []
     real = apply_module.read_values
     monkeypatch.setattr(apply_module, "read_values", lambda t: reads.append(t.name) or real(t))
@@ -42,6 +44,8 @@ def test_the_pass_reads_fewer_weights_and_writes_the_same_file(tmp_path, monkeyp
     assert held.read_bytes() == alone.read_bytes()
     assert "Wide" in reads and "Wide" not in read_held and set(read_held) < set(reads)
     assert not shared_rounding._HELD and not shared_rounding._HOLD["held"]  # dropped when the pass closed
+    assert shared_rounding._SPILL == {"folder": None, "file": None}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.onnx", "held.onnx", "in.onnx"]  # no file left
 
 
 def test_held_only_within_the_budget_and_taken_once_for_the_same_rounding():

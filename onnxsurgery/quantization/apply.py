@@ -59,13 +59,10 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     largest = max((record.bytes_before for record in plan.changed), default=0)
     with ThreadPoolExecutor(1) as helper:
         measured = []  # (record, future of its error)
-        kept = {}  # name -> (Quantized, error) that the plan made on its read (issue 58): not read again
-        for record in plan.changed:
-            if record.dtype != "float16" and record.lowering != "levels" and record.rounding != "gptq":
-                found = kept_whole(sites[record.name], *_rounding(record, plan))
-                if found is not None:
-                    kept[record.name] = found
-        release()  # the plan's roundings of forms a later rule changed
+        # the weights the plan rounded on its read as their records say (issue 58): not read again,
+        # their roundings taken one at a time (those past the budget wait in a file: shared_rounding)
+        kept = {r.name for r in plan.changed if r.dtype != "float16" and r.lowering != "levels"
+                and r.rounding != "gptq" and kept_whole(sites[r.name], *_rounding(r, plan), peek=True)}
         log.debug("quantize: %d of %d weights rounded on the plan's read", len(kept), len(plan.changed))
         for record, values in progress(_read_ahead(plan.changed, sites, helper, largest, kept), "quantize",
                                        total=len(plan.changed), unit="weight"):
@@ -76,8 +73,11 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
             elif record.lowering == "levels":
                 err = _snap(site, values, record)
             else:
+                held = kept_whole(site, *_rounding(record, plan)) if record.name in kept else None
+                if held is None and values is None:  # not held after all: read as before
+                    values = read_values(site.tensor).astype(np.float32, copy=False)
                 err, stored, gptq_refused = _store_as_integers(site, values, record, names, plan, calibration, helper,
-                                                               kept.pop(record.name, None))
+                                                               held)
                 if record.rounding == "gptq":
                     if gptq_refused:
                         not_calibrated[record.name] = gptq_refused
@@ -99,6 +99,7 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
             errors.append({"name": record.name, "shape": record.shape, "scheme": record.label, **err})
             log.info("quantize: %s %s as %s, weight error %.3g", record.name, record.shape, record.label,
                      err["rel_l2_error"])
+    release()  # the plan's roundings of forms a later rule changed
     rewritten = rewrite_planned(graph, plan, names)  # a quantized model's own Cast -> Mul (dequantizing.py)
     report.changed += rewritten
     if store is not None:
@@ -116,7 +117,7 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     return report
 
 
-def _read_ahead(records: list[WeightPlan], sites: dict, helper: ThreadPoolExecutor, largest: int, kept: dict):
+def _read_ahead(records: list[WeightPlan], sites: dict, helper: ThreadPoolExecutor, largest: int, kept: set):
     """(record, its float32 values) for each record, the next one's read on `helper` meanwhile
     where the two add up to no more than `largest` bytes; None for those in `kept` (not read)."""
     def read(record: WeightPlan) -> np.ndarray | None:

@@ -20,7 +20,7 @@ from .lowerings.scaled import equalized_axis, equalizing_from, equalizing_scales
 from .lowerings.weight_readers import through_casts
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, quantize, weight_error
-from .shared_rounding import hold, holds_room, rounded, take
+from .shared_rounding import hold, holds_room, is_held, rounded, take
 
 
 def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric: bool | None = None,
@@ -252,9 +252,11 @@ def keep_whole(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering:
     return hold((site.tensor, args.get("importance")), key, qt, weight_error(values, qt))  # held: ids stay theirs
 
 
-def kept_whole(site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool,
-               args: dict) -> tuple[Quantized, dict] | None:
+def kept_whole(site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
+               peek: bool = False) -> tuple[Quantized, dict] | bool | None:
     """The pass's side: (Quantized, error) the plan held for `site` rounded this way, else None
-    (the pass reads and rounds the weight itself)."""
+    (the pass reads and rounds the weight itself); with `peek`, only whether it is held."""
     key = _whole_key(site, scheme, lowering, balanced, args)
+    if peek:
+        return key is not None and is_held(key)
     return None if key is None else take(key)

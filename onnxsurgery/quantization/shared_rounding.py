@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import tempfile
 import threading
 import weakref
 from contextlib import contextmanager
@@ -153,12 +154,21 @@ _HOLD = {"open": 0, "budget": 0, "held": 0}
 _HELD: dict = {}  # key -> (what its ids are of, held so that they stay theirs; Quantized; error; bytes)
 
 
+_SPILL: dict = {"folder": None, "file": None}  # past the budget: a nameless file in `folder`
+_SPILL_LOCK = threading.Lock()
+_SPILLED = ("q", "scale", "zero_point")  # what the pass's lowering takes; the rest is dropped
+
+
 @contextmanager
-def holding(budget: int):
-    """Within it, `hold` keeps up to `budget` bytes of the plan's roundings for `take`."""
+def holding(budget: int, folder=None):
+    """Within it, `hold` keeps up to `budget` bytes of the plan's roundings for `take`; past it,
+    where `folder` is given (the output's), their integers wait in a nameless file there, read
+    back by `take` (a quarter of a float32 weight's bytes written and read, not the weight again)."""
     with _LOCK:
         _HOLD["open"] += 1
         _HOLD["budget"] = max(_HOLD["budget"], budget)
+        if budget and folder is not None:
+            _SPILL["folder"] = folder
     try:
         yield
     finally:
@@ -167,6 +177,10 @@ def holding(budget: int):
             if not _HOLD["open"]:
                 _HELD.clear()
                 _HOLD["budget"] = _HOLD["held"] = 0
+                _SPILL["folder"] = None
+                if _SPILL["file"] is not None:
+                    _SPILL["file"].close()
+                    _SPILL["file"] = None
 
 
 def hold_budget(weight_bytes: int) -> int:
@@ -181,7 +195,7 @@ def hold_budget(weight_bytes: int) -> int:
 def holds_room(nbytes: int) -> bool:
     """Whether `hold` would keep `nbytes` more (checked before rounding, which then pays)."""
     with _LOCK:
-        return bool(_HOLD["open"]) and _HOLD["held"] + nbytes <= _HOLD["budget"]
+        return bool(_HOLD["open"]) and (_HOLD["held"] + nbytes <= _HOLD["budget"] or _SPILL["folder"] is not None)
 
 
 def hold(owners, key: tuple, qt: Quantized, error: dict) -> bool:
@@ -189,11 +203,26 @@ def hold(owners, key: tuple, qt: Quantized, error: dict) -> bool:
     objects whose ids `key` holds, held with it."""
     nbytes = _nbytes(qt)
     with _LOCK:
-        if not _HOLD["open"] or key in _HELD or _HOLD["held"] + nbytes > _HOLD["budget"]:
+        if not _HOLD["open"] or key in _HELD:
             return False
-        _HELD[key] = owners, qt, dict(error), nbytes
-        _HOLD["held"] += nbytes
-        return True
+        if _HOLD["held"] + nbytes <= _HOLD["budget"]:
+            _HELD[key] = owners, qt, dict(error), nbytes
+            _HOLD["held"] += nbytes
+            return True
+        folder = _SPILL["folder"]
+    if folder is None:
+        return False
+    spilled = _spill(qt, folder)
+    with _LOCK:
+        if not _HOLD["open"]:
+            return False
+        _HELD[key] = owners, spilled, dict(error), 0
+    return True
+
+
+def is_held(key: tuple) -> bool:
+    with _LOCK:
+        return key in _HELD
 
 
 def take(key: tuple) -> tuple[Quantized, dict] | None:
@@ -203,7 +232,8 @@ def take(key: tuple) -> tuple[Quantized, dict] | None:
         if found is None:
             return None
         _HOLD["held"] -= found[3]
-    return found[1], found[2]
+    qt = found[1]
+    return (_read_back(*qt) if isinstance(qt, tuple) else qt), found[2]
 
 
 def release() -> None:
@@ -217,3 +247,41 @@ def _nbytes(qt: Quantized) -> int:
     """The bytes of every array `qt` holds (its groups' ranges are 1/16 of a weight in blocks)."""
     arrays = (qt.q, qt.scale, qt.zero_point, qt.input_scale, qt.clip_picks, *(qt.ranges or ()))
     return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+
+
+def _spill(qt: Quantized, folder) -> tuple:
+    """(qt without its arrays, where each of _SPILLED went in the spill file)."""
+    with _SPILL_LOCK:
+        if _SPILL["file"] is None:
+            _SPILL["file"] = tempfile.TemporaryFile(dir=folder)  # unlinked: nothing left behind
+        fd = _SPILL["file"].fileno()
+        places = {}
+        for name in _SPILLED:
+            a = getattr(qt, name)
+            if a is None:
+                continue
+            a = np.ascontiguousarray(a)
+            offset = os.lseek(fd, 0, os.SEEK_END)
+            view, done = memoryview(a.reshape(-1).view(np.uint8)), 0
+            while done < len(view):
+                done += os.pwrite(fd, view[done:], offset + done)
+            places[name] = offset, a.dtype, a.shape
+    bare = copy.copy(qt)
+    bare.q = bare.scale = bare.zero_point = None
+    bare.ranges = bare.clip_picks = bare.sums = bare.remembered = None
+    return bare, places
+
+
+def _read_back(bare: Quantized, places: dict) -> Quantized:
+    qt = copy.copy(bare)
+    fd = _SPILL["file"].fileno()
+    for name, (offset, dtype, shape) in places.items():
+        a = np.empty(shape, dtype)
+        view, done = memoryview(a.reshape(-1).view(np.uint8)), 0
+        while done < len(view):
+            n = os.preadv(fd, [view[done:]], offset + done)
+            if not n:
+                raise OSError("the held roundings' spill file ended early")
+            done += n
+        setattr(qt, name, a)
+    return qt

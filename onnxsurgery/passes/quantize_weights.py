@@ -52,6 +52,7 @@ from ..quantization.options import FLOAT_TYPES, QuantOptions, dq_min_opset
 from ..quantization.plan import Plan, WeightPlan
 from ..quantization.plan_edits import derive_records
 from ..quantization.quantize import remembering
+from ..quantization.shared_rounding import hold_budget, holding
 from ..quantization.choices.plan_check import check_plan
 from ..quantization.choices.planner import plan_weights
 from ..quantization.choices.planning import planning_for
@@ -116,7 +117,12 @@ class QuantizeWeights(PassBase):
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
         # what the plan measured of a weight (4-bit clipping picks, weight errors) is not
         # measured again when it is applied (quantize.remembering)
-        with remembering():
+        # and the plan's rounding of a weight on its read is the pass's (shared_rounding.holding:
+        # weights larger than the page cache may keep; none under GPTQ, which rounds its own way)
+        scopes = list(iter_scopes(graph))
+        weights = sum(s.nbytes for s in collect_constants(graph, scopes) if s.onnx_dtype in FLOAT_TYPES)
+        budget = hold_budget(weights) if self.calibration is None else 0
+        with remembering(), holding(budget, getattr(self.store, "spill_folder", None)):
             plan = self.plan(graph, overridable=overridable)
             report = apply_plan(graph, plan, self.calibration, self.store)
         report.details["weights"] = plan.to_dict()["weights"]  # the records applied, as --dry-run lists them

@@ -26,7 +26,8 @@ from .nodes import Emitter, const
 from .options import FLOAT_TYPES, Scheme
 from .plan import Plan, WeightPlan
 from .rounding import snap_to_levels, weight_error
-from .quantize import quantize_args, quantize_site
+from .quantize import kept_whole, quantize_args, quantize_site
+from .shared_rounding import release
 
 log = logging.getLogger("onnxsurgery")
 MAX_ERRORS_REPORTED = 10
@@ -58,7 +59,12 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     largest = max((record.bytes_before for record in plan.changed), default=0)
     with ThreadPoolExecutor(1) as helper:
         measured = []  # (record, future of its error)
-        for record, values in progress(_read_ahead(plan.changed, sites, helper, largest), "quantize",
+        # the weights the plan rounded on its read as their records say (issue 58): not read again,
+        # their roundings taken one at a time (those past the budget wait in a file: shared_rounding)
+        kept = {r.name for r in plan.changed if r.dtype != "float16" and r.lowering != "levels"
+                and r.rounding != "gptq" and kept_whole(sites[r.name], *_rounding(r, plan), peek=True)}
+        log.debug("quantize: %d of %d weights rounded on the plan's read", len(kept), len(plan.changed))
+        for record, values in progress(_read_ahead(plan.changed, sites, helper, largest, kept), "quantize",
                                        total=len(plan.changed), unit="weight"):
             site = sites[record.name]
             stored = record.bytes_after  # exact for float16 and levels; integers: measured below
@@ -67,7 +73,11 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
             elif record.lowering == "levels":
                 err = _snap(site, values, record)
             else:
-                err, stored, gptq_refused = _store_as_integers(site, values, record, names, plan, calibration, helper)
+                held = kept_whole(site, *_rounding(record, plan)) if record.name in kept else None
+                if held is None and values is None:  # not held after all: read as before
+                    values = read_values(site.tensor).astype(np.float32, copy=False)
+                err, stored, gptq_refused = _store_as_integers(site, values, record, names, plan, calibration, helper,
+                                                               held)
                 if record.rounding == "gptq":
                     if gptq_refused:
                         not_calibrated[record.name] = gptq_refused
@@ -89,6 +99,7 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
             errors.append({"name": record.name, "shape": record.shape, "scheme": record.label, **err})
             log.info("quantize: %s %s as %s, weight error %.3g", record.name, record.shape, record.label,
                      err["rel_l2_error"])
+    release()  # the plan's roundings of forms a later rule changed
     rewritten = rewrite_planned(graph, plan, names)  # a quantized model's own Cast -> Mul (dequantizing.py)
     report.changed += rewritten
     if store is not None:
@@ -106,10 +117,12 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     return report
 
 
-def _read_ahead(records: list[WeightPlan], sites: dict, helper: ThreadPoolExecutor, largest: int):
+def _read_ahead(records: list[WeightPlan], sites: dict, helper: ThreadPoolExecutor, largest: int, kept: set):
     """(record, its float32 values) for each record, the next one's read on `helper` meanwhile
-    where the two add up to no more than `largest` bytes."""
-    def read(record: WeightPlan) -> np.ndarray:
+    where the two add up to no more than `largest` bytes; None for those in `kept` (not read)."""
+    def read(record: WeightPlan) -> np.ndarray | None:
+        if record.name in kept:
+            return None
         return read_values(sites[record.name].tensor).astype(np.float32, copy=False)
 
     upcoming = None
@@ -124,15 +137,18 @@ def _read_ahead(records: list[WeightPlan], sites: dict, helper: ThreadPoolExecut
 
 def _store_as_integers(site: ConstantSite, values: np.ndarray, record: WeightPlan, names: NameAllocator,
                        plan: Plan, calibration: Calibration | None,
-                       helper: ThreadPoolExecutor) -> tuple[Future, int, str | None]:
+                       helper: ThreadPoolExecutor, kept: tuple | None = None) -> tuple[Future | dict, int, str | None]:
     """Quantize and lower one weight; returns its error (measured on `helper`), the bytes it
     stores (scales may be float32 where the plan counted float16: arith stores them in float16
-    only where they fit) and why GPTQ was refused, if it was."""
-    scheme = Scheme(record.granularity, record.axis, record.block_size)
-    args = quantize_args(record.dtype, scheme, record.lowering, record.symmetric, plan.importance.get(record.name))
+    only where they fit) and why GPTQ was refused, if it was. `kept`: (Quantized, error) the
+    plan made of this weight (`values` is then None)."""
+    if kept is not None:
+        qt, error = kept
+        _lower(site, qt, record, names, plan)
+        return error, stored_bytes(qt, record.lowering), None
+    scheme, lowering, balanced, args = _rounding(record, plan)
     moments = calibration.moments(site) if calibration is not None and record.rounding == "gptq" else None
-    qt = quantize_site(values, site, scheme, record.lowering, record.rounding == "balanced", args,
-                       equalized=moments is None)
+    qt = quantize_site(values, site, scheme, lowering, balanced, args, equalized=moments is None)
     refused = None
     if moments is not None:
         channel_axis, block_axis = choose_axes(site)
@@ -141,12 +157,24 @@ def _store_as_integers(site: ConstantSite, values: np.ndarray, record: WeightPla
                                           **gptq_args)
     elif record.rounding == "gptq":
         refused = "no calibration inputs reach it"
+    _lower(site, qt, record, names, plan)
+    return helper.submit(weight_error, values, qt), stored_bytes(qt, record.lowering), refused
+
+
+def _rounding(record: WeightPlan, plan: Plan) -> tuple[Scheme, str, bool, dict]:
+    """(scheme, lowering, balanced, quantize()'s arguments) of a record's integer form."""
+    scheme = Scheme(record.granularity, record.axis, record.block_size)
+    args = quantize_args(record.dtype, scheme, record.lowering, record.symmetric, plan.importance.get(record.name))
+    return scheme, record.lowering, record.rounding == "balanced", args
+
+
+def _lower(site: ConstantSite, qt, record: WeightPlan, names: NameAllocator, plan: Plan) -> None:
+    """The graph's nodes for `qt` in place of the weight."""
     rebuilt = build(site, qt, record.lowering, names, plan.opset)
     if rebuilt is not None:
         replace_uses(site.value, rebuilt)
         if plan.target == "tensorrt" and record.lowering in ("dq", "dq_equalized"):  # one DQ per reader
             one_per_reader(rebuilt, site.scope.graph, names)
-    return helper.submit(weight_error, values, qt), stored_bytes(qt, record.lowering), refused
 
 
 def _store_as_float16(site: ConstantSite, values: np.ndarray, names: NameAllocator) -> dict:

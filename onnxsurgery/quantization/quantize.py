@@ -19,8 +19,8 @@ from .chunked import abs_max, abs_max_with_ranges, all_finite
 from .lowerings.scaled import equalized_axis, equalizing_from, equalizing_scales
 from .lowerings.weight_readers import through_casts
 from .options import QuantOptions, Scheme
-from .rounding import Quantized, quantize
-from .shared_rounding import rounded
+from .rounding import Quantized, quantize, weight_error
+from .shared_rounding import hold, holds_room, is_held, rounded, take
 
 
 def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric: bool | None = None,
@@ -228,3 +228,35 @@ def _quantize_site(values: np.ndarray, site: ConstantSite, scheme: Scheme, lower
     if r is not None:
         qt.input_scale, qt.input_axis = r, input_axis
     return qt
+
+
+def _whole_key(site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict) -> tuple | None:
+    """What `keep_whole` and `kept_whole` match on: the constant itself and every argument of
+    its rounding, the importance array by identity (the plan's own, which the pass is given:
+    Plan.importance); none with given clipping picks."""
+    if any(args.get(k) is not None for k in ("clip_picks", "known_picks")):
+        return None
+    return (id(site.tensor), site.name, scheme, lowering, balanced, id(args.get("importance")),
+            *sorted((k, v) for k, v in args.items() if k != "importance"))
+
+
+def keep_whole(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool,
+               args: dict) -> bool:
+    """The plan's side of issue 58's one read: `values` (the whole of `site`'s weight as read
+    from it) rounded as the pass would round it for this form, held with its error
+    (shared_rounding.holding) where there is room; False where nothing was held."""
+    key = _whole_key(site, scheme, lowering, balanced, args)
+    if key is None or not holds_room(values.size):
+        return False
+    qt = quantize_site(values, site, scheme, lowering, balanced, args)
+    return hold((site.tensor, args.get("importance")), key, qt, weight_error(values, qt))  # held: ids stay theirs
+
+
+def kept_whole(site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
+               peek: bool = False) -> tuple[Quantized, dict] | bool | None:
+    """The pass's side: (Quantized, error) the plan held for `site` rounded this way, else None
+    (the pass reads and rounds the weight itself); with `peek`, only whether it is held."""
+    key = _whole_key(site, scheme, lowering, balanced, args)
+    if peek:
+        return key is not None and is_held(key)
+    return None if key is None else take(key)

@@ -51,6 +51,7 @@ class ExternalFiles:
         self._held: dict[str, memoryview] = {}
         self._spill: SpillFile | None = None  # `spill_into`'s file (spill.py)
         self._pending = 0  # bytes a pass reported `produced` since the last offload
+        self.spill_folder: Path | None = None  # `spill_into`'s folder
 
     def hold(self, payload: np.ndarray | bytes) -> str:
         """A location whose bytes are `payload` (a C-contiguous array, or bytes), kept until
@@ -66,6 +67,7 @@ class ExternalFiles:
         (the output's; spill.py). `write_back`: the output will have a data file, which takes the
         spill file over (adopt.py); `direct`: nothing reads the output back in this run, so large
         payloads may bypass the page cache (spill.py)."""
+        self.spill_folder = folder  # where other passes' scratch files go too (shared_rounding.holding)
         if self._spill is None:
             self._spill = SpillFile(folder, write_back=write_back, direct=direct)
 

@@ -20,7 +20,7 @@ from ..options import QuantOptions, Scheme
 from ..chunked import abs_max
 from ..lowerings import REGISTRY
 from ..lowerings.zero_points import conv_zero_points_tried, zero_points_tried
-from ..quantize import checked_read, quantize_site, scheme_args
+from ..quantize import checked_read, keep_whole, quantize_site, scheme_args
 from .candidate import Candidate
 from .gain import concentration
 from .sampling import channel_sample
@@ -248,6 +248,8 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
             input_ratio = best / inputs if inputs > 0 else 1.0
         if asymmetric and not form_only:
             lean_error = asymmetric_error[0]
+        # the pass's rounding of the form this weight measured best, made on this read (issue 58)
+        keep_whole(whole, site, lean, lowering, balance, scheme_args(options, lean, lowering, not asymmetric))
         ratio = lean_error / accurate_error if accurate_error > 0 else 1.0
         # float copies held at load beyond the lean form's: blocks fold Cast, Sub, Mul and
         # Reshape (four); `scaled` folds one Cast, lean `arith` Cast and Mul (two), `dq` none

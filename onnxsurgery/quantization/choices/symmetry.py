@@ -28,7 +28,7 @@ from ..gptq import energy_layout, input_energy
 from .measures import layer_cost
 from ..lowerings.weight_readers import effective_readers
 from ..lowerings.zero_points import ZERO_POINT_READERS
-from ..quantize import quantize_site, scheme_args
+from ..quantize import keep_whole, quantize_site, scheme_args
 from .candidate import Candidate
 from .weights import balanced_rounding
 from .sampling import sample_like, sampled_channels
@@ -188,6 +188,12 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
                                                             sample_of=sample_of), site, moments)
                          for sym in (True, False))
 
+        def kept(symmetric: bool) -> bool:
+            """The pass's rounding of the way chosen, made on this read (issue 58: shared_rounding.holding)."""
+            keep_whole(values, site, scheme, lowering, balance, scheme_args(options, scheme, lowering, symmetric,
+                                                                              importance))
+            return symmetric
+
         # today's measurement: the whole weight, or without moments a large one's sample (sampling.py)
         picked = sampled_channels(values, site) if moments is None else None
         quick = quick_channels(values, site, picked)
@@ -195,10 +201,11 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
             symmetric, asymmetric = costs(quick)
             margin, spread = SYMMETRIC_MARGIN * asymmetric, 1 + QUICK_SPREAD["weight" if moments is None else "layer"]
             if symmetric * spread <= margin or symmetric >= margin * spread:
-                return symmetric <= SYMMETRIC_MARGIN * asymmetric, importance, (quick.size, values.shape[channel_axis])
+                return kept(symmetric <= SYMMETRIC_MARGIN * asymmetric), importance, (quick.size,
+                                                                                      values.shape[channel_axis])
         symmetric, asymmetric = costs(picked)
         sampled = None if picked is None else (picked.size, values.shape[channel_axis])
-        return symmetric <= SYMMETRIC_MARGIN * asymmetric, importance, sampled
+        return kept(symmetric <= SYMMETRIC_MARGIN * asymmetric), importance, sampled
 
     # weights measured together while they add up to no more than the largest one (parallel.py;
     # calibration's moments take a lock)

@@ -26,6 +26,7 @@ import onnx
 from ..errors import VerificationError
 from .batched import batch_groups, run_samples
 from .joined import MIN_OPSET, Joiner, cast_chunks, column_chunks, joinable, weight_ranks
+from .nibbles import nibble_halves, uint4_halves
 
 SUFFIX = "__twin"
 
@@ -100,9 +101,13 @@ def twin_graph(model: onnx.ModelProto, copies: int = 2, *, chain: dict[str, str]
             new_nodes.extend(before)
             product = joiner.after(node, rows, state, [n.output[0] for n in each])
             cast, chunks = _cast_8bit(producer.get(node.input[1]), g, nodes)
+            halves = None if chunks else uint4_halves(cast, g, nodes)
             if chunks:  # its float copy made a chunk of columns at a time (joined.cast_chunks)
                 placed.add(id(cast))
                 product[:1] = cast_chunks(product[0], cast, chunks, joiner.constants)
+            elif halves:  # a 4-bit weight's even and odd columns, each through the 8-bit kernels (nibbles.py)
+                placed.add(id(cast))
+                product[:1] = nibble_halves(product[0], cast, halves, joiner.constants)
             else:
                 place(node)
             new_nodes.extend(product)

@@ -38,7 +38,7 @@ from .normalized_input import reads_normalized
 # at load and latency as before (0.62-0.99x, 1.04-1.16x; sk_mlp_digits 1.72x of 0.13 ms). Kept
 # Conv and Gemm weights stay plain: as their lean form's integers oww_embedding (five Convs) went
 # 0.0122 / 0.0121 -> 0.0133 / 0.0143, crepe_tiny (its classifier Gemm) 0.0046 / 0.0054 -> 0.0048 /
-# 0.0055.
+# 0.0055 (unless behind a normalization, below).
 EQUALIZED_KEPT = "; input rows equalized first, as the lean form's"
 # A kept Conv behind a normalization likewise (normalized_input.py): magika_v3, tune / report
 # 0.00939 / 0.01182 -> 0.00725 / 0.00676 (lean 0.00725 / 0.00676; onnx-shrink-ray 0.0073 / 0.00657),

@@ -9,8 +9,9 @@ the same operations on the same values.
 - Any other chain: its Cast becomes DequantizeLinear(q, 1), so the Sub and Mul run at each
   inference (MiniLM, all 36 linears so too: 49 MB, CPU time 1.19x). As the memory rule keeps
   weights (load_memory.kept_in_memory): the largest first, only while the plan's estimate at load
-  (load_memory.EXTRA_AT_LOAD: a folded chain +1.9 of its float bytes, gathered rows -1.4, integers
-  kept -1.0) is above the float model's. --keep-quantized rewrites every chain.
+  (gathered rows load_memory.EXTRA_AT_LOAD's -1.4 of their float bytes; a folded chain SHIPPED_FOLDED,
+  its integers kept SHIPPED_KEPT, below) is above the float model's. --keep-quantized rewrites every
+  chain.
 
 The scale's record says so (`lowering` "dq", its `dtype` still "float": its values are not
 changed; a chain's zero point goes with its scale); apply.py rewrites."""
@@ -23,7 +24,7 @@ from ...graph_utils import collect_constants
 from ...report import human_bytes
 from ..dequantizing import Chain, chains_of, gathered, refusal
 from .candidate import Candidate, PlanContext
-from .load_memory import ARITH_LEAN, EXTRA_AT_LOAD, applies as memory_rule_applies, plan_extra
+from .load_memory import EXTRA_AT_LOAD, applies as memory_rule_applies, plan_extra
 from .weights import ARITH_SCALE, lean_forms
 
 REWRITTEN = "already quantized, rewritten exactly to stay 8-bit at load ({how}): {size} float32 not folded at load"
@@ -31,7 +32,16 @@ GATHERED = "rows gathered before Cast -> Mul, at no cost per run"
 DEQUANTIZED = ("Cast as DequantizeLinear with scale 1, the Mul run at each inference: the memory rule's estimate "
                "was above the float model's")
 ASKED = "Cast as DequantizeLinear with scale 1, the Mul run at each inference: --keep-quantized"
-GATHER_SAVES, KEPT_SAVES = EXTRA_AT_LOAD[("gather", "Gather")], EXTRA_AT_LOAD[("dq", "other")]
+GATHER_SAVES = EXTRA_AT_LOAD[("gather", "Gather")]
+# A shipped chain's float copy and its integers kept, per float byte beyond the float model, fitted
+# to all-MiniLM-L6-v2 shipped so (peak RSS growth over session creation, onnxruntime 1.32 CPU, one
+# thread, medians of 5 alternated fresh processes): float model 148.2 MB, shipped 225.4, tables
+# gathered 131.4, and 3 of 36 linears kept too 117.9, so a kept linear saves 1.91 of its bytes
+# against its folded chain, and with the tables' -1.4 a folded chain holds +1.18 and kept integers
+# -0.73 (1 - 0.25: int8 beside float32). The estimate once took load_memory's ARITH_LEAN (+1.9,
+# silero's LSTM weights behind Slice -> Concat, which fold through more copies) and KEPT_SAVES
+# (-1.0): it kept 3 linears past the 1.0x line the tables alone meet (0.89x), at 1.03x CPU per run.
+SHIPPED_FOLDED, SHIPPED_KEPT = 1.2, -0.75
 
 
 def dequantize(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
@@ -49,12 +59,12 @@ def dequantize(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]
         rows = all(gathered(chain, site.scope.graph) is not None for chain in chains)
         (tables if rows else others).append((site.name, held))
     extra = plan_extra(lean_forms((c.site, "cast" if c.float16 else c.lowering) for c in candidates))
-    extra += sum(GATHER_SAVES * held for _, held in tables) + sum(ARITH_LEAN * held for _, held in others)
+    extra += sum(GATHER_SAVES * held for _, held in tables) + sum(SHIPPED_FOLDED * held for _, held in others)
     chosen = [(name, held, GATHERED) for name, held in tables]
     for name, held in sorted(others, key=lambda pair: -pair[1]):  # stable: the graph's order among equals
         if not asked and extra <= 0:
             break
-        extra += (KEPT_SAVES - ARITH_LEAN) * held
+        extra += (SHIPPED_KEPT - SHIPPED_FOLDED) * held
         chosen.append((name, held, ASKED if asked else DEQUANTIZED))
     for name, held, how in chosen:
         record = ctx.records[name]

@@ -22,6 +22,7 @@ from .int4_paths import transposed_gemm_fuses, unfused_reason
 from ..lowerings.weight_readers import through_casts
 from ..lowerings import REGISTRY
 from .model_facts import ModelFacts
+from .normalized_input import reads_normalized
 
 # A MatMul weight kept is quantized as its lean form is, input rows equalized (the reader's
 # input times r, the weight's rows divided by r before the scales per output channel: `scaled`'s
@@ -37,8 +38,12 @@ from .model_facts import ModelFacts
 # at load and latency as before (0.62-0.99x, 1.04-1.16x; sk_mlp_digits 1.72x of 0.13 ms). Kept
 # Conv and Gemm weights stay plain: as their lean form's integers oww_embedding (five Convs) went
 # 0.0122 / 0.0121 -> 0.0133 / 0.0143, crepe_tiny (its classifier Gemm) 0.0046 / 0.0054 -> 0.0048 /
-# 0.0055.
+# 0.0055 (unless behind a normalization, below).
 EQUALIZED_KEPT = "; input rows equalized first, as the lean form's"
+# A kept Conv behind a normalization likewise (normalized_input.py): magika_v3, tune / report
+# 0.00939 / 0.01182 -> 0.00725 / 0.00676 (lean 0.00725 / 0.00676; onnx-shrink-ray 0.0073 / 0.00657),
+# at load 0.478x its original's either way (axis8, three fresh processes each)
+NORMALIZED_KEPT = " (a Conv reading a normalization's output)"
 # Such a weight reaches its MatMul through a Reshape (`dq_float`), which onnxruntime's fusion into
 # MatMulNBits does not match: the MatMul computes in float, not with the fused kernel's int8
 # activations (issue 55; measured below the lowering's docstring and in docs/quantization.md).
@@ -100,6 +105,9 @@ def _kept(c: Candidate, opset: int) -> Candidate:
     if fuses_into_nbits(c.site) and REGISTRY["dq_equalized"].fits(c.site, scheme, "int8", opset) is None:
         return dataclasses.replace(c, scheme=scheme, lowering="dq_equalized",
                                    reason=kept_reason(c.site) + EQUALIZED_KEPT)
+    if reads_normalized(c.site) and REGISTRY["dq_equalized"].fits(c.site, scheme, "int8", opset) is None:
+        return dataclasses.replace(c, scheme=scheme, lowering="dq_equalized",
+                                   reason=kept_reason(c.site) + EQUALIZED_KEPT + NORMALIZED_KEPT)
     return dataclasses.replace(c, scheme=scheme, lowering="dq", reason=kept_reason(c.site))
 
 

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -86,7 +85,6 @@ def test_tashkeel_bare_drops_the_marks():
 
 
 def test_ean13_symbol_of_a_known_isbn():
-    pytest.importorskip("PIL")
     from zoo import isbn
 
     bits = isbn._ean13_bits("9780306406157")

@@ -14,11 +14,14 @@ ones. Decision (decisions.end2end_boxes): each class's kept boxes on a 40 x 40 g
 
 from __future__ import annotations
 
-import numpy as np
-from PIL import Image, ImageDraw
+from typing import TYPE_CHECKING
 
-from zoo.images import _font, _nchw
+import numpy as np
+
 from zoo.sources import seeded
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 SIDE = 1280  # isbnx's DetectorConfig input_width / input_height
 BOOKS = [("The Salt Road", "Harbour Press", "Morgan, Ellen"), ("A Field Guide to Mosses", "Kestrel Books", "Ito, Ken"),
@@ -56,6 +59,9 @@ def _ean13_bits(isbn: str) -> str:
 
 def _barcode(isbn: str, module: int) -> Image.Image:
     """The EAN-13 symbol with its guard bars longer and the digits under it."""
+    from PIL import Image, ImageDraw  # where pages are drawn only: make test's venv has no Pillow
+
+    from zoo.images import _font
     bits = _ean13_bits(isbn)
     w, h = (len(bits) + 18) * module, 70 * module
     img = Image.new("RGB", (w, h + 12 * module), "white")
@@ -75,6 +81,9 @@ def _barcode(isbn: str, module: int) -> Image.Image:
 
 
 def _page(rng: np.random.Generator, book: tuple[str, str, str], subject: str) -> Image.Image:
+    from PIL import Image, ImageDraw
+
+    from zoo.images import _font
     title, publisher, author = book
     w, h = 1000, 1500
     page = Image.new("RGB", (w, h), tuple(int(v) for v in rng.integers(235, 256, 3)))
@@ -119,6 +128,9 @@ def _page(rng: np.random.Generator, book: tuple[str, str, str], subject: str) ->
 
 def _letterbox(img: Image.Image) -> np.ndarray:
     """isbnx's Detector.detect: grey (L, back to RGB), fitted into SIDE x SIDE centred on 114 grey."""
+    from PIL import Image
+
+    from zoo.images import _nchw
     img = img.convert("L").convert("RGB")
     scale = min(SIDE / img.width, SIDE / img.height)
     resized = img.resize((round(img.width * scale), round(img.height * scale)), Image.BILINEAR)

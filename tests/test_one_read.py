@@ -30,6 +30,7 @@ def test_the_pass_reads_fewer_weights_and_writes_the_same_file(tmp_path, monkeyp
     src = tmp_path / "in.onnx"
     onnx.save(_model(), str(src))
     monkeypatch.setattr(shared_rounding, "HOLD_FROM_MEMORY_SHARE", 0)  # as if it outgrew the page cache
+    monkeypatch.setattr(shared_rounding, "HOLD_FOUR_BIT", True)  # off by default: the mechanism is tested
     monkeypatch.setattr(shared_rounding, "HELD_BYTES", budget)
     reads = []
     real = apply_module.read_values
@@ -74,3 +75,4 @@ def test_nothing_held_for_weights_the_page_cache_keeps(monkeypatch):
     assert shared_rounding.hold_budget(1 << 20) == 0  # 1 MB: on any machine these tests run on
     monkeypatch.setattr(shared_rounding, "HOLD_FROM_MEMORY_SHARE", 0)
     assert shared_rounding.hold_budget(1 << 20) == shared_rounding.HELD_BYTES
+    assert shared_rounding.hold_budget(1 << 20, four_bit=True) == 0  # 4-bit: the CPU costs more than the read

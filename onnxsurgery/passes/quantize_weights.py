@@ -121,7 +121,7 @@ class QuantizeWeights(PassBase):
         # weights larger than the page cache may keep; none under GPTQ, which rounds its own way)
         scopes = list(iter_scopes(graph))
         weights = sum(s.nbytes for s in collect_constants(graph, scopes) if s.onnx_dtype in FLOAT_TYPES)
-        budget = hold_budget(weights) if self.calibration is None else 0
+        budget = hold_budget(weights, self.options.four_bit) if self.calibration is None else 0
         with remembering(), holding(budget, getattr(self.store, "spill_folder", None)):
             plan = self.plan(graph, overridable=overridable)
             report = apply_plan(graph, plan, self.calibration, self.store)

@@ -150,6 +150,11 @@ HELD_BYTES = 1 << 30
 # With a page cache of half the file (bench/cold_reads.py --cache-bytes) holding read it 1.23x
 # (int8) and 1.61x (int4) against main's 2.07x and 2.61x.
 HOLD_FROM_MEMORY_SHARE = 0.5
+# 4-bit is not held: on the 27 GB decoder (cold, quiet, one run each) int4 verified took 99.2 and
+# 106.5 s held against 92.1 and 92.8 s not (132.8/142.0 s CPU against 121.8/128.7), 2.01-2.05 reads
+# against 1.86-2.12: its plan's whole-weight roundings cost more CPU than the read they save. int8
+# `--no-verify` held: 60.2 and 69.7 s, 1.84-2.09 reads, against 67.6 s and 2.43 not
+HOLD_FOUR_BIT = False
 _HOLD = {"open": 0, "budget": 0, "held": 0}
 _HELD: dict = {}  # key -> (what its ids are of, held so that they stay theirs; Quantized; error; bytes)
 
@@ -183,8 +188,11 @@ def holding(budget: int, folder=None):
                     _SPILL["file"] = None
 
 
-def hold_budget(weight_bytes: int) -> int:
-    """`holding`'s budget for a model of `weight_bytes` float weights (HOLD_FROM_MEMORY_SHARE)."""
+def hold_budget(weight_bytes: int, four_bit: bool = False) -> int:
+    """`holding`'s budget for a model of `weight_bytes` float weights (HOLD_FROM_MEMORY_SHARE);
+    none for a 4-bit quantization (HOLD_FOUR_BIT)."""
+    if four_bit and not HOLD_FOUR_BIT:
+        return 0
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # unknown: as if the weights did not fit

@@ -285,6 +285,29 @@ def test_a_conv_with_a_long_kernel_is_not_kept_unless_it_reads_one_channel():
     assert "tall" not in kept and kept
 
 
+
+def test_a_conv_with_a_long_kernel_is_kept_where_its_input_channels_run_padded():
+    """A float Conv weight whose input channels are not a multiple of NCHWc's block runs padded in
+    onnxruntime's packed kernel (load_memory.NCHWC_CHANNELS: ieeg_seizure's 200x20x96x3 ran padded
+    to 208x32x96x3, slower and larger at load than kept): such a long kernel may be kept; one of 16
+    or 24 channels (no padding) or of 4 (NCHWc's first-layer path) not."""
+    import onnx_graphsurgeon as gs
+
+    from onnxsurgery.graph_utils import collect_constants, iter_scopes
+    from onnxsurgery.quantization.choices.load_memory import conv_kept, kept_reason
+
+    channels = {"c20": 20, "c16": 16, "c24": 24, "c4": 4}
+    inits, nodes, inputs, outputs = [], [], [], []
+    for name, c in channels.items():
+        inits.append(numpy_helper.from_array(builders.rand((32, c, 24, 3), 7) * 0.05, name))
+        nodes.append(helper.make_node("Conv", [f"x_{name}", name], [f"y_{name}"]))
+        inputs.append(builders.vi(f"x_{name}", shape=[1, c, 24, 40]))
+        outputs.append(builders.vi(f"y_{name}", shape=[1, 32, 1, 38]))
+    graph = gs.import_onnx(builders.model(nodes, inputs, outputs, inits, opset=13))
+    sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph)))}
+    assert {n: conv_kept(sites[n]) for n in channels} == {"c20": True, "c16": False, "c24": False, "c4": False}
+    assert "20 input channels run padded" in kept_reason(sites["c20"])
+
 def reordered_lstm(hidden: int = 256, opset: int = 13) -> onnx.ModelProto:
     """An LSTM whose W and R come from stored weights [4 * hidden, hidden] through Slice -> Concat
     (the gates reordered) and Unsqueeze, as silero-vad's op15 export reads its LSTM weights: no

@@ -227,18 +227,34 @@ def _reading_order(planned: list[tuple[ConstantSite, str]]) -> Callable[[Constan
 # whatever its kernel: oww_melspectrogram's STFT as Conv (257x1x512) costs its model 1.66x kept,
 # and lean its output error went 0.027 -> 0.040.
 KEPT_CONV_TAPS = 9
+# The packed kernel is not free either: NCHWc pads a Conv's input channels to its block (8 with
+# AVX2, 16 with AVX-512), so a float weight whose input channels are not a multiple of 8 runs
+# padded, and its padded, reordered copy is what onnxruntime holds at load. ieeg_seizure's conv2
+# (200x20x96x3, 288 taps): padded to 208x32x96x3, its model 33.6 ms CPU a run and 44.1 MB at load;
+# kept as DequantizeLinear (an unpacked FusedConv) 29.7 ms and 15.2 MB (axis9, docs/quantization.md).
+NCHWC_CHANNELS = 8
 
 
 def conv_kept(site: ConstantSite) -> bool:
     """Whether kept_in_memory may keep `site` as DequantizeLinear before Conv: a float32 weight (as_float32)
     read only as W of Conv (CONV_SCALED, CONV_KEPT above), its kernel no more than
-    KEPT_CONV_TAPS taps unless it reads one input channel."""
+    KEPT_CONV_TAPS taps unless it reads one input channel or channels NCHWc pads (nchwc_padded)."""
     readers = effective_readers(site)
+    return (bool(readers) and all(n.op == "Conv" and i == 1 for n, i in readers) and len(site.shape) >= 3
+            and (_taps(site) <= KEPT_CONV_TAPS or site.shape[1] == 1 or nchwc_padded(site)) and as_float32(site))
+
+
+def nchwc_padded(site: ConstantSite) -> bool:
+    """Whether a Conv weight's input channels run padded in NCHWc (NCHWC_CHANNELS)."""
+    channels = int(site.shape[1]) if len(site.shape) >= 3 else 0
+    return channels > NCHWC_CHANNELS and channels % NCHWC_CHANNELS != 0
+
+
+def _taps(site: ConstantSite) -> int:
     taps = 1
     for d in site.shape[2:]:
         taps *= int(d)
-    return (bool(readers) and all(n.op == "Conv" and i == 1 for n, i in readers) and len(site.shape) >= 3
-            and (taps <= KEPT_CONV_TAPS or site.shape[1] == 1) and as_float32(site))
+    return taps
 
 
 # A Gemm weight read with transB above this many elements is stored transposed in blocks and fused
@@ -302,7 +318,12 @@ def kept_reason(site: ConstantSite) -> str:
         return KEPT_REASON
     if transposed_gemm(site):
         return KEPT_GEMM_REASON
-    return KEPT_CONV_REASON if conv_kept(site) else KEPT_RUN_REASON
+    if not conv_kept(site):
+        return KEPT_RUN_REASON
+    if _taps(site) > KEPT_CONV_TAPS and site.shape[1] != 1:  # kept for its padded channels (NCHWC_CHANNELS)
+        return KEPT_CONV_REASON + (f"; its {site.shape[1]} input channels run padded in onnxruntime's packed "
+                                   f"kernel, which the float weight needs: no slower kept")
+    return KEPT_CONV_REASON
 
 
 def kept_scheme(site: ConstantSite) -> Scheme:

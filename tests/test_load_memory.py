@@ -296,16 +296,19 @@ def test_a_conv_with_a_long_kernel_is_kept_where_its_input_channels_run_padded()
     from onnxsurgery.graph_utils import collect_constants, iter_scopes
     from onnxsurgery.quantization.choices.load_memory import conv_kept, kept_reason
 
-    channels = {"c20": 20, "c16": 16, "c24": 24, "c4": 4}
+    channels = {"c20": 20, "c16": 16, "c24": 24, "c4": 4, "g20": 20}
+    groups = {"g20": 2}  # a grouped Conv's shape[1] counts channels per group: not the padded case
     inits, nodes, inputs, outputs = [], [], [], []
     for name, c in channels.items():
+        g = groups.get(name, 1)
         inits.append(numpy_helper.from_array(builders.rand((32, c, 24, 3), 7) * 0.05, name))
-        nodes.append(helper.make_node("Conv", [f"x_{name}", name], [f"y_{name}"]))
-        inputs.append(builders.vi(f"x_{name}", shape=[1, c, 24, 40]))
+        nodes.append(helper.make_node("Conv", [f"x_{name}", name], [f"y_{name}"], group=g))
+        inputs.append(builders.vi(f"x_{name}", shape=[1, c * g, 24, 40]))
         outputs.append(builders.vi(f"y_{name}", shape=[1, 32, 1, 38]))
     graph = gs.import_onnx(builders.model(nodes, inputs, outputs, inits, opset=13))
     sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph)))}
-    assert {n: conv_kept(sites[n]) for n in channels} == {"c20": True, "c16": False, "c24": False, "c4": False}
+    assert {n: conv_kept(sites[n]) for n in channels} == {
+        "c20": True, "c16": False, "c24": False, "c4": False, "g20": False}
     assert "20 input channels run padded" in kept_reason(sites["c20"])
 
 def reordered_lstm(hidden: int = 256, opset: int = 13) -> onnx.ModelProto:

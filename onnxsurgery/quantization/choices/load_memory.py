@@ -245,9 +245,11 @@ def conv_kept(site: ConstantSite) -> bool:
 
 
 def nchwc_padded(site: ConstantSite) -> bool:
-    """Whether a Conv weight's input channels run padded in NCHWc (NCHWC_CHANNELS)."""
+    """Whether a Conv weight's input channels run padded in NCHWc (NCHWC_CHANNELS). Only for group-1
+    readers: a grouped Conv's shape[1] counts channels per group, which NCHWc blocks otherwise."""
     channels = int(site.shape[1]) if len(site.shape) >= 3 else 0
-    return channels > NCHWC_CHANNELS and channels % NCHWC_CHANNELS != 0
+    return (channels > NCHWC_CHANNELS and channels % NCHWC_CHANNELS != 0
+            and all(n.attrs.get("group", 1) == 1 for n, _ in effective_readers(site)))
 
 
 def _taps(site: ConstantSite) -> int:

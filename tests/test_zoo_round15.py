@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
@@ -88,3 +89,37 @@ def test_a_zipmap_output_keeps_its_type(tmp_path):
         assert written == onnx.load(src).graph.output[1].type
         label, zipped = ort.InferenceSession(str(tmp_path / out)).run(None, {"x": x})  # main: data type 0
         assert len(zipped) == 2 and set(zipped[0]) == {0, 1, 2}
+
+
+@pytest.mark.xfail(strict=True, reason="running/output_errors.py compares a sequence of maps (np.asarray of a list of "
+                   "dicts: an object array) as text, equal or not: any moved probability is an error of 1. "
+                   "Left to running/'s owner: tabulate each map's values by key, then compare as floats")
+def test_a_zipmap_output_is_compared_by_its_numbers(tmp_path):
+    _zipmap(tmp_path / "a.onnx")
+    moved = onnx.load(tmp_path / "a.onnx")
+    w = next(t for t in moved.graph.initializer if t.name == "w")
+    w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w) * np.float32(1.001), "w"))
+    onnx.save(moved, tmp_path / "b.onnx")
+    x = np.random.default_rng(3).standard_normal((16, 64)).astype(np.float32)
+    found = onnxsurgery.compare(tmp_path / "a.onnx", tmp_path / "b.onnx", samples=[{"x": x}])
+    assert found["outputs"]["label"]["rel_l2_error"] == 0
+    assert found["outputs"]["output_probability"]["rel_l2_error"] < 0.1  # 1.0: "not equal"
+
+
+def test_basic_pitch_windows_are_its_shape_and_keep_a_tone():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from zoo.transcription import N_SAMPLES, OVERLAP, _halved, piano_windows
+
+    t = np.arange(44100) / 44100
+    half = _halved(np.sin(2 * np.pi * 440 * t) + np.sin(2 * np.pi * 15000 * t))  # 15 kHz would alias to 7050 Hz
+    spectrum = np.abs(np.fft.rfft(half))
+    assert len(half) == 22050 and spectrum.argmax() == 440 and spectrum[7040:7060].max() < 1e-3 * spectrum.max()
+    (tune,), (report,) = piano_windows(None, 0, 1), piano_windows(None, 1000, 1)
+    for feed in (tune, report):
+        x = feed["serving_default_input_2:0"]
+        assert x.shape == (1, N_SAMPLES, 1) and x.dtype == np.float32
+        assert not x[0, :OVERLAP // 2].any() and np.abs(x).max() > 0.1  # zeros first, as get_audio_input pads
+    assert not np.array_equal(tune["serving_default_input_2:0"], report["serving_default_input_2:0"])

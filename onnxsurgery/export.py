@@ -78,9 +78,11 @@ class _ScopedExporter:
     def value_info(self, t: gs.Tensor, do_type_check: bool) -> onnx.ValueInfoProto:
         """gs's value info for `t`, or for a type gs cannot write (test_if_opt's optional
         output) the input model's own, else an untyped one."""
+        original = self.original_types.get(t.name)
+        if original is not None and _nested_type(original.type):
+            return onnx.ValueInfoProto.FromString(original.SerializeToString())
         if t.dtype is None or getattr(t, "type", "tensor_type") in self._GS_TYPES:
             return OnnxExporter.export_value_info_proto(t, do_type_check)
-        original = self.original_types.get(t.name)
         if original is not None:
             return onnx.ValueInfoProto.FromString(original.SerializeToString())
         return onnx.helper.make_empty_tensor_value_info(t.name)
@@ -103,6 +105,13 @@ class _ScopedExporter:
                 self.fill_graph(attr.g, value, do_type_check=False)
             else:
                 target.attribute.extend(OnnxExporter.export_attributes({key: value}))
+
+
+def _nested_type(tp: onnx.TypeProto) -> bool:
+    """A sequence of maps (skl2onnx's ZipMap output) or of sequences: gs imports it as a sequence of an
+    undefined type and writes it so, which onnxruntime refuses (\"Invalid tensor data type 0\")."""
+    return tp.WhichOneof("value") == "sequence_type" and tp.sequence_type.elem_type.WhichOneof("value") not in (
+        "tensor_type", None)
 
 
 def export_model(

@@ -9,7 +9,9 @@ from .defaults import MERGE_MIN_ELEMENTS
 from .passes.base import remove_dead
 from .passes.bypass_identity import BypassIdentities
 from .pipeline import estimate_pipeline, open_workspace, quant_pipeline, shrink_pipeline
+from .quantization.choices.planning import any_weight_to_change, required_opset
 from .quantization.options import QuantOptions
+from .storage import graphs_everywhere
 
 # `info`'s estimates: each method's pipeline, asked what it would save
 QUANT_ESTIMATES = {"quant int8": QuantOptions(), "quant int4": QuantOptions(dtype="int4"),
@@ -65,6 +67,9 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELE
         "savings": savings,
         "shrink_parts": shrink_parts,  # what each of shrink's steps adds to savings["shrink"]
     }
+    # asked of the graph as quant asks it, before its passes (api/quant_steps.needed_opset)
+    upgrades = {method: opset for method, options in QUANT_ESTIMATES.items()
+                if (opset := _needed_opset(ws, options)) > ws.opsets.get("", 1)}
     # quant bypasses Identity nodes in front of weights before it plans (its first step): its estimates
     # must see the readers its plan sees (rxnmap: 8 MatMuls behind Identities each, kept int8 under
     # --dtype int4; through the Identities info predicted 4-bit, 12.8 MB against the 21.2 MB written).
@@ -76,4 +81,27 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELE
         steps = estimate_pipeline(graph, quant_pipeline(options, opsets=ws.opsets), overridable=ws.overridable,
                                   memo=memo)
         savings[method] = sum(step.bytes_saved for step in steps)
+    dropped = _value_info_bytes(ws.template) if upgrades else 0
+    for method in upgrades:  # opset.upgrade_opset drops every value info (isbnx_det's int4: 0.7 MB of 10.3)
+        savings[method] += dropped
+    if upgrades:
+        found["opset_upgrades"] = {method: {"opset": opset, "value_info_bytes": dropped}
+                                   for method, opset in upgrades.items()}
     return found
+
+
+def _needed_opset(ws, options: QuantOptions) -> int:
+    """The opset `quant` with `options` upgrades the model to (1: none), as quant_steps.needed_opset
+    asks it of a workspace with no plan given."""
+    if not any_weight_to_change(ws.graph, options, ws.overridable):
+        return 1
+    return required_opset(options, ws.graph)
+
+
+def _value_info_bytes(model: onnx.ModelProto | None) -> int:
+    """The bytes the model's value infos take in its file, in every graph: each one's field tag
+    (one byte), its length as a varint and itself."""
+    if model is None:
+        return 0
+    sizes = [v.ByteSize() for g in graphs_everywhere(model.graph) for v in g.value_info]
+    return sum(1 + (max(size.bit_length(), 1) + 6) // 7 + size for size in sizes)

@@ -150,6 +150,14 @@ def vad_frames(outputs, feed):
     return (1 - silence >= silence + 0.6).ravel(), False
 
 
+def note_events(outputs, feed):
+    """Basic Pitch: each frame's notes over 0.3 and onsets over 0.5 (its predict()'s thresholds), in
+    88 pitches; outputs `StatefulPartitionedCall:1` (note) and `:2` (onset). Sparse: most are off."""
+    notes = np.asarray(outputs["StatefulPartitionedCall:1"]) > 0.3
+    onsets = np.asarray(outputs["StatefulPartitionedCall:2"]) > 0.5
+    return np.concatenate([notes.ravel(), onsets.ravel()]), True
+
+
 def lemma_tokens(outputs, feed):
     """pyfrspell's lemmatizer: the lemma's character at each teacher-forced position and the word
     type (the code's argmax)."""

@@ -250,12 +250,13 @@ def _train_split(loader: str):
     return train_test_split(x, y, test_size=0.5, random_state=0, stratify=y)
 
 
-def _skl(model, n_features: int, out: Path) -> None:
+def _skl(model, n_features: int, out: Path, *, zipmap: bool = False, double: bool = False) -> None:
     from skl2onnx import to_onnx
-    from skl2onnx.common.data_types import FloatTensorType
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 
-    onx = to_onnx(model, initial_types=[("input", FloatTensorType([None, n_features]))],
-                  options={id(model): {"zipmap": False}}, target_opset={"": 17, "ai.onnx.ml": 3})
+    kind = DoubleTensorType if double else FloatTensorType
+    onx = to_onnx(model, initial_types=[("input", kind([None, n_features]))],
+                  options={id(model): {"zipmap": zipmap}}, target_opset={"": 17, "ai.onnx.ml": 3})
     onnx.save_model(onx, str(out))
 
 
@@ -278,6 +279,25 @@ def sk_mlp(_pkg, _path, out: Path) -> None:
 
     x, _, y, _ = _train_split("load_digits")
     _skl(MLPClassifier(hidden_layer_sizes=(256, 128), max_iter=300, random_state=0).fit(x, y), x.shape[1], out)
+
+
+def sk_knn(_pkg, _path, out: Path) -> None:
+    """skl2onnx's own classifier as it ships by default: its training rows a [898, 64] constant
+    scanned by a Scan (the distances), TopK, and ZipMap's sequence of maps beside the label."""
+    from sklearn.neighbors import KNeighborsClassifier
+
+    x, _, y, _ = _train_split("load_digits")
+    _skl(KNeighborsClassifier(n_neighbors=5).fit(x, y), x.shape[1], out, zipmap=True)
+
+
+def sk_mlp64(_pkg, _path, out: Path) -> None:
+    """The digits MLP in float64 throughout (DoubleTensorType): float64 weights, inputs and outputs."""
+    from sklearn.neural_network import MLPClassifier
+
+    x, _, y, _ = _train_split("load_digits")
+    x = x.astype(np.float64)
+    _skl(MLPClassifier(hidden_layer_sizes=(256, 128), max_iter=300, random_state=0).fit(x, y), x.shape[1], out,
+         double=True)
 
 
 def lgbm(_pkg, _path, out: Path) -> None:

@@ -45,6 +45,11 @@ def _rows(loader: str, seed: int, n: int):
 def digits_rows(model, seed, n):
     return _rows("load_digits", seed, n)
 
+def digits_rows_f64(model, seed, n):
+    """digits_rows in float64, for a model converted with DoubleTensorType (sk_mlp64_digits)."""
+    return [{k: v.astype(np.float64) for k, v in feed.items()} for feed in _rows("load_digits", seed, n)]
+
+
 def cancer_rows(model, seed, n):
     return _rows("load_breast_cancer", seed, n)
 
@@ -67,10 +72,10 @@ def maker(model_row):
     """The (model_path, seed, n) -> feeds function that builds one model's inputs."""
     # Pillow, espeak-ng: only where inputs are built
     from zoo import (binaries, chemistry, fbank, filetypes, glyphs, hanzi, ieeg, images, isbn, lemmas, music, seals,
-                     signals, singing, speech, tashkeel, text, titles, words)
+                     signals, singing, speech, tashkeel, text, titles, transcription, words)
 
     modules = (images, speech, text, signals, chemistry, binaries, words, titles, fbank, glyphs, lemmas, singing,
-               filetypes, hanzi, seals, ieeg, isbn, tashkeel, music)
+               filetypes, hanzi, seals, ieeg, isbn, tashkeel, music, transcription)
     return globals().get(model_row.inputs) or next(
         getattr(m, model_row.inputs) for m in modules
         if hasattr(m, model_row.inputs))

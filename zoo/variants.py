@@ -53,9 +53,20 @@ def shipped(src: Path, dest: Path) -> Path:
     return src
 
 
+def _as_raw_data(m: onnx.ModelProto) -> onnx.ModelProto:
+    """Every numeric tensor's values as raw data: onnx moves only raw data to a data file, and
+    skl2onnx writes float_data / double_data (sk_knn_digits' 230 KB training rows stayed in the file)."""
+    from onnx.external_data_helper import _get_all_tensors
+
+    for t in _get_all_tensors(m):
+        if not t.HasField("raw_data") and t.data_type not in (TensorProto.STRING, TensorProto.UNDEFINED):
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t), t.name))
+    return m
+
+
 def external(src: Path, dest: Path) -> Path:
     out = dest / f"{src.stem}.onnx"
-    m = onnx.load(str(src))
+    m = _as_raw_data(onnx.load(str(src)))
     onnx.save_model(m, str(out), save_as_external_data=True, all_tensors_to_one_file=True,
                     location=f"{out.name}.data", size_threshold=1024, convert_attribute=True)
     if not (dest / f"{out.name}.data").exists():
@@ -66,7 +77,7 @@ def external(src: Path, dest: Path) -> Path:
 def folder(src: Path, dest: Path) -> Path:
     d = dest / f"{src.stem}_folder"
     d.mkdir(parents=True, exist_ok=True)
-    m = onnx.load(str(src))
+    m = _as_raw_data(onnx.load(str(src)))
     onnx.save_model(m, str(d / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
                     location="model.onnx.data", size_threshold=1024, convert_attribute=True)
     return d
@@ -204,6 +215,8 @@ def fp16(src: Path, dest: Path) -> Path:
     if _is_16bit(m):
         raise Skip("weights are already 16-bit as shipped")
     if not _float_weights(m):  # a tree ensemble's thresholds are attributes of float32/float64 only
+        if any(t.data_type == TensorProto.DOUBLE for t in m.graph.initializer):  # sk_mlp64_digits
+            raise Skip("float64 weights: onnxconverter-common converts float32 only")
         raise Skip("ai.onnx.ml tree operators take float32/float64 only: no float16 form exists" if _has_ml(m)
                    else "no float32 initializer or Constant")
     casts = _casts_to_float32(m)

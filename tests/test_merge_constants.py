@@ -245,3 +245,37 @@ def test_file_payloads_differing_in_a_later_chunk_are_not_merged(tmp_path, monke
     assert sorted(t.name for t in saved.graph.initializer) == ["W0", "W1", "W3"]
     assert_same_outputs(m, tmp_path / "out.onnx")
     assert views and all(views)  # each comparison had its mapping, used or not
+
+
+def test_fingerprint_samples_read_their_own_pages_not_the_read_around(tmp_path, monkeypatch):
+    """A fingerprint faults its samples in through a mapping advised MADV_RANDOM: each fault reads its
+    own page, not the kernel's read-around window (read_ahead_kb, 8 MB on the bench machine), which
+    read every weight of a decoder's layers whole before the plan (issue 58, cpu16)."""
+    import mmap as real_mmap
+    import types
+
+    import onnxsurgery.passes.merge_constants as mc
+
+    if not hasattr(real_mmap, "MADV_RANDOM"):
+        pytest.skip("no madvise here")
+    advised = []
+
+    class Mapping(real_mmap.mmap):
+        def madvise(self, option, *args):
+            advised.append(option)
+            return super().madvise(option, *args)
+
+    names = {k: getattr(real_mmap, k) for k in dir(real_mmap) if k.isupper()}
+    monkeypatch.setattr(mc, "mmap", types.SimpleNamespace(**names, mmap=Mapping))
+    values = [builders.rand((256, 256), seed) for seed in (1, 2, 1)]  # 256 KB each: sampled, two equal
+    inits = [onnx.numpy_helper.from_array(v, f"W{i}") for i, v in enumerate(values)]
+    nodes = [onnx.helper.make_node("MatMul", ["x" if not i else f"h{i - 1}", f"W{i}"], [f"h{i}"]) for i in range(3)]
+    graph = onnx.helper.make_graph(nodes, "g", [builders.vi("x", shape=[1, 256])], [builders.vi("h2", shape=[1, 256])],
+                                   inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src), save_as_external_data=True, location="in.onnx.data", size_threshold=0)
+    report = onnxsurgery.shrink_file(src, tmp_path / "out.onnx", verify=False)
+    assert report.pass_report("merge_duplicates").changed == 1  # the equal pair merged, the other kept
+    assert real_mmap.MADV_RANDOM in advised

@@ -195,6 +195,8 @@ def _mapped(tensor: gs.Constant, populate: bool = True) -> Iterator[memoryview |
             try:  # the page table filled in one call, not a fault per 64 KB as memcmp reads
                 if populate:
                     mapping.madvise(MADV_POPULATE_READ)
+                else:  # a fingerprint's samples: each fault reads its page, not the read-around
+                    mapping.madvise(mmap.MADV_RANDOM)  # window (read_ahead_kb: 8 MB here) about it
             except (OSError, ValueError, AttributeError):  # before Linux 5.14; elsewhere
                 pass
     if mapping is None:

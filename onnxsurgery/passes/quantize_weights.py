@@ -52,7 +52,7 @@ from ..quantization.options import FLOAT_TYPES, QuantOptions, dq_min_opset
 from ..quantization.plan import Plan, WeightPlan
 from ..quantization.plan_edits import derive_records
 from ..quantization.quantize import remembering
-from ..quantization.shared_rounding import hold_budget, holding
+from ..quantization.held_roundings import HeldRoundings, hold_budget
 from ..quantization.choices.plan_check import check_plan
 from ..quantization.choices.planner import plan_weights
 from ..quantization.choices.planning import planning_for
@@ -98,8 +98,8 @@ class QuantizeWeights(PassBase):
                 saved += site.nbytes - estimated_bytes(site, self.options, opset, planning)
         return Estimate(self.name, saved)
 
-    def plan(self, graph: gs.Graph, *, overridable: frozenset[str]) -> Plan:
-        """What `apply` will do, the graph unchanged."""
+    def plan(self, graph: gs.Graph, *, overridable: frozenset[str], held: HeldRoundings | None = None) -> Plan:
+        """What `apply` will do, the graph unchanged (`held`: apply's, for the measurements' roundings)."""
         opset = self.opset or graph.opset
         if self.records is not None:  # fields an edit of the dtype left stale derived again (plan_edits.py)
             made = self.records if isinstance(self.records, Plan) else None  # the budget's, with its figures
@@ -112,19 +112,19 @@ class QuantizeWeights(PassBase):
             raise UnsupportedModelError(
                 f"--lowering dq with {options.dtype}/{options.granularity} needs opset "
                 f"{dq_min_opset(options)}; this model is opset {opset}")
-        return plan_weights(graph, options, opset, overridable, self.activations, self.calibration)
+        return plan_weights(graph, options, opset, overridable, self.activations, self.calibration, held)
 
     def apply(self, graph: gs.Graph, *, overridable: frozenset[str]) -> PassReport:
         # what the plan measured of a weight (4-bit clipping picks, weight errors) is not
         # measured again when it is applied (quantize.remembering)
-        # and the plan's rounding of a weight on its read is the pass's (shared_rounding.holding:
+        # and the plan's rounding of a weight on its read is the pass's (held_roundings.HeldRoundings:
         # weights larger than the page cache may keep; none under GPTQ, which rounds its own way)
         scopes = list(iter_scopes(graph))
         weights = sum(s.nbytes for s in collect_constants(graph, scopes) if s.onnx_dtype in FLOAT_TYPES)
         budget = hold_budget(weights, self.options.four_bit) if self.calibration is None else 0
-        with remembering(), holding(budget, getattr(self.store, "spill_folder", None)):
-            plan = self.plan(graph, overridable=overridable)
-            report = apply_plan(graph, plan, self.calibration, self.store)
+        with remembering(), HeldRoundings(budget, getattr(self.store, "spill_folder", None)) as held:
+            plan = self.plan(graph, overridable=overridable, held=held)
+            report = apply_plan(graph, plan, self.calibration, self.store, held)
         report.details["weights"] = plan.to_dict()["weights"]  # the records applied, as --dry-run lists them
         report.details["plan_notes"] = list(plan.notes)
         return report

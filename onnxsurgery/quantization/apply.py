@@ -27,27 +27,29 @@ from .options import FLOAT_TYPES, Scheme
 from .plan import Plan, WeightPlan
 from .rounding import snap_to_levels, weight_error
 from .quantize import kept_whole, quantize_args, quantize_site
-from .shared_rounding import release
 
 log = logging.getLogger("onnxsurgery")
 MAX_ERRORS_REPORTED = 10
 
 
-def apply_plan(graph: gs.Graph, plan: Plan, calibration: Calibration | None = None, store=None) -> PassReport:
+def apply_plan(graph: gs.Graph, plan: Plan, calibration: Calibration | None = None, store=None,
+               held=None) -> PassReport:
     """Rewrite `graph` in place as `plan` says; the report lists each weight's error. `store`
     (lazy.ExternalFiles with `spill_into`): the quantized payloads are moved out of memory as
-    they accumulate (`offload`), so that a model's quantized weights are never all held."""
+    they accumulate (`offload`), so that a model's quantized weights are never all held.
+    `held` (held_roundings.HeldRoundings): the plan's roundings, taken instead of reading those
+    weights again."""
     # Weights with huge (finite) values overflow float32 sums in the error figures; numpy's
     # warnings about it must not reach the user's terminal (NaN/Inf weights are never planned)
     try:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            return _apply(graph, plan, calibration, store)
+            return _apply(graph, plan, calibration, store, held)
     finally:
         if calibration is not None:
             calibration.release()  # GPTQ's H, before verification
 
 
-def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) -> PassReport:
+def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store, held) -> PassReport:
     report = PassReport("quantize")
     sites = {s.name: s for s in collect_constants(graph, list(iter_scopes(graph))) if s.onnx_dtype in FLOAT_TYPES}
     names = NameAllocator(graph)
@@ -60,9 +62,9 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
     with ThreadPoolExecutor(1) as helper:
         measured = []  # (record, future of its error)
         # the weights the plan rounded on its read as their records say (issue 58): not read again,
-        # their roundings taken one at a time (those past the budget wait in a file: shared_rounding)
+        # their roundings taken one at a time (those past the budget wait in a file: held_roundings)
         kept = {r.name for r in plan.changed if r.dtype != "float16" and r.lowering != "levels"
-                and r.rounding != "gptq" and kept_whole(sites[r.name], *_rounding(r, plan), peek=True)}
+                and r.rounding != "gptq" and kept_whole(sites[r.name], *_rounding(r, plan), held, peek=True)}
         log.debug("quantize: %d of %d weights rounded on the plan's read", len(kept), len(plan.changed))
         for record, values in progress(_read_ahead(plan.changed, sites, helper, largest, kept), "quantize",
                                        total=len(plan.changed), unit="weight"):
@@ -73,11 +75,11 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
             elif record.lowering == "levels":
                 err = _snap(site, values, record)
             else:
-                held = kept_whole(site, *_rounding(record, plan)) if record.name in kept else None
-                if held is None and values is None:  # not held after all: read as before
+                taken = kept_whole(site, *_rounding(record, plan), held) if record.name in kept else None
+                if taken is None and values is None:  # not held after all: read as before
                     values = read_values(site.tensor).astype(np.float32, copy=False)
                 err, stored, gptq_refused = _store_as_integers(site, values, record, names, plan, calibration, helper,
-                                                               held)
+                                                               taken)
                 if record.rounding == "gptq":
                     if gptq_refused:
                         not_calibrated[record.name] = gptq_refused
@@ -99,7 +101,8 @@ def _apply(graph: gs.Graph, plan: Plan, calibration: Calibration | None, store) 
             errors.append({"name": record.name, "shape": record.shape, "scheme": record.label, **err})
             log.info("quantize: %s %s as %s, weight error %.3g", record.name, record.shape, record.label,
                      err["rel_l2_error"])
-    release()  # the plan's roundings of forms a later rule changed
+    if held is not None:
+        held.release()  # the plan's roundings of forms a later rule changed
     rewritten = rewrite_planned(graph, plan, names)  # a quantized model's own Cast -> Mul (dequantizing.py)
     report.changed += rewritten
     if store is not None:

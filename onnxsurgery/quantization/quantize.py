@@ -20,7 +20,7 @@ from .lowerings.scaled import equalized_axis, equalizing_from, equalizing_scales
 from .lowerings.weight_readers import through_casts
 from .options import QuantOptions, Scheme
 from .rounding import Quantized, quantize, weight_error
-from .shared_rounding import hold, holds_room, is_held, rounded, take
+from .shared_rounding import rounded
 
 
 def scheme_args(options: QuantOptions, scheme: Scheme, lowering: str, symmetric: bool | None = None,
@@ -241,22 +241,23 @@ def _whole_key(site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool
 
 
 def keep_whole(values: np.ndarray, site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool,
-               args: dict) -> bool:
+               args: dict, held=None) -> bool:
     """The plan's side of issue 58's one read: `values` (the whole of `site`'s weight as read
-    from it) rounded as the pass would round it for this form, held with its error
-    (shared_rounding.holding) where there is room; False where nothing was held."""
+    from it) rounded as the pass would round it for this form, kept in `held`
+    (held_roundings.HeldRoundings, the pass's; None: nothing is held) where there is room;
+    False where nothing was held."""
     key = _whole_key(site, scheme, lowering, balanced, args)
-    if key is None or not holds_room(values.size):
+    if held is None or key is None or not held.has_room(values.size):
         return False
     qt = quantize_site(values, site, scheme, lowering, balanced, args)
-    return hold((site.tensor, args.get("importance")), key, qt, weight_error(values, qt))  # held: ids stay theirs
+    return held.hold((site.tensor, args.get("importance")), key, qt, weight_error(values, qt))  # ids stay theirs
 
 
-def kept_whole(site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict,
+def kept_whole(site: ConstantSite, scheme: Scheme, lowering: str, balanced: bool, args: dict, held=None,
                peek: bool = False) -> tuple[Quantized, dict] | bool | None:
-    """The pass's side: (Quantized, error) the plan held for `site` rounded this way, else None
-    (the pass reads and rounds the weight itself); with `peek`, only whether it is held."""
+    """The pass's side: (Quantized, error) that `held` kept for `site` rounded this way, else
+    None (the pass reads and rounds the weight itself); with `peek`, only whether it is held."""
     key = _whole_key(site, scheme, lowering, balanced, args)
     if peek:
-        return key is not None and is_held(key)
-    return None if key is None else take(key)
+        return held is not None and key is not None and held.is_held(key)
+    return None if held is None or key is None else held.take(key)

@@ -67,7 +67,7 @@ class ExternalFiles:
         (the output's; spill.py). `write_back`: the output will have a data file, which takes the
         spill file over (adopt.py); `direct`: nothing reads the output back in this run, so large
         payloads may bypass the page cache (spill.py)."""
-        self.spill_folder = folder  # where other passes' scratch files go too (shared_rounding.holding)
+        self.spill_folder = folder  # where other passes' scratch files go too (held_roundings)
         if self._spill is None:
             self._spill = SpillFile(folder, write_back=write_back, direct=direct)
 

@@ -72,6 +72,7 @@ class PlanContext:
     symmetry: Any = None  # symmetry.SymmetryChoice
     gptq_skipped: dict[str, str] = field(default_factory=dict)  # weight -> why GPTQ leaves it
     again: bool = False  # a weight read to be measured held NaN or Inf: plan again, checking first
+    held: Any = None  # held_roundings.HeldRoundings: the measurements' roundings kept for the pass
 
     @property
     def facts(self):

@@ -143,7 +143,7 @@ class _Cost:
 
 def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
                 total_bytes: int, activations: Calibration | None = None,
-                room_at_load: float | None = None) -> LeanChoice:
+                room_at_load: float | None = None, held=None) -> LeanChoice:
     """Each lean candidate's form: float16 for the lossiest small float32 weights
     (SMALL_WEIGHT_ELEMENTS, SMALL_FLOAT16_SHARE); for the others symmetric or with zero points
     (zero_points.zero_points_tried), then the accurate block chain instead where it gains most
@@ -151,11 +151,13 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
     weight is quantized each way to measure its errors, in the layer's output over
     `activations` where they cover the weight (what its readers multiply it by), else in the
     weight itself. `room_at_load`: where given, the budget is at most that many bytes (what the
-    plan's other forms save at load, where no weight is kept in memory to pay for the chain)."""
+    plan's other forms save at load, where no weight is kept in memory to pay for the chain).
+    `held` (held_roundings.HeldRoundings): where given, each weight's rounding of its best lean form
+    is kept there for the pass."""
     try:
-        costs = lean_costs(candidates, options, opset, activations)
+        costs = lean_costs(candidates, options, opset, activations, held)
     except InputError:  # the inputs could not be generated or run: measure in the weights
-        costs = lean_costs(candidates, options, opset, None)
+        costs = lean_costs(candidates, options, opset, None, held)
     choice = LeanChoice(finite={c.name for c in costs if c.finite}, not_finite={c.name for c in costs if not c.finite})
     costs = [c for c in costs if c.finite]
     room = SMALL_FLOAT16_SHARE * total_bytes / 4  # float32 bytes -> int8 bytes
@@ -199,7 +201,7 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
 
 
 def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
-                activations: Calibration | None) -> list[_Cost]:
+                activations: Calibration | None, held=None) -> list[_Cost]:
     """What each candidate's lean and accurate forms cost. Measured in the weight, a weight
     error far from the readers' large inputs counts as much as one next to them; PP-OCRv4 rec's
     conv2d_170 (240x240) loses 1.6x in the weight and 6.6x in the layer output, and it is the
@@ -249,7 +251,7 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
         if asymmetric and not form_only:
             lean_error = asymmetric_error[0]
         # the pass's rounding of the form this weight measured best, made on this read (issue 58)
-        keep_whole(whole, site, lean, lowering, balance, scheme_args(options, lean, lowering, not asymmetric))
+        keep_whole(whole, site, lean, lowering, balance, scheme_args(options, lean, lowering, not asymmetric), held)
         ratio = lean_error / accurate_error if accurate_error > 0 else 1.0
         # float copies held at load beyond the lean form's: blocks fold Cast, Sub, Mul and
         # Reshape (four); `scaled` folds one Cast, lean `arith` Cast and Mul (two), `dq` none

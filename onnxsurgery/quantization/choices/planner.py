@@ -49,16 +49,19 @@ from .symmetry import SymmetryChoice, choose_symmetric
 
 
 def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, overridable: frozenset[str],
-                 activations: Calibration | None = None, calibration: Calibration | None = None) -> Plan:
+                 activations: Calibration | None = None, calibration: Calibration | None = None,
+                 held=None) -> Plan:
     """The plan for every float constant of `graph` (all scopes) under `options` at `opset`.
     `activations`: the inputs each weight's readers see, for auto's measured choices;
     `calibration`: GPTQ's inputs (the weights it can round get rounding `gptq`). Where the
-    weights are stored (one file, a data file, a folder) changes nothing."""
+    weights are stored (one file, a data file, a folder) changes nothing. `held`
+    (held_roundings.HeldRoundings, the pass's): where given, the measurements' whole-weight
+    roundings of the forms they chose are kept there for the pass (quantize.keep_whole)."""
     planning = planning_for(graph)
 
     def make() -> Plan:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # huge finite weights: see apply
-            return _plan(graph, planning, options, opset, overridable, activations, calibration)
+            return _plan(graph, planning, options, opset, overridable, activations, calibration, held=held)
 
     if activations is not None or calibration is not None:  # measured on inputs: made as asked
         return make()
@@ -90,7 +93,7 @@ def _lean(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     ctx.lean = choose_lean([c for c in candidates if c.lowering == "lean"], ctx.options, ctx.opset,
                            # in float32 bytes: a 16-bit model gets its float32 values' shares (issue 55)
                            total_bytes=sum(4 * c.site.num_elements for c in candidates), activations=ctx.activations,
-                           room_at_load=ctx.room)
+                           room_at_load=ctx.room, held=ctx.held)
     return candidates
 
 
@@ -99,7 +102,7 @@ def _symmetry(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     if ctx.options.auto_symmetric:
         ctx.symmetry = choose_symmetric([c for c in candidates if c.lowering not in ("lean", "scaled", "tied")
                                          and not c.float16 and c.name not in ctx.lean.half
-                                         and not records.decoder_nbits_chosen(c)], ctx.activations)
+                                         and not records.decoder_nbits_chosen(c)], ctx.activations, ctx.held)
     return candidates
 
 
@@ -131,13 +134,13 @@ STAGES = (forms.own_options, refusals.refuse, forms.group, rules.lower, _at_load
 
 
 def _plan(graph, planning: Planning, options: QuantOptions, opset: int, overridable, activations, calibration,
-          defer_values: bool = True) -> Plan:
+          defer_values: bool = True, held=None) -> Plan:
     """`defer_values`: the NaN/Inf check of a weight that a measured choice reads anyway (lean.py,
     symmetry.py) is made on that read, not on one of its own before (refusals.refuse,
     _values_checked)."""
     scopes = list(iter_scopes(graph))
     ctx = PlanContext(graph, options, opset, overridable, planning, scopes, activations, calibration,
-                      unchecked=set() if defer_values else None)
+                      unchecked=set() if defer_values else None, held=held)
     candidates = []
     for site in collect_constants(graph, scopes):
         if site.onnx_dtype in FLOAT_TYPES:
@@ -146,7 +149,8 @@ def _plan(graph, planning: Planning, options: QuantOptions, opset: int, overrida
     for stage in STAGES:
         candidates = stage(candidates, ctx)
         if ctx.again:
-            return _plan(graph, planning, options, opset, overridable, activations, calibration, defer_values=False)
+            return _plan(graph, planning, options, opset, overridable, activations, calibration, defer_values=False,
+                         held=held)
     notes = refusals.selection_notes(options, ctx.records.values())
     return Plan(list(ctx.records.values()), opset, options.target, notes, importance=dict(ctx.symmetry.importance),
                 details=ctx.details)

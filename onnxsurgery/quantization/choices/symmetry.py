@@ -139,19 +139,20 @@ def quick_channels(values: np.ndarray, site: ConstantSite, picked: np.ndarray | 
     return np.linspace(0, channels - 1, count).round().astype(np.int64)
 
 
-def choose_symmetric(candidates: list[Candidate],
-                     activations: Calibration | None = None) -> SymmetryChoice:
+def choose_symmetric(candidates: list[Candidate], activations: Calibration | None = None,
+                     held=None) -> SymmetryChoice:
     """Among `candidates` (each with its scheme, lowering and options), the weights more accurate
-    symmetric, by SYMMETRIC_MARGIN, each form measured as the pass will quantize it."""
+    symmetric, by SYMMETRIC_MARGIN, each form measured as the pass will quantize it. `held`
+    (held_roundings.HeldRoundings): where given, the way chosen is rounded whole there for the pass."""
     if not candidates:
         return SymmetryChoice()
     try:
-        return _choose(candidates, activations)
+        return _choose(candidates, activations, held)
     except InputError:  # the inputs could not be generated or run: measure in the weights
-        return _choose(candidates, None)
+        return _choose(candidates, None, held)
 
 
-def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
+def _choose(candidates, activations: Calibration | None, held=None) -> SymmetryChoice:
     if activations is not None:
         activations.plan([c.site for c in candidates])
     chosen = SymmetryChoice()
@@ -189,9 +190,9 @@ def _choose(candidates, activations: Calibration | None) -> SymmetryChoice:
                          for sym in (True, False))
 
         def kept(symmetric: bool) -> bool:
-            """The pass's rounding of the way chosen, made on this read (issue 58: shared_rounding.holding)."""
+            """The pass's rounding of the way chosen, made on this read (issue 58: held_roundings)."""
             keep_whole(values, site, scheme, lowering, balance, scheme_args(options, scheme, lowering, symmetric,
-                                                                              importance))
+                                                                              importance), held)
             return symmetric
 
         # today's measurement: the whole weight, or without moments a large one's sample (sampling.py)

@@ -1,0 +1,56 @@
+"""node_order.toposort: gs's own order (Graph.toposort), on graphs in any node order."""
+
+import random
+
+import numpy as np
+import onnx_graphsurgeon as gs
+import pytest
+
+from onnxsurgery import node_order
+
+
+def _graph(width: int = 6, depth: int = 5, seed: int = 0) -> gs.Graph:
+    """A diamond-rich chain: each layer's nodes read one or two of the layer before, some a constant."""
+    rng = random.Random(seed)
+    x = gs.Variable("x", np.float32, [4])
+    w = gs.Constant("w", np.ones(4, np.float32))
+    nodes, layer = [], [x]
+    for d in range(depth):
+        made = []
+        for k in range(width):
+            a, b = rng.choice(layer), rng.choice([*layer, w])
+            out = gs.Variable(f"t{d}_{k}", np.float32, [4])
+            nodes.append(gs.Node("Add", f"n{d}_{k}", inputs=[a, b], outputs=[out]))
+            made.append(out)
+        layer = made
+    return gs.Graph(nodes=nodes, inputs=[x], outputs=layer[:2], opset=17)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_same_order_as_gs(seed):
+    graph = _graph(seed=seed)
+    random.Random(seed).shuffle(graph.nodes)
+    before = list(graph.nodes)
+    ours = node_order._levels(graph)
+    graph.toposort()
+    assert [n.name for n in ours] == [n.name for n in graph.nodes]
+    assert sorted(map(id, before)) == sorted(map(id, ours))
+
+
+def test_cycle_is_gs_error():
+    a, b = gs.Variable("a", np.float32, [1]), gs.Variable("b", np.float32, [1])
+    nodes = [gs.Node("Relu", "p", inputs=[b], outputs=[a]), gs.Node("Relu", "q", inputs=[a], outputs=[b])]
+    graph = gs.Graph(nodes=nodes, outputs=[b], opset=17)
+    assert node_order._levels(graph) is None
+    with pytest.raises(Exception, match="Cycle"):
+        node_order.toposort(graph)
+
+
+def test_subgraph_left_to_gs():
+    graph = _graph()
+    cond = gs.Variable("c", np.bool_, [])
+    then = gs.Graph(nodes=[], outputs=[graph.outputs[0]])
+    graph.nodes.append(gs.Node("If", "if", attrs={"then_branch": then, "else_branch": then}, inputs=[cond],
+                               outputs=[gs.Variable("y", np.float32, [4])]))
+    assert node_order._has_subgraph(graph.nodes[-1])
+    assert node_order.toposort(graph) is graph

@@ -19,16 +19,11 @@ import onnx_graphsurgeon as gs
 
 def toposort(graph: gs.Graph) -> gs.Graph:
     """`graph.toposort(recurse_subgraphs=True)`: the nodes in gs's order, in place."""
-    order = None if graph.functions or any(_has_subgraph(n) for n in graph.nodes) else _levels(graph)
+    order = None if graph.functions or any(has_subgraph(n) for n in graph.nodes) else _levels(graph)
     if order is None:
         return graph.toposort(recurse_subgraphs=True)
     graph.nodes = order
     return graph
-
-
-def _has_subgraph(node: gs.Node) -> bool:
-    return any(isinstance(v, gs.Graph) or (isinstance(v, (list, tuple)) and any(isinstance(x, gs.Graph) for x in v))
-               for v in node.attrs.values())
 
 
 def _levels(graph: gs.Graph) -> list[gs.Node] | None:
@@ -37,10 +32,7 @@ def _levels(graph: gs.Graph) -> list[gs.Node] | None:
     index = {id(n): i for i, n in enumerate(nodes)}
     if len(index) != len(nodes):
         return None
-    local = {t.name for n in nodes for t in n.outputs if not t.is_empty()}
-    local.update(t.name for t in graph.inputs)
-    local.update(t.name for t in (*graph.inputs, *graph.outputs) if isinstance(t, gs.Constant))
-    local.update(t.name for n in nodes for t in (*n.inputs, *n.outputs) if isinstance(t, gs.Constant))
+    local = local_names(graph)
     level: dict[int, int] = {}  # node's index -> its level, in the order gs's search finds them
     found: list[int] = []
     for start in range(len(nodes)):
@@ -70,6 +62,20 @@ def _levels(graph: gs.Graph) -> list[gs.Node] | None:
                     up, rest, above = stack[-1]
                     stack[-1] = (up, rest, max(above, highest + 1))
     return [nodes[i] for i in sorted(found, key=level.__getitem__)]
+
+
+def local_names(graph: gs.Graph) -> set[str]:
+    """The names of gs's local tensors (Graph._local_tensors): node outputs, graph inputs, constants."""
+    local = {t.name for n in graph.nodes for t in n.outputs if not t.is_empty()}
+    local.update(t.name for t in graph.inputs)
+    local.update(t.name for t in (*graph.inputs, *graph.outputs) if isinstance(t, gs.Constant))
+    local.update(t.name for n in graph.nodes for t in (*n.inputs, *n.outputs) if isinstance(t, gs.Constant))
+    return local
+
+
+def has_subgraph(node: gs.Node) -> bool:
+    return any(isinstance(v, gs.Graph) or (isinstance(v, (list, tuple)) and any(isinstance(x, gs.Graph) for x in v))
+               for v in node.attrs.values())
 
 
 def _producers(node: gs.Node, local: set[str]) -> list[gs.Node]:

@@ -52,5 +52,16 @@ def test_subgraph_left_to_gs():
     then = gs.Graph(nodes=[], outputs=[graph.outputs[0]])
     graph.nodes.append(gs.Node("If", "if", attrs={"then_branch": then, "else_branch": then}, inputs=[cond],
                                outputs=[gs.Variable("y", np.float32, [4])]))
-    assert node_order._has_subgraph(graph.nodes[-1])
+    assert node_order.has_subgraph(graph.nodes[-1])
     assert node_order.toposort(graph) is graph
+
+
+def test_all_used_only_where_gs_removes_nothing():
+    from onnxsurgery.live_nodes import all_used
+
+    graph = _graph(seed=3)
+    assert all_used(graph) == (len(graph.copy().cleanup().nodes) == len(graph.nodes))
+    graph.nodes.append(gs.Node("Relu", "dead", inputs=[graph.outputs[0]], outputs=[gs.Variable("d", np.float32, [4])]))
+    assert not all_used(graph)
+    graph.cleanup()
+    assert all_used(graph)

@@ -21,6 +21,7 @@ from onnx_graphsurgeon.ir.tensor import LazyValues
 from .defaults import MERGE_MIN_ELEMENTS
 from .graph_names import make_names_unique, overridable_initializers
 from .graph_utils import collect_constants, hold_values, held_values
+from .node_order import toposort
 from .export import export_model
 from .storage.io import import_onnx, inputs_with_defaults, open_model
 from .storage.lazy import ExternalFiles, FileBackedValues, materialize
@@ -194,7 +195,7 @@ def finish(graph: gs.Graph, template: onnx.ModelProto | None = None, *,
     the graph's inputs) stay listed as inputs: overridable defaults. With `store`, large
     in-memory payloads are referred to where it holds them (`export.export_model`)."""
     remove_dead(graph)
-    graph.toposort(recurse_subgraphs=True)
+    toposort(graph)  # gs's order, faster (node_order.py)
     overridable = overridable_initializers(graph) if overridable is None else overridable
     return export_model(graph, template, keep_as_inputs=overridable, store=store)
 

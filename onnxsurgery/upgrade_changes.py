@@ -61,8 +61,10 @@ def moved_axes_only(before: onnx.ModelProto, after: onnx.ModelProto) -> bool:
             i += 1
         else:
             return False
-    return i == len(old) and all(any(n.input[1:2] == [name] and n.op_type in _AXES_TO_INPUT for n in a.node)
-                                 for name in moved)
+    # each moved Constant read as the axes of one of those ops (a set: a scan of the nodes per
+    # Constant was 25 ms of vit_focus's int4 upgrade, 1,485 nodes)
+    axes_read = {n.input[1] for n in a.node if len(n.input) > 1 and n.op_type in _AXES_TO_INPUT}
+    return i == len(old) and all(name in axes_read for name in moved)
 
 
 def _axes_constant(node: onnx.NodeProto) -> list[int] | None:

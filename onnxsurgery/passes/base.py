@@ -27,6 +27,7 @@ from typing import Any, Callable, ClassVar
 import onnx_graphsurgeon as gs
 
 from ..graph_names import overridable_initializers
+from ..live_nodes import all_used
 from ..report import PassReport
 
 
@@ -121,5 +122,7 @@ class PassManager:
 
 def remove_dead(graph: gs.Graph) -> None:
     """Remove what the passes left dead (e.g. Constant nodes merged away), in all scopes,
-    keeping every graph input: a caller may still feed one the graph no longer reads."""
-    graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)
+    keeping every graph input: a caller may still feed one the graph no longer reads. Skipped
+    where nothing is dead (live_nodes.py)."""
+    if not all_used(graph):
+        graph.cleanup(remove_unused_graph_inputs=False, recurse_subgraphs=True)

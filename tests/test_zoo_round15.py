@@ -145,10 +145,9 @@ def _sinusoid_bank(path, n_bins=36, taps=256, rate=22050.0):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
 
 
-@pytest.mark.xfail(strict=True, reason="quantization/choices quantizes a transform's basis (windowed sinusoids read by "
-                   "a Conv) as a learned weight: int8's noise floor fills the bins a tone leaves empty, and a log "
-                   "shows it (basic_pitch_nmp: 0.173 on music, 79% of the notes kept). Left to the lead")
 def test_a_sinusoid_bank_keeps_a_tone_s_empty_bins(tmp_path):
+    """The default leaves a transform's basis before a Log float (choices/transform_basis.py):
+    quantized, int8's floor filled the bins a tone leaves empty (basic_pitch_nmp 0.173 on music)."""
     src = tmp_path / "bank.onnx"
     _sinusoid_bank(src)
     tone = (0.5 * np.sin(2 * np.pi * 220 * np.arange(22050) / 22050)).astype(np.float32).reshape(1, 1, -1)

@@ -1,8 +1,9 @@
 """The first stage: which float constants the plan leaves as they are, and why (said in each
 record's `why`): a quantized model's own data, position tables, small weights and scalars,
 what the selection leaves out (--include, --exclude, the budget's float32), tables no lowering
-keeps lean, overridable inputs and graph outputs, weights TensorRT reads unquantized, values no
-scale represents; and the notes a selection that changes nothing gets."""
+keeps lean, a transform's basis read before a log, overridable inputs and graph outputs, weights
+TensorRT reads unquantized, values no scale represents; and the notes a selection that changes
+nothing gets."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..options import QuantOptions
 from ..chunked import all_finite
 from .candidate import Candidate, PlanContext
 from .fused_forms import table_refusal
+from .transform_basis import transform_basis
 from .weights import already_quantized, float16_for_tensorrt, position_table, tensorrt_refusal
 
 # The budget's float32 and kept weights (options.allocation) are refused in the words its plans
@@ -85,6 +87,8 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, overridable: froz
         return f"allocated {'float32' if options.allocated(site.name) == 'float32' else 'its own type'} by the budget"
     if not options.include and (table := table_refusal(site, options)):
         return table
+    if not options.include and (basis := transform_basis(site)):
+        return basis
     if activations_quantized and not options.include:
         return "the model quantizes its activations (QDQ): --include NAME quantizes this weight too"
     if site.name in overridable:

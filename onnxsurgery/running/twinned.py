@@ -176,6 +176,8 @@ def _sorted(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
     the given order as that allows (the given order where it is one already: the interleaving
     above); ValueError on a cycle (a chain that reads what its own copy computes later)."""
     made = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    if all(made[name] < i for i, node in enumerate(nodes) for name in node.input if name in made):
+        return list(nodes)  # every input computed before its reader: the heap below would give this order
     waiting = [0] * len(nodes)
     readers: dict[int, list[int]] = {}
     for i, node in enumerate(nodes):

@@ -24,6 +24,7 @@ raw bytes or external data (their declared type and shape change, not their byte
 
 from __future__ import annotations
 
+import collections
 import os
 
 import onnx
@@ -37,8 +38,16 @@ _NIBBLES = (onnx.TensorProto.UINT4, onnx.TensorProto.INT4)
 _THREAD_COLUMNS = 64
 
 
-def uint4_halves(dequantize: onnx.NodeProto | None, graph: onnx.GraphProto,
-                 nodes: list[onnx.NodeProto]) -> tuple[onnx.TensorProto, ...] | None:
+class Weights:
+    """A graph's initializers by name and how many of `nodes` read each name (an input read twice
+    by one node counts twice), made once for every weight twinned.twin_graph asks about."""
+
+    def __init__(self, graph: onnx.GraphProto, nodes: list[onnx.NodeProto]):
+        self.initializers = {t.name: t for t in graph.initializer}
+        self.readers = collections.Counter(name for n in nodes for name in n.input)
+
+
+def uint4_halves(dequantize: onnx.NodeProto | None, weights: Weights) -> tuple[onnx.TensorProto, ...] | None:
     """(weight, scale, zero point or None) where `dequantize` is what this module rewrites (module
     doc): a DequantizeLinear of a uint4 [K, N] initializer in blocks along axis 0, its zero point
     uint4 too; else None."""
@@ -48,10 +57,9 @@ def uint4_halves(dequantize: onnx.NodeProto | None, graph: onnx.GraphProto,
     if attributes.get("axis", 1) not in (0, -2) or attributes.get("block_size", 0) <= 0 or \
             set(attributes) - {"axis", "block_size"}:
         return None
-    if sum(name == dequantize.output[0] for n in nodes for name in n.input) != 1:
+    if weights.readers[dequantize.output[0]] != 1:
         return None  # its float copy read elsewhere too
-    initializers = {t.name: t for t in graph.initializer}
-    tensors = [initializers.get(name) for name in dequantize.input]
+    tensors = [weights.initializers.get(name) for name in dequantize.input]
     if len(tensors) < 2 or any(t is None for t in tensors):
         return None
     weight, scale, zero = (*tensors, None)[:3]
@@ -68,7 +76,7 @@ def uint4_halves(dequantize: onnx.NodeProto | None, graph: onnx.GraphProto,
         if tensor is not None and not (tensor.HasField("raw_data") or
                                        tensor.data_location == onnx.TensorProto.EXTERNAL):
             return None  # int32_data packs nibbles otherwise than uint8 values
-        if tensor is not None and sum(name == tensor.name for n in nodes for name in n.input) != 1:
+        if tensor is not None and weights.readers[tensor.name] != 1:
             return None
     return weight, scale, zero
 

@@ -26,6 +26,8 @@ def ranked_outputs(model: onnx.ModelProto | None) -> dict[str, int]:
     if model is None:
         return {}
     graph = model.graph
+    if not any(node.op_type == "TopK" for node in graph.node):
+        return {}  # each output's walk below visits its whole past: a 24-layer decoder's 49 outputs, 0.2-0.4 s
     small = {t.name: t for t in graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL and len(t.dims) <= 1}
     for node in graph.node:
         if node.op_type == "Constant":

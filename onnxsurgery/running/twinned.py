@@ -26,7 +26,7 @@ import onnx
 from ..errors import VerificationError
 from .batched import batch_groups, run_samples
 from .joined import MIN_OPSET, Joiner, cast_chunks, column_chunks, joinable, weight_ranks
-from .nibbles import nibble_halves, uint4_halves
+from .nibbles import Weights, nibble_halves, uint4_halves
 
 SUFFIX = "__twin"
 
@@ -67,6 +67,9 @@ def twin_graph(model: onnx.ModelProto, copies: int = 2, *, chain: dict[str, str]
     producer = {o: node for node in nodes for o in node.output if o and o not in varying}
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     ranks = weight_ranks(model) if join and opset >= MIN_OPSET else {}
+    # asked of each joined MatMul's weight: counted once, not by a scan of every node per weight
+    # (a 24-layer decoder's result, 169 weights over 7.7K nodes: 0.5 s of CPU before its run)
+    weights = Weights(g, nodes)
     joiner = Joiner()
     new_nodes, placed = [], set()
 
@@ -100,8 +103,8 @@ def twin_graph(model: onnx.ModelProto, copies: int = 2, *, chain: dict[str, str]
             before, rows, state = joiner.before([n.input[0] for n in each])
             new_nodes.extend(before)
             product = joiner.after(node, rows, state, [n.output[0] for n in each])
-            cast, chunks = _cast_8bit(producer.get(node.input[1]), g, nodes)
-            halves = None if chunks else uint4_halves(cast, g, nodes)
+            cast, chunks = _cast_8bit(producer.get(node.input[1]), weights)
+            halves = None if chunks else uint4_halves(cast, weights)
             if chunks:  # its float copy made a chunk of columns at a time (joined.cast_chunks)
                 placed.add(id(cast))
                 product[:1] = cast_chunks(product[0], cast, chunks, joiner.constants)
@@ -140,15 +143,15 @@ def twin_graph(model: onnx.ModelProto, copies: int = 2, *, chain: dict[str, str]
     return model
 
 
-def _cast_8bit(node, graph: onnx.GraphProto, nodes: list[onnx.NodeProto]):
-    """(`node`, its column chunks) where it is a Cast to float of an 8-bit [K, N] initializer, read
-    by one node alone, whose float copy joined.column_chunks cuts; else (node, None)."""
+def _cast_8bit(node, weights: Weights):
+    """(`node`, its column chunks) where it is a Cast to float of an 8-bit [K, N] initializer, its
+    output read by one node alone, whose float copy joined.column_chunks cuts; else (node, None)."""
     if node is None or node.op_type != "Cast" or node.domain not in ("", "ai.onnx") or \
             [(a.name, a.i) for a in node.attribute] != [("to", onnx.TensorProto.FLOAT)]:
         return node, None
-    weight = next((t for t in graph.initializer if t.name == node.input[0]), None)
+    weight = weights.initializers.get(node.input[0])
     if weight is None or weight.data_type not in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8) or \
-            len(weight.dims) != 2 or sum(name == node.output[0] for n in nodes for name in n.input) != 1:
+            len(weight.dims) != 2 or weights.readers[node.output[0]] != 1:
         return node, None
     return node, column_chunks(*weight.dims)
 
@@ -173,6 +176,8 @@ def _sorted(nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
     the given order as that allows (the given order where it is one already: the interleaving
     above); ValueError on a cycle (a chain that reads what its own copy computes later)."""
     made = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    if all(made[name] < i for i, node in enumerate(nodes) for name in node.input if name in made):
+        return list(nodes)  # every input computed before its reader: the heap below would give this order
     waiting = [0] * len(nodes)
     readers: dict[int, list[int]] = {}
     for i, node in enumerate(nodes):

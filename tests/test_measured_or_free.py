@@ -97,3 +97,19 @@ def test_a_kept_build_that_the_run_builds_again_keeps_its_outputs(tmp_path, monk
     report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, samples=samples)
     assert given and given[0] is not None  # the same bytes: the kept runs are the verification's
     assert report.verification["rel_l2_error"] == max(chosen.errors[0 if chosen.measured else 1])
+
+
+def test_a_dry_run_does_not_confirm_the_kept_outputs(tmp_path, monkeypatch):
+    """--dry-run verifies nothing: the kept candidate's pieced outputs are not confirmed by a whole run."""
+    model = _lossy_model()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    samples = [builders.feeds_for(model, seed) for seed in range(3)]
+    from onnxsurgery.api.built import Built
+
+    confirmed = []
+    monkeypatch.setattr(Built, "confirm", lambda self: confirmed.append(self))
+    plan = onnxsurgery.quant_plan(src, min_elements=1024, samples=samples)
+    assert {w.name: w.dtype for w in plan.weights}["B"] == "float16" and not confirmed
+    onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, samples=samples)
+    assert confirmed  # the real run does

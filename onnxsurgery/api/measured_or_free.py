@@ -110,19 +110,21 @@ class Chosen:
 
 
 def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration,
-                     *, merge: bool = True) -> Chosen:
+                     *, merge: bool = True, confirm: bool = True) -> Chosen:
     """The plan `options` make with the choices measured on `activations` (the user's samples),
-    or the data-free plan where that one's median error over the samples is lower (module doc)."""
+    or the data-free plan where that one's median error over the samples is lower (module doc).
+    `confirm` False (--dry-run: nothing is verified): the kept candidate's pieced outputs are
+    dropped instead of confirmed by a whole run (Built.confirm)."""
     if options.include:  # weights --include forces past a refusal: a plan's records cannot ask for that
         return Chosen(None, True)
     if not _concurrent(input_path):
-        return _chosen(input_path, options, inputs, activations, merge, False)
+        return _chosen(input_path, options, inputs, activations, merge, False, confirm)
     with sharing(SHARED_ROUNDING_BYTES):  # the two plans and builds round a weight the same way once
-        return _chosen(input_path, options, inputs, activations, merge, True)
+        return _chosen(input_path, options, inputs, activations, merge, True, confirm)
 
 
 def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration, merge: bool,
-            concurrent: bool) -> Chosen:
+            concurrent: bool, confirm: bool = True) -> Chosen:
     # the data-free plan on a second thread while the measured one is made (module doc, Cost)
     beside = Pending(lambda: plan_with(input_path, options, merge, None)) if concurrent else None
     try:
@@ -158,7 +160,10 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
             build.discard()
     kept = builds[0] if keep else builds[1]
     if kept is not None:
-        kept.confirm()
+        if confirm:
+            kept.confirm()
+        elif kept.pieced is not None:  # not confirmed: not to be taken as verification's
+            kept.outputs = None
         if kept.reports is None:  # the run builds it again (an opset upgrade): its digest is what is kept
             kept.discard()
     if keep:

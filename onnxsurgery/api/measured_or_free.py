@@ -51,7 +51,9 @@ by construction (a cut can keep onnxruntime from a fusion across it), so the kep
 outputs reach verification only after its file, run whole on the first sample, gave them bit for
 bit (`Built.confirm`). Since measured14 (issue 58) the two plans and builds round a weight one
 way once (quantization/shared_rounding.py; up to CONCURRENT_BYTES): ddddocr_det's roundings 1.46 ->
-0.54 s of CPU, the same files.
+0.54 s of CPU, the same files. Since inputs9 (issue 58) the losing candidate's runs stop once the
+samples not yet run cannot change the choice (median_race.py: the note's figures for it are then
+bounds), and a dry run drops the kept outputs instead of confirming them.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ from ..storage.lazy import read_model_skipping_weights
 from ..storage.staging import save_model
 from .quant_steps import at_required_opset, needed_opset
 from .built import Built, candidate_runs, digest, same_build  # noqa: F401 - same_build: quantizing.py imports it here
+from .median_race import Race, bound_text, decided
 from .shared_prefix import Suffix
 
 log = logging.getLogger("onnxsurgery")
@@ -109,19 +112,21 @@ class Chosen:
 
 
 def measured_or_free(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration,
-                     *, merge: bool = True) -> Chosen:
+                     *, merge: bool = True, confirm: bool = True) -> Chosen:
     """The plan `options` make with the choices measured on `activations` (the user's samples),
-    or the data-free plan where that one's median error over the samples is lower (module doc)."""
+    or the data-free plan where that one's median error over the samples is lower (module doc).
+    `confirm` False (--dry-run: nothing is verified): the kept candidate's pieced outputs are
+    dropped instead of confirmed by a whole run (Built.confirm)."""
     if options.include:  # weights --include forces past a refusal: a plan's records cannot ask for that
         return Chosen(None, True)
     if not _concurrent(input_path):
-        return _chosen(input_path, options, inputs, activations, merge, False)
+        return _chosen(input_path, options, inputs, activations, merge, False, confirm)
     with sharing(SHARED_ROUNDING_BYTES):  # the two plans and builds round a weight the same way once
-        return _chosen(input_path, options, inputs, activations, merge, True)
+        return _chosen(input_path, options, inputs, activations, merge, True, confirm)
 
 
 def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Calibration, merge: bool,
-            concurrent: bool) -> Chosen:
+            concurrent: bool, confirm: bool = True) -> Chosen:
     # the data-free plan on a second thread while the measured one is made (module doc, Cost)
     beside = Pending(lambda: plan_with(input_path, options, merge, None)) if concurrent else None
     try:
@@ -147,23 +152,28 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
     except Exception as e:  # noqa: BLE001 - a candidate that does not build or run: planned in the pipeline,
         log.info("measured plan not checked against the data-free one: %s", e)  # as before, its errors its own
         return Chosen(None, True)
-    keep = keeps_measured(*errors)
-    n, (mine, theirs) = len(errors[0]), (statistics.median(e) for e in errors)
+    n = max(len(e) for e in errors)  # the kept one's runs are all made (median_race.py)
+    keep = decided(*errors, n)
+    mine, theirs = (bound_text(e, n, statistics.median) for e in errors)
     what = (f"{len(differ)} weight{'s' * (len(differ) != 1)} measured otherwise than from the weights alone; "
-            f"median relative L2 over the {n} samples {mine:.3g} measured, {theirs:.3g} data-free")
+            f"median relative L2 over the {n} samples {mine} measured, {theirs} data-free")
     for build in builds[keep:keep + 1]:  # the one not kept: its file goes
         if build is not None:
             build.discard()
     kept = builds[0] if keep else builds[1]
     if kept is not None:
-        kept.confirm()
+        if confirm:
+            kept.confirm()
+        elif kept.pieced is not None:  # not confirmed: not to be taken as verification's
+            kept.outputs = None
         if kept.reports is None:  # the run builds it again (an opset upgrade): its digest is what is kept
             kept.discard()
     if keep:
         note = f"per-weight choices measured on {n} samples from --inputs ({what})"
         return Chosen(measured, True, note, errors, builds[0])
     note = (f"per-weight choices made from the weights alone: the plan measured on the {n} samples from --inputs "
-            f"was no more accurate on them ({what}; worst {max(errors[0]):.3g} against {max(errors[1]):.3g})")
+            f"was no more accurate on them ({what}; worst {bound_text(errors[0], n, max)} against "
+            f"{bound_text(errors[1], n, max)})")
     return Chosen(free, False, note, errors, builds[1])
 
 
@@ -245,12 +255,18 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         path, built.reports = _build(input_path, options, merge, plan, built.path)
         return path
 
-    def judged(path: Path, made: list, outputs: list[list], unfolded: bool) -> list[float]:
-        """The candidate's errors on the samples; its Built kept (its outputs) or let go."""
-        built, errors = made[-1], []
-        for got, ref in zip(outputs, expected):
+    def scored(outputs: list[list], errors: list[float]) -> list[float]:
+        """`errors` (of the first outputs) with those of the rest of `outputs` (a restart: fewer)."""
+        del errors[len(outputs):]
+        for got, ref in zip(outputs[len(errors):], expected[len(errors):]):
             compared = compare_outputs(ref, got, names, ranked)
             errors.append(max((compared[n]["rel_l2_error"] for n in headline), default=0.0))
+        return errors
+
+    def judged(path: Path, made: list, outputs: list[list], unfolded: bool,
+               errors: list[float] | None = None) -> list[float]:
+        """The candidate's errors on the samples run; its Built kept (its outputs) or let go."""
+        built, errors = made[-1], scored(outputs, [] if errors is None else errors)
         heap.give_back_freed_memory()
         alone = [p.name for p in path.parent.iterdir()] == [path.name]  # no data file beside it
         if unfolded and alone:
@@ -262,19 +278,33 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
             made[-1] = None
         return errors
 
-    def whole(path: Path, made: list) -> list[float]:
-        return judged(path, made, *candidate_runs(path, names, feeds, folded))
+    def whole(path: Path, race: Race, side: int) -> tuple[list[list], bool, list[float]]:
+        """The candidate's outputs on the samples `race` still wants (median_race.py), whether
+        they ran unfolded, and their errors."""
+        errors: list[float] = []
+        try:
+            outputs, unfolded = candidate_runs(path, names, feeds, folded,
+                                               lambda outputs: race.wants(side, scored(outputs, errors)))
+        finally:
+            race.stop(side)
+        return outputs, unfolded, scored(outputs, errors)
 
     mine, theirs, beside = [], [], None
     try:  # both built (the second beside the first), then the second run only where it differs (shared_prefix.py)
         beside = Pending(lambda: build(plans[1], theirs)) if concurrent else None
         paths = [build(plans[0], mine)]
         paths.append(beside.result() if beside is not None else build(plans[1], theirs))
-        found = None if folded else _shared_runs(paths, names, feeds, judged, (mine, theirs))
-        if found is None:  # each run whole, the second beside the first
-            beside = Pending(lambda: whole(paths[1], theirs)) if concurrent else None
-            found = [whole(paths[0], mine)]
-            found.append(beside.result() if beside is not None else whole(paths[1], theirs))
+        found = None if folded else _shared_runs(paths, names, feeds, (judged, scored), (mine, theirs))
+        if found is None:  # each run whole, the second beside the first, till the choice is made
+            race = Race(len(feeds), lockstep=concurrent)
+            beside = Pending(lambda: whole(paths[1], race, 1)) if concurrent else None
+            runs = [whole(paths[0], race, 0)]
+            runs.append(beside.result() if beside is not None else whole(paths[1], race, 1))
+            keep = decided(runs[0][2], runs[1][2], len(feeds))
+            for side, path in enumerate(paths):  # stopped on errors a folded restart then changed: all runs
+                if len(runs[side][0]) < len(feeds) and keep is not (side == 1):
+                    runs[side] = (*candidate_runs(path, names, feeds, folded), [])
+            found = [judged(path, made, *ran) for path, made, ran in zip(paths, (mine, theirs), runs)]
     except BaseException:
         if beside is not None:
             beside.wait()
@@ -285,10 +315,12 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
     return (found[0], found[1]), [*mine, *theirs]
 
 
-def _shared_runs(paths: list[Path], names: list[str], feeds: list[dict], judged, made: tuple[list, list]):
+def _shared_runs(paths: list[Path], names: list[str], feeds: list[dict], scoring, made: tuple[list, list]):
     """Both candidates' errors, the first run whole (unfolded, as verification runs it) and asked
     for the values at the cut too, the second only where it differs (shared_prefix.py); None where
-    the files do not cut so (the caller runs each whole)."""
+    the files do not cut so (the caller runs each whole). The second's runs stop once the first is
+    known to be kept (median_race.py). `scoring`: _errors' judged and scored."""
+    judged, scored = scoring
     if not all([p.name for p in path.parent.iterdir()] == [path.name] and path.stat().st_size <= CONCURRENT_BYTES
                for path in paths):
         return None  # a data file beside, or a large file: not loaded whole here (twice)
@@ -301,18 +333,30 @@ def _shared_runs(paths: list[Path], names: list[str], feeds: list[dict], judged,
         runs = [dict(zip(names + asked, sess.run(names + asked, f))) for f in feeds]
         del sess
         handed = [{name: {**f, **r}[name] for name in suffix.cut} for f, r in zip(feeds, runs)]
+        first = [[r[n] for n in names] for r in runs]
+        found = [judged(paths[0], made[0], first, True)]
         sess = session(suffix.typed(handed[0]), fold_constants=False, layout=True, beside=True)
-        rest = [dict(zip(suffix.outputs, sess.run(suffix.outputs, h))) for h in handed]
+        rest, errors = [], []
+        for h in handed:  # till the measured plan is known to be kept (median_race.py)
+            if decided(found[0], scored(_pieced(names, runs, rest), errors), len(feeds)) is True:
+                break
+            rest.append(dict(zip(suffix.outputs, sess.run(suffix.outputs, h))))
         del sess
     except Exception:  # noqa: BLE001 - onnxruntime's own types: each candidate whole, as before
+        for built in made[0]:
+            if built is not None:
+                built.outputs = None
         return None
-    first = [[r[n] for n in names] for r in runs]
-    second = [[s.get(n, r[n]) for n in names] for r, s in zip(runs, rest)]
-    found = [judged(paths[0], made[0], first, True), judged(paths[1], made[1], second, True)]
+    found.append(judged(paths[1], made[1], _pieced(names, runs, rest), True, errors))
     for built in (made[0][-1], made[1][-1]):
         if built is not None and built.outputs is not None:  # confirmed if kept (Built.confirm)
             built.pieced = (names, feeds[0])
     return found
+
+
+def _pieced(names: list[str], runs: list[dict], rest: list[dict]) -> list[list]:
+    """The second candidate's outputs: its suffix's where it computes them, else the first's."""
+    return [[s.get(n, r[n]) for n in names] for r, s in zip(runs, rest)]
 
 
 def _concurrent(input_path) -> bool:

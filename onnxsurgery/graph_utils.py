@@ -21,6 +21,8 @@ import onnx_graphsurgeon as gs
 from onnx import numpy_helper
 from onnx_graphsurgeon.ir.tensor import LazyValues, SparseValues
 
+from .node_members import all_in_graph
+
 # ---------------------------------------------------------------------------------------------
 # Scopes
 
@@ -315,8 +317,7 @@ def readers_by_graph(site: ConstantSite,
     """The places that read the constant (or `readers`, as read_only_by's), grouped by the graph
     (the site's scope or one of its subgraphs) holding the reading node."""
     readers = consumers(site) if readers is None else readers
-    here = {id(node) for node in site.scope.graph.nodes}
-    if all(id(node) in here for node, _ in readers):  # the usual case: no walk of every scope's nodes
+    if all_in_graph(site.scope.graph, (node for node, _ in readers)):  # the usual case: no walk of every scope
         return [(site.scope.graph, readers)] if readers else []
     graph_of = node_graphs(site)
     groups: dict[int, tuple[gs.Graph, list]] = {}

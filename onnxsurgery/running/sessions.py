@@ -96,7 +96,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
             branches: dict[str, str] | None = None, streamed: bool | None = None,
             payloads_beside: str | os.PathLike | None = None, layout: bool = False, beside: bool = False,
-            twins: int = 1, prefold: bool = False, chain: dict[str, str] | None = None, threads: int = 0):
+            twins: int = 1, prefold: bool = False, chain: dict[str, str] | None = None):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -137,7 +137,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
         streamed = streams(model) or sum(a.nbytes for a in (initializers or {}).values()) >= STREAM_BYTES
     map_weights = map_weights or streamed
     settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime, streamed=streamed,
-                                layout=layout, beside=beside, twins=twins, threads=threads)
+                                layout=layout, beside=beside, twins=twins)
     try:
         if twins > 1 and (isinstance(model, onnx.ModelProto) or initializers or not map_weights):
             raise ValueError("twinned sessions are made of mapped files only")
@@ -231,8 +231,7 @@ def computes_in_16bit_floats(model) -> bool:
 
 
 def session_settings(*, optimize: bool = True, fold_constants: bool = True, runtime: str = "onnxruntime",
-                     streamed: bool = False, layout: bool = False, beside: bool = False, twins: int = 1,
-                     threads: int = 0):
+                     streamed: bool = False, layout: bool = False, beside: bool = False, twins: int = 1):
     """onnxruntime SessionOptions and InferenceSession keyword arguments for `session`.
 
     The NCHWc layout transformer is off unless `layout`: at session creation it copies every
@@ -275,8 +274,6 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     opts.enable_mem_pattern = False
     if beside:
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if threads:  # two sessions running beside each other on two cores: one intra-op thread each
-        opts.intra_op_num_threads = threads
     if twins > 1:
         opts.execution_order = ort.ExecutionOrder.PRIORITY_BASED
     kwargs = {"providers": ["CPUExecutionProvider"], "disabled_optimizers": [] if layout else ["NchwcTransformer"]}

@@ -53,7 +53,9 @@ bit (`Built.confirm`). Since measured14 (issue 58) the two plans and builds roun
 way once (quantization/shared_rounding.py; up to CONCURRENT_BYTES): ddddocr_det's roundings 1.46 ->
 0.54 s of CPU, the same files. Since inputs9 (issue 58) the losing candidate's runs stop once the
 samples not yet run cannot change the choice (median_race.py: the note's figures for it are then
-bounds), and a dry run drops the kept outputs instead of confirming them.
+bounds), and a dry run drops the kept outputs instead of confirming them. Since inputs10 a kept
+candidate whose opset upgrade changed only the version stamp (or moved axes) is written as built,
+not built again by the run (`_build`).
 """
 
 from __future__ import annotations

@@ -72,10 +72,11 @@ def test_plans_that_differ_are_judged_on_the_samples_and_the_kept_one_applied(tm
     assert report.verification["rel_l2_error"] == max(mine) and report.verification["samples"] == 3
 
 
-def test_a_kept_build_that_the_run_builds_again_keeps_its_outputs(tmp_path, monkeypatch):
-    """At an opset the plan upgrades (11 -> 13 here, ddddocr_det's case), quant builds the kept plan
-    again and only its digest is kept: its outputs pieced from the cut run are confirmed on its file
-    before that goes, and verification takes them instead of running every sample again."""
+def test_a_stamp_only_upgrade_writes_the_kept_build_as_the_run_would_build_it(tmp_path, monkeypatch):
+    """At an opset the plan upgrades where the converter changes only the version stamp (11 -> 13
+    here, ppocr_v4_seal_det's and ddddocr_det's case), the kept candidate is written as built, with
+    the upgrade's note (issue 58, inputs10): the same file and report as the run building it again
+    (before: only its digest kept; its outputs, confirmed on its file, taken by verification)."""
     model = _lossy_model()
     model.opset_import[0].version = 11
     src = tmp_path / "in.onnx"
@@ -85,18 +86,32 @@ def test_a_kept_build_that_the_run_builds_again_keeps_its_outputs(tmp_path, monk
     options = QuantRun.given(None, {"inputs": inputs, "min_elements": 1024}).options
     chosen = measured_or_free(src, options, inputs, Calibration.for_choices(src, samples))
     built = chosen.built
-    assert built.reports is None and built.path is None and built.digest  # upgraded: built again by the run
+    assert built.reports is not None and built.path.is_file() and not built.digest
+    assert len(built.notes) == 1 and "opset 11 -> 13" in built.notes[0] and "only the version stamp" in built.notes[0]
     assert built.pieced is not None and built.outputs is not None and len(built.outputs) == 3
+    built.discard()
 
+    import onnxsurgery.api.measured_or_free as mof
     import onnxsurgery.api.quantizing as quantizing
 
-    given = []
-    compare = quantizing.compare_models
+    given, compare = [], quantizing.compare_models
     monkeypatch.setattr(quantizing, "compare_models",
                         lambda *a, **k: given.append(k["candidate_outputs"]) or compare(*a, **k))
-    report = onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, samples=samples)
-    assert given and given[0] is not None  # the same bytes: the kept runs are the verification's
-    assert report.verification["rel_l2_error"] == max(chosen.errors[0 if chosen.measured else 1])
+    reused = onnxsurgery.quant_file(src, tmp_path / "reused.onnx", min_elements=1024, samples=samples)
+    assert given and given[-1] is not None  # the kept runs are the verification's
+    real_build = mof._build
+    monkeypatch.setattr(mof, "_build", lambda *a: (*real_build(*a)[:1], None, []))  # as before: built again
+    again = onnxsurgery.quant_file(src, tmp_path / "again.onnx", min_elements=1024, samples=samples)
+    assert given[-1] is not None  # its digest matched the run's build
+    assert (tmp_path / "reused.onnx").read_bytes() == (tmp_path / "again.onnx").read_bytes()
+    a, b = reused.to_dict(), again.to_dict()
+    assert a.pop("output") != b.pop("output") and a == b
+    assert reused.verification["rel_l2_error"] == max(chosen.errors[0 if chosen.measured else 1])
+    # nothing verified: the upgrade's note would say otherwise, so the run builds it again
+    unverified = onnxsurgery.quant_file(src, tmp_path / "unverified.onnx", min_elements=1024, samples=samples,
+                                        verify=False)
+    assert (tmp_path / "unverified.onnx").read_bytes() == (tmp_path / "again.onnx").read_bytes()
+    assert not any("verified with the result" in n for n in unverified.notes)
 
 
 def test_a_dry_run_does_not_confirm_the_kept_outputs(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..running.sessions import session
@@ -32,6 +32,7 @@ class Built:
     path: Path | None = None
     reports: list | None = None
     pieced: tuple | None = None  # (names, first sample): `outputs` came from a run cut in two (shared_prefix.py)
+    notes: list[str] = field(default_factory=list)  # its build's notes: a stamp-only upgrade's (quantizing.py)
 
     def confirm(self) -> None:
         """Where `outputs` were pieced from a run cut in two, the file run whole on the first

@@ -53,7 +53,9 @@ bit (`Built.confirm`). Since measured14 (issue 58) the two plans and builds roun
 way once (quantization/shared_rounding.py; up to CONCURRENT_BYTES): ddddocr_det's roundings 1.46 ->
 0.54 s of CPU, the same files. Since inputs9 (issue 58) the losing candidate's runs stop once the
 samples not yet run cannot change the choice (median_race.py: the note's figures for it are then
-bounds), and a dry run drops the kept outputs instead of confirming them.
+bounds), and a dry run drops the kept outputs instead of confirming them. Since inputs10 a kept
+candidate whose opset upgrade changed only the version stamp (or moved axes) is written as built,
+not built again by the run (`_build`).
 """
 
 from __future__ import annotations
@@ -252,7 +254,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         tmp = Path(tempfile.mkdtemp(prefix="onnxsurgery-measured-"))
         built = Built("", [], tmp / "candidate.onnx")  # its folder goes with it (discard)
         made.append(built)
-        path, built.reports = _build(input_path, options, merge, plan, built.path)
+        path, built.reports, built.notes = _build(input_path, options, merge, plan, built.path)
         return path
 
     def scored(outputs: list[list], errors: list[float]) -> list[float]:
@@ -368,18 +370,26 @@ def _concurrent(input_path) -> bool:
     return size <= CONCURRENT_BYTES
 
 
-def _build(input_path, options: QuantOptions, merge: bool, plan: Plan, path: Path) -> tuple[Path, list | None]:
+def _build(input_path, options: QuantOptions, merge: bool, plan: Plan,
+           path: Path) -> tuple[Path, list | None, list[str]]:
     """`plan` applied as `quant` applies a budget's plan, written to `path`; with its passes'
-    reports where the model kept its opset and nothing was noted (else None: not the run's)."""
-    ws = opened = open_workspace(input_path)
+    reports where nothing was warned and no upgrade left a check of its own (else None: not the
+    run's), and the notes the upgrade wrote, as a verified run writes them. An upgrade that
+    changed the version stamp alone, or only moved axes into Constant inputs, is checked by the
+    result's verification only (quant_steps.at_required_opset): the run's build of the plan is
+    then this one, made the same way (ppocr_v4_seal_det's and ddddocr_det's 11 -> 13, whose kept
+    candidate the run built again before: issue 58, inputs10). Any other upgrade defers its
+    check (`deferred`, never run here): built again by the run, as before."""
+    ws = open_workspace(input_path)
     report = RunReport("quant", str(input_path), bytes_before=ws.input_bytes)
+    deferred: list = []  # an upgrade's own check, never run here: its presence says "not stamp-only"
     try:
-        ws = at_required_opset(ws, input_path, options, report, verify=False, records=plan)
+        ws = at_required_opset(ws, input_path, options, report, verify=True, records=plan, deferred=deferred)
         ws.run_pipeline(quant_pipeline(options, merge=merge, opsets=ws.opsets, records=plan, store=ws.store))
         save_model(ws.finish(), path, external_data=ws.has_external_data_files, files=ws.files)
-        reports = ws.reports if ws is opened and not report.notes and not report.warnings else None
+        reports = ws.reports if not deferred and not report.warnings else None
     finally:
         ws.close()
         heap.give_back_freed_memory()
-    return path, reports
+    return path, reports, list(report.notes)
 

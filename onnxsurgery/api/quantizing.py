@@ -204,8 +204,10 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             external_data = ws.has_external_data_files or has_kv_cache(ws.graph)
         # the kept plan's build, made and run on the samples while choosing it (measured_or_free.py): written
         # as it is, not built again; its runs there are the verification's
+        # (an upgrade's notes say "verified with the result": where nothing is verified, built again)
         reused = prepared.built.path if prepared is not None and prepared.built is not None and \
-            prepared.built.reports is not None and not external_data else None
+            prepared.built.reports is not None and not external_data and \
+            (verification.verify or not prepared.built.notes) else None
         if prepared is None:  # --dynamic
             if decision.merge:
                 ws.run_pipeline(shrink_pipeline())
@@ -218,6 +220,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
         if reused is not None:
             report.passes = prepared.built.reports
             _lift_plan(report)
+            report.notes.extend(prepared.built.notes)  # where the run's at_required_opset writes them
             report.notes.extend(filter(None, [prepared.sampling_note,
                                               block_size_note(decision.request, report.weights or []),
                                               prepared.decided_by]))

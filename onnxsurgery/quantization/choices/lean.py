@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 
 from ...errors import InputError
-from ...parallel import WORKERS, ordered_map
+from ...parallel import WORKERS, last_first_map
 from ...graph_utils import read_values
 from ..axes import choose_axes
 from ...progress import progress
@@ -272,8 +272,9 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
 
     # weights measured together while they add up to no more than the largest one (parallel.py:
     # the working set stays a few times the largest tensor); calibration's moments take a lock
+    # walked last first, results in order: the pass, first to last, starts on what the cache kept
     largest = max((c.site.nbytes for c in candidates), default=0)
-    measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
+    measured = last_first_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
     return [cost for _, cost in progress(measured, "measure lean vs accurate", total=len(candidates), unit="weight")]
 
 

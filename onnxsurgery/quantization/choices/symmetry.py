@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import InputError
-from ...parallel import WORKERS, ordered_map
+from ...parallel import WORKERS, last_first_map
 from ...graph_utils import ConstantSite, constant_values, read_only_by, read_values
 from ..axes import choose_axes
 from ...progress import progress
@@ -210,8 +210,9 @@ def _choose(candidates, activations: Calibration | None, held=None) -> SymmetryC
 
     # weights measured together while they add up to no more than the largest one (parallel.py;
     # calibration's moments take a lock)
+    # walked last first, results in order: the pass, first to last, starts on what the cache kept
     largest = max(c.site.nbytes for c in candidates)
-    measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
+    measured = last_first_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
     for candidate, (symmetric, importance, sampled) in progress(measured, "measure symmetric vs asymmetric",
                                                        total=len(candidates), unit="weight"):
         if symmetric is None:

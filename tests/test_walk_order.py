@@ -14,6 +14,7 @@ import builders
 import onnxsurgery
 from onnxsurgery.parallel import last_first_map, ordered_map
 from onnxsurgery.quantization import apply as apply_module
+from onnxsurgery.quantization import held_roundings
 from onnxsurgery.quantization.choices import lean, symmetry
 
 
@@ -41,16 +42,26 @@ def _model() -> onnx.ModelProto:
     return model
 
 
+@pytest.mark.parametrize("held", [False, True])
 @pytest.mark.parametrize("dtype", ["int8", "int4"])
-def test_the_plan_reads_the_weights_in_the_reverse_of_the_pass(tmp_path, monkeypatch, dtype):
+def test_the_plan_reads_the_weights_in_the_reverse_of_the_pass_unless_it_holds_them(tmp_path, monkeypatch, dtype,
+                                                                                   held):
+    """Held, the pass reads none again: the plan walks first to last, as the reference's run beside it does."""
     src = tmp_path / "in.onnx"
     onnx.save(_model(), str(src))
     lean_reads, symmetry_reads, pass_reads = [], [], []
     for module, log in ((lean, lean_reads), (symmetry, symmetry_reads), (apply_module, pass_reads)):
         real = module.read_values
         monkeypatch.setattr(module, "read_values", lambda t, real=real, log=log: log.append(t.name) or real(t))
-    onnxsurgery.quant_file(src, tmp_path / "out.onnx", dtype=dtype, min_elements=1024, verify=False)
+    onnxsurgery.quant_file(src, tmp_path / "alone.onnx", dtype=dtype, min_elements=1024, verify=False)
+    pass_order = list(pass_reads)  # taken from the run that holds nothing: held, the pass reads fewer
+    if held:  # the plan's order from a run that holds
+        monkeypatch.setattr(held_roundings, "HOLD_FROM_MEMORY_SHARE", 0)  # as if it outgrew the page cache
+        monkeypatch.setattr(held_roundings, "HOLD_FOUR_BIT", True)
+        lean_reads.clear(), symmetry_reads.clear()
+        onnxsurgery.quant_file(src, tmp_path / "held.onnx", dtype=dtype, min_elements=1024, verify=False)
+        assert (tmp_path / "held.onnx").read_bytes() == (tmp_path / "alone.onnx").read_bytes()
     assert len(lean_reads + symmetry_reads) >= 3
     for plan_reads in (lean_reads, symmetry_reads):  # each measurement's walk (they read different weights)
-        both = [n for n in pass_reads if n in plan_reads]
-        assert [n for n in plan_reads if n in both] == both[::-1]
+        both = [n for n in pass_order if n in plan_reads]
+        assert [n for n in plan_reads if n in both] == (both if held else both[::-1])

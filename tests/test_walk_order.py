@@ -42,11 +42,12 @@ def _model() -> onnx.ModelProto:
     return model
 
 
-@pytest.mark.parametrize("held", [False, True])
+@pytest.mark.parametrize("mode", ["cached", "outgrown", "held"])
 @pytest.mark.parametrize("dtype", ["int8", "int4"])
-def test_the_plan_reads_the_weights_in_the_reverse_of_the_pass_unless_it_holds_them(tmp_path, monkeypatch, dtype,
-                                                                                   held):
-    """Held, the pass reads none again: the plan walks first to last, as the reference's run beside it does."""
+def test_the_plan_reads_the_weights_in_the_reverse_of_the_pass_where_they_outgrow_the_cache(tmp_path, monkeypatch,
+                                                                                            dtype, mode):
+    """Last first only where the weights outgrow the page cache and nothing is held; held, the
+    pass reads none again and the plan walks first to last, as the reference's run beside it."""
     src = tmp_path / "in.onnx"
     onnx.save(_model(), str(src))
     lean_reads, symmetry_reads, pass_reads = [], [], []
@@ -54,14 +55,16 @@ def test_the_plan_reads_the_weights_in_the_reverse_of_the_pass_unless_it_holds_t
         real = module.read_values
         monkeypatch.setattr(module, "read_values", lambda t, real=real, log=log: log.append(t.name) or real(t))
     onnxsurgery.quant_file(src, tmp_path / "alone.onnx", dtype=dtype, min_elements=1024, verify=False)
-    pass_order = list(pass_reads)  # taken from the run that holds nothing: held, the pass reads fewer
-    if held:  # the plan's order from a run that holds
-        monkeypatch.setattr(held_roundings, "HOLD_FROM_MEMORY_SHARE", 0)  # as if it outgrew the page cache
-        monkeypatch.setattr(held_roundings, "HOLD_FOUR_BIT", True)
+    pass_order = list(pass_reads)  # taken from a run that holds nothing: held, the pass reads fewer
+    if mode != "cached":  # as if the weights outgrew the page cache
+        monkeypatch.setattr(held_roundings, "HOLD_FROM_MEMORY_SHARE", 0)
+        monkeypatch.setattr(held_roundings, "HOLD_FOUR_BIT", mode == "held")
+        if mode == "outgrown":
+            monkeypatch.setattr(held_roundings, "HELD_BYTES", 0)  # nothing held
         lean_reads.clear(), symmetry_reads.clear()
-        onnxsurgery.quant_file(src, tmp_path / "held.onnx", dtype=dtype, min_elements=1024, verify=False)
-        assert (tmp_path / "held.onnx").read_bytes() == (tmp_path / "alone.onnx").read_bytes()
+        onnxsurgery.quant_file(src, tmp_path / "again.onnx", dtype=dtype, min_elements=1024, verify=False)
+        assert (tmp_path / "again.onnx").read_bytes() == (tmp_path / "alone.onnx").read_bytes()
     assert len(lean_reads + symmetry_reads) >= 3
     for plan_reads in (lean_reads, symmetry_reads):  # each measurement's walk (they read different weights)
         both = [n for n in pass_order if n in plan_reads]
-        assert [n for n in plan_reads if n in both] == (both if held else both[::-1])
+        assert [n for n in plan_reads if n in both] == (both[::-1] if mode == "outgrown" else both)

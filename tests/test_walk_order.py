@@ -1,6 +1,7 @@
-"""Issue 58 (cpu17): the plan measures the weights last first and the pass rounds them first to
-last, so that with a page cache smaller than the weights the pass starts on what the plan read
-last (still cached), not on what the cache dropped first. The plan's results stay in order."""
+"""Issue 58 (cpu17): where the weights outgrow the page cache and nothing is held, the plan
+measures them last first and the pass rounds them first to last, so that the pass starts on what
+the plan read last (still cached), not on what the cache dropped first. The plan's results, and
+the files, stay the same."""
 
 from __future__ import annotations
 

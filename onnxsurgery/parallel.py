@@ -48,3 +48,14 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], *, size: Callable[[T],
             item, future = pending.popleft()
             in_flight -= size(item)
             yield item, future.result()
+
+
+def last_first_map(fn: Callable[[T], R], items: Iterable[T], *, size: Callable[[T], int],
+                   budget: int, workers: int = WORKERS) -> Iterator[tuple[T, R]]:
+    """ordered_map's (item, fn(item)) in `items`' order, but computed last item first (issue 58):
+    where a later walk reads the same items first to last and the page cache is smaller than
+    them, it then starts on what this walk read last, still cached, instead of on what the cache
+    dropped first. Every result is held until the walk ends: for small results only."""
+    done = list(ordered_map(fn, list(items)[::-1], size=size, budget=budget, workers=workers))
+    yield from reversed(done)
+

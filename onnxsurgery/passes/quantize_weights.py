@@ -52,7 +52,7 @@ from ..quantization.options import FLOAT_TYPES, QuantOptions, dq_min_opset
 from ..quantization.plan import Plan, WeightPlan
 from ..quantization.plan_edits import derive_records
 from ..quantization.quantize import remembering
-from ..quantization.held_roundings import HeldRoundings, hold_budget
+from ..quantization.held_roundings import HeldRoundings, hold_budget, outgrows_cache
 from ..quantization.choices.plan_check import check_plan
 from ..quantization.choices.planner import plan_weights
 from ..quantization.choices.planning import planning_for
@@ -122,7 +122,8 @@ class QuantizeWeights(PassBase):
         scopes = list(iter_scopes(graph))
         weights = sum(s.nbytes for s in collect_constants(graph, scopes) if s.onnx_dtype in FLOAT_TYPES)
         budget = hold_budget(weights, self.options.four_bit) if self.calibration is None else 0
-        with remembering(), HeldRoundings(budget, getattr(self.store, "spill_folder", None)) as held:
+        with remembering(), HeldRoundings(budget, getattr(self.store, "spill_folder", None),
+                                          outgrown=outgrows_cache(weights)) as held:
             plan = self.plan(graph, overridable=overridable, held=held)
             report = apply_plan(graph, plan, self.calibration, self.store, held)
         report.details["weights"] = plan.to_dict()["weights"]  # the records applied, as --dry-run lists them

@@ -11,13 +11,14 @@ import numpy as np
 import onnx
 
 from ...errors import InputError
-from ...parallel import WORKERS, ordered_map
+from ...parallel import WORKERS
 from ...graph_utils import read_values
 from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
 from ..options import QuantOptions, Scheme
 from ..chunked import abs_max
+from ..held_roundings import measuring_walk
 from ..lowerings import REGISTRY
 from ..lowerings.zero_points import conv_zero_points_tried, zero_points_tried
 from ..quantize import checked_read, keep_whole, quantize_site, scheme_args
@@ -272,8 +273,9 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
 
     # weights measured together while they add up to no more than the largest one (parallel.py:
     # the working set stays a few times the largest tensor); calibration's moments take a lock
+    # walked last first where nothing is held (held_roundings.measuring_walk), results in order
     largest = max((c.site.nbytes for c in candidates), default=0)
-    measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
+    measured = measuring_walk(held)(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
     return [cost for _, cost in progress(measured, "measure lean vs accurate", total=len(candidates), unit="weight")]
 
 

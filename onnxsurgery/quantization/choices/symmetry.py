@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import InputError
-from ...parallel import WORKERS, ordered_map
+from ...parallel import WORKERS
 from ...graph_utils import ConstantSite, constant_values, read_only_by, read_values
+from ..held_roundings import measuring_walk
 from ..axes import choose_axes
 from ...progress import progress
 from ..calibration import Calibration
@@ -210,8 +211,9 @@ def _choose(candidates, activations: Calibration | None, held=None) -> SymmetryC
 
     # weights measured together while they add up to no more than the largest one (parallel.py;
     # calibration's moments take a lock)
+    # walked last first where nothing is held (held_roundings.measuring_walk), results in order
     largest = max(c.site.nbytes for c in candidates)
-    measured = ordered_map(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
+    measured = measuring_walk(held)(measure, candidates, size=lambda c: c.site.nbytes, budget=largest, workers=WORKERS)
     for candidate, (symmetric, importance, sampled) in progress(measured, "measure symmetric vs asymmetric",
                                                        total=len(candidates), unit="weight"):
         if symmetric is None:

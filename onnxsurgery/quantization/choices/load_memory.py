@@ -55,6 +55,14 @@ from ..axes import choose_axes
 # model's so, 0.79x. The rule takes the largest extra and the smallest saving measured (the
 # promise is a bound): the three chains then hold 0.89x, 0.88x and 0.96x (3, 3 and 4 weights kept).
 CONV_SCALED, CONV_KEPT = 1.85, -2.8
+# Those chains' weights had up to 0.6M elements. capspot_siamese's (VGG16) 512x512x3x3 Convs, 2.4M
+# each, hold more (axis10, three fresh processes each: float model 205 MB; the default with three
+# of them kept 216 MB, 1.05x; with four 174 MB): a kept one saves 5.2x its bytes, and its larger
+# lean Convs (b4c1 and two 512s, 44 MB) and kept ones (28 MB) come to its +10 MB only at about
+# +2.66 and -2.54 of theirs. Refitted so for every Conv, the default kept more Convs in 20 zoo
+# models and ddddocr_det (0.85x already) got worse (docs/benchmarks.md, axis10): so for the large only.
+LARGE_CONV_ELEMENTS = 1 << 20
+LARGE_CONV = {"scaled": 2.66, "dq": -2.54}
 # A lean weight no reader takes a scale after (`arith`: Cast -> Mul, folded at load), such as
 # silero-vad's op15 LSTM weights, reordered by Slice -> Concat before the LSTM reads them: built
 # so in code (two 1024x256 weights, median of five), +1.91 of their bytes beyond the float model
@@ -100,6 +108,8 @@ def extra_at_load(site: ConstantSite, lowering: str) -> float:
     if lowering == "dq" and fuses_into_nbits(site):
         lowering = "dq_fused"
     ratio = EXTRA_AT_LOAD.get((lowering, op), EXTRA_AT_LOAD.get((lowering, "other"), 0.0))
+    if op == "Conv" and lowering in LARGE_CONV and site.num_elements > LARGE_CONV_ELEMENTS:
+        ratio = LARGE_CONV[lowering]
     return ratio * held_bytes(site)
 
 

@@ -59,7 +59,7 @@ CONV_SCALED, CONV_KEPT = 1.85, -2.8
 # (512x512x3x3), held more (axis10, three fresh processes each: float model 205 MB; the default
 # with three of them kept 216 MB, 1.05x; with a fourth 174 MB, 0.85x): a kept one saves 5.2x its
 # bytes, and its lean Convs (30.5 MB) and kept ones (28.3 MB) come to its +10 MB only at about
-# +2.66 and -2.54 of theirs. Refitted so for every Conv, 17 zoo int8 plans kept more Convs and
+# +2.66 and -2.54 of theirs. Refitted so for every Conv, 16 zoo int8 plans kept more Convs and
 # ddddocr_det (0.85x already) got worse on both sets (docs/benchmarks.md, axis10): so for Convs
 # above 1M elements only, where capspot_siamese, malviz_resnet18 and tumor_vgg16 change.
 LARGE_CONV_ELEMENTS = 1 << 20

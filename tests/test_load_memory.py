@@ -390,3 +390,24 @@ def test_a_vector_is_never_kept_per_value(tmp_path):
     # nor under --keep-quantized, where it grew 1.5x (int8, a float32 scale and a zero point a value)
     kept = {w.name: w for w in onnxsurgery.quant_plan(tmp_path / "m.onnx", keep_quantized=True).weights}
     assert kept["b"].dtype == "float16" and all(w.bytes_after <= w.bytes_before for w in kept.values())
+
+
+def test_large_conv_weights_are_counted_at_their_own_figures():
+    """A Conv weight above LARGE_CONV_ELEMENTS (capspot_siamese's 512x512x3x3) holds more at load
+    lean, and saves less kept, per byte than the chains CONV_SCALED and CONV_KEPT were measured on:
+    four such weights lean keep three (+2.66 each, -5.2 for each kept), where the small weights'
+    figures (+1.85, -4.65) would keep two; a small Conv is counted as before."""
+    import onnx_graphsurgeon as gs
+
+    from onnxsurgery.graph_utils import collect_constants, iter_scopes
+    from onnxsurgery.quantization.choices.load_memory import (CONV_SCALED, LARGE_CONV, LARGE_CONV_ELEMENTS,
+                                                               extra_at_load, kept_in_memory)
+
+    graph = gs.import_onnx(convolutions(channels=512, layers=4))
+    sites = [s for s in collect_constants(graph, list(iter_scopes(graph))) if s.name.startswith("W")]
+    assert all(s.num_elements > LARGE_CONV_ELEMENTS for s in sites)
+    assert extra_at_load(sites[0], "scaled") == LARGE_CONV["scaled"] * sites[0].nbytes
+    assert len(kept_in_memory([(s, "lean") for s in sites])) == 3
+    small = gs.import_onnx(convolutions(channels=64, layers=1))
+    w0 = next(s for s in collect_constants(small, list(iter_scopes(small))) if s.name == "W0")
+    assert extra_at_load(w0, "scaled") == CONV_SCALED * w0.nbytes

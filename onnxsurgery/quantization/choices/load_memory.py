@@ -55,6 +55,15 @@ from ..axes import choose_axes
 # model's so, 0.79x. The rule takes the largest extra and the smallest saving measured (the
 # promise is a bound): the three chains then hold 0.89x, 0.88x and 0.96x (3, 3 and 4 weights kept).
 CONV_SCALED, CONV_KEPT = 1.85, -2.8
+# Those chains' weights had up to 0.6M elements. capspot_siamese (VGG16), whose Convs reach 2.4M
+# (512x512x3x3), held more (axis10, three fresh processes each: float model 205 MB; the default
+# with three of them kept 216 MB, 1.05x; with a fourth 174 MB, 0.85x): a kept one saves 5.2x its
+# bytes, and its lean Convs (30.5 MB) and kept ones (28.3 MB) come to its +10 MB only at about
+# +2.66 and -2.54 of theirs. Refitted so for every Conv, 16 zoo int8 plans kept more Convs and
+# ddddocr_det (0.85x already) got worse on both sets (docs/benchmarks.md, axis10): so for Convs
+# above 1M elements only, where capspot_siamese, malviz_resnet18 and tumor_vgg16 change.
+LARGE_CONV_ELEMENTS = 1 << 20
+LARGE_CONV = {"scaled": 2.66, "dq": -2.54}
 # A lean weight no reader takes a scale after (`arith`: Cast -> Mul, folded at load), such as
 # silero-vad's op15 LSTM weights, reordered by Slice -> Concat before the LSTM reads them: built
 # so in code (two 1024x256 weights, median of five), +1.91 of their bytes beyond the float model
@@ -100,6 +109,8 @@ def extra_at_load(site: ConstantSite, lowering: str) -> float:
     if lowering == "dq" and fuses_into_nbits(site):
         lowering = "dq_fused"
     ratio = EXTRA_AT_LOAD.get((lowering, op), EXTRA_AT_LOAD.get((lowering, "other"), 0.0))
+    if op == "Conv" and lowering in LARGE_CONV and site.num_elements > LARGE_CONV_ELEMENTS:
+        ratio = LARGE_CONV[lowering]
     return ratio * held_bytes(site)
 
 

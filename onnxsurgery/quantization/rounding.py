@@ -173,8 +173,9 @@ def quantize(
     else:  # the same steps a slice of rows at a time (chunked.py), measuring the error as they go
         sums = [] if error and x32 is plain else None  # else x / divisor was rounded whole: measured apart
         z = z_b if with_zero_point else None
+        narrowed = picks is not None and bool(np.any(picks))  # a searched range below its extremes: it clips
         q = round_to_grid(view, s_b, z, qmin, qmax, store, divisor, sums,
-                          clipped=not within_grid(found, s_b, z, qmin, qmax))
+                          clipped=narrowed or not within_grid(found, s_b, z, qmin, qmax))
     zp = np.asarray(zero).astype(store) if with_zero_point else None
     qt = Quantized(q.reshape(x32.shape), scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
                    zp, dtype, granularity, axis, block_size, clip_picks=picks, ranges=found)

@@ -68,14 +68,17 @@ _clip = np.clip if not hasattr(getattr(np, "_core", None), "umath") else np._cor
 
 
 def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
-                  divisor: np.ndarray | None = None, error_into: list | None = None) -> np.ndarray:
+                  divisor: np.ndarray | None = None, error_into: list | None = None,
+                  clipped: bool = True) -> np.ndarray:
     """rint(view / s_b [+ z_b]) clipped to [qmin, qmax], as `store` integers (view's shape).
     `z_b` None: no zero point. `divisor`: of view / divisor instead. The slices are shared
     among threads (`share`): each writes its own part of the result. `error_into` (a list):
     `error_sums`' three figures for the result (dequantized, times `divisor` where given,
     against `view`) appended to it, measured on each slice while it is in cache from the
     rounded floats, the same bits as error_sums' pass over the stored integers afterwards: that
-    pass read the weight and its integers again (0.9 s of int8 on a 1.21 GB decoder)."""
+    pass read the weight and its integers again (0.9 s of int8 on a 1.21 GB decoder).
+    `clipped` False: the caller has proven that no rounded value leaves [qmin, qmax]
+    (rounding.within_grid), so the clip, which would change no bit, is skipped."""
     out = np.empty(view.shape, store)
     parts = list(tiles(view.shape, CHUNK_ELEMENTS, split_last=True))  # wide rows cut along the last axis
     sums = np.zeros((len(parts), 3)) if error_into is not None else None  # as error_sums' (tile order)
@@ -105,7 +108,8 @@ def round_to_grid(view: np.ndarray, s_b, z_b, qmin: int, qmax: int, store: type,
             if z is not None:
                 q += z
             np.rint(q, out=q)
-            _clip(q, qmin, qmax, out=q)
+            if clipped:
+                _clip(q, qmin, qmax, out=q)
             out[part] = q
             if measured:
                 sums[index[id(part)]] = tile_error(q, v, s, z, r)

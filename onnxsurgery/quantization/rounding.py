@@ -172,13 +172,42 @@ def quantize(
         q = q.astype(store)
     else:  # the same steps a slice of rows at a time (chunked.py), measuring the error as they go
         sums = [] if error and x32 is plain else None  # else x / divisor was rounded whole: measured apart
-        q = round_to_grid(view, s_b, z_b if with_zero_point else None, qmin, qmax, store, divisor, sums)
+        z = z_b if with_zero_point else None
+        narrowed = picks is not None and bool(np.any(picks))  # a searched range below its extremes: it clips
+        q = round_to_grid(view, s_b, z, qmin, qmax, store, divisor, sums,
+                          clipped=narrowed or not within_grid(found, s_b, z, qmin, qmax))
     zp = np.asarray(zero).astype(store) if with_zero_point else None
     qt = Quantized(q.reshape(x32.shape), scale.reshape(_reduce_shape(x32.shape, granularity, axis, block_size)),
                    zp, dtype, granularity, axis, block_size, clip_picks=picks, ranges=found)
     if sums:
         qt.sums = (weakref.ref(np.asarray(x)), divisor, tuple(sums))
     return qt
+
+
+def within_grid(found: tuple, s_b, z_b, qmin: int, qmax: int) -> bool:
+    """Whether no value of a group whose extremes are `found` (each group's min and max of what
+    round_to_grid divides by s_b: the weight, or the weight / divisor where that divides as it
+    rounds) can round outside [qmin, qmax], so that its clip changes nothing (issue 58: the clip
+    was an eighth of the rounding's passes over a weight). The extremes go through the same
+    float32 steps as every element (/ s_b, + z_b, rint); each step is monotone for a positive
+    scale (IEEE division and addition round correctly, hence monotonically), so every element
+    rounds between its group's two. False wherever that cannot be shown: extremes that are not
+    float32 or not one per group (a ragged last block's expanded scales), a non-finite step, a
+    scale that is not positive, a clipping search's narrowed ranges (they clip: found are the
+    ranges before it, which the check then rejects)."""
+    lo, hi = (np.asarray(a) for a in found)
+    s = np.asarray(s_b)
+    if lo.dtype != np.float32 or hi.dtype != np.float32 or s.dtype != np.float32 or lo.size != s.size \
+            or hi.size != s.size or (z_b is not None and np.asarray(z_b).size != s.size):
+        return False
+    with np.errstate(all="ignore"):
+        if not (s > 0).all():
+            return False
+        ends = np.divide(np.stack([lo.reshape(s.shape), hi.reshape(s.shape)]), s)
+        if z_b is not None:
+            ends += np.asarray(z_b, np.float32).reshape(s.shape)
+        np.rint(ends, out=ends)
+        return bool(np.isfinite(ends).all() and (ends[0] >= qmin).all() and (ends[1] <= qmax).all())
 
 
 # Ratios `_clip_ranges` tries. Measured with --target tensorrt int4 at blocks of 128 (output

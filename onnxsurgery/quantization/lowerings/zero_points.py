@@ -74,6 +74,8 @@ def zero_points_tried(site: ConstantSite, lowering: str = "scaled") -> bool:
         return True
     if lowering == "arith":
         return read_in_loop(site)
+    if lowering == "arith_equalized":  # scaled's readers, the zero point folded at load (nothing to overflow)
+        return read_only_by(site, ZERO_POINT_READERS, effective_readers(site))
     return (lowering == "scaled" and zero_points_fit(site)
             and read_only_by(site, ZERO_POINT_READERS, effective_readers(site)))
 
@@ -93,6 +95,8 @@ def conv_zero_points_tried(site: ConstantSite, lowering: str, four_bit: bool) ->
     `arith` ones too (ARITH_ZERO_POINT_READERS)."""
     if lowering == "arith" and not four_bit:
         return read_only_by(site, ARITH_ZERO_POINT_READERS, effective_readers(site)) and not read_in_loop(site)
-    return (lowering == "scaled" and not four_bit and zero_points_fit(site)
+    # arith_equalized: what scaled would measure for the weight's float32 form (issue 55's parity)
+    return (lowering in ("scaled", "arith_equalized") and not four_bit
+            and (lowering == "arith_equalized" or zero_points_fit(site))
             and read_only_by(site, CONV_ZERO_POINT_READERS, effective_readers(site))
             and len(site.shape) > 1 and site.shape[1] > 1)

@@ -36,11 +36,25 @@ def upgrade_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     # unless the rank is contradicted (_correct_contradicted_output_shapes).
     for graph in graphs_everywhere(upgraded.graph):
         del graph.value_info[:]
+    _keep_declared_types(model, upgraded)
     _correct_contradicted_output_shapes(upgraded)
     needed_ir = helper.find_min_ir_version_for([helper.make_opsetid("", target)])
     upgraded.ir_version = max(model.ir_version, needed_ir)
     log.info("upgraded opset %d -> %d", source, target)
     return upgraded
+
+
+def _keep_declared_types(model: onnx.ModelProto, upgraded: onnx.ModelProto) -> None:
+    """The main graph's inputs and outputs typed as `model` declares them. onnx's converter
+    takes an input's or output's element type from a value info of the same name where the two
+    differ: onnxconverter-common's float16 conversion (keep_io_types) leaves float16 value infos
+    on the float32 outputs it casts back (ppocr_v4_seal_det), and onnxruntime refused the upgraded
+    model (int4, opset 11 -> 21: "Type (tensor(float16)) of output arg ... does not match")."""
+    declared = {v.name: v.type for v in (*model.graph.input, *model.graph.output)}
+    for v in (*upgraded.graph.input, *upgraded.graph.output):
+        kept = declared.get(v.name)
+        if kept is not None and kept.tensor_type.elem_type != v.type.tensor_type.elem_type:
+            v.type.CopyFrom(kept)
 
 
 def _correct_contradicted_output_shapes(model: onnx.ModelProto) -> None:

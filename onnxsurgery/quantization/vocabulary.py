@@ -15,5 +15,5 @@ that the CLI's --help reads them without loading a quantizer (tests/test_layers.
 INTEGER_DTYPES = ("int8", "uint8", "int4", "uint4")
 TARGETS = ("any", "onnxruntime", "tensorrt")
 GRANULARITIES = ("tensor", "channel", "block")
-INTEGER_LOWERINGS = ("dq", "dq_equalized", "dq_float", "dq_transposed", "arith", "gather", "scaled", "scaled_input",
-                     "matmulnbits", "tied", "tied_nbits", "embed_rows")
+INTEGER_LOWERINGS = ("dq", "dq_equalized", "dq_float", "dq_transposed", "arith", "arith_equalized", "gather", "scaled",
+                     "scaled_input", "matmulnbits", "tied", "tied_nbits", "embed_rows")

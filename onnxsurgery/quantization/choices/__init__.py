@@ -16,6 +16,8 @@ gave them) and return plan records (quantization/plan.py); nothing else in `quan
   or beside it (the required opset, "anything to change", info's estimates): each weight's
   answers computed once;
 - weights.py: the facts about a weight that several stages ask (none imports another);
+  float16_lean.py: the lean form of a float16 weight read in float16 (its own rule, so float32 plans
+  cannot move with it);
 - measures.py: a quantized weight's error in its layer's output (or in the weight), which the
   measured stages (channel_axis, lean, symmetry) share;
 - model_facts.py: what the rules ask of the whole model, once per planning run;

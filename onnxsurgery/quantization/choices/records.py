@@ -147,6 +147,8 @@ def _why(lowering: str, opts: QuantOptions, lean: bool = False) -> str:
         return {"scaled": "lean: one scale per output channel, applied after the reader",
                 "dq": "no scale can follow its reader (recurrent, contrib op): DequantizeLinear, integers kept",
                 "arith": "lean: one scale per channel (no reader takes the scale after it)",
+                "arith_equalized": "lean: one scale per output channel and the input equalized, folded at load "
+                                   "(its readers compute in float16)",
                 "embed_rows": "EmbedLayerNormalization's word table: int8 rows gathered for its ids"}[lowering]
     return {"gather": "embedding table: rows gathered, then dequantized",
             "matmulnbits": f"{matmulnbits_because(opts)}: MatMulNBits" if opts.lowering == "auto"

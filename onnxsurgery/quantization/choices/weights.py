@@ -17,6 +17,7 @@ from ..lowerings.embed_rows import word_table
 from ..lowerings.scaled import scale_axis
 from ..lowerings.weight_readers import effective_readers
 from ..options import TENSORRT_INT4_READERS, TENSORRT_WEIGHT_READERS, QuantOptions, Scheme
+from .float16_lean import float16_lean
 from .fused_forms import contrib_weight
 from .load_memory import KEPT_OPSET
 
@@ -165,6 +166,8 @@ def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
     axis = scale_axis(site)
     if axis is not None:
         return Scheme("channel", axis), "scaled"
+    if (half := float16_lean(site)) is not None:  # a float16 weight read in float16 (storage11)
+        return half
     if word_table(site):  # EmbedLayerNormalization: int8 rows gathered for its token ids
         return Scheme("channel", 0), "embed_rows"
     channel = Scheme("channel", choose_axes(site)[0])

@@ -8,6 +8,7 @@ that this registry answers for; nothing else tests a lowering's name for what it
 - dq_float: scaled's integers through DequantizeLinear and a Reshape: float MatMul, integers at load;
 - dq_transposed: that, over a Gemm transB weight stored [K, N], so onnxruntime fuses it;
 - arith: Cast -> Mul chain, folded at load into a float weight (any scheme, any opset);
+- arith_equalized: that with scaled's input-side scales folded in (a float16 weight read in float16);
 - gather: an embedding table's integer rows gathered first, dequantized after;
 - scaled: int8 per output channel, the scale applied after the reader (one float copy at load);
 - scaled_input: int8 per input channel of a Conv, the scales on its input (one float copy at load);
@@ -25,13 +26,13 @@ import onnx_graphsurgeon as gs
 from ...graph_utils import ConstantSite, NameAllocator
 from ..options import Scheme
 from ..rounding import Quantized
-from . import arith, dq, dq_equalized, dq_float, dq_transposed, embed_rows, gather, matmulnbits, scaled, \
-    scaled_input, tied, tied_nbits
+from . import arith, arith_equalized, dq, dq_equalized, dq_float, dq_transposed, embed_rows, gather, matmulnbits, \
+    scaled, scaled_input, tied, tied_nbits
 from .base import Lowering
 
 REGISTRY: dict[str, Lowering] = {m.LOWERING.name: m.LOWERING for m in (
-    dq, dq_equalized, dq_float, dq_transposed, arith, gather, scaled, scaled_input, matmulnbits, tied, tied_nbits,
-    embed_rows)}
+    dq, dq_equalized, dq_float, dq_transposed, arith, arith_equalized, gather, scaled, scaled_input, matmulnbits, tied,
+    tied_nbits, embed_rows)}
 
 
 def build(site: ConstantSite, qt: Quantized, name: str, names: NameAllocator, opset: int) -> gs.Tensor | None:

@@ -138,12 +138,19 @@ def scale_axis(site: ConstantSite) -> int | None:
     if site.onnx_dtype not in SCALED_TYPES and through_casts(site) is None:
         return None
     readers = effective_readers(site)
+    if computes_in_float16(site) and any(node.op != "Gather" for node, _ in readers):
+        return None  # the unscaled output would overflow float16 (module docstring)
+    return output_axis_ignoring_float16(site)
+
+
+def output_axis_ignoring_float16(site: ConstantSite) -> int | None:
+    """scale_axis without its float16 refusal: where every reader could take the scale after
+    (or before) it, were it computed in float32 (arith_equalized.py folds the scale at load instead)."""
+    readers = effective_readers(site)
     if not readers:
         return None
     rank = len(site.shape)
     places = set()
-    if computes_in_float16(site) and any(node.op != "Gather" for node, _ in readers):
-        return None  # the unscaled output would overflow float16 (module docstring)
     for node, index in readers:
         if index != (0 if node.op == "Gather" else 1) or (len(node.inputs) > 2 and node.inputs[2] is site.value):
             return None

@@ -67,6 +67,21 @@ def test_long_list_attributes_are_not_imported_as_python_lists(tmp_path):
     ws.close()
 
 
+def test_a_long_list_reads_as_the_proto_reads(tmp_path):
+    """readers.py describes an activation reader by its attributes, from the input file's proto and
+    from the graph alike: a long list set aside is the same attribute, not its repr."""
+    from onnxsurgery.running.readers import _plain
+
+    path = _forest(tmp_path / "forest.onnx")
+    ws = open_workspace(path)
+    forest = next(n for n in ws.graph.nodes if n.op == "TreeEnsembleRegressor")
+    src = onnx.load(str(path)).graph.node[0]
+    for name in ("nodes_modes", "target_weights", "nodes_treeids"):
+        proto = next(a for a in src.attribute if a.name == name)
+        assert _plain(forest.attrs[name]) == _plain(helper.get_attribute_value(proto))
+    ws.close()
+
+
 def test_a_short_list_is_imported_as_gs_imports_it(tmp_path):
     ws = open_workspace(_forest(tmp_path / "forest.onnx", trees=100))
     forest = next(n for n in ws.graph.nodes if n.op == "TreeEnsembleRegressor")

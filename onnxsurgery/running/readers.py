@@ -219,6 +219,8 @@ def _plain(value) -> object:
         return tuple(_plain(v) for v in value)
     if isinstance(value, onnx.TensorProto):
         return _plain_array(onnx.numpy_helper.to_array(value))
+    if isinstance(getattr(value, "proto", None), onnx.AttributeProto):  # RawAttribute: as the proto reads
+        return _plain(onnx.helper.get_attribute_value(value.proto))
     if isinstance(value, (int, float, str)) or value is None:
         return value
     if hasattr(value, "values"):  # a gs.Constant

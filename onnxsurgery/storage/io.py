@@ -25,6 +25,7 @@ from ..errors import InputError
 from ..graph_utils import payload_nbytes
 from .lazy import (ExternalFiles, complete_external_lengths, external_ref, materialize,
                    read_model_skipping_weights)
+from .long_lists import put_back, set_aside
 from .paths import check_external_locations
 from .protos import all_tensor_protos
 from .staging import PROTOBUF_LIMIT
@@ -178,14 +179,19 @@ def _check_external_extents(external: list[onnx.TensorProto], path: Path) -> Non
                              f"needs bytes {offset}..{offset + length}, the file has {sizes[location]}")
 
 
-def import_onnx(model: onnx.ModelProto) -> gs.Graph:
+def import_onnx(model: onnx.ModelProto, *, long_lists_raw: bool = False) -> gs.Graph:
     """gs.import_onnx, its failures as InputError and the attributes it skips carried through
     (RawAttribute). The graph as gs imports it: for scripts, onnxsurgery.import_graph also makes
-    names unique and keeps overridable initializers among the inputs."""
+    names unique and keeps overridable initializers among the inputs. `long_lists_raw`: list
+    attributes of 64K elements or more (tree ensembles' tables) stay AttributeProtos, as
+    RawAttribute, and leave `model`'s nodes (long_lists.py: only for a model the caller parsed)."""
+    aside = set_aside(model.graph) if long_lists_raw else None
     try:
         graph = gs.import_onnx(model)
     except Exception as e:  # gs raises plain exceptions on malformed graphs
         raise InputError(f"cannot import the graph: {e}") from e
+    if aside is not None:
+        put_back(aside, graph, RawAttribute)
     _keep_skipped_attributes(model.graph, graph)
     _declared_types_win(model.graph, graph)
     return graph

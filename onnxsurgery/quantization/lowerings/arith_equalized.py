@@ -29,12 +29,12 @@ import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, NameAllocator
 from ..nodes import Emitter, broadcast_shape, const, int_tensor, zero_to_subtract
-from ..options import FLOAT_TYPES, Scheme
+from ..options import Scheme
 from ..rounding import Quantized
 from .arith import build_arith
 from .base import Lowering
 from .scaled import equalized_axis, output_axis_ignoring_float16
-from .weight_readers import through_casts
+from .weight_readers import feed_or_cast_back
 
 
 def fits(site: ConstantSite, scheme: Scheme, dtype: str, opset: int) -> str | None:
@@ -56,14 +56,7 @@ def build(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -
             out = emit("Mul", [out, _input_scale(qt, names, site.name, shape)], dtype=np.float32, shape=shape)
     else:
         out = _equalized_chain(qt, emit, names, site.name, shape)
-    behind = through_casts(site)
-    if behind is not None:  # read through Casts to float32: the float32 chain feeds their readers
-        for node, index in behind:
-            node.inputs[index] = out
-        return None
-    if site.onnx_dtype != onnx.TensorProto.FLOAT:
-        out = emit("Cast", [out], dtype=FLOAT_TYPES[site.onnx_dtype], shape=shape, to=site.onnx_dtype)
-    return out
+    return feed_or_cast_back(site, out, emit, shape)
 
 
 def _input_scale(qt: Quantized, names: NameAllocator, base: str, shape: list[int]) -> gs.Constant:

@@ -13,15 +13,14 @@ reader, all reading the one integer initializer and scale (docs/limits.md says w
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, NameAllocator
 from ..nodes import Emitter, const, int_tensor
-from ..options import FLOAT_TYPES, dq_opset
+from ..options import dq_opset
 from ..rounding import Quantized
 from .base import Lowering, always
-from .weight_readers import through_casts
+from .weight_readers import feed_or_cast_back
 
 
 def build_dq(site: ConstantSite, qt: Quantized, names: NameAllocator, opset: int) -> gs.Tensor | None:
@@ -42,17 +41,10 @@ def emit_dq(site: ConstantSite, qt: Quantized, names: NameAllocator, shape: list
     if qt.granularity == "block":
         attrs["block_size"] = qt.block_size
     out = emit("DequantizeLinear", inputs, shape=shape, **attrs)
-    behind = through_casts(site)
-    if behind is not None and qt.scale.dtype == np.float32:
-        # a bfloat16/float16 weight read only through Casts to float32: DQ gives float32 itself,
-        # and its readers take it directly (MiniLM with bfloat16 weights, --keep-quantized:
-        # DQ -> Cast -> Cast at every run instead of a fused MatMulNBits, 10.8x latency)
-        for node, index in behind:
-            node.inputs[index] = out
-        return None
-    if site.onnx_dtype != onnx.TensorProto.FLOAT:
-        out = emit("Cast", [out], dtype=FLOAT_TYPES[site.onnx_dtype], shape=shape, to=site.onnx_dtype)
-    return out
+    # a bfloat16/float16 weight read only through Casts to float32, with float32 scales: DQ gives
+    # float32 itself, and its readers take it directly (MiniLM with bfloat16 weights,
+    # --keep-quantized: DQ -> Cast -> Cast at every run instead of a fused MatMulNBits, 10.8x latency)
+    return feed_or_cast_back(site, out, emit, shape, behind_casts=qt.scale.dtype == np.float32)
 
 
 def one_per_reader(out: gs.Tensor, graph: gs.Graph, names: NameAllocator) -> int:

@@ -9,6 +9,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, consumers, readers_by_graph
+from ..options import FLOAT_TYPES
 
 
 def through_casts(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
@@ -33,6 +34,22 @@ def through_casts(site: ConstantSite) -> list[tuple[gs.Node, int]] | None:
             return None
         found += behind
     return found
+
+
+def feed_or_cast_back(site: ConstantSite, out: gs.Tensor, emit, shape: list[int],
+                      behind_casts: bool = True) -> gs.Tensor | None:
+    """Where `out`, a float32 chain for `site`, goes. A weight read only through Casts to float32
+    (through_casts; `behind_casts` False: not asked): the Casts' readers take `out` directly, no
+    rounding to 16 bits and back (the value a float32 weight's chain gives), and None is returned.
+    Otherwise `out`, cast back to the weight's own type where that is not float32."""
+    behind = through_casts(site) if behind_casts else None
+    if behind is not None:
+        for node, index in behind:
+            node.inputs[index] = out
+        return None
+    if site.onnx_dtype != onnx.TensorProto.FLOAT:
+        out = emit("Cast", [out], dtype=FLOAT_TYPES[site.onnx_dtype], shape=shape, to=site.onnx_dtype)
+    return out
 
 
 def effective_readers(site: ConstantSite) -> list[tuple[gs.Node, int]]:

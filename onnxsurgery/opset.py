@@ -10,6 +10,7 @@ import onnx
 from onnx import helper, version_converter
 
 from .errors import UnsupportedModelError
+from .opset_constants import retype_added_constants
 from .storage.protos import graphs_everywhere
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ def upgrade_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     for graph in graphs_everywhere(upgraded.graph):
         del graph.value_info[:]
     _keep_declared_types(model, upgraded)
+    retype_added_constants(model, upgraded, target)
     _correct_contradicted_output_shapes(upgraded)
     needed_ir = helper.find_min_ir_version_for([helper.make_opsetid("", target)])
     upgraded.ir_version = max(model.ir_version, needed_ir)

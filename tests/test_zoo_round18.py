@@ -90,3 +90,51 @@ def test_height_steps_from_the_model_space():
     moved = out + np.float32(1.0)  # every cell higher by the same amount: the floor rises, the top is clipped
     assert decisions.height_steps({"denoised": moved}, None)[0][0] == int((22.16864013671875 - 0.1 * np.sinh(
         0.5 * np.arcsinh(221.6864013671875))) / 0.25)
+
+
+def _annotated(path: Path, trace: int = 20000) -> Path:
+    """A MatMul by a 128 x 128 weight, then a Relu, each node carrying a torch dynamo export's
+    annotations (a stack trace in metadata_props, a doc_string), and an annotated value info."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = np.linspace(-1, 1, 128 * 128, dtype=np.float32).reshape(128, 128)
+    matmul = helper.make_node("MatMul", ["x", "w"], ["h"], name="mm", doc_string="File a.py, line 3 " * 50)
+    matmul.metadata_props.add(key="pkg.torch.onnx.stack_trace", value="x" * trace)
+    relu = helper.make_node("Relu", ["h"], ["y"], name="relu")
+    relu.metadata_props.add(key="namespace", value="Wrapper/relu: aten.relu.default")
+    graph = helper.make_graph(
+        [matmul, relu], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 128])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128])], [onnx.numpy_helper.from_array(w, "w")],
+        value_info=[helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, 128])])
+    graph.value_info[0].metadata_props.add(key="pkg.torch.onnx.fx_node", value="%h = call_function " * 20)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    onnx.save(model, path)
+    return path
+
+
+def test_info_counts_the_node_annotations_quant_does_not_write(tmp_path):
+    from onnxsurgery import info, quant_file
+
+    src = _annotated(tmp_path / "annotated.onnx")
+    found = info(src)
+    assert found["annotation_bytes"]["nodes"] > 20000 and found["annotation_bytes"]["value_infos"] > 300
+    for method, dtype in (("quant int8", "int8"), ("quant int4", "int4")):
+        out = tmp_path / f"{dtype}.onnx"
+        quant_file(src, out, dtype=dtype)
+        predicted = found["model_bytes"] - found["savings"][method]
+        assert abs(out.stat().st_size / predicted - 1) < 0.1, (method, predicted, out.stat().st_size)
+
+
+def test_info_counts_no_annotations_where_quant_changes_nothing(tmp_path):
+    from onnxsurgery import info
+
+    src = _annotated(tmp_path / "annotated.onnx")
+    import onnx
+
+    model = onnx.load(src)
+    model.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(np.ones((128, 128), np.int64), "w"))
+    model.graph.node[0].op_type = "Add"  # an int64 weight: nothing for quant to change
+    onnx.save(model, src)
+    assert info(src)["savings"]["quant int8"] == 0

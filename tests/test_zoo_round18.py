@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -138,3 +139,36 @@ def test_info_counts_no_annotations_where_quant_changes_nothing(tmp_path):
     model.graph.node[0].op_type = "Add"  # an int64 weight: nothing for quant to change
     onnx.save(model, src)
     assert info(src)["savings"]["quant int8"] == 0
+
+
+def _gemm_layers(path: Path, k: int = 336, layers: int = 2) -> Path:
+    """`layers` Linear layers as torch exports them: Gemm with transB=1 over a [k, k] weight (K = 336:
+    no block of 32 tiles it, 28 and 16 do), each a hidden layer, the graph's output after the last."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "x"
+    for i in range(layers):
+        inits.append(onnx.numpy_helper.from_array(rng.standard_normal((k, k)).astype(np.float32) / 20, f"w{i}"))
+        nodes.append(helper.make_node("Gemm", [x, f"w{i}"], [f"h{i}"], transB=1))
+        nodes.append(helper.make_node("Relu", [f"h{i}"], [f"r{i}"]))
+        x = f"r{i}"
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, k])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [4, k])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.xfail(strict=True, reason="left to quantization/choices' owner: the int8 block of a dq_transposed "
+                   "Gemm weight is chosen again for int8 (28 for K = 336), not the power of two its fusion was "
+                   "judged with (16); onnxruntime then fuses nothing (minimol_fingerprint: 60 DequantizeLinear "
+                   "left, --dtype int4 writes 9.5 MB where int8 writes 8.7 MB)")
+def test_a_transposed_gemm_weight_kept_int8_under_int4_is_fused(tmp_path):
+    from onnxsurgery import quant_plan
+
+    plan = quant_plan(_gemm_layers(tmp_path / "mlp.onnx"), dtype="int4")
+    kept = [w for w in plan.weights if w.lowering == "dq_transposed"]
+    assert kept and all(w.block_size >= 16 and not w.block_size & (w.block_size - 1) for w in kept)

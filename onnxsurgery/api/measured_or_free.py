@@ -88,7 +88,7 @@ from ..storage.staging import save_model
 from .quant_steps import at_required_opset, needed_opset
 from .built import Built, candidate_runs, digest, same_build  # noqa: F401 - same_build: quantizing.py imports it here
 from .median_race import CLOSE, FIRST, Race, bound_text, close_on_first, decided
-from .shared_prefix import Suffix
+from .shared_runs import shared_runs
 
 log = logging.getLogger("onnxsurgery")
 
@@ -306,7 +306,8 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         beside = Pending(lambda: build(plans[1], theirs)) if concurrent else None
         paths = [build(plans[0], mine)]
         paths.append(beside.result() if beside is not None else build(plans[1], theirs))
-        found = None if folded else _shared_runs(paths, names, feeds, (judged, scored), (mine, theirs))
+        found = None if folded else shared_runs(paths, names, feeds, (judged, scored), (mine, theirs),
+                                                CONCURRENT_BYTES)
         if found is None:  # each run whole, the second beside the first, till the choice is made
             race = Race(len(feeds), lockstep=concurrent)
             beside = Pending(lambda: whole(paths[1], race, 1)) if concurrent else None
@@ -325,50 +326,6 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
                 built.discard()
         raise
     return (found[0], found[1]), [*mine, *theirs]
-
-
-def _shared_runs(paths: list[Path], names: list[str], feeds: list[dict], scoring, made: tuple[list, list]):
-    """Both candidates' errors, the first run whole (unfolded, as verification runs it) and asked
-    for the values at the cut too, the second only where it differs (shared_prefix.py); None where
-    the files do not cut so (the caller runs each whole). The second's runs stop once the first is
-    known to be kept (median_race.py). `scoring`: _errors' judged and scored."""
-    judged, scored = scoring
-    if not all([p.name for p in path.parent.iterdir()] == [path.name] and path.stat().st_size <= CONCURRENT_BYTES
-               for path in paths):
-        return None  # a data file beside, or a large file: not loaded whole here (twice)
-    suffix = Suffix.of(paths[0], paths[1])
-    if suffix is None:
-        return None
-    asked = [name for name in suffix.cut if name not in names and not any(name in f for f in feeds)]
-    try:
-        sess = session(suffix.asking(asked), fold_constants=False, layout=True, beside=True)
-        runs = [dict(zip(names + asked, sess.run(names + asked, f))) for f in feeds]
-        del sess
-        handed = [{name: {**f, **r}[name] for name in suffix.cut} for f, r in zip(feeds, runs)]
-        first = [[r[n] for n in names] for r in runs]
-        found = [judged(paths[0], made[0], first, True)]
-        sess = session(suffix.typed(handed[0]), fold_constants=False, layout=True, beside=True)
-        rest, errors = [], []
-        for h in handed:  # till the measured plan is known to be kept (median_race.py)
-            if decided(found[0], scored(_pieced(names, runs, rest), errors), len(feeds)) is True:
-                break
-            rest.append(dict(zip(suffix.outputs, sess.run(suffix.outputs, h))))
-        del sess
-    except Exception:  # noqa: BLE001 - onnxruntime's own types: each candidate whole, as before
-        for built in made[0]:
-            if built is not None:
-                built.outputs = None
-        return None
-    found.append(judged(paths[1], made[1], _pieced(names, runs, rest), True, errors))
-    for built in (made[0][-1], made[1][-1]):
-        if built is not None and built.outputs is not None:  # confirmed if kept (Built.confirm)
-            built.pieced = (names, feeds[0])
-    return found
-
-
-def _pieced(names: list[str], runs: list[dict], rest: list[dict]) -> list[list]:
-    """The second candidate's outputs: its suffix's where it computes them, else the first's."""
-    return [[s.get(n, r[n]) for n in names] for r, s in zip(runs, rest)]
 
 
 def _concurrent(input_path) -> bool:

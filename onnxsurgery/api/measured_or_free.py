@@ -55,7 +55,10 @@ way once (quantization/shared_rounding.py; up to CONCURRENT_BYTES): ddddocr_det'
 samples not yet run cannot change the choice (median_race.py: the note's figures for it are then
 bounds), and a dry run drops the kept outputs instead of confirming them. Since inputs10 a kept
 candidate whose opset upgrade changed only the version stamp (or moved axes) is written as built,
-not built again by the run (`_build`).
+not built again by the run (`_build`). Since inputs12 the data-free plan is kept on the first 2
+samples alone where it errs within 1.5% of the measured one there, or less (median_race.py), and
+the shared prefix's runs take those samples in turn so that the measured file stops there too
+(shared_runs.py).
 """
 
 from __future__ import annotations

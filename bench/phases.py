@@ -32,7 +32,7 @@ PHASES = [
     ("onnxsurgery.api.quantizing", "compare_models", "compare_models"),
     ("onnxsurgery.api.measured_or_free", "plan_with", "plan_with"),
     ("onnxsurgery.api.measured_or_free", "_build", "candidate build"),
-    ("onnxsurgery.api.measured_or_free", "_shared_runs", "candidates' shared runs"),
+    ("onnxsurgery.api.measured_or_free", "shared_runs", "candidates' shared runs"),
     ("onnxsurgery.api.built", "candidate_runs", "candidate_runs (whole)"),
     ("onnxsurgery.running.heap", "give_back_freed_memory", "malloc_trim"),
 ]

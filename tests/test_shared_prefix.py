@@ -64,3 +64,49 @@ def test_pieced_outputs_are_confirmed_by_a_whole_run(tmp_path):
     off = Built("", [[np.nextafter(right, np.float32(np.inf))]], path, pieced=(["r5"], feed))  # one ulp apart
     off.confirm()
     assert off.outputs is None
+
+
+def _runs_of(tmp_path, scale_b: float):
+    """shared_runs on two chains whose last weights differ from a reference chain's by noise, the
+    second's `scale_b` times the first's; each candidate's Built, outputs and errors."""
+    from onnxsurgery.api.built import Built
+    from onnxsurgery.api.shared_runs import shared_runs
+
+    rng = np.random.default_rng(3)
+    last, noise = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    paths = []
+    for name, w in (("ref", last), ("a", last + 0.1 * noise), ("b", last + 0.1 * scale_b * noise)):
+        (tmp_path / name).mkdir()
+        _chain(tmp_path / name / "m.onnx", w)
+        paths.append(tmp_path / name / "m.onnx")
+    feeds = [{"x": np.abs(rng.standard_normal((2, 8))).astype(np.float32)} for _ in range(4)]
+    expected = [_run(str(paths[0]), f) for f in feeds]
+
+    def scored(outputs, errors):
+        del errors[len(outputs):]
+        errors += [float(np.linalg.norm(o[0] - e[0]) / np.linalg.norm(e[0]))
+                   for o, e in zip(outputs[len(errors):], expected[len(errors):])]
+        return errors
+
+    def judged(path, made, outputs, unfolded, errors=None):
+        made[-1].outputs = outputs
+        return scored(outputs, [] if errors is None else errors)
+
+    made = ([Built("", None, paths[1])], [Built("", None, paths[2])])
+    found = shared_runs(paths[1:], ["r5"], feeds, (judged, scored), made, 1 << 20)
+    return made, found, feeds, paths
+
+
+def test_shared_runs_stop_the_measured_file_where_the_data_free_one_is_close_first(tmp_path):
+    made, found, feeds, paths = _runs_of(tmp_path, 0.5)
+    assert len(found[0]) == 2 and len(found[1]) == 4  # the measured file's 3rd and 4th runs not made
+    assert len(made[0][0].outputs) == 2 and made[1][0].pieced is not None  # confirmed if kept
+    for got, feed in zip(made[1][0].outputs, feeds):  # pieced (first two) and whole: the file's outputs
+        np.testing.assert_array_equal(got[0], _run(str(paths[2]), feed)[0])
+
+
+def test_shared_runs_as_before_where_the_measured_file_leads(tmp_path):
+    made, found, feeds, paths = _runs_of(tmp_path, 3.0)
+    assert len(found[0]) == 4 and 2 <= len(found[1]) < 4  # the suffix stopped once the measured file is kept
+    for got, feed in zip(made[0][0].outputs, feeds):
+        np.testing.assert_array_equal(got[0], _run(str(paths[1]), feed)[0])

@@ -55,7 +55,10 @@ way once (quantization/shared_rounding.py; up to CONCURRENT_BYTES): ddddocr_det'
 samples not yet run cannot change the choice (median_race.py: the note's figures for it are then
 bounds), and a dry run drops the kept outputs instead of confirming them. Since inputs10 a kept
 candidate whose opset upgrade changed only the version stamp (or moved axes) is written as built,
-not built again by the run (`_build`).
+not built again by the run (`_build`). Since inputs12 the data-free plan is kept on the first 2
+samples alone where it errs within 1.5% of the measured one there, or less (median_race.py), and
+the shared prefix's runs take those samples in turn so that the measured file stops there too
+(shared_runs.py).
 """
 
 from __future__ import annotations
@@ -87,8 +90,8 @@ from ..storage.lazy import read_model_skipping_weights
 from ..storage.staging import save_model
 from .quant_steps import at_required_opset, needed_opset
 from .built import Built, candidate_runs, digest, same_build  # noqa: F401 - same_build: quantizing.py imports it here
-from .median_race import Race, bound_text, decided
-from .shared_prefix import Suffix
+from .median_race import CLOSE, FIRST, Race, bound_text, close_on_first, decided
+from .shared_runs import shared_runs
 
 log = logging.getLogger("onnxsurgery")
 
@@ -155,6 +158,7 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
         log.info("measured plan not checked against the data-free one: %s", e)  # as before, its errors its own
         return Chosen(None, True)
     n = max(len(e) for e in errors)  # the kept one's runs are all made (median_race.py)
+    log.info("candidates' errors per sample: measured %s, data-free %s", *([f"{x:.6g}" for x in e] for e in errors))
     keep = decided(*errors, n)
     mine, theirs = (bound_text(e, n, statistics.median) for e in errors)
     what = (f"{len(differ)} weight{'s' * (len(differ) != 1)} measured otherwise than from the weights alone; "
@@ -173,6 +177,12 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
     if keep:
         note = f"per-weight choices measured on {n} samples from --inputs ({what})"
         return Chosen(measured, True, note, errors, builds[0])
+    if close_on_first(*errors, n):  # decided on the first samples (median_race.py)
+        firsts = ", ".join(f"{f:.3g} against {m:.3g}" for m, f in zip(errors[0][:FIRST], errors[1][:FIRST]))
+        note = (f"per-weight choices made from the weights alone: on the first {FIRST} of the {n} samples from "
+                f"--inputs the data-free plan erred within {CLOSE:.1%} of the plan measured on them, or less "
+                f"({firsts}), so the measured one was not run further ({what})")
+        return Chosen(free, False, note, errors, builds[1])
     note = (f"per-weight choices made from the weights alone: the plan measured on the {n} samples from --inputs "
             f"was no more accurate on them ({what}; worst {bound_text(errors[0], n, max)} against "
             f"{bound_text(errors[1], n, max)})")
@@ -181,7 +191,10 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
 
 def keeps_measured(measured: list[float], data_free: list[float]) -> bool:
     """Whether the measured plan is kept, given each plan's error on each sample: by the median
-    (module doc); a tie keeps the plan that was not fitted to the samples."""
+    (module doc); a tie keeps the plan that was not fitted to the samples, and so does a data-free
+    plan within median_race.CLOSE of the measured one on each of the first samples (median_race.py)."""
+    if close_on_first(measured, data_free, len(measured)):
+        return False
     return statistics.median(measured) < statistics.median(data_free)
 
 
@@ -296,7 +309,8 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         beside = Pending(lambda: build(plans[1], theirs)) if concurrent else None
         paths = [build(plans[0], mine)]
         paths.append(beside.result() if beside is not None else build(plans[1], theirs))
-        found = None if folded else _shared_runs(paths, names, feeds, (judged, scored), (mine, theirs))
+        found = None if folded else shared_runs(paths, names, feeds, (judged, scored), (mine, theirs),
+                                                CONCURRENT_BYTES)
         if found is None:  # each run whole, the second beside the first, till the choice is made
             race = Race(len(feeds), lockstep=concurrent)
             beside = Pending(lambda: whole(paths[1], race, 1)) if concurrent else None
@@ -315,50 +329,6 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
                 built.discard()
         raise
     return (found[0], found[1]), [*mine, *theirs]
-
-
-def _shared_runs(paths: list[Path], names: list[str], feeds: list[dict], scoring, made: tuple[list, list]):
-    """Both candidates' errors, the first run whole (unfolded, as verification runs it) and asked
-    for the values at the cut too, the second only where it differs (shared_prefix.py); None where
-    the files do not cut so (the caller runs each whole). The second's runs stop once the first is
-    known to be kept (median_race.py). `scoring`: _errors' judged and scored."""
-    judged, scored = scoring
-    if not all([p.name for p in path.parent.iterdir()] == [path.name] and path.stat().st_size <= CONCURRENT_BYTES
-               for path in paths):
-        return None  # a data file beside, or a large file: not loaded whole here (twice)
-    suffix = Suffix.of(paths[0], paths[1])
-    if suffix is None:
-        return None
-    asked = [name for name in suffix.cut if name not in names and not any(name in f for f in feeds)]
-    try:
-        sess = session(suffix.asking(asked), fold_constants=False, layout=True, beside=True)
-        runs = [dict(zip(names + asked, sess.run(names + asked, f))) for f in feeds]
-        del sess
-        handed = [{name: {**f, **r}[name] for name in suffix.cut} for f, r in zip(feeds, runs)]
-        first = [[r[n] for n in names] for r in runs]
-        found = [judged(paths[0], made[0], first, True)]
-        sess = session(suffix.typed(handed[0]), fold_constants=False, layout=True, beside=True)
-        rest, errors = [], []
-        for h in handed:  # till the measured plan is known to be kept (median_race.py)
-            if decided(found[0], scored(_pieced(names, runs, rest), errors), len(feeds)) is True:
-                break
-            rest.append(dict(zip(suffix.outputs, sess.run(suffix.outputs, h))))
-        del sess
-    except Exception:  # noqa: BLE001 - onnxruntime's own types: each candidate whole, as before
-        for built in made[0]:
-            if built is not None:
-                built.outputs = None
-        return None
-    found.append(judged(paths[1], made[1], _pieced(names, runs, rest), True, errors))
-    for built in (made[0][-1], made[1][-1]):
-        if built is not None and built.outputs is not None:  # confirmed if kept (Built.confirm)
-            built.pieced = (names, feeds[0])
-    return found
-
-
-def _pieced(names: list[str], runs: list[dict], rest: list[dict]) -> list[list]:
-    """The second candidate's outputs: its suffix's where it computes them, else the first's."""
-    return [[s.get(n, r[n]) for n in names] for r, s in zip(runs, rest)]
 
 
 def _concurrent(input_path) -> bool:

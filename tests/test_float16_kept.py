@@ -1,6 +1,4 @@
-"""float16 weights read in float16 (storage12): the lean `arith_equalized` form keeps `arith`'s
-axis test (a weight whose input channels differ most gets its scales along them, as before
-storage11: slovorez's conv1d_1), and the memory-at-load rule has a float16 part
+"""float16 weights read in float16 (storage12): the memory-at-load rule has a float16 part
 (float16_lean.float16_kept): the largest float16 Convs are kept quantized as DequantizeLinear
 before the Conv, where their chains' folding would hold more than the float16 original."""
 
@@ -13,14 +11,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxsurgery
 import builders
-
-
-def _skewed(shape, seed) -> np.ndarray:
-    """A Conv weight whose input channels differ in range and are one-signed (zero points gain,
-    and scales along the input channels lose less than along the output channels)."""
-    rng = np.random.default_rng(seed)
-    rows = np.exp(rng.normal(0.0, 1.5, (1, shape[1]) + (1,) * (len(shape) - 2)))
-    return (rng.uniform(0.2, 1.0, shape) * 0.05 * rows).astype(np.float16)
 
 
 def _net(weights: dict[str, np.ndarray], channels: int, half: bool = True) -> onnx.ModelProto:
@@ -38,23 +28,6 @@ def _net(weights: dict[str, np.ndarray], channels: int, half: bool = True) -> on
 
 def _records(plan) -> dict[str, tuple]:
     return {r["name"]: (r["lowering"], r["axis"]) for r in plan.to_dict()["weights"] if r["dtype"] == "int8"}
-
-
-def test_a_float16_weight_keeps_the_axis_test(tmp_path):
-    w = {"c": _skewed((64, 96, 1, 5), 0)}
-    plans = {}
-    for half in (True, False):
-        src = tmp_path / f"{half}.onnx"
-        onnx.save(_net(w, 96, half), str(src))
-        plans[half] = _records(onnxsurgery.quant_plan(src))
-    assert plans[True] == {"c": ("arith", 1)}, plans  # was ("arith_equalized", 0) in storage11
-    assert plans[False]["c"][0] != "arith"  # float32 storage: `scaled` as before, no axis test
-    out = tmp_path / "q.onnx"
-    onnxsurgery.quant_file(tmp_path / "True.onnx", out, verify=False)
-    x = {"x": np.random.default_rng(1).uniform(0, 1, (1, 96, 4, 4)).astype(np.float16)}
-    a, b = (ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, x)[0].astype(np.float64)
-            for p in (tmp_path / "True.onnx", out))
-    assert np.linalg.norm(a - b) / np.linalg.norm(a) < 0.02
 
 
 def test_large_float16_convs_are_kept_quantized(tmp_path):

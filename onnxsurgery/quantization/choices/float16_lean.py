@@ -75,11 +75,15 @@ def float16_kept(planned: Iterable[tuple[ConstantSite, str]],
     largest first, until the float16 chains' estimated extra at load (FLOAT16_CHAIN, FLOAT16_KEPT)
     is not above zero: the float32 rule's promise (load_memory.kept_in_memory) for float16 weights,
     on a budget of their own. `planned`: pairs of a weight and its lean form (weights.lean_forms)."""
+    from .load_memory import _reading_order
+
+    planned = list(planned)
     chains = [site for site, lowering in planned if float16_chain(site, lowering)]
     extra = FLOAT16_CHAIN * sum(site.nbytes for site in chains)
     kept = []
     movable = [site for site in chains if not left_lean(site) and float16_conv_kept(site)]
-    for site in sorted(movable, key=lambda site: -site.nbytes):  # stable: graph order among equals
+    order = _reading_order(planned)  # equal sizes in the order the float32 rule takes them
+    for site in sorted(movable, key=lambda site: (-site.nbytes, order(site))):
         if extra <= 0:
             break
         extra += (FLOAT16_KEPT - FLOAT16_CHAIN) * site.nbytes

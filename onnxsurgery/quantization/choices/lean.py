@@ -82,12 +82,6 @@ SENSITIVE_FLOAT16_SHARE = 0.1
 # symmetric margin's 0.9, not channel_axis.py's 0.8: slovorez's conv1d_1 (192x256x1x5) measures
 # 0.87x along its input channels; tune / report worst relative L2 in docs/quantization.md (axis3).
 ARITH_AXIS_MARGIN = 0.9
-# A float16 weight's `arith_equalized` (float16_lean.py) folds at load as `arith` does, so its axis
-# is as free, and the test is the one `arith` had before it: another axis against plain `arith`
-# per output channel (the equalization is no gain in the weight, where the test measures). Without
-# it slovorez's conv1d_1 lost its input-channel scales in storage11: report set 0.0044 -> 0.0052
-# against onnx-shrink-ray's 0.0044, on 13 of 13 draws of its weights (bench/paired_draws.py).
-FOLDED_LEAN = ("arith", "arith_equalized")
 # channel_axis.py's bounds (stages import no other stage: tests/test_planning.py): axes of this
 # many channels or more, weights of up to this many elements
 MIN_AXIS_CHANNELS = 16
@@ -249,9 +243,8 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
             weight_ratio = in_weight[0] / in_weight[1] if in_weight[1] > 0 else 1.0
         asymmetric = bool(asymmetric_error) and asymmetric_error[0] < lean_error
         axis, input_ratio = None, 1.0
-        if asymmetric and lowering in FOLDED_LEAN and values is whole and whole.size <= MAX_AXIS_ELEMENTS:
-            axis, asymmetric_error[0] = _arith_axis(values, site, lean, moments, errors, asymmetric_error[0],
-                                                    lowering)
+        if asymmetric and lowering == "arith" and values is whole and whole.size <= MAX_AXIS_ELEMENTS:
+            axis, asymmetric_error[0] = _arith_axis(values, site, lean, moments, errors, asymmetric_error[0])
         if lowering == "scaled" and values is whole and input_form_fits(site, options):
             (inputs,) = errors(values, moments, [(Scheme("channel", 1), "scaled_input", False)])
             best = min(lean_error, asymmetric_error[0]) if asymmetric_error else lean_error
@@ -293,17 +286,13 @@ def input_form_fits(site, options: QuantOptions) -> bool:
             and REGISTRY["scaled_input"].fits(site, Scheme("channel", 1), "int8", 0) is None)
 
 
-def _arith_axis(values: np.ndarray, site, lean: Scheme, moments, errors, error: float,
-                lowering: str = "arith") -> tuple[int | None, float]:
-    """(axis, its error) for a lean `arith` or `arith_equalized` weight with zero points
-    (ARITH_AXIS_MARGIN, FOLDED_LEAN), or (None, `error`) where its output channels' axis stays."""
+def _arith_axis(values: np.ndarray, site, lean: Scheme, moments, errors, error: float) -> tuple[int | None, float]:
+    """(axis, its error) for a lean `arith` weight with zero points (ARITH_AXIS_MARGIN), or (None,
+    `error`) where its output channels' axis stays."""
     axes = [a for a in range(values.ndim) if a != lean.axis and values.shape[a] >= MIN_AXIS_CHANNELS]
-    if not axes:
-        return None, error
     found = [(errors(values, moments, [(Scheme("channel", a), "arith", False)])[0], a) for a in axes]
-    plain = error if lowering == "arith" else errors(values, moments, [(lean, "arith", False)])[0]
-    best = min(found)
-    return best[::-1] if best[0] <= ARITH_AXIS_MARGIN * plain else (None, error)
+    best = min(found, default=(error, None))
+    return best[::-1] if best[1] is not None and best[0] <= ARITH_AXIS_MARGIN * error else (None, error)
 
 
 def _abs_max(values: np.ndarray) -> float:

@@ -102,7 +102,6 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
         scheme, lowering, outcome = *lean_scheme(site, opset), "lean"
         if site.name in lean_choice.axes:  # a lean `arith` weight's axis (lean.ARITH_AXIS_MARGIN)
             scheme = Scheme("channel", lean_choice.axes[site.name])
-            lowering = "arith"  # arith_equalized's scales follow the output channels only
         why = _why(lowering, opts, lean=True)
         if site.name in lean_choice.axes:
             why += f"; scales along axis {scheme.axis} ({site.shape[scheme.axis]}): less error than per output channel"

@@ -44,8 +44,10 @@ def float16_lean(site: ConstantSite) -> tuple[Scheme, str] | None:
 # there: CPU a run 2.19 -> 2.25 s, medians of 3) 390 MB: each kept byte -7.2 from its chain's, so
 # -4.4 beside the float16 weight. With MALLOC_MMAP_THRESHOLD_ fixed the peaks were 384 and 713 MB
 # and what stays after creation 196 and 199 MB: the peak is the folding's, not what the session keeps.
-# The rule keeps isnet's 7 largest Convs (43%): 0.93x (441-442 MB against 474-478), worst relative
-# L2 tune / report 0.0163 / 0.0201 -> 0.0173 / 0.0191, CPU a run 2.17 -> 2.24 s (medians of 3).
+# The rule keeps isnet's 7 largest Convs (43%): 0.94x (441-442 MB against 469-471), worst relative
+# L2 tune / report 0.0164 / 0.0201 -> 0.0173 / 0.0191, CPU a run 2.17 -> 2.24 s (medians of 3). Its
+# cost, as the float32 rule's: tumor_vgg16's fp16 variant 1.26x -> 0.83x, 0.0549 / 0.0378 -> 0.0831 /
+# 0.0730 (its float32 model, its own Convs kept by load_memory.py, 0.1019 / 0.0457).
 # Only Convs of load_memory.LARGE_CONV_ELEMENTS or more are kept: on slovorez (its Convs 0.18-0.25M
 # elements, 1.04x without) the estimate overshot to 0.80x and its report set went 0.0044 -> 0.0053;
 # trueocr_rec's fp16 variant (1.60x, Convs under 0.1M) is left as it was: 1.19x with them kept.

@@ -18,6 +18,7 @@ from ...graph_utils import ConstantSite
 from ..lowerings import REGISTRY
 from ..lowerings.scaled import computes_in_float16, equalized_axis, output_axis_ignoring_float16
 from ..lowerings.weight_readers import effective_readers
+from .load_memory import KEPT_CONV_TAPS, LARGE_CONV_ELEMENTS, _reading_order
 from ..options import Scheme
 
 
@@ -49,7 +50,8 @@ def float16_lean(site: ConstantSite) -> tuple[Scheme, str] | None:
 # cost, as the float32 rule's: tumor_vgg16's fp16 variant 1.26x -> 0.83x, 0.0549 / 0.0378 -> 0.0831 /
 # 0.0730 (its float32 model, its own Convs kept by load_memory.py, 0.1019 / 0.0457).
 # Only Convs of load_memory.LARGE_CONV_ELEMENTS or more are kept: on slovorez (its Convs 0.18-0.25M
-# elements, 1.04x without) the estimate overshot to 0.80x and its report set went 0.0044 -> 0.0053;
+# elements, 1.04x without) the estimate overshot to 0.80x, two of its three Convs kept, and its
+# report set went 0.0044 -> 0.0053 (with conv1d_1 per input channel, bench figures in storage12);
 # trueocr_rec's fp16 variant (1.60x, Convs under 0.1M) is left as it was: 1.19x with them kept.
 FLOAT16_CHAIN, FLOAT16_KEPT = 2.8, -4.4
 
@@ -63,8 +65,6 @@ def float16_conv_kept(site: ConstantSite) -> bool:
     """Whether float16_kept may keep `site`: read only as W of Conv, a kernel of at most
     load_memory.KEPT_CONV_TAPS taps (the unpacked Conv a larger one runs costs more at each run),
     of load_memory.LARGE_CONV_ELEMENTS or more (FLOAT16_CHAIN above)."""
-    from .load_memory import KEPT_CONV_TAPS, LARGE_CONV_ELEMENTS
-
     readers = effective_readers(site)
     taps = int(np.prod(site.shape[2:])) if len(site.shape) >= 3 else 0
     return (bool(readers) and all(n.op == "Conv" and i == 1 for n, i in readers) and 0 < taps <= KEPT_CONV_TAPS
@@ -77,8 +77,6 @@ def float16_kept(planned: Iterable[tuple[ConstantSite, str]],
     largest first, until the float16 chains' estimated extra at load (FLOAT16_CHAIN, FLOAT16_KEPT)
     is not above zero: the float32 rule's promise (load_memory.kept_in_memory) for float16 weights,
     on a budget of their own. `planned`: pairs of a weight and its lean form (weights.lean_forms)."""
-    from .load_memory import _reading_order
-
     planned = list(planned)
     chains = [site for site, lowering in planned if float16_chain(site, lowering)]
     extra = FLOAT16_CHAIN * sum(site.nbytes for site in chains)

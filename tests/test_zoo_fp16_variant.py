@@ -150,3 +150,24 @@ def test_convertible_graphs_are_built(make, tmp_path):
     src = tmp_path / "m.onnx"
     onnx.save_model(make(), str(src))
     variants.build("fp16", src, tmp_path / "out")
+
+
+def test_weights_out_of_float16_range_skip_the_variant(tmp_path):
+    """A BatchNorm variance past float16's largest (ppocr_v4_seal_det's, 5.8e7) is clamped by the
+    converter: the float16 original computes another function, so no fp16 variant is judged."""
+    c = 4
+    var = np.full(c, 1.0, np.float32)
+    var[1] = 5.8e7
+    inits = [numpy_helper.from_array(a, n) for n, a in (("s", np.ones(c, np.float32)), ("b", np.zeros(c, np.float32)),
+                                                        ("m", np.zeros(c, np.float32)), ("v", var))]
+    g = helper.make_graph([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 2, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, 2, 2])], inits)
+    src = tmp_path / "bn.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(src))
+    with pytest.raises(variants.Skip, match="leave float16's range \\(v up to 5.8e\\+07"):
+        variants.fp16(src, tmp_path)
+    var[1] = 6.0e4  # within float16's range: built (a scalar fill value past it would not skip either)
+    g.initializer[3].CopyFrom(numpy_helper.from_array(var, "v"))
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(src))
+    assert variants.fp16(src, tmp_path).exists()

@@ -9,7 +9,9 @@ weights. Each function (src, dest folder) -> path to give the CLI; raises Skip w
             ../../blobs/SHA256 (a model downloaded from the Hub is given as such a link)
   fp16      onnxconverter-common's float16 conversion, keep_io_types=True (I/O stay float32), mended where
             the converter leaves float32 inside (a Cast to float32 it keeps, an input or output it
-            casts for some readers only; float32-only ops kept float32 behind its block list)
+            casts for some readers only; float32-only ops kept float32 behind its block list);
+            skipped where weights leave float16's range (zoo/float16_range.py); zoo/run.py skips one
+            whose activations do (its original computes no number on the report set)
   bf16      bfloat16 weights each followed by Cast to float32: onnxruntime's CPU provider has no
             bfloat16 MatMul/Conv/Gemm kernels, so bfloat16 arithmetic does not run there; storage does.
             A model below opset 13 is converted to 13 first (Cast takes bfloat16 from 13 on)
@@ -25,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from zoo.float16_range import out_of_float16
 
 STORAGE = ("shipped", "external", "folder", "linked")  # same weights: plans must agree
 
@@ -214,6 +218,8 @@ def fp16(src: Path, dest: Path) -> Path:
     m = onnx.load(str(src))
     if _is_16bit(m):
         raise Skip("weights are already 16-bit as shipped")
+    if (why := out_of_float16(m)) is not None:
+        raise Skip(why)
     if not _float_weights(m):  # a tree ensemble's thresholds are attributes of float32/float64 only
         if any(t.data_type == TensorProto.DOUBLE for t in m.graph.initializer):  # sk_mlp64_digits
             raise Skip("float64 weights: onnxconverter-common converts float32 only")

@@ -18,6 +18,7 @@ from .load_memory import (FIT_HOW, FIT_REASON, KEPT_OPSET, applies as memory_rul
                           float_weights_fit, fuses_into_nbits, held_bytes, kept_in_memory, kept_reason, kept_scheme,
                           machine_memory, room_at_load, transposed_gemm)
 from .weights import lean_forms
+from .float16_lean import float16_kept
 from .int4_paths import transposed_gemm_fuses, unfused_reason
 from ..lowerings.weight_readers import through_casts
 from ..lowerings import REGISTRY
@@ -81,8 +82,10 @@ def _keep_in_memory(candidates: list[Candidate], opset: int) -> list[Candidate]:
     in blocks for MatMulNBits (int4_paths.transposed_gemm_fuses, with the blocks it is grouped in)."""
     gemms = {c.name for c in candidates if c.lowering == "lean" and not c.float16 and c.scheme is not None
              and transposed_gemm(c.site) and _stored_transposed(c)}
-    kept = {site.name for site in kept_in_memory(planned_forms(candidates), left_lean=small_weight,
+    planned = planned_forms(candidates)
+    kept = {site.name for site in kept_in_memory(planned, left_lean=small_weight,
                                                  gemm_kept=lambda site: site.name in gemms)}
+    kept |= {site.name for site in float16_kept(planned, left_lean=small_weight)}  # storage12
     return [_kept(c, opset) if c.name in kept else c for c in candidates]
 
 

@@ -312,7 +312,12 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     CPUs (AVX-512 seen) the two kernel paths round differently in the last bit. As initializers
     the graph is the one the original model had, so it computes exactly what it computed."""
     from ..storage.lazy import read_model_skipping_weights
+    from ..storage.skim import read_structure
 
+    if not (initializers or extra_outputs or branches or twins > 1) and not _has_external(read_structure(path)):
+        # no payload to map and nothing to change: the stub would be the file, parsed and written
+        # again (luscinia's tree tables, no tensor: 1.16 GB parsed and a 194 MB copy)
+        return _load(str(path), settings)
     model = read_model_skipping_weights(path)
     _check_locations(path, model)
     path, model = _through_link(path, model)
@@ -341,6 +346,13 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     if arrays:  # onnxruntime reads the arrays' buffers for the session's life, not a copy of them
         sess._onnxsurgery_initializers = (arrays, values)
     return sess
+
+
+def _has_external(model: onnx.ModelProto) -> bool:
+    """Whether any tensor of `model` (all scopes) has its payload in a file."""
+    from ..storage.protos import all_tensor_protos
+
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in all_tensor_protos(model.graph))
 
 
 def _through_link(path: Path, model: onnx.ModelProto) -> tuple[Path, onnx.ModelProto]:

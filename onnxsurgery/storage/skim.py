@@ -28,7 +28,7 @@ LAZY_THRESHOLD = 4096
 # A list attribute of this many bytes or more is left out of `read_structure`'s model: an
 # ai.onnx.ml tree ensemble's tables (luscinia's 194 MB are 14 lists) cost protobuf about 6x their
 # bytes parsed (docs/memory.md), for questions about the graph that never read them.
-STRUCTURE_LIST_BYTES = 2**20
+STRUCTURE_LIST_BYTES = 256 * 2**10
 KEPT_FILES = 8  # the input, its upgrade's and the result's files, and one more; each whole and as structure
 _kept: dict[tuple, bytes] = {}
 _lock = threading.Lock()  # verification's reference runs read on a thread of their own (running/ahead.py)

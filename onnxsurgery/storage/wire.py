@@ -112,18 +112,22 @@ def _plain_attribute(buf, start: int, end: int) -> bool:
 
 
 _LIST_TYPES = frozenset({6, 7, 8})  # FLOATS, INTS, STRINGS
+# lists that are values, not tables: a Constant's (a weight to passes and info), a LabelEncoder's
+# keys (generated inputs are drawn from them: running/feeds.py)
+_VALUE_LISTS = frozenset({b"value_floats", b"value_ints", b"value_strings", b"keys_strings", b"classes_strings"})
 
 
 def emptied_long_list(min_bytes: int) -> TensorRewrite:
     """A `plain` rewrite that keeps a list attribute of `min_bytes` or more as its name and type
     alone (an empty list): its first field (the name, field 1, as serializers write it) and its
-    type (the last three bytes, `_plain_attribute`). Other attributes are kept."""
+    type (the last three bytes, `_plain_attribute`). Other attributes, and lists that are values
+    (_VALUE_LISTS), are kept."""
 
     def rewrite(buf, start: int, end: int) -> list | None:
         if end - start < min_bytes or buf[end - 1] not in _LIST_TYPES:
             return None
-        field, wire, _, _, name_end = next(fields(buf, start, end))
-        if field != 1 or wire != 2:
+        field, wire, _, name_start, name_end = next(fields(buf, start, end))
+        if field != 1 or wire != 2 or bytes(buf[name_start:name_end]) in _VALUE_LISTS:
             return None
         return [buf[start:name_end], buf[end - 3:end]]
 

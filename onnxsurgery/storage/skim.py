@@ -30,6 +30,9 @@ LAZY_THRESHOLD = 4096
 # bytes parsed (docs/memory.md), for questions about the graph that never read them.
 STRUCTURE_LIST_BYTES = 256 * 2**10
 KEPT_FILES = 8  # the input, its upgrade's and the result's files, and one more; each whole and as structure
+# A remainder larger than this is not kept: it is protobuf's bytes, not weights (luscinia's tree
+# tables, 194 MB, read whole once a command), and a scan again costs less than holding it.
+KEPT_BYTES = 64 * 2**20
 _kept: dict[tuple, bytes] = {}
 _lock = threading.Lock()  # verification's reference runs read on a thread of their own (running/ahead.py)
 _depth = 0  # the `remembering` blocks open
@@ -96,11 +99,38 @@ def _read(path: Path, *, structure: bool) -> onnx.ModelProto:
         if stripped is None:
             stripped = _scan(f, path.name, emptied_long_list(STRUCTURE_LIST_BYTES) if structure else None)
             with _lock:
-                if _depth:
+                if _depth and len(stripped) <= KEPT_BYTES:
                     _kept[key] = stripped
                 while len(_kept) > KEPT_FILES:
                     del _kept[next(iter(_kept))]  # the oldest
     return onnx.ModelProto.FromString(stripped)
+
+
+def list_attribute_bytes(path: Path, min_bytes: int = STRUCTURE_LIST_BYTES) -> int:
+    """Bytes in the file of the list attributes `read_structure` leaves out (those of `min_bytes`
+    or more, all scopes), found by the wire-format walk alone: what protobuf parses into a
+    multiple of them (docs/memory.md, Limits). 0 for a file that is not a model."""
+    total = 0
+
+    def count(buf, start: int, end: int):
+        nonlocal total
+        if emptied(buf, start, end) is not None:
+            total += end - start
+        return None
+
+    emptied, malformed = emptied_long_list(min_bytes), False
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            buf = memoryview(mm)
+            try:
+                rewrite_tensors(buf, lambda *_: None, plain=count)
+            except (Malformed, IndexError, ValueError, UnicodeDecodeError):
+                malformed = True  # released after the block, as _scan does
+            finally:
+                buf.release()
+    except (OSError, ValueError):  # an empty file cannot be mapped
+        return 0
+    return 0 if malformed else total
 
 
 def _scan(f, name: str, plain=None) -> bytes:

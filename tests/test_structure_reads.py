@@ -114,3 +114,17 @@ def test_a_session_of_a_model_with_nothing_to_map_is_the_file_itself(tmp_path, m
     assert calls == []
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def test_embed_of_a_model_npy_moved_nothing_from_copies_it(tmp_path, monkeypatch):
+    """What the graph's export wrote again, byte for byte, with nothing parsed."""
+    from onnxsurgery import embed_file, npy_file
+
+    path = _forest(tmp_path / "forest.onnx")
+    report = npy_file(path, tmp_path / "npy.onnx", names=["no such node"])
+    assert not report.passes[-1].changed
+    calls = _full_reads(monkeypatch)
+    embedded = embed_file(tmp_path / "npy.onnx", tmp_path / "embedded.onnx")
+    assert calls == []
+    assert (tmp_path / "embedded.onnx").read_bytes() == (tmp_path / "npy.onnx").read_bytes()
+    assert embedded.bytes_after == (tmp_path / "npy.onnx").stat().st_size and embedded.notes

@@ -27,6 +27,7 @@ import onnx
 
 from ..errors import InputError, UnsafeLocationError, VerificationError
 from .initializers import _inline, _inputs_to_initializers, _mapped_file, _ort_value, inline_branches
+from .heap import give_back_freed_memory
 
 # Models at least this large on disk (.onnx and data files) run in streamed sessions (module doc):
 # below it, holding the weights costs little, and the sessions compute exactly as a user's
@@ -385,6 +386,10 @@ def load_error(model: onnx.ModelProto | str | os.PathLike) -> str | None:
         session(model, optimize=False, map_weights=True)
     except VerificationError as e:
         return _first_line(e.__cause__ if e.__cause__ is not None else e)
+    finally:
+        # the session's pages given back before the command's own work grows the heap again:
+        # npy of luscinia parses its tree tables next (1.16 GB) where the session's 2.3 GB were
+        give_back_freed_memory()
     return None
 
 

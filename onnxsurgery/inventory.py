@@ -23,7 +23,7 @@ _PART_NAMES = {"merge_duplicates": "merge", "half_width": "16-bit storage", "sha
 def inventory(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELEMENTS) -> dict:
     """Constants of at least `min_bytes`, totals, duplicate groups, and what `shrink` (its merge
     and its 16-bit storage) and `quant` would save."""
-    ws = open_workspace(model)
+    ws = open_workspace(model, structure=True)  # written nowhere: a tree ensemble's tables left out
     graph = ws.graph
     scopes = list(iter_scopes(graph))
     sites = collect_constants(graph, scopes)

@@ -213,16 +213,17 @@ def _log_report(report: PassReport) -> None:
             log.info("%s: %s: %s%s", report.name, key, ", ".join(value[:MAX_NAMES_LOGGED]), more)
 
 
-def open_workspace(source, files: ExternalFiles | None = None) -> Workspace:
+def open_workspace(source, files: ExternalFiles | None = None, *, structure: bool = False) -> Workspace:
     """A workspace on a path, a ModelProto or a gs.Graph. `files`: where a ModelProto's external
     references point (a model read by open_model and rewritten, e.g. upgraded, payloads still
-    in the input's files)."""
+    in the input's files). `structure` (a path): its long list attributes left out
+    (skim.read_structure), for a workspace that is never written (info)."""
     if isinstance(source, gs.Graph):
         return Workspace(source, None, overridable=overridable_initializers(source))
     if isinstance(source, onnx.ModelProto):
         model, size = source, source.ByteSize()
     else:
-        model, files, size = open_model(source)
+        model, files, size = open_model(source, structure=structure)
     # a model parsed here may lose its long lists to the graph (storage/long_lists.py); a caller's may not
     graph = import_onnx(model, long_lists_raw=not isinstance(source, onnx.ModelProto))
     if files is not None:

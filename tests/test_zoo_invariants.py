@@ -123,6 +123,31 @@ def test_memory_and_time_bounds():
     assert invariants.within_time(3.9, {"quantize_dynamic": 1.0, "shrink_ray": 2.0}, 4) == []
     assert invariants.within_time(4.1, {"quantize_dynamic": 1.0}, 4)
     assert invariants.within_time(100, {}, 4) == []  # no peer handles the model: nothing to compare
+    # a tree ensemble's tables: one parsed copy of them beside the rest (docs/memory.md, Limits)
+    assert invariants.memory_bound(100 * 2**20, 0, list_bytes=2**20) == 100 * 2**20 + 128 * 2**20 + 8 * 2**20
+
+
+def test_the_list_bytes_are_the_long_lists_in_the_file(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    def model(n):
+        node = helper.make_node("TreeEnsembleRegressor", ["x"], ["y"], domain="ai.onnx.ml", n_targets=1,
+                                nodes_treeids=list(range(n)), nodes_nodeids=[0] * n, nodes_featureids=[0] * n,
+                                nodes_modes=["LEAF"] * n, nodes_values=[0.0] * n, nodes_truenodeids=[0] * n,
+                                nodes_falsenodeids=[0] * n, target_treeids=list(range(n)), target_nodeids=[0] * n,
+                                target_ids=[0] * n, target_weights=[0.5] * n, post_transform="NONE")
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])])
+        path = tmp_path / f"forest{n}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("ai.onnx.ml", 3)]), path)
+        return path
+
+    big = model(70_000)
+    counted = invariants.list_bytes(big)
+    # nodes_modes alone is 6 bytes an element on the wire; all 12 lists cannot pass the file
+    assert 6 * 70_000 < counted < big.stat().st_size
+    assert invariants.list_bytes(model(100)) == 0  # short lists: shapes and the like
 
 
 def test_each_time_class_is_judged_against_its_own_peers():

@@ -185,7 +185,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
         # what onnxruntime holds to run the model itself once (its activations), over the baseline
         alone = [sys.executable, str(HERE / "own_run.py"), str(vpath), str(report)]
         own = own_growth(measured(alone, args.timeout), baseline)
-        bound = invariants.memory_bound(baseline, largest, half)
+        bound = invariants.memory_bound(baseline, largest, half, invariants.list_bytes(vpath))
         # the original of this variant, on the report set (fp16/bf16/opset21 compute differently)
         vref = ref if variant in variants.STORAGE else run_feeds(vpath, report_feeds)
         if not _finite(vref) and _finite(ref):  # oww_melspectrogram's fp16: int16-scale audio squared overflows

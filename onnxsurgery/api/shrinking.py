@@ -86,6 +86,9 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
     direct = ws is None
     if direct:  # its merge before the check starts, its write beside it (the check holds the GIL)
         ws, direct = _direct_or_graph(opened)
+    # its proto is the workspace's now, released with it (ws.close) before verification's sessions:
+    # luscinia's tree tables, 1.16 GB parsed, stayed under both sessions
+    opened = None
     with ThreadPoolExecutor(1) as helper:
         loads = None if run.verify else helper.submit(load_error, input_path)
         report = RunReport("shrink", str(input_path), output=str(out), bytes_before=ws.input_bytes)

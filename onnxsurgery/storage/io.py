@@ -28,6 +28,7 @@ from .lazy import (ExternalFiles, complete_external_lengths, external_ref, mater
 from .long_lists import put_back, set_aside
 from .paths import check_external_locations
 from .protos import all_tensor_protos
+from .skim import read_structure
 from .staging import PROTOBUF_LIMIT
 
 # Leave room for the rest of the message when deciding whether tensors must go external.
@@ -44,8 +45,9 @@ def load_model(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def open_model(source: str | os.PathLike) -> tuple[onnx.ModelProto, ExternalFiles, int]:
-    """Parse a model but leave tensor payloads in their files (see `lazy`).
+def open_model(source: str | os.PathLike, *, structure: bool = False) -> tuple[onnx.ModelProto, ExternalFiles, int]:
+    """Parse a model but leave tensor payloads in their files (see `lazy`). `structure`: its long
+    list attributes left out too (skim.read_structure), for a command that writes nothing.
 
     Returns the model, the handle to read payloads through, and the bytes on disk (.onnx and
     data files). Sizes come from the file system: under upb, `ByteSize()` serialises the whole
@@ -57,7 +59,7 @@ def open_model(source: str | os.PathLike) -> tuple[onnx.ModelProto, ExternalFile
     if path.is_dir():
         raise InputError(f"input is a directory, not an .onnx file: {path}")
     try:
-        model = read_model_skipping_weights(path)
+        model = read_structure(path) if structure else read_model_skipping_weights(path)
     except (DecodeError, ValueError) as e:
         raise InputError(f"not an ONNX model (protobuf parse failed): {path}") from e
     except OSError as e:

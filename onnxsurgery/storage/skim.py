@@ -21,10 +21,18 @@ from pathlib import Path
 
 import onnx
 
-from .wire import DATA_LOCATION, EXTERNAL, RAW_DATA, Malformed, external_fields, fields, rewrite_tensors, varint
+from .wire import (DATA_LOCATION, EXTERNAL, RAW_DATA, Malformed, emptied_long_list, external_fields, fields,
+                   rewrite_tensors, varint)
 
 LAZY_THRESHOLD = 4096
-KEPT_FILES = 4  # the input, its upgrade's and the result's files, and one more
+# A list attribute of this many bytes or more is left out of `read_structure`'s model: an
+# ai.onnx.ml tree ensemble's tables (luscinia's 194 MB are 14 lists) cost protobuf about 6x their
+# bytes parsed (docs/memory.md), for questions about the graph that never read them.
+STRUCTURE_LIST_BYTES = 256 * 2**10
+KEPT_FILES = 8  # the input, its upgrade's and the result's files, and one more; each whole and as structure
+# A remainder larger than this is not kept: it is protobuf's bytes, not weights (luscinia's tree
+# tables, 194 MB, read whole once a command), and a scan again costs less than holding it.
+KEPT_BYTES = 64 * 2**20
 _kept: dict[tuple, bytes] = {}
 _lock = threading.Lock()  # verification's reference runs read on a thread of their own (running/ahead.py)
 _depth = 0  # the `remembering` blocks open
@@ -68,32 +76,71 @@ def read_model_skipping_weights(path: Path) -> onnx.ModelProto:
 
     Raises ValueError when the file is not a well-formed protobuf.
     """
-    path = Path(path)
+    return _read(Path(path), structure=False)
+
+
+def read_structure(path: Path) -> onnx.ModelProto:
+    """The .onnx at `path` as `read_model_skipping_weights` reads it, but each list attribute of
+    STRUCTURE_LIST_BYTES or more an empty list of its type: for questions about the graph (its
+    inputs, nodes, data files, opsets), never for a session or a copy of the model. Raises
+    ValueError when the file is not a well-formed protobuf."""
+    return _read(Path(path), structure=True)
+
+
+def _read(path: Path, *, structure: bool) -> onnx.ModelProto:
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
         if st.st_size == 0:
             raise ValueError("empty file")
         # the name as given too: the references written into the remainder carry path.name
-        key = (str(path), path.name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        key = (str(path), path.name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, structure)
         with _lock:
             stripped = _kept.get(key)
         if stripped is None:
-            stripped = _scan(f, path.name)
+            stripped = _scan(f, path.name, emptied_long_list(STRUCTURE_LIST_BYTES) if structure else None)
             with _lock:
-                if _depth:
+                if _depth and len(stripped) <= KEPT_BYTES:
                     _kept[key] = stripped
                 while len(_kept) > KEPT_FILES:
                     del _kept[next(iter(_kept))]  # the oldest
     return onnx.ModelProto.FromString(stripped)
 
 
-def _scan(f, name: str) -> bytes:
-    """The file's bytes with its large payloads rewritten into references (module doc)."""
+def list_attribute_bytes(path: Path, min_bytes: int = STRUCTURE_LIST_BYTES) -> int:
+    """Bytes in the file of the list attributes `read_structure` leaves out (those of `min_bytes`
+    or more, all scopes), found by the wire-format walk alone: what protobuf parses into a
+    multiple of them (docs/memory.md, Limits). 0 for a file that is not a model."""
+    total = 0
+
+    def count(buf, start: int, end: int):
+        nonlocal total
+        if emptied(buf, start, end) is not None:
+            total += end - start
+        return None
+
+    emptied, malformed = emptied_long_list(min_bytes), False
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            buf = memoryview(mm)
+            try:
+                rewrite_tensors(buf, lambda *_: None, plain=count)
+            except (Malformed, IndexError, ValueError, UnicodeDecodeError):
+                malformed = True  # released after the block, as _scan does
+            finally:
+                buf.release()
+    except (OSError, ValueError):  # an empty file cannot be mapped
+        return 0
+    return 0 if malformed else total
+
+
+def _scan(f, name: str, plain=None) -> bytes:
+    """The file's bytes with its large payloads rewritten into references (module doc), and its
+    plain attributes as `plain` rewrites them (wire.rewrite_tensors)."""
     malformed = False
     with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         buf = memoryview(mm)
         try:
-            pieces = rewrite_tensors(buf, _stub_large_payload(name))
+            pieces = rewrite_tensors(buf, _stub_large_payload(name), plain=plain)
             stripped = bytes(buf) if pieces is None else b"".join(pieces)
             del pieces  # its slices pin the mapping
         except (Malformed, IndexError, ValueError, UnicodeDecodeError):

@@ -28,6 +28,7 @@ from ..errors import OutputError, UnsafeLocationError
 from .adopt import adopt_spill
 from .direct_copy import copy_large_file
 from .lazy import ExternalFiles, read_model_skipping_weights
+from .skim import read_structure
 from .paths import confined, external_locations, location_entries
 from .writer import DataFileLayout, layout_model, write_data_file, write_pieces
 
@@ -236,7 +237,7 @@ def data_files_of(model_path: Path) -> set[str]:
     if not model_path.is_file():
         return set()
     try:
-        model = read_model_skipping_weights(model_path)
+        model = read_structure(model_path)
     except (OSError, ValueError):
         return set()
     return {location for _, location in external_locations(model)} - {model_path.name}

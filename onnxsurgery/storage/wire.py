@@ -111,27 +111,51 @@ def _plain_attribute(buf, start: int, end: int) -> bool:
     return end - start >= 3 and buf[end - 3:end - 1] == _TYPE_KEY and buf[end - 1] in _PLAIN_TYPES
 
 
+_LIST_TYPES = frozenset({6, 7, 8})  # FLOATS, INTS, STRINGS
+# lists that are values, not tables: a Constant's (a weight to passes and info), a LabelEncoder's
+# keys (generated inputs are drawn from them: running/feeds.py)
+_VALUE_LISTS = frozenset({b"value_floats", b"value_ints", b"value_strings", b"keys_strings", b"classes_strings"})
+
+
+def emptied_long_list(min_bytes: int) -> TensorRewrite:
+    """A `plain` rewrite that keeps a list attribute of `min_bytes` or more as its name and type
+    alone (an empty list): its first field (the name, field 1, as serializers write it) and its
+    type (the last three bytes, `_plain_attribute`). Other attributes, and lists that are values
+    (_VALUE_LISTS), are kept."""
+
+    def rewrite(buf, start: int, end: int) -> list | None:
+        if end - start < min_bytes or buf[end - 1] not in _LIST_TYPES:
+            return None
+        field, wire, _, name_start, name_end = next(fields(buf, start, end))
+        if field != 1 or wire != 2 or bytes(buf[name_start:name_end]) in _VALUE_LISTS:
+            return None
+        return [buf[start:name_end], buf[end - 3:end]]
+
+    return rewrite
+
+
 TensorRewrite = Callable[[memoryview, int, int], "list | None"]
 
 
 def rewrite_tensors(buf, rewrite: TensorRewrite, start: int = 0, end: int | None = None,
-                    kind: str = "model") -> list | None:
+                    kind: str = "model", plain: TensorRewrite | None = None) -> list | None:
     """Walk the message buf[start:end] of type `kind` and every tensor inside it (initializers
     and tensor attributes, in all subgraphs). `rewrite(buf, start, end)` returns a tensor's new
-    pieces (bytes-likes, or objects with a len) or None to keep it. Returns the message's new
+    pieces (bytes-likes, or objects with a len) or None to keep it; `plain`, likewise, an
+    attribute's that holds no tensor or graph (`_plain_attribute`). Returns the message's new
     pieces, or None when nothing inside changed; enclosing lengths are re-encoded from the sum
     of the pieces' lengths."""
     end = len(buf) if end is None else end
     if kind == "tensor":
         return rewrite(buf, start, end)
     if kind == "attr" and _plain_attribute(buf, start, end):
-        return None
+        return None if plain is None else plain(buf, start, end)
     children = CHILDREN[kind]
     out: list = []
     last = start
     for field, wire, fstart, pstart, fend in fields(buf, start, end):
         if wire == 2 and field in children:
-            sub = rewrite_tensors(buf, rewrite, pstart, fend, children[field])
+            sub = rewrite_tensors(buf, rewrite, pstart, fend, children[field], plain)
             if sub is not None:
                 out.append(buf[last:fstart])
                 out.append(len_field_header(field, sum(len(p) for p in sub)))

@@ -35,20 +35,8 @@ def test_the_bounds_and_what_the_note_says():
 
 
 def test_lockstep_stops_the_loser_of_two_threads():
-    race, made = Race(4, lockstep=True), ([], [])
     errors = ([0.1, 0.09, 0.095, 0.2], [0.08, 0.095, 0.075, 0.085])  # the second sample: not close
-
-    def side(i):
-        try:
-            while race.wants(i, made[i]):
-                made[i].append(errors[i][len(made[i])])
-        finally:
-            race.stop(i)
-
-    other = threading.Thread(target=side, args=(1,))
-    other.start()
-    side(0)
-    other.join()
+    made = _race_in_two_threads(Race(4, lockstep=True), errors)
     assert made == (errors[0][:3], errors[1])
 
 
@@ -70,8 +58,14 @@ def test_a_data_free_plan_close_on_the_first_samples_is_kept_there():
 
 
 def test_lockstep_stops_the_measured_plan_after_the_first_samples_where_close():
-    race, made = Race(4, lockstep=True), ([], [])
     errors = ([0.1, 0.09, 0.05, 0.05], [0.101, 0.0905, 0.2, 0.2])  # close first: the rest not judged
+    made = _race_in_two_threads(Race(4, lockstep=True), errors)
+    assert made == (errors[0][:2], errors[1])
+
+
+def _race_in_two_threads(race, errors):
+    """Each side runs its samples (appends its errors) while the race wants them; what each made."""
+    made = ([], [])
 
     def side(i):
         try:
@@ -84,4 +78,4 @@ def test_lockstep_stops_the_measured_plan_after_the_first_samples_where_close():
     other.start()
     side(0)
     other.join()
-    assert made == (errors[0][:2], errors[1])
+    return made

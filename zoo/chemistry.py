@@ -10,16 +10,17 @@ reactant [mol_cls, atoms...] x each product`, and
     roles       0 mol_cls, 1 rxn_cls, 2 reactant atom, 3 product atom
 
 The molecules come from reaction SMILES of textbook reactions (amide couplings, Suzuki, SNAr,
-reductions, protections...), read by the small SMILES reader below: the organic subset, aromatic
+reductions, protections...), read by the zoo's small SMILES reader (`smiles.py`): the organic subset, aromatic
 atoms, bracket atoms, branches and ring closures (no stereo: the model never sees it).
 """
 
 from __future__ import annotations
 
-import re
 from collections import deque
 
 import numpy as np
+
+from zoo.smiles import walk
 
 ELEMENTS = {"H": 1, "B": 5, "C": 6, "N": 7, "O": 8, "F": 9, "Na": 11, "Mg": 12, "P": 15, "S": 16,
             "Cl": 17, "K": 19, "Br": 35, "I": 53}
@@ -52,43 +53,13 @@ REACTIONS = [
     "Nc1ccccc1.O=C(Cl)c1ccc(F)cc1>>O=C(Nc1ccccc1)c1ccc(F)cc1",                 # Schotten-Baumann
 ]
 
-_TOKEN = re.compile(r"\[[^\]]+\]|Br|Cl|%\d\d|[BCNOPSFIbcnops]|[-=#:()\.]|\d")
-_BRACKET = re.compile(r"\[(\d*)([A-Z][a-z]?|[bcnops])[@]*(H\d?)?([+-]+\d*)?\]")
-
-
 def read_smiles(smiles: str) -> list[tuple[list[str], list[int], list[bool], list[tuple[int, int, int]]]]:
-    """One molecule per '.'-separated part: (elements, explicit H or -1, aromatic, bonds)."""
+    """One molecule per '.'-separated part: (elements, explicit H or -1, aromatic, bonds), a bond's
+    order 1 where none is written (aromatic ':' too: chython's encoding reads no order)."""
     molecules = []
     for part in smiles.split("."):
-        elements, hydrogens, aromatic, bonds = [], [], [], []
-        stack, rings, previous, order = [], {}, None, None
-        for token in _TOKEN.findall(part):
-            if token in BOND_ORDERS:
-                order = BOND_ORDERS[token]
-            elif token == "(":
-                stack.append(previous)
-            elif token == ")":
-                previous = stack.pop()
-            elif token[0] == "%" or token.isdigit():
-                if token in rings:
-                    other, other_order = rings.pop(token)
-                    bonds.append((other, previous, order or other_order or 1))
-                else:
-                    rings[token] = (previous, order)
-                order = None
-            else:
-                bracket = _BRACKET.fullmatch(token)
-                symbol = bracket.group(2) if bracket else token
-                h = -1
-                if bracket:
-                    h = int(bracket.group(3)[1:] or 1) if bracket.group(3) else 0
-                elements.append(symbol.capitalize() if symbol.islower() else symbol)
-                hydrogens.append(h)
-                aromatic.append(symbol.islower())
-                atom = len(elements) - 1
-                if previous is not None:
-                    bonds.append((previous, atom, order or 1))
-                previous, order = atom, None
+        elements, hydrogens, aromatic, written = walk(part)
+        bonds = [(x, y, BOND_ORDERS[w] if w else 1) for x, y, w in written]
         molecules.append((elements, hydrogens, aromatic, bonds))
     return molecules
 

@@ -26,10 +26,9 @@ Tune pairs are the list's even ones, report pairs the odd ones, six of the eight
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
+from zoo.smiles import walk
 from zoo.sources import seeded
 
 PAIRS = [  # (drug, analogue)
@@ -59,45 +58,16 @@ GROUP_PERIOD = {"C": (14, 2), "N": (15, 2), "O": (16, 2), "F": (17, 2), "P": (15
 VALENCE = {"C": 4, "N": 3, "O": 2, "F": 1, "P": 3, "S": 2, "Cl": 1, "Br": 1, "I": 1}
 NUM_POS, KSTEPS = 8, 16
 
-_TOKEN = re.compile(r"\[[^\]]+\]|Br|Cl|%\d\d|[BCNOPSFIbcnops]|[-=#:()]|\d")
-_BRACKET = re.compile(r"\[([A-Z][a-z]?|[bcnops])(H\d?)?\]")
-
-
 def read(smiles: str):
     """(elements, aromatic, explicit H or -1, bonds as (a, b, order; 1.5 aromatic))."""
-    elements, aromatic, hydrogens, bonds = [], [], [], []
-    stack, rings, previous, symbol = [], {}, None, None
+    elements, hydrogens, aromatic, written = walk(smiles)
 
-    def order_of(a, b, written):
-        if written:
-            return {"-": 1.0, "=": 2.0, "#": 3.0, ":": 1.5}[written]
+    def order_of(a, b, symbol):
+        if symbol:
+            return {"-": 1.0, "=": 2.0, "#": 3.0, ":": 1.5}[symbol]
         return 1.5 if aromatic[a] and aromatic[b] else 1.0  # implicit: aromatic between aromatic atoms
 
-    for token in _TOKEN.findall(smiles):
-        if token in "-=#:" and len(token) == 1:
-            symbol = token
-        elif token == "(":
-            stack.append(previous)
-        elif token == ")":
-            previous = stack.pop()
-        elif token[0] == "%" or token.isdigit():
-            if token in rings:
-                other, written = rings.pop(token)
-                bonds.append((other, previous, order_of(other, previous, symbol or written)))
-            else:
-                rings[token] = (previous, symbol)
-            symbol = None
-        else:
-            bracket = _BRACKET.fullmatch(token)
-            element = bracket.group(1) if bracket else token
-            hydrogens.append((int(bracket.group(2)[1:] or 1) if bracket.group(2) else 0) if bracket else -1)
-            elements.append(element.capitalize() if element.islower() else element)
-            aromatic.append(element.islower())
-            atom = len(elements) - 1
-            if previous is not None:
-                bonds.append((previous, atom, order_of(previous, atom, symbol)))
-            previous, symbol = atom, None
-    return elements, aromatic, hydrogens, bonds
+    return elements, aromatic, hydrogens, [(a, b, order_of(a, b, symbol)) for a, b, symbol in written]
 
 
 def _ring_bonds(n: int, bonds) -> list[bool]:

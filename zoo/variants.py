@@ -104,14 +104,11 @@ def linked(src: Path, dest: Path) -> Path:
 
 
 def _is_16bit(m: onnx.ModelProto) -> bool:
-    """16-bit floats hold most of the float initializers' bytes. Not any one of them: a Keras
-    mixed-precision model (mk8dx_score_digits) ships its Convs float16 and its LSTMs' 12.6 MB
-    float32, each cast to float16 where it is read."""
-    size = {TensorProto.FLOAT: 0, TensorProto.FLOAT16: 0, TensorProto.BFLOAT16: 0}
-    for t in m.graph.initializer:
-        if t.data_type in size:
-            size[t.data_type] += int(np.prod(t.dims)) * (4 if t.data_type == TensorProto.FLOAT else 2)
-    return size[TensorProto.FLOAT16] + size[TensorProto.BFLOAT16] > size[TensorProto.FLOAT]
+    """16-bit floats hold most float initializer bytes (not any one: mk8dx_score_digits, Keras mixed
+    precision, ships float16 Convs and 12.6 MB of float32 LSTM weights cast to float16 where read)."""
+    sizes = [(t.data_type, int(np.prod(t.dims))) for t in m.graph.initializer]
+    half = sum(2 * n for d, n in sizes if d in (TensorProto.FLOAT16, TensorProto.BFLOAT16))
+    return half > sum(4 * n for d, n in sizes if d == TensorProto.FLOAT)
 
 
 def _has_ml(m: onnx.ModelProto) -> bool:

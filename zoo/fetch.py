@@ -42,7 +42,10 @@ def _pip_package(spec: str) -> Path:
                 and (w.name.endswith(".whl") or w.name.lower() == f"{norm}-{version}.tar.gz")]
 
     if not found():
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec, "-d", str(wheels)],
+        # --ignore-requires-python: a pure wheel that asks for a newer Python (mk8dx-table-reader: >= 3.12)
+        # is the same file whatever Python fetches it; nothing of it is imported here
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--ignore-requires-python",
+                        spec, "-d", str(wheels)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if not found():
         raise RuntimeError(f"no wheel for {spec} in {wheels}")

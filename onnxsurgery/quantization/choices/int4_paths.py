@@ -83,6 +83,10 @@ FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProt
 # (minimol_fingerprint: 85), which take 4 bits; fewer are heads kept int8 (the bench's and zoo's
 # others: at most 4, silero's LSTM cells and oww_hey_jarvis' classifier).
 HIDDEN_GEMMS = 8
+# ... and they hold at least this share of its weights' bytes (minimol_fingerprint: 81, about 100%); fewer are
+# a network's conditioning layers (terrain_diffusion's timestep embedding in each ResNet block: 58
+# weights, 10%), which take the int8 default's form (module docstring)
+HIDDEN_SHARE = 0.5
 BIAS_INPUTS = {"Conv": 2, "ConvTranspose": 2, "Gemm": 2, "LSTM": 3, "GRU": 3, "RNN": 3}  # op -> its bias input
 
 
@@ -167,11 +171,17 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
         if transposed_gemm_fuses(site, scheme):
-            if (gemms := transposed_gemms(facts)) >= HIDDEN_GEMMS:
+            gemms, share = transposed_gemms(options.min_elements, facts)
+            if gemms >= HIDDEN_GEMMS and share >= HIDDEN_SHARE:
                 return form(options, lowering="dq_transposed", reason=(
                     "4-bit blocks in a DequantizeLinear, stored transposed so that onnxruntime fuses it with the "
-                    f"Gemm into MatMulNBits: the model's {gemms} Gemms with transB are its hidden layers, not a "
-                    "classifier head"))
+                    f"Gemm into MatMulNBits: the model's {gemms} Gemms with transB are its hidden layers "
+                    f"({share:.0%} of its weights), not a classifier head"))
+            if gemms >= HIDDEN_GEMMS:
+                return form(options, dtype=eight_bit, lowering="scaled", reason=(
+                    f"{lean}: one of the model's {gemms} Gemms with transB, which hold {share:.0%} of its weights "
+                    "(a network's conditioning layers): 4 bits save little there, and the fused MatMulNBits' int8 "
+                    "activations cost accuracy (the int8 default fuses only those over a million elements)"))
             # lowered in the blocks it was judged with (a power of two >= 16), which onnxruntime fuses:
             # int8's own (28 for K = 336) fused nothing (minimol_fingerprint: 60 DequantizeLinear left)
             return form(options, dtype=eight_bit, lowering="dq_transposed", granularity="block",
@@ -192,14 +202,17 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
     return Form(options)
 
 
-def transposed_gemms(facts: ModelFacts) -> int:
-    """How many of the model's 2-D weights one Gemm with transB=1 reads as B (torch's Linear):
-    a classifier head is one or a few, a network written with Linear layers has one a layer."""
-    def count(graph: gs.Graph) -> int:
-        return sum(len(s.shape) == 2 and len(r := consumers(s)) == 1 and r[0][0].op == "Gemm" and r[0][1] == 1
-                   and bool(r[0][0].attrs.get("transB", 0))
-                   for s in collect_constants(graph, list(iter_scopes(graph))))
-    return facts.get("transposed_gemms", count)
+def transposed_gemms(min_elements: int, facts: ModelFacts) -> tuple[int, float]:
+    """How many of the model's 2-D weights (of `min_elements` or more) one Gemm with transB=1
+    reads as B (torch's Linear), and the share of its weights' bytes they hold: a classifier head
+    is one or a few, a network written with Linear layers has one a layer."""
+    def count(graph: gs.Graph) -> tuple[int, float]:
+        sites = [s for s in collect_constants(graph, list(iter_scopes(graph))) if s.num_elements >= min_elements]
+        gemm = [s.nbytes for s in sites if len(s.shape) == 2 and len(r := consumers(s)) == 1 and
+                r[0][0].op == "Gemm" and r[0][1] == 1 and bool(r[0][0].attrs.get("transB", 0))]
+        total = sum(s.nbytes for s in sites)
+        return len(gemm), (sum(gemm) / total if total else 0.0)
+    return facts.get(f"transposed_gemms {min_elements}", count)
 
 
 def onnxruntime_only(facts: ModelFacts) -> bool:

@@ -207,3 +207,27 @@ def test_transposed_gemms_that_are_hidden_layers_take_4_bits_and_fuse(tmp_path):
     assert int4.stat().st_size < 0.8 * int8.stat().st_size  # scales of 16-blocks: 4 bits more a weight
     ops = _optimized_ops(int4)
     assert ops["MatMulNBits"] == HIDDEN_GEMMS and not ops["DequantizeLinear"], ops
+
+
+def test_many_transposed_gemms_that_hold_few_bytes_take_the_int8_default_form(tmp_path):
+    """terrain_diffusion's case: a Gemm with transB per block conditioning the network (58 of them,
+    10% of its bytes), next to the layers that hold the bytes (here one large MatMul)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnxsurgery import quant_plan
+    from onnxsurgery.quantization.choices.int4_paths import HIDDEN_GEMMS
+
+    rng = np.random.default_rng(0)
+    src = _gemm_layers(tmp_path / "cond.onnx", k=64, layers=HIDDEN_GEMMS, act="Tanh")
+    model = onnx.load(src)
+    big = rng.standard_normal((64, 4096)).astype(np.float32) / 20
+    model.graph.initializer.append(onnx.numpy_helper.from_array(big, "big"))
+    last = model.graph.output[0].name
+    model.graph.node.append(helper.make_node("MatMul", [last, "big"], ["y"]))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4096]))
+    onnx.save(model, src)
+    plan = {w.name: w for w in quant_plan(src, dtype="int4").weights}
+    assert (plan["big"].dtype, plan["big"].lowering) == ("int4", "dq")
+    assert {(plan[f"w{i}"].dtype, plan[f"w{i}"].lowering) for i in range(HIDDEN_GEMMS)} == {("int8", "scaled")}

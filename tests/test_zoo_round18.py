@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -141,9 +140,11 @@ def test_info_counts_no_annotations_where_quant_changes_nothing(tmp_path):
     assert info(src)["savings"]["quant int8"] == 0
 
 
-def _gemm_layers(path: Path, k: int = 336, layers: int = 2) -> Path:
+def _gemm_layers(path: Path, k: int = 336, layers: int = 2, act: str = "Relu") -> Path:
     """`layers` Linear layers as torch exports them: Gemm with transB=1 over a [k, k] weight (K = 336:
-    no block of 32 tiles it, 28 and 16 do), each a hidden layer, the graph's output after the last."""
+    no block of 32 tiles it, 28 and 16 do), each a hidden layer, the graph's output after the last.
+    onnxruntime 1.32 fuses a Gemm and the Relu after it into FusedGemm before it fuses DequantizeLinear
+    into MatMulNBits (Tanh, Sigmoid, Erf: no), so the tests of the fusion take Tanh."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -152,7 +153,7 @@ def _gemm_layers(path: Path, k: int = 336, layers: int = 2) -> Path:
     for i in range(layers):
         inits.append(onnx.numpy_helper.from_array(rng.standard_normal((k, k)).astype(np.float32) / 20, f"w{i}"))
         nodes.append(helper.make_node("Gemm", [x, f"w{i}"], [f"h{i}"], transB=1))
-        nodes.append(helper.make_node("Relu", [f"h{i}"], [f"r{i}"]))
+        nodes.append(helper.make_node(act, [f"h{i}"], [f"r{i}"]))
         x = f"r{i}"
     graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, k])],
                               [helper.make_tensor_value_info(x, TensorProto.FLOAT, [4, k])], inits)
@@ -162,13 +163,71 @@ def _gemm_layers(path: Path, k: int = 336, layers: int = 2) -> Path:
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="left to quantization/choices' owner: the int8 block of a dq_transposed "
-                   "Gemm weight is chosen again for int8 (28 for K = 336), not the power of two its fusion was "
-                   "judged with (16); onnxruntime then fuses nothing (minimol_fingerprint: 60 DequantizeLinear "
-                   "left, --dtype int4 writes 9.5 MB where int8 writes 8.7 MB)")
 def test_a_transposed_gemm_weight_kept_int8_under_int4_is_fused(tmp_path):
     from onnxsurgery import quant_plan
 
     plan = quant_plan(_gemm_layers(tmp_path / "mlp.onnx"), dtype="int4")
     kept = [w for w in plan.weights if w.lowering == "dq_transposed"]
     assert kept and all(w.block_size >= 16 and not w.block_size & (w.block_size - 1) for w in kept)
+
+
+def _optimized_ops(path: Path) -> dict[str, int]:
+    """The op counts of onnxruntime's optimized graph of `path` (what a session runs)."""
+    import collections
+
+    import onnx
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(path.with_suffix(".opt.onnx"))
+    ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return collections.Counter(n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node)
+
+
+def test_a_head_kept_int8_under_int4_is_lowered_as_judged_and_fused(tmp_path):
+    from onnxsurgery import quant_file
+
+    src, out = _gemm_layers(tmp_path / "mlp.onnx", act="Tanh"), tmp_path / "int4.onnx"
+    quant_file(src, out, dtype="int4")
+    ops = _optimized_ops(out)
+    assert ops["MatMulNBits"] == 2 and not ops["DequantizeLinear"], ops
+
+
+def test_transposed_gemms_that_are_hidden_layers_take_4_bits_and_fuse(tmp_path):
+    from onnxsurgery import quant_file, quant_plan
+    from onnxsurgery.quantization.choices.int4_paths import HIDDEN_GEMMS
+
+    src = _gemm_layers(tmp_path / "mlp.onnx", layers=HIDDEN_GEMMS, act="Tanh")
+    plan = quant_plan(src, dtype="int4")
+    assert {(w.dtype, w.lowering, w.block_size) for w in plan.weights if len(w.shape) == 2} == \
+        {("int4", "dq_transposed", 16)}
+    int4, int8 = tmp_path / "int4.onnx", tmp_path / "int8.onnx"
+    quant_file(src, int4, dtype="int4")
+    quant_file(src, int8)
+    assert int4.stat().st_size < 0.8 * int8.stat().st_size  # scales of 16-blocks: 4 bits more a weight
+    ops = _optimized_ops(int4)
+    assert ops["MatMulNBits"] == HIDDEN_GEMMS and not ops["DequantizeLinear"], ops
+
+
+def test_many_transposed_gemms_that_hold_few_bytes_take_the_int8_default_form(tmp_path):
+    """terrain_diffusion's case: a Gemm with transB per block conditioning the network (58 of them,
+    10% of its bytes), next to the layers that hold the bytes (here one large MatMul)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnxsurgery import quant_plan
+    from onnxsurgery.quantization.choices.int4_paths import HIDDEN_GEMMS
+
+    rng = np.random.default_rng(0)
+    src = _gemm_layers(tmp_path / "cond.onnx", k=64, layers=HIDDEN_GEMMS, act="Tanh")
+    model = onnx.load(src)
+    big = rng.standard_normal((64, 4096)).astype(np.float32) / 20
+    model.graph.initializer.append(onnx.numpy_helper.from_array(big, "big"))
+    last = model.graph.output[0].name
+    model.graph.node.append(helper.make_node("MatMul", [last, "big"], ["y"]))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4096]))
+    onnx.save(model, src)
+    plan = {w.name: w for w in quant_plan(src, dtype="int4").weights}
+    assert (plan["big"].dtype, plan["big"].lowering) == ("int4", "dq")
+    assert {(plan[f"w{i}"].dtype, plan[f"w{i}"].lowering) for i in range(HIDDEN_GEMMS)} == {("int8", "scaled")}

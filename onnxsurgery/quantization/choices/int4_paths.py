@@ -37,7 +37,17 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
 - a weight read by one Gemm with transB (a classifier head, most often): int8 blocks, stored
   transposed for a Gemm without transB, which onnxruntime fuses into MatMulNBits
   (lowerings/dq_transposed.py; ddddocr: 0.86x -> 0.50x memory, 1.20x -> 0.96-1.07x latency,
-  rel L2 0.0144 -> 0.0145; at 4 bits its classifier alone went 0.0029 -> 0.042).
+  rel L2 0.0144 -> 0.0145; at 4 bits its classifier alone went 0.0029 -> 0.042), in the blocks
+  it was judged with (a power of two >= 16: int8's own, 28 for K = 336, fused nothing). In a
+  model with HIDDEN_GEMMS or more such weights they are its hidden layers (torch writes every
+  Linear so), which take 4 bits in the same transposed form, fused: minimol_fingerprint's 66,
+  9.52 MB (int8's 8.71 MB) -> 6.75 MB, rel L2 on its molecules 0.0116 -> 0.104, 96% of the
+  analogues retrieved; onnxruntime 1.32 fuses none whose Gemm it first fuses with a Relu after
+  it (FusedGemm: tests/test_zoo_round18.py). Many that hold few of the bytes (HIDDEN_SHARE) are
+  a network's conditioning layers: the int8 default's lean form, as it keeps every such weight
+  under a million elements (load_memory.fused_gemm): terrain_diffusion's 58 timestep-embedding
+  Gemms, fused, carried most of its int4 error through the kernel's int8 activations (0.162 ->
+  0.0425 on its report set, height steps kept 77.5% -> 91.1%).
 - biases and other 1-D weights: float16 (per channel, one scale per element outweighs the
   integers; in 4-bit blocks ddddocr's LSTM bias lost 8%).
 - MatMul/Gemm weights onnxruntime does not fuse (several readers, blocks that are not a power
@@ -73,6 +83,14 @@ SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module
 CONV_SHARE = 0.10
 CONV_OPS = ("Conv", "ConvTranspose")
 FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+# A model with at least this many weights read by Gemms with transB has them as its hidden layers
+# (minimol_fingerprint: 85), which take 4 bits; fewer are heads kept int8 (the bench's and zoo's
+# others: at most 4, silero's LSTM cells and oww_hey_jarvis' classifier).
+HIDDEN_GEMMS = 8
+# ... and they hold at least this share of its weights' bytes (minimol_fingerprint: 81, about 100%); fewer are
+# a network's conditioning layers (terrain_diffusion's timestep embedding in each ResNet block: 58
+# weights, 10%), which take the int8 default's form (module docstring)
+HIDDEN_SHARE = 0.5
 BIAS_INPUTS = {"Conv": 2, "ConvTranspose": 2, "Gemm": 2, "LSTM": 3, "GRU": 3, "RNN": 3}  # op -> its bias input
 
 
@@ -157,10 +175,24 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
         if transposed_gemm_fuses(site, scheme):
-            return form(options, dtype=eight_bit, lowering="dq_transposed", granularity="block", reason=(
-                f"{eight_bit} blocks in a DequantizeLinear, stored transposed so that onnxruntime fuses it with "
-                "the Gemm into MatMulNBits (integers stay in memory), not 4-bit: a Gemm with transB is most "
-                "often a classifier head, where 4 bits cost most"))
+            gemms, share = transposed_gemms(options.min_elements, facts)
+            if gemms >= HIDDEN_GEMMS and share >= HIDDEN_SHARE:
+                return form(options, lowering="dq_transposed", reason=(
+                    "4-bit blocks in a DequantizeLinear, stored transposed so that onnxruntime fuses it with the "
+                    f"Gemm into MatMulNBits: the model's {gemms} Gemms with transB are its hidden layers "
+                    f"({share:.0%} of its weights), not a classifier head"))
+            if gemms >= HIDDEN_GEMMS:
+                return form(options, dtype=eight_bit, lowering="scaled", reason=(
+                    f"{lean}: one of the model's {gemms} Gemms with transB, which hold {share:.0%} of its weights "
+                    "(a network's conditioning layers): 4 bits save little there, and the fused MatMulNBits' int8 "
+                    "activations cost accuracy (the int8 default fuses only those over a million elements)"))
+            # lowered in the blocks it was judged with (a power of two >= 16), which onnxruntime fuses:
+            # int8's own (28 for K = 336) fused nothing (minimol_fingerprint: 60 DequantizeLinear left)
+            return form(options, dtype=eight_bit, lowering="dq_transposed", granularity="block",
+                        block_size=scheme.block_size, reason=(
+                            f"{eight_bit} blocks in a DequantizeLinear, stored transposed so that onnxruntime fuses "
+                            "it with the Gemm into MatMulNBits (integers stay in memory), not 4-bit: a Gemm with "
+                            "transB is most often a classifier head, where 4 bits cost most"))
         # MatMul readers only: a Gemm is most often a classifier head, where 4 bits cost most (with
         # MatMulNBits: ddddocr's 8210x1024 classifier 0.0144 -> 0.0368 on rendered text, ALBERT's
         # pooler 0.29 -> 0.43 on generated ids); a plan record with lowering matmulnbits still takes it
@@ -172,6 +204,19 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
             return form(options, dtype=eight_bit, lowering="scaled", reason=f"{lean}: {why}" + (
                 "; --target onnxruntime keeps it 4-bit (one com.microsoft MatMulNBits per reader)" if nbits else ""))
     return Form(options)
+
+
+def transposed_gemms(min_elements: int, facts: ModelFacts) -> tuple[int, float]:
+    """How many of the model's 2-D weights (of `min_elements` or more) one Gemm with transB=1
+    reads as B (torch's Linear), and the share of its weights' bytes they hold: a classifier head
+    is one or a few, a network written with Linear layers has one a layer."""
+    def count(graph: gs.Graph) -> tuple[int, float]:
+        sites = [s for s in collect_constants(graph, list(iter_scopes(graph))) if s.num_elements >= min_elements]
+        gemm = [s.nbytes for s in sites if len(s.shape) == 2 and len(r := consumers(s)) == 1 and
+                r[0][0].op == "Gemm" and r[0][1] == 1 and bool(r[0][0].attrs.get("transB", 0))]
+        total = sum(s.nbytes for s in sites)
+        return len(gemm), (sum(gemm) / total if total else 0.0)
+    return facts.get(f"transposed_gemms {min_elements}", count)
 
 
 def onnxruntime_only(facts: ModelFacts) -> bool:

@@ -69,7 +69,7 @@ def _keep_agreeing_value_infos(model: onnx.ModelProto, upgraded: onnx.ModelProto
     nodes) upgraded 18 -> 21 without them held 458-529 MB of anonymous memory for one run where
     the input held 217-238 MB, and took 1.6 s of CPU against 1.25 s; the int4 result inherits that."""
     kept = [v for v in model.graph.value_info if v.HasField("type")]
-    if not kept or model.functions or any(g is not model.graph for g in graphs_everywhere(model.graph)):
+    if not kept or not may_keep_value_infos(model):
         return
     g = upgraded.graph
     present = {x for n in g.node for x in n.output} | {v.name for v in (*g.input, *g.output, *g.initializer)}
@@ -82,6 +82,12 @@ def _keep_agreeing_value_infos(model: onnx.ModelProto, upgraded: onnx.ModelProto
         log.info("upgrade: the input's value infos disagree with the converted graph; dropped")
         return
     upgraded.graph.value_info.extend(kept)
+
+
+def may_keep_value_infos(model: onnx.ModelProto) -> bool:
+    """Whether the upgrade may keep `model`'s value infos (_keep_agreeing_value_infos): one graph,
+    no function; `info` predicts them kept there (inventory.py), as they are where they agree."""
+    return not model.functions and not any(g is not model.graph for g in graphs_everywhere(model.graph))
 
 
 def _probe_without_payloads(model: onnx.ModelProto) -> onnx.ModelProto:

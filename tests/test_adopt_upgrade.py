@@ -44,7 +44,7 @@ def test_the_adopted_graph_exports_what_a_second_import_does():
     assert adopt_upgrade(ws.graph, ws.template, upgraded)
     assert planning._ATTRIBUTE not in ws.graph.__dict__
     assert ws.opsets[""] == 21 and ws.graph.opset == 21
-    assert next(t for t in ws.graph.tensors().values() if t.name == "h").dtype is None
+    assert next(t for t in ws.graph.tensors().values() if t.name == "h").shape == [2, 32]  # its value info kept
     written = _exported(ws)
     assert written == _exported(again)
     assert onnx.load_from_string(written).ir_version == upgraded.ir_version
@@ -91,3 +91,17 @@ def test_quant_in_memory_leaves_the_callers_model_as_given():
     result, _ = quant(model, dtype="int4")
     assert model.SerializeToString() == before
     assert next(o.version for o in result.opset_import if o.domain in ("", "ai.onnx")) == 21
+
+
+def test_value_infos_the_upgrade_dropped_are_dropped_from_the_adopted_graph():
+    """Where the input's value infos contradict the converted graph, upgrade_opset drops them:
+    the adopted graph's tensors lose what they described, as a second import of it gives."""
+    model = _model()
+    model.graph.value_info[0].CopyFrom(helper.make_tensor_value_info("h", TensorProto.FLOAT, [2, 31]))
+    upgraded = upgrade_opset(model, 21)
+    assert not upgraded.graph.value_info
+    again = open_workspace(upgraded)
+    ws = open_workspace(model)
+    assert adopt_upgrade(ws.graph, ws.template, upgraded)
+    assert next(t for t in ws.graph.tensors().values() if t.name == "h").dtype is None
+    assert _exported(ws) == _exported(again)

@@ -71,3 +71,25 @@ def test_own_run_prints_its_memory_before_the_session(tmp_path):
     out = subprocess.run([sys.executable, str(own_run), str(tmp_path / "m.onnx"), str(tmp_path / "r.npz")],
                          capture_output=True, text=True, check=True).stdout.split()
     assert len(out) == 1 and int(out[0]) > 0
+
+
+def test_own_run_opens_the_model_in_a_folder_variant(tmp_path):
+    """The folder variant is a directory (model.onnx + model.onnx.data): own_run loads the
+    model in it, where onnxruntime given the directory failed and no activations were counted."""
+    import subprocess
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    folder = tmp_path / "m_folder"
+    folder.mkdir()
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
+                    str(folder / "model.onnx"))
+    np.savez(tmp_path / "r.npz", x=np.ones((1, 4), np.float32))
+    own_run = Path(__file__).resolve().parent.parent / "zoo" / "own_run.py"
+    ran = subprocess.run([sys.executable, str(own_run), str(folder), str(tmp_path / "r.npz")],
+                         capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr[-300:]

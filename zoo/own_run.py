@@ -17,6 +17,16 @@ def own_growth(ran, baseline: int) -> int:
     return max(0, ran.peak_anon - start)
 
 
+def model_file(model: str) -> str:
+    """The .onnx to load: `model`, or the one in the folder `model` names (the folder variant,
+    which onnxruntime cannot open as a path: the run failed at once and counted no activations,
+    so that variant's bound was terrain_diffusion's 190 MB where the shipped one's was 397 MB)."""
+    from pathlib import Path
+
+    path = Path(model)
+    return str(next(iter(sorted(path.glob("*.onnx"))), path) if path.is_dir() else path)
+
+
 def main(model: str, npz: str) -> None:
     import numpy as np
     import onnxruntime as ort
@@ -24,7 +34,7 @@ def main(model: str, npz: str) -> None:
     data = np.load(npz)
     print(next(int(ln.split()[1]) * 1024 for ln in open("/proc/self/status") if ln.startswith("RssAnon")),
           flush=True)
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(model_file(model), providers=["CPUExecutionProvider"])
     wanted = {i.name for i in session.get_inputs()}
     # the first sample: NAME__0 where the file holds several, NAME where it holds one (--inputs' format)
     feeds = {k.rsplit("__", 1)[0]: data[k] for k in data.files

@@ -55,19 +55,23 @@ def test_a_run_alone_counts_its_growth_from_its_own_start_not_the_cli_baseline()
     assert own_growth(SimpleNamespace(stdout="", peak_anon=210 * mib), 46 * mib) == 164 * mib  # no line: as before
 
 
-def test_own_run_prints_its_memory_before_the_session(tmp_path):
-    import subprocess
-
+def _relu_model_and_feeds(model_path: Path, feeds_path: Path) -> Path:
+    """A one-Relu model saved at model_path and its feeds at feeds_path; own_run.py's path."""
     import onnx
     from onnx import TensorProto, helper
 
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
-    onnx.save_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
-                    str(tmp_path / "m.onnx"))
-    np.savez(tmp_path / "r.npz", x=np.ones((1, 4), np.float32))
-    own_run = Path(__file__).resolve().parent.parent / "zoo" / "own_run.py"
+    onnx.save_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(model_path))
+    np.savez(feeds_path, x=np.ones((1, 4), np.float32))
+    return Path(__file__).resolve().parent.parent / "zoo" / "own_run.py"
+
+
+def test_own_run_prints_its_memory_before_the_session(tmp_path):
+    import subprocess
+
+    own_run = _relu_model_and_feeds(tmp_path / "m.onnx", tmp_path / "r.npz")
     out = subprocess.run([sys.executable, str(own_run), str(tmp_path / "m.onnx"), str(tmp_path / "r.npz")],
                          capture_output=True, text=True, check=True).stdout.split()
     assert len(out) == 1 and int(out[0]) > 0
@@ -78,18 +82,9 @@ def test_own_run_opens_the_model_in_a_folder_variant(tmp_path):
     model in it, where onnxruntime given the directory failed and no activations were counted."""
     import subprocess
 
-    import onnx
-    from onnx import TensorProto, helper
-
     folder = tmp_path / "m_folder"
     folder.mkdir()
-    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
-    onnx.save_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
-                    str(folder / "model.onnx"))
-    np.savez(tmp_path / "r.npz", x=np.ones((1, 4), np.float32))
-    own_run = Path(__file__).resolve().parent.parent / "zoo" / "own_run.py"
+    own_run = _relu_model_and_feeds(folder / "model.onnx", tmp_path / "r.npz")
     ran = subprocess.run([sys.executable, str(own_run), str(folder), str(tmp_path / "r.npz")],
                          capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr[-300:]

@@ -30,7 +30,8 @@ from .running.kv_cache import is_cache_output
 from .progress import progress
 from .quantization.request import QuantRequest
 from .running.session_memory import OverLimit, measure_in_fresh_process
-from .running.sessions import session, streams
+from .running.sessions import session
+from .running.stream_size import streams
 from .running.output_errors import compare_outputs, pooled_agreement
 from .running.output_kinds import headline_outputs
 
@@ -50,7 +51,7 @@ BROTLI_QUALITY = 5  # what servers use compressing on the fly; 9 took 11 s on 16
 # says so. (gzip's window is 32 KB, brotli's at quality 5 4 MB: pieces of 64 KB leave gzip's
 # figure unchanged and brotli's within a few percent; measured below in tests and the bench.)
 EXACT_COMPRESSION_BYTES = 32 * 2**20
-# A file that runs streamed (sessions.STREAM_BYTES) has its default session's memory measured up
+# A file that runs streamed (stream_size.STREAM_BYTES) has its default session's memory measured up
 # to this much, then stopped, the row saying so: that session holds every weight, and on a model
 # larger than the machine the measurement alone would not fit.
 MEMORY_LIMIT = 2**30

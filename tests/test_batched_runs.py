@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.running import runs as seam, sessions, verify
+from onnxsurgery.running import runs as seam, sessions, stream_size, verify
 from onnxsurgery.running.feeds import make_inputs
 from onnxsurgery.running.batched import batch_dimension, run_samples
 
@@ -42,7 +42,7 @@ def _samples(*batches, seed=1):
 
 @pytest.fixture
 def streamed_everything(monkeypatch):
-    monkeypatch.setattr(sessions, "STREAM_BYTES", 1)
+    monkeypatch.setattr(stream_size, "STREAM_BYTES", 1)
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_a_streamed_models_samples_run_once_per_model(tmp_path, streamed_everyth
     assert merged["streamed"] and runs == [6, 6]  # the reference's one run, the candidate's one
     runs.clear()
     # the errors are those of the samples run one by one (unstreamed: each on its own)
-    monkeypatch.setattr(sessions, "STREAM_BYTES", 1 << 40)
+    monkeypatch.setattr(stream_size, "STREAM_BYTES", 1 << 40)
     alone = verify.compare_models(model, quantized, samples=samples)
     assert runs == [1, 2, 3, 1, 2, 3]
     assert merged["rel_l2_error"] == pytest.approx(alone["rel_l2_error"], rel=1e-4)

@@ -12,7 +12,7 @@ import pytest
 
 import onnxsurgery
 from onnxsurgery.errors import VerificationError
-from onnxsurgery.running import runs as seam, sessions, verify
+from onnxsurgery.running import runs as seam, sessions, stream_size, verify
 from onnxsurgery.running.feeds import make_inputs
 from onnxsurgery.running.twinned import joined_feeds, outputs_of, split_outputs, twin_graph
 from test_decoder_inputs import _decoder
@@ -20,7 +20,7 @@ from test_decoder_inputs import _decoder
 
 @pytest.fixture
 def streamed_everything(monkeypatch):
-    monkeypatch.setattr(sessions, "STREAM_BYTES", 1)
+    monkeypatch.setattr(stream_size, "STREAM_BYTES", 1)
 
 
 def _recorded_runs(monkeypatch) -> list[bool]:

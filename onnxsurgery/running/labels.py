@@ -8,7 +8,7 @@ import os
 
 import onnx
 
-from .sessions import streams
+from .stream_size import streams
 
 
 def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | None = None, *,

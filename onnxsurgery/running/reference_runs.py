@@ -22,7 +22,7 @@ from .feeds import DEFAULT_BATCH, LENGTHS, has_dynamic_batch, make_inputs
 from .generated import first_step_inputs, runnable_inputs, with_own_past, with_own_pasts
 from .kv_cache import is_cache_input
 from .samples import check_samples
-from .sessions import streams
+from .stream_size import streams
 from .twinned import twinned_outputs
 
 # A streamed decoder's generated samples (_merged_first): 4 new tokens on a past of 4, at batch 1

@@ -26,7 +26,8 @@ from .ranked import ranked_outputs
 from .readers import same_readers
 from .batched import batch_groups, run_samples
 from .reference_runs import identity, reference_ahead, run_reference, runs_key, settle
-from .sessions import computes_in_16bit_floats, streams
+from .sessions import computes_in_16bit_floats
+from .stream_size import streams
 from .twinned import twinned_outputs
 
 __all__ = ["compare_models", "copy_verification", "reference_ahead"]

@@ -223,10 +223,9 @@ def cast_values(values: np.ndarray, to: int) -> np.ndarray:
     onnxruntime's choice."""
     if np.isnan(values).any():
         raise _Refused("holds a NaN (the Cast's NaN bits are onnxruntime's choice)")
-    if to == FLOAT16:
-        return values.astype(np.float16)
-    if to == FLOAT:
-        return values.astype(np.float32)
+    if to in (FLOAT16, FLOAT):
+        with np.errstate(over="ignore"):  # past the range: an infinity, as the Cast gives
+            return values.astype(np.float16 if to == FLOAT16 else np.float32)
     bits = np.ascontiguousarray(values, dtype="<f4").view("<u4").astype(np.uint64)
     # bfloat16 is float32's upper half: add half of the lower half's range, the odd bit breaking ties
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")

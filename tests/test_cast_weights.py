@@ -220,13 +220,14 @@ def test_nan_is_refused(save, tmp_path):
     assert step.changed == 0 and "NaN" in step.skipped[0].reason and stored_type(out) == FLOAT
 
 
-def test_constant_node_weight(save, tmp_path):
+@pytest.mark.parametrize("to", [FP16, BF16])
+def test_constant_node_weight(save, tmp_path, to):
     w = rand(SHAPE, 10)
-    nodes = [helper.make_node("Constant", [], ["W"], value=numpy_helper.from_array(w, "W")), cast("W", "Wh", FP16),
+    nodes = [helper.make_node("Constant", [], ["W"], value=numpy_helper.from_array(w, "W")), cast("W", "Wh", to),
              cast("Wh", "Wf", FLOAT), helper.make_node("Add", ["x", "Wf"], ["y"])]
     m = model(nodes, [vi("x", shape=SHAPE)], [vi("y", shape=SHAPE)])
     out, step = shrunk(save, tmp_path, m)
-    assert step.changed == 1 and stored_type(out) == FP16
+    assert step.changed == 1 and stored_type(out) == to and ("Cast", to) not in ops(out)
     assert_same_outputs(m, out)
 
 

@@ -160,6 +160,12 @@ def test_widening_casts_are_unchanged(save, tmp_path):
     assert step.changed == 0 and not step.skipped and stored_type(out) == FLOAT
 
 
+def test_float64_to_16_bits_is_not_taken(save, tmp_path):
+    """onnxruntime rounds float64 -> float16 through float32: not one rounding, as numpy's."""
+    out, step = shrunk(save, tmp_path, through_cast(rand(SHAPE, 7).astype(np.float64), FP16))
+    assert step.changed == 0 and stored_type(out) == DOUBLE
+
+
 def test_casts_to_two_types_are_unchanged(save, tmp_path):
     nodes = [cast("W", "a", FP16), cast("W", "b", BF16), cast("a", "af", FLOAT), cast("b", "bf", FLOAT),
              helper.make_node("Add", ["af", "bf"], ["y"])]

@@ -77,7 +77,7 @@ class CastWeights(PassBase):
         """Exact for the payloads (reads each candidate for NaNs); the Cast nodes removed are not
         counted. `removes` the wide constants, so that half_width's estimate leaves them out."""
         saved, gone = 0, set()
-        for site, found, _ in _choices(graph, overridable, self.min_elements, removed):
+        for site, found, _ in _choices(graph, overridable, self.min_elements, removed, narrow=False):
             if found is not None:
                 saved += site.nbytes - _narrow_nbytes(site, found.to)
                 gone.add(id(site.tensor))
@@ -123,9 +123,11 @@ class _Context:
         self.outputs = {id(t) for s in self.scopes for t in s.graph.outputs}
 
 
-def _choices(graph: gs.Graph, overridable: frozenset[str], min_elements: int, removed: frozenset[int] = frozenset()):
+def _choices(graph: gs.Graph, overridable: frozenset[str], min_elements: int, removed: frozenset[int] = frozenset(),
+             narrow: bool = True):
     """(site, _Found with the narrow values, None) for each constant to store narrow, (site, None,
-    reason) for a candidate (one reader a narrowing Cast) left alone, nothing for the rest."""
+    reason) for a candidate (one reader a narrowing Cast) left alone, nothing for the rest.
+    `narrow` False (an estimate): the values only checked, not cast."""
     ctx = _Context(graph)
     for site in collect_constants(graph, ctx.scopes):
         dtype = site.onnx_dtype
@@ -138,7 +140,8 @@ def _choices(graph: gs.Graph, overridable: frozenset[str], min_elements: int, re
                 raise _Refused("overridable graph input")
             casts, carries = _trace(site.value, ctx)
             found = _Found(_common_target(casts, dtype), casts, carries, graph_of=ctx.graph_of)
-            found.values = cast_values(read_values(site.tensor), found.to)
+            values = read_values(site.tensor)
+            found.values = cast_values(values, found.to) if narrow else _check_nan(values)
         except _Refused as e:
             yield site, None, str(e)
             continue
@@ -221,14 +224,18 @@ def cast_values(values: np.ndarray, to: int) -> np.ndarray:
     FLOAT) computes them: round to nearest, ties to even; a value past the narrow type's range
     becomes an infinity; subnormal results kept. _Refused for a NaN: its bits after the Cast are
     onnxruntime's choice."""
-    if np.isnan(values).any():
-        raise _Refused("holds a NaN (the Cast's NaN bits are onnxruntime's choice)")
+    _check_nan(values)
     if to in (FLOAT16, FLOAT):
         with np.errstate(over="ignore"):  # past the range: an infinity, as the Cast gives
             return values.astype(np.float16 if to == FLOAT16 else np.float32)
     bits = np.ascontiguousarray(values, dtype="<f4").view("<u4").astype(np.uint64)
     # bfloat16 is float32's upper half: add half of the lower half's range, the odd bit breaking ties
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
+
+
+def _check_nan(values: np.ndarray) -> None:
+    if np.isnan(values).any():
+        raise _Refused("holds a NaN (the Cast's NaN bits are onnxruntime's choice)")
 
 
 def _narrow_nbytes(site: ConstantSite, to: int) -> int:

@@ -18,7 +18,7 @@ from .storage import graphs_everywhere
 QUANT_ESTIMATES = {"quant int8": QuantOptions(), "quant int4": QuantOptions(dtype="int4"),
                    "quant --fp16": QuantOptions(fp16=True)}
 _PART_NAMES = {"merge_duplicates": "merge", "half_width": "16-bit storage", "shape_only": "read only by Shape",
-               "merge_reshaped": "reshaped copies"}
+               "merge_reshaped": "reshaped copies", "cast_weights": "stored as their Cast"}
 
 
 def inventory(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELEMENTS) -> dict:

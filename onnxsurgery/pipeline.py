@@ -26,6 +26,7 @@ from .export import export_model
 from .storage.io import import_onnx, inputs_with_defaults, open_model
 from .storage.lazy import ExternalFiles, FileBackedValues, materialize
 from .passes.base import Estimate, PassBase, PassManager, remove_dead
+from .passes.cast_weights import CastWeights
 from .passes.half_width import HalfWidth
 from .passes.merge_constants import MergeDuplicates
 from .passes.shape_only import FoldShapeOnly
@@ -112,11 +113,13 @@ class Workspace:
 
 def shrink_pipeline(*, min_elements: int = MERGE_MIN_ELEMENTS, transposed: bool = False, narrow: bool = False,
                     half: bool = True, reshaped: bool = False, opsets: dict[str, int] | None = None,
-                    store: ExternalFiles | None = None) -> list[PassBase]:
+                    store: ExternalFiles | None = None, casts: bool = True) -> list[PassBase]:
     """`shrink`: constants read only by Shape become their shape; identical constants merged;
     optionally (`reshaped`) those equal under another shape, through a Reshape; optionally
-    transposed copies; optionally narrow; then, unless `half` is False, float32 constants exact
-    in 16 bits stored in 2 bytes (moved to `store` as they accumulate, `ExternalFiles.offload`)."""
+    transposed copies; optionally narrow; unless `casts` is False, float constants that every
+    reader Casts to a narrower type stored as the Cast's result; then, unless `half` is False,
+    float32 constants exact in 16 bits stored in 2 bytes (moved to `store` as they accumulate,
+    `ExternalFiles.offload`)."""
     steps: list[PassBase] = [FoldShapeOnly(), MergeDuplicates(min_elements)]
     # the optional passes imported when asked for: their modules are 5 ms of a shrink's imports
     if reshaped:
@@ -131,6 +134,8 @@ def shrink_pipeline(*, min_elements: int = MERGE_MIN_ELEMENTS, transposed: bool 
         from .passes.narrow_types import Narrow
 
         steps.append(Narrow(opsets))
+    if casts:
+        steps.append(CastWeights(min_elements, store))
     if half:
         steps.append(HalfWidth(min_elements, (opsets or {}).get(""), store))
     return steps

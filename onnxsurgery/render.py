@@ -26,7 +26,8 @@ def render_run(report: "RunReport", top: int = 5) -> str:  # noqa: F821
         f"({_pct(report.bytes_before, report.bytes_after)})"
     )
     for p in report.passes:
-        if not p.changed and (not p.skipped or p.name in ("half_width", "merge_reshaped")) and p.name != "quantize":
+        quiet = p.name in ("half_width", "merge_reshaped", "cast_weights")  # their skips: in --json, -v
+        if not p.changed and (not p.skipped or quiet) and p.name != "quantize":
             continue  # a pass that found nothing to do (merging in a model without copies)
         if p.name == "merge_duplicates":
             d = p.details
@@ -72,6 +73,10 @@ def render_run(report: "RunReport", top: int = 5) -> str:  # noqa: F821
             kinds = " and ".join(f"{n} as {k}" for k, n in p.details["as"].items() if n)
             lines.append(f"  stored {p.changed} float32 constants in 2 bytes ({kinds}; exact, a Cast "
                          f"after each), saving {human_bytes(p.bytes_saved)}")
+        elif p.name == "cast_weights":
+            removed = sum(s["casts_removed"] for s in p.details["stored"])
+            lines.append(f"  stored {p.changed} float constants as the narrower type every reader Casts them to "
+                         f"(exact; {removed} Casts removed), saving {human_bytes(p.bytes_saved)}")
         elif p.name == "narrow":
             lines.append(f"  narrowed {p.changed} constants, saving {human_bytes(p.bytes_saved)}; "
                          f"left {len(p.skipped)} as they were")
@@ -120,6 +125,7 @@ def render_info(path: str, data: dict, top: int = 20) -> str:
         parts = data.get("shrink_parts", {}) if method == "shrink" else {}
         for part, what in (("read only by Shape", "constants read only by Shape, stored as their shape"),
                            ("reshaped copies", "copies under another shape, merged through a Reshape"),
+                           ("stored as their Cast", "constants stored as the narrower type their Casts give"),
                            ("16-bit storage", "float32 stored exactly in 16 bits")):
             if parts.get(part):  # like a pass that found nothing, not shown when it saves nothing
                 lines.append(f"    of which {what}: {human_bytes(parts[part])}")

@@ -79,7 +79,7 @@ def test_steps_shared_by_pipelines_are_estimated_once():
     first = estimate_pipeline(graph, shrink_pipeline(), memo=memo)
     second = estimate_pipeline(graph, quant_pipeline(QuantOptions()), memo=memo)
     assert second[1] is first[0] and second[2] is first[1]  # quant's shape-only and merge steps are shrink's
-    assert len(memo) == 5  # shape-only and merge (shared), shrink's half-width, bypass, quantize
+    assert len(memo) == 6  # shape-only and merge (shared), shrink's cast and half-width, bypass, quantize
 
 
 @pytest.mark.parametrize("command, steps", [

@@ -59,7 +59,8 @@ def test_shared_encoder_same_bytes_and_report(out_dirs, save, monkeypatch, half)
     assert taken
     assert direct == graph
     assert direct["passes"][1]["changed"] == 2 * 16  # 16 weights of the layer, twice more
-    assert [p["name"] for p in direct["passes"]] == ["shape_only", "merge_duplicates", "half_width"][:3 if half else 2]
+    names = ["shape_only", "merge_duplicates", "cast_weights", "half_width"]
+    assert [p["name"] for p in direct["passes"]] == names[:4 if half else 3]
 
 
 def test_nodes_out_of_order_are_sorted_as_gs_sorts_them(out_dirs, save, monkeypatch):

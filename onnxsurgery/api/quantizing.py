@@ -210,7 +210,7 @@ def quant_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *,
             (verification.verify or not prepared.built.notes) else None
         if prepared is None:  # --dynamic
             if decision.merge:
-                ws.run_pipeline(shrink_pipeline())
+                ws.run_pipeline(shrink_pipeline(casts=False))  # float32 weights stay for quantize_dynamic
             ws.run_pipeline([ConstantsToInitializers()])
             report.passes = ws.reports
             produce = lambda: run_quantize_dynamic(ws, report.notes)  # noqa: E731

@@ -14,7 +14,8 @@ input as it does for the workspace's result. The reports are those the passes wo
 `direct_workspace` returns None, and `shrink` takes the graph's path, for anything it does not
 cover: Constant nodes or subgraphs a pass could touch (a tensor attribute of `min_elements` or
 more, any graph attribute), a `Shape` node of a constant (shape_only), a float32 initializer
-exact in 16 bits or read by a quantizer or another domain (half_width), names the workspace
+exact in 16 bits or read by a quantizer or another domain (half_width), a float initializer
+read only by Casts to a narrower float type (cast_weights), names the workspace
 would rename, dead nodes or unread initializers (cleanup), initializers listed as inputs or
 outputs, value_info of a graph input or output or of a type gs writes back otherwise, functions,
 sparse or string tensors, typed-field payloads, attributes gs would write back in another form,
@@ -62,6 +63,10 @@ MAX_DIRECT_COMPARE = 8  # merge_constants': more distinct tensors under one fing
 FLOAT16_FROM_OPSET = 6  # half_width's
 MADV_POPULATE_READ = 22
 QUANT_READERS = ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear")
+# cast_weights' NARROWER (not imported: that module loads onnx-graphsurgeon, which this path avoids)
+NARROWING_CASTS = {(onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16),
+                   (onnx.TensorProto.FLOAT, onnx.TensorProto.BFLOAT16),
+                   (onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT)}
 
 
 class DirectWorkspace:
@@ -314,6 +319,19 @@ def _half_report(nodes, ins: list, inits: dict, payloads: _Mapped, min_elements:
     return report
 
 
+def _cast_report(nodes, ins: list, inits: dict, min_elements: int) -> PassReport:
+    """cast_weights' report where it stores nothing; NotCovered where a float initializer's readers
+    include a Cast to a narrower type (the pass would store it narrow, or say why not)."""
+    for node, names in zip(nodes, ins):
+        if node.op_type != "Cast" or not names or names[0] not in inits:
+            continue
+        t = inits[names[0]]
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        if (t.data_type, to) in NARROWING_CASTS and elements(t) >= min_elements:
+            raise NotCovered(f"{t.name}: read by a Cast to a narrower type")
+    return PassReport("cast_weights", details={"stored": []})
+
+
 def _chunks(data):
     return (data[o:o + CHUNK_BYTES] for o in range(0, len(data), CHUNK_BYTES))
 
@@ -335,7 +353,8 @@ def _shrink(opened: DirectShrink, payloads: _Mapped):
             if a.type == a.TENSOR and not a.t.HasField("name"):
                 a.t.name = ""  # gs's exporter sets it (export_tensor_proto): an empty name is then written
         nodes.append(out)
-    reports = [PassReport("shape_only", details={"constants": []}), _merge_report(groups, inits, payloads)]
+    reports = [PassReport("shape_only", details={"constants": []}), _merge_report(groups, inits, payloads),
+               _cast_report(nodes, ins, inits, min_elements)]
     if opened.half:
         opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
         reports.append(_half_report(nodes, ins, inits, payloads, min_elements, opset))

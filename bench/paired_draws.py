@@ -69,7 +69,8 @@ def tally(rows: list[tuple[float, ...]]) -> str:
     line = (f"ours errs no more than shrink-ray on {int((a[:, 0] <= a[:, 1]).sum())} of {len(a)} draws; medians "
             + " / ".join(f"{x:.6f}" for x in np.median(a, axis=0)))
     for c in range(2, a.shape[1]):
-        line += (f"; changed{c - 1} errs no more than shrink-ray on {int((a[:, c] <= a[:, 1]).sum())}, "
+        label = "changed" if a.shape[1] == 3 else f"changed{c - 1}"  # numbered where --change was given twice or more
+        line += (f"; {label} errs no more than shrink-ray on {int((a[:, c] <= a[:, 1]).sum())}, "
                  f"than ours on {int((a[:, c] <= a[:, 0]).sum())}")
     return line
 

@@ -12,6 +12,7 @@ medians: a gap that holds on most draws is the forms', one that changes sides is
 --change SPEC adds a third file, the default's own plan of each draw with SPEC applied
 (bench/fresh_swaps.py's PATTERN=FORM[;...]: FORM a record's fields as JSON, FLOAT, or SR for
 shrink-ray's form read from its file of the same draw): which weights carry a gap that holds.
+--change may be given several times: one more file (and column) each, on the same draws.
 
     python bench/paired_draws.py crepe_tiny sk_mlp_digits --draws 12
     python bench/paired_draws.py oww_hey_jarvis --draws 6 --change '^model.4.weight=SR'
@@ -63,13 +64,14 @@ def changed_plan(src: Path, peer: Path, out: Path, spec: str) -> bool:
 
 
 def tally(rows: list[tuple[float, ...]]) -> str:
-    """One set's line: rows of (ours, shrink-ray[, changed]) errors, one per draw."""
+    """One set's line: rows of (ours, shrink-ray[, changed...]) errors, one per draw."""
     a = np.asarray(rows, np.float64)
     line = (f"ours errs no more than shrink-ray on {int((a[:, 0] <= a[:, 1]).sum())} of {len(a)} draws; medians "
             + " / ".join(f"{x:.6f}" for x in np.median(a, axis=0)))
-    if a.shape[1] > 2:
-        line += (f"; changed errs no more than shrink-ray on {int((a[:, 2] <= a[:, 1]).sum())}, "
-                 f"than ours on {int((a[:, 2] <= a[:, 0]).sum())}")
+    for c in range(2, a.shape[1]):
+        label = "changed" if a.shape[1] == 3 else f"changed{c - 1}"  # numbered where --change was given twice or more
+        line += (f"; {label} errs no more than shrink-ray on {int((a[:, c] <= a[:, 1]).sum())}, "
+                 f"than ours on {int((a[:, c] <= a[:, 0]).sum())}")
     return line
 
 
@@ -79,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=8, help="draws besides the shipped model")
     ap.add_argument("--seed", type=int, default=100, help="draw k uses seed + k")
     ap.add_argument("--like", default="bf16", choices=sorted(MANTISSA_BITS), help="whose rounding a draw imitates")
-    ap.add_argument("--change", help="PATTERN=FORM[;...]: a third file, the default's plan so changed")
+    ap.add_argument("--change", action="append", default=[],
+                    help="PATTERN=FORM[;...]: one more file, the default's plan so changed (repeatable)")
     ap.add_argument("--zoo-inputs", help="as bench/decision_effects.py's")
     args = ap.parse_args(argv)
     for name in args.models:
@@ -96,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                                                    MANTISSA_BITS[args.like])
                 outs = {who: d / f"{who}.onnx" for who in ("ours", "shrink_ray")}
                 made = all(quantized(p, o, who) for who, o in outs.items())
-                if made and args.change:
-                    outs["changed"] = d / "changed.onnx"
-                    made = changed_plan(p, outs["shrink_ray"], outs["changed"], args.change)
+                for c, spec in enumerate(args.change if made else [], 1):
+                    outs[f"changed{c}"] = d / f"changed{c}.onnx"
+                    made = made and changed_plan(p, outs["shrink_ray"], outs[f"changed{c}"], spec)
                 if not made:
                     print(f"{name} draw {k}: a quantization failed", flush=True)
                     continue

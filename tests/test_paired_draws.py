@@ -21,3 +21,9 @@ def test_tally_with_a_changed_plan():
     line = paired_draws.tally([(0.2, 0.1, 0.1), (0.2, 0.3, 0.25), (0.1, 0.2, 0.3)])
     assert "ours errs no more than shrink-ray on 2 of 3" in line
     assert line.endswith("changed errs no more than shrink-ray on 2, than ours on 1")
+
+
+def test_tally_with_two_changed_plans_numbers_them():
+    line = paired_draws.tally([(0.2, 0.1, 0.1, 0.3), (0.2, 0.3, 0.25, 0.1), (0.1, 0.2, 0.3, 0.1)])
+    assert "changed1 errs no more than shrink-ray on 2, than ours on 1" in line
+    assert line.endswith("changed2 errs no more than shrink-ray on 2, than ours on 2")

@@ -51,6 +51,9 @@ class HeldLists:
     def __init__(self):
         self.protos: dict[bytes, onnx.AttributeProto] = {}
 
+    def __bool__(self) -> bool:  # nothing held: the writer walks no attribute for it
+        return bool(self.protos)
+
     def placeholder(self, proto: onnx.AttributeProto) -> onnx.AttributeProto:
         token = f"{_MARK}{len(self.protos)}"
         self.protos[token.encode()] = proto

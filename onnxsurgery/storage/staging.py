@@ -99,7 +99,7 @@ def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_dat
     path = Path(path)
     buf = memoryview(model.SerializeToString())
     data_name = path.name + ".data"
-    plain = None if lists is None else lists.rewrite
+    plain = lists.rewrite if lists else None
     layout = DataFileLayout(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN) if external_data else None
     pieces, total = layout_model(buf, layout, plain)
     if layout is None and total > PROTOBUF_LIMIT:

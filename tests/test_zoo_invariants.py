@@ -125,6 +125,11 @@ def test_memory_and_time_bounds():
     assert invariants.within_time(100, {}, 4) == []  # no peer handles the model: nothing to compare
     # a tree ensemble's tables: one parsed copy of them beside the rest (docs/memory.md, Limits)
     assert invariants.memory_bound(100 * 2**20, 0, list_bytes=2**20) == 100 * 2**20 + 128 * 2**20 + 8 * 2**20
+    # npy's load check: a session of the model's size only where its bytes are such tables
+    assert invariants.command_bound(bound, "npy", 50 * 2**20) == bound
+    assert invariants.command_bound(bound, "npy", 50 * 2**20, list_bytes=2**20) == bound + 50 * 2**20
+    assert invariants.command_bound(bound, "info", 50 * 2**20, list_bytes=2**20) == bound
+    assert invariants.command_bound(bound, "compare", 50 * 2**20) == bound + 50 * 2**20
 
 
 def test_the_list_bytes_are_the_long_lists_in_the_file(tmp_path):

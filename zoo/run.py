@@ -185,7 +185,8 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
         # what onnxruntime holds to run the model itself once (its activations), over the baseline
         alone = [sys.executable, str(HERE / "own_run.py"), str(vpath), str(report)]
         own = own_growth(measured(alone, args.timeout), baseline)
-        bound = invariants.memory_bound(baseline, largest, half, invariants.list_bytes(vpath))
+        lists = invariants.list_bytes(vpath)
+        bound = invariants.memory_bound(baseline, largest, half, lists)
         # the original of this variant, on the report set (fp16/bf16/opset21 compute differently)
         vref = ref if variant in variants.STORAGE else run_feeds(vpath, report_feeds)
         if not _finite(vref) and _finite(ref):  # oww_melspectrogram's fp16: int16-scale audio squared overflows
@@ -216,7 +217,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             row = {"rc": r.rc, "wall": round(r.wall, 2), "cpu": round(r.cpu, 2), "peak_anon": r.peak_anon,
                    "bound": bound, "stderr_last": invariants._last(r.stderr) if r.rc else ""}
             if cmd != "report":  # docs/memory.md: report measures default sessions, by design unbounded
-                fails += invariants.within_memory(r.peak_anon, invariants.command_bound(bound, cmd, own))
+                fails += invariants.within_memory(r.peak_anon, invariants.command_bound(bound, cmd, own, lists))
             if r.rc == 0 and judge is not None and out.exists() and "dry-run" not in cmd:
                 ev = evaluate(out, exact_ref if judge == "exact" else vref, report_feeds, m)
                 if judge == "exact" and exact_ref is not vref and ev.get("identical") is False:

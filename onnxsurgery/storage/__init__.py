@@ -7,6 +7,7 @@
 - wire: the protobuf wire format, just enough to find tensors without parsing payloads
 - writer: a model written with payloads copied from the input files (layout_model, DataFileLayout)
 - staging: stage_model / save_model: staged beside the output, checked, put in place
+- held_lists: long list attributes exported as placeholders, written from the input's protos
 - protos: every graph and tensor of a ModelProto
 - paths: the one rule for files a model names
 - npy: .npy files and their manifest
@@ -31,11 +32,12 @@ _HOMES = {
     **dict.fromkeys(["check_external_locations", "confined", "external_locations", "location_entries"], "paths"),
     **dict.fromkeys(["list_attribute_bytes", "read_structure", "remembering"], "skim"),
     **dict.fromkeys(["all_tensor_protos", "graphs_everywhere"], "protos"),
+    **dict.fromkeys(["held"], "held_lists"),
     **dict.fromkeys(["check_output_folder", "check_output_path", "copy_file", "copy_with_data", "data_files_of",
                      "save_model", "stage_model",
                      "write_atomic"], "staging"),
 }
-_MODULES = ("io", "lazy", "skim", "wire", "writer", "staging", "protos", "paths", "npy")
+_MODULES = ("io", "lazy", "skim", "wire", "writer", "staging", "held_lists", "protos", "paths", "npy")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

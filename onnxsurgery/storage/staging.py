@@ -71,15 +71,15 @@ def check_output_folder(folder: Path, what: str = "output folder") -> None:
 
 
 def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data: bool = False,
-               files: ExternalFiles | None = None) -> list[Path]:
+               files: ExternalFiles | None = None, lists=None) -> list[Path]:
     """Write `model` atomically; returns the files written. See `stage_model`, whose callers
     check the written file before it replaces anything."""
-    with stage_model(model, path, external_data=external_data, files=files) as staged:
+    with stage_model(model, path, external_data=external_data, files=files, lists=lists) as staged:
         return staged.commit()
 
 
 def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data: bool = False,
-                files: ExternalFiles | None = None, take_spill: bool = False) -> StagedModel:
+                files: ExternalFiles | None = None, take_spill: bool = False, lists=None) -> StagedModel:
     """Write `model` into a staging directory beside `path`; nothing is replaced until
     `commit()`. Use it as a context manager: whatever was not committed is removed.
 
@@ -92,15 +92,19 @@ def stage_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_dat
     `take_spill`: this is the last use of `files`' spill file (the workspace is closed next);
     the .data file may be made out of it rather than copied from it (adopt.py), after which
     nothing can read the payloads `files` spilled.
+
+    `lists` (held_lists.HeldLists): the model was exported with placeholders for long list
+    attributes, written here from the protos it holds.
     """
     path = Path(path)
     buf = memoryview(model.SerializeToString())
     data_name = path.name + ".data"
+    plain = lists.rewrite if lists else None
     layout = DataFileLayout(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN) if external_data else None
-    pieces, total = layout_model(buf, layout)
+    pieces, total = layout_model(buf, layout, plain)
     if layout is None and total > PROTOBUF_LIMIT:
         layout = DataFileLayout(data_name, EXTERNAL_DATA_THRESHOLD, EXTERNAL_DATA_ALIGN)
-        pieces, total = layout_model(buf, layout)
+        pieces, total = layout_model(buf, layout, plain)
     if total > PROTOBUF_LIMIT:
         raise OutputError(f"the graph alone is over 2 GB ({total} bytes) even with external data")
     try:

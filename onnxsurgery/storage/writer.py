@@ -61,10 +61,11 @@ class DataFileLayout:
         return offset
 
 
-def layout_model(buf: memoryview, external: DataFileLayout | None) -> tuple[list[Piece], int]:
+def layout_model(buf: memoryview, external: DataFileLayout | None, plain=None) -> tuple[list[Piece], int]:
     """The serialised model `buf` as the pieces to write, and their total length: payloads left
-    in the input's files as FileRefs, and with `external`, large payloads placed in the .data file."""
-    pieces = rewrite_tensors(buf, lambda b, s, e: _layout_tensor(b, s, e, external))
+    in the input's files as FileRefs, and with `external`, large payloads placed in the .data file.
+    `plain`: a rewrite of attributes that hold no tensor (held_lists.HeldLists.rewrite)."""
+    pieces = rewrite_tensors(buf, lambda b, s, e: _layout_tensor(b, s, e, external), plain=plain)
     if pieces is None:
         pieces = [buf]
     return pieces, sum(len(p) for p in pieces)
@@ -109,6 +110,8 @@ def write_pieces(f: BinaryIO, pieces, files: ExternalFiles | None) -> None:
                 n = min(COPY_CHUNK, piece.length - done)
                 f.write(files.read(piece.location, piece.offset + done, n))
                 done += n
+        elif hasattr(piece, "bytes"):  # held_lists.AttributePiece: serialized now, one at a time
+            f.write(piece.bytes())
         else:
             f.write(piece)
 

@@ -81,7 +81,7 @@ def test_info_counts_the_data_files_alignment_of_a_kv_cache_decoder(tmp_path):
     quant_file(src, out, dtype="int8")
     written = sum(p.stat().st_size for p in tmp_path.glob("int8.onnx*"))
     assert (tmp_path / "int8.onnx.data").exists()  # the decoder's weights go to a data file
-    assert abs(written - predicted) < 0.05 * written + 4096  # 23 KB short before (74 KB of 98 KB)
+    assert abs(written - predicted) < 0.05 * written + 4096  # 30 KB short before (86 KB of 116 KB)
     assert found["data_file_alignment_bytes"] > 0
 
 

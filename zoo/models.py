@@ -403,6 +403,9 @@ SKIPPED = {
     "paddleocr (npm), parakeet.js, ruvector-onnx-embeddings-wasm, @ruvector/edge-full, @bunnio/rembg-web, "
     "@gooney-001/ten-vad-lib, @met4citizen/headaudio, @face-auth/face-detector, @100mslive/hms-noise-suppression":
     "the package ships no .onnx (downloaded at run time, or a WASM build, or its own format)",
+    "tinymodel, nedb-cast-slm, picogpt, charllm, babygpt, adaptible (small language models)": "no trained weights "
+    "in the distribution (downloaded from a hub or trained at run time): no decoder with tied weights to export",
+    "pokepy-generator": "a 40 KB numpy character MLP (no cache, no attention): the kind sk_mlp_digits is",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -14,8 +14,7 @@ from .pipeline import estimate_pipeline, open_workspace, quant_pipeline, shrink_
 from .quantization.choices.planning import any_weight_to_change, required_opset
 from .quantization.options import QuantOptions
 from .running.kv_cache import has_kv_cache
-from .storage import graphs_everywhere
-from .storage.staging import EXTERNAL_DATA_ALIGN, EXTERNAL_DATA_THRESHOLD
+from .storage import graphs_everywhere, staging
 
 # `info`'s estimates: each method's pipeline, asked what it would save
 QUANT_ESTIMATES = {"quant int8": QuantOptions(), "quant int4": QuantOptions(dtype="int4"),
@@ -109,7 +108,7 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELE
     # tensors, 410 KB of 3.22 MB; info predicted 2.62 MB, 1.23x). A file that already keeps its data
     # apart counts its own layout in model_bytes.
     if rewritten and has_kv_cache(graph) and not ws.has_external_data_files:
-        padding = EXTERNAL_DATA_ALIGN // 2 * sum(_data_file_tensors(s) for s in sites)
+        padding = staging.EXTERNAL_DATA_ALIGN // 2 * sum(_data_file_tensors(s) for s in sites)
         for method in rewritten:
             savings[method] -= padding
         found["data_file_alignment_bytes"] = padding
@@ -120,10 +119,10 @@ def _data_file_tensors(site) -> int:
     """How many tensors of 1 KB or more a constant becomes in quant's data file: itself, and where
     it is large enough to quantize, two scale vectors (scale, zero point or input scale) where a
     dimension has 256 or more channels (256 float32 = 1 KB)."""
-    if site.nbytes < EXTERNAL_DATA_THRESHOLD:
+    if site.nbytes < staging.EXTERNAL_DATA_THRESHOLD:
         return 0
     quantized = len(site.shape) >= 2 and int(np.prod(site.shape)) >= QuantOptions().min_elements
-    return 1 + (2 if quantized and max(site.shape) * 4 >= EXTERNAL_DATA_THRESHOLD else 0)
+    return 1 + (2 if quantized and max(site.shape) * 4 >= staging.EXTERNAL_DATA_THRESHOLD else 0)
 
 
 def _needed_opset(ws, options: QuantOptions) -> int:

@@ -385,3 +385,32 @@ def test_the_checks_across_variants_name_where_they_failed():
     assert asked == ["bf16"] and by_variant["bf16"]["commands"]["quant"]["draws"] == [0.08, 0.07, 0.09]
     by_variant["bf16"]["commands"]["quant"] = {"error": 0.036}
     assert across_variants.judged(by_variant, {}, lambda v: asked.append(v) or []) == [] and asked == ["bf16"]
+
+
+# ---- 14: a KV-cache decoder decoding with its own cache carried (zoo/carried.py)
+def test_own_decoding_counts_steps_before_a_divergence():
+    ref = np.array([[[5, 6, 7, 8], [1, 2, 3, 4]]])
+    assert invariants.own_decoding(ref, ref.copy(), 0.9) == []
+    diverged = ref.copy()
+    diverged[0, 0, 1] = 9  # steps 1-3 of the first row decode another prefix: 5 of 8 steps kept
+    assert invariants.own_decoding(ref, diverged, 0.6) == []
+    assert "62.5%" in invariants.own_decoding(ref, diverged, 0.9)[0]
+    late = ref.copy()
+    late[0, 1, 3] = 0
+    assert invariants.own_decoding(ref, late, 0.85) == []  # 7 of 8
+
+
+def test_own_decoding_fails_on_other_shapes():
+    assert invariants.own_decoding(np.zeros((1, 2, 4)), np.zeros((1, 2, 3)), 0.5)
+
+
+def test_chain_starts_follow_a_growing_cache():
+    from zoo import carried
+
+    def feed(past, new):
+        return {"input_ids": np.zeros((2, new), np.int64), "past_key_values.0.decoder.key": np.zeros((2, 8, past, 4))}
+
+    feeds = [feed(0, 4), feed(4, 1), feed(5, 1), feed(0, 4), feed(4, 1), feed(3, 1)]
+    starts = carried.chain_starts(feeds)
+    assert [f is g for f, g in zip(starts, (feeds[0], feeds[3], feeds[5]))] == [True, True, True]
+    assert carried.applies(feeds) and not carried.applies([{"x": np.zeros(1)}])

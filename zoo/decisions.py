@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from zoo.annalog import analogue_start  # noqa: F401 - run.py reads decisions by name
+from zoo.g2p_en import pronunciation  # noqa: F401
+
 
 def _first(outputs: dict) -> np.ndarray:
     return np.asarray(next(iter(outputs.values())))

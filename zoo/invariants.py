@@ -39,6 +39,11 @@ a list of failure strings (empty: the invariant holds); zoo/run.py collects them
    HALF_DRAWS draws of the shipped weights within the same 16-bit rounding (zoo/draws.py; issue 55),
    and only where the shipped model's own plan, applied to the variant's weights, does better
    there than the variant's plan (zoo/same_plan.py: else the weights cost it, not the storage).
+14. a decoder with a KV cache decodes as its original does when its own cache is carried: greedy
+   decoding from each chain of the report set, each call fed the cache and token of the result's own
+   call before (zoo/carried.py), writes the original's tokens at least `min_agreement` of the time.
+   The report set's samples hold the original's cache, so no other check sees a result's cache
+   errors compound.
 """
 
 from __future__ import annotations
@@ -185,6 +190,20 @@ def written_model(result: dict, *, exact: bool, min_agreement: float) -> list[st
     if d is not None and d < min_agreement:
         fails.append(f"task decisions kept {d:.1%} < {min_agreement:.0%} ({said(result)})")
     return fails
+
+
+def own_decoding(ref_tokens: np.ndarray, new_tokens: np.ndarray, min_agreement: float) -> list[str]:
+    """Invariant 14 on zoo/carried.decode's tokens: the share of steps, before either side has
+    diverged, where the result writes the original's token (a step after a divergence decodes
+    another prefix: its token is no decision of the same question)."""
+    ref, new = np.asarray(ref_tokens), np.asarray(new_tokens)
+    if ref.shape != new.shape or ref.size == 0:
+        return [f"carried-cache decoding wrote {new.shape} tokens against {ref.shape}"]
+    same = np.cumprod(ref == new, axis=-1).astype(bool)  # equal so far
+    kept = float(same.mean())
+    if kept < min_agreement:
+        return [f"decoding with its own cache kept {kept:.1%} of the original's tokens < {min_agreement:.0%}"]
+    return []
 
 
 def plan_key(plan_json: str) -> list[dict]:

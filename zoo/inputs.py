@@ -73,11 +73,11 @@ def maker(model_row):
     # Pillow, espeak-ng: only where inputs are built
     from zoo import (binaries, chemistry, fbank, filetypes, fingerprints, glyphs, hanzi, ieeg, images, isbn, kokoro,
                      lemmas, molecules, music, scores, seals, signals, singing, speech, stress, tashkeel, terrain, text,
-                     thai, titles, transcription, vadweb, vietnamese, words)
+                     thai, titles, transcription, vadweb, vietnamese, vocoder, words)
 
     modules = (images, speech, text, signals, chemistry, binaries, words, titles, fbank, glyphs, lemmas, singing,
                filetypes, hanzi, seals, ieeg, isbn, tashkeel, music, transcription, vietnamese, stress, fingerprints,
-               thai, vadweb, molecules, terrain, scores, kokoro)
+               thai, vadweb, molecules, terrain, scores, kokoro, vocoder)
     return globals().get(model_row.inputs) or next(
         getattr(m, model_row.inputs) for m in modules
         if hasattr(m, model_row.inputs))

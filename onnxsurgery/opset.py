@@ -11,6 +11,7 @@ from onnx import helper, version_converter
 
 from .errors import UnsupportedModelError
 from .opset_constants import retype_added_constants
+from .opset_refusals import runtime_refusal
 from .storage.protos import graphs_everywhere
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,9 @@ def upgrade_opset(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     """`model` converted to ai.onnx opset `target`, with the IR version that opset needs.
     Raises UnsupportedModelError naming every op type the converter cannot carry."""
     source = model_opset(model)
+    refused = runtime_refusal(model, target)
+    if refused:  # the converter would carry it, and onnxruntime would not load what it wrote
+        raise UnsupportedModelError(f"cannot upgrade the model from opset {source} to {target} ({refused})")
     try:
         upgraded = version_converter.convert_version(model, target)
     except Exception as e:  # the converter raises plain RuntimeErrors / ValueErrors

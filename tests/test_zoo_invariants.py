@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zoo import across_variants, decisions, invariants  # noqa: E402
+from zoo import across_variants, decisions, invariants, memory_bounds  # noqa: E402
 
 
 def _model(path: Path, value: float) -> Path:
@@ -116,20 +116,20 @@ def test_plans_must_not_depend_on_storage():
 
 
 def test_memory_and_time_bounds():
-    bound = invariants.memory_bound(100 * 2**20, 10 * 2**20)
+    bound = memory_bounds.memory_bound(100 * 2**20, 10 * 2**20)
     assert bound == 100 * 2**20 + 128 * 2**20 + 80 * 2**20
-    assert invariants.within_memory(bound, bound) == []
-    assert invariants.within_memory(bound + 1, bound)
+    assert memory_bounds.within_memory(bound, bound) == []
+    assert memory_bounds.within_memory(bound + 1, bound)
     assert invariants.within_time(3.9, {"quantize_dynamic": 1.0, "shrink_ray": 2.0}, 4) == []
     assert invariants.within_time(4.1, {"quantize_dynamic": 1.0}, 4)
     assert invariants.within_time(100, {}, 4) == []  # no peer handles the model: nothing to compare
     # a tree ensemble's tables: one parsed copy of them beside the rest (docs/memory.md, Limits)
-    assert invariants.memory_bound(100 * 2**20, 0, list_bytes=2**20) == 100 * 2**20 + 128 * 2**20 + 8 * 2**20
+    assert memory_bounds.memory_bound(100 * 2**20, 0, list_bytes=2**20) == 100 * 2**20 + 128 * 2**20 + 8 * 2**20
     # npy's load check: a session of the model's size only where its bytes are such tables
-    assert invariants.command_bound(bound, "npy", 50 * 2**20) == bound
-    assert invariants.command_bound(bound, "npy", 50 * 2**20, list_bytes=2**20) == bound + 50 * 2**20
-    assert invariants.command_bound(bound, "info", 50 * 2**20, list_bytes=2**20) == bound
-    assert invariants.command_bound(bound, "compare", 50 * 2**20) == bound + 50 * 2**20
+    assert memory_bounds.command_bound(bound, "npy", 50 * 2**20) == bound
+    assert memory_bounds.command_bound(bound, "npy", 50 * 2**20, list_bytes=2**20) == bound + 50 * 2**20
+    assert memory_bounds.command_bound(bound, "info", 50 * 2**20, list_bytes=2**20) == bound
+    assert memory_bounds.command_bound(bound, "compare", 50 * 2**20) == bound + 50 * 2**20
 
 
 def test_the_list_bytes_are_the_long_lists_in_the_file(tmp_path):
@@ -149,10 +149,10 @@ def test_the_list_bytes_are_the_long_lists_in_the_file(tmp_path):
         return path
 
     big = model(70_000)
-    counted = invariants.list_bytes(big)
+    counted = memory_bounds.list_bytes(big)
     # nodes_modes alone is 6 bytes an element on the wire; all 12 lists cannot pass the file
     assert 6 * 70_000 < counted < big.stat().st_size
-    assert invariants.list_bytes(model(100)) == 0  # short lists: shapes and the like
+    assert memory_bounds.list_bytes(model(100)) == 0  # short lists: shapes and the like
 
 
 def test_each_time_class_is_judged_against_its_own_peers():

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import (across_variants, carried, decisions, draws, invariants, predicted, same_plan, stored, timing,  # noqa: E402
-                 variants)
+from zoo import (across_variants, carried, decisions, draws, invariants, memory_bounds, predicted, same_plan, stored,  # noqa: E402
+                 timing, variants)
 from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, PEER_KIND,  # noqa: E402
                           QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
 from zoo.fetch import fetch, model_path  # noqa: E402
@@ -181,12 +181,12 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             cmds = HEAVY_CMDS if variant == "shipped" else HEAVY_STORAGE
         else:
             cmds = FULL if variant == "shipped" else STORAGE_CMDS if variant in variants.STORAGE else OTHER_CMDS
-        largest, half = invariants.largest_tensor_bytes(vpath)
+        largest, half = memory_bounds.largest_tensor_bytes(vpath)
         # what onnxruntime holds to run the model itself once (its activations), over the baseline
         alone = [sys.executable, str(HERE / "own_run.py"), str(vpath), str(report)]
         own = own_growth(measured(alone, args.timeout), baseline)
-        lists = invariants.list_bytes(vpath)
-        bound = invariants.memory_bound(baseline, largest, half, lists)
+        lists = memory_bounds.list_bytes(vpath)
+        bound = memory_bounds.memory_bound(baseline, largest, half, lists)
         # the original of this variant, on the report set (fp16/bf16/opset21 compute differently)
         vref = ref if variant in variants.STORAGE else run_feeds(vpath, report_feeds)
         if not _finite(vref) and _finite(ref):  # oww_melspectrogram's fp16: int16-scale audio squared overflows
@@ -217,7 +217,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             row = {"rc": r.rc, "wall": round(r.wall, 2), "cpu": round(r.cpu, 2), "peak_anon": r.peak_anon,
                    "bound": bound, "stderr_last": invariants._last(r.stderr) if r.rc else ""}
             if cmd != "report":  # docs/memory.md: report measures default sessions, by design unbounded
-                fails += invariants.within_memory(r.peak_anon, invariants.command_bound(bound, cmd, own, lists))
+                fails += memory_bounds.within_memory(r.peak_anon, memory_bounds.command_bound(bound, cmd, own, lists))
             if r.rc == 0 and judge is not None and out.exists() and "dry-run" not in cmd:
                 ev = evaluate(out, exact_ref if judge == "exact" else vref, report_feeds, m)
                 if judge == "exact" and exact_ref is not vref and ev.get("identical") is False:

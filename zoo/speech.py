@@ -101,8 +101,9 @@ def speech_embeddings(model, seed, n):
     return feeds
 
 
-def _slaney_mel(n_mels: int, n_fft: int, rate: int = 16000) -> np.ndarray:
-    """librosa.filters.mel's default (Slaney scale and area norm): [n_mels, 1 + n_fft // 2]."""
+def slaney_mel(n_mels: int, n_fft: int, rate: int = 16000, fmax: float | None = None) -> np.ndarray:
+    """librosa.filters.mel's default (Slaney scale and area norm, fmin 0, fmax `rate / 2` unless given):
+    [n_mels, 1 + n_fft // 2]."""
     def to_mel(f):
         f = np.asarray(f, np.float64)
         return np.where(f < 1000, f / (200 / 3), 15 + np.log(np.maximum(f, 1e-9) / 1000) / (np.log(6.4) / 27))
@@ -111,7 +112,7 @@ def _slaney_mel(n_mels: int, n_fft: int, rate: int = 16000) -> np.ndarray:
         return np.where(m < 15, m * 200 / 3, 1000 * np.exp((m - 15) * np.log(6.4) / 27))
 
     freqs = np.linspace(0, rate / 2, 1 + n_fft // 2)
-    edges = to_hz(np.linspace(to_mel(0), to_mel(rate / 2), n_mels + 2))
+    edges = to_hz(np.linspace(to_mel(0), to_mel(rate / 2 if fmax is None else fmax), n_mels + 2))
     lower = (freqs[None] - edges[:-2, None]) / (edges[1:-1] - edges[:-2])[:, None]
     upper = (edges[2:, None] - freqs[None]) / (edges[2:] - edges[1:-1])[:, None]
     return np.maximum(0, np.minimum(lower, upper)) * (2 / (edges[2:] - edges[:-2]))[:, None]
@@ -123,7 +124,7 @@ def speech_dvector_windows(model, seed, n):
     utterance a sample, its windows the batch."""
     window = np.zeros(512)
     window[56:456] = np.hamming(401)[:-1]  # librosa's periodic window, centered in n_fft
-    mel = _slaney_mel(40, 512)
+    mel = slaney_mel(40, 512)
     feeds = []
     for x in _utterances(seed, n):
         x = np.concatenate([x, np.zeros(max(0, 160 * 80 + 512 - len(x)), np.float32)])

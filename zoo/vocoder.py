@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from zoo.speech import slaney_mel
+
 RATE, N_FFT, HOP, N_MELS, FMAX = 22050, 1024, 256, 80, 8000.0
 
 SENTENCES = [
@@ -57,22 +59,6 @@ def _speak(text: str, voice: str, pitch: int) -> np.ndarray:
             return np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
 
 
-def _slaney_mel() -> np.ndarray:
-    """librosa.filters.mel(sr=22050, n_fft=1024, n_mels=80, fmin=0, fmax=8000): [80, 513]."""
-    def to_mel(f):
-        f = np.asarray(f, np.float64)
-        return np.where(f < 1000, f / (200 / 3), 15 + np.log(np.maximum(f, 1e-9) / 1000) / (np.log(6.4) / 27))
-
-    def to_hz(m):
-        return np.where(m < 15, m * 200 / 3, 1000 * np.exp((m - 15) * np.log(6.4) / 27))
-
-    freqs = np.linspace(0, RATE / 2, 1 + N_FFT // 2)
-    edges = to_hz(np.linspace(to_mel(0.0), to_mel(FMAX), N_MELS + 2))
-    lower = (freqs[None] - edges[:-2, None]) / (edges[1:-1] - edges[:-2])[:, None]
-    upper = (edges[2:, None] - freqs[None]) / (edges[2:] - edges[1:-1])[:, None]
-    return np.maximum(0, np.minimum(lower, upper)) * (2 / (edges[2:] - edges[:-2]))[:, None]
-
-
 def log_mel(audio: np.ndarray) -> np.ndarray:
     """HiFi-GAN's mel_spectrogram (center=False after reflect padding): [80, frames]."""
     pad = (N_FFT - HOP) // 2
@@ -80,7 +66,7 @@ def log_mel(audio: np.ndarray) -> np.ndarray:
     frames = np.lib.stride_tricks.sliding_window_view(x, N_FFT)[::HOP]
     spec = np.fft.rfft(frames * np.hanning(N_FFT + 1)[:-1], axis=1)  # torch.hann_window: periodic
     magnitude = np.sqrt(spec.real ** 2 + spec.imag ** 2 + 1e-9)
-    return np.log(np.maximum(_slaney_mel() @ magnitude.T, 1e-5)).astype(np.float32)
+    return np.log(np.maximum(slaney_mel(N_MELS, N_FFT, RATE, FMAX) @ magnitude.T, 1e-5)).astype(np.float32)
 
 
 def french_mels(model, seed, n):

@@ -23,14 +23,14 @@ def _lean_forms_alone(monkeypatch):
     monkeypatch.setattr(load_memory, "EXTRA_AT_LOAD", {})
 
 
-def _step(cache: str) -> onnx.ModelProto:
-    """A MatMul weight whose every value is positive (zero points measure more accurate on it) and
-    a cache input named `cache`, whose next value the step writes."""
-    w = np.abs(builders.rand((128, 48), 3)) * 0.1 + 0.05
+def _step(cache: str, k: int = 128, n: int = 48) -> onnx.ModelProto:
+    """A k x n MatMul weight whose every value is positive (zero points measure more accurate on
+    it) and a cache input named `cache`, whose next value the step writes."""
+    w = np.abs(builders.rand((k, n), 3)) * 0.1 + 0.05
     nodes = [helper.make_node("MatMul", ["x", "W"], ["y"]),
              helper.make_node("Concat", [cache, "y"], ["present_key"], axis=0)]
-    return builders.model(nodes, [builders.vi("x", shape=[4, 128]), builders.vi(cache, shape=["past", 48])],
-                          [builders.vi("y", shape=[4, 48]), builders.vi("present_key", shape=["total", 48])],
+    return builders.model(nodes, [builders.vi("x", shape=[4, k]), builders.vi(cache, shape=["past", n])],
+                          [builders.vi("y", shape=[4, n]), builders.vi("present_key", shape=["total", n])],
                           [numpy_helper.from_array(w, "W")])
 
 
@@ -56,3 +56,12 @@ def test_a_decoder_step_keeps_its_scaled_weights_symmetric(tmp_path):
     saved, _, record = _quant(tmp_path / "other", _step("state"))
     assert (record["lowering"], record["symmetric"]) == ("scaled", False)
     assert "zero points" in record["why"] and "ReduceSum" in {n.op_type for n in saved.graph.node}
+
+
+def test_a_large_decoder_weight_keeps_its_zero_points(tmp_path):
+    """Above DECODER_STEP_MAX_ELEMENTS the term's cost is lost in the MatMul's: zero points stay."""
+    from onnxsurgery.quantization.choices.lean import DECODER_STEP_MAX_ELEMENTS
+
+    assert 512 * 1024 > DECODER_STEP_MAX_ELEMENTS
+    _, _, record = _quant(tmp_path, _step("past_key", 512, 1024))
+    assert (record["lowering"], record["symmetric"]) == ("scaled", False)

@@ -105,7 +105,12 @@ INPUT_FORM_MARGIN = 0.8
 # arith` (1.0x, 0.0254, and the float weights in memory: 100 MB RSS against 73), --target
 # tensorrt's fused 8-bit blocks (1.02x, 0.0392). Where only onnxruntime runs the decoder, its
 # weights are 8-bit MatMulNBits instead (rules.decoder_nbits); `dq` and `arith` zero points cost
-# nothing at run time and stay measured.
+# nothing at run time and stay measured. Only for weights of up to DECODER_STEP_MAX_ELEMENTS: the
+# term costs about 1-2 us per reader whatever the weight's size (4 chained MatMuls, 4 tokens, one
+# thread, CPU per run: 256x256 20 -> 24 us with zero points, float 17; 1024x1024 320 -> 325 us,
+# float 302; 2048x2048 within the noise), so a large decoder's weights (dec-l4: 2048x2048 and up)
+# keep the zero points' accuracy.
+DECODER_STEP_MAX_ELEMENTS = 1 << 18
 
 
 @dataclass
@@ -168,7 +173,7 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
     plan's other forms save at load, where no weight is kept in memory to pay for the chain).
     `held` (held_roundings.HeldRoundings): where given, each weight's rounding of its best lean form
     is kept there for the pass. `decoder_step` (a KV-cache decoder, the comment after INPUT_FORM_MARGIN):
-    `scaled` weights stay symmetric."""
+    small `scaled` weights stay symmetric."""
     try:
         costs = lean_costs(candidates, options, opset, activations, held, decoder_step)
     except InputError:  # the inputs could not be generated or run: measure in the weights
@@ -220,7 +225,14 @@ def _step_symmetric(site, opset: int) -> bool:
     """Whether a decoder step's weight `site` is lean `scaled`, kept symmetric where elsewhere its
     zero points would be measured (the comment after INPUT_FORM_MARGIN)."""
     lowering = lean_scheme(site, opset)[1]
-    return lowering == "scaled" and (zero_points_tried(site, lowering) or conv_zero_points_tried(site, lowering, False))
+    return _step_sized(site, lowering) and (zero_points_tried(site, lowering)
+                                            or conv_zero_points_tried(site, lowering, False))
+
+
+def _step_sized(site, lowering: str) -> bool:
+    """A lean `scaled` weight small enough that its zero-point term costs a decoder step more than
+    it gains (DECODER_STEP_MAX_ELEMENTS)."""
+    return lowering == "scaled" and site.num_elements <= DECODER_STEP_MAX_ELEMENTS
 
 
 def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
@@ -250,8 +262,8 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
                 largest = None  # the sample's, below
         forms = [(lean, lowering, True), (scheme, "arith", None)]
         form_only = conv_zero_points_tried(site, lowering, options.four_bit)  # ranked on the symmetric error
-        if (zero_points_tried(site, lowering) or form_only) and not (decoder_step and lowering == "scaled"):
-            # a decoder step's `scaled` weight stays symmetric (the comment after INPUT_FORM_MARGIN)
+        if (zero_points_tried(site, lowering) or form_only) and not (decoder_step and _step_sized(site, lowering)):
+            # a decoder step's small `scaled` weight stays symmetric (the comment after INPUT_FORM_MARGIN)
             forms.append((lean, lowering, False))
 
         def errors(x, measured, which):

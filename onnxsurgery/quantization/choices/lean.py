@@ -94,6 +94,23 @@ MAX_AXIS_ELEMENTS = 1 << 20
 # DequantizeLinear: crepe_tiny's conv2 (16x128x64x1) 0.77x; tune / report figures in
 # docs/quantization.md (axis3).
 INPUT_FORM_MARGIN = 0.8
+# A decoder with a KV cache (model_facts.kv_cache: past inputs) runs a step on a few tokens, so
+# its lean `scaled` weights stay symmetric (planner.py passes `decoder_step`): the zero points'
+# ReduceSum, Sub and Mul per reader at run time cost more than such a step's MatMuls.
+# annalog_decoder (zoo21, 29 MatMul weights, 4 tokens a call): onnxruntime's optimized graph 390
+# nodes -> 303 (original 226); CPU per run, one thread, 10 alternated fresh processes, median
+# 1.47 -> 1.31 ms (original 1.09); relative L2 on the zoo's report / tune sets 0.0155 / 0.0163 ->
+# 0.0188 / 0.0180, every next token kept, own-cache decoding 100% either way. Not kept: lean
+# without the input-side equalization (1.03x the original's CPU, but 0.0280 / 0.0317), `--lowering
+# arith` (1.0x, 0.0254, and the float weights in memory: 100 MB RSS against 73), --target
+# tensorrt's fused 8-bit blocks (1.02x, 0.0392). Where only onnxruntime runs the decoder, its
+# weights are 8-bit MatMulNBits instead (rules.decoder_nbits); `dq` and `arith` zero points cost
+# nothing at run time and stay measured. Only for weights of up to DECODER_STEP_MAX_ELEMENTS: the
+# term costs about 1-2 us per reader whatever the weight's size (4 chained MatMuls, 4 tokens, one
+# thread, CPU per run: 256x256 20 -> 24 us with zero points, float 17; 1024x1024 320 -> 325 us,
+# float 302; 2048x2048 within the noise), so a large decoder's weights (dec-l4: 2048x2048 and up)
+# keep the zero points' accuracy.
+DECODER_STEP_MAX_ELEMENTS = 1 << 18
 
 
 @dataclass
@@ -107,6 +124,7 @@ class LeanChoice:
     not_finite: set[str] = field(default_factory=set)  # read to be measured: NaN or Inf (not measured)
     axes: dict[str, int] = field(default_factory=dict)  # lean `arith`: scales along this axis (ARITH_AXIS_MARGIN)
     input_form: dict[str, float] = field(default_factory=dict)  # `scaled_input` (INPUT_FORM_MARGIN): lean / its error
+    step_symmetric: set[str] = field(default_factory=set)  # `scaled`, zero points not tried: a decoder step
 
 
 @dataclass
@@ -144,7 +162,7 @@ class _Cost:
 
 def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
                 total_bytes: int, activations: Calibration | None = None,
-                room_at_load: float | None = None, held=None) -> LeanChoice:
+                room_at_load: float | None = None, held=None, decoder_step: bool = False) -> LeanChoice:
     """Each lean candidate's form: float16 for the lossiest small float32 weights
     (SMALL_WEIGHT_ELEMENTS, SMALL_FLOAT16_SHARE); for the others symmetric or with zero points
     (zero_points.zero_points_tried), then the accurate block chain instead where it gains most
@@ -154,11 +172,12 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
     weight itself. `room_at_load`: where given, the budget is at most that many bytes (what the
     plan's other forms save at load, where no weight is kept in memory to pay for the chain).
     `held` (held_roundings.HeldRoundings): where given, each weight's rounding of its best lean form
-    is kept there for the pass."""
+    is kept there for the pass. `decoder_step` (a KV-cache decoder, the comment after INPUT_FORM_MARGIN):
+    small `scaled` weights stay symmetric."""
     try:
-        costs = lean_costs(candidates, options, opset, activations, held)
+        costs = lean_costs(candidates, options, opset, activations, held, decoder_step)
     except InputError:  # the inputs could not be generated or run: measure in the weights
-        costs = lean_costs(candidates, options, opset, None, held)
+        costs = lean_costs(candidates, options, opset, None, held, decoder_step)
     choice = LeanChoice(finite={c.name for c in costs if c.finite}, not_finite={c.name for c in costs if not c.finite})
     costs = [c for c in costs if c.finite]
     room = SMALL_FLOAT16_SHARE * total_bytes / 4  # float32 bytes -> int8 bytes
@@ -198,11 +217,26 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
     choice.input_form = {c.name: c.input_ratio for c in costs
                          if c.input_ratio * INPUT_FORM_MARGIN >= 1.0 and c.name not in choice.accurate}
     choice.asymmetric |= set(choice.input_form)
+    choice.step_symmetric = {c.name for c in candidates if decoder_step and _step_symmetric(c.site, opset)}
     return choice
 
 
+def _step_symmetric(site, opset: int) -> bool:
+    """Whether a decoder step's weight `site` is lean `scaled`, kept symmetric where elsewhere its
+    zero points would be measured (the comment after INPUT_FORM_MARGIN)."""
+    lowering = lean_scheme(site, opset)[1]
+    return _step_sized(site, lowering) and (zero_points_tried(site, lowering)
+                                            or conv_zero_points_tried(site, lowering, False))
+
+
+def _step_sized(site, lowering: str) -> bool:
+    """A lean `scaled` weight small enough that its zero-point term costs a decoder step more than
+    it gains (DECODER_STEP_MAX_ELEMENTS)."""
+    return lowering == "scaled" and site.num_elements <= DECODER_STEP_MAX_ELEMENTS
+
+
 def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
-                activations: Calibration | None, held=None) -> list[_Cost]:
+                activations: Calibration | None, held=None, decoder_step: bool = False) -> list[_Cost]:
     """What each candidate's lean and accurate forms cost. Measured in the weight, a weight
     error far from the readers' large inputs counts as much as one next to them; PP-OCRv4 rec's
     conv2d_170 (240x240) loses 1.6x in the weight and 6.6x in the layer output, and it is the
@@ -228,7 +262,8 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
                 largest = None  # the sample's, below
         forms = [(lean, lowering, True), (scheme, "arith", None)]
         form_only = conv_zero_points_tried(site, lowering, options.four_bit)  # ranked on the symmetric error
-        if zero_points_tried(site, lowering) or form_only:
+        if (zero_points_tried(site, lowering) or form_only) and not (decoder_step and _step_sized(site, lowering)):
+            # a decoder step's small `scaled` weight stays symmetric (the comment after INPUT_FORM_MARGIN)
             forms.append((lean, lowering, False))
 
         def errors(x, measured, which):

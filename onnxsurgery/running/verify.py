@@ -20,6 +20,7 @@ from .feeds import _structure
 from .fold_pays import conv_weights_dominate
 from .heap import give_back_freed_memory as _give_back_freed_memory
 from .labels import runtime_label
+from .arena import arena_pays
 from .output_errors import PooledOutputs, compare_outputs, hollow_outputs
 from .output_kinds import headline_outputs
 from .ranked import ranked_outputs
@@ -101,6 +102,9 @@ def compare_models(
     streamed = streams(reference) or streams(candidate if candidate_beside is None else candidate_beside)
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
             and identity(candidate) == identity(reference) and not isinstance(reference, onnx.ModelProto))
+    # onnxruntime's memory arena where the samples' activations are all below glibc's mmap threshold
+    # (arena.py): decided once, both sessions alike; it changes no arithmetic
+    arena = not streamed and arena_pays(reference, samples)
     key = runs_key(reference, streamed, seed, shapes, samples, same, optimize, layout)
     if reference_runs:
         settle(reference_runs, key)  # the reference's runs started ahead (reference_ahead)
@@ -115,7 +119,8 @@ def compare_models(
     else:
         # the reference's own file is not compared with anything: one sample shows that it runs
         names, samples, expected, merge, wider = run_reference(reference, samples, shapes, seed, streamed,
-                                                                 wider=not same, layout=layout, optimize=optimize)
+                                                                 wider=not same, layout=layout, optimize=optimize,
+                                                                 arena=arena)
         if reference_runs is not None:
             reference_runs.clear()  # one reference at a time
             reference_runs[key] = (names, samples, expected, merge, wider)
@@ -138,7 +143,7 @@ def compare_models(
     # folded, its weights' chains folded one weight at a time first (prefold.py): onnxruntime's
     # ConstantFolding holds every step of every chain at once (rxnmap's bfloat16 result: 396 MB)
     cand_options = dict(runtime=runtime, layout=layout, optimize=optimize, streamed=streamed,
-                        payloads_beside=candidate_beside, prefold=sixteen)
+                        payloads_beside=candidate_beside, prefold=sixteen, arena=arena)
     # a streamed model's batches of other shapes (a decoder's samples with a past, its first
     # steps): one run of a twinned session, each weight dequantized once (twinned.py)
     merged = twinned_outputs(lambda copies: runs.open_session(candidate, twins=copies, fold_constants=fold_candidate,

@@ -1,0 +1,92 @@
+"""A comparison runs with onnxruntime's memory arena only where the samples' activations are all
+below glibc's mmap threshold (32 MiB) and some reach 1 MiB (running/arena.py): decided once from
+shape inference with the first sample's shapes, both sessions alike, the arena shrunk after each
+run; outputs are the same either way."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxsurgery.running import arena, runs
+from onnxsurgery.running.verify import compare_models
+
+
+def _model(path):
+    """x [N, C] (dynamic) -> Relu -> Mul by a constant -> Add: activations of x's size."""
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "two"], ["m"]),
+         helper.make_node("Add", ["m", "x"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "c"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c"])], [two])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    onnx.save(model, path)
+    return path
+
+
+def _lazy(shape):  # the shape of a large sample without its memory: only its shape is read
+    return np.broadcast_to(np.float32(1.0), shape)
+
+
+def test_the_arena_where_activations_are_middling_only(tmp_path):
+    path = _model(tmp_path / "m.onnx")
+    assert arena.largest_activation(path, {"x": _lazy((1024, 1024))}) == 4 << 20
+    assert arena.arena_pays(path, [{"x": _lazy((1024, 1024))}])
+    assert not arena.arena_pays(path, [{"x": _lazy((4096, 4096))}])  # 64 MiB: glibc maps it afresh
+    assert not arena.arena_pays(path, [{"x": _lazy((4, 4))}])  # tiny: nothing to fragment
+    assert not arena.arena_pays(path, None) and not arena.arena_pays(path, [])
+
+
+def test_unresolved_shapes_decide_nothing(tmp_path):
+    """A value whose shape inference cannot give (here NonZero's count, data-dependent) may be
+    the large one: with most values unresolved, no arena."""
+    graph = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Transpose", ["nz"], ["t"]),
+         helper.make_node("Cast", ["t"], ["y"], to=TensorProto.FLOAT)],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "c"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "nz.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+    assert arena.largest_activation(path, {"x": _lazy((1024, 1024))}) is None
+    assert not arena.arena_pays(path, [{"x": _lazy((1024, 1024))}])
+
+
+def test_a_comparison_passes_the_choice_to_both_sessions_and_shrinks_each_run(tmp_path, monkeypatch):
+    path = _model(tmp_path / "m.onnx")
+    rng = np.random.default_rng(0)
+    samples = [{"x": rng.standard_normal((512, 1024)).astype(np.float32)} for _ in range(2)]
+    opened, shrunk = [], []
+    real_open, real_shrink = runs.open_session, runs.shrink_after
+
+    def open_session(model, **options):
+        opened.append(options.get("arena"))
+        return real_open(model, **options)
+
+    def shrink_after(options):
+        shrunk.append(True)
+        real_shrink(options)
+
+    monkeypatch.setattr(runs, "open_session", open_session)
+    monkeypatch.setattr(runs, "shrink_after", shrink_after)
+    copy = tmp_path / "copy.onnx"
+    copy.write_bytes(path.read_bytes())
+    with_arena = compare_models(path, copy, samples=samples)
+    assert opened == [True, True] and len(shrunk) == 4  # two sessions, two runs each
+    assert with_arena["exact"]
+    opened.clear()
+    small = [{"x": s["x"][:4, :4].copy()} for s in samples]
+    compare_models(path, copy, samples=small)
+    assert opened == [False, False]
+
+
+def test_the_arena_computes_the_same_outputs(tmp_path):
+    path = _model(tmp_path / "m.onnx")
+    feeds = {"x": np.random.default_rng(1).standard_normal((512, 1024)).astype(np.float32)}
+    with_arena = runs.open_session(path, arena=True)
+    without = runs.open_session(path)
+    assert with_arena.get_session_options().enable_cpu_mem_arena
+    assert not without.get_session_options().enable_cpu_mem_arena
+    a, b = runs.run(with_arena, ["y"], feeds)[0], runs.run(without, ["y"], feeds)[0]
+    assert a.tobytes() == b.tobytes()

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from decision_effects import FLOAT, ROOT, Bench  # noqa: E402
+from decision_effects import FLOAT, ROOT, Bench, inputs_dir  # noqa: E402
 from zoo.invariants import rel_l2  # noqa: E402
 from zoo.run import run_feeds  # noqa: E402
 
@@ -75,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=[], help="weights whose name contains one of these")
     ap.add_argument("--all", action="store_true", help="the default and the all-swapped plan only")
     ap.add_argument("--samples", action="store_true", help="the default against shrink-ray, sample by sample")
+    ap.add_argument("--zoo-inputs", help="FOLDER/<model>/{tune,report}.npz where build/zoo/work has none")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        bench = Bench(args.model, Path(tmp))
+        bench = Bench(args.model, Path(tmp), inputs_dir(args.model, args.zoo_inputs))
         peer = Path(tmp) / "shrink_ray.onnx"
         subprocess.run([sys.executable, str(ROOT / "zoo" / "peers.py"), "shrink_ray", str(bench.src), str(peer)],
                        check=True, capture_output=True, cwd=ROOT)

@@ -61,7 +61,14 @@ MIN_AXIS_CHANNELS = 16
 # weights this stage is for (silero's STFT basis, 66K elements) are small.
 MAX_AXIS_ELEMENTS = 1 << 20
 # readers before which a DequantizeLinear per any axis is what the kept form is
-FREE_AXIS_READERS = ("Conv", "LSTM", "GRU", "RNN", "Slice", "Loop", "Scan")
+FREE_AXIS_READERS = ("Conv", "ConvTranspose", "LSTM", "GRU", "RNN", "Slice", "Loop", "Scan")
+# A weight read only by ConvTranspose ([C_in, C_out/group, k...]: its output channel is axis 1)
+# takes another axis where it loses at most this share, lean.py's ARITH_AXIS_MARGIN: the
+# DequantizeLinear runs whole before the reader, as a folded chain does, so any axis costs the
+# same. lectura_hifigan's ups.0 (256x128x16) measures 0.85x per input channel (axis 0, as
+# onnx-shrink-ray scales it), and that axis alone took the report set's worst relative L2 from
+# 0.210 to 0.147 (tune 0.243 -> 0.230; paired draws in docs/quantization.md, vocoder14).
+CONV_TRANSPOSE_AXIS_MARGIN = 0.9
 
 
 def choose_channel_axes(candidates: list[Candidate], activations: Calibration | None,
@@ -104,6 +111,12 @@ def axis_free(c: Candidate) -> bool:
             and c.options.target != "tensorrt" and c.options.lowering == "auto" and len(c.site.shape) >= 2
             and not fuses_into_nbits(c.site) and bool(readers)
             and all(node.op in FREE_AXIS_READERS or _transposed_gemm(node) for node, _ in readers))
+
+
+def _transposed_conv(site: ConstantSite) -> bool:
+    """Whether every reader of `site` is a ConvTranspose (CONV_TRANSPOSE_AXIS_MARGIN)."""
+    readers = effective_readers(site)
+    return bool(readers) and all(node.op == "ConvTranspose" and index == 1 for node, index in readers)
 
 
 def _transposed_gemm(node) -> bool:
@@ -150,7 +163,8 @@ def _measured(c: Candidate, activations: Calibration | None) -> Candidate | None
     default = cost(c.scheme.axis)
     axes = [a for a in range(values.ndim) if a != c.scheme.axis and values.shape[a] >= MIN_AXIS_CHANNELS]
     best = min(((cost(a), a) for a in axes), default=(default, c.scheme.axis))
-    if best[0] <= AXIS_MARGIN * default and default > 0:
+    margin = CONV_TRANSPOSE_AXIS_MARGIN if _transposed_conv(site) else AXIS_MARGIN
+    if best[0] <= margin * default and default > 0:
         why = (f"; scales along axis {best[1]} ({values.shape[best[1]]}), not the output channels: "
                f"{default / max(best[0], 1e-30):.1f}x less error {where}")
         return dataclasses.replace(c, scheme=Scheme("channel", best[1]), reason=(c.reason or "") + why)

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 from onnxsurgery.api.measured_or_free import keeps_measured
-from onnxsurgery.api.median_race import Race, bound_text, close_on_first, decided, median_bounds
+from onnxsurgery.api.median_race import Race, bound_text, clear_on_first, close_on_first, decided, median_bounds
 
 
 def test_a_decision_before_all_runs_is_the_one_all_runs_make():
@@ -28,14 +28,14 @@ def test_the_bounds_and_what_the_note_says():
     assert median_bounds([0.2], 3) == (0.0, math.inf)
     # the seal detector's case: the measured plan's three runs all above the data-free median
     assert decided([0.10, 0.09, 0.095], [0.08, 0.07, 0.075, 0.085], 4) is False
-    assert decided([0.10, 0.09], [0.08, 0.095, 0.075, 0.085], 4) is None
+    assert decided([0.10, 0.09], [0.092, 0.095, 0.075, 0.085], 4) is None
     assert decided([math.nan, 0.1, 0.1], [0.01, 0.01, 0.01, 0.01], 4) is None  # NaN: every run made
     assert bound_text([0.1, 0.2, 0.3], 4, max) == "at least 0.3 (3 of 4 run)"
     assert bound_text([0.1, 0.2, 0.3, 0.4], 4, max) == "0.4"
 
 
 def test_lockstep_stops_the_loser_of_two_threads():
-    errors = ([0.1, 0.09, 0.095, 0.2], [0.08, 0.095, 0.075, 0.085])  # the second sample: not close
+    errors = ([0.098, 0.09, 0.095, 0.2], [0.089, 0.095, 0.075, 0.085])  # first not clear, second not close
     made = _race_in_two_threads(Race(4, lockstep=True), errors)
     assert made == (errors[0][:3], errors[1])
 
@@ -79,3 +79,22 @@ def _race_in_two_threads(race, errors):
     side(0)
     other.join()
     return made
+
+
+def test_a_data_free_plan_clearly_ahead_on_the_first_sample_is_kept_there():
+    # isbnx_det's first two images: the data-free plan 11.6% below the measured one on the first
+    isbnx = [0.185457, 0.166041], [0.163902, 0.135062, 0.126957, 0.135944]
+    assert clear_on_first(*isbnx, 4) and decided(isbnx[0][:1], isbnx[1][:1], 4) is False
+    # nudenet_320n: 3.5% ahead on its first image, 61% behind on its second; the median keeps the measured plan
+    nudenet = [0.00197375, 0.00158465, 0.00281187, 0.00201471], [0.0019037, 0.00255669, 0.00252085, 0.00239065]
+    assert not clear_on_first(*nudenet, 4) and keeps_measured(*nudenet)
+    assert decided(nudenet[0][:1], nudenet[1][:1], 4) is None
+    assert not clear_on_first([0.10], [0.05], 2)  # n <= FIRST: the median of both decides
+    assert not clear_on_first([0.05], [0.10], 4)  # never for the measured plan
+    assert decided([math.nan], [0.01], 4) is None
+
+
+def test_lockstep_stops_the_measured_plan_after_a_clear_first_sample():
+    errors = ([0.2, 0.01, 0.01, 0.01], [0.1, 0.1, 0.1, 0.1])  # the rest not judged
+    made = _race_in_two_threads(Race(4, lockstep=True), errors)
+    assert made == (errors[0][:1], errors[1])

@@ -98,10 +98,18 @@ def _runs_of(tmp_path, scale_b: float):
 
 
 def test_shared_runs_stop_the_measured_file_where_the_data_free_one_is_close_first(tmp_path):
-    made, found, feeds, paths = _runs_of(tmp_path, 0.5)
+    made, found, feeds, paths = _runs_of(tmp_path, 0.95)  # 5% below on each: close, not clear on the first
     assert len(found[0]) == 2 and len(found[1]) == 4  # the measured file's 3rd and 4th runs not made
     assert len(made[0][0].outputs) == 2 and made[1][0].pieced is not None  # confirmed if kept
     for got, feed in zip(made[1][0].outputs, feeds):  # pieced (first two) and whole: the file's outputs
+        np.testing.assert_array_equal(got[0], _run(str(paths[2]), feed)[0])
+
+
+def test_shared_runs_stop_the_measured_file_after_a_clear_first_sample(tmp_path):
+    made, found, feeds, paths = _runs_of(tmp_path, 0.5)  # half the measured file's error: clear on the first
+    assert len(found[0]) == 1 and len(found[1]) == 4  # the measured file's 2nd to 4th runs not made
+    assert len(made[0][0].outputs) == 1 and made[1][0].pieced is not None
+    for got, feed in zip(made[1][0].outputs, feeds):  # pieced (the first) and whole: the file's outputs
         np.testing.assert_array_equal(got[0], _run(str(paths[2]), feed)[0])
 
 

@@ -58,7 +58,8 @@ candidate whose opset upgrade changed only the version stamp (or moved axes) is 
 not built again by the run (`_build`). Since inputs12 the data-free plan is kept on the first 2
 samples alone where it errs within 1.5% of the measured one there, or less (median_race.py), and
 the shared prefix's runs take those samples in turn so that the measured file stops there too
-(shared_runs.py).
+(shared_runs.py). Since inputs15 the first sample alone keeps it where the data-free plan errs at
+least 10% less there (median_race.CLEAR): the measured file runs once (isbnx_det, ppocr_v4_seal_det).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ from ..storage.lazy import read_model_skipping_weights
 from ..storage.staging import save_model
 from .quant_steps import at_required_opset, needed_opset
 from .built import Built, candidate_runs, digest, same_build  # noqa: F401 - same_build: quantizing.py imports it here
-from .median_race import CLOSE, FIRST, Race, bound_text, close_on_first, decided
+from .median_race import CLEAR, CLOSE, FIRST, Race, bound_text, clear_on_first, close_on_first, decided
 from .shared_runs import shared_runs
 
 log = logging.getLogger("onnxsurgery")
@@ -177,6 +178,11 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
     if keep:
         note = f"per-weight choices measured on {n} samples from --inputs ({what})"
         return Chosen(measured, True, note, errors, builds[0])
+    if clear_on_first(*errors, n):  # decided on the first sample (median_race.py)
+        note = (f"per-weight choices made from the weights alone: on the first of the {n} samples from --inputs "
+                f"the data-free plan erred {errors[1][0]:.3g} against {errors[0][0]:.3g} for the plan measured on "
+                f"them, {CLEAR:.0%} or more below, so the measured one was not run further ({what})")
+        return Chosen(free, False, note, errors, builds[1])
     if close_on_first(*errors, n):  # decided on the first samples (median_race.py)
         firsts = ", ".join(f"{f:.3g} against {m:.3g}" for m, f in zip(errors[0][:FIRST], errors[1][:FIRST]))
         note = (f"per-weight choices made from the weights alone: on the first {FIRST} of the {n} samples from "
@@ -192,8 +198,9 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
 def keeps_measured(measured: list[float], data_free: list[float]) -> bool:
     """Whether the measured plan is kept, given each plan's error on each sample: by the median
     (module doc); a tie keeps the plan that was not fitted to the samples, and so does a data-free
-    plan within median_race.CLOSE of the measured one on each of the first samples (median_race.py)."""
-    if close_on_first(measured, data_free, len(measured)):
+    plan within median_race.CLOSE of the measured one on each of the first samples, or CLEAR below it
+    on the first (median_race.py)."""
+    if clear_on_first(measured, data_free, len(measured)) or close_on_first(measured, data_free, len(measured)):
         return False
     return statistics.median(measured) < statistics.median(data_free)
 

@@ -6,7 +6,8 @@ The order of the runs follows what can stop them (median_race.py). The first FIR
 turn, the first candidate's then the second's, as the rule that keeps the data-free plan on them
 alone asks: where it does (or the bounds already decide for it), the measured candidate runs no
 further and the data-free one runs its remaining samples whole, its own file (capspot_siamese:
-2 whole runs of the measured file and 2 suffix runs less than all of both). Otherwise, as before:
+2 whole runs of the measured file and 2 suffix runs less than all of both; one of each where the
+first sample alone decides). Otherwise, as before:
 the first candidate runs its remaining samples whole, then the second its suffix till the
 measured plan is known to be kept, with all of the first's errors known (the fewest suffix runs).
 """
@@ -55,10 +56,14 @@ def shared_runs(paths: list[Path], names: list[str], feeds: list[dict], scoring,
         return decided(scored(_whole(names, runs), mine), scored(_pieced(names, runs, rest), theirs), n)
 
     try:
+        lost = False
         for feed in feeds[:early]:  # in turn: the first samples may decide for the data-free plan alone
             first(feed)
             second(handed[-1])
-        lost = bool(early) and choice() is False
+            if choice() is False:  # the first alone may (median_race.clear_on_first)
+                lost = True
+                break
+        early = len(runs) if lost else early
         if not lost:
             for feed in feeds[early:]:
                 first(feed)

@@ -81,10 +81,12 @@ def open_model(source: str | os.PathLike, *, structure: bool = False) -> tuple[o
         if not data.is_file():
             raise InputError(f"external data file missing for {path}: {data}")
         disk_bytes += data.stat().st_size
+    unstated = [t for t in external if not any(e.key == "length" and e.value for e in t.external_data)]
     try:
         complete_external_lengths(external, path.parent)
     except (KeyError, ValueError) as e:
         raise InputError(f"malformed external data reference in {path}: {e}") from e
+    _fit_unstated_lengths(unstated, path)
     _check_external_extents(external, path)
     return model, ExternalFiles(path.parent, data_files, model_file=path.name), disk_bytes
 
@@ -126,6 +128,22 @@ def _check_tensor_sizes(tensors: list[onnx.TensorProto], path: Path) -> None:
         if field is not None and len(getattr(t, field)) != count:
             raise InputError(f"not a valid ONNX model: tensor '{t.name}' holds {len(getattr(t, field))} values, "
                              f"its dims {list(t.dims)} need {count}: {path}")
+
+
+def _fit_unstated_lengths(tensors: list[onnx.TensorProto], path: Path) -> None:
+    """A reference with no `length` reads what its dims need from its offset, as onnxruntime
+    does: the rest of the file (what `complete_external_lengths` gave it) is cut to that, and a
+    rest shorter than that is refused here, from the sizes alone: dims claiming 10^12 elements
+    over a 16 KB file once reached numpy's reshape as an internal error."""
+    for t in tensors:
+        want = _payload_bytes(t.data_type, math.prod(t.dims))
+        entry = next(e for e in t.external_data if e.key == "length")
+        if want is None or not entry.value.isdigit():
+            continue  # a negative rest (offset past the end): _check_external_extents says so
+        if int(entry.value) < want:
+            raise InputError(f"not a valid ONNX model: tensor '{t.name}' has {entry.value} bytes in its data file, "
+                             f"its dims {list(t.dims)} need {want}: {path}")
+        entry.value = str(want)
 
 
 def _payload_bytes(data_type: int, count: int) -> int | None:

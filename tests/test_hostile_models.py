@@ -109,6 +109,12 @@ def ext_length_past_end(d):
     return save(d, base(external_w("w.bin")))
 
 
+def ext_no_length_longer_file(d):
+    """No `length`, the file longer than the dims need: onnxruntime reads what the dims need."""
+    (d / "w.bin").write_bytes(w_array().tobytes() + b"tail" * 8)
+    return save(d, base(external_w("w.bin", length=None)))
+
+
 def ext_length_overflows(d):
     (d / "w.bin").write_bytes(w_array().tobytes())
     return save(d, base(external_w("w.bin", length=2 ** 64 + N * N * 4)))
@@ -221,7 +227,8 @@ def denormal_weight(d):
 
 def original_nan(d):
     """Log of a normal input: NaN on half the generated values before anything is changed."""
-    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Log", ["h"], ["y"])]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Log", ["x"], ["l"]),
+             helper.make_node("Add", ["h", "l"], ["y"])]
     return save(d, make(nodes, [vi("x")], [vi("y")], [numpy_helper.from_array(w_array(), "W")]))
 
 
@@ -279,7 +286,7 @@ def a_directory(d):
 
 
 CASES = [raw_short, raw_long, dims_bomb, dims_bomb_external, negative_dims, zero_size_weight,
-         ext_offset_past_end, ext_length_past_end, ext_length_overflows, ext_negative_offset, ext_same_bytes_twice,
+         ext_offset_past_end, ext_length_past_end, ext_no_length_longer_file, ext_length_overflows, ext_negative_offset, ext_same_bytes_twice,
          ext_directory, ext_fifo, ext_dotdot_inside, ext_windows_path, ext_nul, ext_missing,
          cycle, dangling_input, two_producers, output_is_initializer, overridable_weight, subgraph_missing_outer,
          nan_weight, inf_weight, denormal_weight, original_nan, beyond_fp16, int64_gather_table,
@@ -293,6 +300,9 @@ COMMANDS = {
     "quant int4": lambda m, o: ["quant", "--dtype", "int4", "--min-elements", "16", m, o],
     "quant --fp16": lambda m, o: ["quant", "--fp16", "--min-elements", "16", m, o],
     "quant --no-verify": lambda m, o: ["quant", "--no-verify", "--min-elements", "16", m, o],
+    "quant --fp16 --no-verify": lambda m, o: ["quant", "--fp16", "--no-verify", "--min-elements", "16", m, o],
+    "quant int4 --no-verify": lambda m, o: ["quant", "--dtype", "int4", "--no-verify", "--min-elements", "16", m, o],
+    "quant --inputs": lambda m, o: ["quant", "--inputs", o.parent.parent / "feeds.npz", "--min-elements", "16", m, o],
     "npy": lambda m, o: ["npy", "--min-bytes", "0", m, o],
 }
 
@@ -315,7 +325,9 @@ def folder_state(folder: Path) -> dict[str, str]:
 
 def outputs_of(path: Path, feeds) -> list[np.ndarray] | None:
     try:
-        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        options.log_severity_level = 3  # the inputs' own oddities (opset 0, W as an input) are the point
+        sess = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         return sess.run(None, feeds)
     except Exception:
         return None
@@ -378,6 +390,11 @@ def test_hostile_model(tmp_path, case):
     src.mkdir()
     model = case(src)
     before = folder_state(src)
+    (tmp_path / "out").mkdir()
+    try:
+        np.savez(tmp_path / "out" / "feeds.npz", **feeds_for(model))
+    except Exception:
+        np.savez(tmp_path / "out" / "feeds.npz", x=np.zeros((2, N), np.float32))
     problems = []
     for name, command in COMMANDS.items():
         out_dir = tmp_path / "out" / name.replace(" ", "_")
@@ -401,3 +418,104 @@ def test_hostile_model(tmp_path, case):
             if wrong:
                 problems.append(f"{wrong}: {what}")
     assert not problems, "\n".join(problems)
+
+
+# -- files: where the output goes -------------------------------------------------------------------
+
+WRITERS = {
+    "shrink": lambda m, o: ["shrink", m, o],
+    "quant": lambda m, o: ["quant", "--min-elements", "16", m, o],
+    "quant --no-verify": lambda m, o: ["quant", "--no-verify", "--min-elements", "16", m, o],
+    "npy": lambda m, o: ["npy", "--min-bytes", "0", m, o],
+}
+
+
+def _targets(tmp_path: Path, model: Path) -> dict[str, Path]:
+    """Outputs that cannot be written: the input itself (without --in-place), a folder that does
+    not exist, a 'folder' that is a file, and (not as root, which may write anywhere) a read-only
+    folder. (An existing folder is no error: like cp, the output goes into it.)"""
+    (tmp_path / "plain.txt").write_text("not a folder")
+    targets = {"the input": model, "missing folder": tmp_path / "nope" / "o.onnx",
+               "under a file": tmp_path / "plain.txt" / "o.onnx"}
+    if os.geteuid() != 0:
+        (tmp_path / "ro").mkdir()
+        (tmp_path / "ro").chmod(0o555)
+        targets["read-only folder"] = tmp_path / "ro" / "o.onnx"
+    return targets
+
+
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_an_output_that_cannot_be_written_is_one_line(tmp_path, command):
+    src = tmp_path / "in"
+    src.mkdir()
+    model = save(src, base())
+    before_in, before_all = folder_state(src), folder_state(tmp_path)
+    for what, target in _targets(tmp_path, model).items():
+        r = CliRunner().invoke(main, [str(a) for a in WRITERS[command](model, target)])
+        lines = r.stderr.strip().splitlines()
+        assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("onnxsurgery: error:"), \
+            f"{what}: {r.exit_code} {r.stderr} {r.exception!r}"
+        assert folder_state(src) == before_in, what
+    after = folder_state(tmp_path)
+    assert {k: v for k, v in after.items() if not k.startswith(("plain", "ro"))} == before_all
+
+
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_ctrl_c_while_writing_leaves_no_partial_file(tmp_path, monkeypatch, command):
+    """KeyboardInterrupt from inside the writer, after some bytes went out: no output, no
+    temporary file beside it, the input as it was, and the interrupted exit code."""
+    from onnxsurgery.storage import staging
+
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    out.mkdir()
+    model = save(src, base())
+    before = folder_state(src)
+    real = staging.write_pieces
+
+    def interrupted(f, pieces, files):
+        f.write(b"partial")
+        real(f, pieces[:1], files)
+        raise KeyboardInterrupt
+
+    def interrupted_copy(source, target):  # shrink with nothing to merge copies the file
+        Path(target).write_bytes(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(staging, "write_pieces", interrupted)
+    monkeypatch.setattr(staging, "copy_large_file", interrupted_copy)
+    r = CliRunner().invoke(main, [str(a) for a in WRITERS[command](model, out / "o.onnx")])
+    assert r.exit_code == 130, (r.exit_code, r.stderr, r.exception)
+    assert "interrupted (Ctrl-C)" in r.stderr
+    assert list(out.iterdir()) == [] and folder_state(src) == before
+
+
+def test_a_nan_error_is_the_worst_wherever_it_comes():
+    """max() keeps a NaN only in first place: a sample's NaN error read after a number's passed."""
+    from onnxsurgery.running.output_errors import PooledOutputs, compare_outputs, worst_of
+
+    assert np.isnan(worst_of([0.1, float("nan"), 0.2])) and worst_of([0.1, 0.3]) == 0.3 and worst_of([]) == 0.0
+    ref = np.ones((2, 4), np.float32)
+    nan_ref = ref.copy()
+    nan_ref[0, 0] = np.nan  # the original's own NaN where the result has a number
+    pooled = PooledOutputs()
+    pooled.add(compare_outputs([ref], [ref * 1.01], ["y"]))
+    pooled.add(compare_outputs([nan_ref], [ref], ["y"]))
+    entry = pooled.finish(["y"], ["y"])["y"]
+    assert np.isnan(entry["rel_l2_error"]) and entry["original_not_finite"] == 1 and entry["not_finite"] == 0
+
+
+def test_a_nan_verdict_is_a_refusal():
+    from onnxsurgery.api.verdict import judge
+    from onnxsurgery.errors import VerificationError
+    from onnxsurgery.report import RunReport
+
+    report = RunReport.__new__(RunReport)
+    report.verification = {"rel_l2_error": float("nan"), "outputs": {}, "not_finite": 0, "original_not_finite": 3}
+    report.notes, report.warnings = [], []
+    with pytest.raises(VerificationError, match="not a number.*original itself computes NaN or infinity at 3"):
+        judge(report, None, False)
+    report.verification["rel_l2_error"] = 0.01
+    judge(report, None, False)
+    assert report.notes == ["the original computes NaN or infinity at 3 output values on the verification inputs: "
+                            "the errors are over the other values"]

@@ -47,6 +47,9 @@ def refuse(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     kept = []
     for c in candidates:
         no_quantized_form = float16_for_tensorrt(c.site, c.options)
+        if c.options.fp16 and not c.options.levels and c.site.onnx_dtype == onnx.TensorProto.FLOAT:
+            # stored as float16: a value past 65504 would become inf (written with --no-verify)
+            no_quantized_form = no_quantized_form or "--fp16"
         reason = ctx.planning.refusal(c.site, ctx.scopes, ctx.options, ctx.overridable, qdq=True)
         if not reason and ctx.unchecked is not None and not no_quantized_form:
             ctx.unchecked.add(c.name)

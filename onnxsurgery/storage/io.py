@@ -68,6 +68,7 @@ def open_model(source: str | os.PathLike, *, structure: bool = False) -> tuple[o
         raise InputError(f"not an ONNX model (no graph): {path}")
     _check_names_are_text(model, path)
     _check_graph_io_typed(model.graph, path)
+    _check_initializer_names_unique(model.graph, path)
     tensors = list(all_tensor_protos(model.graph))
     _check_tensor_sizes(tensors, path)
     external = [t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
@@ -161,6 +162,25 @@ def _check_graph_io_typed(graph: onnx.GraphProto, path: Path) -> None:
             which = t.type.WhichOneof("value")
             if which is None or (which == "tensor_type" and not t.type.tensor_type.elem_type):
                 raise InputError(f"not a valid ONNX model: graph {kind} '{t.name}' has no type: {path}")
+
+
+def _check_initializer_names_unique(graph: onnx.GraphProto, path: Path) -> None:
+    """No two initializers of one graph share a name (ONNX names are single-assignment). Which
+    one a reader gets is each tool's own choice: onnxruntime ran the file with one, quant's
+    verification with the other (relative L2 1.48, written with exit 0)."""
+    pending = [graph]
+    while pending:
+        g = pending.pop()
+        seen: set[str] = set()
+        for t in g.initializer:
+            if t.name in seen:
+                raise InputError(f"not a valid ONNX model: two initializers are named '{t.name}': {path}")
+            seen.add(t.name)
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    pending.append(attr.g)
+                pending.extend(attr.graphs)
 
 
 def _check_names_are_text(model: onnx.ModelProto, path: Path) -> None:

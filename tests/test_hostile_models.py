@@ -143,6 +143,42 @@ def ext_same_bytes_twice(d):
     return save(d, make(nodes, [vi("x")], [vi("y")], [external_w("w.bin"), w2]))
 
 
+def ext_offset_not_a_number(d):
+    (d / "w.bin").write_bytes(w_array().tobytes())
+    w = external_w("w.bin")
+    w.external_data[1].value = "0x10"
+    return save(d, base(w))
+
+
+def ext_empty_location(d):
+    return save(d, base(external_w("")))
+
+
+def sparse_out_of_range(d):
+    """A sparse initializer whose indices point past its dense shape."""
+    values = numpy_helper.from_array(np.ones(3, np.float32), "W")
+    indices = numpy_helper.from_array(np.array([0, 5, N * N + 7], np.int64), "W_i")
+    m = base(numpy_helper.from_array(w_array(3), "W0"))
+    m.graph.initializer.pop(0)
+    m.graph.sparse_initializer.append(helper.make_sparse_tensor(values, indices, [N, N]))
+    return save(d, m)
+
+
+def sparse_weight(d):
+    """A valid sparse initializer: every command handles it (an internal error in all before)."""
+    values = numpy_helper.from_array(np.arange(1, 4, dtype=np.float32), "W")
+    indices = numpy_helper.from_array(np.array([0, 5, N * N - 1], np.int64), "W_i")
+    m = base(numpy_helper.from_array(w_array(3), "W0"))
+    m.graph.initializer.pop(0)
+    m.graph.sparse_initializer.append(helper.make_sparse_tensor(values, indices, [N, N]))
+    return save(d, m)
+
+
+def huge_rank_product(d):
+    """dims whose product passes int64 (2^40 x 2^40), 16 KB held."""
+    return save(d, base(raw_w(w_array().tobytes(), dims=(2 ** 40, 2 ** 40))))
+
+
 def ext_directory(d):
     (d / "w.bin").mkdir()
     return save(d, base(external_w("w.bin")))
@@ -327,7 +363,8 @@ def a_directory(d):
 
 CASES = [raw_short, raw_long, dims_bomb, dims_bomb_external, negative_dims, zero_size_weight, undefined_dtype,
          unknown_dtype, ext_offset_past_end, ext_length_past_end, ext_no_length_longer_file, ext_length_overflows,
-         ext_negative_offset, ext_same_bytes_twice, ext_directory, ext_fifo, ext_dotdot_inside, ext_windows_path,
+         ext_negative_offset, ext_offset_not_a_number, ext_empty_location, sparse_out_of_range, sparse_weight, huge_rank_product,
+         ext_same_bytes_twice, ext_directory, ext_fifo, ext_dotdot_inside, ext_windows_path,
          ext_nul, ext_missing, cycle, dangling_input, two_producers, two_initializers_one_name, output_is_initializer,
          overridable_weight, subgraph_missing_outer, nan_weight, inf_weight, nan_constant_node, fp16_inf_weight,
          denormal_weight, original_nan, beyond_fp16, int64_gather_table, no_opset, opset_0, opset_99,
@@ -354,6 +391,8 @@ REFUSED = {
     # which of the two a reader gets is its own choice: quant's verification read the other one
     # than onnxruntime and wrote its result with a warning of 1.48 relative error
     "two_initializers_one_name": {"compare"},
+    # an index past the end: onnxruntime refuses it, gs made it a model that ran
+    "sparse_out_of_range": {"compare"},
 }
 
 

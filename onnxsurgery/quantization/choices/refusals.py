@@ -12,7 +12,9 @@ import fnmatch
 import numpy as np
 import onnx
 
-from ...graph_utils import ConstantSite, consumers, graph_outputs_holding, read_values
+from onnx_graphsurgeon.ir.tensor import SparseValues
+
+from ...graph_utils import ConstantSite, consumers, graph_outputs_holding, held_values, read_values
 from ..options import QuantOptions
 from ..chunked import all_finite
 from .candidate import Candidate, PlanContext
@@ -72,6 +74,8 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, overridable: froz
     reason = already_quantized(site) or position_table(site)
     if reason:
         return reason
+    if isinstance(held_values(site.tensor), SparseValues):  # its dense values read as zeros here
+        return "a sparse initializer: left as it is"
     if site.num_elements < options.min_elements:
         return "small"
     if not site.shape:

@@ -363,7 +363,8 @@ def a_directory(d):
 
 CASES = [raw_short, raw_long, dims_bomb, dims_bomb_external, negative_dims, zero_size_weight, undefined_dtype,
          unknown_dtype, ext_offset_past_end, ext_length_past_end, ext_no_length_longer_file, ext_length_overflows,
-         ext_negative_offset, ext_offset_not_a_number, ext_empty_location, sparse_out_of_range, sparse_weight, huge_rank_product,
+         ext_negative_offset, ext_offset_not_a_number, ext_empty_location, sparse_out_of_range, sparse_weight,
+         huge_rank_product,
          ext_same_bytes_twice, ext_directory, ext_fifo, ext_dotdot_inside, ext_windows_path,
          ext_nul, ext_missing, cycle, dangling_input, two_producers, two_initializers_one_name, output_is_initializer,
          overridable_weight, subgraph_missing_outer, nan_weight, inf_weight, nan_constant_node, fp16_inf_weight,

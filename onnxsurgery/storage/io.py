@@ -202,7 +202,8 @@ def _check_sparse_indices(graph: onnx.GraphProto, path: Path) -> None:
             try:
                 where = onnx.numpy_helper.to_array(indices).astype(np.int64, copy=False)
             except (ValueError, TypeError) as e:
-                raise InputError(f"not a valid ONNX model: sparse tensor '{name}' has unreadable indices: {path}") from e
+                raise InputError(f"not a valid ONNX model: sparse tensor '{name}' has unreadable indices: "
+                                 f"{path}") from e
             if where.ndim == 2 and where.shape == (count, len(sparse.dims)):  # one row of coordinates per value
                 bounds = np.asarray(sparse.dims, np.int64)
                 bad = where.size and bool(((where < 0) | (where >= bounds)).any())

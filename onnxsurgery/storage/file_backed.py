@@ -14,14 +14,14 @@ from onnx import numpy_helper
 from onnx_graphsurgeon.exporters.onnx_exporter import dtype_to_onnx
 from onnx_graphsurgeon.ir.tensor import LazyValues
 
-from .lazy import ExternalFiles, external_ref
+from .paths import external_ref
 from .skim import LAZY_THRESHOLD
 
 
 class FileBackedValues(LazyValues):
     """gs lazy values whose bytes stay in a file until read."""
 
-    def __init__(self, tensor: onnx.TensorProto, files: ExternalFiles):
+    def __init__(self, tensor: onnx.TensorProto, files):  # files: lazy.ExternalFiles (no import: lazy imports this)
         super().__init__(tensor)
         self.files = files
         self.location, self.offset, self.length = external_ref(tensor)

@@ -22,10 +22,9 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import InputError
-from .lazy import (ExternalFiles, complete_external_lengths, external_ref, materialize,
-                   read_model_skipping_weights)
+from .lazy import ExternalFiles, complete_external_lengths, materialize, read_model_skipping_weights
 from .long_lists import put_back, set_aside
-from .paths import check_external_locations
+from .paths import check_external_locations, external_ref
 from .protos import all_tensor_protos
 from .skim import read_structure
 from .staging import PROTOBUF_LIMIT

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .paths import confined
+from .paths import confined, external_ref
 from .skim import LAZY_THRESHOLD, read_model_skipping_weights  # noqa: F401 (read_model_skipping_weights: its old home)
 from .spill import SPILL_LOCATION, SpillFile
 
@@ -179,13 +179,6 @@ class ExternalFiles:
 
     def __del__(self):
         self.close()
-
-
-def external_ref(t: onnx.TensorProto) -> tuple[str, int, int]:
-    """(location, offset, length) of an external tensor; `length` must be present (see
-    `complete_external_lengths`)."""
-    info = {e.key: e.value for e in t.external_data}
-    return info["location"], int(info.get("offset") or 0), int(info["length"])
 
 
 def complete_external_lengths(tensors, base_dir: Path) -> None:

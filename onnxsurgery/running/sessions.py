@@ -145,9 +145,11 @@ def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
     refuses the same files, older releases may not): `run` and `compare` read models that
     nothing else of onnxsurgery opened first."""
     from ..storage.paths import check_external_locations
-    from .feeds import _structure
 
-    model = _structure(path) if model is None else model
+    if model is None:
+        from .feeds import _structure  # here: a parsed model given (the load check's) needs no feeds module
+
+        model = _structure(path)
     if model is None:  # not a model: onnxruntime says so in its own words
         return
     check_external_locations(model, path.parent, path.name)
@@ -341,9 +343,10 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def load_error(model: onnx.ModelProto | str | os.PathLike) -> str | None:
     """None when onnxruntime loads `model`, else the first line of its error. Cheap: graph
-    optimizations off, weights memory-mapped where they can be."""
+    optimizations off, weights memory-mapped where they can be, its threads not spinning (it
+    never runs: their spin at creation and teardown was a third of its CPU on the ALBERT sample)."""
     try:
-        session(model, optimize=False, map_weights=True)
+        session(model, optimize=False, map_weights=True, beside=True)
     except VerificationError as e:
         return _first_line(e.__cause__ if e.__cause__ is not None else e)
     finally:

@@ -103,4 +103,9 @@ SKIPPED = {
     "tinymodel, nedb-cast-slm, picogpt, charllm, babygpt, adaptible (small language models)": "no trained weights "
     "in the distribution (downloaded from a hub or trained at run time): no decoder with tied weights to export",
     "pokepy-generator": "a 40 KB numpy character MLP (no cache, no attention): the kind sk_mlp_digits is",
+    "vtop-auth-lite captcha_crnn.onnx (5.5 MB)": "a CRNN captcha reader, the kind captcha_crnn is",
+    "g2p-id-py encoder_model.onnx": "the LSTM encoder of g2p_id_lstm_decoder (the same tf2onnx LSTM op, no state "
+    "in): it makes the decoder's states in zoo/indonesian.py",
+    "mambo-v3, openlinktoken-core-ai, datamask-llm, ragground, g2p-nb, g2p-phonemizer (an sdist), jigor (a 123 KB "
+    "sdist)": "the distribution ships no .onnx",
 }

@@ -19,6 +19,9 @@ import numpy as np
 
 PACKAGE = "g2p-id-py==0.4.2"
 BATCH = 16
+# the ids the decisions look for, as the wheel's json files give them (token2id.json's "[mask]",
+# p2id.json's "\n", the config's eos_token): the decisions read no file
+MASK_ID, EOS_ID = 30, 1
 
 
 def _folder():
@@ -72,9 +75,8 @@ def indonesian_e_words(model, seed, n):
 
 def masked_letters(outputs, feed):
     """The letter (argmax of 32) BERT writes at each [mask]; the package writes it in place of the e."""
-    token2id, config = _vocab()
     logits = np.asarray(next(iter(outputs.values())))
-    return logits[feed["input_1"] == token2id[config["mask_token"]]].argmax(-1), False
+    return logits[feed["input_1"] == MASK_ID].argmax(-1), False
 
 
 # ---- the LSTM seq2seq beside it (`g2p_id_lstm_decoder`): Keras's lstm_seq2seq, one-hot in and out ----
@@ -121,8 +123,6 @@ def indonesian_decoder_steps(model, seed, n):
 def phonemes_to_end(outputs, feed):
     """The phoneme (argmax of 32) at each step up to and including each word's end: the steps whose
     input is not yet past a newline (LSTM.predict stops there)."""
-    eos = _lstm("p2id.json")[_lstm("config.json")["eos_token"]]
     logits = np.asarray(next(iter(outputs.values())))
-    fed = feed["input_2"].argmax(-1)
-    live = np.cumsum(fed == eos, axis=1) == 0
+    live = np.cumsum(feed["input_2"].argmax(-1) == EOS_ID, axis=1) == 0
     return logits.argmax(-1)[live], False

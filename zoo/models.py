@@ -329,6 +329,12 @@ MODELS: list[Model] = [
           "[1, 80, T] in, 22.05 kHz audio [1, 1, 256 T] out; 5.7 MB)", "french_mels", "voiced_frames_256",
           n_tune=3, n_report=3, heavy=True,
           note="the zoo's first vocoder; its float original ships beside it (hifigan.onnx, 14 MB)"),
+    # ---- twenty-third round: torch exports of shipped trained weights ----
+    Model("khmer_ocr_crnn", "torch", "khmer-ocr-ocm==0.1.0", "khmer_ocr_ocm/assets/model.pth",
+          "vision conv + 2-layer bidirectional LSTM, CTC (khmer-ocr-ocm's Khmer line recognizer: its torch "
+          "checkpoint exported with torch, opset 17; [B, 1, 48, 512] lines in, [128, B, 984] logits out, 37 MB)",
+          "khmer_lines", "argmax_last", export="khmer_ocr",
+          note="an ONNX LSTM op (W, R, B as initializers), time-major output"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

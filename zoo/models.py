@@ -335,6 +335,12 @@ MODELS: list[Model] = [
           "checkpoint exported with torch, opset 17; [B, 1, 48, 512] lines in, [128, B, 984] logits out, 37 MB)",
           "khmer_lines", "argmax_last", export="khmer_ocr",
           note="an ONNX LSTM op (W, R, B as initializers), time-major output"),
+    Model("arabic_diacritizer_bilstm", "torch", "arabic-diacritizer==1.0.0", "diacritize/assets/bilstm_best.pt",
+          "text tagger, char BiLSTM + Bahdanau attention (arabic-diacritizer's Arabic diacritizer: its torch state "
+          "dict exported with torch, opset 17; 3-layer bidirectional LSTM, additive attention over a [B, T, T, 512] "
+          "tensor; [B, T] ids in, [B, T, 15] logits out, 18 MB)", "arabic_bilstm_sentences", "argmax_last",
+          export="arabic_bilstm", n_tune=8, n_report=8,
+          note="an Embedding read by Gather, then three stacked LSTM ops"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

@@ -8,7 +8,8 @@ of any graph where a float16 Transpose with perm [1, 0, 2] feeds a MatMul whose 
 initializer (torch writes that Transpose after a batch_first LSTM); with the NchwcTransformer off
 it loads. `quant` of such a model verified its result ("default graph optimizations") and wrote a
 file that crashes the same way (the arith and scaled lowerings fold back to a float16 initializer;
-`--lowering dq` keeps the DequantizeLinear and loads)."""
+`--lowering dq` keeps the DequantizeLinear and loads); its report now says so
+(onnxsurgery/running/default_crash.py). lac_chinese's float16 GRUs crashed the zoo the same way."""
 
 from __future__ import annotations
 

@@ -8,15 +8,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zoo import arabic_bilstm, inputs, khmer_ocr  # noqa: E402
+from zoo import arabic_bilstm, inputs  # noqa: E402
 from zoo.models import BY_NAME, MODELS, SKIPPED  # noqa: E402
-
-DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
-
 
 def test_round23_models_are_new():
     names = [m.name for m in MODELS]
@@ -26,17 +22,6 @@ def test_round23_models_are_new():
         assert row.package.startswith(package + "==") and row.source == "torch"
         assert not any(package in k for k in SKIPPED)
         assert callable(inputs.maker(row))
-
-
-@pytest.mark.skipif(not DEJAVU.exists(), reason="DejaVu fonts (Debian fonts-dejavu-core) not installed")
-def test_a_rendered_line_is_the_packages_preprocessing():
-    pytest.importorskip("PIL")
-    line = khmer_ocr._render("Phnom Penh 2026", DEJAVU)
-    assert line.shape == (48, 512) and line.dtype == np.float32
-    assert line.max() == 1.0 and line.min() < -0.5  # white paper at 1, ink toward -1 (x / 255 - 0.5) / 0.5
-    assert (line > 0.9).mean() > 0.5  # mostly paper: the text with its 12-pixel margin, stretched to 512
-    # the whole line fills the width: ink in the first and the last eighth
-    assert line[:, :64].min() < 0 and line[:, -64:].min() < 0
 
 
 def test_the_tokenizer_table_is_read_from_the_wheels_constants(tmp_path, monkeypatch):

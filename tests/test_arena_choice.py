@@ -1,7 +1,8 @@
 """A comparison runs with onnxruntime's memory arena only where the samples' activations are all
 below glibc's mmap threshold (32 MiB) and some reach 1 MiB (running/arena.py): decided once from
-shape inference with the first sample's shapes, both sessions alike, the arena shrunk after each
-run; outputs are the same either way."""
+shape inference with the first sample's shapes, or where those leave most values unsized, from
+the first run's (onnxruntime's profile); both sessions alike, the arena shrunk after each run;
+outputs are the same either way."""
 
 from __future__ import annotations
 
@@ -149,3 +150,30 @@ def test_the_arena_computes_the_same_outputs(tmp_path):
     assert not without.get_session_options().enable_cpu_mem_arena
     a, b = runs.run(with_arena, ["y"], feeds)[0], runs.run(without, ["y"], feeds)[0]
     assert a.tobytes() == b.tobytes()
+
+
+def test_quant_inputs_capture_and_candidates_take_the_same_verdict(tmp_path, monkeypatch):
+    """`quant --inputs`' capture (calibration's probes) and its candidates' runs (api/built.py)
+    open their sessions with the verdict a comparison would take: one Verdict per file and arrays."""
+    from onnxsurgery.api import built
+    from onnxsurgery.quantization.calibration import Calibration
+
+    path = _model(tmp_path / "m.onnx")
+    samples = [{"x": np.random.default_rng(2).standard_normal((1024, 1024)).astype(np.float32)}]
+    probe = Calibration(path, samples)._probe({})
+    assert isinstance(probe, arena.ArenaSession)
+    assert arena.arena_verdict(path, samples) is arena.arena_verdict(path, [dict(samples[0])])  # inferred once
+    asked = []
+    real = built.session
+
+    def session(model, **options):
+        asked.append(arena.wanted(options.get("arena")))
+        return real(model, **options)
+
+    monkeypatch.setattr(built, "session", session)
+    outputs, unfolded = built.candidate_runs(path, ["y"], samples)
+    assert asked == [True] and unfolded
+    small = [{"x": samples[0]["x"][:4, :4].copy()}]
+    built.candidate_runs(path, ["y"], small)
+    assert asked == [True, False]
+    assert not isinstance(Calibration(path, small)._probe({}), arena.ArenaSession)

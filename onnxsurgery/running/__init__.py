@@ -14,6 +14,7 @@ import nothing else, and no private name); the modules:
 - ahead: work started on another thread, its result asked for later (the reference's runs;
   the `--inputs` guard's data-free plan)
 - heap: freed memory given back between sessions; threads on the main heap (glibc)
+- arena: whether sessions run with onnxruntime's memory arena (by shapes or a first run)
 - output_kinds: whether an output's last axis holds classes
 - kv_cache: a KV cache's names: the one module that knows them
 - readers: whether a rewrite changed only weights (verification's batch-2 sample)
@@ -40,13 +41,15 @@ _HOMES = {
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
     **dict.fromkeys(["compare_models", "copy_verification", "reference_ahead"], "verify"),
     "runtime_label": "labels",
+    "arena_verdict": "arena",
     "batch_groups": "batched",
     "same_readers": "readers",
     "ranked_outputs": "ranked",
     **dict.fromkeys(["compare_outputs", "pooled_agreement"], "output_errors"),
 }
 _MODULES = ("sessions", "initializers", "feeds", "samples", "verify", "labels", "ahead", "output_errors",
-            "output_kinds", "kv_cache", "session_memory", "readers", "generated", "heap", "reference_runs", "runs")
+            "output_kinds", "kv_cache", "session_memory", "readers", "generated", "heap", "reference_runs", "runs",
+            "arena")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

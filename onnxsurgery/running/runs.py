@@ -9,14 +9,7 @@ import numpy as np
 import onnx
 
 from ..errors import VerificationError, runtime_message
-from .arena import shrink_after
 from .sessions import _first_line, session
-
-
-def _ort_session():
-    import onnxruntime as ort
-
-    return ort.InferenceSession
 
 
 def open_session(model, **options):
@@ -33,22 +26,14 @@ def open_session(model, **options):
         if isinstance(model, onnx.ModelProto) or e.__cause__ is None:
             raise
         raise VerificationError(f"onnxruntime cannot load {model}: {_first_line(e.__cause__)}") from e
-    if options.get("arena") and sess.get_session_options().enable_cpu_mem_arena:
-        sess._onnxsurgery_arena = True  # run() shrinks it after each run
     return sess
 
 
 def run(sess, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     """`sess`'s outputs `names` on `feeds`; onnxruntime's failure as a VerificationError. A
-    session with the arena (open_session's `arena`) gives back its free chunks after each run, so
-    that what it holds stays one run's (arena.py); a wrapped session's own run options do it."""
+    session with the arena (open_session's `arena`: an arena.ArenaSession) gives back its free
+    chunks after each run, so that what it holds stays one run's."""
     try:
-        if getattr(sess, "_onnxsurgery_arena", False) and isinstance(sess, _ort_session()):
-            import onnxruntime as ort
-
-            options = ort.RunOptions()
-            shrink_after(options)
-            return sess.run(names, feeds, options)
         return sess.run(names, feeds)
     except Exception as e:  # onnxruntime raises its own exception types
         raise VerificationError(f"onnxruntime failed to run: {runtime_message(e)}") from e

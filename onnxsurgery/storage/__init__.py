@@ -2,7 +2,8 @@
 (tests/test_rooms.py checks that they import nothing else, and no private name); the modules:
 
 - io: load_model / open_model (payloads left in their files), import_onnx
-- lazy: file-backed gs values; ExternalFiles (open data files, the spill file)
+- lazy: ExternalFiles (open data files, the spill file), payloads read back into protos
+- file_backed: file-backed gs values (lazy's gs side: no onnx-graphsurgeon where no graph is made)
 - skim: the wire-level reader (a model without its large payloads), kept per command (`remembering`)
 - wire: the protobuf wire format, just enough to find tensors without parsing payloads
 - writer: a model written with payloads copied from the input files (layout_model, DataFileLayout)
@@ -25,8 +26,8 @@ from ..lazy_exports import lazy_exports
 _HOMES = {
     **dict.fromkeys(["RawAttribute", "import_onnx", "inputs_with_defaults", "load_model", "needs_external_data",
                      "open_model"], "io"),
-    **dict.fromkeys(["ExternalFiles", "FileBackedValues", "held_payload", "materialize",
-                     "read_model_skipping_weights"], "lazy"),
+    **dict.fromkeys(["ExternalFiles", "materialize", "read_model_skipping_weights"], "lazy"),
+    **dict.fromkeys(["FileBackedValues", "held_payload"], "file_backed"),
     **dict.fromkeys(["BIT_PATTERN_DTYPES", "DEFAULT_MIN_BYTES", "NpyModel", "default_npy_dir", "load_feeds",
                      "manifest_path", "read_manifest", "with_npy_arrays", "write_arrays", "write_manifest"], "npy"),
     **dict.fromkeys(["check_external_locations", "confined", "external_locations", "location_entries"], "paths"),
@@ -37,7 +38,7 @@ _HOMES = {
                      "save_model", "stage_model",
                      "write_atomic"], "staging"),
 }
-_MODULES = ("io", "lazy", "skim", "wire", "writer", "staging", "held_lists", "protos", "paths", "npy")
+_MODULES = ("io", "lazy", "file_backed", "skim", "wire", "writer", "staging", "held_lists", "protos", "paths", "npy")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

@@ -15,21 +15,23 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
-import onnx_graphsurgeon as gs
 from google.protobuf.message import DecodeError
 
 from ..errors import InputError
-from ..graph_utils import payload_nbytes
-from .lazy import (ExternalFiles, complete_external_lengths, external_ref, materialize,
-                   read_model_skipping_weights)
+from .lazy import ExternalFiles, complete_external_lengths, materialize, read_model_skipping_weights
 from .long_lists import put_back, set_aside
-from .paths import check_external_locations
+from .paths import check_external_locations, external_ref
 from .protos import all_tensor_protos
 from .skim import read_structure
 from .staging import PROTOBUF_LIMIT
+
+if TYPE_CHECKING:  # gs and graph_utils (which loads it) are imported where a graph is made: shrink's
+    # direct path opens its model here and makes none (api/shrink_direct.py)
+    import onnx_graphsurgeon as gs
 
 # Leave room for the rest of the message when deciding whether tensors must go external.
 EXTERNAL_DATA_MARGIN = 64 * 2**20
@@ -149,7 +151,9 @@ def _fit_unstated_lengths(tensors: list[onnx.TensorProto], path: Path) -> None:
 
 
 def _payload_bytes(data_type: int, count: int) -> int | None:
-    """graph_utils.payload_nbytes, or None for a type it cannot size."""
+    """payload_sizes.payload_nbytes, or None for a type it cannot size."""
+    from ..payload_sizes import payload_nbytes
+
     try:
         return payload_nbytes(data_type, count)
     except (KeyError, ValueError, TypeError):
@@ -264,6 +268,8 @@ def import_onnx(model: onnx.ModelProto, *, long_lists_raw: bool = False) -> gs.G
     names unique and keeps overridable initializers among the inputs. `long_lists_raw`: list
     attributes of 64K elements or more (tree ensembles' tables) stay AttributeProtos, as
     RawAttribute, and leave `model`'s nodes (long_lists.py: only for a model the caller parsed)."""
+    import onnx_graphsurgeon as gs
+
     aside = set_aside(model.graph) if long_lists_raw else None
     try:
         graph = gs.import_onnx(model)
@@ -316,6 +322,8 @@ _SKIPPED_BY_GS = (onnx.AttributeProto.TYPE_PROTO, onnx.AttributeProto.TYPE_PROTO
 
 def _keep_skipped_attributes(source: onnx.GraphProto, graph: gs.Graph) -> None:
     """gs imports the nodes of each graph in order, so the two node lists pair up."""
+    import onnx_graphsurgeon as gs
+
     if len(source.node) != len(graph.nodes):
         return
     for proto, node in zip(source.node, graph.nodes):

@@ -19,8 +19,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from typing import TYPE_CHECKING
+
 import onnx
-import onnx_graphsurgeon as gs
+
+if TYPE_CHECKING:  # imported in put_back: open_model (io.py) imports this module where no graph is made
+    import onnx_graphsurgeon as gs
 
 LONG_LIST = 65536  # elements: a 64K-node tree table and up; shapes and pads lists are a handful
 _LISTS = {onnx.AttributeProto.INTS: "ints", onnx.AttributeProto.FLOATS: "floats",
@@ -52,6 +56,8 @@ def put_back(aside: list, graph: gs.Graph, raw) -> None:
     """The popped attributes into `graph`'s nodes as `raw(proto)`, each in its place. gs imports
     a graph's nodes in order, so the lists pair up; where they do not (nothing set aside), nothing
     is done."""
+    import onnx_graphsurgeon as gs
+
     if not any(popped or inner for _, popped, inner in aside) or len(aside) != len(graph.nodes):
         return
     for (order, popped, inner), node in zip(aside, graph.nodes):

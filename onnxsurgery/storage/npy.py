@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, OutputError
-from .lazy import payload_in_file
 from ..parallel import ordered_map
 from .writer import copy_range
 from .staging import write_atomic
@@ -161,7 +160,9 @@ def write_arrays(arrays: dict, npy_dir: Path, manifest: Path) -> dict:
 
 def _in_file(value):
     """Where a moved constant's bytes sit in the input's file as numpy lays them out
-    (`lazy.payload_in_file`), or None (then it is read and written as an array)."""
+    (`file_backed.payload_in_file`), or None (then it is read and written as an array)."""
+    from .file_backed import payload_in_file  # here: the load check's manifest read needs no gs
+
     tensor = getattr(value, "tensor", None)
     return payload_in_file(tensor) if tensor is not None else None
 

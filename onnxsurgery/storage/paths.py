@@ -53,6 +53,13 @@ def check_external_locations(model: onnx.ModelProto, base_dir: str | Path, model
             seen.add(location)
 
 
+def external_ref(t: onnx.TensorProto) -> tuple[str, int, int]:
+    """(location, offset, length) of an external tensor; `length` must be present (see
+    lazy.complete_external_lengths)."""
+    info = {e.key: e.value for e in t.external_data}
+    return info["location"], int(info.get("offset") or 0), int(info["length"])
+
+
 def external_locations(model: onnx.ModelProto) -> Iterator[tuple[str, str]]:
     """(tensor name, location) of each external reference anywhere in `model`, breadth first:
     initializers, Constant nodes, subgraphs, function bodies, sparse tensors. A walk over every

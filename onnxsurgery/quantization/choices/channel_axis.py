@@ -142,11 +142,15 @@ def _measured(c: Candidate, activations: Calibration | None) -> Candidate | None
     if not all_finite(values):
         return None  # the plan's NaN/Inf check refuses it (planner.py)
     moments = activations.moments(site) if activations is not None else None
-    cost = _cost(values, site, c, moments)
+    gains = None if moments is not None else _gains(site)
+    cost = _cost(values, site, c, moments, gains)
+    # what decided, as it was measured: a reader whose next layer is not found (a ConvTranspose,
+    # a residual Add, a reshape) leaves every channel weighted alike, the plain weight error
     where = "in its layer's output on --inputs" if moments is not None else \
         "in the weight, weighted by the next layer's gain per channel" + (
             " (through the normalization its output goes into: gamma times the next weight)"
-            if normalized_gemm(site) else "")
+            if normalized_gemm(site) else "") if gains is not None else \
+        "in the weight (no next layer's gain found behind its reader: every channel weighted alike)"
     if c.lowering == "lean":  # against the lean form: any axis, the output channels' too
         lean = cost(None)
         best = min(((cost(a), a) for a in range(values.ndim) if values.shape[a] >= MIN_AXIS_CHANNELS),
@@ -171,13 +175,19 @@ def _measured(c: Candidate, activations: Calibration | None) -> Candidate | None
     return None
 
 
-def _cost(values: np.ndarray, site: ConstantSite, c: Candidate, moments):
+def _gains(site: ConstantSite) -> np.ndarray | None:
+    """Each output channel's gain in the next layer (gain.py, or normalized_gain.py behind a
+    normalization); None where none is found (every channel then weighs alike)."""
+    channel_axis = choose_axes(site)[0]
+    return concentration_gains(site, channel_axis) if not normalized_gemm(site) else \
+        gains_through_norm(site, channel_axis)
+
+
+def _cost(values: np.ndarray, site: ConstantSite, c: Candidate, moments, gains: np.ndarray | None):
     """axis -> the error of per-channel int8 along it (symmetric, as the default's kept form
-    rounds), by the measure the module docstring says."""
+    rounds), by the measure the module docstring says (`gains`: _gains, where no moments)."""
     balance = balanced_rounding(site, c.options)
     channel_axis = choose_axes(site)[0]
-    gains = None if moments is not None else (concentration_gains(site, channel_axis)
-                                              if not normalized_gemm(site) else gains_through_norm(site, channel_axis))
 
     def cost(axis: int | None) -> float:
         """Per channel along `axis` as DequantizeLinear; None: the lean form (`scaled`, equalized)."""

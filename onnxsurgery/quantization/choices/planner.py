@@ -10,7 +10,8 @@ the measure in a layer's output measures.py's.
    forms its readers call for: fused_forms.py, int4_paths.py);
 2. refusals.refuse: what is left as it is, and why (its record says so; it is dropped);
 3. forms.group: its grouping, and float16 instead of integers where a rule says so;
-4. rules.lower: which lowering (and the decoder's 8-bit MatMulNBits);
+4. rules.lower: which lowering (and the decoder's 8-bit MatMulNBits); recurrent_tables.py: an
+   embedding table a recurrent layer reads, float16;
 5. memory_at_load.py: what stays quantized in memory at load (load_memory.py's estimates), and
    dequantized.py: a quantized model's own Cast -> Mul weights rewritten to stay 8-bit at load;
 6. channel_axis.py, lean.py, symmetry.py: what is measured (the axis of a weight kept per
@@ -45,6 +46,7 @@ from .dequantized import dequantize
 from .lean import choose_lean
 from .memory_at_load import at_load
 from .planning import Planning, options_key, planning_for
+from .recurrent_tables import keep_recurrent_tables
 from .symmetry import SymmetryChoice, choose_symmetric
 
 
@@ -129,8 +131,8 @@ def _gptq(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     return candidates
 
 
-STAGES = (forms.own_options, refusals.refuse, forms.group, rules.lower, _at_load, dequantize, _capture, _channel_axes,
-          _lean, _symmetry, _values_checked, _gptq, records.write)
+STAGES = (forms.own_options, refusals.refuse, forms.group, rules.lower, keep_recurrent_tables, _at_load, dequantize,
+          _capture, _channel_axes, _lean, _symmetry, _values_checked, _gptq, records.write)
 
 
 def _plan(graph, planning: Planning, options: QuantOptions, opset: int, overridable, activations, calibration,

@@ -158,7 +158,10 @@ def hold_values(c: gs.Constant, values) -> None:
 def onnx_dtype(c: gs.Constant) -> int:
     """The ONNX data type of a constant, read without touching its values."""
     if isinstance(held_values(c), LazyValues):
-        return int(held_values(c).tensor.data_type)
+        tensor = held_values(c).tensor
+        # gs's SparseValues is a LazyValues over a SparseTensorProto: the type is its values'
+        # (a sparse initializer was an internal error in every command)
+        return int(tensor.values.data_type if isinstance(tensor, onnx.SparseTensorProto) else tensor.data_type)
     from onnx_graphsurgeon.exporters.onnx_exporter import dtype_to_onnx
 
     return int(dtype_to_onnx(c.export_dtype if c.export_dtype is not None else c.dtype))

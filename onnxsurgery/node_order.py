@@ -16,6 +16,9 @@ so the order or the error is its own."""
 from __future__ import annotations
 
 import onnx_graphsurgeon as gs
+from onnx_graphsurgeon.util.exception import OnnxGraphSurgeonException
+
+from .errors import InputError
 
 
 def toposort(graph: gs.Graph) -> gs.Graph:
@@ -25,7 +28,15 @@ def toposort(graph: gs.Graph) -> gs.Graph:
             return graph
     except NotPlain:
         pass
-    return graph.toposort(recurse_subgraphs=True)
+    try:
+        return graph.toposort(recurse_subgraphs=True)
+    except OnnxGraphSurgeonException as e:
+        # Only a model can bring a cycle (or a name two nodes make, which gs sees as one): say
+        # so in one line, as quant's own measures do, rather than an internal error
+        if "Cycle detected" not in str(e):
+            raise
+        raise InputError("the graph has a cycle (or two nodes make the same tensor): a node reads, through "
+                         "other nodes, what it computes itself; onnxruntime refuses such a model") from None
 
 
 def _plain(graph: gs.Graph) -> bool:

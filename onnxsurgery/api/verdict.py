@@ -26,10 +26,22 @@ def judge(report: RunReport, max_error: float | None, four_bit: bool) -> None:
             f"{shape(entry['shape'])} on the {'generated ' * bool(generated)}verification inputs "
             f"({len(other)} output{'s' * (len(other) != 1)} differ): the result does not compute what the "
             f"input did; nothing written (try {', or '.join(fixes)})")
+    own = report.verification.get("original_not_finite") or 0
+    # the original's own NaN or infinity on these inputs (a Sqrt or Log of generated values outside
+    # its domain): said beside the verdict, since a result a rounding away from it can flip there
+    domain = (f" (the original itself computes NaN or infinity at {own} output values there: give --inputs with "
+              "data it computes numbers for)") if own else ""
     if report.verification.get("not_finite"):  # a NaN model is no result, whatever --max-error says
         raise VerificationError(
             f"{report.verification['not_finite']} output values are NaN or infinite on the verification "
-            "inputs where the original's are numbers; nothing written")
+            f"inputs where the original's are numbers{domain}; nothing written")
+    if worst != worst:  # NaN: the original's NaN or infinity where the result has a number
+        raise VerificationError(
+            "the output error is not a number: the result computes numbers where the original computes NaN or "
+            f"infinity on the verification inputs{domain}; nothing written")
+    if own:
+        report.notes.append(f"the original computes NaN or infinity at {own} output values on the verification "
+                            "inputs: the errors are over the other values")
     if max_error is not None and not worst <= max_error:
         raise VerificationError(
             f"relative L2 output error {worst:.3g} exceeds --max-error {max_error:g}; nothing written"

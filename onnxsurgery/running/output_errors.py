@@ -30,6 +30,17 @@ def pooled_agreement(entries: list[dict]) -> float:
     return float(np.average([e["argmax_agreement"] for e in entries], weights=positions))
 
 
+def worst_of(errors, default: float = 0.0) -> float:
+    """The largest of `errors`, NaN if any is NaN: max() keeps a NaN only where it comes first,
+    so a sample's NaN error read after a number's was lost and the verdict passed."""
+    worst = default
+    for i, e in enumerate(errors):
+        if e != e:
+            return e
+        worst = e if i == 0 or e > worst else worst
+    return worst
+
+
 class PooledOutputs:
     """compare_outputs' figures over several samples, output by output: the worst errors, the
     summed counts, and each sample's argmax agreement, pooled over all positions at the end."""
@@ -48,6 +59,7 @@ class PooledOutputs:
                 continue
             prev["exact"] = prev["exact"] and entry["exact"]
             prev["not_finite"] += entry["not_finite"]
+            prev["original_not_finite"] += entry["original_not_finite"]
             prev["other_shapes"] += entry["other_shapes"]
             prev["numbers"] += entry["numbers"]
             prev["values"] += entry["values"]
@@ -57,7 +69,7 @@ class PooledOutputs:
                 prev["shape"], prev["got_shape"] = entry["shape"], entry["got_shape"]
             for key in ("max_abs_error", "rel_l2_error", "differing"):
                 if key in entry:
-                    prev[key] = max(prev.get(key, 0.0), entry[key])
+                    prev[key] = worst_of((prev.get(key, 0.0), entry[key]))
 
     def finish(self, names: list[str], headline: list[str]) -> dict[str, dict]:
         """Per output, over all samples; a KV cache's outputs outside the headline without an
@@ -116,6 +128,10 @@ def _compare_outputs(ref: list[np.ndarray], got: list[np.ndarray], names: list[s
         figures = _float_figures(a, b) if a.shape == b.shape and a.dtype.kind in "fc" else None
         # every value of both finite (the figures' quick path saw it): none to count
         entry["not_finite"] = 0 if figures is not None and figures[1] else _not_finite(a, b)
+        # the original's own NaN or infinity (a Sqrt or Log of generated values outside its
+        # domain): the result's values there are not compared, and the verdict says so
+        entry["original_not_finite"] = 0 if figures is not None and figures[1] or a.dtype.kind not in "fc" else int(
+            a.size - np.count_nonzero(np.isfinite(a)))
         entry["other_shapes"] = 0 if a.shape == b.shape else 1
         # whether the original's output holds a number (PooledOutputs.finish: none on any sample,
         # nothing compared); `values`: whether it holds anything (an empty output is compared).

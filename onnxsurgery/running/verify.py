@@ -21,7 +21,7 @@ from .fold_pays import conv_weights_dominate
 from .heap import give_back_freed_memory as _give_back_freed_memory
 from .labels import runtime_label
 from .arena import arena_verdict
-from .output_errors import PooledOutputs, compare_outputs, hollow_outputs
+from .output_errors import PooledOutputs, compare_outputs, hollow_outputs, worst_of
 from .output_kinds import headline_outputs
 from .ranked import ranked_outputs
 from .readers import same_readers
@@ -193,7 +193,7 @@ def compare_models(
         got = ref if same else merged[index] if merged is not None else candidate_outputs[index] \
             if candidate_outputs is not None else run_candidate(feeds)
         compared = compare_outputs(ref, got, names, ranked)
-        error = max((compared[n]["rel_l2_error"] for n in headline), default=0.0)
+        error = worst_of(compared[n]["rel_l2_error"] for n in headline)
         if not error <= worst_error and worst_error == worst_error:  # the first NaN counts as the worst
             worst_sample, worst_error = index, error
         pooled.add(compared)
@@ -211,10 +211,12 @@ def compare_models(
         "samples": len(samples),
         "generated": generated,  # inputs made from the declared shapes: errors on real data may differ
         "exact": all(e["exact"] for e in per_output.values()),
-        "max_abs_error": None if nothing else max((e["max_abs_error"] for e in chosen), default=0.0),
-        "rel_l2_error": None if nothing else max((e["rel_l2_error"] for e in chosen), default=0.0),
+        "max_abs_error": None if nothing else worst_of(e["max_abs_error"] for e in chosen),
+        "rel_l2_error": None if nothing else worst_of(e["rel_l2_error"] for e in chosen),
         "not_compared": hollow,  # outputs whose original held no finite value on any sample
         "not_finite": sum(e["not_finite"] for e in per_output.values()),
+        # values the original itself computed no number for: errors are over the others
+        "original_not_finite": sum(e.get("original_not_finite", 0) for e in per_output.values()),
         "other_shapes": sum(e["other_shapes"] for e in per_output.values()),
         "headline": headline,
         # the index, in the reference's runs, of the sample whose headline error is largest

@@ -133,6 +133,8 @@ def spillable_proto(t) -> tuple[onnx.TensorProto, memoryview] | None:
         return None
     if isinstance(values, LazyValues):
         proto = values.tensor
+        if isinstance(proto, onnx.SparseTensorProto):
+            return None  # gs's SparseValues: written back as a sparse initializer
         if proto.data_location == onnx.TensorProto.EXTERNAL or len(proto.raw_data) < LAZY_THRESHOLD:
             return None
         if proto.segment.ByteSize() or proto.external_data:

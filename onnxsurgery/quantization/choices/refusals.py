@@ -12,7 +12,9 @@ import fnmatch
 import numpy as np
 import onnx
 
-from ...graph_utils import ConstantSite, consumers, graph_outputs_holding, read_values
+from onnx_graphsurgeon.ir.tensor import SparseValues
+
+from ...graph_utils import ConstantSite, consumers, graph_outputs_holding, held_values, read_values
 from ..options import QuantOptions
 from ..chunked import all_finite
 from .candidate import Candidate, PlanContext
@@ -47,6 +49,9 @@ def refuse(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     kept = []
     for c in candidates:
         no_quantized_form = float16_for_tensorrt(c.site, c.options)
+        if c.options.fp16 and not c.options.levels and c.site.onnx_dtype == onnx.TensorProto.FLOAT:
+            # stored as float16: a value past 65504 would become inf (written with --no-verify)
+            no_quantized_form = no_quantized_form or "--fp16"
         reason = ctx.planning.refusal(c.site, ctx.scopes, ctx.options, ctx.overridable, qdq=True)
         if not reason and ctx.unchecked is not None and not no_quantized_form:
             ctx.unchecked.add(c.name)
@@ -69,6 +74,8 @@ def refusal(site: ConstantSite, scopes, options: QuantOptions, overridable: froz
     reason = already_quantized(site) or position_table(site)
     if reason:
         return reason
+    if isinstance(held_values(site.tensor), SparseValues):  # its dense values read as zeros here
+        return "a sparse initializer: left as it is"
     if site.num_elements < options.min_elements:
         return "small"
     if not site.shape:

@@ -25,7 +25,7 @@ from ..errors import InputError
 from .lazy import ExternalFiles, complete_external_lengths, materialize, read_model_skipping_weights
 from .long_lists import put_back, set_aside
 from .paths import check_external_locations, external_ref
-from .protos import all_tensor_protos
+from .protos import all_tensor_protos, graphs_everywhere
 from .skim import read_structure
 from .staging import PROTOBUF_LIMIT
 
@@ -173,19 +173,12 @@ def _check_initializer_names_unique(graph: onnx.GraphProto, path: Path) -> None:
     """No two initializers of one graph share a name (ONNX names are single-assignment). Which
     one a reader gets is each tool's own choice: onnxruntime ran the file with one, quant's
     verification with the other (relative L2 1.48, written with exit 0)."""
-    pending = [graph]
-    while pending:
-        g = pending.pop()
+    for g in graphs_everywhere(graph):
         seen: set[str] = set()
         for t in g.initializer:
             if t.name in seen:
                 raise InputError(f"not a valid ONNX model: two initializers are named '{t.name}': {path}")
             seen.add(t.name)
-        for node in g.node:
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    pending.append(attr.g)
-                pending.extend(attr.graphs)
 
 
 def _check_sparse_indices(graph: onnx.GraphProto, path: Path) -> None:
@@ -193,9 +186,7 @@ def _check_sparse_indices(graph: onnx.GraphProto, path: Path) -> None:
     refuses others; gs densified an index past the end into a model that ran: `quant
     --no-verify` wrote a model the input was not). Indices held in a data file are left to the
     readers."""
-    pending = [graph]
-    while pending:
-        g = pending.pop()
+    for g in graphs_everywhere(graph):
         for sparse in g.sparse_initializer:
             dense = math.prod(sparse.dims)
             count = math.prod(sparse.values.dims)
@@ -219,11 +210,6 @@ def _check_sparse_indices(graph: onnx.GraphProto, path: Path) -> None:
             if bad:
                 raise InputError(f"not a valid ONNX model: sparse tensor '{name}' has an index outside its shape "
                                  f"{list(sparse.dims)}: {path}")
-        for node in g.node:
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    pending.append(attr.g)
-                pending.extend(attr.graphs)
 
 
 def _check_names_are_text(model: onnx.ModelProto, path: Path) -> None:

@@ -14,6 +14,8 @@ Read from the structure only (types of constants; no payloads)."""
 
 from __future__ import annotations
 
+import os
+
 import onnx
 
 CRASHING_VERSIONS = ("1.32.",)  # where it was measured; others are not claimed
@@ -73,3 +75,21 @@ def default_session_crash(model: onnx.ModelProto, version: str | None = None) ->
     return (f"a default session of this model dies at creation in onnxruntime {version} (signal 11: its "
             f"NchwcTransformer on {found}, a MatMul reading a float16 Transpose [1, 0, 2] and a float16 constant); "
             "verified with that transformer off: load it with disabled_optimizers=['NchwcTransformer']")
+
+
+def crash_of(model: onnx.ModelProto | str | os.PathLike) -> str | None:
+    """default_session_crash of a model or a path (its structure, read once: no payloads); None
+    where the file cannot be read (the session that reads it says why)."""
+    from .feeds import _structure
+
+    proto = _structure(model)
+    return None if proto is None else default_session_crash(proto)
+
+
+def layout_crashes(model: onnx.ModelProto | str | os.PathLike) -> bool:
+    """Whether a session of `model` with the NchwcTransformer on dies here. Sessions that run the
+    user's samples turn it on (sessions.session_settings' `layout`): `quant --inputs`, `shrink
+    --verify --inputs` and `compare --inputs` of such a model died with signal 11 in the input's
+    own session (thirty-fifth round); they run it with the transformer off instead, as every
+    other comparison does."""
+    return crash_of(model) is not None

@@ -60,12 +60,6 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, b
 
 def _default_crash(model: onnx.ModelProto | str | os.PathLike) -> str | None:
     """default_crash.py's finding on the candidate (its structure: no payloads)."""
-    from .default_crash import default_session_crash
+    from .default_crash import crash_of
 
-    if not isinstance(model, onnx.ModelProto):
-        from .feeds import _structure
-
-        model = _structure(model)
-        if model is None:
-            return None
-    return default_session_crash(model)
+    return crash_of(model)

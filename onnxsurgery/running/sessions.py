@@ -28,6 +28,7 @@ import onnx
 from ..errors import InputError, UnsafeLocationError, VerificationError
 from . import stream_size
 from .arena import around, profiling, wanted
+from .default_crash import layout_crashes
 from .heap import give_back_freed_memory
 from .initializers import _inline, _inputs_to_initializers, _mapped_file, _ort_value, inline_branches
 from .stream_size import streams
@@ -93,6 +94,8 @@ def _opened(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     if streamed is None:
         streamed = streams(model) or sum(a.nbytes for a in (initializers or {}).values()) >= stream_size.STREAM_BYTES
     map_weights = map_weights or streamed
+    if layout and layout_crashes(model):  # onnxruntime 1.32's NchwcTransformer dies on it (default_crash.py)
+        layout = False
     settings = session_settings(optimize=optimize, fold_constants=fold_constants, runtime=runtime, streamed=streamed,
                                 layout=layout, beside=beside, twins=twins, arena=arena, profile=profile)
     try:

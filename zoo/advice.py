@@ -14,13 +14,17 @@ import re
 _COUNTED = re.compile(r"^(\d+) of these concern quantized weights")
 _NODE = re.compile(r"^(?:QuantizeLinear|DequantizeLinear) '(.*)': ")
 _TENSOR = re.compile(r"^model: UINT8 tensor '(.*)': ")
+_MOVES = {"Gather", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Slice", "Flatten", "Identity", "Expand"}
 
 
 def activation_qdq(model) -> tuple[set[str], set[str]]:
     """The names of the main graph's QuantizeLinear / DequantizeLinear nodes whose data is computed (not
-    an initializer or a Constant), and of their zero points."""
+    an initializer or a Constant, nor only moved from one), and of their zero points."""
     graph = model.graph
     constants = {t.name for t in graph.initializer} | {n.output[0] for n in graph.node if n.op_type == "Constant"}
+    for n in graph.node:  # a quantized table read by Gather (then DequantizeLinear) is still a weight
+        if n.op_type in _MOVES and n.input and n.input[0] in constants:
+            constants.update(n.output)
     nodes = [n for n in graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.input
              and n.input[0] not in constants]
     return {n.name for n in nodes}, {n.input[2] for n in nodes if len(n.input) > 2 and n.input[2]}

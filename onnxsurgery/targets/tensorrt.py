@@ -132,16 +132,18 @@ def _check_graph(graph: onnx.GraphProto, listing: dict, opset: int, outer_types:
                 types[node.output[0]] = value.data_type
                 constants[node.output[0]] = value
     activation_zero_points = {node.input[2] for node in graph.node if node.op_type in ("QuantizeLinear",
-                              "DequantizeLinear") and len(node.input) > 2 and node.input[0] not in constants}
+                              "DequantizeLinear") and len(node.input) > 2
+                              and node.input[0] not in _from_constants(graph, constants)}
     for name, dtype in types.items():
         if _TYPE_NAMES.get(dtype) == "UINT8" and name in constants and name not in boundary:
             findings.append(Finding("model", "", f"UINT8 tensor {name!r}: TensorRT takes UINT8 only as a "
                                     "network input or output", activation=name in activation_zero_points))
             break
     readers = _readers(graph)
+    weights = _from_constants(graph, constants)
     for node in graph.node:
         computed = node.op_type in ("QuantizeLinear", "DequantizeLinear") and bool(node.input) and \
-            node.input[0] not in constants  # a quantized activation's pair, not a weight's
+            node.input[0] not in weights  # a quantized activation's pair, not a weight's
         findings.extend(replace(f, activation=computed) for f in _check_node(node, listing, opset, types, constants))
         if node.op_type == "DequantizeLinear" and node.input and node.input[0] in constants and \
                 readers.get(node.output[0], 0) > 1:
@@ -150,6 +152,20 @@ def _check_graph(graph: onnx.GraphProto, listing: dict, opset: int, outer_types:
         for attr in node.attribute:
             for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
                 _check_graph(sub, listing, opset, types, constants, boundary, findings)
+
+
+# Ops that move or select a tensor's values without computing new ones (their data: input 0): a quantized
+# table read by Gather, then DequantizeLinear (quantize_dynamic's embeddings), is still a weight.
+_MOVES = {"Gather", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Slice", "Flatten", "Identity", "Expand"}
+
+
+def _from_constants(graph: onnx.GraphProto, constants: dict) -> set[str]:
+    """The names of `graph`'s constants and of what only moves their values (_MOVES), in graph order."""
+    names = set(constants)
+    for node in graph.node:
+        if node.op_type in _MOVES and node.input and node.input[0] in names:
+            names.update(node.output)
+    return names
 
 
 def _readers(graph: onnx.GraphProto) -> dict[str, int]:

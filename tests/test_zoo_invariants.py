@@ -460,7 +460,7 @@ def test_check_advice_counts_no_activation_as_a_weight():
 
 
 def test_check_advice_holds_on_a_static_qdq_model():
-    from test_check_activations import _static_qdq
+    from test_static_qdq import _static_qdq
 
     from onnxsurgery import api
     from zoo import advice

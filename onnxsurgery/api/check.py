@@ -56,7 +56,8 @@ def next_step(refused: list[Finding | str]) -> str | None:
     if not refused:
         return None
     activations = [f for f in refused if isinstance(f, Finding) and f.activation]
-    quantized = [f for f in refused if f not in activations and any(word in str(f) for word in _QUANTIZED_WORDS)]
+    quantized = [f for f in refused if not (isinstance(f, Finding) and f.activation)
+                 and any(word in str(f) for word in _QUANTIZED_WORDS)]
     others = len(refused) - len(quantized) - len(activations)
     parts = []
     if quantized:

@@ -131,16 +131,15 @@ def _check_graph(graph: onnx.GraphProto, listing: dict, opset: int, outer_types:
             if value is not None:
                 types[node.output[0]] = value.data_type
                 constants[node.output[0]] = value
+    weights = _from_constants(graph, constants)
     activation_zero_points = {node.input[2] for node in graph.node if node.op_type in ("QuantizeLinear",
-                              "DequantizeLinear") and len(node.input) > 2
-                              and node.input[0] not in _from_constants(graph, constants)}
+                              "DequantizeLinear") and len(node.input) > 2 and node.input[0] not in weights}
     for name, dtype in types.items():
         if _TYPE_NAMES.get(dtype) == "UINT8" and name in constants and name not in boundary:
             findings.append(Finding("model", "", f"UINT8 tensor {name!r}: TensorRT takes UINT8 only as a "
                                     "network input or output", activation=name in activation_zero_points))
             break
     readers = _readers(graph)
-    weights = _from_constants(graph, constants)
     for node in graph.node:
         computed = node.op_type in ("QuantizeLinear", "DequantizeLinear") and bool(node.input) and \
             node.input[0] not in weights  # a quantized activation's pair, not a weight's

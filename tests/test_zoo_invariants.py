@@ -439,3 +439,33 @@ def test_the_default_load_probe_runs_a_fresh_session(tmp_path):
     onnx.save(bad, str(tmp_path / "bad.onnx"))
     rc, why = default_load.probe(tmp_path / "bad.onnx")
     assert rc > 0 and "INVALID_GRAPH" in why
+
+
+def test_check_advice_counts_no_activation_as_a_weight():
+    """Invariant 16 (zoo/advice.py): quire_tagger's check said "99 of these concern quantized weights"
+    of 196 findings, 194 of them about its activations' Q/DQ pairs."""
+    from zoo import advice
+
+    acts = {f"a{i}" for i in range(4)}
+    refused = [f"QuantizeLinear 'a{i}': y_zero_point must be 0" for i in range(2)] + \
+        [f"DequantizeLinear 'a{i}': x_zero_point must be zero" for i in range(2, 4)] + \
+        ["DequantizeLinear 'w': x_zero_point must be zero", "model: UINT8 tensor 'zp': TensorRT takes UINT8 only"]
+    said = {"refused": refused, "next": "5 of these concern quantized weights: `onnxsurgery quant ...`"}
+    failed = advice.advice_holds(json.dumps(said), acts, {"zp"})
+    assert len(failed) == 1 and "5 are about quantized activations" in failed[0]
+    assert advice.advice_holds(json.dumps(said | {"next": "1 of these concern quantized weights: ..."}), acts,
+                               {"zp"}) == []
+    assert advice.advice_holds(json.dumps({"refused": [], "next": None}), acts) == []
+    assert advice.advice_holds("not json", acts)
+
+
+def test_check_advice_holds_on_a_static_qdq_model():
+    from test_static_qdq import _static_qdq
+
+    from onnxsurgery import api
+    from zoo import advice
+
+    model = _static_qdq(weight_zero_point=3)
+    nodes, zero_points = advice.activation_qdq(model)
+    assert nodes == {"x_Q", "x_DQ"} and zero_points == {"x_zero"}
+    assert advice.advice_holds(json.dumps(api.check_file(model)), nodes, zero_points) == []

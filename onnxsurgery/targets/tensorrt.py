@@ -27,7 +27,7 @@ cannot know (shapes that turn out dynamic, tactics, GPU memory) needs a real eng
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -81,6 +81,9 @@ class Finding:
     op: str
     node: str
     problem: str
+    # about a quantized activation (a static quantizer's QuantizeLinear / DequantizeLinear of computed data, or
+    # their zero point), not a weight: quant writes weights only, so `quant --target tensorrt` cannot change it
+    activation: bool = False
 
     def __str__(self) -> str:
         where = f"{self.op} {self.node!r}" if self.node else self.op
@@ -128,14 +131,19 @@ def _check_graph(graph: onnx.GraphProto, listing: dict, opset: int, outer_types:
             if value is not None:
                 types[node.output[0]] = value.data_type
                 constants[node.output[0]] = value
+    weights = _from_constants(graph, constants)
+    activation_zero_points = {node.input[2] for node in graph.node if node.op_type in ("QuantizeLinear",
+                              "DequantizeLinear") and len(node.input) > 2 and node.input[0] not in weights}
     for name, dtype in types.items():
         if _TYPE_NAMES.get(dtype) == "UINT8" and name in constants and name not in boundary:
             findings.append(Finding("model", "", f"UINT8 tensor {name!r}: TensorRT takes UINT8 only as a "
-                                    "network input or output"))
+                                    "network input or output", activation=name in activation_zero_points))
             break
     readers = _readers(graph)
     for node in graph.node:
-        findings.extend(_check_node(node, listing, opset, types, constants))
+        computed = node.op_type in ("QuantizeLinear", "DequantizeLinear") and bool(node.input) and \
+            node.input[0] not in weights  # a quantized activation's pair, not a weight's
+        findings.extend(replace(f, activation=computed) for f in _check_node(node, listing, opset, types, constants))
         if node.op_type == "DequantizeLinear" and node.input and node.input[0] in constants and \
                 readers.get(node.output[0], 0) > 1:
             findings.append(Finding(node.op_type, node.name, f"output read by {readers[node.output[0]]} nodes: "
@@ -143,6 +151,20 @@ def _check_graph(graph: onnx.GraphProto, listing: dict, opset: int, outer_types:
         for attr in node.attribute:
             for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
                 _check_graph(sub, listing, opset, types, constants, boundary, findings)
+
+
+# Ops that move or select a tensor's values without computing new ones (their data: input 0): a quantized
+# table read by Gather, then DequantizeLinear (quantize_dynamic's embeddings), is still a weight.
+_MOVES = {"Gather", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Slice", "Flatten", "Identity", "Expand"}
+
+
+def _from_constants(graph: onnx.GraphProto, constants: dict) -> set[str]:
+    """The names of `graph`'s constants and of what only moves their values (_MOVES), in graph order."""
+    names = set(constants)
+    for node in graph.node:
+        if node.op_type in _MOVES and node.input and node.input[0] in names:
+            names.update(node.output)
+    return names
 
 
 def _readers(graph: onnx.GraphProto) -> dict[str, int]:

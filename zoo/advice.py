@@ -47,3 +47,19 @@ def advice_holds(check_json: str, activation_nodes: set[str], activation_zero_po
                 f"--target tensorrt` to rewrite, but {about_activations} are about quantized activations, which "
                 "quant never writes"]
     return []
+
+
+def check_holds(model_path) -> list[str]:
+    """Invariant 16 on a model file: its `check --json` (a second, cheap run: the zoo's `check` row is the
+    text form) judged against the activation Q/DQ nodes of its structure (no payloads read)."""
+    import subprocess
+
+    import onnx
+
+    from zoo.processes import ours
+
+    r = subprocess.run(ours("check", "--json", model_path), capture_output=True, text=True, timeout=600)
+    if r.returncode not in (0, 1):
+        return []  # check's exit is invariant 1's (clean_exit on the text run)
+    nodes, zero_points = activation_qdq(onnx.load(str(model_path), load_external_data=False))
+    return advice_holds(r.stdout, nodes, zero_points)

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import (across_variants, carried, decisions, default_load, draws, invariants, memory_bounds,  # noqa: E402
+from zoo import (across_variants, advice, carried, decisions, default_load, draws, invariants, memory_bounds,  # noqa: E402
                  predicted, same_plan, stored, timing, variants)
 from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, PEER_KIND,  # noqa: E402
                           QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
@@ -214,6 +214,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             handling = (sorted(peer_time.get(PEER_KIND.get(kind), {}))
                         if variant in variants.STORAGE and "dry-run" not in cmd else [])
             fails += invariants.refused_runnable(cmd, r.rc, invariants._last(r.stderr), handling)
+            fails += advice.check_holds(vpath) if cmd == "check" and r.rc in (0, 1) else []  # invariant 16
             row = {"rc": r.rc, "wall": round(r.wall, 2), "cpu": round(r.cpu, 2), "peak_anon": r.peak_anon,
                    "bound": bound, "stderr_last": invariants._last(r.stderr) if r.rc else ""}
             if cmd != "report":  # docs/memory.md: report measures default sessions, by design unbounded

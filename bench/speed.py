@@ -29,7 +29,8 @@ Opt-in, not in the default set (issue 58's own target, 5.46 GB of fp32 weights, 
 with the outputs; asked for by name with --only): the 1.36B decoder itself (the 1.4b preset,
 built under --out/dec-1.4b where missing), `dec-1.4b-int4` (`--dtype int4 --no-verify`) and
 `dec-1.4b-int4v` (verified) against matmul_nbits_quantizer, `dec-1.4b-int8` (`--no-verify`),
-`dec-1.4b-int8v` and `dec-1.4b-shrink` against `cp` of the data file, `dec-1.4b-dynamic`:
+`dec-1.4b-int8v` and `dec-1.4b-shrink` against `cp` of the data file, `dec-1.4b-int8vn` and
+`dec-1.4b-int4vn`: verified against our own `--no-verify` (verification's cost), `dec-1.4b-dynamic`:
 quantize_dynamic per channel against matmul_nbits_quantizer (the peers side by side), e.g.
 `--only dec-1.4b-int4 dec-1.4b-int4v --runs 1`. Each row also gives both sides' peak RSS
 (the child's own, os.wait4).
@@ -127,6 +128,11 @@ def pairs(m: dict[str, Path], out: Path, tree: Path, scs4onnx: Path, zoo: Path |
             f"{BIG}-int4v": ([*quant, str(big), str(out / "q4-big.onnx"), "--dtype", "int4"], nbits),
             f"{BIG}-int8": ([*quant, str(big), str(out / "q8-big.onnx"), "--no-verify"], cp),
             f"{BIG}-int8v": ([*quant, str(big), str(out / "q8-big.onnx")], cp),
+            # issue 58's verification line: verified at most 1.15x our own --no-verify at this size
+            f"{BIG}-int8vn": ([*quant, str(big), str(out / "q8v-big.onnx")],
+                              [*quant, str(big), str(out / "q8-big.onnx"), "--no-verify"]),
+            f"{BIG}-int4vn": ([*quant, str(big), str(out / "q4v-big.onnx"), "--dtype", "int4"],
+                              [*quant, str(big), str(out / "q4-big.onnx"), "--dtype", "int4", "--no-verify"]),
             f"{BIG}-shrink": ([*shrink, str(big), str(out / "shrunk-big.onnx")], cp),
             f"{BIG}-dynamic": ([PY, "-c", DYNAMIC_CHANNEL, str(big), str(out / "dyn-big.onnx")], nbits)}
     return found | {

@@ -188,11 +188,13 @@ def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto) -
     import onnx_graphsurgeon as gs  # loaded by `quant` already; not by what imports this module alone
 
     from .graph_utils import iter_scopes
+    from .upgrade_changes import value_info
 
     g = template.graph
+    # (inputs and outputs without their metadata, which gs does not import: upgrade_changes.value_info)
     if (template.functions or upgraded.functions or len(list(iter_scopes(graph))) > 1
-            or [o.SerializeToString() for o in g.output] != [o.SerializeToString() for o in upgraded.graph.output]
-            or [i.SerializeToString() for i in g.input] != [i.SerializeToString() for i in upgraded.graph.input]
+            or list(map(value_info, g.output)) != list(map(value_info, upgraded.graph.output))
+            or list(map(value_info, g.input)) != list(map(value_info, upgraded.graph.input))
             or any(n.attribute and any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
                                        for a in n.attribute) for n in g.node)):
         return False

@@ -19,7 +19,7 @@ def same_computation(before: onnx.ModelProto, after: onnx.ModelProto) -> bool:
     int4 errors are large, which asked for the check: one more run of the model (isnet_fp16: 5 s
     of its 10.7 s at 1024x1024)."""
     def computed(model: onnx.ModelProto) -> list:
-        return [(tuple(n.SerializeToString() for n in g.node), tuple(i.SerializeToString() for i in g.input),
+        return [(tuple(map(_node, g.node)), tuple(map(value_info, g.input)),
                  tuple(map(_initializer, g.initializer)))
                 for g in graphs_everywhere(model.graph)] + [f.SerializeToString() for f in model.functions]
 
@@ -43,7 +43,7 @@ def moved_axes_only(before: onnx.ModelProto, after: onnx.ModelProto) -> bool:
             [f.SerializeToString() for f in before.functions] != [f.SerializeToString() for f in after.functions]:
         return False
     b, a = before.graph, after.graph
-    if [i.SerializeToString() for i in b.input] != [i.SerializeToString() for i in a.input] or \
+    if list(map(value_info, b.input)) != list(map(value_info, a.input)) or \
             list(map(_initializer, b.initializer)) != list(map(_initializer, a.initializer)):
         return False
     readers: dict[str, int] = {}
@@ -53,11 +53,11 @@ def moved_axes_only(before: onnx.ModelProto, after: onnx.ModelProto) -> bool:
     moved: dict[str, list[int]] = {}  # an added Constant's output -> its axes
     old, i = list(b.node), 0
     for node in a.node:
-        if i < len(old) and node == old[i]:
+        if i < len(old) and _node(node) == _node(old[i]):
             i += 1
         elif _axes_constant(node) is not None and readers.get(node.output[0]) == 1:
             moved[node.output[0]] = _axes_constant(node)
-        elif i < len(old) and _with_axes_attribute(node, moved) == old[i]:
+        elif i < len(old) and _node(_with_axes_attribute(node, moved)) == _node(old[i]):
             i += 1
         else:
             return False
@@ -92,7 +92,51 @@ def _with_axes_attribute(node: onnx.NodeProto, moved: dict[str, list[int]]) -> o
 
 def _initializer(tensor: onnx.TensorProto) -> object:
     """What same_computation compares of an initializer: all of it, but for a large payload held
-    in memory (a reference into the file is compared whole), of which its name, type and shape."""
+    in memory (a reference into the file is compared whole), of which its name, type and shape;
+    a `data_location` written as its default (DEFAULT: the payload in the proto) is no change
+    (lectura_hifigan_int8's three biases: the converter's copy leaves the field out)."""
     if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.ByteSize() < 65536:
-        return tensor.SerializeToString()
+        return _tensor(tensor).SerializeToString()
     return tensor.name, tensor.data_type, tuple(tensor.dims)
+
+
+def _tensor(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    """`tensor`, or a copy without a `data_location` that says its default."""
+    if not tensor.HasField("data_location") or tensor.data_location != onnx.TensorProto.DEFAULT:
+        return tensor
+    copied = onnx.TensorProto()
+    copied.CopyFrom(tensor)
+    copied.ClearField("data_location")
+    return copied
+
+
+def value_info(value: onnx.ValueInfoProto) -> bytes:
+    """A graph input's or output's bytes without `metadata_props` and `doc_string` (the torch
+    exporter's provenance, which the converter does not copy): its name and type."""
+    if not (len(value.metadata_props) or value.doc_string):
+        return value.SerializeToString()
+    copied = onnx.ValueInfoProto()
+    copied.CopyFrom(value)
+    del copied.metadata_props[:]
+    copied.ClearField("doc_string")
+    return copied.SerializeToString()
+
+
+def _node(node: onnx.NodeProto | None) -> bytes | None:
+    """What the upgrade's comparisons take of a node: its bytes, without what computes nothing,
+    which onnx's converter does not copy: `metadata_props` (the torch exporter's provenance on
+    each node: terrain_diffusion's 2,103 nodes all differed so, 18 -> 21), `doc_string`, and a
+    tensor attribute's `data_location` written as its default (_tensor)."""
+    if node is None:
+        return None
+    tensors = [a for a in node.attribute if a.type == onnx.AttributeProto.TENSOR and _tensor(a.t) is not a.t]
+    if not (len(node.metadata_props) or node.doc_string or tensors):
+        return node.SerializeToString()
+    copied = onnx.NodeProto()
+    copied.CopyFrom(node)
+    del copied.metadata_props[:]
+    copied.ClearField("doc_string")
+    for a in copied.attribute:
+        if a.type == onnx.AttributeProto.TENSOR:
+            a.t.CopyFrom(_tensor(a.t))
+    return copied.SerializeToString()

@@ -353,8 +353,10 @@ def _through_link(path: Path, model: onnx.ModelProto) -> tuple[Path, onnx.ModelP
     from ..storage.paths import location_entries
 
     real = path.resolve()
+    if real == path.absolute():  # no link: no walk over the model's messages (terrain_diffusion: 35 ms)
+        return path, model
     entries = [entry for _, entry in location_entries(model)]
-    if real == path.absolute() or any(entry.value != path.name for entry in entries):
+    if any(entry.value != path.name for entry in entries):
         return path, model
     for entry in entries:  # renamed in place: the stub is not parsed again
         entry.value = real.name

@@ -357,6 +357,19 @@ MODELS: list[Model] = [
           "tensor; [B, T] ids in, [B, T, 15] logits out, 18 MB)", "arabic_bilstm_sentences", "argmax_last",
           export="arabic_bilstm", n_tune=8, n_report=8,
           note="an Embedding read by Gather, then three stacked LSTM ops"),
+    # ---- twenty-fifth round (exports): shared blocks read at ten dilations, an opset-11 deep ensemble ----
+    Model("fracast_forecaster", "torch", "fracast==0.1.0", "fracast/weights/model.safetensors",
+          "time-series forecaster (Fracast-0: one causal dilated-conv block shared by 10 stages, another by 6, "
+          "a periodogram (radix-2 FFT in real ops) picking its periods; its float32 safetensors exported with "
+          "torch, opset 17; [B, 2048] context and mask in, [B, 48, 9] quantiles out; 0.78 MB)",
+          "forecast_contexts", "forecast_levels", export="fracast", n_tune=4, n_report=4,
+          note="each shared MatMul weight is read by 10 (or 6) MatMuls"),
+    Model("tglf_multimachine", "torch", "tglfnn-ukaea==0.3.0", "tglfnn_ukaea/weights/multimachine/3.2.1.npz",
+          "physics surrogate, deep ensembles (UKAEA's TGLF turbulent-transport surrogate: 3 fluxes x 5 MLPs of 5 "
+          "hidden layers of 512, run as batched MatMuls of [5, in, out] weights; its numpy weights exported with "
+          "torch at opset 11; [B, 13] plasma parameters in, 3 x [B, 2] mean and variance out; 63 MB)",
+          "tglf_reference_rows", "transport_channels", export="tglf", n_tune=4, n_report=4,
+          note="3-D MatMul weights; opset 11"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

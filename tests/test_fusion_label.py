@@ -21,7 +21,8 @@ FUSED = "fused into MatMulNBits with int8 activations"
 def dq_matmul(shape, scale_shape, axis=None) -> onnx.ModelProto:
     rng = np.random.RandomState(0)
     attrs = {} if axis is None else {"axis": axis}
-    nodes = [helper.make_node("DequantizeLinear", ["q", "s"], ["w"], **attrs), helper.make_node("MatMul", ["x", "w"], ["y"])]
+    nodes = [helper.make_node("DequantizeLinear", ["q", "s"], ["w"], **attrs),
+             helper.make_node("MatMul", ["x", "w"], ["y"])]
     lead = [2] if len(shape) == 2 else [shape[0], 2]
     return model(nodes, [vi("x", shape=[*lead, shape[-2]])], [vi("y", shape=[*lead, shape[-1]])],
                  [numpy_helper.from_array(rng.randint(-127, 127, shape).astype(np.int8), "q"),

@@ -71,8 +71,8 @@ def knn_search_grid(model, seed, n):
 def maker(model_row):
     """The (model_path, seed, n) -> feeds function that builds one model's inputs."""
     # Pillow, espeak-ng: only where inputs are built
-    from zoo import (annalog, arabic_bilstm, binaries, chemistry, fbank, filetypes, fingerprints, fracast, g2p_en, glyphs,
-                     hanzi, ieeg, images, indonesian, isbn, khmer_ocr, kokoro, lemmas, molecules, music, scores, seals,
+    from zoo import (annalog, arabic_bilstm, binaries, chemistry, fbank, filetypes, fingerprints, fracast, g2p_en,
+                     glyphs, hanzi, ieeg, images, indonesian, isbn, khmer_ocr, kokoro, lemmas, molecules, music, scores, seals,
                      signals, singing, speech, stress, tashkeel, terrain, text, tglf, thai, titles, transcription,
                      vadweb, vietnamese, vocoder, words)
 

@@ -35,8 +35,8 @@ def fusions_made(path: Path, timeout: float = 300) -> int | None:
     """MatMulNBits nodes a default onnxruntime session made of `path` (a file, or a folder's .onnx):
     those of its optimized graph less those of the file; None where no session could be made."""
     model = next(path.glob("*.onnx")) if path.is_dir() else path
-    r = subprocess.run([sys.executable, "-c", PROBE, str(model.resolve())], capture_output=True, text=True, timeout=timeout,
-                       cwd=str(model.parent))
+    r = subprocess.run([sys.executable, "-c", PROBE, str(model.resolve())], capture_output=True, text=True,
+                       timeout=timeout, cwd=str(model.parent))
     try:
         return int(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else None
     except (ValueError, IndexError):

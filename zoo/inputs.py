@@ -72,9 +72,9 @@ def maker(model_row):
     """The (model_path, seed, n) -> feeds function that builds one model's inputs."""
     # Pillow, espeak-ng: only where inputs are built
     from zoo import (annalog, arabic_bilstm, binaries, chemistry, fbank, filetypes, fingerprints, fracast, g2p_en,
-                     glyphs, hanzi, ieeg, images, indonesian, isbn, khmer_ocr, kokoro, lemmas, molecules, music, scores, seals,
-                     signals, singing, speech, stress, tashkeel, terrain, text, tglf, thai, titles, transcription,
-                     vadweb, vietnamese, vocoder, words)
+                     glyphs, hanzi, ieeg, images, indonesian, isbn, khmer_ocr, kokoro, lemmas, molecules, music,
+                     scores, seals, signals, singing, speech, stress, tashkeel, terrain, text, tglf, thai, titles,
+                     transcription, vadweb, vietnamese, vocoder, words)
 
     modules = (images, speech, text, signals, chemistry, binaries, words, titles, fbank, glyphs, lemmas, singing,
                filetypes, hanzi, seals, ieeg, isbn, tashkeel, music, transcription, vietnamese, stress, fingerprints,

@@ -53,3 +53,13 @@ def test_the_fusion_is_named_where_onnxruntime_makes_it(tmp_path, shape, scale_s
     label = runtime_label("onnxruntime", proto)
     assert (FUSED in label) is fused, label
     assert label.startswith("onnxruntime ") and "default graph optimizations" in label
+
+
+def test_a_weight_two_matmuls_read_is_fused_into_neither(tmp_path):
+    """One DequantizeLinear read by two MatMuls (a layer shared by two places, as ALBERT's)."""
+    proto = dq_matmul((64, 32), (32,), 1)
+    proto.graph.node.append(helper.make_node("MatMul", ["x2", "w"], ["y2"]))
+    proto.graph.input.append(vi("x2", shape=[2, 64]))
+    proto.graph.output.append(vi("y2", shape=[2, 32]))
+    assert not fused_by_onnxruntime(proto, tmp_path)
+    assert FUSED not in runtime_label("onnxruntime", proto)

@@ -4,6 +4,7 @@ session's settings, and the kernels that computed the candidate where they are n
 
 from __future__ import annotations
 
+import collections
 import os
 
 import onnx
@@ -55,7 +56,9 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, b
     ranks = {t.name: len(t.dims) for g in graphs for t in g.initializer}
     ranks.update({n.output[0]: len(a.t.dims) for n in nodes if n.op_type == "Constant" and n.output
                   for a in n.attribute if a.name == "value"})
-    dequantized = {n.output[0] for n in nodes if n.op_type == "DequantizeLinear" and n.output and _fusable(n, ranks)}
+    readers = collections.Counter(name for n in nodes for name in n.input)
+    dequantized = {n.output[0] for n in nodes if n.op_type == "DequantizeLinear" and n.output
+                   and readers[n.output[0]] == 1 and _fusable(n, ranks)}
     fused = any(n.op_type == "MatMul" and dequantized.intersection(n.input) for n in nodes) or any(
         n.op_type == "Gemm" and len(n.input) > 1 and n.input[1] in dequantized and
         not any(a.name in ("transA", "transB") and a.i for a in n.attribute) for n in nodes)  # dq_transposed
@@ -63,7 +66,8 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool, b
 
 
 def _fusable(dq: onnx.NodeProto, ranks: dict[str, int]) -> bool:
-    """Whether onnxruntime 1.32 fuses this DequantizeLinear into its MatMul's MatMulNBits: a 2-D
+    """Whether onnxruntime 1.32 fuses this DequantizeLinear into its MatMul's MatMulNBits (read by
+    that MatMul alone: one read by two MatMuls, a shared layer's, is fused into neither): a 2-D
     constant weight, dequantized per tensor, per output column (axis 1) or in blocks along K (axis
     0 with block_size). Not a 3-D one (tglf_multimachine's ensembles, [5, 512, 512]: the label said
     int8 activations where every MatMul ran in float), nor one per row (axis 0 without blocks)."""

@@ -469,3 +469,42 @@ def test_check_advice_holds_on_a_static_qdq_model():
     nodes, zero_points = advice.activation_qdq(model)
     assert nodes == {"x_Q", "x_DQ"} and zero_points == {"x_zero"}
     assert advice.advice_holds(json.dumps(api.check_file(model)), nodes, zero_points) == []
+def test_a_named_fusion_is_one_onnxruntime_made():
+    """Invariant 17 (zoo/kernels_named.py), pure: the header against the fusions counted."""
+    from zoo import kernels_named
+
+    fused = "onnxruntime 1.32.0 CPU, default graph optimizations (DequantizeLinear -> MatMul fused into MatMulNBits " \
+            "with int8 activations)"
+    plain = "onnxruntime 1.32.0 CPU, default graph optimizations"
+    assert kernels_named.named_honestly("quant", fused, 3) == []
+    assert kernels_named.named_honestly("quant", plain, 0) == []
+    (said,) = kernels_named.named_honestly("quant", fused, 0)  # tglf_multimachine's 3-D weights, before the fix
+    assert said.startswith("quant: its report says") and "fused none" in said
+    assert "does not say so" in kernels_named.named_honestly("quant", plain, 2)[0]
+    assert kernels_named.named_honestly("quant", fused, None) == []  # no session: invariants 2 and 15 say why
+    streamed = "onnxruntime 1.32.0 CPU, streamed: weights read in place from the mapped file"
+    assert kernels_named.named_honestly("quant", streamed, 2) == []
+
+
+def test_the_fusions_are_counted_by_a_default_session(tmp_path):
+    """fusions_made on a 2-D weight per column (fused) and a 3-D one (not), in a child process."""
+    from zoo import kernels_named
+
+    def dq_matmul(shape, name):
+        q = np.ones(shape, np.int8)
+        s = np.full(shape[-1], 0.5, np.float32)
+        lead = [2] if len(shape) == 2 else [shape[0], 2]
+        graph = helper.make_graph(
+            [helper.make_node("DequantizeLinear", ["q", "s"], ["w"], axis=len(shape) - 1),
+             helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [*lead, shape[-2]])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [*lead, shape[-1]])],
+            [numpy_helper.from_array(q, "q"), numpy_helper.from_array(s, "s")])
+        path = tmp_path / name
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+        return path
+
+    assert kernels_named.fusions_made(dq_matmul((32, 16), "two.onnx")) == 1
+    assert kernels_named.fusions_made(dq_matmul((3, 32, 16), "three.onnx")) == 0
+    (tmp_path / "bad.onnx").write_bytes(b"not a model")
+    assert kernels_named.fusions_made(tmp_path / "bad.onnx") is None

@@ -44,6 +44,9 @@ a list of failure strings (empty: the invariant holds); zoo/run.py collects them
    call before (zoo/carried.py), writes the original's tokens at least `min_agreement` of the time.
    The report set's samples hold the original's cache, so no other check sees a result's cache
    errors compound.
+16. the kernels a report names ran: a verification header that says DequantizeLinear -> MatMul was
+   fused into MatMulNBits (int8 activations) is one where a default session fused some, and the
+   reverse (zoo/kernels_named.py: tglf_multimachine's 3-D weights, never fused, found 2026-12-01).
 """
 
 from __future__ import annotations

@@ -377,6 +377,19 @@ MODELS: list[Model] = [
           "GRUs of 256, grouped linears as Einsum, ConvTranspose up the ERB axis; the encoder's embedding and "
           "stages in, a [1, 1, T, 32] ERB gain mask out; 3.3 MB)", "encoded_speech_48k", "erb_gains",
           n_tune=4, n_report=4, note="its inputs are the shipped encoder's outputs on noisy_speech_48k"),
+    # ---- twenty-fifth round (exports): shared blocks read at ten dilations, an opset-11 deep ensemble ----
+    Model("fracast_forecaster", "torch", "fracast==0.1.0", "fracast/weights/model.safetensors",
+          "time-series forecaster (Fracast-0: one causal dilated-conv block shared by 10 stages, another by 6, "
+          "a periodogram (radix-2 FFT in real ops) picking its periods; its float32 safetensors exported with "
+          "torch, opset 17; [B, 2048] context and mask in, [B, 48, 9] quantiles out; 0.78 MB)",
+          "forecast_contexts", "forecast_levels", export="fracast", n_tune=4, n_report=4,
+          note="each shared MatMul weight is read by 10 (or 6) MatMuls"),
+    Model("tglf_multimachine", "torch", "tglfnn-ukaea==0.3.0", "tglfnn_ukaea/weights/multimachine/3.2.1.npz",
+          "physics surrogate, deep ensembles (UKAEA's TGLF turbulent-transport surrogate: 3 fluxes x 5 MLPs of 5 "
+          "hidden layers of 512, run as batched MatMuls of [5, in, out] weights; its numpy weights exported with "
+          "torch at opset 11; [B, 13] plasma parameters in, 3 x [B, 2] mean and variance out; 63 MB)",
+          "tglf_reference_rows", "transport_channels", export="tglf", n_tune=4, n_report=4,
+          note="3-D MatMul weights; opset 11"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import (across_variants, advice, carried, decisions, default_load, draws, invariants, memory_bounds,  # noqa: E402
-                 predicted, same_plan, stored, timing, variants)
+from zoo import (across_variants, advice, carried, decisions, default_load, draws, invariants, kernels_named,  # noqa: E402
+                 memory_bounds, predicted, same_plan, stored, timing, variants)
 from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, PEER_KIND,  # noqa: E402
                           QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
 from zoo.fetch import fetch, model_path  # noqa: E402
@@ -234,6 +234,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                     fails += invariants.verified_something(r.stdout, ev.get("error"))
                 if "load_error" not in ev:  # invariant 15: a user's plain session, in a child process
                     fails += default_load.written_loads(cmd, out, vpath)
+                    fails += kernels_named.judged(cmd, r.stdout, out) if variant == "shipped" else []  # 17
                 if variant == "shipped" and cmd in ("quant", "quant --dtype int4") and carried.applies(report_feeds) \
                         and "load_error" not in ev:  # invariant 14
                     fails += invariants.own_decoding(carried.decode(src, report_feeds),

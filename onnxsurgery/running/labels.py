@@ -4,6 +4,7 @@ session's settings, and the kernels that computed the candidate where they are n
 
 from __future__ import annotations
 
+import collections
 import os
 
 import onnx
@@ -56,13 +57,34 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool | 
         model = _structure(model)  # read once for the comparison's every question (feeds.py)
         if model is None:  # the session that read it already checked the file
             return False, False
-    nodes = [n for g in graphs_everywhere(model.graph) for n in g.node]
-    dequantized = {n.output[0] for n in nodes if n.op_type == "DequantizeLinear" and n.output}
-    matmuls = [n for n in nodes if n.op_type == "MatMul" and dequantized.intersection(n.input)]
-    fused = any(n.input[0] not in dequantized for n in matmuls) or any(
+    graphs = list(graphs_everywhere(model.graph))
+    nodes = [n for g in graphs for n in g.node]
+    ranks = {t.name: len(t.dims) for g in graphs for t in g.initializer}
+    ranks.update({n.output[0]: len(a.t.dims) for n in nodes if n.op_type == "Constant" and n.output
+                  for a in n.attribute if a.name == "value"})
+    readers = collections.Counter(name for n in nodes for name in n.input)
+    dq_nodes = [n for n in nodes if n.op_type == "DequantizeLinear" and n.output]
+    any_dq = {n.output[0] for n in dq_nodes}
+    dequantized = {n.output[0] for n in dq_nodes if readers[n.output[0]] == 1 and _fusable(n, ranks)}
+    matmuls = [n for n in nodes if n.op_type == "MatMul" and any_dq.intersection(n.input)]
+    integer = any(n.input[0] in any_dq for n in matmuls)  # both inputs dequantized: integer kernels
+    fused = any(n.input[0] not in any_dq and dequantized.intersection(n.input) for n in matmuls) or any(
         n.op_type == "Gemm" and len(n.input) > 1 and n.input[1] in dequantized and
         not any(a.name in ("transA", "transB") and a.i for a in n.attribute) for n in nodes)  # dq_transposed
-    return (fused or (None if matmuls else False)), any(n.op_type == "MatMulNBits" for n in nodes)
+    return (fused or (None if integer else False)), any(n.op_type == "MatMulNBits" for n in nodes)
+
+
+def _fusable(dq: onnx.NodeProto, ranks: dict[str, int]) -> bool:
+    """Whether onnxruntime 1.32 fuses this DequantizeLinear into its MatMul's MatMulNBits (read by
+    that MatMul alone: one read by two MatMuls, a shared layer's, is fused into neither): a 2-D
+    constant weight, dequantized per tensor, per output column (axis 1) or in blocks along K (axis
+    0 with block_size). Not a 3-D one (tglf_multimachine's ensembles, [5, 512, 512]: the label said
+    int8 activations where every MatMul ran in float), nor one per row (axis 0 without blocks)."""
+    if ranks.get(dq.input[0]) != 2:
+        return False
+    attrs = {a.name: a.i for a in dq.attribute}
+    per_row = ranks.get(dq.input[1]) == 1 and attrs.get("axis", 1) in (0, -2) and not attrs.get("block_size")
+    return not per_row
 
 
 def _default_crash(model: onnx.ModelProto | str | os.PathLike) -> str | None:

@@ -78,8 +78,8 @@ EQUALIZE_ALPHA = 0.5
 def output_channel_axis(node: gs.Node, rank: int) -> int | None:
     """The axis of the weight (input 1) that becomes the reader's output channel, or None when
     the reader is not one whose output a per-channel scale can follow."""
-    if node.op == "MatMul" and rank == 2:
-        return 1
+    if node.op == "MatMul" and rank >= 2:  # a batched B ([members, K, N]: tglf's ensembles) too
+        return rank - 1
     if node.op == "Gemm" and rank == 2:
         return 0 if node.attrs.get("transB", 0) else 1
     if node.op == "Conv" and rank >= 3:
@@ -173,8 +173,8 @@ def computes_in_float16(site: ConstantSite) -> bool:
 def input_channel_axis(node: gs.Node, rank: int) -> int | None:
     """The weight's axis that meets the reader's data input (contracted with it), when an
     input-side scale can be applied to that input, else None."""
-    if node.op == "MatMul" and rank == 2:
-        return 0
+    if node.op == "MatMul" and rank >= 2:
+        return rank - 2
     if node.op == "Gemm" and rank == 2 and not node.attrs.get("transA", 0):
         return 1 if node.attrs.get("transB", 0) else 0
     if node.op == "Conv" and rank >= 3 and node.attrs.get("group", 1) == 1:

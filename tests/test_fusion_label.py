@@ -1,0 +1,65 @@
+"""The verification's header names onnxruntime's DequantizeLinear -> MatMul fusion (MatMulNBits,
+int8 activations) only where onnxruntime makes it: a 2-D weight per tensor or per output column,
+not a 3-D one (a deep ensemble's batched MatMul, tglf_multimachine) nor one scaled per row. Each
+case is checked against the session's own optimized graph."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import onnx
+import pytest
+from builders import model, vi
+from onnx import helper, numpy_helper
+
+from onnxsurgery.running.verify import runtime_label
+
+FUSED = "fused into MatMulNBits with int8 activations"
+
+
+def dq_matmul(shape, scale_shape, axis=None) -> onnx.ModelProto:
+    rng = np.random.RandomState(0)
+    attrs = {} if axis is None else {"axis": axis}
+    nodes = [helper.make_node("DequantizeLinear", ["q", "s"], ["w"], **attrs),
+             helper.make_node("MatMul", ["x", "w"], ["y"])]
+    lead = [2] if len(shape) == 2 else [shape[0], 2]
+    return model(nodes, [vi("x", shape=[*lead, shape[-2]])], [vi("y", shape=[*lead, shape[-1]])],
+                 [numpy_helper.from_array(rng.randint(-127, 127, shape).astype(np.int8), "q"),
+                  numpy_helper.from_array(np.asarray(rng.rand(*scale_shape) * 0.01 + 0.001, np.float32), "s")])
+
+
+def fused_by_onnxruntime(proto: onnx.ModelProto, tmp_path) -> bool:
+    import onnxruntime as ort
+
+    path, optimized = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(proto, str(path))
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(optimized)
+    options.log_severity_level = 3
+    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return "MatMulNBits" in collections.Counter(n.op_type for n in onnx.load(str(optimized)).graph.node)
+
+
+@pytest.mark.parametrize("shape, scale_shape, axis, fused", [
+    ((64, 32), (), None, True),  # per tensor
+    ((64, 32), (32,), 1, True),  # per output column
+    ((64, 32), (64,), 0, False),  # per row: left to run at each inference
+    ((5, 64, 32), (32,), 2, False),  # 3-D, batched over an ensemble's members: never fused
+])
+def test_the_fusion_is_named_where_onnxruntime_makes_it(tmp_path, shape, scale_shape, axis, fused):
+    proto = dq_matmul(shape, scale_shape, axis)
+    assert fused_by_onnxruntime(proto, tmp_path) is fused
+    label = runtime_label("onnxruntime", proto)
+    assert (FUSED in label) is fused, label
+    assert label.startswith("onnxruntime ") and "default graph optimizations" in label
+
+
+def test_a_weight_two_matmuls_read_is_fused_into_neither(tmp_path):
+    """One DequantizeLinear read by two MatMuls (a layer shared by two places, as ALBERT's)."""
+    proto = dq_matmul((64, 32), (32,), 1)
+    proto.graph.node.append(helper.make_node("MatMul", ["x2", "w"], ["y2"]))
+    proto.graph.input.append(vi("x2", shape=[2, 64]))
+    proto.graph.output.append(vi("y2", shape=[2, 32]))
+    assert not fused_by_onnxruntime(proto, tmp_path)
+    assert FUSED not in runtime_label("onnxruntime", proto)

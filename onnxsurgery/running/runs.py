@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from ..errors import VerificationError, runtime_message
+from .conv_integer import as_run
 from .sessions import _first_line, session
 
 
@@ -21,7 +22,7 @@ def open_session(model, **options):
     computes is the same."""
     options["beside"] = True
     try:
-        sess = session(model, **options)
+        sess = session(as_run(model, options), **options)  # ConvIntegers as exact float Convs
     except VerificationError as e:
         if isinstance(model, onnx.ModelProto) or e.__cause__ is None:
             raise

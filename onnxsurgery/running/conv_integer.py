@@ -55,14 +55,15 @@ def float_convs(model) -> onnx.ModelProto | None:
         return None
     initializers = {t.name: t for t in graph.initializer}
     uint8 = _uint8_values(graph)
-    nodes, added, changed = [], [], False
+    nodes, added, held = [], [], 0
     for node in graph.node:
         replaced = _replaced(node, initializers, uint8, added)
         nodes.extend(replaced if replaced is not None else [node])
-        changed = changed or replaced is not None
-        if sum(int(np.prod(t.dims)) * 4 for t in added) > FLOAT_BYTES:
-            return None
-    if not changed:
+        if replaced is not None:
+            held += int(np.prod(added[-1].dims)) * 4
+            if held > FLOAT_BYTES:
+                return None
+    if not added:
         return None
     del graph.node[:]
     graph.node.extend(nodes)

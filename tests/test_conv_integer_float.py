@@ -64,3 +64,13 @@ def test_verifications_sessions_load_the_float_copy(tmp_path, monkeypatch):
     assert runs.run(sess, ["y"], {"x": x})[0].tobytes() == _run(path, x).tobytes()
     runs.open_session(path, extra_outputs=("acc",))  # the file's own values asked: the file itself
     assert loaded[-1] == path
+
+
+def test_a_copy_that_does_not_load_leaves_the_file_to_decide(tmp_path, monkeypatch):
+    weight = np.ones((2, 4, 3), np.int8)
+    path = _model(tmp_path / "m.onnx", weight, np.array(0, np.int8))
+    broken = onnx.load(str(path))
+    broken.graph.node[1].op_type = "NoSuchOp"
+    monkeypatch.setattr(runs, "as_run", lambda model, options: broken)
+    x = np.ones((1, 4, 6), np.float32)
+    assert runs.run(runs.open_session(path), ["y"], {"x": x})[0].tobytes() == _run(path, x).tobytes()

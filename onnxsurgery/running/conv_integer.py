@@ -40,13 +40,16 @@ def float_convs(model) -> onnx.ModelProto | None:
         return None
     from .feeds import _structure
 
+    try:
+        if os.path.getsize(model) > FLOAT_BYTES:  # before any parse: a large file's is not needed
+            return None
+    except OSError:
+        return None
     structure = _structure(model)
     if structure is None or not any(n.op_type == "ConvInteger" and n.domain in ("", "ai.onnx")
                                     for n in structure.graph.node):
         return None
     try:
-        if os.path.getsize(model) > FLOAT_BYTES:
-            return None
         proto = onnx.load(str(model), load_external_data=False)
     except (OSError, ValueError, onnx.onnx_cpp2py_export.checker.ValidationError):
         return None

@@ -74,3 +74,15 @@ def test_a_copy_that_does_not_load_leaves_the_file_to_decide(tmp_path, monkeypat
     monkeypatch.setattr(runs, "as_run", lambda model, options: broken)
     x = np.ones((1, 4, 6), np.float32)
     assert runs.run(runs.open_session(path), ["y"], {"x": x})[0].tobytes() == _run(path, x).tobytes()
+
+
+def test_an_npy_models_arrays_stay_its_own(tmp_path):
+    """`compare` against an `npy` folder: its session takes the folder's arrays (npy.NpyModel), so
+    the file is not read as a whole model here."""
+    from onnxsurgery.storage.npy import NpyModel
+
+    weight = np.ones((2, 4, 3), np.int8)
+    path = _model(tmp_path / "m.onnx", weight, np.array(0, np.int8))
+    assert conv_integer.as_run(NpyModel(path), {}) is not None
+    assert isinstance(conv_integer.as_run(NpyModel(path), {}), NpyModel)
+    assert isinstance(conv_integer.as_run(path, {}), onnx.ModelProto)

@@ -125,9 +125,9 @@ def _uint8_values(graph) -> set[str]:
 
 def as_run(model, options: dict):
     """What a comparison's session of `model` loads: float_convs' copy where it has one and the
-    session takes the file whole (no extra outputs, branches, twins, stub or streaming), else
-    `model` itself."""
-    if (not isinstance(model, (str, os.PathLike)) or not Path(model).is_file() or options.get("twins", 1) > 1
+    session takes the file whole (a path: not an npy.NpyModel, whose arrays come with it; no
+    extra outputs, branches, twins, stub or streaming), else `model` itself."""
+    if (not isinstance(model, (str, Path)) or not Path(model).is_file() or options.get("twins", 1) > 1
             or options.get("extra_outputs") or options.get("branches") or options.get("initializers")
             or options.get("payloads_beside") is not None or options.get("streamed")
             or options.get("runtime", "onnxruntime") != "onnxruntime"):

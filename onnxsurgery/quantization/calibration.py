@@ -331,6 +331,7 @@ class Calibration:
     def _probe(self, chosen: dict[str, str], outputs: list[str] | None = None):
         """A session of the original model, its Ifs replaced by the branches `chosen`, with
         every planned activation found there (or `outputs`) as an output."""
+        from ..running.arena import for_capture
         from ..running.sessions import session
 
         acts = set(outputs or ()) or {r.activation for found in self._all_readers.values() for r in found
@@ -342,8 +343,11 @@ class Calibration:
             # sleep rather than spin (`beside`): with --inputs the data-free plan is made beside it
             # (api/measured_or_free.py), and the spinning took its core: the same outputs, the
             # capture's CPU time 1.17 -> 0.62 s on ddddocr_det, 2.2 -> 1.4 s on vit_focus (loaded)
+            # onnxruntime's arena where shapes say it pays for what this session returns (arena.py)
+            arena = for_capture(self.model_path, self.samples, [*extra, *sorted(self._graph_outputs)])
             self._sessions[key] = session(self.model_path, map_weights=True, branches=chosen or None,
-                                          extra_outputs=extra, layout=True, beside=True)  # one run per sample
+                                          extra_outputs=extra, layout=True, beside=True,
+                                          arena=arena)  # one run per sample
         return self._sessions[key]
 
     def _feeds(self):

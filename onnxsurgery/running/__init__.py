@@ -41,7 +41,7 @@ _HOMES = {
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
     **dict.fromkeys(["compare_models", "copy_verification", "reference_ahead"], "verify"),
     "runtime_label": "labels",
-    "arena_verdict": "arena",
+    **dict.fromkeys(["arena_verdict", "for_capture"], "arena"),
     "batch_groups": "batched",
     "same_readers": "readers",
     "ranked_outputs": "ranked",

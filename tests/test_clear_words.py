@@ -155,7 +155,7 @@ def test_an_opset_newer_than_onnxruntime_runs_is_said_in_one_line(tmp_path):
     the opset and what onnxruntime runs, not its C++ check's file, line and signature."""
     import onnxruntime
 
-    from onnxsurgery.running.sessions import _first_line
+    from onnxsurgery.running.ort_messages import first_line
 
     newest = onnx.defs.onnx_opset_version()
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [vi("x", shape=[2])],
@@ -170,5 +170,5 @@ def test_an_opset_newer_than_onnxruntime_runs_is_said_in_one_line(tmp_path):
     assert "onnxruntime_src" not in line and not (tmp_path / "q.onnx").exists()
     missing = RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for "
                            "Frob(28) node with name 'n1'")
-    assert _first_line(missing) == f"onnxruntime {onnxruntime.__version__} has no CPU kernel for Frob at opset 28 " \
+    assert first_line(missing) == f"onnxruntime {onnxruntime.__version__} has no CPU kernel for Frob at opset 28 " \
                                    "(node 'n1')"

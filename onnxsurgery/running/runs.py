@@ -10,7 +10,8 @@ import onnx
 
 from ..errors import VerificationError, runtime_message
 from .conv_integer import as_run
-from .sessions import _first_line, session
+from .ort_messages import first_line
+from .sessions import session
 
 
 def open_session(model, **options):
@@ -26,7 +27,7 @@ def open_session(model, **options):
     except VerificationError as e:
         if isinstance(model, onnx.ModelProto) or e.__cause__ is None:
             raise
-        raise VerificationError(f"onnxruntime cannot load {model}: {_first_line(e.__cause__)}") from e
+        raise VerificationError(f"onnxruntime cannot load {model}: {first_line(e.__cause__)}") from e
     return sess
 
 

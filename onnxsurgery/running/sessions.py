@@ -17,7 +17,6 @@ back is its anonymous memory, and that no longer grows with the model.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -31,6 +30,7 @@ from .arena import around, profiling, wanted
 from .default_crash import layout_crashes
 from .heap import give_back_freed_memory
 from .initializers import _inline, _inputs_to_initializers, _mapped_file, _ort_value, inline_branches
+from .ort_messages import first_line
 from .stream_size import streams
 
 
@@ -140,7 +140,7 @@ def _opened(model: str | os.PathLike | onnx.ModelProto, *, optimize: bool = True
     except UnsafeLocationError:
         raise
     except Exception as e:  # onnxruntime raises its own exception types
-        raise VerificationError(f"onnxruntime cannot load the model: {_first_line(e)}") from e
+        raise VerificationError(f"onnxruntime cannot load the model: {first_line(e)}") from e
 
 
 def _stub_session(stub: onnx.ModelProto, payloads: Path, *, streamed: bool, twins: int = 1, **settings):
@@ -157,7 +157,7 @@ def _stub_session(stub: onnx.ModelProto, payloads: Path, *, streamed: bool, twin
             path.write_bytes(stub.SerializeToString())
             return _load(str(path), session_settings(**settings, streamed=streamed, twins=twins), payloads.parent)
     except Exception as e:  # onnxruntime raises its own exception types
-        raise VerificationError(f"onnxruntime cannot load the model: {_first_line(e)}") from e
+        raise VerificationError(f"onnxruntime cannot load the model: {first_line(e)}") from e
 
 
 def _check_locations(path: Path, model: onnx.ModelProto | None = None) -> None:
@@ -376,28 +376,10 @@ def load_error(model: onnx.ModelProto | str | os.PathLike) -> str | None:
     try:
         session(model, optimize=False, map_weights=True, beside=True)
     except VerificationError as e:
-        return _first_line(e.__cause__ if e.__cause__ is not None else e)
+        return first_line(e.__cause__ if e.__cause__ is not None else e)
     finally:
         # the session's pages given back before the command's own work grows the heap again:
         # npy of luscinia parses its tree tables next (1.16 GB) where the session's 2.3 GB were
         give_back_freed_memory()
     return None
 
-
-def _first_line(error: BaseException) -> str:
-    """onnxruntime's message, its first line, without the prefix that repeats the file's name
-    ("[ONNXRuntimeError] : 1 : FAIL : Load model from m.onnx failed:") or the C++ check's source
-    location; an opset or an operator this onnxruntime does not run said in our words."""
-    import onnxruntime as ort
-
-    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    line = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (Load model from .* failed:)?", "", line).strip() or line
-    newer = re.search(r"Opset (\d+) is under development.*support for domain (\S+) is till opset (\d+)", line)
-    if newer:
-        return (f"the model is {newer[2]} opset {newer[1]}, newer than onnxruntime {ort.__version__} runs (up to "
-                f"opset {newer[3]}): use a newer onnxruntime")
-    missing = re.search(r"Could not find an implementation for (\S+)\((\d+)\) node with name '([^']*)'", line)
-    if missing:
-        return (f"onnxruntime {ort.__version__} has no CPU kernel for {missing[1]} at opset {missing[2]} "
-                f"(node '{missing[3]}')")
-    return re.sub(r"^/\S+:\d+ .*?\) (?=[A-Z])", "", line)  # a C++ check's file, line and function

@@ -69,6 +69,16 @@ FREE_AXIS_READERS = ("Conv", "ConvTranspose", "LSTM", "GRU", "RNN", "Slice", "Lo
 # onnx-shrink-ray scales it), and that axis alone took the report set's worst relative L2 from
 # 0.210 to 0.147 (tune 0.243 -> 0.230; paired draws in docs/quantization.md, vocoder14).
 CONV_TRANSPOSE_AXIS_MARGIN = 0.9
+# A weight kept before a Conv that reads one input channel (a filter bank over a raw signal: every
+# tap sees the same samples, shifted) takes the axis that loses least by SIGNAL_CONV_AXIS_MARGIN:
+# such filters taper along their taps as an STFT basis does (above), so per-tap scales follow what
+# the rows share. crepe_tiny's conv1 (128x1x512x1) measures 1.1x less per tap (axis 2, as
+# onnx-shrink-ray scales it); over 13 paired draws (bench/paired_draws.py, the shipped model and
+# seeds 101-112) worst relative L2 tune 0.004514 -> 0.004386 (better on 12 of 13), report 0.005399 ->
+# 0.005313 (8 of 13); 16 fresh samples at seeds 2000 / 3000 / 4000, worst 0.00596 / 0.00585 / 0.00559
+# -> 0.00557 / 0.00556 / 0.00530 (ahead17). crepe_full's conv1 (1024 filters) measures less per
+# output channel and stays so; the STFT bases took axis 2 at AXIS_MARGIN already.
+SIGNAL_CONV_AXIS_MARGIN = 0.95
 
 
 def choose_channel_axes(candidates: list[Candidate], activations: Calibration | None,
@@ -119,6 +129,14 @@ def _transposed_conv(site: ConstantSite) -> bool:
     return bool(readers) and all(node.op == "ConvTranspose" and index == 1 for node, index in readers)
 
 
+def _signal_conv(site: ConstantSite) -> bool:
+    """Whether every reader of `site` is a one-group Conv whose weight has one input channel
+    (SIGNAL_CONV_AXIS_MARGIN)."""
+    readers = effective_readers(site)
+    return (len(site.shape) >= 3 and site.shape[1] == 1 and bool(readers)
+            and all(node.op == "Conv" and index == 1 and node.attrs.get("group", 1) == 1 for node, index in readers))
+
+
 def _transposed_gemm(node) -> bool:
     """A Gemm reading its B with transB=1: onnxruntime fuses no DequantizeLinear into it, so the
     kept weight's DequantizeLinear runs before it per any axis (load_memory.kept_in_memory)."""
@@ -167,7 +185,8 @@ def _measured(c: Candidate, activations: Calibration | None) -> Candidate | None
     default = cost(c.scheme.axis)
     axes = [a for a in range(values.ndim) if a != c.scheme.axis and values.shape[a] >= MIN_AXIS_CHANNELS]
     best = min(((cost(a), a) for a in axes), default=(default, c.scheme.axis))
-    margin = CONV_TRANSPOSE_AXIS_MARGIN if _transposed_conv(site) else AXIS_MARGIN
+    margin = CONV_TRANSPOSE_AXIS_MARGIN if _transposed_conv(site) else \
+        SIGNAL_CONV_AXIS_MARGIN if _signal_conv(site) else AXIS_MARGIN
     if best[0] <= margin * default and default > 0:
         why = (f"; scales along axis {best[1]} ({values.shape[best[1]]}), not the output channels: "
                f"{default / max(best[0], 1e-30):.1f}x less error {where}")

@@ -17,15 +17,24 @@ level or ahead, better than before on all 13), g2p_en_decoder (74x256) 0.01291 /
 0.01186 and romanizer_encoder (160x256, two GRUs) 0.00512 / 0.00520 -> 0.00503 / 0.00511, both better
 on 7 of 7 draws on both sets. Not for other readers: the same swap on tables read by a Conv
 (slovorez_morphemes: report 0.00527 -> 0.00492 but tune 0.00426 -> 0.00440, worse on 6 of 7 draws;
-deepcut_thai: tune 0.00238 -> 0.00257) is no rule. romanizer_decoder, whose table feeds a GRU cell
-unrolled into Gemms, gains as well (0.00299 / 0.00306 -> 0.00282 / 0.00295), but no recurrent op
-marks it and it stays int8."""
+deepcut_thai: tune 0.00238 -> 0.00257) is no rule.
+
+A recurrence exported one step at a time has no recurrent op: romanizer_decoder's GRU is a Gemm of
+the gathered rows cut into three gates, each added to the state's own Gemm before its Sigmoid or
+Tanh, the state a graph input and output that the caller carries (unrolled_gates reads that shape).
+Measured (ahead17, 7 paired draws; the memory rule then keeps weight_hh_l0 as DequantizeLinear, so
+both changes together, medians before -> after, onnx-shrink-ray beside): tune 0.00299 -> 0.00277,
+report 0.00306 -> 0.00286 (0.00311 / 0.00317), better on 7 and 6 of 7 draws; 16 fresh
+sentences at seeds 2000 / 3000 / 4000, worst 0.00593 / 0.00593 / 0.00589 -> 0.00473 / 0.00493 /
+0.00481; file 1,136,754 -> 1,168,563 B (shrink-ray 1,134,223), at load 0.925x -> 0.935x the
+float model's."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import onnx
+import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, consumers
 from .candidate import Candidate, PlanContext
@@ -36,13 +45,18 @@ RECURRENT_OPS = ("GRU", "LSTM", "RNN")
 # what may stand between the Gather and the recurrent op's input: moves of the rows, no arithmetic
 LAYOUT_OPS = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Cast", "Dropout")
 MAX_HOPS = 4
+# an unrolled cell (unrolled_gates): its input projection, and the ops that cut its output into gates
+PROJECTION_OPS = ("Gemm", "MatMul")
+GATE_OPS = ("Slice", "Split", "Add", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Cast")
+UNROLLED = "a GRU or LSTM cell unrolled into Gemm gates"
 WHY = ("float16: an embedding table whose rows a recurrent layer ({op}) reads as its input: int8 rows "
        "would carry the same rounding into every step's state (choices/recurrent_tables.py)")
 
 
 def recurrent_reader(site: ConstantSite) -> str | None:
     """The recurrent op that reads `site`'s gathered rows as its input sequence (input 0), through
-    layout ops only (LAYOUT_OPS, at most MAX_HOPS), or None."""
+    layout ops only (LAYOUT_OPS, at most MAX_HOPS), or UNROLLED where the rows are the input of
+    an unrolled cell's gate projection (unrolled_gates), or None."""
     front = [n for n, i in consumers(site) if n.op == "Gather" and i == 0]
     for _ in range(MAX_HOPS + 1):
         nxt = []
@@ -51,10 +65,56 @@ def recurrent_reader(site: ConstantSite) -> str | None:
                 for reader in out.outputs:
                     if reader.op in RECURRENT_OPS and reader.inputs and reader.inputs[0] is out:
                         return reader.op
+                    if reader.op in PROJECTION_OPS and reader.inputs and reader.inputs[0] is out \
+                            and unrolled_gates(reader):
+                        return UNROLLED
                     if reader.op in LAYOUT_OPS and reader.inputs and reader.inputs[0] is out:
                         nxt.append(reader)
         front = nxt
     return None
+
+
+def unrolled_gates(projection) -> bool:
+    """Whether `projection` (a Gemm or MatMul whose B is a constant) is a recurrent cell's input
+    projection unrolled into plain ops, as PyTorch exports a GRUCell or LSTMCell, or a GRU run one
+    step at a time: its output, cut into gates (GATE_OPS), reaches both a Sigmoid and a Tanh, and at
+    least one gate is added to another projection's (the state's: Add(x W + b, h U + c) before its
+    activation). A gated activation of one projection (tanh(x W) * sigmoid(x V)) has no such Add."""
+    if len(projection.inputs) < 2 or not isinstance(projection.inputs[1], gs.Constant):
+        return False
+    seen, reached, added = {id(projection)}, set(), False
+    front = [projection]
+    for _ in range(MAX_HOPS + 1):
+        nxt = []
+        for node in front:
+            for out in node.outputs:
+                for reader in out.outputs:
+                    if id(reader) in seen:
+                        continue
+                    seen.add(id(reader))
+                    if reader.op in ("Sigmoid", "Tanh"):
+                        reached.add(reader.op)
+                    elif reader.op in GATE_OPS:
+                        if reader.op == "Add" and _from_projection(reader, out):
+                            added = True
+                        nxt.append(reader)
+        front = nxt
+    return added and reached == {"Sigmoid", "Tanh"}
+
+
+def _from_projection(add, mine) -> bool:
+    """Whether `add`'s other operand (not `mine`) comes from a Gemm or MatMul through gate cuts."""
+    for t in add.inputs:
+        for _ in range(MAX_HOPS + 1):
+            if t is mine or not t.inputs:
+                break
+            node = t.inputs[0]
+            if node.op in PROJECTION_OPS:
+                return True
+            if node.op not in GATE_OPS or node.op == "Add" or not node.inputs:
+                break
+            t = node.inputs[0]
+    return False
 
 
 def keep_recurrent_tables(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:

@@ -105,7 +105,18 @@ class _ScopedExporter:
                 attr.type = onnx.AttributeProto.GRAPH
                 self.fill_graph(attr.g, value, do_type_check=False)
             else:
-                target.attribute.extend(OnnxExporter.export_attributes({key: value}))
+                target.attribute.extend(_unnamed_cleared(OnnxExporter.export_attributes({key: value})))
+
+
+def _unnamed_cleared(attributes: list[onnx.AttributeProto]) -> list[onnx.AttributeProto]:
+    """`attributes` with their tensors' empty names unset. gs writes a Constant node's value with
+    name "" set, which proto2 stores (2 bytes a tensor) where the input had none: a DistilBERT's
+    178 Constant nodes grew its file by 356 B, more than `--target tensorrt`'s narrowing saved."""
+    for attr in attributes:
+        for tensor in ([attr.t] if attr.HasField("t") else []) + list(attr.tensors):
+            if not tensor.name:
+                tensor.ClearField("name")
+    return attributes
 
 
 def _nested_type(tp: onnx.TypeProto) -> bool:

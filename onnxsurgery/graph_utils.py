@@ -168,7 +168,12 @@ def onnx_dtype(c: gs.Constant) -> int:
 
 
 def stored_nbytes(c: gs.Constant) -> int:
-    """Bytes of the constant's payload, computed from dtype and shape (no value is read)."""
+    """Bytes of the constant's payload, computed from dtype and shape (no value is read). A sparse
+    one's are what its file holds, its values and their indices, not its dense shape's."""
+    held = held_values(c)
+    if isinstance(held, SparseValues) and isinstance(held.tensor, onnx.SparseTensorProto):
+        parts = (held.tensor.values, held.tensor.indices)
+        return sum(payload_nbytes(t.data_type, math.prod(t.dims)) for t in parts if t.data_type)
     dt = onnx_dtype(c)
     if dt == ONNX_STRING:
         return int(sum(len(s) for s in np.asarray(c.values).ravel()))

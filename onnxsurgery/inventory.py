@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from .graph_utils import collect_constants, iter_scopes
+from .graph_utils import collect_constants, is_sparse, iter_scopes
 from .defaults import MERGE_MIN_ELEMENTS
 from .opset import may_keep_value_infos
 from .passes.base import remove_dead
@@ -60,6 +60,7 @@ def inventory(model, *, min_bytes: int = 1024, min_elements: int = MERGE_MIN_ELE
                 "dtype": onnx.TensorProto.DataType.Name(s.onnx_dtype).lower(),
                 "bytes": s.nbytes,
                 "location": s.location,
+                "sparse": is_sparse(s.tensor),  # bytes: its values and indices as stored, not its dense size
                 "scope": s.scope.label,
                 "read_by": sorted({n.op for n in s.value.outputs}),
                 "duplicate_group": group_of.get(id(s.tensor)),  # index into duplicate_groups

@@ -110,7 +110,8 @@ def render_info(path: str, data: dict, top: int = 20) -> str:
         "",
         f"Largest constants ({len(data['large_constants'])} of at least the size asked):",
     ]
-    rows = [[human_bytes(c["bytes"]), c["dtype"], str(c["shape"]), c["location"], c["name"]]
+    rows = [[human_bytes(c["bytes"]), c["dtype"], str(c["shape"]),
+             c["location"] + (" (sparse: values and indices)" if c.get("sparse") else ""), c["name"]]
             for c in limit(data["large_constants"])]
     lines += _table(["bytes", "dtype", "shape", "where", "name"], rows) if rows else ["  none"]
     groups = data["duplicate_groups"]

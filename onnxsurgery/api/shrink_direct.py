@@ -349,9 +349,7 @@ def _shrink(opened: DirectShrink, payloads: _Mapped):
             out.name = node.name
         if node.domain:
             out.domain = node.domain
-        for a in out.attribute:
-            if a.type == a.TENSOR and not a.t.HasField("name"):
-                a.t.name = ""  # gs's exporter sets it (export_tensor_proto): an empty name is then written
+        # a Constant's unnamed value stays unnamed, as export.py writes it (_unnamed_cleared)
         nodes.append(out)
     reports = [PassReport("shape_only", details={"constants": []}), _merge_report(groups, inits, payloads),
                _cast_report(nodes, ins, inits, min_elements)]

@@ -27,6 +27,7 @@ import onnx_graphsurgeon as gs
 from ..graph_utils import (
     collect_constants,
     graph_outputs_holding,
+    is_sparse,
     iter_scopes,
     read_values,
     set_values,
@@ -117,6 +118,8 @@ def _narrowings(graph: gs.Graph, overridable: frozenset[str], opsets: dict[str, 
 def _refusal(site, scopes, type_str: str, overridable: frozenset[str], opsets: dict[str, int]) -> str | None:
     if site.name in overridable:
         return "overridable graph input"
+    if is_sparse(site.tensor):  # written back dense: more bytes than its values and indices
+        return "sparse tensor"
     if graph_outputs_holding(scopes, site.value):
         return "graph output: its type is part of the interface"
     consumers = list(site.value.outputs)

@@ -63,3 +63,15 @@ def test_a_weight_two_matmuls_read_is_fused_into_neither(tmp_path):
     proto.graph.output.append(vi("y2", shape=[2, 32]))
     assert not fused_by_onnxruntime(proto, tmp_path)
     assert FUSED not in runtime_label("onnxruntime", proto)
+
+
+@pytest.mark.parametrize("bias_shape, fused", [((32,), True), ((1, 32), False)])
+def test_a_matmul_with_a_two_d_bias_becomes_a_float_gemm(tmp_path, bias_shape, fused):
+    """MatMul then Add of a [1, N] bias, A of rank 2: onnxruntime makes a Gemm first and the
+    DequantizeLinear stays (magika_v3's Dense_1, int4); a bias of shape [N] is fused."""
+    proto = dq_matmul((64, 32), (32,), 1)
+    proto.graph.node[1].output[0] = "m"
+    proto.graph.node.append(helper.make_node("Add", ["m", "b"], ["y"]))
+    proto.graph.initializer.append(numpy_helper.from_array(np.ones(bias_shape, np.float32), "b"))
+    assert fused_by_onnxruntime(proto, tmp_path) is fused
+    assert (FUSED in runtime_label("onnxruntime", proto)) is fused

@@ -388,3 +388,16 @@ def batches_run(monkeypatch) -> list[int]:
     monkeypatch.setattr(runs, "run", recorded)
     return batches
 
+
+
+def quantized_within(src, out, feeds: dict[str, np.ndarray], bound: float, **options) -> None:
+    """`quant_file(src, out, **options)`, then both files run in onnxruntime on `feeds`: the
+    result's first output finite and within `bound` (relative L2) of the original's."""
+    import onnxruntime as ort
+
+    import onnxsurgery
+
+    onnxsurgery.quant_file(src, out, **options)
+    ref, got = (ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+                for p in (src, out))
+    assert np.all(np.isfinite(got)) and np.linalg.norm(got - ref) / np.linalg.norm(ref) < bound

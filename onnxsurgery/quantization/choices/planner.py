@@ -133,8 +133,7 @@ def _gptq(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
 
 
 STAGES = (forms.own_options, refusals.refuse, forms.group, rules.lower, avoid_crash_edges, keep_recurrent_tables,
-          _at_load, dequantize,
-          _capture, _channel_axes, _lean, _symmetry, _values_checked, _gptq, records.write)
+          _at_load, dequantize, _capture, _channel_axes, _lean, _symmetry, _values_checked, _gptq, records.write)
 
 
 def _plan(graph, planning: Planning, options: QuantOptions, opset: int, overridable, activations, calibration,

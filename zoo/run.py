@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import functools
 import json
 import shutil
 import sys
@@ -24,58 +23,20 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import (across_variants, advice, carried, decisions, default_load, draws, invariants, kernels_named,  # noqa: E402
-                 memory_bounds, predicted, same_plan, stored, timing, variants)
-from zoo.commands import (COMMANDS, FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, PEER_KIND,  # noqa: E402
-                          QUICK_CMDS, QUICK_STORAGE, STORAGE_CMDS, argv_for, out_path)
-from zoo.fetch import fetch, model_path  # noqa: E402
-from zoo.latency import alternated, latency  # noqa: E402
+from zoo import across_variants, draws, invariants, memory_bounds, predicted, same_plan, stored, variants  # noqa: E402
+from zoo.command_row import Stored, command_row  # noqa: E402
+from zoo.commands import (FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, QUICK_CMDS,  # noqa: E402
+                          QUICK_STORAGE, STORAGE_CMDS)
+from zoo.fetch import fetch  # noqa: E402
+from zoo.latency import latency  # noqa: E402
 from zoo.models import MODELS, Model  # noqa: E402
+from zoo.onnx_runs import evaluate, finite, load_memory, run_feeds  # noqa: E402
 from zoo.own_run import own_growth  # noqa: E402
 from zoo.processes import measured, ours  # noqa: E402
 from zoo.tables import markdown, write_docs  # noqa: E402
 
 BUILD = ROOT / "build" / "zoo"
 WORK = BUILD / "work"
-# ------------------------------------------------------------------ the report set, run in onnxruntime
-def session(path: Path):
-    import onnxruntime as ort
-
-    p = path if path.is_file() else next(path.glob("*.onnx"))
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(p), so, providers=["CPUExecutionProvider"])
-
-
-def run_feeds(path: Path, feeds: list[dict]) -> list[dict]:
-    s = session(path)
-    names = [o.name for o in s.get_outputs()]
-    wanted = {i.name for i in s.get_inputs()}
-    return [dict(zip(names, s.run(None, {k: v for k, v in f.items() if k in wanted}))) for f in feeds]
-
-
-def _finite(runs: list[dict]) -> bool:
-    return all(np.all(np.isfinite(v)) for r in runs for v in r.values() if np.asarray(v).dtype.kind == "f")
-
-
-@functools.lru_cache(maxsize=None)
-def ranked(path: Path) -> dict[str, int]:
-    """The model's outputs ranked by a TopK (output -> k), whose rows the zoo's errors match as
-    verification does (invariants.output_error); the graph only, no data read."""
-    import onnx
-
-    from onnxsurgery.running import ranked_outputs
-
-    p = path if path.is_file() else next(path.glob("*.onnx"))
-    return ranked_outputs(onnx.load(str(p), load_external_data=False))
-
-
-def evaluate(path: Path, ref: list[dict], feeds: list[dict], m: Model) -> dict:
-    try:
-        new = run_feeds(path, feeds)
-    except Exception as e:  # noqa: BLE001 - a file that does not run is a result
-        return {"load_error": str(e).splitlines()[0] if str(e) else type(e).__name__}
-    return invariants.compare_runs(ref, new, getattr(decisions, m.decision), feeds, ranked(model_path(m)))
 
 
 def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> dict:
@@ -104,17 +65,6 @@ def run_peers(m: Model, src: Path, work: Path, ref, feeds, timeout: float) -> di
         said = invariants.said(row) or row.get("load_error", row.get("error_line", ""))
         print(f"    peer {peer:17s} rc={r.rc} {r.wall:6.1f} s  {said[:80]}", flush=True)
     return res
-
-
-def load_memory(path: Path) -> int | None:
-    """What onnxruntime holds once it has loaded `path` (peak growth of a fresh process creating a
-    default CPU session, folding and all: running/session_memory.py), or None where it fails."""
-    from onnxsurgery.running.session_memory import measure_in_fresh_process
-
-    try:
-        return measure_in_fresh_process(path)["peak_growth"]
-    except Exception:  # noqa: BLE001 - a figure missing from a table, not a failed run
-        return None
 
 
 def tiny_baseline() -> int:
@@ -166,7 +116,6 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
               ["shipped", "external", "folder", "linked", "fp16", "bf16", "opset21"])
     chosen = [v for v in chosen if not args.variants or v in args.variants]
     plans: dict[str, dict[str, str]] = {"quant --dry-run --json": {}, "quant --dry-run --json --inputs": {}}
-    tune_ref = None  # the original on the tune set, run where a comparison asks for it
     vdir = WORK / m.name / "variants"
     for variant in chosen:
         try:
@@ -189,7 +138,7 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
         bound = memory_bounds.memory_bound(baseline, largest, half, lists)
         # the original of this variant, on the report set (fp16/bf16/opset21 compute differently)
         vref = ref if variant in variants.STORAGE else run_feeds(vpath, report_feeds)
-        if not _finite(vref) and _finite(ref):  # oww_melspectrogram's fp16: int16-scale audio squared overflows
+        if not finite(vref) and finite(ref):  # oww_melspectrogram's fp16: int16-scale audio squared overflows
             base["variants"][variant] = {"skipped": "its original computes no number on the report set (16-bit "
                                                     "floats overflow where the model as shipped is finite)"}
             print(f"  {variant}: skipped: {base['variants'][variant]['skipped']}", flush=True)
@@ -201,74 +150,16 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
         exact_ref = run_feeds(sorted_copy, report_feeds) if sorted_copy is not None else vref
         rows = {}
         base["variants"][variant] = {"path": str(vpath.relative_to(ROOT)), "commands": rows}
-        npy_out = work / f"{variant}.npy_model.onnx"
-        tune_refs: dict = {}  # this variant's original on the tune set, run once if asked (invariant 8)
+        stored_variant = Stored(m, variant, vpath, src, work, tune, report, tune_feeds, report_feeds, vref,
+                                exact_ref, bound, own, lists, peer_time, base, args)
         for cmd in cmds:
-            out = out_path(work, variant, cmd)
-            r = measured(ours(*argv_for(cmd, vpath, out, npy_out, tune, report)), args.timeout)
-            word, judge, kind = COMMANDS[cmd]
-            fails = invariants.clean_exit(word, r.rc, r.stdout, r.stderr, r.killed)
-            fails += invariants.newly_refused(getattr(args, "previous", {}).get((m.name, variant, cmd)), r.rc,
-                                              invariants._last(r.stderr))
-            # the peers quantized the shipped weights: a storage variant of them is the same task
-            handling = (sorted(peer_time.get(PEER_KIND.get(kind), {}))
-                        if variant in variants.STORAGE and "dry-run" not in cmd else [])
-            fails += invariants.refused_runnable(cmd, r.rc, invariants._last(r.stderr), handling)
-            fails += advice.check_holds(vpath) if cmd == "check" and r.rc in (0, 1) else []  # invariant 16
-            row = {"rc": r.rc, "wall": round(r.wall, 2), "cpu": round(r.cpu, 2), "peak_anon": r.peak_anon,
-                   "bound": bound, "stderr_last": invariants._last(r.stderr) if r.rc else ""}
-            if cmd != "report":  # docs/memory.md: report measures default sessions, by design unbounded
-                fails += memory_bounds.within_memory(r.peak_anon, memory_bounds.command_bound(bound, cmd, own, lists))
-            if r.rc == 0 and judge is not None and out.exists() and "dry-run" not in cmd:
-                ev = evaluate(out, exact_ref if judge == "exact" else vref, report_feeds, m)
-                if judge == "exact" and exact_ref is not vref and ev.get("identical") is False:
-                    # nothing to change: a copy of the input, in the file's own order, is exact too
-                    as_shipped = evaluate(out, vref, report_feeds, m)
-                    ev = as_shipped if as_shipped.get("identical") else ev
-                row.update({k: v for k, v in ev.items()})
-                row["size"] = (sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) if out.is_dir()
-                               else sum(p.stat().st_size for p in out.parent.glob(out.name + "*")))
-                fails += invariants.written_model(ev, exact=judge == "exact",
-                                                  min_agreement=1.0 if judge == "exact" else judge)
-                if cmd.startswith("quant"):
-                    fails += invariants.verified_something(r.stdout, ev.get("error"))
-                if "load_error" not in ev:  # invariant 15: a user's plain session, in a child process
-                    fails += default_load.written_loads(cmd, out, vpath)
-                    fails += kernels_named.judged(cmd, r.stdout, out) if variant == "shipped" else []  # 17
-                if variant == "shipped" and cmd in ("quant", "quant --dtype int4") and carried.applies(report_feeds) \
-                        and "load_error" not in ev:  # invariant 14
-                    fails += invariants.own_decoding(carried.decode(src, report_feeds),
-                                                     carried.decode(out, report_feeds), judge)
-                if cmd.startswith("quant") and cmd.endswith("--inputs") and "load_error" not in ev:
-                    fails += _reported_honestly(out, vpath, tune_feeds, r.stdout, tune_refs)
-                if variant == "shipped" and cmd == "quant" and not args.no_peers:
-                    # issue 55 against onnx-shrink-ray on the other set too: a gap that reverses
-                    # between the two sets is the samples' luck, not a rule's
-                    tune_ref = tune_ref or run_feeds(src, tune_feeds)
-                    row["tune_error"] = evaluate(out, tune_ref, tune_feeds, m).get("error")
-                    ray = base["peers"].get("shrink_ray", {})
-                    if ray.get("handles"):
-                        ray_file = work / "peer.shrink_ray.onnx"
-                        ray["tune_error"] = evaluate(ray_file, tune_ref, tune_feeds, m).get("error")
-                    row["load_memory"] = load_memory(out)
-                    row["latency"] = latency(out, report_feeds[0])
-                    slow = invariants.within_latency(row["latency"], base["latency"])
-                    if slow:  # timed minutes apart: confirmed only alternating with the original
-                        before, after = alternated(src, out, report_feeds[0])
-                        row["latency_alternated"] = [before, after]
-                        row["latency"] = base["latency"] * after / before  # the table's ratio is this one
-                        slow = invariants.within_latency(after, before)
-                    fails += slow
+            row, r = command_row(stored_variant, cmd)
             if "dry-run" in cmd and r.rc == 0:
                 plans[cmd][variant] = r.stdout
             if cmd == "info" and r.rc == 0:
                 info_json = r.stdout
-            if variant == "shipped" and kind and r.rc == 0:  # over its line: timed again, alternated
-                retime = argv_for(cmd, vpath, work / "retime.onnx", work / "retime.npy.onnx", tune, report)
-                tfails, row["time"] = timing.judged(kind, r.wall, peer_time, retime, src, work, args.timeout)
-                fails += tfails
-            row["failures"] = fails
             rows[cmd] = row
+            fails = row["failures"]
             for f in fails:
                 base["failures"].append(f"{m.name} [{variant}] {cmd}: {f}")
             extra = f" {invariants.said(row)} kept {row['decisions']}" if "finite" in row else ""
@@ -309,18 +200,6 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
             if p.name not in ("tune.npz", "report.npz"):
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
     return base
-
-
-def _reported_honestly(out: Path, original: Path, feeds: list[dict], report_json: str, refs: dict) -> list[str]:
-    """Invariant 8: the written file's error on the --inputs the command measured on, against
-    the error its --json report gives; `refs` caches the original's runs on those inputs."""
-    if "runs" not in refs:
-        refs["runs"] = run_feeds(original, feeds)
-    try:
-        new = run_feeds(out, feeds)
-    except Exception as e:  # noqa: BLE001 - invariant 2 reports a file that does not run
-        return [f"written model does not run on the tune set: {str(e).splitlines()[0][:200]}"]
-    return invariants.reported_honestly(invariants.per_output_errors(refs["runs"], new, ranked(original)), report_json)
 
 
 def main(argv: list[str] | None = None) -> int:

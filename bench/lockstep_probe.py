@@ -213,8 +213,9 @@ def main() -> None:
                     out, times = whole(stub, data_dir, names, feeds, tmp)
                     flight = 0
                 else:
-                    folder = Path(shlex.split(args.beside)[2]).resolve().parent  # quant IN OUT ...
-                    gate = (proc.pid, folder, proc) if args.gated and proc else None
+                    gate = None
+                    if args.gated and proc:  # quant IN OUT ...: its spill lies in OUT's folder
+                        gate = (proc.pid, Path(shlex.split(args.beside)[2]).resolve().parent, proc)
                     out, times, flight = staged(stages, data_dir, names, feeds, tmp, gate)
             mine = time.perf_counter() - t
             both = None

@@ -93,9 +93,10 @@ def spill_size(pid: int, folder: Path):
 
 
 def staged(stages, data_dir: Path, names, feeds, tmp: Path, gate=None):
-    """The stages' sessions and chained runs. `gate` (pid, its output folder): each stage's session
-    made and run only once that process's spill file holds the bytes of the stages up to it
-    (lockstep's timing: the quantizer writes weights in the graph's order), and freed after."""
+    """The stages' sessions and chained runs. `gate` (pid, its output folder, its Popen, its spill's
+    final size): each stage's session made and run only once that process's spill file holds its
+    share of the bytes of the stages up to it (lockstep's timing: the quantizer writes weights in
+    the graph's order), and freed after; the last one once the spill is whole or the command done."""
     paths = []
     for k, stage in enumerate(stages):
         p = tmp / f"stage{k}.onnx"
@@ -107,6 +108,10 @@ def staged(stages, data_dir: Path, names, feeds, tmp: Path, gate=None):
     else:
         sess, waited, done = [None] * len(paths), 0.0, 0
         cumulative = np.cumsum([stage.payload_bytes for stage in stages])
+        # the spill's own final size, seen in the command's run alone (`spilled`): some payloads
+        # never spill (float tables left as they were, small ones held); scaled to it, the last
+        # stage waits for the whole spill and the others for their share of it
+        cumulative = cumulative * (gate[3] / cumulative[-1])
     t1, c1 = time.perf_counter(), time.process_time()
     values = dict(feeds)
     flight = 0
@@ -114,12 +119,12 @@ def staged(stages, data_dir: Path, names, feeds, tmp: Path, gate=None):
         ins, outs = stage.inputs, stage.outputs
         if gate is not None:
             w = time.perf_counter()
-            while done < cumulative[k] * 0.98:  # scales and float tables: not all of the bytes spill
+            while done < cumulative[k]:
                 size = spill_size(gate[0], gate[1])
                 if size is None and gate[2].poll() is not None:
                     break  # the command is done (its spill adopted): everything is written
                 done = max(done, size or 0)
-                if done < cumulative[k] * 0.98:
+                if done < cumulative[k]:
                     time.sleep(0.01)
             waited += time.perf_counter() - w
             sess[k] = sessions._load(str(paths[k]), settings(), data_dir)
@@ -200,22 +205,25 @@ def main() -> None:
     print("cuts at nodes", cuts, "crossing values per cut:", [len(s.inputs) for s in stages[1:]], flush=True)
     beside = [sys.executable, "-m", "onnxsurgery", "-q", *shlex.split(args.beside)] if args.beside else None
     rows = []
+    spilled = 0  # the command's spill file's final size, from its run alone
+    folder = Path(shlex.split(args.beside)[2]).resolve().parent if beside else None  # quant IN OUT: OUT's
     for r in range(args.repeat):
         for label in ("alone", "whole", "staged") if beside else ("whole", "staged"):
             proc = watched(beside) if beside else None
             t = time.perf_counter()
             if label == "alone":  # the command by itself: what the pass beside it adds
-                proc.wait()
-                print(f"alone  the command by itself {time.perf_counter() - t:.3f} s", flush=True)
+                while proc.ended is None:  # and its spill's largest size (the gate's scale)
+                    spilled = max(spilled, spill_size(proc.pid, folder) or 0) if args.gated else 0
+                    time.sleep(0.01)
+                print(f"alone  the command by itself {time.perf_counter() - t:.3f} s; its spill {spilled} bytes",
+                      flush=True)
                 continue
             with AnonPeak() as anon:
                 if label == "whole":
                     out, times = whole(stub, data_dir, names, feeds, tmp)
                     flight = 0
                 else:
-                    gate = None
-                    if args.gated and proc:  # quant IN OUT ...: its spill lies in OUT's folder
-                        gate = (proc.pid, Path(shlex.split(args.beside)[2]).resolve().parent, proc)
+                    gate = (proc.pid, folder, proc, spilled) if args.gated and proc and spilled else None
                     out, times, flight = staged(stages, data_dir, names, feeds, tmp, gate)
             mine = time.perf_counter() - t
             both = None

@@ -7,7 +7,8 @@ turn, the first candidate's then the second's, as the rule that keeps the data-f
 alone asks: where it does (or the bounds already decide for it), the measured candidate runs no
 further and the data-free one runs its remaining samples whole, its own file (capspot_siamese:
 2 whole runs of the measured file and 2 suffix runs less than all of both; one of each where the
-first sample alone decides). Otherwise, as before:
+first sample alone decides), after the first sample again, whose whole run confirms its pieced
+outputs (Built.confirm) in that session instead of a session of its own (issue 58, inputs17). Otherwise, as before:
 the first candidate runs its remaining samples whole, then the second its suffix till the
 measured plan is known to be kept, with all of the first's errors known (the fewest suffix runs).
 """

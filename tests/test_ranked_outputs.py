@@ -9,7 +9,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 import builders
-from onnxsurgery.running.ranked import matched, ranked_outputs
+from onnxsurgery.running.ranked import matched, ranked_outputs, _greedy_pairs
 from onnxsurgery.running.output_errors import compare_outputs
 from onnxsurgery.running.verify import compare_models
 
@@ -63,3 +63,33 @@ def test_two_models_whose_tied_rows_swap_compare_equal(tmp_path):
     result = compare_models(tmp_path / "a.onnx", tmp_path / "b.onnx", samples=samples)
     assert not result["exact"]  # the rows did swap
     assert result["rel_l2_error"] == 0.0 and result["outputs"]["y"]["ranked"] == 8
+
+
+def _walked(ref: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """The greedy walk _greedy_pairs replaced: every pair in order of distance (stable), one at a time."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        distance = (ref * ref).sum(1)[:, None] + (cand * cand).sum(1)[None, :] - 2 * ref @ cand.T
+    distance = np.where(np.isnan(distance), np.inf, distance)
+    k = ref.shape[0]
+    pair, taken = np.full(k, -1), np.zeros(k, bool)
+    for flat in np.argsort(distance, axis=None, kind="stable"):
+        r, c = divmod(int(flat), k)
+        if pair[r] < 0 and not taken[c]:
+            pair[r], taken[c] = c, True
+    return pair
+
+
+def test_pairs_taken_in_rounds_are_the_greedy_walks():
+    rng = np.random.default_rng(3)
+    for k in (2, 3, 7, 40, 120):
+        for trial in range(12):
+            # few distinct values: many equal distances, where the order of ties decides
+            ref = rng.integers(0, 3, (k, 4)).astype(np.float64)
+            cand = rng.integers(0, 3, (k, 4)).astype(np.float64) if trial % 2 else rng.random((k, 4))
+            if trial % 3 == 0:
+                ref[rng.integers(0, k)] = np.nan
+            if trial % 4 == 0:
+                cand[rng.integers(0, k, 2)] = np.nan
+            got = _greedy_pairs(ref, cand)
+            assert sorted(got) == list(range(k))  # each candidate row once
+            assert np.array_equal(got, _walked(ref, cand)), (k, trial)

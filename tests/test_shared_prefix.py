@@ -118,3 +118,28 @@ def test_shared_runs_as_before_where_the_measured_file_leads(tmp_path):
     assert len(found[0]) == 4 and 2 <= len(found[1]) < 4  # the suffix stopped once the measured file is kept
     for got, feed in zip(made[0][0].outputs, feeds):
         np.testing.assert_array_equal(got[0], _run(str(paths[1]), feed)[0])
+
+
+def test_the_data_free_files_whole_runs_confirm_its_pieced_outputs_in_one_session(tmp_path, monkeypatch):
+    """Where the first samples keep the data-free file, its remaining samples run whole in a session
+    that runs the first sample too: its pieced outputs are confirmed there, not by a session of its
+    own afterwards (issue 58, inputs17)."""
+    import onnxsurgery.api.built as built_module
+    import onnxsurgery.api.shared_runs as shared_runs_module
+
+    asked, real = [], built_module.candidate_runs
+
+    def counted(path, names, feeds, *a, **k):
+        asked.append([id(f) for f in feeds])
+        return real(path, names, feeds, *a, **k)
+
+    monkeypatch.setattr(shared_runs_module, "candidate_runs", counted)
+    monkeypatch.setattr(built_module, "candidate_runs", counted)
+    made, found, feeds, paths = _runs_of(tmp_path, 0.95)
+    assert asked == [[id(feeds[0]), id(feeds[2]), id(feeds[3])]]  # one session: the first again, then the rest
+    kept = made[1][0]
+    assert kept.confirmed and kept.outputs is not None
+    kept.confirm()  # measured_or_free's call after the choice: nothing run again
+    assert len(asked) == 1 and kept.outputs is not None
+    for got, feed in zip(kept.outputs, feeds):
+        np.testing.assert_array_equal(got[0], _run(str(paths[2]), feed)[0])

@@ -34,15 +34,19 @@ class Built:
     reports: list | None = None
     pieced: tuple | None = None  # (names, first sample): `outputs` came from a run cut in two (shared_prefix.py)
     notes: list[str] = field(default_factory=list)  # its build's notes: a stamp-only upgrade's (quantizing.py)
+    confirmed: bool = False  # `pieced` outputs already checked (confirm)
 
-    def confirm(self) -> None:
+    def confirm(self, whole: list | None = None) -> None:
         """Where `outputs` were pieced from a run cut in two, the file run whole on the first
         sample must give them bit for bit, or verification runs every sample itself: the cut could
-        keep onnxruntime from a fusion across it that rounds otherwise (none seen, not excluded)."""
-        if self.pieced is None or self.outputs is None:
+        keep onnxruntime from a fusion across it that rounds otherwise (none seen, not excluded).
+        `whole`: that run's outputs where it was made already (shared_runs.py); confirmed once."""
+        if self.pieced is None or self.outputs is None or self.confirmed:
             return
         names, feed = self.pieced
-        whole = self.path is not None and candidate_runs(self.path, names, [feed])[0][0]
+        if whole is None:
+            whole = self.path is not None and candidate_runs(self.path, names, [feed])[0][0]
+        self.confirmed = True
         if not whole or any(a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes()
                             for a, b in zip(whole, self.outputs[0])):
             log.info("candidate's outputs pieced from a cut run differ from a whole run: verification runs it")

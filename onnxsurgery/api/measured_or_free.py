@@ -154,7 +154,7 @@ def _chosen(input_path, options: QuantOptions, inputs: Inputs, activations: Cali
             return Chosen(measured, True)
         free = _marked(free, differ)  # before its build: the build's reports are the run's (quantizing.py)
         errors, builds = _errors(input_path, options, merge, (measured, free), inputs, activations,
-                                 concurrent=beside is not None)
+                                 concurrent=beside is not None, confirm=confirm)
     except Exception as e:  # noqa: BLE001 - a candidate that does not build or run: planned in the pipeline,
         log.info("measured plan not checked against the data-free one: %s", e)  # as before, its errors its own
         return Chosen(None, True)
@@ -251,7 +251,8 @@ def _forms(plan: Plan) -> dict[str, tuple]:
     return {w.name: tuple(getattr(w, k, None) for k in FORM) for w in plan.weights}
 
 
-def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Calibration, *, concurrent: bool = False):
+def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Calibration, *, concurrent: bool = False,
+            confirm: bool = True):
     """Each plan's relative L2 error on each sample (the largest over the headline outputs, as
     verification reports a sample's), and each plan's Built (None: not reusable: a folded run, or
     a file with external data). `concurrent`: the second plan built and run on a thread of its own
@@ -317,7 +318,7 @@ def _errors(input_path, options, merge, plans, inputs: Inputs, activations: Cali
         paths = [build(plans[0], mine)]
         paths.append(beside.result() if beside is not None else build(plans[1], theirs))
         found = None if folded else shared_runs(paths, names, feeds, (judged, scored), (mine, theirs),
-                                                CONCURRENT_BYTES)
+                                                CONCURRENT_BYTES, confirm)
         if found is None:  # each run whole, the second beside the first, till the choice is made
             race = Race(len(feeds), lockstep=concurrent)
             beside = Pending(lambda: whole(paths[1], race, 1)) if concurrent else None

@@ -7,7 +7,8 @@ turn, the first candidate's then the second's, as the rule that keeps the data-f
 alone asks: where it does (or the bounds already decide for it), the measured candidate runs no
 further and the data-free one runs its remaining samples whole, its own file (capspot_siamese:
 2 whole runs of the measured file and 2 suffix runs less than all of both; one of each where the
-first sample alone decides). Otherwise, as before:
+first sample alone decides), after the first sample again, whose whole run confirms its pieced
+outputs (Built.confirm) in that session instead of a session of its own (issue 58, inputs17). Otherwise, as before:
 the first candidate runs its remaining samples whole, then the second its suffix till the
 measured plan is known to be kept, with all of the first's errors known (the fewest suffix runs).
 """
@@ -23,12 +24,13 @@ from .shared_prefix import Suffix
 
 
 def shared_runs(paths: list[Path], names: list[str], feeds: list[dict], scoring, made: tuple[list, list],
-                largest: int):
+                largest: int, confirm: bool = True):
     """Both candidates' errors, the first run whole (unfolded, as verification runs it) and asked
     for the values at the cut too, the second only where it differs; None where the files do not
     cut so (the caller runs each whole), or are not one file each up to `largest` bytes (not loaded
     whole here, twice). `scoring`: measured_or_free._errors' judged and scored; `made`: each
-    candidate's Built, last."""
+    candidate's Built, last. `confirm` False (a dry run): pieced outputs are not confirmed, and the
+    data-free file, where it runs its remaining samples whole, does not run the first again."""
     judged, scored = scoring
     if not all([p.name for p in path.parent.iterdir()] == [path.name] and path.stat().st_size <= largest
                for path in paths):
@@ -38,7 +40,7 @@ def shared_runs(paths: list[Path], names: list[str], feeds: list[dict], scoring,
         return None
     asked = [name for name in suffix.cut if name not in names and not any(name in f for f in feeds)]
     n, early = len(feeds), (FIRST if len(feeds) > FIRST else 0)
-    runs, handed, rest, mine, theirs, more, unfolded = [], [], [], [], [], [], True
+    runs, handed, rest, mine, theirs, more, unfolded, again = [], [], [], [], [], [], True, None
     sessions: dict = {}
 
     def first(feed: dict) -> None:
@@ -74,8 +76,10 @@ def shared_runs(paths: list[Path], names: list[str], feeds: list[dict], scoring,
                     break
                 second(values)
         sessions.clear()
-        if lost:  # the data-free candidate's remaining samples: its own file, whole
-            more, unfolded = candidate_runs(paths[1], names, feeds[early:])
+        if lost:  # the data-free candidate's remaining samples: its own file, whole; first the first
+            # sample again, its pieced outputs' confirmation (Built.confirm) in this session, not one more
+            more, unfolded = candidate_runs(paths[1], names, (feeds[:1] if confirm else []) + feeds[early:])
+            again, more = (more[0], more[1:]) if confirm else (None, more)
     except Exception:  # noqa: BLE001 - onnxruntime's own types: each candidate whole, as before
         return None
     found = [judged(paths[0], made[0], _whole(names, runs), True, mine),
@@ -83,6 +87,9 @@ def shared_runs(paths: list[Path], names: list[str], feeds: list[dict], scoring,
     for built in (made[0][-1], made[1][-1]):
         if built is not None and built.outputs is not None:  # confirmed if kept (Built.confirm)
             built.pieced = (names, feeds[0])
+    kept = made[1][-1]
+    if again is not None and kept is not None and kept.outputs is not None:
+        kept.confirm(again)  # the data-free file's whole run on the first sample, made above
     return found
 
 

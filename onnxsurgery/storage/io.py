@@ -68,17 +68,21 @@ def open_model(source: str | os.PathLike, *, structure: bool = False) -> tuple[o
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
     if not model.HasField("graph") or not (model.graph.node or model.graph.output):
         raise InputError(f"not an ONNX model (no graph): {path}")
-    _check_names_are_text(model, path)
-    _check_graph_io_typed(model.graph, path)
-    _check_initializer_names_unique(model.graph, path)
-    _check_sparse_indices(model.graph, path)
+    checked = _checked_key(path, structure)
+    if checked not in _CHECKED:
+        _check_names_are_text(model, path)
+        _check_graph_io_typed(model.graph, path)
+        _check_initializer_names_unique(model.graph, path)
+        _check_sparse_indices(model.graph, path)
     tensors = list(all_tensor_protos(model.graph))
-    _check_tensor_sizes(tensors, path)
+    if checked not in _CHECKED:
+        _check_tensor_sizes(tensors, path)
     external = [t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
     data_files = frozenset(e.value for t in external for e in t.external_data if e.key == "location")
     data_files -= {path.name}  # the references the lazy reader made into the .onnx itself
     # before any data file is looked at: the locations come from the file (issue 38)
-    check_external_locations(model, path.parent, path.name)
+    if checked not in _CHECKED and check_external_locations(model, path.parent, path.name) and checked is not None:
+        _CHECKED.add(checked)  # one file that passed: the same bytes pass again (_checked_key)
     disk_bytes = path.stat().st_size
     for name in sorted(data_files):
         data = path.parent / name
@@ -93,6 +97,23 @@ def open_model(source: str | os.PathLike, *, structure: bool = False) -> tuple[o
     _fit_unstated_lengths(unstated, path)
     _check_external_extents(external, path)
     return model, ExternalFiles(path.parent, data_files, model_file=path.name), disk_bytes
+
+
+# Single files (no data file named) whose structure passed open_model's checks, by _checked_key: the
+# checks follow from the file's bytes alone. `quant --inputs` opens its input six times (the plans,
+# the candidates' builds, the run), each walking every message twice: isbnx_det 0.04 s of CPU an
+# open (issue 58, inputs17)
+_CHECKED: set[tuple] = set()
+
+
+def _checked_key(path: Path, structure: bool) -> tuple | None:
+    """The file's identity (resolved path, device, inode, size, modification time in ns) and how it
+    is read; None where it cannot be taken (its checks then run every time)."""
+    try:
+        stat = path.stat()
+        return str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, structure
+    except OSError:
+        return None
 
 
 _TYPED_FIELDS = {  # data type -> the repeated field holding one value per element

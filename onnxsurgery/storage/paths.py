@@ -42,15 +42,17 @@ def confined(base_dir: str | Path, location: str, what: str) -> Path:
     return target
 
 
-def check_external_locations(model: onnx.ModelProto, base_dir: str | Path, model_file: str) -> None:
+def check_external_locations(model: onnx.ModelProto, base_dir: str | Path, model_file: str) -> bool:
     """Apply `confined` to every external data location in `model`, naming the first tensor
     that uses it. `model_file` (the .onnx's own name, where `lazy` points large inline payloads)
-    is the file the user gave, and is not checked."""
+    is the file the user gave, and is not checked. True where no location names another file
+    (the verdict then follows from the .onnx's bytes alone)."""
     seen = {model_file}
     for name, location in external_locations(model):
         if location not in seen:
             confined(base_dir, location, f"tensor '{name}': external data location")
             seen.add(location)
+    return seen == {model_file}
 
 
 def external_ref(t: onnx.TensorProto) -> tuple[str, int, int]:

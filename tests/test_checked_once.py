@@ -1,4 +1,4 @@
-"""open_model checks a file's structure once per file identity (storage/io.py, _CHECKED): the same
+"""open_model checks a file's structure once per file identity (storage/io.py, _PROTO_CHECKED): the same
 file opened again skips the walks, a changed or another file is checked again."""
 
 from __future__ import annotations
@@ -41,10 +41,11 @@ def test_the_same_file_is_walked_once_and_a_changed_one_again(tmp_path, monkeypa
     assert len(walks) == 3
 
 
-def test_a_file_naming_a_data_file_is_checked_every_time(tmp_path, monkeypatch):
-    walks = []
-    real = io._check_names_are_text
+def test_a_data_files_place_is_checked_every_time(tmp_path, monkeypatch):
+    walks, places = [], []
+    real, real_places = io._check_names_are_text, io.check_external_locations
     monkeypatch.setattr(io, "_check_names_are_text", lambda model, path: (walks.append(path), real(model, path)))
+    monkeypatch.setattr(io, "check_external_locations", lambda *a: (places.append(a[1]), real_places(*a)))
     model = _model()
     tensor = model.graph.initializer[0]
     np.asarray(numpy_helper.to_array(tensor)).tofile(tmp_path / "w.bin")
@@ -56,4 +57,5 @@ def test_a_file_naming_a_data_file_is_checked_every_time(tmp_path, monkeypatch):
     path.write_bytes(model.SerializeToString())
     io.open_model(path)[1].close()
     io.open_model(path)[1].close()
-    assert len(walks) == 2  # its data file's place is checked again (symlinks: paths.confined)
+    assert len(walks) == 1  # the proto's own checks follow from its bytes
+    assert len(places) == 2  # its data file's place is checked again (symlinks: paths.confined)

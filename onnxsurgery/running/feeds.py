@@ -84,9 +84,10 @@ def _structure(model: onnx.ModelProto | str | os.PathLike | None) -> onnx.ModelP
         return model
     try:
         stat = os.stat(model)
+        path = str(Path(model).resolve())  # as stream_size._locations keys it: one parse of a file, not two
     except OSError:
         return None
-    return _read_structure(os.fspath(model), stat.st_mtime_ns, stat.st_size)
+    return _read_structure(path, stat.st_mtime_ns, stat.st_size)
 
 
 @functools.lru_cache(maxsize=4)

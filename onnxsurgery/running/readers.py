@@ -48,7 +48,23 @@ def same_readers(reference, candidate) -> bool:
 
 def _readers(model) -> tuple | None:
     """(opset, the activation readers' kinds counted, a function giving their definitions
-    counted) or None (same_readers)."""
+    counted) or None (same_readers). A path's, once per file as it stands: quant asks of its
+    input twice (whether the reference's batch-2 sample is wanted, then verification)."""
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            stat = os.stat(model)
+            return _file_readers(os.path.abspath(model), stat.st_mtime_ns, stat.st_size)  # its folder as given
+        except OSError:
+            return None
+    return _computed_readers(model)
+
+
+@functools.lru_cache(maxsize=4)
+def _file_readers(path: str, mtime_ns: int, size: int) -> tuple | None:
+    return _computed_readers(path)
+
+
+def _computed_readers(model) -> tuple | None:
     try:
         opset, seeds, nodes, describe, shape_of, attributes = _graph(model)
     except Exception:  # noqa: BLE001 - unreadable: the sample is kept
@@ -72,6 +88,7 @@ def _readers(model) -> tuple | None:
     reached -= per_sample(reached, nodes, readers, flowing, shape_of, attributes, describe)
     kinds = collections.Counter((nodes[i][0], nodes[i][1]) for i in reached)
 
+    @functools.cache  # the counter is only read
     def definitions() -> collections.Counter:
         return collections.Counter(describe(i, flowing) for i in reached)
     return opset, tuple(sorted(kinds.items())), definitions

@@ -61,6 +61,7 @@ def open_model(source: str | os.PathLike, *, structure: bool = False) -> tuple[o
     if path.is_dir():
         raise InputError(f"input is a directory, not an .onnx file: {path}")
     try:
+        before = _file_key(path, structure)
         model = read_structure(path) if structure else read_model_skipping_weights(path)
     except (DecodeError, ValueError) as e:
         raise InputError(f"not an ONNX model (protobuf parse failed): {path}") from e
@@ -68,21 +69,20 @@ def open_model(source: str | os.PathLike, *, structure: bool = False) -> tuple[o
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
     if not model.HasField("graph") or not (model.graph.node or model.graph.output):
         raise InputError(f"not an ONNX model (no graph): {path}")
-    checked = _checked_key(path, structure)
-    if checked not in _CHECKED:
+    tensors = list(all_tensor_protos(model.graph))
+    if before not in _PROTO_CHECKED:
         _check_names_are_text(model, path)
         _check_graph_io_typed(model.graph, path)
         _check_initializer_names_unique(model.graph, path)
         _check_sparse_indices(model.graph, path)
-    tensors = list(all_tensor_protos(model.graph))
-    if checked not in _CHECKED:
         _check_tensor_sizes(tensors, path)
+        if before is not None and _file_key(path, structure) == before:  # unchanged while read: these bytes passed
+            _PROTO_CHECKED.add(before)
     external = [t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL]
     data_files = frozenset(e.value for t in external for e in t.external_data if e.key == "location")
     data_files -= {path.name}  # the references the lazy reader made into the .onnx itself
     # before any data file is looked at: the locations come from the file (issue 38)
-    if checked not in _CHECKED and check_external_locations(model, path.parent, path.name) and checked is not None:
-        _CHECKED.add(checked)  # one file that passed: the same bytes pass again (_checked_key)
+    check_external_locations(model, path.parent, path.name)
     disk_bytes = path.stat().st_size
     for name in sorted(data_files):
         data = path.parent / name
@@ -99,16 +99,18 @@ def open_model(source: str | os.PathLike, *, structure: bool = False) -> tuple[o
     return model, ExternalFiles(path.parent, data_files, model_file=path.name), disk_bytes
 
 
-# Single files (no data file named) whose structure passed open_model's checks, by _checked_key: the
-# checks follow from the file's bytes alone. `quant --inputs` opens its input six times (the plans,
-# the candidates' builds, the run), each walking every message twice: isbnx_det 0.04 s of CPU an
-# open (issue 58, inputs17)
-_CHECKED: set[tuple] = set()
+# The files whose protos passed open_model's checks of the proto alone (text names, typed graph
+# inputs, unique initializer names, sparse indices, payload sizes), by path, inode, size and time:
+# `quant --inputs` opens its input six times (the plans, the candidates' builds, the run; isbnx_det
+# 0.04 s of CPU an open, inputs17), `quant --dtype int4` twice (the workspace, then the opset
+# upgrade; terrain_diffusion 0.05 s, int4conv18). The checks that look at other files (external
+# locations, data files' extents) run every time.
+_PROTO_CHECKED: set[tuple] = set()
 
 
-def _checked_key(path: Path, structure: bool) -> tuple | None:
-    """The file's identity (resolved path, device, inode, size, modification time in ns) and how it
-    is read; None where it cannot be taken (its checks then run every time)."""
+def _file_key(path: Path, structure: bool) -> tuple | None:
+    """The file's identity and how it is read; None where it cannot be taken (its checks then run
+    every time)."""
     try:
         stat = path.stat()
         return str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, structure

@@ -7,6 +7,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ..graph_utils import ConstantSite, consumers
+from .options import Scheme
 
 
 def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
@@ -14,8 +15,8 @@ def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
     with blocks along the reduction axis, Gemm and FusedMatMul honouring transB, Attention's
     packed QKV weight as MatMul B, Conv per output channel with
     blocks along the input channels, ConvTranspose per output channel, LSTM/GRU/RNN W and R per
-    gate row with blocks along the inputs, Gather per row; (0, last)
-    for any other reader."""
+    gate row with blocks along the inputs, Gather per row, Einsum per the one axis of the weight
+    that only the output keeps (einsum_axes); (0, last) for any other reader."""
     rank = len(site.shape)
     default = (0, rank - 1)
     rules = set()
@@ -32,12 +33,58 @@ def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
             rules.add((1, 0))
         elif node.op in ("LSTM", "GRU", "RNN") and idx in (1, 2) and rank == 3:
             rules.add((1, 2))  # [directions, gates * hidden, inputs]: per gate row, blocks along inputs
+        elif node.op == "Einsum" and (found := einsum_axes(node, idx, site.shape)) is not None:
+            rules.add(found[:2])
         elif node.op == "Gather" and idx == 0:
             axis = node.attrs.get("axis", 0) % rank
             rules.add((axis, rank - 1 if axis != rank - 1 else 0))
         else:
             rules.add(default)
     return rules
+
+
+def einsum_axes(node: gs.Node, index: int, shape) -> tuple[int, int, tuple[int, ...]] | None:
+    """(channel axis, block axis, group axes) of the weight at input `index` of an Einsum, from
+    its equation: the channel is the weight's one subscript that the output keeps and no other
+    operand has (`h` of DeepFilterNet's grouped linear `btgi,gih->btgh`, `e` of a BERT output
+    projection `abcd,cde->abe`), the blocks run along its longest summed subscript (`i`), and
+    a group axis is one the output keeps that another operand has too (`g`: each group's
+    channels are output channels of their own). None where the equation has no such channel
+    (an ellipsis, two or no kept subscripts, nothing summed)."""
+    equation = str(node.attrs.get("equation", "")).replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",")
+    if not arrow or "." in equation or index >= len(terms) or len(terms[index]) != len(shape):
+        return None
+    term, others = terms[index], "".join(t for i, t in enumerate(terms) if i != index)
+    kept = [a for a, s in enumerate(term) if s in output and s not in others]
+    summed = [a for a, s in enumerate(term) if s not in output]
+    if len(kept) != 1 or not summed:
+        return None
+    block = max(summed, key=lambda a: (shape[a], a))
+    return kept[0], block, tuple(a for a, s in enumerate(term) if s in output and s in others)
+
+
+def grouped_einsum(site: ConstantSite) -> tuple[int, tuple[int, ...]] | None:
+    """(summed axis, group axes) of a grouped Einsum weight: every reader an Einsum whose equation
+    gives it one channel axis, one summed axis and a group axis or more (einsum_axes); else None."""
+    readers = [read for reader in consumers(site) for read in _behind_cast(*reader)]
+    found = {einsum_axes(node, idx, site.shape) if node.op == "Einsum" else None for node, idx in readers}
+    if len(found) != 1 or None in found:
+        return None
+    channel, block, groups = found.pop()
+    summed = [a for a in range(len(site.shape)) if a != channel and a not in groups]
+    return (block, groups) if groups and summed == [block] else None
+
+
+def grouped_einsum_scheme(site: ConstantSite) -> Scheme | None:
+    """Per output channel of a grouped Einsum weight: a scale per group and channel, [g, 1, h]
+    for `gih`, as a block the length of the summed axis; None for any other weight. One scale per
+    group (the weight's first axis, what (0, last) gave) lumps 16 channels together, one per
+    channel lumps 32 groups: DeepFilterNet3's df_fc_emb (32x96x16), its report set's worst
+    0.0310 -> 0.0211 (ahead18, docs/benchmarks.md)."""
+    found = grouped_einsum(site)
+    return None if found is None else Scheme("block", found[0], int(site.shape[found[0]]))
 
 
 def _behind_cast(node: gs.Node, index: int) -> list[tuple[gs.Node, int]]:

@@ -2,7 +2,7 @@
 the weight's one subscript that only the output keeps. A grouped linear (`btgi,gih->btgh`,
 DeepFilterNet3's df_fc_emb) takes a scale per group and channel, a block the length of its summed
 axis; a plain projection (`abcd,cde->abe`) a scale per `e`. Before, any Einsum weight took one
-scale per slice of its first axis (the groups, or the heads)."""
+scale per slice of its first axis (the groups, or the heads). int4's blocks stay as they ran."""
 
 from __future__ import annotations
 
@@ -67,3 +67,9 @@ def test_an_einsum_of_two_activations_or_with_an_ellipsis_keeps_the_first_axis()
     assert einsum_axes(Node("...i,ih->...h"), 1, (16, 8)) is None
     assert einsum_axes(Node("ij,jk->ijk"), 1, (4, 5)) is None  # nothing summed
     assert einsum_axes(Node("bi,bij->bj"), 1, (2, 4, 5)) == (2, 1, (0,))
+
+
+def test_int4_blocks_of_an_einsum_weight_keep_running_along_its_last_axis(tmp_path):
+    src = einsum_model(tmp_path, "btgi,gih->btgh", [1, 5, 32, 96], grouped_weight(), [1, 5, 32, 16])
+    w = onnxsurgery.quant_plan(src, min_elements=1024, dtype="int4").weights[0]
+    assert (w.dtype, w.granularity, w.axis) == ("int4", "block", 2), w

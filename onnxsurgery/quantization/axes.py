@@ -15,8 +15,9 @@ def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
     with blocks along the reduction axis, Gemm and FusedMatMul honouring transB, Attention's
     packed QKV weight as MatMul B, Conv per output channel with
     blocks along the input channels, ConvTranspose per output channel, LSTM/GRU/RNN W and R per
-    gate row with blocks along the inputs, Gather per row, Einsum per the one axis of the weight
-    that only the output keeps (einsum_axes); (0, last) for any other reader."""
+    gate row with blocks along the inputs, Gather per row; (0, last)
+    for any other reader (an Einsum's too: int4 blocks along its output axis measured better than
+    along the summed one, einsum_scheme)."""
     rank = len(site.shape)
     default = (0, rank - 1)
     rules = set()
@@ -33,8 +34,6 @@ def axes_read(site: ConstantSite) -> set[tuple[int, int]]:
             rules.add((1, 0))
         elif node.op in ("LSTM", "GRU", "RNN") and idx in (1, 2) and rank == 3:
             rules.add((1, 2))  # [directions, gates * hidden, inputs]: per gate row, blocks along inputs
-        elif node.op == "Einsum" and (found := einsum_axes(node, idx, site.shape)) is not None:
-            rules.add(found[:2])
         elif node.op == "Gather" and idx == 0:
             axis = node.attrs.get("axis", 0) % rank
             rules.add((axis, rank - 1 if axis != rank - 1 else 0))
@@ -65,26 +64,24 @@ def einsum_axes(node: gs.Node, index: int, shape) -> tuple[int, int, tuple[int, 
     return kept[0], block, tuple(a for a, s in enumerate(term) if s in output and s in others)
 
 
-def grouped_einsum(site: ConstantSite) -> tuple[int, tuple[int, ...]] | None:
-    """(summed axis, group axes) of a grouped Einsum weight: every reader an Einsum whose equation
-    gives it one channel axis, one summed axis and a group axis or more (einsum_axes); else None."""
+def einsum_scheme(site: ConstantSite) -> Scheme | None:
+    """The int8 lean form's scales of an Einsum weight (every reader an Einsum that gives it the
+    same einsum_axes), else None: per its channel axis (`e` of `abcd,cde->abe`), and for a grouped
+    one (`gih`: one summed axis, a group axis or more) a scale per group and channel, [g, 1, h],
+    as a block the length of the summed axis. The first axis (what (0, last) gives) is a BERT
+    projection's 8 heads, a grouped linear's groups with 16 channels under each scale:
+    DeepFilterNet3's df_fc_emb (32x96x16) report set's worst 0.0310 -> 0.0211, g2p_id_bert's
+    tune set's better on 11 of 13 paired draws (ahead18, docs/benchmarks.md). Not int4's blocks:
+    along the summed axis dfn3_encoder's tune set went 0.166 -> 0.307, g2p_id_bert's 0.151 -> 0.164."""
     readers = [read for reader in consumers(site) for read in _behind_cast(*reader)]
     found = {einsum_axes(node, idx, site.shape) if node.op == "Einsum" else None for node, idx in readers}
     if len(found) != 1 or None in found:
         return None
     channel, block, groups = found.pop()
+    if not groups:
+        return Scheme("channel", channel)
     summed = [a for a in range(len(site.shape)) if a != channel and a not in groups]
-    return (block, groups) if groups and summed == [block] else None
-
-
-def grouped_einsum_scheme(site: ConstantSite) -> Scheme | None:
-    """Per output channel of a grouped Einsum weight: a scale per group and channel, [g, 1, h]
-    for `gih`, as a block the length of the summed axis; None for any other weight. One scale per
-    group (the weight's first axis, what (0, last) gave) lumps 16 channels together, one per
-    channel lumps 32 groups: DeepFilterNet3's df_fc_emb (32x96x16), its report set's worst
-    0.0310 -> 0.0211 (ahead18, docs/benchmarks.md)."""
-    found = grouped_einsum(site)
-    return None if found is None else Scheme("block", found[0], int(site.shape[found[0]]))
+    return Scheme("block", block, int(site.shape[block])) if summed == [block] else None
 
 
 def _behind_cast(node: gs.Node, index: int) -> list[tuple[gs.Node, int]]:

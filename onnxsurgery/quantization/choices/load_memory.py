@@ -41,7 +41,7 @@ from ...running.kv_cache import has_kv_cache
 from ..lowerings.weight_readers import effective_readers, through_casts
 from ..lowerings.zero_points import read_in_loop
 from ..options import FLOAT_TYPES, Scheme, dq_opset
-from ..axes import choose_axes, grouped_einsum
+from ..axes import choose_axes
 
 # Convolutions in a chain (issue 49: a detector and a speech net of convolutions held 1.07-1.10x
 # the float model's memory after the default, which kept nothing: only MatMul weights could be
@@ -340,11 +340,8 @@ def kept_reason(site: ConstantSite) -> str:
 
 
 def kept_scheme(site: ConstantSite) -> Scheme:
-    """One scale per output channel (onnxruntime fuses it in blocks along K); a grouped Einsum
-    weight's one per group, as before its channels were read from the equation (axes.py
-    grouped_einsum: DequantizeLinear takes one axis, or blocks from opset 21 only)."""
-    grouped = grouped_einsum(site)
-    return Scheme("channel", grouped[1][0] if grouped is not None else choose_axes(site)[0])
+    """One scale per output channel (onnxruntime fuses it in blocks along K)."""
+    return Scheme("channel", choose_axes(site)[0])
 
 
 def machine_memory() -> int:

@@ -46,6 +46,15 @@ def shrink_ray_axes(path: Path) -> dict[str, int]:
     return axes
 
 
+def peer_axis(axes: dict[str, int], name: str) -> int | None:
+    """The axis shrink-ray gave weight `name`, or None (left float). A weight held by a Constant
+    node is named after its output (`<node>_output_0`) in our plan and after the node in shrink-ray's
+    file: without this, dfn3_encoder's GRU weights read as float and the all-swapped figure missed."""
+    if name in axes:
+        return axes[name]
+    return axes.get(name[:-len("_output_0")]) if name.endswith("_output_0") else None
+
+
 def shrink_ray_form(axis: int | None) -> dict:
     """A plan record's form fields for shrink-ray's per-channel int8 along `axis` (None: float)."""
     if axis is None:
@@ -88,16 +97,16 @@ def main(argv: list[str] | None = None) -> int:
             bench.measure(bench.base["weights"], "default plan", keep=Path(tmp) / "default.onnx")
             per_sample(bench, Path(tmp) / "default.onnx", peer)
             return 0
-        ours = [w for w in bench.base["weights"] if w["dtype"] != "float" or w["name"] in axes]
+        ours = [w for w in bench.base["weights"] if w["dtype"] != "float" or peer_axis(axes, w["name"]) is not None]
         bench.measure(bench.base["weights"], "default plan")
-        bench.measure([dict(w, **shrink_ray_form(axes.get(w["name"]))) if w in ours else w
+        bench.measure([dict(w, **shrink_ray_form(peer_axis(axes, w["name"]))) if w in ours else w
                        for w in bench.base["weights"]], f"every weight in shrink-ray's form ({len(ours)})")
         if args.all:
             return 0
         for w in ours:
             if args.only and not any(o in w["name"] for o in args.only):
                 continue
-            form = shrink_ray_form(axes.get(w["name"]))
+            form = shrink_ray_form(peer_axis(axes, w["name"]))
             theirs = "float" if form is FLOAT else f"int8 channel axis {form['axis']}"
             bench.measure(bench.with_one(w["name"], form),
                           f"{w['name'][:30]} {w['dtype']}/{w['lowering']}/{w['axis']} -> {theirs}")

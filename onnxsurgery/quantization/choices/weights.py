@@ -12,7 +12,7 @@ import onnx
 import onnx_graphsurgeon as gs
 
 from ...graph_utils import ConstantSite, consumers
-from ..axes import choose_axes
+from ..axes import choose_axes, einsum_scheme
 from ..lowerings.embed_rows import word_table
 from ..lowerings.scaled import scale_axis
 from ..lowerings.weight_readers import effective_readers
@@ -170,6 +170,8 @@ def lean_scheme(site: ConstantSite, opset: int) -> tuple[Scheme, str]:
         return half
     if word_table(site):  # EmbedLayerNormalization: int8 rows gathered for its token ids
         return Scheme("channel", 0), "embed_rows"
+    if (einsum := einsum_scheme(site)) is not None:  # per the channel its equation gives
+        return einsum, "arith"
     channel = Scheme("channel", choose_axes(site)[0])
     if (recurrent_weight(site) or contrib_weight(site)) and opset >= RECURRENT_DQ_OPSET:
         return channel, "dq"

@@ -106,8 +106,9 @@ def _lean(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
 
 def _int4_convs_half(candidates: list[Candidate], ctx: PlanContext) -> None:
     """Under --dtype int4, the Conv weights int4_paths stores as int8 `scaled` get the int8 default's
-    float16 where it gives them that (small, and the lossiest as int8: lean.py's first stages, judged in
-    the weights as without --inputs): they skipped its measurement, being `scaled` and not `lean`.
+    float16 where it gives them that for being small (lean.py's first stage: the lossiest as int8 within
+    SMALL_FLOAT16_SHARE, judged in the weights as without --inputs): they skipped its measurement, being
+    `scaled` and not `lean`.
     chemnet_fcd's two Convs over one-hot SMILES (4,480 and 4,096 elements; per output channel, a rare
     symbol's weight sets the scale of the common ones) took its activations from 0.031 (int8's float16)
     to 0.170 on the report molecules, for 7.5 KB."""
@@ -116,8 +117,9 @@ def _int4_convs_half(candidates: list[Candidate], ctx: PlanContext) -> None:
     if not eight:
         return
     extra = choose_lean(eight, ctx.options, ctx.opset, total_bytes=sum(4 * c.site.num_elements for c in candidates))
-    ctx.lean.half |= extra.half - set(extra.lossy)  # lossy needs --inputs: not measured here
-    ctx.lean.sensitive.update(extra.sensitive)
+    # the small weights' float16 only: the sensitive and lossy stages' (larger weights, the next layer's
+    # gain) would move silero-vad's and PP-OCRv4 rec's int4 plans too, unmeasured this round
+    ctx.lean.half |= extra.half - set(extra.sensitive) - set(extra.lossy)
 
 
 def _symmetry(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:

@@ -1,9 +1,10 @@
 """Under --dtype int4, in a model whose convolutions hold little of its weights, a small Conv weight
 that int4_paths stores as int8 (onnxruntime has no 4-bit Conv) gets the int8 default's float16 where
 the int8 default gives it that (choices/planner.py: _int4_convs_half; where convolutions hold most
-of the weights, tests/test_int4_paths.py's W_conv_small stays int8). Found on chemnet_fcd (zoo, twenty-sixth round): its two Convs over one-hot SMILES
-went int8 per output channel under int4 and took its error from 0.031 to 0.170; int8 keeps them
-float16. Before, the int4 path's int8 Convs skipped the int8 default's measurement altogether."""
+of the weights, tests/test_int4_paths.py's W_conv_small stays int8). Found on chemnet_fcd (zoo,
+twenty-sixth round): its two Convs over one-hot SMILES went int8 per output channel under int4 and
+took its error from 0.031 to 0.170; int8 keeps them float16. Before, the int4 path's int8 Convs
+skipped the int8 default's measurement altogether."""
 
 from __future__ import annotations
 

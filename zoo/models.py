@@ -150,6 +150,19 @@ MODELS: list[Model] = [
           "torch at opset 11; [B, 13] plasma parameters in, 3 x [B, 2] mean and variance out; 63 MB)",
           "tglf_reference_rows", "transport_channels", export="tglf", n_tune=4, n_report=4,
           note="3-D MatMul weights; opset 11"),
+    # ---- twenty-sixth round (exports): a tied-embedding masked LM, an opset-9 Conv + LSTM ----
+    Model("sapiens_vh", "torch", "sapiens==1.0.0", "sapiens/models/v1/checkpoint_vh.pt",
+          "protein language model, tied embeddings (Sapiens: Merck's human antibody RoBERTa, fairseq's masked LM "
+          "rebuilt from its state dict, 4 post-LN layers of 128, 8 heads; its token table read by the Gather and "
+          "by the lm_head's Einsum; exported with torch, opset 14; [B, T] residue ids in, [B, T, 25] logits out; "
+          "2.3 MB)", "antibody_heavy_chains", "residues", export="sapiens", n_tune=4, n_report=4,
+          note="one [25, 128] table read by a Gather and an Einsum (tied input and output embeddings)"),
+    Model("chemnet_fcd", "torch", "fcd-torch==1.0.7", "fcd_torch/ChemNet_v0.13_pretrained.pt",
+          "chemistry encoder, Conv1d + LSTM (the Fréchet ChemNet Distance's ChemNet, fcd-torch's conversion of "
+          "the Keras model, exported with its own module at opset 9, IR 4: two strided Conv1d with SELU, two "
+          "backward LSTM ops of 128 and 512; [B, 35, 350] one-hot SMILES in, [B, 512] activations out; 5.6 MB)",
+          "chemnet_molecules", "nearest_molecule", export="chemnet", n_tune=4, n_report=4,
+          note="opset 9: the zoo's first torch export at that opset"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

@@ -135,6 +135,11 @@ SKIPPED = {
     "reason)",
     "alienx-labs (equivariant neural operators, three 1.7 MB checkpoints)": "not tried: its operators take FFTs "
     "of fields (fracast's radix-2 FFT would port), and a Darcy or Navier-Stokes field is a kind of input to build",
+    "sapiens 1.0.1 - 1.1.0": "later releases of the sdist sapiens_vh comes from: they download the "
+    "checkpoints (1.1.0's wheel is 7 KB)",
+    "sapiens checkpoint_vl.pt (1.0.0)": "the light-chain twin of sapiens_vh: the same RoBERTa, other weights",
+    "pesto-pitch 2.0.1 (PESTO, a 0.5 MB pitch CNN over a CQT, shipped as .ckpt)": "a pitch estimator, the kind "
+    "crepe_tiny and crepe_full are; not exported for time",
     "tglfnn-ukaea step 1.0.1": "the same ensemble architecture as its multimachine model (tglf_multimachine), "
     "15 inputs of the STEP design",
 }

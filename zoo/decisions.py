@@ -71,6 +71,12 @@ def end2end_boxes(outputs, feed, threshold: float = 0.3, cell: int = 32):
     return grid.ravel(), True
 
 
+def nucleus_pixels(outputs, feed):
+    """A CZANN segmenter's [B, H, W, 2] softmax: each pixel's class (napari-czann-segment's argmax),
+    sparse: counted over the pixels either side calls a nucleus (an eighth of a tile)."""
+    return (_first(outputs).argmax(-1) == 1).ravel(), True
+
+
 def mask_half(outputs, feed):
     return (_first(outputs).astype(np.float32) > 0.5).ravel(), False
 

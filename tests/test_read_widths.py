@@ -80,3 +80,16 @@ def test_inputs_sharing_dimension_names_quantize_on_generated_inputs(tmp_path):
     onnx.save(_cells(64), str(tmp_path / "m.onnx"))
     report = onnxsurgery.quant_file(tmp_path / "m.onnx", tmp_path / "q.onnx", min_elements=256)
     assert report.verification["generated"] and np.isfinite(report.verification["rel_l2_error"])
+
+
+def test_the_width_comes_from_a_weight_stored_in_16_bits():
+    # the zoo's bf16 variant of lore_process: each weight a bfloat16 initializer and a Cast to float
+    model = _cells(64)
+    graph = model.graph
+    w = next(t for t in graph.initializer if t.name == "W")
+    stored = helper.make_tensor("W16", onnx.TensorProto.FLOAT16, list(w.dims),
+                                numpy_helper.to_array(w).astype(np.float16).view(np.uint16).ravel().tolist())
+    graph.initializer.remove(w)
+    graph.initializer.append(stored)
+    graph.node.insert(0, helper.make_node("Cast", ["W16"], ["W"], to=onnx.TensorProto.FLOAT))
+    assert read_widths(model) == {"feat": 64}

@@ -34,6 +34,9 @@ def read_widths(model: onnx.ModelProto | None) -> dict[str, int]:
                 if a.name == "value":
                     dims[node.output[0]] = list(a.t.dims)
                     values[node.output[0]] = a.t
+    for node in graph.node:  # a weight stored in 16 bits (or quantized) is read through its Cast
+        if node.op_type in ("Cast", "DequantizeLinear") and node.input and node.input[0] in dims:
+            dims.setdefault(node.output[0], dims[node.input[0]])
     readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
     for node in graph.node:
         for index, name in enumerate(node.input):

@@ -160,6 +160,11 @@ SKIPPED = {
     "napari-czann-segment 0.1.0, 0.0.10-0.0.23": "0.1.0 ships the same nucleus detector (czann_nucleus_det); the "
     "0.0.x releases ship no model (simple_regmodel.czann and N2V_tobacco_leaf.czann, named in its tests, ship in none)",
     "@ericedouard/vad-node-realtime 0.2.0 (npm)": "silero_vad_legacy and silero_vad_v5 again (vad-web's)",
+    "lineless-table-rec 0.0.3 lore_detect.onnx (LORE's DLA-34 CenterNet cell detector, opset 9)": "a CenterNet "
+    "detector, the kind the zoo's detectors are; here it makes lore_process's inputs (zoo/lore.py)",
+    "wired-table-rec 0.0.3 cycle_center_net_v1.onnx (72 MB)": "a CenterNet detector of ruled tables' cells, the "
+    "kind lore_detect is (later releases download it)",
+    "lineless-table-rec 0.1.0, table-cls 0.0.3": "the distribution ships no .onnx (downloaded at run time)",
     "tglfnn-ukaea step 1.0.1": "the same ensemble architecture as its multimachine model (tglf_multimachine), "
     "15 inputs of the STEP design",
 }

@@ -51,3 +51,45 @@ def test_a_tracker_with_dynamic_features_quantizes_on_generated_inputs(tmp_path)
     report = onnxsurgery.quant_file(tmp_path / "m.onnx", tmp_path / "q.onnx", min_elements=1024)
     assert report.verification["generated"] and report.verification["rel_l2_error"] < 0.1
     assert (tmp_path / "q.onnx").exists()
+
+
+def _cells(width: int = 64) -> onnx.ModelProto:
+    """LORE's regressor in small (lore_process, the zoo's twenty-sixth round): two inputs named
+    [batch, height, width] alike by the exporter, the features added to position embeddings that
+    the cells' corners pick, then a MatMul. The features' width is the embeddings', not the corners'."""
+    inits = [numpy_helper.from_array(builders.rand((width, width), 1), "pos"),
+             numpy_helper.from_array(np.array([0], np.int64), "first"),
+             numpy_helper.from_array(builders.rand((width, 8), 2), "W")]
+    nodes = [helper.make_node("Gather", ["cells", "first"], ["c0"], axis=2),
+             helper.make_node("Squeeze", ["c0"], ["c1"], axes=[2]),
+             helper.make_node("Gather", ["pos", "c1"], ["pe"], axis=0),
+             helper.make_node("Add", ["feat", "pe"], ["s"]),
+             helper.make_node("MatMul", ["s", "W"], ["y"])]
+    return builders.model(nodes, [builders.vi("feat", shape=["batch", "height", "width"]),
+                                  builders.vi("cells", onnx.TensorProto.INT64, ["batch", "height", "width"])],
+                          [builders.vi("y", shape=["batch", "height", 8])], inits, opset=11)
+
+
+def test_the_width_comes_through_a_sum_with_a_computed_tensor():
+    assert read_widths(_cells(64)) == {"feat": 64}
+
+
+def test_inputs_sharing_dimension_names_quantize_on_generated_inputs(tmp_path):
+    # the generated features were 32 wide (the shared "width"), the embeddings 64: onnxruntime refused
+    # to broadcast, and `quant` refused the model ("does not run on generated inputs")
+    onnx.save(_cells(64), str(tmp_path / "m.onnx"))
+    report = onnxsurgery.quant_file(tmp_path / "m.onnx", tmp_path / "q.onnx", min_elements=256)
+    assert report.verification["generated"] and np.isfinite(report.verification["rel_l2_error"])
+
+
+def test_the_width_comes_from_a_weight_stored_in_16_bits():
+    # the zoo's bf16 variant of lore_process: each weight a bfloat16 initializer and a Cast to float
+    model = _cells(64)
+    graph = model.graph
+    w = next(t for t in graph.initializer if t.name == "W")
+    stored = helper.make_tensor("W16", onnx.TensorProto.FLOAT16, list(w.dims),
+                                numpy_helper.to_array(w).astype(np.float16).view(np.uint16).ravel().tolist())
+    graph.initializer.remove(w)
+    graph.initializer.append(stored)
+    graph.node.insert(0, helper.make_node("Cast", ["W16"], ["W"], to=onnx.TensorProto.FLOAT))
+    assert read_widths(model) == {"feat": 64}

@@ -15,6 +15,7 @@ from zoo.grammar import word_tags  # noqa: F401
 from zoo.indonesian import masked_letters, phonemes_to_end  # noqa: F401
 from zoo.sapiens import residues  # noqa: F401
 from zoo.tglf import transport_channels  # noqa: F401
+from zoo.lore import logical_cells  # noqa: F401
 
 
 def _first(outputs: dict) -> np.ndarray:
@@ -71,6 +72,12 @@ def end2end_boxes(outputs, feed, threshold: float = 0.3, cell: int = 32):
         xs, ys = (centres >= x1) & (centres <= x2), (centres >= y1) & (centres <= y2)
         grid[np.ix_(ys, xs)] = 1 + int(c)
     return grid.ravel(), True
+
+
+def nucleus_pixels(outputs, feed):
+    """A CZANN segmenter's [B, H, W, 2] softmax: each pixel's class (napari-czann-segment's argmax),
+    sparse: counted over the pixels either side calls a nucleus (an eighth of a tile)."""
+    return (_first(outputs).argmax(-1) == 1).ravel(), True
 
 
 def mask_half(outputs, feed):

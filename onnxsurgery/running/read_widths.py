@@ -4,7 +4,7 @@ A model whose inputs are all dynamic ([frames, features]: madmom's beat and note
 nothing of its feature width in its declared shapes, but its first layer does: an LSTM's W is
 [directions, gates x hidden, input_size], a MatMul's B is [K, N]. Following the input through the
 ops that leave its last axis alone (Unsqueeze and Squeeze of other axes, a Cast, an elementwise
-op with a constant) to that layer gives the width, where 32 and 512 (feeds.LENGTHS) fail alike:
+op with a constant or a computed tensor) to that layer gives the width, where 32 and 512 (feeds.LENGTHS) fail alike:
 "Input W must have shape {1,100,32}. Actual:{1,100,314}".
 """
 
@@ -34,6 +34,9 @@ def read_widths(model: onnx.ModelProto | None) -> dict[str, int]:
                 if a.name == "value":
                     dims[node.output[0]] = list(a.t.dims)
                     values[node.output[0]] = a.t
+    for node in graph.node:  # a weight stored in 16 bits (or quantized) is read through its Cast
+        if node.op_type in ("Cast", "DequantizeLinear") and node.input and node.input[0] in dims:
+            dims.setdefault(node.output[0], dims[node.input[0]])
     readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
     for node in graph.node:
         for index, name in enumerate(node.input):
@@ -75,7 +78,10 @@ class _Facts:
             return weight[2]
         if op in PASSING and index == 0:
             return self.follow(node.output[0], rank, depth - 1)
-        if op in ELEMENTWISE and all(i == index or n in self.dims for i, n in enumerate(node.input)):
+        if op in ELEMENTWISE:
+            # with a constant or a computed partner (LORE's cell features plus their position
+            # embeddings): the sum is as wide as its reader asks, and so may the input be, that
+            # width or 1 being what broadcasting takes
             return self.follow(node.output[0], rank, depth - 1)
         if op in ("Unsqueeze", "Squeeze") and index == 0:
             axes = self._axes(node)

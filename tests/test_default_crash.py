@@ -63,3 +63,13 @@ def test_the_rule_looks_inside_subgraphs():
     g = helper.make_graph([node], "o", [cond, *inner.input], [z])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     assert "proj" in default_session_crash(model, version="1.32.0")
+
+
+def test_a_kept_crash_is_said_of_the_written_model_only():
+    from onnxsurgery.running.default_crash import kept_crash
+
+    crashing, fine = _model(), _model(TensorProto.FLOAT)
+    assert "as a default session of its input does" in kept_crash(crashing, crashing, version="1.32.0")
+    assert "where its input's loads" in kept_crash(crashing, fine, version="1.32.0")
+    assert kept_crash(fine, crashing, version="1.32.0") is None
+    assert kept_crash(crashing, crashing, version="1.31.0") is None

@@ -75,3 +75,60 @@ def test_a_matmul_with_a_two_d_bias_becomes_a_float_gemm(tmp_path, bias_shape, f
     proto.graph.initializer.append(numpy_helper.from_array(np.ones(bias_shape, np.float32), "b"))
     assert fused_by_onnxruntime(proto, tmp_path) is fused
     assert (FUSED in runtime_label("onnxruntime", proto)) is fused
+
+
+def dense(tail: list[str], bias=True, a_shape=(2, 64), relu_is_output=False) -> onnx.ModelProto:
+    """x -> MatMul(DequantizeLinear per column) [-> Add of a bias of shape [N]] -> tail ops, one after
+    another: a tf2onnx Dense layer and what reads it."""
+    proto = dq_matmul((64, 32), (32,), 1)
+    g = proto.graph
+    g.input[0].CopyFrom(vi("x", shape=list(a_shape)))
+    g.node[1].output[0], last = "m", "m"
+    if bias:
+        g.node.append(helper.make_node("Add", ["m", "b"], ["z"]))
+        g.initializer.append(numpy_helper.from_array(np.full(32, 0.5, np.float32), "b"))
+        last = "z"
+    for i, op in enumerate(tail):
+        g.node.append(helper.make_node(op, [last], [f"t{i}"]))
+        last = f"t{i}"
+    del g.output[:]
+    shape = [*a_shape[:-1], 32]
+    g.output.append(vi(last, shape=shape))
+    if relu_is_output:
+        g.output.append(vi("t0", shape=shape))
+    onnx.checker.check_model(proto)
+    return proto
+
+
+@pytest.mark.parametrize("tail, bias, a_shape, relu_is_output, fused", [
+    (["Relu", "Sigmoid"], True, (2, 64), False, False),  # tumor_vgg16, capspot_siamese: FusedGemm, DQ kept
+    (["Relu", "Sigmoid"], False, (2, 64), False, False),  # no bias: the MatMul itself waits for a Q
+    (["Clip", "Sigmoid"], True, (2, 64), False, False),
+    (["Relu"], True, (2, 64), False, True),  # the Relu writes a graph output: no Q expected
+    (["Relu", "Sigmoid"], True, (2, 64), True, True),  # read by Sigmoid and a graph output
+    (["Sigmoid", "Tanh"], True, (2, 64), False, True),  # not an activation a Q makes redundant
+    (["Relu", "Sigmoid"], True, (2, 3, 64), False, True),  # a Reshape after the Gemm, not the Relu
+    (["Relu", "Sigmoid"], True, ("n", 3, 64), False, True),  # no Gemm: the Add follows the MatMul
+])
+def test_a_matmul_whose_relu_awaits_a_quantizelinear_is_not_fused(tmp_path, tail, bias, a_shape,
+                                                                    relu_is_output, fused):
+    """onnxruntime's QDQ fusion takes a node read only by a Relu or Clip (read once, not a graph
+    output) for a quantized activation's, waiting for its QuantizeLinear: the DequantizeLinear stays,
+    the MatMul and Add become a FusedGemm with the Relu, in float."""
+    proto = dense(tail, bias, a_shape, relu_is_output)
+    assert fused_by_onnxruntime(proto, tmp_path) is fused
+    assert (FUSED in runtime_label("onnxruntime", proto)) is fused
+
+
+def test_a_gemm_reading_a_dequantized_b_before_a_relu_is_not_fused(tmp_path):
+    proto = dense(["Relu", "Sigmoid"], bias=False)
+    gemm = proto.graph.node[1]
+    gemm.op_type = "Gemm"
+    gemm.input.append("c")
+    proto.graph.initializer.append(numpy_helper.from_array(np.full(32, 0.5, np.float32), "c"))
+    assert not fused_by_onnxruntime(proto, tmp_path)
+    assert FUSED not in runtime_label("onnxruntime", proto)
+    proto.graph.node.pop()  # the Relu now writes the graph output: MatMulNBits with its bias
+    proto.graph.output[0].name = "t0"
+    assert fused_by_onnxruntime(proto, tmp_path)
+    assert FUSED in runtime_label("onnxruntime", proto)

@@ -5,6 +5,10 @@ with int8 activations", the errors include onnxruntime's quantized activations. 
 MatMul, and its 3-D ensemble weights ([5, 512, 512]) are never fused: every MatMul ran in float
 (onnxsurgery/running/labels.py now names the fusion where onnxruntime makes it). No invariant read
 the header against the session: the figures were right, the words about them were not.
+Thirty-sixth round: it failed on tumor_vgg16 and capspot_siamese `--dtype int4`, tf2onnx Dense layers
+(MatMul -> Add of a [N] bias -> Relu, the Relu read once): onnxruntime's QDQ fusion takes such a node
+for a quantized activation's, waits for a QuantizeLinear after the Relu and, with none, fuses nothing
+(labels.py's _Graph now follows its order).
 
 `fusions_made` asks onnxruntime itself, in a child process: a default CPU session of the written
 model saves its optimized graph, and the MatMulNBits there that the written file did not hold are

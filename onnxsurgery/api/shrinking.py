@@ -101,7 +101,9 @@ def shrink_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *
         if not direct:  # time9: the graph's path waits for the check before it writes (dec-l4 1.12x otherwise)
             _note_load(report, loads, input_path)
             loads = None
-        return _write_result(ws, report, run, input_path, out, loads)
+        report = _write_result(ws, report, run, input_path, out, loads)
+    _note_crash(report, input_path, out)
+    return report
 
 
 def _note_load(report: RunReport, loads, input_path) -> None:
@@ -109,6 +111,22 @@ def _note_load(report: RunReport, loads, input_path) -> None:
     why = None if loads is None else loads.result()
     if why is not None:
         report.notes.insert(0, f"not checked in onnxruntime, which cannot load {input_path}: {why}")
+
+
+def _note_crash(report: RunReport, input_path, out: Path) -> None:
+    """A note where onnxruntime 1.32's default session dies on the written model, as on the input
+    (running/default_crash.py: a float16 Transpose [1, 0, 2] before a MatMul of a float16 constant):
+    verification's sessions, that transformer off, said "bit-identical" and nothing of it. Read from
+    the structures (no payloads, well under a millisecond on the zoo's models)."""
+    from ..running.default_crash import kept_crash
+    from ..storage.skim import read_structure
+
+    try:
+        note = kept_crash(read_structure(out), read_structure(Path(input_path)))
+    except (OSError, ValueError):  # written and read already: nothing to say where it cannot be read again
+        return
+    if note is not None:
+        report.notes.append(note)
 
 
 def _write_result(ws, report: RunReport, run: ShrinkRun, input_path, out: Path, loads) -> RunReport:

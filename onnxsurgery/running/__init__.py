@@ -11,6 +11,7 @@ import nothing else, and no private name); the modules:
 - reference_runs: the reference's runs of a comparison (kept, batched, run ahead)
 - runs: every session and run of verification, both sides' (the one seam tests patch)
 - labels: what a comparison says it ran on (runtime_label), for the report
+- default_crash: a graph onnxruntime 1.32's default session dies on (kept_crash: shrink's note)
 - ahead: work started on another thread, its result asked for later (the reference's runs;
   the `--inputs` guard's data-free plan)
 - heap: freed memory given back between sessions; threads on the main heap (glibc)
@@ -41,6 +42,7 @@ _HOMES = {
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
     **dict.fromkeys(["compare_models", "copy_verification", "reference_ahead"], "verify"),
     "runtime_label": "labels",
+    "kept_crash": "default_crash",
     **dict.fromkeys(["arena_verdict", "for_capture"], "arena"),
     "batch_groups": "batched",
     "same_readers": "readers",

@@ -77,6 +77,24 @@ def default_session_crash(model: onnx.ModelProto, version: str | None = None) ->
             "verified with that transformer off: load it with disabled_optimizers=['NchwcTransformer']")
 
 
+def kept_crash(written: onnx.ModelProto, original: onnx.ModelProto, version: str | None = None) -> str | None:
+    """None, or a note for a lossless rewrite (`shrink`) whose written model a default session dies
+    on: the rewrite keeps every type the graph computes, so its input dies the same way (said where
+    it was checked). Nothing runs: `shrink` without --verify promises no session, and its load
+    check (sessions.load_error) runs without graph optimizations, where the crash never shows."""
+    if version is None:
+        import onnxruntime as ort
+
+        version = ort.__version__
+    if not version.startswith(CRASHING_VERSIONS) or (found := _crashing_edge(written.graph)) is None:
+        return None
+    same = "as a default session of its input does" if _crashing_edge(original.graph) is not None else \
+        "where its input's loads"
+    return (f"a default onnxruntime {version} session of this model dies at creation (signal 11: its "
+            f"NchwcTransformer on {found}, a MatMul reading a float16 Transpose [1, 0, 2] and a float16 constant), "
+            f"{same}; load it with disabled_optimizers=['NchwcTransformer']")
+
+
 def crash_of(model: onnx.ModelProto | str | os.PathLike) -> str | None:
     """default_session_crash of a model or a path (its structure, read once: no payloads); None
     where the file cannot be read (the session that reads it says why)."""

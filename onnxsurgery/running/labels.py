@@ -59,18 +59,20 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool | 
             return False, False
     graphs = list(graphs_everywhere(model.graph))
     nodes = [n for g in graphs for n in g.node]
-    ranks = {t.name: len(t.dims) for g in graphs for t in g.initializer}
-    ranks.update({n.output[0]: len(a.t.dims) for n in nodes if n.op_type == "Constant" and n.output
-                  for a in n.attribute if a.name == "value"})
-    readers = collections.Counter(name for n in nodes for name in n.input)
+    dims = {t.name: tuple(t.dims) for g in graphs for t in g.initializer}
+    dims.update({n.output[0]: tuple(a.t.dims) for n in nodes if n.op_type == "Constant" and n.output
+                 for a in n.attribute if a.name == "value"})
+    ranks = {name: len(d) for name, d in dims.items()}
+    readers = collections.Counter(name for n in nodes for name in n.input)  # edges: a node reading twice counts 2
+    graph = _Graph(model, nodes, dims, readers, {o.name for g in graphs for o in g.output})
     dq_nodes = [n for n in nodes if n.op_type == "DequantizeLinear" and n.output]
     any_dq = {n.output[0] for n in dq_nodes}
     dequantized = {n.output[0] for n in dq_nodes if readers[n.output[0]] == 1 and _fusable(n, ranks)}
     matmuls = [n for n in nodes if n.op_type == "MatMul" and any_dq.intersection(n.input)]
     integer = any(n.input[0] in any_dq for n in matmuls)  # both inputs dequantized: integer kernels
-    fused = any(n.input[0] not in any_dq and dequantized.intersection(n.input) for n in matmuls
-                if not _into_gemm(n, nodes, ranks, readers, model)) or any(
-        n.op_type == "Gemm" and len(n.input) > 1 and n.input[1] in dequantized and
+    fused = any(n.input[0] not in any_dq and dequantized.intersection(n.input) and graph.fused(n)
+                for n in matmuls) or any(
+        n.op_type == "Gemm" and len(n.input) > 1 and n.input[1] in dequantized and graph.fused(n) and
         not any(a.name in ("transA", "transB") and a.i for a in n.attribute) for n in nodes)  # dq_transposed
     return (fused or (None if integer else False)), any(n.op_type == "MatMulNBits" for n in nodes)
 
@@ -88,32 +90,74 @@ def _fusable(dq: onnx.NodeProto, ranks: dict[str, int]) -> bool:
     return not per_row
 
 
-def _into_gemm(matmul: onnx.NodeProto, nodes, ranks: dict[str, int], readers, model: onnx.ModelProto) -> bool:
-    """Whether onnxruntime 1.32 turns this MatMul and the Add after it into a Gemm before it fuses the
-    DequantizeLinear (MatMulAddFusion: A of rank 2, a bias constant of shape [1, N]), which then stays
-    a float Gemm: magika_v3's Dense_1 at `--dtype int4` (found by the zoo's invariant 17). A bias of
-    shape [N], or an A whose rank shape inference cannot say, leaves the fusion as it is."""
-    out = matmul.output[0]
-    add = next((n for n in nodes if out in n.input), None)
-    if readers[out] != 1 or add is None or add.op_type != "Add":
-        return False
-    bias = next((i for i in add.input if i != out), None)
-    if ranks.get(bias) != 2:
-        return False
-    return _rank(model, matmul.input[0]) == 2
+class _Graph:
+    """What onnxruntime 1.32's default session does, in order, to the node (a MatMul, or a Gemm) that
+    reads a fusable DequantizeLinear, as far as the structure says (read in its sources and measured on
+    models built in code, tests/test_fusion_label.py):
+
+    1. level 1, MatMulAddFusion: a MatMul whose output only an Add reads (not a graph output), its A
+       of rank 2, becomes a Gemm with that Add's constant bias. A bias of shape [N] is then fused
+       into MatMulNBits with the weight (its bias input); one of shape [1, N] leaves a float Gemm
+       (magika_v3's Dense_1, int4). An A of another rank gets Reshapes around the Gemm, or no Gemm.
+    2. level 2, the QDQ fusion: a node whose only reader is a Relu or Clip, read once and not a
+       graph output, is taken for a quantized activation's node unit waiting for its
+       QuantizeLinear: with none there, nothing is fused and the DequantizeLinear stays (then
+       FusedGemm takes the Relu). tf2onnx's Dense layers with a ReLU (tumor_vgg16, capspot_siamese,
+       `--dtype int4`): the header said int8 activations where every such layer ran in float."""
+
+    def __init__(self, model, nodes, dims, readers, outputs):
+        self.model, self.dims, self.readers, self.outputs = model, dims, readers, outputs
+        self.reader, self.producer = {}, {o: n for n in nodes for o in n.output}
+        for n in nodes:
+            for name in n.input:
+                self.reader.setdefault(name, n)
+        self._ranks = None
+
+    def fused(self, node: onnx.NodeProto) -> bool:
+        out = node.output[0]
+        if node.op_type == "MatMul" and (gemm := self._into_gemm(node)) is not None:
+            if gemm == "float":
+                return False
+            out = self.reader[out].output[0]  # the Gemm writes the Add's output
+        return not self._clipped(out)
+
+    def _into_gemm(self, matmul: onnx.NodeProto) -> str | None:
+        """None where MatMulAddFusion leaves the MatMul as it is (or puts Reshapes around its Gemm),
+        "nbits" where it makes a Gemm of it with a bias of shape [N], "float" with one of [1, N]."""
+        out = matmul.output[0]
+        add = self.reader.get(out)
+        if self.readers[out] != 1 or out in self.outputs or add is None or add.op_type != "Add":
+            return None
+        bias = self.dims.get(next((i for i in add.input if i != out), ""))
+        weight = self.producer.get(matmul.input[1])
+        n = self.dims.get(weight.input[0], ())[-1:] if weight is not None else ()
+        if bias is None or len(bias) not in (1, 2) or bias[-1:] != n or self._rank(matmul.input[0]) != 2:
+            return None  # a bias broadcast along N ([1]) is no Gemm's C
+        return "nbits" if len(bias) == 1 else "float"
+
+    def _clipped(self, out: str) -> bool:
+        """Whether the QDQ fusion takes the node writing `out` for one whose Relu or Clip a
+        QuantizeLinear should follow (onnxruntime's NodeGroupSelector::GetQDQSelection)."""
+        nxt = self.reader.get(out)
+        return (self.readers[out] == 1 and nxt is not None and nxt.op_type in ("Relu", "Clip") and
+                self.readers[nxt.output[0]] == 1 and nxt.output[0] not in self.outputs)
+
+    def _rank(self, name: str) -> int | None:
+        """The rank onnx's shape inference gives `name` in the main graph (the structure only: no
+        payloads; run once, where a MatMul's Add asks), None where it cannot say."""
+        if self._ranks is None:
+            self._ranks = _inferred_ranks(self.model)
+        return self._ranks.get(name)
 
 
-def _rank(model: onnx.ModelProto, name: str) -> int | None:
-    """The rank onnx's shape inference gives `name` in the main graph (the structure only: no
-    payloads), None where it cannot say."""
+def _inferred_ranks(model: onnx.ModelProto) -> dict[str, int]:
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # an inference error says nothing of the model's validity: no rank
-        return None
-    for v in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
-        if v.name == name and v.type.tensor_type.HasField("shape"):
-            return len(v.type.tensor_type.shape.dim)
-    return None
+        return {}
+    return {v.name: len(v.type.tensor_type.shape.dim)
+            for v in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
+            if v.type.tensor_type.HasField("shape")}
 
 
 def _default_crash(model: onnx.ModelProto | str | os.PathLike) -> str | None:

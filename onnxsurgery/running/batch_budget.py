@@ -1,0 +1,37 @@
+"""How many samples' activations a generated comparison may hold in one run, decided from shapes
+(arena.largest_activation: onnx's shape inference with the first sample's shapes).
+
+Verification's batch-2 sample (reference_runs.run_reference; readers.py says why it exists) holds
+a second sample's activations beside the first's, and a streamed model's batch of 3 (_merged_first)
+two more. docs/memory.md's bound counts one run's activations, plus 128 MiB of slack; onnxruntime
+holds at least a node's input and output at once, so each extra sample costs at least twice its
+largest activation. Where that exceeds the slack, the extra samples do not run together: a batch
+of 3 becomes the first sample and the batch-2 sample in two runs, and where even the batch-2
+sample's one extra sample does not fit, it is left out (its batch axis is then checked by nothing
+but the model's own declaration). czann_nucleus_det (1024 x 1024 tiles, NHWC, 96 MiB activations,
+20 MB of weights): `quant --dtype int4`, whose opset upgrade keeps the batch-2 sample, peaked at
+547-617 MB against a bound of 541-569 MB; without it, 301 MB. Models whose activations are
+unresolved by shapes, and ModelProto references (inference would copy their weights), run as before.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from .arena import largest_activation
+
+# docs/memory.md's slack (zoo/memory_bounds.SLACK): what samples beyond the first may hold
+EXTRA_BUDGET = 128 << 20
+
+# the buffers of a sample's largest activation onnxruntime holds at once (a node's input and output)
+HELD = 2
+
+
+def extra_samples_fit(model, first: dict, extra: int) -> bool:
+    """Whether `extra` samples like `first` (feeds at batch 1) may run beside it in one run of
+    `model` (a path): HELD x `extra` x the largest activation within EXTRA_BUDGET. True where the
+    shapes do not say (as before this rule)."""
+    if extra < 1 or isinstance(model, onnx.ModelProto):
+        return True
+    largest = largest_activation(model, first)
+    return largest is None or HELD * extra * largest <= EXTRA_BUDGET

@@ -1,5 +1,5 @@
 """How many samples' activations a generated comparison may hold in one run, decided from shapes
-(arena.largest_activation: onnx's shape inference with the first sample's shapes).
+(arena.value_sizes: onnx's shape inference with the first sample's shapes).
 
 Verification's batch-2 sample (reference_runs.run_reference; readers.py says why it exists) holds
 a second sample's activations beside the first's, and a streamed model's batch of 3 (_merged_first)
@@ -10,15 +10,17 @@ of 3 becomes the first sample and the batch-2 sample in two runs, and where even
 sample's one extra sample does not fit, it is left out (its batch axis is then checked by nothing
 but the model's own declaration). czann_nucleus_det (1024 x 1024 tiles, NHWC, 96 MiB activations,
 20 MB of weights): `quant --dtype int4`, whose opset upgrade keeps the batch-2 sample, peaked at
-547-617 MB against a bound of 541-569 MB; without it, 301 MB. Models whose activations are
-unresolved by shapes, and ModelProto references (inference would copy their weights), run as before.
+547-617 MB against a bound of 541-569 MB; without it, 291-301 MB. The largest value shape inference
+resolves is a floor of the largest activation (however few resolve: as arena.py's verdict reads
+it), so a model it does not show past the budget, and a ModelProto reference (inference would copy
+its weights), runs as before.
 """
 
 from __future__ import annotations
 
 import onnx
 
-from .arena import largest_activation
+from .arena import value_sizes
 
 # docs/memory.md's slack (zoo/memory_bounds.SLACK): what samples beyond the first may hold
 EXTRA_BUDGET = 128 << 20
@@ -33,5 +35,6 @@ def extra_samples_fit(model, first: dict, extra: int) -> bool:
     shapes do not say (as before this rule)."""
     if extra < 1 or isinstance(model, onnx.ModelProto):
         return True
-    largest = largest_activation(model, first)
-    return largest is None or HELD * extra * largest <= EXTRA_BUDGET
+    found = value_sizes(model, first)
+    largest = max(found[0].values(), default=0) if found is not None else 0
+    return HELD * extra * largest <= EXTRA_BUDGET

@@ -14,21 +14,38 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxsurgery.running import batch_budget, runs as seam, stream_size, verify
 
 
-def _conv(path, size: int = 64, channels: int = 16):
+def _conv(path, size: int = 64, channels: int = 16, bias: bool = False):
     """x [batch, channels, size, size] -> 1x1 Conv (channels x channels) -> Tanh: activations of
-    channels x size^2 floats a sample, weights of channels^2."""
+    channels x size^2 floats a sample, weights of channels^2; `bias`: plus a constant of the
+    activation's size (a weight as large as an activation)."""
     w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((channels, channels, 1, 1))
                                 .astype(np.float32) / channels, "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"], kernel_shape=[1, 1]), helper.make_node("Tanh", ["h"], ["y"])]
+    weights = [w]
+    if bias:
+        nodes[1:1] = [helper.make_node("Add", ["h", "b"], ["hb"])]
+        nodes[-1].input[0] = "hb"
+        weights.append(numpy_helper.from_array(np.full((1, channels, size, size), 0.5, np.float32), "b"))
     graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["h"], kernel_shape=[1, 1]), helper.make_node("Tanh", ["h"], ["y"])],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", channels, size, size])], [w])
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", channels, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", channels, size, size])], weights)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path
 
 
 def _ones(shape):
     return {"x": np.broadcast_to(np.zeros((), np.float32), shape)}  # shapes only: nothing allocated
+
+
+def test_weights_as_large_keep_the_extra_sample(tmp_path, monkeypatch):
+    """The weights' room in the bound (8x the largest tensor) counts: 256 KiB activations beside a
+    256 KiB weight fit where beside 1 KiB of weights they do not."""
+    monkeypatch.setattr(batch_budget, "EXTRA_BUDGET", 256 << 10)
+    lean = _conv(tmp_path / "lean.onnx")
+    heavy = _conv(tmp_path / "heavy.onnx", bias=True)
+    assert batch_budget.largest_weight(heavy) == 256 << 10 and batch_budget.largest_weight(lean) == 1 << 10
+    assert not batch_budget.extra_samples_fit(lean, _ones((1, 16, 64, 64)), 1)
+    assert batch_budget.extra_samples_fit(heavy, _ones((1, 16, 64, 64)), 2)
 
 
 def test_the_rule_from_shapes(tmp_path):

@@ -111,7 +111,8 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
     `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
     (reference_ahead; sessions.session_settings). `hold`: called before each run with larger inputs
     than the first's (the batch-2 sample, not a first step): reference_ahead's gate. `arena`: the
-    sessions with onnxruntime's memory arena (arena.py)."""
+    sessions with onnxruntime's memory arena (arena.py). The batch-2 sample, and a batch of 3, only
+    where their extra activations fit the room docs/memory.md's bound leaves (batch_budget.py)."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
@@ -180,7 +181,7 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
             return _without_wider(ref_sess, names, samples, expected, merge, run=run, shapes=shapes, seed=seed + 2,
                                   model=reference, length=length)
     if has_dynamic_batch(ref_sess, shapes) and extra_samples_fit(reference, samples[0], 1):
-        # (a second sample's activations past docs/memory.md's slack: not run at all, batch_budget.py)
+        # (a second sample's activations past the room docs/memory.md's bound leaves: not run, batch_budget.py)
         batch2 = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
                                                     batch=2, length=length),
                               shapes=shapes, seed=seed + 4, model=reference, length=length)
@@ -192,7 +193,7 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
                 except VerificationError:  # a batch of 3 refused: each on its own, on both sides
                     merge = False
                     expected.append(run(batch2))
-            else:  # (a streamed batch of 3 past the slack: each on its own, on both sides, batch_budget.py)
+            else:  # (a streamed batch of 3 past that room: each on its own, on both sides, batch_budget.py)
                 merge = False
                 expected.append(run(batch2))
             samples.append(batch2)
@@ -261,7 +262,7 @@ def _merged_first(sess, run, shapes, seed: int, model, length: int = LENGTHS[0],
     past = {"past_length": DECODER_PAST} if length == DECODER_LENGTH else {}
     made = [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
                         **({"batch": 2} if extra else {}), **past) for extra in (0, 1)]
-    if not extra_samples_fit(model, made[0], 2):  # a batch of 3 past the slack (batch_budget.py)
+    if not extra_samples_fit(model, made[0], 2):  # a batch of 3 past the bound's room (batch_budget.py)
         return None
     chained = None if open_twins is None else chained_runs(
         sess, made, [seed + 3, seed + 4], open_twins=open_twins, run=runs.run, shapes=shapes, model=model,

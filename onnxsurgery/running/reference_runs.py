@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import VerificationError
 from . import runs
 from .ahead import Gate, Pending
+from .batch_budget import extra_samples_fit
 from .batched import batch_dimension, batch_groups, run_samples
 from .chained import chained_runs
 from .feeds import DEFAULT_BATCH, LENGTHS, has_dynamic_batch, make_inputs
@@ -110,7 +111,8 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
     `beside` (onnxruntime RunOptions, each run's): run beside the quantizer, stopped by them
     (reference_ahead; sessions.session_settings). `hold`: called before each run with larger inputs
     than the first's (the batch-2 sample, not a first step): reference_ahead's gate. `arena`: the
-    sessions with onnxruntime's memory arena (arena.py)."""
+    sessions with onnxruntime's memory arena (arena.py). The batch-2 sample, and a batch of 3, only
+    where their extra activations fit the room docs/memory.md's bound leaves (batch_budget.py)."""
     generated = samples is None
     if not generated:
         check_samples(reference, samples)
@@ -178,17 +180,21 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
         if wants_wider is not None and not wants_wider():  # only weights changed (readers.py)
             return _without_wider(ref_sess, names, samples, expected, merge, run=run, shapes=shapes, seed=seed + 2,
                                   model=reference, length=length)
+    if has_dynamic_batch(ref_sess, shapes) and extra_samples_fit(reference, samples[0], 1):
+        # (a second sample's activations past the room docs/memory.md's bound leaves: not run, batch_budget.py)
         batch2 = with_own_past(ref_sess, make_inputs(ref_sess, shapes=shapes, seed=seed + 1, model=reference,
                                                     batch=2, length=length),
                               shapes=shapes, seed=seed + 4, model=reference, length=length)
         try:
-            if merge:  # streamed: with the first sample as one batch of 3, which the candidate runs once
+            if merge and extra_samples_fit(reference, samples[0], 2):
+                # streamed: with the first sample as one batch of 3, which the candidate runs once
                 try:
                     expected = run_samples([*samples, batch2], run, merge=True)
                 except VerificationError:  # a batch of 3 refused: each on its own, on both sides
                     merge = False
                     expected.append(run(batch2))
-            else:
+            else:  # (a streamed batch of 3 past that room: each on its own, on both sides, batch_budget.py)
+                merge = False
                 expected.append(run(batch2))
             samples.append(batch2)
             wider_at = len(samples) - 1
@@ -256,6 +262,8 @@ def _merged_first(sess, run, shapes, seed: int, model, length: int = LENGTHS[0],
     past = {"past_length": DECODER_PAST} if length == DECODER_LENGTH else {}
     made = [make_inputs(sess, shapes=shapes, seed=seed + extra, model=model, length=length,
                         **({"batch": 2} if extra else {}), **past) for extra in (0, 1)]
+    if not extra_samples_fit(model, made[0], 2):  # a batch of 3 past the bound's room (batch_budget.py)
+        return None
     chained = None if open_twins is None else chained_runs(
         sess, made, [seed + 3, seed + 4], open_twins=open_twins, run=runs.run, shapes=shapes, model=model,
         length=length)

@@ -21,6 +21,7 @@ from onnx import helper, numpy_helper
 from onnxsurgery.cli import main
 from onnxsurgery.graph_utils import collect_constants, iter_scopes
 from onnxsurgery.quantization.choices.fusion_after import unfused_after
+from onnxsurgery.quantization.choices.load_memory import fuses_into_nbits
 
 N, K = 32, 256
 
@@ -93,6 +94,7 @@ def test_the_planner_and_onnxruntime_agree_on_the_fusion(tmp_path, tail, a_shape
     site, matmul = site_and_reader(dense(tail, a_shape, flatten=flatten))
     why = unfused_after(site, matmul)
     assert (why is None) is fused, why
+    assert fuses_into_nbits(site) is fused  # the int8 default's memory rule (load_memory.py) asks the same
     if not fused:
         assert f"a {tail[0]} follows" in why and "runs at every inference" in why
 

@@ -42,6 +42,7 @@ from ..lowerings.weight_readers import effective_readers, through_casts
 from ..lowerings.zero_points import read_in_loop
 from ..options import FLOAT_TYPES, Scheme, dq_opset
 from ..axes import choose_axes
+from .fusion_after import unfused_after
 
 # Convolutions in a chain (issue 49: a detector and a speech net of convolutions held 1.07-1.10x
 # the float model's memory after the default, which kept nothing: only MatMul weights could be
@@ -139,7 +140,7 @@ def fuses_into_nbits(site: ConstantSite) -> bool:
     # a graph input; one behind a Transpose it folded into the MatMul first), while it fused
     # all nine of PP-OCRv4 rec's, its head behind a Transpose too.
     return (len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1 and len(site.shape) == 2
-            and site.shape[0] >= FUSED_K_MIN and as_float32(site))
+            and site.shape[0] >= FUSED_K_MIN and as_float32(site) and unfused_after(site, readers[0][0]) is None)
 
 
 def applies(graph, options) -> bool:

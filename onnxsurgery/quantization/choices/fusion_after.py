@@ -101,16 +101,21 @@ def _inferred_ranks(graph: gs.Graph) -> dict[str, int]:
                         inputs.append(onnx.helper.make_tensor_value_info(out.name, onnx.TensorProto.FLOAT, None))
                         seen.add(out.name)
                 continue
+            value = node.attrs.get("value") if node.op == "Constant" else None
+            if isinstance(value, gs.Constant) and not _small_integers(value) and node.outputs[0].name not in seen:
+                inputs.append(onnx.helper.make_tensor_value_info(  # its payload left out, as an initializer's
+                    node.outputs[0].name, onnx_dtype(value), list(value.shape)))
+                seen.add(node.outputs[0].name)
+                continue
             nodes.append(OnnxExporter.export_node(node))
             for t in node.inputs:
                 if not isinstance(t, gs.Constant) or t.name in seen:
                     continue
                 seen.add(t.name)
-                kind = onnx_dtype(t)
-                if kind in INTEGERS and math.prod(t.shape) <= SMALL_CONSTANT:
+                if _small_integers(t):
                     initializers.append(onnx.numpy_helper.from_array(np.asarray(t.values), t.name))
                 else:
-                    inputs.append(onnx.helper.make_tensor_value_info(t.name, kind, list(t.shape)))
+                    inputs.append(onnx.helper.make_tensor_value_info(t.name, onnx_dtype(t), list(t.shape)))
         model = onnx.helper.make_model(
             onnx.helper.make_graph(nodes, "structure", inputs, [], initializers),
             opset_imports=graph.import_domains or [onnx.helper.make_opsetid("", graph.opset)])
@@ -125,6 +130,11 @@ def _inferred_ranks(graph: gs.Graph) -> dict[str, int]:
     except Exception:  # an inference error says nothing of the model: no rank
         return {}
     return ranks
+
+
+def _small_integers(t: gs.Constant) -> bool:
+    """Whether the constant's values go into the structure (a shape, starts and ends: cheap)."""
+    return onnx_dtype(t) in INTEGERS and math.prod(t.shape) <= SMALL_CONSTANT
 
 
 def _reshape_ranks(inferred: onnx.ModelProto, ranks: dict[str, int]) -> list[onnx.ValueInfoProto]:

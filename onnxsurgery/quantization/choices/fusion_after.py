@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 
-from ...graph_utils import ConstantSite, onnx_dtype
+from ...graph_utils import ConstantSite, iter_scopes, onnx_dtype
 from ...running.nbits_fusion import FusionView, why_unfused
 
 RESHAPE_PASSES = 3  # inference runs: a Reshape's rank given after each (_reshape_ranks)
@@ -35,7 +35,7 @@ def unfused_after(site: ConstantSite, node: gs.Node) -> str | None:
 
 class _GsView(FusionView):
     def __init__(self, graph: gs.Graph):
-        self.graph = graph
+        self.graph, self._outputs = graph, None
 
     def op(self, node):
         return node.op
@@ -50,7 +50,9 @@ class _GsView(FusionView):
         return [n for n in tensor.outputs for t in n.inputs if t is tensor]
 
     def is_output(self, tensor):
-        return any(tensor is out for out in _scope_outputs(tensor))
+        if self._outputs is None:  # every scope's outputs (a reader may sit in an If branch)
+            self._outputs = {id(out) for scope in iter_scopes(self.graph) for out in scope.graph.outputs}
+        return id(tensor) in self._outputs
 
     def constant_dims(self, tensor):
         if isinstance(tensor, gs.Constant):
@@ -75,13 +77,6 @@ def _main(site: ConstantSite) -> gs.Graph:
     while scope.parent is not None:
         scope = scope.parent
     return scope.graph
-
-
-def _scope_outputs(tensor: gs.Tensor) -> list[gs.Tensor]:
-    """The outputs of the graph whose node writes `tensor` (none known: no outputs)."""
-    made = tensor.inputs[0] if tensor.inputs else None
-    graph = getattr(made, "graph", None) if made is not None else None
-    return list(graph.outputs) if graph is not None else []
 
 
 def _inferred_ranks(graph: gs.Graph) -> dict[str, int]:

@@ -126,7 +126,7 @@ def unfused_reason(site: ConstantSite, scheme: Scheme, readers: list | None = No
         k = site.shape[choose_axes(site)[1]]
         return f"K = {k}: no block of a power of two >= 16 tiles it, so onnxruntime does not fuse it " \
                "into MatMulNBits and dequantizes it at every inference"
-    return unfused_after(site, node)  # what follows the reader: a Relu awaiting its QuantizeLinear
+    return None
 
 
 def transposed_gemm_fuses(site: ConstantSite, scheme: Scheme) -> bool:
@@ -178,6 +178,8 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
             "load it held more memory than the float model"))
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
+        if why is None and ops == {"MatMul"}:  # what follows it: a Relu awaiting its QuantizeLinear (fusion_after.py)
+            why = unfused_after(site, readers[0][0])
         if transposed_gemm_fuses(site, scheme):
             gemms, share = transposed_gemms(options.min_elements, facts)
             if gemms >= HIDDEN_GEMMS and share >= HIDDEN_SHARE:

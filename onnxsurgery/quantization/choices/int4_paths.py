@@ -51,8 +51,8 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
 - biases and other 1-D weights: float16 (per channel, one scale per element outweighs the
   integers; in 4-bit blocks ddddocr's LSTM bias lost 8%).
 - MatMul/Gemm weights onnxruntime does not fuse (several readers, blocks that are not a power
-  of two, a reader read only by a Relu or Clip, or a MatMul made a float Gemm with its [1, N]
-  bias: running/nbits_fusion.py, the rule the report's label follows too; tf2onnx's Dense layers
+  of two, a MatMul read only by a Relu or Clip, or made a float Gemm with its [1, N] bias:
+  running/nbits_fusion.py, the rule the report's label follows too; tf2onnx's Dense layers
   with a ReLU, tumor_vgg16 and capspot_siamese, whose 4-bit DequantizeLinear ran at every
   inference in float): int8, scale after the reader, float at load (the int8 default's form: ALBERT
   1.06x latency, but 0.98x memory: no standard-op form is both small and fast there). A

@@ -33,7 +33,9 @@ def score_model(hidden=256, seed=0):
              helper.make_node("MatMul", ["a", "W2"], ["raw"]), helper.make_node("Add", ["raw", "mean"], ["score"])]
     return builders.model(nodes, [builders.vi("audio", shape=[1, hidden])], [builders.vi("score", shape=[1, 1])],
                           [numpy_helper.from_array(w1, "W1"), numpy_helper.from_array(w2, "W2"),
-                           numpy_helper.from_array(np.array([[3.0]], np.float32), "mean")])
+                           # the mean of shape [1], not [1, 1]: onnxruntime makes MatMul + Add of a [1, N] bias a
+                           # float Gemm, which --dtype int4 leaves int8 (running/nbits_fusion.py)
+                           numpy_helper.from_array(np.array([3.0], np.float32), "mean")])
 
 
 def _samples(hidden=256, n=16):

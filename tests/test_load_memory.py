@@ -66,8 +66,11 @@ def test_a_model_without_savings_keeps_its_largest_matmul_weights_quantized(tmp_
     records, out, report = _quant(tmp_path, model)
     kept = {name for name, r in records.items() if r["lowering"] == "dq_float"}
     assert kept == {"Up", "Down"}
-    assert all(records[n]["why"] == FLOAT_KEPT + EQUALIZED_KEPT and records[n]["granularity"] == "channel"
-               for n in kept)
+    assert all(records[n]["granularity"] == "channel" for n in kept)
+    assert records["Down"]["why"] == FLOAT_KEPT + EQUALIZED_KEPT
+    # Up's MatMul is read by a Relu alone: onnxruntime would not fuse it anyway (running/nbits_fusion.py)
+    assert records["Up"]["why"].startswith("kept quantized in memory (DequantizeLinear, run at each inference")
+    assert "a Relu follows its MatMul" in records["Up"]["why"] and records["Up"]["why"].endswith(EQUALIZED_KEPT)
     assert records["Head"]["lowering"] == "scaled"
     saved = onnx.load(str(out))
     assert next(o.version for o in saved.opset_import if o.domain in ("", "ai.onnx")) == 13

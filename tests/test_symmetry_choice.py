@@ -115,7 +115,10 @@ def test_int4_clipping_without_inputs_is_weighted_by_what_a_layer_norm_feeds(tmp
     inits = [numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(beta, "beta"),
              numpy_helper.from_array(builders.rand((64, 64), 1), "W1"),
              numpy_helper.from_array(builders.rand((64, 64), 2), "W2")]
-    model = builders.model(nodes, [builders.vi("x", shape=[4, 64])], [builders.vi("y", shape=[4, 64])], inits)
+    # the Relu's output a graph output too: onnxruntime then fuses W1 (read by a Relu alone, it would
+    # await a QuantizeLinear and stay unfused, and --dtype int4 would leave it int8: nbits_fusion.py)
+    model = builders.model(nodes, [builders.vi("x", shape=[4, 64])],
+                           [builders.vi("y", shape=[4, 64]), builders.vi("r", shape=[4, 64])], inits)
     sites = {s.name: s for s in collect_constants(gs.import_onnx(model))}
     np.testing.assert_allclose(normalized_input_energy(sites["W1"]), gamma ** 2 + beta ** 2)
     assert normalized_input_energy(sites["W2"]) is None  # a Relu's output: the weights do not say

@@ -11,6 +11,8 @@ import nothing else, and no private name); the modules:
 - reference_runs: the reference's runs of a comparison (kept, batched, run ahead)
 - runs: every session and run of verification, both sides' (the one seam tests patch)
 - labels: what a comparison says it ran on (runtime_label), for the report
+- nbits_fusion: whether onnxruntime fuses a DequantizeLinear -> MatMul into MatMulNBits after what
+  follows the MatMul (a Relu awaiting its QuantizeLinear): the label's rule and the planner's
 - default_crash: a graph onnxruntime 1.32's default session dies on (kept_crash: shrink's note)
 - ahead: work started on another thread, its result asked for later (the reference's runs;
   the `--inputs` guard's data-free plan)
@@ -42,6 +44,7 @@ _HOMES = {
     **dict.fromkeys(["load_error", "session", "streams"], "sessions"),
     **dict.fromkeys(["compare_models", "copy_verification", "reference_ahead"], "verify"),
     "runtime_label": "labels",
+    **dict.fromkeys(["FusionView", "float_gemm", "fuses", "unfused_by", "why_unfused"], "nbits_fusion"),
     "kept_crash": "default_crash",
     **dict.fromkeys(["arena_verdict", "for_capture"], "arena"),
     "batch_groups": "batched",
@@ -51,7 +54,7 @@ _HOMES = {
 }
 _MODULES = ("sessions", "initializers", "feeds", "samples", "verify", "labels", "ahead", "output_errors",
             "output_kinds", "kv_cache", "session_memory", "readers", "generated", "heap", "reference_runs", "runs",
-            "arena")
+            "arena", "nbits_fusion")
 
 __all__ = sorted(_HOMES) + list(_MODULES)
 

@@ -9,6 +9,7 @@ import os
 
 import onnx
 
+from .nbits_fusion import FusionView, fuses
 from .stream_size import streams
 
 
@@ -64,7 +65,7 @@ def _matmul_fusions(model: onnx.ModelProto | str | os.PathLike) -> tuple[bool | 
                  for a in n.attribute if a.name == "value"})
     ranks = {name: len(d) for name, d in dims.items()}
     readers = collections.Counter(name for n in nodes for name in n.input)  # edges: a node reading twice counts 2
-    graph = _Graph(model, nodes, dims, readers, {o.name for g in graphs for o in g.output})
+    graph = _Graph(model, nodes, dims, {o.name for g in graphs for o in g.output})
     dq_nodes = [n for n in nodes if n.op_type == "DequantizeLinear" and n.output]
     any_dq = {n.output[0] for n in dq_nodes}
     dequantized = {n.output[0] for n in dq_nodes if readers[n.output[0]] == 1 and _fusable(n, ranks)}
@@ -90,59 +91,42 @@ def _fusable(dq: onnx.NodeProto, ranks: dict[str, int]) -> bool:
     return not per_row
 
 
-class _Graph:
-    """What onnxruntime 1.32's default session does, in order, to the node (a MatMul, or a Gemm) that
-    reads a fusable DequantizeLinear, as far as the structure says (read in its sources and measured on
-    models built in code, tests/test_fusion_label.py):
+class _Graph(FusionView):
+    """The candidate's protos as nbits_fusion's rule reads them (the rule: nbits_fusion.py)."""
 
-    1. level 1, MatMulAddFusion: a MatMul whose output only an Add reads (not a graph output), its A
-       of rank 2, becomes a Gemm with that Add's constant bias. A bias of shape [N] is then fused
-       into MatMulNBits with the weight (its bias input); one of shape [1, N] leaves a float Gemm
-       (magika_v3's Dense_1, int4). An A of another rank gets Reshapes around the Gemm, or no Gemm.
-    2. level 2, the QDQ fusion: a node whose only reader is a Relu or Clip, read once and not a
-       graph output, is taken for a quantized activation's node unit waiting for its
-       QuantizeLinear: with none there, nothing is fused and the DequantizeLinear stays (then
-       FusedGemm takes the Relu). tf2onnx's Dense layers with a ReLU (tumor_vgg16, capspot_siamese,
-       `--dtype int4`): the header said int8 activations where every such layer ran in float."""
-
-    def __init__(self, model, nodes, dims, readers, outputs):
-        self.model, self.dims, self.readers, self.outputs = model, dims, readers, outputs
-        self.reader, self.producer = {}, {o: n for n in nodes for o in n.output}
+    def __init__(self, model, nodes, dims, outputs):
+        self.model, self.dims, self.outputs = model, dims, outputs
+        self.producer = {o: n for n in nodes for o in n.output}
+        self._readers: dict[str, list] = collections.defaultdict(list)
         for n in nodes:
             for name in n.input:
-                self.reader.setdefault(name, n)
+                self._readers[name].append(n)
         self._ranks = None
 
     def fused(self, node: onnx.NodeProto) -> bool:
-        out = node.output[0]
-        if node.op_type == "MatMul" and (gemm := self._into_gemm(node)) is not None:
-            if gemm == "float":
-                return False
-            out = self.reader[out].output[0]  # the Gemm writes the Add's output
-        return not self._clipped(out)
+        weight = self.producer.get(node.input[1])
+        columns = self.dims.get(weight.input[0], ())[-1:] if weight is not None and weight.input else ()
+        return fuses(self, node, columns[0] if columns else None)
 
-    def _into_gemm(self, matmul: onnx.NodeProto) -> str | None:
-        """None where MatMulAddFusion leaves the MatMul as it is (or puts Reshapes around its Gemm),
-        "nbits" where it makes a Gemm of it with a bias of shape [N], "float" with one of [1, N]."""
-        out = matmul.output[0]
-        add = self.reader.get(out)
-        if self.readers[out] != 1 or out in self.outputs or add is None or add.op_type != "Add":
-            return None
-        bias = self.dims.get(next((i for i in add.input if i != out), ""))
-        weight = self.producer.get(matmul.input[1])
-        n = self.dims.get(weight.input[0], ())[-1:] if weight is not None else ()
-        if bias is None or len(bias) not in (1, 2) or bias[-1:] != n or self._rank(matmul.input[0]) != 2:
-            return None  # a bias broadcast along N ([1]) is no Gemm's C
-        return "nbits" if len(bias) == 1 else "float"
+    def op(self, node):
+        return node.op_type
 
-    def _clipped(self, out: str) -> bool:
-        """Whether the QDQ fusion takes the node writing `out` for one whose Relu or Clip a
-        QuantizeLinear should follow (onnxruntime's NodeGroupSelector::GetQDQSelection)."""
-        nxt = self.reader.get(out)
-        return (self.readers[out] == 1 and nxt is not None and nxt.op_type in ("Relu", "Clip") and
-                self.readers[nxt.output[0]] == 1 and nxt.output[0] not in self.outputs)
+    def output(self, node):
+        return node.output[0]
 
-    def _rank(self, name: str) -> int | None:
+    def inputs(self, node):
+        return list(node.input)
+
+    def readers(self, tensor):
+        return self._readers.get(tensor, [])
+
+    def is_output(self, tensor):
+        return tensor in self.outputs
+
+    def constant_dims(self, tensor):
+        return self.dims.get(tensor)
+
+    def rank(self, name: str) -> int | None:
         """The rank onnx's shape inference gives `name` in the main graph (the structure only: no
         payloads; run once, where a MatMul's Add asks), None where it cannot say."""
         if self._ranks is None:

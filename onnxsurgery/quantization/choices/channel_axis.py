@@ -45,7 +45,7 @@ from .candidate import Candidate
 from .weights import balanced_rounding, lean_scheme, small_weight
 from .gain import concentration_gains
 from .measures import layer_cost
-from .load_memory import KEPT_OPSET, conv_kept, fused_gemm, fuses_into_nbits, transposed_gemm
+from .load_memory import KEPT_OPSET, conv_kept, fused_gemm, matmul_weight, transposed_gemm
 from .normalized_gain import gains_through_norm
 
 AXIS_MARGIN = 0.8  # another axis where its error is at most this share of the default axis's
@@ -119,7 +119,7 @@ def axis_free(c: Candidate) -> bool:
     return (c.site.num_elements <= MAX_AXIS_ELEMENTS
             and c.lowering == "dq" and not c.float16 and c.scheme.granularity == "channel" and not c.options.four_bit
             and c.options.target != "tensorrt" and c.options.lowering == "auto" and len(c.site.shape) >= 2
-            and not fuses_into_nbits(c.site) and bool(readers)
+            and not matmul_weight(c.site) and bool(readers)
             and all(node.op in FREE_AXIS_READERS or _transposed_gemm(node) for node, _ in readers))
 
 

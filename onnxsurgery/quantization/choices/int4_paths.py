@@ -51,7 +51,10 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
 - biases and other 1-D weights: float16 (per channel, one scale per element outweighs the
   integers; in 4-bit blocks ddddocr's LSTM bias lost 8%).
 - MatMul/Gemm weights onnxruntime does not fuse (several readers, blocks that are not a power
-  of two): int8, scale after the reader, float at load (the int8 default's form: ALBERT
+  of two, a MatMul read only by a Relu or Clip, or made a float Gemm with its [1, N] bias:
+  running/nbits_fusion.py, the rule the report's label follows too; tf2onnx's Dense layers
+  with a ReLU, tumor_vgg16 and capspot_siamese, whose 4-bit DequantizeLinear ran at every
+  inference in float): int8, scale after the reader, float at load (the int8 default's form: ALBERT
   1.06x latency, but 0.98x memory: no standard-op form is both small and fast there). A
   DequantizeLinear per reader does not help: onnxruntime 1.32 fuses none whose integers another
   node also reads (tried: two MatMuls, each with its own DequantizeLinear of one initializer).
@@ -75,6 +78,7 @@ from ..lowerings.matmulnbits import LOWERING as MATMULNBITS
 from ..lowerings.weight_readers import effective_readers
 from ..options import QuantOptions, Scheme
 from .candidate import Form, form
+from .fusion_after import unfused_after
 from .model_facts import ModelFacts
 
 SMALL_CONV_ELEMENTS = 65536  # PP-OCRv4 rec: 1.15x latency, 0.60x memory (module docstring)
@@ -174,6 +178,8 @@ def int4_form(site: ConstantSite, options: QuantOptions, scheme: Scheme, recurre
             "load it held more memory than the float model"))
     if ops <= {"MatMul", "Gemm"} and all(i == 1 for _, i in readers):
         why = unfused_reason(site, scheme)
+        if why is None and ops == {"MatMul"}:  # what follows it: a Relu awaiting its QuantizeLinear (fusion_after.py)
+            why = unfused_after(site, readers[0][0])
         if transposed_gemm_fuses(site, scheme):
             gemms, share = transposed_gemms(options.min_elements, facts)
             if gemms >= HIDDEN_GEMMS and share >= HIDDEN_SHARE:

@@ -42,6 +42,7 @@ from ..lowerings.weight_readers import effective_readers, through_casts
 from ..lowerings.zero_points import read_in_loop
 from ..options import FLOAT_TYPES, Scheme, dq_opset
 from ..axes import choose_axes
+from .fusion_after import unfused_after
 
 # Convolutions in a chain (issue 49: a detector and a speech net of convolutions held 1.07-1.10x
 # the float model's memory after the default, which kept nothing: only MatMul weights could be
@@ -106,7 +107,7 @@ def extra_at_load(site: ConstantSite, lowering: str) -> float:
     """Bytes the weight's form holds at load beyond the float weight (EXTRA_AT_LOAD)."""
     ops = {n.op for n, _ in effective_readers(site)}
     op = ops.pop() if len(ops) == 1 else "other"
-    if lowering == "dq" and fuses_into_nbits(site):
+    if lowering == "dq" and matmul_weight(site):  # its integers alone at load (matmul_weight)
         lowering = "dq_fused"
     ratio = EXTRA_AT_LOAD.get((lowering, op), EXTRA_AT_LOAD.get((lowering, "other"), 0.0))
     if op == "Conv" and lowering in LARGE_CONV and site.num_elements > LARGE_CONV_ELEMENTS:
@@ -130,9 +131,14 @@ def held_bytes(site: ConstantSite) -> int:
     return 4 * site.num_elements if site.onnx_dtype != onnx.TensorProto.FLOAT and as_float32(site) else site.nbytes
 
 
-def fuses_into_nbits(site: ConstantSite) -> bool:
-    """Whether DequantizeLinear per output channel of `site` fuses with its reader into
-    MatMulNBits: a 2-D float32 weight (as_float32) read once, as B of a MatMul, with K >= FUSED_K_MIN."""
+def matmul_weight(site: ConstantSite) -> bool:
+    """Whether `site` is a weight onnxruntime could fuse into MatMulNBits as DequantizeLinear per
+    output channel: a 2-D float32 weight (as_float32) read once, as B of a MatMul, with K >=
+    FUSED_K_MIN. The memory rule's decisions ask this (a weight whose DequantizeLinear stays
+    before a float MatMul, fused or not, holds its integers alone: dq_float); its words ask
+    `fuses_into_nbits`. Measured on the zoo's int8 plans that ignoring the fusion changed
+    (tumor_vgg16, capspot_siamese, magika_v3, sk_mlp_digits, deepcut_thai: lean instead of kept),
+    memory at load rose 0.1-5 MB for the same error and latency (relu23): not kept."""
     readers = effective_readers(site)
     # Not always fused even so (the integers stay in memory either way): in small test models
     # onnxruntime 1.32 left some such DequantizeLinear to run at every inference (one read from
@@ -140,6 +146,13 @@ def fuses_into_nbits(site: ConstantSite) -> bool:
     # all nine of PP-OCRv4 rec's, its head behind a Transpose too.
     return (len(readers) == 1 and readers[0][0].op == "MatMul" and readers[0][1] == 1 and len(site.shape) == 2
             and site.shape[0] >= FUSED_K_MIN and as_float32(site))
+
+
+def fuses_into_nbits(site: ConstantSite) -> bool:
+    """Whether DequantizeLinear per output channel of `site` fuses with its reader into
+    MatMulNBits: a `matmul_weight` whose MatMul no Relu or Clip alone reads, nor made a float
+    Gemm (running/nbits_fusion.py, the rule the report's label follows)."""
+    return matmul_weight(site) and unfused_after(site, effective_readers(site)[0][0]) is None
 
 
 def applies(graph, options) -> bool:
@@ -194,7 +207,7 @@ def kept_in_memory(planned: Iterable[tuple[ConstantSite, str]],
     order = _reading_order(planned)
     largest = lambda pairs: sorted(pairs, key=lambda pair: (-held_bytes(pair[0]), order(pair[0])))  # noqa: E731
     movable = [*largest((site, low) for site, low in lean if low == "scaled" and gemm_kept(site)),
-               *largest((site, low) for site, low in lean if low == "scaled" and fuses_into_nbits(site)),
+               *largest((site, low) for site, low in lean if low == "scaled" and matmul_weight(site)),
                *largest((site, low) for site, low in lean if low == "arith" and arith_kept(site)),
                *largest((site, low) for site, low in lean if low == "scaled" and conv_kept(site))]
     for site, lowering in movable:

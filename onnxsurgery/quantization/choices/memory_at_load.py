@@ -16,11 +16,12 @@ from .candidate import Candidate
 from .weights import small_weight
 from .load_memory import (FIT_HOW, FIT_REASON, KEPT_OPSET, applies as memory_rule_applies, as_float32,
                           float_weights_fit, fuses_into_nbits, held_bytes, kept_in_memory, kept_reason, kept_scheme,
-                          machine_memory, room_at_load, transposed_gemm)
+                          machine_memory, matmul_weight, room_at_load, transposed_gemm)
 from .weights import lean_forms
 from .float16_lean import float16_kept
 from .int4_paths import transposed_gemm_fuses, unfused_reason
-from ..lowerings.weight_readers import through_casts
+from ..lowerings.weight_readers import effective_readers, through_casts
+from .fusion_after import unfused_after
 from ..lowerings import REGISTRY
 from .model_facts import ModelFacts
 from .normalized_input import reads_normalized
@@ -51,6 +52,9 @@ NORMALIZED_KEPT = " (a Conv reading a normalization's output)"
 FLOAT_KEPT = ("kept quantized in memory (DequantizeLinear, then a Reshape that onnxruntime does not fuse: it computes "
               "the MatMul in float, where fused into MatMulNBits it would quantize the activations to int8): the lean "
               "forms alone would hold more than the float model at load")
+# ... and where onnxruntime would not fuse it anyway (running/nbits_fusion.py: a Relu after it)
+FLOAT_UNFUSED = ("kept quantized in memory (DequantizeLinear, run at each inference: the MatMul computes in float; "
+                 "{why}): the lean forms alone would hold more than the float model at load")
 
 
 def at_load(candidates: list[Candidate], graph: gs.Graph, options: QuantOptions, opset: int,
@@ -103,9 +107,11 @@ def _kept(c: Candidate, opset: int) -> Candidate:
     """`c` kept quantized in memory: DequantizeLinear per output channel; a MatMul weight with the
     lean form's input rows equalized (`dq_equalized`, EQUALIZED_KEPT)."""
     scheme = kept_scheme(c.site)
-    if fuses_into_nbits(c.site) and REGISTRY["dq_float"].fits(c.site, scheme, "int8", opset) is None:
-        return dataclasses.replace(c, scheme=scheme, lowering="dq_float", reason=FLOAT_KEPT + EQUALIZED_KEPT)
-    if fuses_into_nbits(c.site) and REGISTRY["dq_equalized"].fits(c.site, scheme, "int8", opset) is None:
+    if matmul_weight(c.site) and REGISTRY["dq_float"].fits(c.site, scheme, "int8", opset) is None:
+        kept = FLOAT_KEPT if fuses_into_nbits(c.site) else FLOAT_UNFUSED.format(why=unfused_after(
+            c.site, effective_readers(c.site)[0][0]))
+        return dataclasses.replace(c, scheme=scheme, lowering="dq_float", reason=kept + EQUALIZED_KEPT)
+    if matmul_weight(c.site) and REGISTRY["dq_equalized"].fits(c.site, scheme, "int8", opset) is None:
         return dataclasses.replace(c, scheme=scheme, lowering="dq_equalized",
                                    reason=kept_reason(c.site) + EQUALIZED_KEPT)
     if reads_normalized(c.site) and REGISTRY["dq_equalized"].fits(c.site, scheme, "int8", opset) is None:

@@ -401,3 +401,17 @@ def quantized_within(src, out, feeds: dict[str, np.ndarray], bound: float, **opt
     ref, got = (ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
                 for p in (src, out))
     assert np.all(np.isfinite(got)) and np.linalg.norm(got - ref) / np.linalg.norm(ref) < bound
+
+
+def fused_by_onnxruntime(proto: onnx.ModelProto, tmp_path) -> bool:
+    """Whether onnxruntime's default CPU session fuses a DequantizeLinear -> MatMul of `proto` into
+    MatMulNBits: its optimized graph, written by the session itself, holds one."""
+    import onnxruntime as ort
+
+    path, optimized = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(proto, str(path))
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(optimized)
+    options.log_severity_level = 3
+    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return any(n.op_type == "MatMulNBits" for n in onnx.load(str(optimized)).graph.node)

@@ -5,12 +5,11 @@ case is checked against the session's own optimized graph."""
 
 from __future__ import annotations
 
-import collections
 
 import numpy as np
 import onnx
 import pytest
-from builders import model, vi
+from builders import fused_by_onnxruntime, model, vi
 from onnx import helper, numpy_helper
 
 from onnxsurgery.running.verify import runtime_label
@@ -27,18 +26,6 @@ def dq_matmul(shape, scale_shape, axis=None) -> onnx.ModelProto:
     return model(nodes, [vi("x", shape=[*lead, shape[-2]])], [vi("y", shape=[*lead, shape[-1]])],
                  [numpy_helper.from_array(rng.randint(-127, 127, shape).astype(np.int8), "q"),
                   numpy_helper.from_array(np.asarray(rng.rand(*scale_shape) * 0.01 + 0.001, np.float32), "s")])
-
-
-def fused_by_onnxruntime(proto: onnx.ModelProto, tmp_path) -> bool:
-    import onnxruntime as ort
-
-    path, optimized = tmp_path / "m.onnx", tmp_path / "o.onnx"
-    onnx.save(proto, str(path))
-    options = ort.SessionOptions()
-    options.optimized_model_filepath = str(optimized)
-    options.log_severity_level = 3
-    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return "MatMulNBits" in collections.Counter(n.op_type for n in onnx.load(str(optimized)).graph.node)
 
 
 @pytest.mark.parametrize("shape, scale_shape, axis, fused", [

@@ -7,14 +7,13 @@ optimized graph."""
 
 from __future__ import annotations
 
-import collections
 import json
 
 import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 import pytest
-from builders import model, vi
+from builders import fused_by_onnxruntime, model, vi
 from click.testing import CliRunner
 from onnx import helper, numpy_helper
 
@@ -58,18 +57,6 @@ def dense(tail: list[str], a_shape=(2, K), dq: bool = False, flatten: bool = Fal
         last = f"t{i}"
     out = ["n", N] if flatten else [*a_shape[:-1], N]
     return model(nodes, inputs, [vi(last, shape=out)], inits, opset=21, ir=10)
-
-
-def fused_by_onnxruntime(proto: onnx.ModelProto, tmp_path) -> bool:
-    import onnxruntime as ort
-
-    path, optimized = tmp_path / "m.onnx", tmp_path / "o.onnx"
-    onnx.save(proto, str(path))
-    options = ort.SessionOptions()
-    options.optimized_model_filepath = str(optimized)
-    options.log_severity_level = 3
-    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return "MatMulNBits" in collections.Counter(n.op_type for n in onnx.load(str(optimized)).graph.node)
 
 
 def site_and_reader(proto: onnx.ModelProto):

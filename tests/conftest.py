@@ -63,6 +63,18 @@ def all_tensors(model: onnx.ModelProto):
 
 
 @pytest.fixture
+def run_batches(monkeypatch):
+    """The batch size of every onnxruntime run a comparison makes (its input "x"), through the
+    running/runs.py seam."""
+    from onnxsurgery.running import runs as seam
+
+    seen, real = [], seam.run
+    monkeypatch.setattr(seam, "run", lambda sess, names, feeds: seen.append(feeds["x"].shape[0])
+                        or real(sess, names, feeds))
+    return seen
+
+
+@pytest.fixture
 def save(tmp_path):
     def _save(model, name="in.onnx"):
         path = tmp_path / name

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnxsurgery.running import batch_budget, runs as seam, stream_size, verify
+from onnxsurgery.running import batch_budget, stream_size, verify
 
 
 def _conv(path, size: int = 64, channels: int = 16, bias: bool = False):
@@ -60,14 +60,6 @@ def test_the_rule_from_shapes(tmp_path):
     assert batch_budget.extra_samples_fit(onnx.load(str(larger)), _ones((1, 32, 1024, 1024)), 1)  # not a path
 
 
-@pytest.fixture
-def batches(monkeypatch):
-    seen, real = [], seam.run
-    monkeypatch.setattr(seam, "run", lambda sess, names, feeds: seen.append(feeds["x"].shape[0])
-                        or real(sess, names, feeds))
-    return seen
-
-
 @pytest.mark.parametrize("budget, expected, samples", [
     (8 << 20, [3, 3], 2),  # 256 KiB a sample: the batch of 3, on both sides (batched.py)
     # two extra samples past it: the first and the batch-2 sample apart (which the candidate, the
@@ -75,22 +67,22 @@ def batches(monkeypatch):
     (768 << 10, [1, 2, 1], 1),
     (256 << 10, [1, 1], 1),  # even one past it: no batch-2 sample
 ])
-def test_a_streamed_batch_of_three_within_the_budget(tmp_path, monkeypatch, batches, budget, expected, samples):
+def test_a_streamed_batch_of_three_within_the_budget(tmp_path, monkeypatch, run_batches, budget, expected, samples):
     monkeypatch.setattr(stream_size, "STREAM_BYTES", 1)
     monkeypatch.setattr(batch_budget, "EXTRA_BUDGET", budget)
     model = _conv(tmp_path / "m.onnx")
     other = shutil.copy(model, tmp_path / "copy.onnx")
     report = verify.compare_models(model, other, fold_candidate=False)
     assert report["streamed"] and report["samples"] == samples and report["exact"]
-    assert batches == expected
+    assert run_batches == expected
 
 
-def test_an_unstreamed_batch_two_sample_within_the_budget(tmp_path, monkeypatch, batches):
+def test_an_unstreamed_batch_two_sample_within_the_budget(tmp_path, monkeypatch, run_batches):
     model = _conv(tmp_path / "m.onnx")
     other = shutil.copy(model, tmp_path / "copy.onnx")
     verify.compare_models(model, other, fold_candidate=False)
-    assert batches == [1, 2, 1]  # the reference's batch-2 run; the candidate's left out (readers.py)
-    batches.clear()
+    assert run_batches == [1, 2, 1]  # the reference's batch-2 run; the candidate's left out (readers.py)
+    run_batches.clear()
     monkeypatch.setattr(batch_budget, "EXTRA_BUDGET", 256 << 10)
     report = verify.compare_models(model, other, fold_candidate=False)
-    assert report["samples"] == 1 and batches == [1, 1]
+    assert report["samples"] == 1 and run_batches == [1, 1]

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.running import runs as seam, sessions, stream_size, verify
+from onnxsurgery.running import sessions, stream_size, verify
 from onnxsurgery.running.feeds import make_inputs
 from onnxsurgery.running.batched import batch_dimension, run_samples
 
@@ -45,45 +45,36 @@ def streamed_everything(monkeypatch):
     monkeypatch.setattr(stream_size, "STREAM_BYTES", 1)
 
 
-@pytest.fixture
-def runs(monkeypatch):
-    """The batch size of every onnxruntime run a comparison makes."""
-    seen, real = [], seam.run
-    monkeypatch.setattr(seam, "run", lambda sess, names, feeds: seen.append(feeds["x"].shape[0])
-                        or real(sess, names, feeds))
-    return seen
-
-
-def test_a_streamed_models_samples_run_once_per_model(tmp_path, streamed_everything, runs, monkeypatch):
+def test_a_streamed_models_samples_run_once_per_model(tmp_path, streamed_everything, run_batches, monkeypatch):
     model = _dense(tmp_path / "m.onnx")
     quantized = tmp_path / "q.onnx"
     onnxsurgery.quant_file(model, quantized, min_elements=1, verify=False)
     samples = _samples(1, 2, 3)
     merged = verify.compare_models(model, quantized, samples=samples)
-    assert merged["streamed"] and runs == [6, 6]  # the reference's one run, the candidate's one
-    runs.clear()
+    assert merged["streamed"] and run_batches == [6, 6]  # the reference's one run, the candidate's one
+    run_batches.clear()
     # the errors are those of the samples run one by one (unstreamed: each on its own)
     monkeypatch.setattr(stream_size, "STREAM_BYTES", 1 << 40)
     alone = verify.compare_models(model, quantized, samples=samples)
-    assert runs == [1, 2, 3, 1, 2, 3]
+    assert run_batches == [1, 2, 3, 1, 2, 3]
     assert merged["rel_l2_error"] == pytest.approx(alone["rel_l2_error"], rel=1e-4)
     assert merged["rel_l2_error"] > 0
 
 
-def test_a_copy_compares_bit_identical_when_batched(tmp_path, streamed_everything, runs):
+def test_a_copy_compares_bit_identical_when_batched(tmp_path, streamed_everything, run_batches):
     """Both sides batch alike: a lossless rewrite still compares exact (shrink --verify)."""
     model = _dense(tmp_path / "m.onnx")
     copy = shutil.copy(model, tmp_path / "copy.onnx")
     result = verify.compare_models(model, copy, samples=_samples(2, 1), fold_candidate=False)
-    assert result["exact"] and runs == [3, 3]
+    assert result["exact"] and run_batches == [3, 3]
 
 
-def test_samples_of_other_shapes_and_pooled_outputs_run_one_by_one(tmp_path, streamed_everything, runs):
+def test_samples_of_other_shapes_and_pooled_outputs_run_one_by_one(tmp_path, streamed_everything, run_batches):
     pooled = _dense(tmp_path / "p.onnx", pooled=True)
     assert batch_dimension(sessions.session(pooled)) is None  # its output is not per sample
     copy = shutil.copy(pooled, tmp_path / "copy.onnx")
     assert verify.compare_models(pooled, copy, samples=_samples(1, 2), fold_candidate=False)["exact"]
-    assert runs == [1, 2, 1, 2]
+    assert run_batches == [1, 2, 1, 2]
 
 
 def test_run_samples_cuts_each_samples_outputs_back_out(tmp_path):
@@ -105,7 +96,7 @@ def test_run_samples_cuts_each_samples_outputs_back_out(tmp_path):
     assert run_samples(feeds[:3], run, merge=False) and calls[-3:] == [(1, 64), (3, 64), (2, 64)]
 
 
-def test_generated_samples_run_once_per_model_when_streamed(tmp_path, streamed_everything, runs, monkeypatch):
+def test_generated_samples_run_once_per_model_when_streamed(tmp_path, streamed_everything, run_batches, monkeypatch):
     """Generated inputs: the first sample is not run alone before the batch of 3 that holds it
     (reference_runs._merged_first), and the samples are those the run-alone-first way made: the
     first at seed 0, the batch-2 one at seed 1; given as they are, the figures are the same."""
@@ -113,12 +104,12 @@ def test_generated_samples_run_once_per_model_when_streamed(tmp_path, streamed_e
     quantized = tmp_path / "q.onnx"
     onnxsurgery.quant_file(model, quantized, min_elements=1, verify=False)
     merged = verify.compare_models(model, quantized)
-    assert merged["streamed"] and merged["samples"] == 2 and runs == [3, 3]
-    runs.clear()
+    assert merged["streamed"] and merged["samples"] == 2 and run_batches == [3, 3]
+    run_batches.clear()
     sess = sessions.session(model)
     made = [make_inputs(sess, seed=0, model=model), make_inputs(sess, seed=1, model=model, batch=2)]
     given = verify.compare_models(model, quantized, samples=made, layout=False)
-    assert runs == [3, 3]
+    assert run_batches == [3, 3]
     assert merged["rel_l2_error"] == given["rel_l2_error"] and merged["max_abs_error"] == given["max_abs_error"]
 
 

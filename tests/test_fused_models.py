@@ -19,7 +19,7 @@ def _lean_forms_alone(monkeypatch):
     """These tests are about the lean forms themselves. On their tiny models, which have no
     embedding table to save memory elsewhere, the load-memory rule (quantization/choices/load_memory.py,
     tests/test_load_memory.py) would keep the MatMul weights quantized in memory instead."""
-    from onnxsurgery.quantization.choices import load_memory
+    from onnxsurgery.quantization.choices import load_memory, planner  # noqa: F401 - planner's imports read it first
 
     monkeypatch.setattr(load_memory, "EXTRA_AT_LOAD", {})
 
@@ -288,12 +288,7 @@ def test_embed_rows_computes_what_the_dequantized_table_does(tmp_path):
     table = next(v for v in inits.values() if v.dtype == np.int8 and v.shape == (VOCAB, HIDDEN))
     scale = next(v for v in inits.values() if v.size == VOCAB and v.dtype in (np.float16, np.float32))
     dequantized = table.astype(np.float32) * scale.astype(np.float32).reshape(VOCAB, 1)
-    reference = onnx.load(str(src))
-    word = next(t for t in reference.graph.initializer if t.name == "word")
-    word.CopyFrom(numpy_helper.from_array(dequantized, "word"))
-    for feeds in samples:
-        (a,), (b,) = run(reference, feeds), run(out, feeds)
-        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+    _assert_computes_as_table(src, out, dequantized, samples)
 
 
 def test_four_bit_embed_rows_compute_what_the_dequantized_table_does(tmp_path):
@@ -311,6 +306,12 @@ def test_four_bit_embed_rows_compute_what_the_dequantized_table_does(tmp_path):
     scale = next(v for v in inits.values() if v.size == VOCAB and v.dtype in (np.float16, np.float32))
     nibbles = np.concatenate([packed & 15, packed >> 4], axis=1).astype(np.float32)
     dequantized = (nibbles - 8) * scale.astype(np.float32).reshape(VOCAB, 1)
+    _assert_computes_as_table(src, out, dequantized, samples)
+
+
+def _assert_computes_as_table(src, out, dequantized, samples):
+    """The saved file `out` computes what `src` computes with its table "word" replaced by
+    `dequantized` (the stored integers dequantized in numpy)."""
     reference = onnx.load(str(src))
     word = next(t for t in reference.graph.initializer if t.name == "word")
     word.CopyFrom(numpy_helper.from_array(dequantized, "word"))

@@ -24,7 +24,7 @@ def _lean_forms_alone(monkeypatch):
     """These tests are about the lean forms themselves. On their tiny models, which have no
     embedding table to save memory elsewhere, the load-memory rule (quantization/choices/load_memory.py,
     tests/test_load_memory.py) would keep the MatMul weights quantized in memory instead."""
-    from onnxsurgery.quantization.choices import load_memory
+    from onnxsurgery.quantization.choices import load_memory, planner  # noqa: F401 - planner's imports read it first
 
     monkeypatch.setattr(load_memory, "EXTRA_AT_LOAD", {})
 

@@ -102,3 +102,16 @@ def test_external_files_say_when_their_spill_holds_an_offset(tmp_path):
     spill_file.wait()
     assert heard == [offset + len(p)]
     files.close()
+
+
+def test_a_taken_spill_wakes_waiters_on_later_offsets(tmp_path):
+    file = SpillFile(Path(tmp_path))
+    try:
+        p = payload(2000, 6)
+        file.write([(p, file.place(len(p)))])
+        assert file.wait_flushed(len(p), timeout=30)
+        file.wait()
+        file.taken()  # the output's data file took it over: nothing more comes
+        assert not file.wait_flushed(len(p) + 1)  # no timeout given: answered at once
+    finally:
+        file.close()

@@ -146,8 +146,9 @@ class SpillFile:
 
     def taken(self) -> None:
         """The output's data file took the file over and moved its bytes: nothing may read or
-        add to it from now on."""
+        add to it from now on (waiters on later offsets woken: nothing more will flush)."""
         self.was_taken = True
+        self._end()
 
     def close(self) -> None:
         self._end()

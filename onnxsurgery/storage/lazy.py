@@ -112,6 +112,19 @@ class ExternalFiles:
             self._spill.write(batch)  # on the spill's writer thread, while the pass goes on
         return moved
 
+    def wait_spilled(self, offset: int, timeout: float | None = None) -> bool:
+        """Block until the spill file holds every payload placed below `offset` (spill.py's flush
+        points); False without a spill file, or where it failed, closed or `timeout` passed."""
+        return self._spill is not None and self._spill.wait_flushed(offset, timeout)
+
+    def on_spill_flush(self, listener) -> bool:
+        """`listener(offset)` on each flush point of the spill file (SpillFile.on_flush); False
+        without one."""
+        if self._spill is None:
+            return False
+        self._spill.on_flush(listener)
+        return True
+
     def spill_file(self) -> int | None:
         """A handle on the spill file that the output's data file may take over
         (`SpillFile.adoptable`), or None."""

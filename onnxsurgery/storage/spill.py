@@ -13,6 +13,12 @@ copy of each byte into a new page-cache page was 15% of int8's CPU samples on a 
 dirty to write back first. The disk writes them on the spill's thread meanwhile. A verified
 `quant` reads the output back from the disk then (dec-l4 int4, 207 MB: 0.1 s, 0.01 s of CPU on
 this machine's disk), against the page cache's copy (verified int8: 1.2 -> 0.65 s of system time).
+
+Flush points (issue 58's lockstep): batches are placed at rising offsets and written one after
+the other, so once a batch is written every byte placed before its end is in the file. `flushed`
+is that offset; `wait_flushed` blocks a reader (a stage of the result's verification) until its
+payloads are in, and `on_flush` callbacks hear each new offset on the spill's thread. A failed
+or closed spill wakes every waiter with False; its error is raised by `wait`, as before.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 from .kernel import start_write_back
@@ -59,6 +66,10 @@ class SpillFile:
         self._writer = None  # the thread that writes the batches
         self._writing = None  # the future of the batch it is writing
         self._direct = _Direct.opened(self._fd) if direct else None
+        self._flushed = 0  # every byte placed below this offset is in the file
+        self._ended = False  # a batch failed, or the file closed: nothing more will flush
+        self._flush_change = threading.Condition()
+        self._listeners: list = []
 
     def place(self, length: int) -> int:
         """The page-aligned offset where a payload of `length` bytes goes."""
@@ -74,7 +85,42 @@ class SpillFile:
         if self._writer is None:
             from concurrent.futures import ThreadPoolExecutor
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="spill")
-        self._writing = self._writer.submit(_write_batch, self._fd, batch, self.write_back, self._direct)
+        end = max((offset + len(payload) for payload, offset in batch), default=0)
+        self._writing = self._writer.submit(self._write_and_flush, batch, end)
+
+    def _write_and_flush(self, batch: list[tuple[memoryview, int]], end: int) -> None:
+        try:
+            _write_batch(self._fd, batch, self.write_back, self._direct)
+        except BaseException:
+            self._end()
+            raise
+        with self._flush_change:
+            self._flushed = max(self._flushed, end)
+            self._flush_change.notify_all()
+        for listener in list(self._listeners):
+            listener(self._flushed)
+
+    @property
+    def flushed(self) -> int:
+        """The offset below which every placed byte is written (readable through `fd`)."""
+        return self._flushed
+
+    def on_flush(self, listener) -> None:
+        """`listener(offset)` called on the spill's thread each time `flushed` rises to `offset`
+        (keep it short: the next batch waits for it)."""
+        self._listeners.append(listener)
+
+    def wait_flushed(self, offset: int, timeout: float | None = None) -> bool:
+        """Block until the bytes below `offset` are written: True, or False where the spill failed,
+        was closed, or `timeout` (seconds) passed first."""
+        with self._flush_change:
+            return self._flush_change.wait_for(lambda: self._flushed >= offset or self._ended, timeout) \
+                and self._flushed >= offset
+
+    def _end(self) -> None:
+        with self._flush_change:
+            self._ended = True
+            self._flush_change.notify_all()
 
     def wait(self) -> None:
         """Wait until the batch being written is in the file (its error raised here)."""
@@ -100,10 +146,12 @@ class SpillFile:
 
     def taken(self) -> None:
         """The output's data file took the file over and moved its bytes: nothing may read or
-        add to it from now on."""
+        add to it from now on (waiters on later offsets woken: nothing more will flush)."""
         self.was_taken = True
+        self._end()
 
     def close(self) -> None:
+        self._end()
         if self._writer is not None:
             self._writer.shutdown(wait=True)  # a batch still being written: its handle stays open until it is done
             self._writer, self._writing = None, None

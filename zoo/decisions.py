@@ -16,6 +16,8 @@ from zoo.indonesian import masked_letters, phonemes_to_end  # noqa: F401
 from zoo.sapiens import residues  # noqa: F401
 from zoo.tglf import transport_channels  # noqa: F401
 from zoo.lore import logical_cells  # noqa: F401
+from zoo.salient import salient_mask  # noqa: F401
+from zoo.hotword import hotword_match  # noqa: F401
 
 
 def _first(outputs: dict) -> np.ndarray:

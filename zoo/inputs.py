@@ -75,11 +75,12 @@ def maker(model_row):
                      fracast, g2p_en, glyphs, grammar, hanzi, ieeg, images, indonesian, isbn, khmer_ocr, kokoro, lemmas,
                      lore, microscopy, molecules, music, sapiens, scores, seals, signals, singing, speech, stress,
                      tashkeel, terrain, text, tglf, thai, titles, transcription, vadweb, vietnamese, vocoder, words)
+    from zoo import hotword, salient  # thirty-seventh round (zoo29)
 
     modules = (images, speech, text, signals, chemistry, binaries, words, titles, fbank, glyphs, lemmas, singing,
                filetypes, hanzi, seals, ieeg, isbn, tashkeel, music, transcription, vietnamese, stress, fingerprints,
                thai, vadweb, molecules, terrain, scores, g2p_en, annalog, kokoro, vocoder, indonesian, khmer_ocr,
-               arabic_bilstm, grammar, denoise, fracast, tglf, sapiens, chemnet, microscopy, lore)
+               arabic_bilstm, grammar, denoise, fracast, tglf, sapiens, chemnet, microscopy, lore) + (salient, hotword)
     return globals().get(model_row.inputs) or next(
         getattr(m, model_row.inputs) for m in modules
         if hasattr(m, model_row.inputs))

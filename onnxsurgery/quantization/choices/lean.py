@@ -290,7 +290,7 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
             (inputs,) = errors(values, moments, [(Scheme("channel", 1), "scaled_input", False)])
             best = min(lean_error, asymmetric_error[0]) if asymmetric_error else lean_error
             input_ratio = best / inputs if inputs > 0 else 1.0
-            tap = tap_form(values, site, errors, moments)
+            tap = tap_form(values, site, errors, moments) if options.auto_symmetric else None  # zero points
             if tap is not None:  # its error over the best lean form's
                 tap = (tap[0], tap[1] / max(min(best, inputs), 1e-30))
         if asymmetric and not form_only:

@@ -9,7 +9,9 @@ run time, one more float copy of the weight while onnxruntime folds it than the 
 
 Taken where it loses at most TAP_AXIS_MARGIN of the best lean form's error (per output channel,
 with or without zero points, or per input channel: `scaled_input`), measured as the other lean
-choices are (lean.py: in the layer's output with --inputs, else in the weight).
+choices are (lean.py: in the layer's output with --inputs, else in the weight), for the weights
+whose input-channel form is measured (lean.input_form_fits: int8, `--lowering auto`, not `--target
+tensorrt`, whose symmetric-only rule a zero point breaks) and whose symmetry is auto's.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decision_effects import FLOAT, ROOT, plan_of  # noqa: E402
 from fresh_samples import distinct, errors, rows_apart, stored  # noqa: E402
-from shrink_ray_swaps import shrink_ray_axes, shrink_ray_form  # noqa: E402
+from shrink_ray_swaps import peer_axis, shrink_ray_axes, shrink_ray_form  # noqa: E402
 from zoo import models  # noqa: E402
 from zoo.fetch import fetch  # noqa: E402
 from zoo.inputs import maker  # noqa: E402
@@ -39,7 +39,11 @@ from zoo.run import run_feeds  # noqa: E402
 
 
 def matches(pattern: str, name: str) -> bool:
-    return name == pattern[1:] if pattern.startswith("^") else pattern in name
+    """A weight held by a Constant node is `<node>_output_0` in our plan and `<node>` in shrink-ray's
+    file (shrink_ray_swaps.peer_axis): ^NAME takes either spelling."""
+    if not pattern.startswith("^"):
+        return pattern in name
+    return pattern[1:] in (name, name[:-len("_output_0")] if name.endswith("_output_0") else name)
 
 
 def changed(weights: list[dict], spec: str, axes: dict[str, int]) -> list[dict]:
@@ -51,7 +55,7 @@ def changed(weights: list[dict], spec: str, axes: dict[str, int]) -> list[dict]:
         if not hits:
             raise SystemExit(f"no weight matches {pattern!r}")
         for w in hits:
-            w.update(shrink_ray_form(axes.get(w["name"])) if form == "SR" else FLOAT if form == "FLOAT"
+            w.update(shrink_ray_form(peer_axis(axes, w["name"])) if form == "SR" else FLOAT if form == "FLOAT"
                      else json.loads(form))
     return weights
 

@@ -34,3 +34,14 @@ def test_shrink_ray_form_where_it_quantized_float_where_it_did_not():
 def test_a_pattern_matching_nothing_is_refused():
     with pytest.raises(SystemExit, match="no weight matches"):
         fresh_swaps.changed(PLAN, "conv=FLOAT", {})
+
+
+def test_constant_node_weights_found_by_either_name():
+    """A Constant node's weight: `<node>_output_0` in our plan, `<node>` in shrink-ray's file. SR
+    read it as float before (the axis looked up under our name), and ^<node> matched nothing."""
+    plan = [dict(PLAN[0], name="gru.weight_ih_output_0"), dict(PLAN[1], name="fc")]
+    out = fresh_swaps.changed(plan, "gru=SR", {"gru.weight_ih": 1})
+    assert (out[0]["dtype"], out[0]["lowering"], out[0]["axis"]) == ("int8", "dq", 1)
+    exact = fresh_swaps.changed(plan, "^gru.weight_ih=FLOAT", {})
+    assert [w["dtype"] for w in exact] == ["float", "int8"]
+    assert fresh_swaps.changed(plan, "^gru.weight_ih_output_0=FLOAT", {})[0]["dtype"] == "float"

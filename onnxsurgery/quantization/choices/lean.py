@@ -25,6 +25,7 @@ from ..quantize import checked_read, keep_whole, quantize_site, scheme_args
 from .candidate import Candidate
 from .gain import concentration
 from .sampling import channel_sample
+from .tap_axis import taken, tap_form
 from .measures import layer_cost, layer_norm, ranked, reader_order
 from .weights import SMALL_FLOAT16_SHARE, balanced_rounding, lean_scheme, small_weight, stored_in_16_bits
 
@@ -125,6 +126,7 @@ class LeanChoice:
     axes: dict[str, int] = field(default_factory=dict)  # lean `arith`: scales along this axis (ARITH_AXIS_MARGIN)
     input_form: dict[str, float] = field(default_factory=dict)  # `scaled_input` (INPUT_FORM_MARGIN): lean / its error
     step_symmetric: set[str] = field(default_factory=set)  # `scaled`, zero points not tried: a decoder step
+    taps: dict[str, tuple[int, float]] = field(default_factory=dict)  # `arith` per tap (tap_axis.py): axis, gain
 
 
 @dataclass
@@ -142,6 +144,7 @@ class _Cost:
     axis: int | None = None  # lean `arith`, asymmetric: the axis ARITH_AXIS_MARGIN chose over the output channels
     input_ratio: float = 1.0  # the lean form's error (with zero points where they gain) over `scaled_input`'s
     weight_ratio: float | None = None  # measured in the layer's output: the ratio in the weight too
+    tap: tuple[int, float] | None = None  # tap_axis.tap_form's axis, its error over the best lean form's
 
     @property
     def loses_enough(self) -> bool:
@@ -216,7 +219,10 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
     choice.axes = {c.name: c.axis for c in costs if c.axis is not None and c.name in choice.asymmetric}
     choice.input_form = {c.name: c.input_ratio for c in costs
                          if c.input_ratio * INPUT_FORM_MARGIN >= 1.0 and c.name not in choice.accurate}
-    choice.asymmetric |= set(choice.input_form)
+    choice.taps = {c.name: (c.tap[0], 1 / c.tap[1]) for c in costs
+                   if c.tap is not None and c.name not in choice.accurate and taken(c.tap[1])}
+    choice.input_form = {k: v for k, v in choice.input_form.items() if k not in choice.taps}
+    choice.asymmetric |= set(choice.input_form) | set(choice.taps)
     choice.step_symmetric = {c.name for c in candidates if decoder_step and _step_symmetric(c.site, opset)}
     return choice
 
@@ -277,13 +283,16 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
             in_weight = errors(channel_sample(whole, site), None, forms[:2])
             weight_ratio = in_weight[0] / in_weight[1] if in_weight[1] > 0 else 1.0
         asymmetric = bool(asymmetric_error) and asymmetric_error[0] < lean_error
-        axis, input_ratio = None, 1.0
+        axis, input_ratio, tap = None, 1.0, None
         if asymmetric and lowering == "arith" and values is whole and whole.size <= MAX_AXIS_ELEMENTS:
             axis, asymmetric_error[0] = _arith_axis(values, site, lean, moments, errors, asymmetric_error[0])
         if lowering == "scaled" and values is whole and input_form_fits(site, options):
             (inputs,) = errors(values, moments, [(Scheme("channel", 1), "scaled_input", False)])
             best = min(lean_error, asymmetric_error[0]) if asymmetric_error else lean_error
             input_ratio = best / inputs if inputs > 0 else 1.0
+            tap = tap_form(values, site, errors, moments) if options.auto_symmetric else None  # zero points
+            if tap is not None:  # its error over the best lean form's
+                tap = (tap[0], tap[1] / max(min(best, inputs), 1e-30))
         if asymmetric and not form_only:
             lean_error = asymmetric_error[0]
         # the pass's rounding of the form this weight measured best, made on this read (issue 58)
@@ -304,7 +313,7 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
                      weight_ratio=weight_ratio,
                      float16_elements=site.num_elements if float16 else 0,
                      concentration=concentration(site, choose_axes(site)[0]) if float16 else 1.0, axis=axis,
-                     input_ratio=input_ratio)
+                     input_ratio=input_ratio, tap=tap)
 
     # weights measured together while they add up to no more than the largest one (parallel.py:
     # the working set stays a few times the largest tensor); calibration's moments take a lock

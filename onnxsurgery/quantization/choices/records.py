@@ -109,6 +109,8 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
             scheme, lowering = Scheme("channel", 1), "scaled_input"
             why = (f"lean: one scale per input channel ({site.shape[1]}) on the Conv's input, "
                    f"{lean_choice.input_form[site.name]:.2f}x less error than per output channel")
+        if site.name in lean_choice.taps:  # arith per tap, zero points (tap_axis.py)
+            scheme, lowering = Scheme("channel", lean_choice.taps[site.name][0]), "arith"
         if lowering == "scaled" and scaled_before(site, scheme.axis):
             why = "lean: one scale per input row, applied to the reader's data input (Attention)"
         if options.auto_symmetric:  # zero points where measured more accurate, or where asked for
@@ -120,6 +122,10 @@ def integer_record(record: WeightPlan, c: Candidate, options: QuantOptions, opse
                 why += " (a convolution's: as a form only, its rank against the accurate chain stays symmetric's)"
         else:
             symmetric = opts.symmetric or not (lowering == "scaled" and zero_points_fit(site))
+        if site.name in lean_choice.taps:
+            why = (f"lean: one scale per tap ({site.shape[scheme.axis]} along axis {scheme.axis}) with zero points, "
+                   f"Cast -> Sub -> Mul folded at load: {lean_choice.taps[site.name][1]:.2f}x less error than "
+                   "the lean forms per channel (choices/tap_axis.py)")
     elif decoder_nbits_chosen(c):
         symmetric = True  # lean_default: the symmetry was left to quant
         why += " (8 bits in a KV-cache decoder, symmetric blocks: rules.decoder_nbits)"

@@ -21,6 +21,7 @@ from zoo.fracast import export as fracast  # noqa: F401
 from zoo.g2p_en import decoder as g2p_decoder  # noqa: F401
 from zoo.g2p_en import encoder as g2p_encoder  # noqa: F401
 from zoo.khmer_ocr import export as khmer_ocr  # noqa: F401
+from zoo.resemblyzer import export as resemblyzer  # noqa: F401
 from zoo.sapiens import export as sapiens  # noqa: F401
 from zoo.tglf import export as tglf  # noqa: F401
 

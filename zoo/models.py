@@ -177,6 +177,13 @@ MODELS: list[Model] = [
           "coordinates (int64) in, its first and last row and column out; 44 MB)", "lore_cells", "logical_cells",
           n_tune=4, n_report=4,
           note="its inputs are the shipped LORE detector's cells on rendered lineless tables (zoo/lore.py)"),
+    # ---- thirty-seventh round (exports): a speaker encoder at opset 11 ----
+    Model("resemblyzer_speaker", "torch", "resemblyzer==0.1.4", "resemblyzer/pretrained.pt",
+          "speaker embedding, LSTM (Resemblyzer's GE2E speaker encoder: 3 LSTM layers of 256 over 40 mel bands, "
+          "a Linear and ReLU on the last hidden state, L2-normed; the package's own VoiceEncoder exported with "
+          "torch at opset 11; [B, 160, 40] mel power partials in, [B, 256] embeddings out; 5.7 MB)",
+          "speaker_partials", "nearest_speaker", export="resemblyzer", n_tune=4, n_report=4,
+          note="the zoo's first speaker embedding with a decision (which voice a partial utterance matches)"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

@@ -17,6 +17,7 @@ from zoo.annalog import decoder as annalog_decoder  # noqa: F401 - fetch.py read
 from zoo.arabic_bilstm import export as arabic_bilstm  # noqa: F401
 from zoo.chemnet import export as chemnet  # noqa: F401
 from zoo.annalog import encoder as annalog_encoder  # noqa: F401
+from zoo.flu_gnn import export as flu_gnn  # noqa: F401
 from zoo.fracast import export as fracast  # noqa: F401
 from zoo.g2p_en import decoder as g2p_decoder  # noqa: F401
 from zoo.g2p_en import encoder as g2p_encoder  # noqa: F401

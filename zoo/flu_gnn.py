@@ -209,7 +209,7 @@ def _impute(rates: np.ndarray) -> np.ndarray:
 def _edges(areas, anchors, edges, rates_before):
     """graphs.build_graph (borders, 2-3 hops at 0.5 ** (d - 1) / 2, pairwise Pearson r > 0.85) and
     Graph.relation_tensors (every W > 0 off the diagonal, a self-loop of 1 each)."""
-    from zoo.flu_gnn_export import graph_weights
+    from zoo.flu_samples import graph_weights
 
     names = areas + anchors
     W = graph_weights(names, len(areas), anchors, edges, rates_before)
@@ -221,7 +221,7 @@ def _edges(areas, anchors, edges, rates_before):
 
 def flu_origins(model, seed, n, package_dir: Path | None = None):
     """One forecast origin a sample: flu-season weeks (Oct-Mar) of 2023-24 (tune) or 2024-25 (report)."""
-    from zoo.flu_gnn_export import climatology, origin_features, package_folder
+    from zoo.flu_samples import climatology, origin_features, package_folder
 
     weeks, areas, rates, anchors, edges, weather = _city(package_dir or package_folder())
     end = next(i for i, w in enumerate(weeks) if w >= TRAIN_END)

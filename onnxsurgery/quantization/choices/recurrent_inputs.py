@@ -58,12 +58,17 @@ def reads_model_input(site: ConstantSite, graph) -> str | None:
 
 def keep_recurrent_inputs(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     """The stage (module docstring): the int8 default's float32 W of a recurrent op that reads the
-    model's input, float16, smallest first while they fit the share."""
-    if not ctx.options.lean_default:
+    model's input, float16, smallest first while they fit the share; `--dtype int4` too, where such a
+    weight is int8 per channel as the int8 default's (zoo invariant 18: int4 otherwise wrote 98% of the
+    int8 file's bytes at 8x its error)."""
+    four_bit = ctx.options.four_bit and ctx.options.lowering == "auto" and ctx.options.auto_scheme
+    if not (ctx.options.lean_default or four_bit):
         return candidates
     room = RECURRENT_INPUT_SHARE * sum(c.site.num_elements for c in candidates)  # int8 bytes
     chosen: dict[str, str] = {}
-    weights = [c for c in candidates if c.lowering in ("lean", "dq") and not c.float16 and c.options.lean_default
+    # under --dtype int4 a recurrent weight takes the int8 default's form (int4_paths.int4_form): its choice too
+    weights = [c for c in candidates if c.lowering in ("lean", "dq") and not c.float16
+               and (c.options.lean_default or four_bit and c.options.dtype == "int8")
                and c.site.onnx_dtype == onnx.TensorProto.FLOAT]
     for c in sorted(weights, key=lambda c: c.site.num_elements):
         op = reads_model_input(c.site, ctx.graph)

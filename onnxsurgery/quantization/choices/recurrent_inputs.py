@@ -21,7 +21,8 @@ bands) 0.28-0.37: the error is not in the weight's spread across rows or columns
 per-channel / block error ratio, 1.27, is the zoo's recurrent weights' usual 1.1-1.6), it is in
 what its inputs do with it, which only data shows and the weights alone do not.
 Of the zoo's and bench's models only two have such a weight: resemblyzer_speaker and
-g2p_id_lstm_decoder (its decoder step's [1, 1024, 32] W reads its graph input `input_2`)."""
+g2p_id_lstm_decoder (its decoder step's [1, 1024, 32] W reads its graph input `input_2`), whose
+32,768 elements are past the share (5% of its 303,104): its plans are the same."""
 
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ import dataclasses
 
 import onnx
 
-from ...graph_utils import ConstantSite, consumers
+from ...graph_utils import ConstantSite
+from ..lowerings.weight_readers import effective_readers
 from .candidate import Candidate, PlanContext
 from .recurrent_tables import LAYOUT_OPS, MAX_HOPS, RECURRENT_OPS
+from .weights import stored_in_16_bits
 
 RECURRENT_INPUT_SHARE = 0.05
 WHY = ("float16: the input weight of a recurrent layer ({op}) that reads the model's input as it comes: int8 "
@@ -39,9 +42,10 @@ WHY = ("float16: the input weight of a recurrent layer ({op}) that reads the mod
 
 
 def reads_model_input(site: ConstantSite, graph) -> str | None:
-    """The recurrent op that reads `site` as its W (input 1) and the graph's own input as its
-    sequence X (input 0, through layout ops only: LAYOUT_OPS, at most MAX_HOPS), or None."""
-    readers = consumers(site)
+    """The recurrent op that reads `site` (a 16-bit one: behind its Casts) as its W (input 1) and the
+    graph's own input as its sequence X (input 0, through layout ops only: LAYOUT_OPS, at most
+    MAX_HOPS), or None."""
+    readers = effective_readers(site)
     if not readers or not all(n.op in RECURRENT_OPS and i == 1 for n, i in readers):
         return None
     inputs = {id(t) for t in graph.inputs}
@@ -58,7 +62,8 @@ def reads_model_input(site: ConstantSite, graph) -> str | None:
 
 def keep_recurrent_inputs(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     """The stage (module docstring): the int8 default's float32 W of a recurrent op that reads the
-    model's input, float16, smallest first while they fit the share; `--dtype int4` too, where such a
+    model's input, float16 (a 16-bit one left as it is: records.float16_record), smallest first while
+    they fit the share; `--dtype int4` too, where such a
     weight is int8 per channel as the int8 default's (zoo invariant 18: int4 otherwise wrote 98% of the
     int8 file's bytes at 8x its error)."""
     four_bit = ctx.options.four_bit and ctx.options.lowering == "auto" and ctx.options.auto_scheme
@@ -69,7 +74,7 @@ def keep_recurrent_inputs(candidates: list[Candidate], ctx: PlanContext) -> list
     # under --dtype int4 a recurrent weight takes the int8 default's form (int4_paths.int4_form): its choice too
     weights = [c for c in candidates if c.lowering in ("lean", "dq") and not c.float16
                and (c.options.lean_default or four_bit and c.options.dtype == "int8")
-               and c.site.onnx_dtype == onnx.TensorProto.FLOAT]
+               and (c.site.onnx_dtype == onnx.TensorProto.FLOAT or stored_in_16_bits(c.site))]
     for c in sorted(weights, key=lambda c: c.site.num_elements):
         op = reads_model_input(c.site, ctx.graph)
         if op is not None and c.site.num_elements <= room:

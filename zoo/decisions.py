@@ -9,10 +9,12 @@ import numpy as np
 from zoo.annalog import analogue_start  # noqa: F401 - run.py reads decisions by name
 from zoo.chemnet import nearest_molecule  # noqa: F401
 from zoo.denoise import dfn_stages, erb_gains  # noqa: F401
+from zoo.flu_gnn import flu_direction  # noqa: F401
 from zoo.fracast import forecast_levels  # noqa: F401
 from zoo.g2p_en import pronunciation  # noqa: F401
 from zoo.grammar import word_tags  # noqa: F401
 from zoo.indonesian import masked_letters, phonemes_to_end  # noqa: F401
+from zoo.resemblyzer import nearest_speaker  # noqa: F401
 from zoo.sapiens import residues  # noqa: F401
 from zoo.tglf import transport_channels  # noqa: F401
 from zoo.lore import logical_cells  # noqa: F401

@@ -17,10 +17,12 @@ from zoo.annalog import decoder as annalog_decoder  # noqa: F401 - fetch.py read
 from zoo.arabic_bilstm import export as arabic_bilstm  # noqa: F401
 from zoo.chemnet import export as chemnet  # noqa: F401
 from zoo.annalog import encoder as annalog_encoder  # noqa: F401
+from zoo.flu_gnn import export as flu_gnn  # noqa: F401
 from zoo.fracast import export as fracast  # noqa: F401
 from zoo.g2p_en import decoder as g2p_decoder  # noqa: F401
 from zoo.g2p_en import encoder as g2p_encoder  # noqa: F401
 from zoo.khmer_ocr import export as khmer_ocr  # noqa: F401
+from zoo.resemblyzer import export as resemblyzer  # noqa: F401
 from zoo.sapiens import export as sapiens  # noqa: F401
 from zoo.tglf import export as tglf  # noqa: F401
 

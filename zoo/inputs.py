@@ -72,15 +72,17 @@ def maker(model_row):
     """The (model_path, seed, n) -> feeds function that builds one model's inputs."""
     # Pillow, espeak-ng: only where inputs are built
     from zoo import (annalog, arabic_bilstm, binaries, chemistry, chemnet, denoise, fbank, filetypes, fingerprints,
-                     fracast, g2p_en, glyphs, grammar, hanzi, ieeg, images, indonesian, isbn, khmer_ocr, kokoro, lemmas,
-                     lore, microscopy, molecules, music, sapiens, scores, seals, signals, singing, speech, stress,
-                     tashkeel, terrain, text, tglf, thai, titles, transcription, vadweb, vietnamese, vocoder, words)
+                     flu_gnn, fracast, g2p_en, glyphs, grammar, hanzi, ieeg, images, indonesian, isbn, khmer_ocr,
+                     kokoro, lemmas, lore, microscopy, molecules, music, resemblyzer, sapiens, scores, seals, signals,
+                     singing, speech, stress, tashkeel, terrain, text, tglf, thai, titles, transcription, vadweb,
+                     vietnamese, vocoder, words)
     from zoo import hotword, salient  # thirty-seventh round (zoo29)
 
     modules = (images, speech, text, signals, chemistry, binaries, words, titles, fbank, glyphs, lemmas, singing,
                filetypes, hanzi, seals, ieeg, isbn, tashkeel, music, transcription, vietnamese, stress, fingerprints,
                thai, vadweb, molecules, terrain, scores, g2p_en, annalog, kokoro, vocoder, indonesian, khmer_ocr,
-               arabic_bilstm, grammar, denoise, fracast, tglf, sapiens, chemnet, microscopy, lore) + (salient, hotword)
+               arabic_bilstm, grammar, denoise, fracast, tglf, sapiens, chemnet, microscopy, lore, resemblyzer, flu_gnn,
+               salient, hotword)
     return globals().get(model_row.inputs) or next(
         getattr(m, model_row.inputs) for m in modules
         if hasattr(m, model_row.inputs))

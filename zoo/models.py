@@ -190,6 +190,21 @@ MODELS: list[Model] = [
           "energies of 1.5 s in, a unit 2048-d vector out, matched against the 7 hotwords' shipped references; "
           "88 MB)", "hotword_utterances", "hotword_match", n_tune=14, n_report=14,
           note="its 87.6 MB float file; the wheel also ships quantize_static's QDQ copy (22 MB)"),
+    # ---- thirty-seventh round (exports): a speaker encoder at opset 11 ----
+    Model("resemblyzer_speaker", "torch", "resemblyzer==0.1.4", "resemblyzer/pretrained.pt",
+          "speaker embedding, LSTM (Resemblyzer's GE2E speaker encoder: 3 LSTM layers of 256 over 40 mel bands, "
+          "a Linear and ReLU on the last hidden state, L2-normed; the package's own VoiceEncoder exported with "
+          "torch at opset 11; [B, 160, 40] mel power partials in, [B, 256] embeddings out; 5.7 MB)",
+          "speaker_partials", "nearest_speaker", export="resemblyzer", n_tune=4, n_report=4,
+          note="the zoo's first speaker embedding with a decision (which voice a partial utterance matches)"),
+    Model("flu_gnn_boston", "torch", "areafluforecast==1.2.0", "areafluforecast/pretrained/boston/gnn_st_noadapt_h1.pt",
+          "graph neural net, spatio-temporal ensemble (areaFluForecast's Boston influenza forecaster: gated dilated "
+          "Conv1d over each area's 16 weeks, two GCNConv graph convolutions over an edge list that comes in as "
+          "inputs, a blend of last week's level and a seasonal baseline; 4 horizons x 10 seeds stacked as grouped "
+          "Convs and batched MatMuls, exported with torch at opset 16; [21, 38] node features, [2, E] edges and "
+          "[E] weights in, [14, 4] forecasts out; 2.2 MB)", "flu_origins", "flu_direction", export="flu_gnn",
+          n_tune=4, n_report=4,
+          note="the zoo's first graph neural net; its graph (int64 edge_index, float edge_weight) is an input"),
 ]
 
 # what was tried and not taken: zoo/skipped.py (its own module: the list outgrew this one)

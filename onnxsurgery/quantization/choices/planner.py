@@ -49,6 +49,7 @@ from .int4_paths import CONV_OPS, CONV_SHARE, conv_share
 from .lean import choose_lean
 from .memory_at_load import at_load
 from .planning import Planning, options_key, planning_for
+from .recurrent_inputs import keep_recurrent_inputs
 from .recurrent_tables import keep_recurrent_tables
 from .symmetry import SymmetryChoice, choose_symmetric
 
@@ -159,7 +160,8 @@ def _gptq(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
 
 
 STAGES = (forms.own_options, refusals.refuse, forms.group, rules.lower, avoid_crash_edges, keep_recurrent_tables,
-          _at_load, dequantize, _capture, _channel_axes, _lean, _symmetry, _values_checked, _gptq, records.write)
+          keep_recurrent_inputs, _at_load, dequantize, _capture, _channel_axes, _lean, _symmetry, _values_checked,
+          _gptq, records.write)
 
 
 def _plan(graph, planning: Planning, options: QuantOptions, opset: int, overridable, activations, calibration,

@@ -19,6 +19,11 @@ what it read. Why that way round: the profiler without the arena fragments glibc
 where an activation of 32 MiB or more is already among the values resolved, the first run is not
 needed (isnet_fp16: 64 MiB resolved, 128 MiB run; no arena, as before).
 
+Where a run's values of 32 MiB or more, all sized, sum to gigabytes, the arena is on after all: each
+is mapped and faulted in afresh at every run without it (`refaults`, large_runs.py: czann_nucleus_det's
+tiles, a run 1.6 -> 0.6 s of CPU; round 37, inputs18), also on generated inputs whose shapes are
+fixed but the batch (`for_generated`).
+
 `quant --inputs`: its candidates' runs (api/built.py) take the verdict where shapes decide it
 (a first run there would be each candidate file's own); its capture's sessions
 (quantization/calibration.py), which ask for the activations as outputs, take it too where
@@ -40,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from . import large_runs
 from .heap import give_back_freed_memory
 
 # glibc's largest dynamic mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit): a buffer of this
@@ -49,14 +55,6 @@ LARGE_ACTIVATION = 32 << 20
 # below this, a model's buffers are too small to fragment glibc's heap: the arena only costs
 # (oww_melspectrogram, 0.12 MB at most, shrink --verify: 33-36 -> 36-40 MB, CPU 0.16 -> 0.20 s)
 SMALL_ACTIVATION = 1 << 20
-
-# what a run's values of LARGE_ACTIVATION or more sum to where the arena pays for them (refaults)
-LARGE_TRAFFIC = 1 << 30
-
-# docs/memory.md's slack and times the largest weight (zoo/memory_bounds.py): what the bound leaves
-# beside one run's activations (batch_budget.py's extra samples, refaults' arena)
-EXTRA_ROOM = 128 << 20
-TIMES_LARGEST = 8
 
 # the share of the main graph's computed values whose shapes must resolve for a verdict
 RESOLVED = 0.9
@@ -119,7 +117,7 @@ def _verdict(model, feeds: dict) -> Verdict:
         return Verdict(False)
     largest, share = inferred
     if share >= RESOLVED:
-        return Verdict(largest is not None and (pays(largest) or refaults(model, feeds, largest)))
+        return Verdict(largest is not None and (pays(largest) or refaults(model, feeds)))
     return Verdict(False if largest is not None and largest >= LARGE_ACTIVATION else None)
 
 
@@ -128,77 +126,23 @@ def pays(largest: int) -> bool:
     return SMALL_ACTIVATION <= largest < LARGE_ACTIVATION
 
 
-def refaults(model, feeds: dict, largest: int) -> bool:
-    """Whether a run's values of LARGE_ACTIVATION or more (every one of them shape inference
-    sizes) sum to LARGE_TRAFFIC or more, each mapped and faulted in afresh without the arena,
-    and the arena's extra (measured: within one largest activation) fits the room docs/memory.md's
-    bound leaves beside one run's activations: its slack and TIMES_LARGEST x the largest weight
-    (the room batch_budget.py gives verification's extra samples). Round 37 (inputs18, fresh
-    processes, bench/run_cost.py, a run of the first sample, CPU / system / peak RSS):
-    czann_nucleus_det (1024 x 1024 tiles: 57 values of 32-96 MiB, 2.07 GiB a run) 1.52-1.64 /
-    0.84-1.01 s / 418 MB -> 0.54-0.69 / 0.01-0.12 s / 413 MB; isnet_quint8 (51, 2.59 GiB)
-    3.57 / 1.21 s / 872 MB -> 2.43 / 0.30 s / 959 MB. isnet_fp16, whose shapes resolve 23% of its
-    values, stays without (2.32 -> 2.03 s for 1147 -> 1359 MB)."""
+def refaults(model, feeds: dict) -> bool:
+    """Whether a run of `model` on `feeds` maps gigabytes of buffers of LARGE_ACTIVATION or more
+    afresh without the arena, and the arena fits the bound's room (large_runs.py)."""
     found = value_sizes(model, feeds)
-    if found is None:
-        return False
-    traffic = sum(size for size in found[0].values() if size >= LARGE_ACTIVATION)
-    return traffic >= LARGE_TRAFFIC and largest <= EXTRA_ROOM + TIMES_LARGEST * largest_weight(model)
+    return found is not None and large_runs.refaults(model, found[0], LARGE_ACTIVATION)
 
 
 def for_generated(model, shapes=None) -> bool:
     """Whether verification's sessions on generated inputs take the arena: only where the model's
-    inputs are fixed in every axis but a first one (the batch, generated at 1) and `refaults` holds
-    for them (czann_nucleus_det's [B, 1024, 1024, 1] tile). Any other model on generated inputs runs
-    without, as before (its first sample is made by its session: no shapes before it)."""
-    from .feeds import DEFAULT_BATCH, _structure
-
-    structure = None if shapes or isinstance(model, onnx.ModelProto) else _structure(model)
-    if structure is None:
+    inputs are fixed but the batch (large_runs.fixed_feeds), every value is sized from them and
+    `refaults` holds (czann_nucleus_det's [B, 1024, 1024, 1] tile). Any other model on generated
+    inputs runs without, as before (its first sample is made by its session: no shapes before it)."""
+    feeds = large_runs.fixed_feeds(model, shapes)
+    inferred = None if feeds is None else _inferred(model, feeds)
+    if inferred is None or inferred[1] < RESOLVED or inferred[0] is None:
         return False
-    weights = {t.name for t in structure.graph.initializer}
-    feeds = {}
-    for value in structure.graph.input:
-        if value.name in weights:
-            continue
-        kind = value.type.tensor_type
-        if not value.type.HasField("tensor_type") or not kind.HasField("shape"):
-            return False
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
-        if dims[:1] == [None]:
-            dims[0] = DEFAULT_BATCH
-        if None in dims:
-            return False
-        try:
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(kind.elem_type)
-        except (KeyError, TypeError, ValueError):
-            return False
-        feeds[value.name] = np.broadcast_to(np.zeros((), dtype), dims)  # shapes alone: no memory
-    inferred = _inferred(model, feeds)
-    if not feeds or inferred is None or inferred[1] < RESOLVED or inferred[0] is None:
-        return False
-    return inferred[0] >= LARGE_ACTIVATION and refaults(model, feeds, inferred[0])
-
-
-def largest_weight(model) -> int:
-    """Bytes of the main graph's largest initializer or Constant node's tensor, from the file's
-    structure (feeds._structure: no payload read)."""
-    from .feeds import _structure
-
-    structure = _structure(model)
-    if structure is None:
-        return 0
-    tensors = [*structure.graph.initializer, *(a.t for node in structure.graph.node if node.op_type == "Constant"
-                                               for a in node.attribute if a.name == "value")]
-    return max((_bytes(t) for t in tensors), default=0)
-
-
-def _bytes(tensor: onnx.TensorProto) -> int:
-    try:
-        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
-    except (KeyError, TypeError, ValueError):
-        itemsize = 4
-    return int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
+    return inferred[0] >= LARGE_ACTIVATION and refaults(model, feeds)
 
 
 def arena_pays(model, samples) -> bool:

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import onnx
 
-from .arena import EXTRA_ROOM, TIMES_LARGEST, largest_weight, value_sizes
+from .arena import value_sizes
+from .large_runs import EXTRA_ROOM, TIMES_LARGEST, largest_weight
 
 # docs/memory.md's slack and times the largest tensor (zoo/memory_bounds.py): what samples beyond
 # the first may hold

@@ -70,7 +70,10 @@ def test_the_result_folds_on_the_users_samples_where_conv_dominates(tmp_path, mo
 def test_a_folded_verification_reports_what_a_default_session_computes(tmp_path, monkeypatch):
     src, out = tmp_path / "in.onnx", tmp_path / "q.onnx"
     onnx.save(_conv_and_matmul(64, 16), src)
-    samples = [{"x": np.random.default_rng(i).standard_normal((1, 8, 8, 8)).astype(np.float32)} for i in range(3)]
+    # 2 samples: too few for measured choices, so no candidate runs and verification runs the result
+    # itself (with 3, the int4 weights clipped by the samples race the data-free plan, inputs18, and
+    # verification takes the kept candidate's outputs)
+    samples = [{"x": np.random.default_rng(i).standard_normal((1, 8, 8, 8)).astype(np.float32)} for i in range(2)]
     seen = []
     real = runs.open_session
     monkeypatch.setattr(runs, "open_session", lambda m, **o: seen.append(o.get("fold_constants")) or real(m, **o))

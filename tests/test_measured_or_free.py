@@ -128,3 +128,23 @@ def test_a_dry_run_does_not_confirm_the_kept_outputs(tmp_path, monkeypatch):
     assert {w.name: w.dtype for w in plan.weights}["B"] == "float16" and not confirmed
     onnxsurgery.quant_file(src, tmp_path / "q.onnx", min_elements=1024, samples=samples)
     assert confirmed  # the real run does
+
+
+def test_weights_clipped_by_the_samples_in_the_same_form_are_judged(tmp_path):
+    # lore_process int4 --inputs: every form agreed with the data-free plan's, but the 4-bit
+    # weights' clipping search was weighted by the samples (Plan.importance), so their values
+    # differed; unjudged, they erred 0.07 against the data-free plan's 0.04 (issue 58, inputs18)
+    weight = numpy_helper.from_array(builders.rand((256, 128), 5) * 0.05, "W")
+    model = builders.model([helper.make_node("MatMul", ["x", "W"], ["y"])], [builders.vi("x", shape=[2, 256])],
+                           [builders.vi("y", shape=[2, 128])], [weight], opset=21, ir=10)
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    samples = [builders.feeds_for(model, seed) for seed in range(3)]
+    inputs = Inputs(samples=samples)
+    options = QuantRun.given(None, {"inputs": inputs, "dtype": "int4", "min_elements": 1024}).options
+    measured, _ = plan_with(src, options, True, Calibration.for_choices(src, samples))
+    free, _ = plan_with(src, options, True, None)
+    assert [w.dtype for w in measured.weights] == ["int4"] and measured.importance and not free.importance
+    assert differing(measured, free) == ["W"]
+    measured.importance.clear()  # the same form, rounded the same way: nothing to judge
+    assert differing(measured, free) == []

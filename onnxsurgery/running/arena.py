@@ -19,6 +19,11 @@ what it read. Why that way round: the profiler without the arena fragments glibc
 where an activation of 32 MiB or more is already among the values resolved, the first run is not
 needed (isnet_fp16: 64 MiB resolved, 128 MiB run; no arena, as before).
 
+Where a run's values of 32 MiB or more, all sized, sum to gigabytes, the arena is on after all: each
+is mapped and faulted in afresh at every run without it (`refaults`, large_runs.py: czann_nucleus_det's
+tiles, a run 1.6 -> 0.6 s of CPU; round 37, inputs18), also on generated inputs whose shapes are
+fixed but the batch (`for_generated`).
+
 `quant --inputs`: its candidates' runs (api/built.py) take the verdict where shapes decide it
 (a first run there would be each candidate file's own); its capture's sessions
 (quantization/calibration.py), which ask for the activations as outputs, take it too where
@@ -40,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from . import large_runs
 from .heap import give_back_freed_memory
 
 # glibc's largest dynamic mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit): a buffer of this
@@ -111,13 +117,32 @@ def _verdict(model, feeds: dict) -> Verdict:
         return Verdict(False)
     largest, share = inferred
     if share >= RESOLVED:
-        return Verdict(largest is not None and pays(largest))
+        return Verdict(largest is not None and (pays(largest) or refaults(model, feeds)))
     return Verdict(False if largest is not None and largest >= LARGE_ACTIVATION else None)
 
 
 def pays(largest: int) -> bool:
     """Whether the arena pays where the largest activation is `largest` bytes."""
     return SMALL_ACTIVATION <= largest < LARGE_ACTIVATION
+
+
+def refaults(model, feeds: dict) -> bool:
+    """Whether a run of `model` on `feeds` maps gigabytes of buffers of LARGE_ACTIVATION or more
+    afresh without the arena, and the arena fits the bound's room (large_runs.py)."""
+    found = value_sizes(model, feeds)
+    return found is not None and large_runs.refaults(model, found[0], LARGE_ACTIVATION)
+
+
+def for_generated(model, shapes=None) -> bool:
+    """Whether verification's sessions on generated inputs take the arena: only where the model's
+    inputs are fixed but the batch (large_runs.fixed_feeds), every value is sized from them and
+    `refaults` holds (czann_nucleus_det's [B, 1024, 1024, 1] tile). Any other model on generated
+    inputs runs without, as before (its first sample is made by its session: no shapes before it)."""
+    feeds = large_runs.fixed_feeds(model, shapes)
+    inferred = None if feeds is None else _inferred(model, feeds)
+    if inferred is None or inferred[1] < RESOLVED or inferred[0] is None:
+        return False
+    return inferred[0] >= LARGE_ACTIVATION and refaults(model, feeds)
 
 
 def arena_pays(model, samples) -> bool:

@@ -23,15 +23,14 @@ runs as before.
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 
 from .arena import value_sizes
+from .large_runs import EXTRA_ROOM, TIMES_LARGEST, largest_weight
 
 # docs/memory.md's slack and times the largest tensor (zoo/memory_bounds.py): what samples beyond
 # the first may hold
-EXTRA_BUDGET = 128 << 20
-TIMES_LARGEST = 8
+EXTRA_BUDGET = EXTRA_ROOM
 
 # the buffers of a sample's largest activation onnxruntime holds at once (a node's input and output)
 HELD = 2
@@ -47,24 +46,3 @@ def extra_samples_fit(model, first: dict, extra: int) -> bool:
     largest = max(found[0].values(), default=0) if found is not None else 0
     return HELD * extra * largest <= EXTRA_BUDGET or (
         HELD * extra * largest <= EXTRA_BUDGET + TIMES_LARGEST * largest_weight(model))
-
-
-def largest_weight(model) -> int:
-    """Bytes of the main graph's largest initializer or Constant node's tensor, from the file's
-    structure (feeds._structure: no payload read)."""
-    from .feeds import _structure
-
-    structure = _structure(model)
-    if structure is None:
-        return 0
-    tensors = [*structure.graph.initializer, *(a.t for node in structure.graph.node if node.op_type == "Constant"
-                                               for a in node.attribute if a.name == "value")]
-    return max((_bytes(t) for t in tensors), default=0)
-
-
-def _bytes(tensor: onnx.TensorProto) -> int:
-    try:
-        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
-    except (KeyError, TypeError, ValueError):
-        itemsize = 4
-    return int(np.prod(tensor.dims, dtype=np.int64)) * itemsize

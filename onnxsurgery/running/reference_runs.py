@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import VerificationError
 from . import runs
 from .ahead import Gate, Pending
+from .arena import arena_verdict, for_generated
 from .batch_budget import extra_samples_fit
 from .batched import batch_dimension, batch_groups, run_samples
 from .chained import chained_runs
@@ -55,11 +56,22 @@ def reference_ahead(reference: str | os.PathLike, reference_runs: dict, *,
     stop = ort.RunOptions()  # its terminate flag ends the run under way and refuses the next ones
     gate = Gate()  # runs larger than the first wait there until the model is quantized (ahead.py)
     pending = Pending(lambda: run_reference(reference, samples, shapes, seed, streamed, layout=layout, beside=stop,
-                                              hold=gate.passing, wants_wider=lambda: _verdict(gate)),
+                                              hold=gate.passing, wants_wider=lambda: _verdict(gate),
+                                              arena=_ahead_arena(reference, samples, shapes, streamed)),
                       cancel=lambda: setattr(stop, "terminate", True), gate=gate)
     reference_runs.clear()  # one reference at a time
     reference_runs[key] = pending
     return pending
+
+
+def _ahead_arena(reference, samples, shapes, streamed: bool) -> bool:
+    """The arena for the reference's runs ahead, as verification's result takes it (verify.py,
+    arena.py): the user's samples where their shapes say it pays; generated ones where the model's
+    fixed shapes show runs that map gigabytes of buffers afresh without it (czann_nucleus_det's
+    tiles). A verdict a first run would make stays with verification's sessions."""
+    if streamed:
+        return False
+    return arena_verdict(reference, samples).on is True if samples is not None else for_generated(reference, shapes)
 
 
 def _verdict(gate: Gate) -> bool:

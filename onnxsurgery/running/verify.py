@@ -20,7 +20,7 @@ from .feeds import _structure
 from .fold_pays import conv_weights_dominate
 from .heap import give_back_freed_memory as _give_back_freed_memory
 from .labels import runtime_label
-from .arena import arena_verdict
+from .arena import arena_verdict, for_generated
 from .output_errors import PooledOutputs, compare_outputs, hollow_outputs, worst_of
 from .output_kinds import headline_outputs
 from .ranked import ranked_outputs
@@ -104,7 +104,8 @@ def compare_models(
             and identity(candidate) == identity(reference) and not isinstance(reference, onnx.ModelProto))
     # onnxruntime's memory arena where the samples' activations are all below glibc's mmap threshold
     # (arena.py): decided once (by shapes, or by the first run), both sessions alike; no arithmetic changes
-    arena = False if streamed else arena_verdict(reference, samples)
+    # generated inputs: only where the model's fixed shapes show gigabytes of buffers a run (arena.for_generated)
+    arena = False if streamed else for_generated(reference, shapes) if generated else arena_verdict(reference, samples)
     key = runs_key(reference, streamed, seed, shapes, samples, same, optimize, layout)
     if reference_runs:
         settle(reference_runs, key)  # the reference's runs started ahead (reference_ahead)

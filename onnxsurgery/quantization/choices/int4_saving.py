@@ -70,12 +70,18 @@ def kept_int8(int4: Plan, int8: Plan, share: float) -> Plan:
     plan = copy.deepcopy(int8)
     plan.importance = dict(int8.importance)  # measured arrays: shared, not copied (planning.Planning.plan)
     said = f"int4 would save {share:.1%} of the int8 plan's weight bytes (under {SAVING:.0%}): kept the int8 forms"
-    four = {w.name for w in int4.weights if w.dtype in FOUR_BIT}
+    before = {w.name: w for w in int4.weights}
     for record in plan.weights:
-        if record.changes or record.name in four:
-            record.why = f"{said}; {record.why}" if record.why else said
+        was = before.get(record.name)
+        if was is None or _form(was) != _form(record):  # where int4's plan differed (an int8 model's own
+            record.why = f"{said}; {record.why}" if record.why else said  # weights too: dequantized.py)
     plan.notes = [*plan.notes, said]
     return plan
+
+
+def _form(record) -> tuple:
+    return (record.dtype, record.granularity, record.block_size, record.axis, record.symmetric, record.lowering,
+            record.rounding, record.levels)
 
 
 def _elements(shape) -> int:

@@ -69,7 +69,8 @@ def kept_int8(int4: Plan, int8: Plan, share: float) -> Plan:
     """The int8 plan, each record's `why` saying why it is not int4's."""
     plan = copy.deepcopy(int8)
     plan.importance = dict(int8.importance)  # measured arrays: shared, not copied (planning.Planning.plan)
-    said = f"int4 would save {share:.1%} of the int8 plan's weight bytes (under {SAVING:.0%}): kept the int8 forms"
+    saved = f"save {share:.1%} of" if share >= 0 else f"store {-share:.1%} more than"
+    said = f"int4 would {saved} the int8 plan's weight bytes (saving under {SAVING:.0%}): kept the int8 forms"
     before = {w.name: w for w in int4.weights}
     for record in plan.weights:
         was = before.get(record.name)

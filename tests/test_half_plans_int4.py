@@ -11,18 +11,15 @@ import pytest
 from onnx import helper, numpy_helper
 
 import onnxsurgery
-from onnxsurgery.quantization.choices import int4_saving
 
 import builders
 from test_half_plans import FORM, _bf16_values
 from test_half_plans_at_load import _plans, _stored
 
 
-@pytest.fixture(autouse=True)
-def _per_weight_rule_alone(monkeypatch):
-    """The per-weight forms are tested here; int4 saves 18.5% of int8's bytes on these models, where
-    the plan-level rule (int4_saving.py, tests/test_int4_saving.py) would keep the int8 default's."""
-    monkeypatch.setattr(int4_saving, "SAVING", 0.0)
+# the per-weight forms are tested here; int4 saves 18.5% of int8's bytes on these models, where the
+# plan-level rule (int4_saving.py, tests/test_int4_saving.py) would keep the int8 default's
+pytestmark = pytest.mark.usefixtures("int4_forms_alone")
 
 
 def _conv_and_matmul(bf16: bool):

@@ -104,3 +104,14 @@ def test_clearly_worth_is_a_bound_the_exact_share_agrees_with(tmp_path):
     lstm = tmp_path / "lstm.onnx"
     onnx.save(lstm_and_matmul(), str(lstm))
     assert not int4_saving.clearly_worth(onnxsurgery.quant_plan(lstm, dtype="int4"), 0)
+
+
+def test_info_estimates_int4_as_the_plan_decides(tmp_path):
+    """info's `quant int4` estimate follows the rule: the int8 default's where the plan keeps it."""
+    lstm, mm = tmp_path / "lstm.onnx", tmp_path / "mm.onnx"
+    onnx.save(lstm_and_matmul(), str(lstm))
+    onnx.save(matmuls(), str(mm))
+    saved = onnxsurgery.info(lstm)["savings"]
+    assert saved["quant int4"] == saved["quant int8"]
+    saved = onnxsurgery.info(mm)["savings"]
+    assert saved["quant int4"] > saved["quant int8"]

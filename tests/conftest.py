@@ -86,3 +86,13 @@ def save(tmp_path):
 
 def stored_float_payload(model):
     return sum(np.prod(t.dims) * 4 for t in all_tensors(model) if t.data_type == onnx.TensorProto.FLOAT)
+
+
+@pytest.fixture
+def int4_forms_alone(monkeypatch):
+    """--dtype int4's per-weight forms (choices/int4_paths.py) without the plan-level rule that keeps the
+    int8 default's plan where they save little (choices/int4_saving.py): tiny models built to show one
+    form save under its line (a lone Gemm head stays int8 under int4 either way)."""
+    from onnxsurgery.quantization.choices import int4_saving
+
+    monkeypatch.setattr(int4_saving, "SAVING", 0.0)

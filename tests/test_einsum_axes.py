@@ -69,7 +69,7 @@ def test_an_einsum_of_two_activations_or_with_an_ellipsis_keeps_the_first_axis()
     assert einsum_axes(Node("bi,bij->bj"), 1, (2, 4, 5)) == (2, 1, (0,))
 
 
-def test_int4_blocks_of_an_einsum_weight_keep_running_along_its_last_axis(tmp_path):
+def test_int4_blocks_of_an_einsum_weight_keep_running_along_its_last_axis(tmp_path, int4_forms_alone):
     src = einsum_model(tmp_path, "btgi,gih->btgh", [1, 5, 32, 96], grouped_weight(), [1, 5, 32, 16])
     w = onnxsurgery.quant_plan(src, min_elements=1024, dtype="int4").weights[0]
     assert (w.dtype, w.granularity, w.axis) == ("int4", "block", 2), w

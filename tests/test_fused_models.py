@@ -154,7 +154,7 @@ def _row_bytes(saved: onnx.ModelProto, ids: str, vocab: int) -> int:
     return int(np.prod(table.dims[1:]))
 
 
-def test_int4_keeps_fused_weights_in_the_forms_onnxruntime_runs_fast(tmp_path):
+def test_int4_keeps_fused_weights_in_the_forms_onnxruntime_runs_fast(tmp_path, int4_forms_alone):
     """--dtype int4 on a fused model: the word table 4-bit rows gathered for the ids (not float),
     Attention's and FusedMatMul's weights the int8 default's lean form (a 4-bit DequantizeLinear
     before them runs at every inference), FusedGemm's int8 DequantizeLinear per channel, the MatMul

@@ -20,6 +20,8 @@ from onnxsurgery.cli import main
 from onnxsurgery.running.verify import runtime_label
 
 N, K = 96, 64
+# a lone Gemm head stays int8 under int4: the plan-level rule (int4_saving.py) would keep the int8 default's
+pytestmark = pytest.mark.usefixtures("int4_forms_alone")
 
 
 def gemms(shared: bool) -> onnx.ModelProto:

@@ -144,10 +144,10 @@ def test_the_weights_inside_the_branches_are_quantized(quantized, label):
     assert len(weights) == 22 and set(weights) <= _read_only_in_branches()
     records = {w["name"]: w for w in report["weights"]}
     assert all(records[name]["dtype"] != "float" for name in weights)
-    if label == "int4":  # 4-bit where onnxruntime fuses it into MatMulNBits (choices/int4_paths.py)
-        for name in weights:
-            record = records[name]
-            assert record["dtype"] == "int4" or (record["dtype"] == "int8" and "not 4-bit" in record["why"])
+    if label == "int4":  # read in both branches, they stay 8-bit under int4 (choices/int4_paths.py), which then
+        # saves too little: the plan is the int8 default's, and says so (choices/int4_saving.py)
+        assert any(w["why"].startswith("int4 would save") for w in records.values())
+        assert not any(records[name]["dtype"] == "int4" for name in weights)
     if label == "onnxruntime-int4":  # one MatMulNBits per branch over one packed weight
         assert all(records[name]["dtype"] == "int4" for name in weights)
     assert _large_float_weights(path) == []  # nothing float left behind in the file

@@ -64,7 +64,7 @@ def test_a_table_a_matmul_reads_stays_int8_rows(tmp_path):
     assert (w.dtype, w.lowering) == ("int8", "gather"), w
 
 
-def test_int4_keeps_the_table_in_its_own_bits(tmp_path):
+def test_int4_keeps_the_table_in_its_own_bits(tmp_path, int4_forms_alone):
     w = table(onnxsurgery.quant_plan(save(tmp_path, "GRU"), min_elements=1024, dtype="int4"))
     assert w.dtype != "float16", w
 

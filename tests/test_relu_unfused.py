@@ -93,7 +93,7 @@ def _plan(path, *args) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("tail, fused", [(["Relu", "Sigmoid"], False), (["Sigmoid", "Relu"], True)])
-def test_int4_gives_an_unfused_dense_weight_the_int8_form_and_says_why(tmp_path, tail, fused):
+def test_int4_gives_an_unfused_dense_weight_the_int8_form_and_says_why(tmp_path, tail, fused, int4_forms_alone):
     path = tmp_path / "in.onnx"
     onnx.save(dense(tail), str(path))
     record = _plan(path, "--dtype", "int4")["W"]

@@ -73,7 +73,7 @@ def test_a_plan_may_ask_for_tied_only_where_it_fits(tmp_path):
         onnxsurgery.quant_file(tmp_path / "in.onnx", tmp_path / "q.onnx", plan=plan)
 
 
-def test_int4_keeps_a_tied_table_in_int8(tmp_path):
+def test_int4_keeps_a_tied_table_in_int8(tmp_path, int4_forms_alone):
     """Kept 4-bit (DequantizeLinear), the table was dequantized and transposed whole at every
     decoding step (SmolLM2-135M: 228 ms a token against 38 ms this way); --dtype int4 stores
     the other weights in 4 bits and this one as the tied int8 table."""

@@ -163,7 +163,7 @@ def _gemm_layers(path: Path, k: int = 336, layers: int = 2, act: str = "Relu") -
     return path
 
 
-def test_a_transposed_gemm_weight_kept_int8_under_int4_is_fused(tmp_path):
+def test_a_transposed_gemm_weight_kept_int8_under_int4_is_fused(tmp_path, int4_forms_alone):
     from onnxsurgery import quant_plan
 
     plan = quant_plan(_gemm_layers(tmp_path / "mlp.onnx"), dtype="int4")
@@ -184,7 +184,7 @@ def _optimized_ops(path: Path) -> dict[str, int]:
     return collections.Counter(n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node)
 
 
-def test_a_head_kept_int8_under_int4_is_lowered_as_judged_and_fused(tmp_path):
+def test_a_head_kept_int8_under_int4_is_lowered_as_judged_and_fused(tmp_path, int4_forms_alone):
     from onnxsurgery import quant_file
 
     src, out = _gemm_layers(tmp_path / "mlp.onnx", act="Tanh"), tmp_path / "int4.onnx"

@@ -54,6 +54,7 @@ from ..quantization.plan_edits import derive_records
 from ..quantization.quantize import remembering
 from ..quantization.held_roundings import HeldRoundings, hold_budget, outgrows_cache
 from ..quantization.choices.plan_check import check_plan
+from ..quantization.choices import int4_saving
 from ..quantization.choices.planner import plan_weights
 from ..quantization.choices.planning import planning_for
 from ..report import PassReport
@@ -91,12 +92,21 @@ class QuantizeWeights(PassBase):
         opset = self.opset or graph.opset
         planning = planning_for(graph)  # the answers the plan and the other estimates ask too
         scopes = list(iter_scopes(graph))
-        saved = 0
-        for site in collect_constants(graph, scopes):
-            if site.onnx_dtype in FLOAT_TYPES and id(site.tensor) not in removed \
-                    and planning.refusal(site, scopes, self.options, overridable, qdq=False) is None:
-                saved += site.nbytes - estimated_bytes(site, self.options, opset, planning)
-        return Estimate(self.name, saved)
+
+        def stored(options: QuantOptions) -> tuple[int, int]:  # (bytes before, after) of the weights it takes
+            sites = [site for site in collect_constants(graph, scopes) if site.onnx_dtype in FLOAT_TYPES
+                     and id(site.tensor) not in removed
+                     and planning.refusal(site, scopes, options, overridable, qdq=False) is None]
+            return sum(s.nbytes for s in sites), sum(estimated_bytes(s, options, opset, planning) for s in sites)
+
+        before, after = stored(self.options)
+        if int4_saving.applies(self.options, None):  # the plan's rule, in these estimates (choices/int4_saving.py)
+            before8, after8 = stored(int4_saving.int8_options(self.options))
+            fixed = int4_saving.other_bytes(graph) + sum(  # the weights neither takes stay as they are
+                s.nbytes for s in collect_constants(graph, scopes) if s.onnx_dtype in FLOAT_TYPES) - before8
+            if after8 + fixed and (after8 - after) / (after8 + fixed) < int4_saving.SAVING:
+                before, after = before8, after8
+        return Estimate(self.name, before - after)
 
     def plan(self, graph: gs.Graph, *, overridable: frozenset[str], held: HeldRoundings | None = None) -> Plan:
         """What `apply` will do, the graph unchanged (`held`: apply's, for the measurements' roundings)."""

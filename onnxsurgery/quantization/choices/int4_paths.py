@@ -64,6 +64,9 @@ first; no --granularity, --symmetric or --lowering; not for TensorRT), per weigh
   transB stay int8 there too: most are classifier heads, where 4 bits cost most (ddddocr's
   classifier as 4-bit MatMulNBits: 0.0144 -> 0.0368 on rendered text); a plan can still ask
   for it.
+
+And the plan as a whole: where these forms leave the 4-bit weights under int4_saving.SAVING of the
+int8 default's weight bytes, the plan is the int8 default's (int4_saving.py).
 """
 
 from __future__ import annotations

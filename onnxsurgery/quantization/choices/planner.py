@@ -40,7 +40,7 @@ from ..lowerings.weight_readers import effective_readers
 from ..calibration import Calibration
 from ..options import FLOAT_TYPES, QuantOptions
 from ..plan import Plan
-from . import forms, records, refusals, rules
+from . import forms, int4_saving, records, refusals, rules
 from .candidate import Candidate, PlanContext
 from .channel_axis import axis_free, choose_channel_axes
 from .crash_edges import avoid_crash_edges
@@ -70,8 +70,24 @@ def plan_weights(graph: gs.Graph, options: QuantOptions, opset: int, overridable
             return _plan(graph, planning, options, opset, overridable, activations, calibration, held=held)
 
     if activations is not None or calibration is not None:  # measured on inputs: made as asked
-        return make()
-    return planning.plan((options_key(options), opset, overridable), make)
+        plan = make()
+    else:
+        plan = planning.plan((options_key(options), opset, overridable), make)
+    if int4_saving.applies(options, calibration):
+        plan = _int4_worth(graph, plan, options, opset, overridable)
+    return plan
+
+
+def _int4_worth(graph: gs.Graph, plan: Plan, options: QuantOptions, opset: int, overridable) -> Plan:
+    """The int8 default's plan where --dtype int4 saves under int4_saving.SAVING of its weight
+    bytes (int4_saving.py), at the same opset and judged in the weights (no inputs: the bytes
+    are the forms', and the int8 plan of a run with --inputs is then the one without)."""
+    fixed = int4_saving.other_bytes(graph)
+    if int4_saving.clearly_worth(plan, fixed):
+        return plan
+    int8 = plan_weights(graph, int4_saving.int8_options(options), opset, overridable)
+    share = int4_saving.saving(plan, int8, fixed)
+    return plan if share >= int4_saving.SAVING else int4_saving.kept_int8(plan, int8, share)
 
 
 def _at_load(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:

@@ -173,7 +173,7 @@ def _all_nodes(graph: onnx.GraphProto):
         yield from g.node
 
 
-def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto) -> bool:
+def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto, *, moved_axes: bool = False) -> bool:
     """Make the gs `graph` imported from `template` what importing `upgraded` would give, where
     the converter changed only the version stamp (upgrade_changes.same_computation): the stamp,
     the IR version, and the value infos as upgrade_opset left them (all the input's, or none: then
@@ -184,7 +184,13 @@ def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto) -
     graph with no subgraph or function, outputs declared as before, each value info a tensor
     type, and one of a graph input or output the type it declares (gs takes a value info's
     type for those: ppocr_v4_seal_det's output has one).
-    `template` is changed alike (the exporter takes opsets and value infos from it)."""
+    `template` is changed alike (the exporter takes opsets and value infos from it).
+
+    `moved_axes`: the converter also moved `axes` attributes to Constant inputs, and nothing else
+    (upgrade_changes.moved_axes_only said so): the graph takes those Constant nodes, imported as
+    gs imports them, at the converter's places (upgrade_axes.py). fracast_forecaster's int4 and
+    int8 (17 -> 21, 39 ReduceMean): its second import and the first one's collection were a
+    fifth of the command's CPU (2,863 nodes)."""
     import onnx_graphsurgeon as gs  # loaded by `quant` already; not by what imports this module alone
 
     from .graph_utils import iter_scopes
@@ -208,6 +214,13 @@ def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto) -
     kept = [v.SerializeToString() for v in upgraded.graph.value_info]  # _keep_agreeing_value_infos
     if kept and kept != [v.SerializeToString() for v in g.value_info]:
         return False
+    nodes = graph.nodes
+    if moved_axes:
+        from .upgrade_axes import nodes_with_moved_axes
+
+        nodes = nodes_with_moved_axes(graph, upgraded)
+        if nodes is None:
+            return False
     if not kept:
         for tensor in graph.tensors().values():
             if tensor.name in described and tensor.name not in declared and not isinstance(tensor, gs.Constant):
@@ -218,5 +231,7 @@ def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto) -
     template.opset_import.extend(upgraded.opset_import)
     graph.opset, graph.import_domains = model_opset(upgraded), template.opset_import
     graph.ir_version = upgraded.ir_version
+    if nodes is not graph.nodes:
+        graph.nodes = nodes
     graph.__dict__.pop("_onnxsurgery_planning", None)  # planning.py's answers were for the old stamp
     return True

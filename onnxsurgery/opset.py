@@ -199,7 +199,7 @@ def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto, *
     g = template.graph
     # (inputs and outputs without their metadata, which gs does not import: upgrade_changes.value_info)
     if (template.functions or upgraded.functions or len(list(iter_scopes(graph))) > 1
-            or list(map(value_info, g.output)) != list(map(value_info, upgraded.graph.output))
+            or len(g.output) != len(upgraded.graph.output)
             or list(map(value_info, g.input)) != list(map(value_info, upgraded.graph.input))
             or any(n.attribute and any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
                                        for a in n.attribute) for n in g.node)):
@@ -214,6 +214,14 @@ def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto, *
     kept = [v.SerializeToString() for v in upgraded.graph.value_info]  # _keep_agreeing_value_infos
     if kept and kept != [v.SerializeToString() for v in g.value_info]:
         return False
+    # an output whose declared shape the converter's inference refined (fracast_forecaster's
+    # [batch, 48, 9] for [batch, Addquantiles_dim_1, 9]) takes it, as importing `upgraded` gives it
+    reshaped = [(t, w, v) for t, w, v in zip(graph.outputs, g.output, upgraded.graph.output)
+                if value_info(w) != value_info(v)]
+    if len(graph.outputs) != len(g.output) or any(
+            t.name != v.name or w.name != v.name or v.name in described or not v.type.HasField("tensor_type")
+            or v.type.tensor_type.elem_type != w.type.tensor_type.elem_type for t, w, v in reshaped):
+        return False
     nodes = graph.nodes
     if moved_axes:
         from .upgrade_axes import nodes_with_moved_axes
@@ -226,6 +234,13 @@ def adopt_upgrade(graph, template: onnx.ModelProto, upgraded: onnx.ModelProto, *
             if tensor.name in described and tensor.name not in declared and not isinstance(tensor, gs.Constant):
                 tensor.dtype, tensor.shape = None, None
         del g.value_info[:]
+    if reshaped:
+        from onnx_graphsurgeon.importers.onnx_importer import OnnxImporter
+
+        for t, _, v in reshaped:
+            t.shape = OnnxImporter.import_tensor(v).shape
+        del g.output[:]
+        g.output.extend(upgraded.graph.output)
     template.ir_version = upgraded.ir_version
     del template.opset_import[:]
     template.opset_import.extend(upgraded.opset_import)

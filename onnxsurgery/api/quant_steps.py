@@ -138,9 +138,11 @@ def at_required_opset(ws: Workspace, source, options: QuantOptions, report: RunR
         return ws
     stamp_only = same_computation(model, upgraded)
     same_kernels = stamp_only or moved_axes_only(model, upgraded)
-    # only the stamp changed: the workspace's graph takes it (opset.adopt_upgrade), not imported again;
-    # not where the template is the caller's own ModelProto (quant in memory), which stays as given
-    adopted = stamp_only and files is not None and adopt_upgrade(ws.graph, ws.template, upgraded)
+    # only the stamp changed (or axes moved to Constant inputs besides): the workspace's graph takes
+    # it (opset.adopt_upgrade), not imported again; not where the template is the caller's own
+    # ModelProto (quant in memory), which stays as given
+    adopted = same_kernels and files is not None and \
+        adopt_upgrade(ws.graph, ws.template, upgraded, moved_axes=not stamp_only)
     if not adopted:
         ws.close()
     del model

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import VerificationError
 from . import runs
 from .ahead import Gate, Pending
-from .arena import arena_verdict, for_generated
+from .arena import ArenaSession, arena_verdict, for_generated, owned
 from .batch_budget import extra_samples_fit
 from .batched import batch_dimension, batch_groups, run_samples
 from .chained import chained_runs
@@ -130,6 +130,8 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
         check_samples(reference, samples)
     ref_sess = runs.open_session(reference, map_weights=True, streamed=streamed, layout=layout, optimize=optimize,
                                  beside=beside is not None, arena=arena)
+    # outputs kept from the arena's buffers hold its regions: copied (arena.owned)
+    pinning = isinstance(ref_sess, ArenaSession)
     if beside is not None:
         ref_sess = _WithRunOptions(ref_sess, beside)
     names = [o.name for o in ref_sess.get_outputs()]
@@ -142,6 +144,7 @@ def run_reference(reference, samples, shapes, seed: int, streamed: bool, *, wide
         if first is not None and size > first and hold is not None:
             hold()  # a larger run than the first: it may hold more than the quantizer leaves spare
         outputs = runs.run(ref_sess, names, feeds)
+        outputs = owned(outputs) if pinning else outputs
         first = size if first is None else first
         return outputs
 

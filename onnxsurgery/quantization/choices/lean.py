@@ -25,6 +25,7 @@ from ..quantize import checked_read, keep_whole, quantize_site, scheme_args
 from .candidate import Candidate
 from .gain import concentration
 from .sampling import channel_sample
+from .spiked_rows import spike_share, spiked
 from .tap_axis import taken, tap_form
 from .measures import layer_cost, layer_norm, ranked, reader_order
 from .weights import SMALL_FLOAT16_SHARE, balanced_rounding, lean_scheme, small_weight, stored_in_16_bits
@@ -76,6 +77,10 @@ LOSSY_FLOAT16_SHARE = 0.1
 # float model's (shrink-ray: 0.238x).
 SENSITIVE_CONCENTRATION = 5.0
 SENSITIVE_FLOAT16_SHARE = 0.1
+# A float32 weight whose output channels are each mostly one weight (spiked_rows.py: u2netp's 2258,
+# which no measure in the weight ranks lossy) is stored as float16, the most spiked first, within
+# SPIKED_FLOAT16_SHARE of the int8 bytes of all the weights quantized; from the weights alone.
+SPIKED_FLOAT16_SHARE = 0.1
 # A lean convolution weight no scale can follow (`arith`: a float16 weight its Convs multiply in
 # float16) folds its chain at load, so its scales can run along any axis at no cost at run time:
 # one of MIN_AXIS_CHANNELS or more (below) is taken, with zero points, where it loses at
@@ -121,6 +126,7 @@ class LeanChoice:
     half: set[str] = field(default_factory=set)  # small: float16, with a Cast back
     lossy: dict[str, float] = field(default_factory=dict)  # in `half` as LOSSY_FLOAT16_SHARE's: the ratio
     sensitive: dict[str, float] = field(default_factory=dict)  # in `half` as SENSITIVE_*'s: the concentration
+    spiked: dict[str, float] = field(default_factory=dict)  # in `half` as SPIKED_*'s: spiked_rows.spike_share
     finite: set[str] = field(default_factory=set)  # read whole to be measured, with no NaN or Inf
     not_finite: set[str] = field(default_factory=set)  # read to be measured: NaN or Inf (not measured)
     axes: dict[str, int] = field(default_factory=dict)  # lean `arith`: scales along this axis (ARITH_AXIS_MARGIN)
@@ -145,6 +151,7 @@ class _Cost:
     input_ratio: float = 1.0  # the lean form's error (with zero points where they gain) over `scaled_input`'s
     weight_ratio: float | None = None  # measured in the layer's output: the ratio in the weight too
     tap: tuple[int, float] | None = None  # tap_axis.tap_form's axis, its error over the best lean form's
+    spike: float = 0.0  # spiked_rows.spike_share, for a weight float16 can hold
 
     @property
     def loses_enough(self) -> bool:
@@ -195,6 +202,14 @@ def choose_lean(candidates: list[Candidate], options: QuantOptions, opset: int,
         if cost.float16_elements <= room:
             choice.half.add(cost.name)
             choice.sensitive[cost.name] = cost.concentration
+            room -= cost.float16_elements
+    costs = [c for c in costs if c.name not in choice.half]
+    room = SPIKED_FLOAT16_SHARE * total_bytes / 4
+    for cost in sorted((c for c in costs if spiked(c.spike) and c.float16_elements), key=lambda c: c.spike,
+                       reverse=True):
+        if cost.float16_elements <= room:
+            choice.half.add(cost.name)
+            choice.spiked[cost.name] = cost.spike
             room -= cost.float16_elements
     costs = [c for c in costs if c.name not in choice.half]
     budget = ACCURATE_MEMORY_SHARE * total_bytes
@@ -313,7 +328,8 @@ def lean_costs(candidates: list[Candidate], options: QuantOptions, opset: int,
                      weight_ratio=weight_ratio,
                      float16_elements=site.num_elements if float16 else 0,
                      concentration=concentration(site, choose_axes(site)[0]) if float16 else 1.0, axis=axis,
-                     input_ratio=input_ratio, tap=tap)
+                     input_ratio=input_ratio, tap=tap,
+                     spike=spike_share(channel_sample(whole, site), choose_axes(site)[0]) if float16 else 0.0)
 
     # weights measured together while they add up to no more than the largest one (parallel.py:
     # the working set stays a few times the largest tensor); calibration's moments take a lock

@@ -140,7 +140,7 @@ def _int4_convs_half(candidates: list[Candidate], ctx: PlanContext) -> None:
     extra = choose_lean(eight, ctx.options, ctx.opset, total_bytes=sum(4 * c.site.num_elements for c in candidates))
     # the small weights' float16 only: the sensitive and lossy stages' (larger weights, the next layer's
     # gain) would move silero-vad's and PP-OCRv4 rec's int4 plans too, unmeasured this round
-    ctx.lean.half |= extra.half - set(extra.sensitive) - set(extra.lossy)
+    ctx.lean.half |= extra.half - set(extra.sensitive) - set(extra.lossy) - set(extra.spiked)
 
 
 def _symmetry(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:

@@ -25,7 +25,8 @@ def write(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
     for c in candidates:
         record = ctx.records[c.name]
         if c.float16 or c.name in lean.half or options.fp16:
-            float16_record(record, c, options, lean.lossy.get(c.name), lean.sensitive.get(c.name))
+            float16_record(record, c, options, lean.lossy.get(c.name), lean.sensitive.get(c.name),
+                           lean.spiked.get(c.name))
         elif options.levels:
             levels_record(record, c, options)
         else:
@@ -40,9 +41,10 @@ def write(candidates: list[Candidate], ctx: PlanContext) -> list[Candidate]:
         record.bytes_after = planned_bytes(record, c.site)
     ctx.details.update({
         # auto: too small to be worth int8
-        "float16_small": sorted(set(lean.half) - set(lean.lossy) - set(lean.sensitive)),
+        "float16_small": sorted(set(lean.half) - set(lean.lossy) - set(lean.sensitive) - set(lean.spiked)),
         "float16_lossy": sorted(lean.lossy),  # auto, --inputs: lossy as int8, the chain unaffordable
         "float16_sensitive": sorted(lean.sensitive),  # auto: the next layer amplifies a few channels
+        "float16_spiked": sorted(lean.spiked),  # auto: each output channel mostly one weight
         "symmetric_chosen": sorted(ctx.symmetry.symmetric),  # --symmetric left to quant: measured more accurate
         "lean_asymmetric": sorted(lean.asymmetric),  # lean weights measured better with zero points
         "not_calibrated": ctx.gptq_skipped,  # GPTQ asked for, weight -> why it keeps ordinary rounding
@@ -59,7 +61,7 @@ def float_record(site: ConstantSite) -> WeightPlan:
 
 
 def float16_record(record: WeightPlan, c: Candidate, options: QuantOptions, lossy: float | None,
-                   sensitive: float | None = None) -> None:
+                   sensitive: float | None = None, spiked: float | None = None) -> None:
     """`record` as float16 with a Cast back: the candidate's own reason, --fp16, or auto's
     (lean.py: `lossy`, int8's loss where that is why; `sensitive`, the next layer's gain
     concentration where that is; else a small weight)."""
@@ -71,7 +73,9 @@ def float16_record(record: WeightPlan, c: Candidate, options: QuantOptions, loss
                            "median gain, which amplifies their int8 rounding (choices/gain.py)" if sensitive else
                            f"float16: int8 per channel loses {lossy:.1f}x the accurate chain in its layer's "
                            "output on --inputs, and the chain does not fit the memory budget" if lossy else
-                           "small: float16 costs little and is more accurate than int8 here")
+                           f"float16: one weight holds {spiked:.0%} of each output channel (the median), which "
+                           "sets the channel's int8 scale and rounds the rest coarsely (choices/spiked_rows.py)"
+                           if spiked else "small: float16 costs little and is more accurate than int8 here")
     if record.dtype == "float":
         record.why = f"left in its 16 bits, where a float32 weight gets float16 ({record.why})"
 

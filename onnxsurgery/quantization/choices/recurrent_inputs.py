@@ -26,14 +26,12 @@ g2p_id_lstm_decoder (its decoder step's [1, 1024, 32] W reads its graph input `i
 
 from __future__ import annotations
 
-import dataclasses
-
 import onnx
 
 from ...graph_utils import ConstantSite
 from ..lowerings.weight_readers import effective_readers
 from .candidate import Candidate, PlanContext
-from .recurrent_tables import LAYOUT_OPS, MAX_HOPS, RECURRENT_OPS
+from .recurrent_tables import LAYOUT_OPS, MAX_HOPS, RECURRENT_OPS, float16_while_room
 from .weights import stored_in_16_bits
 
 RECURRENT_INPUT_SHARE = 0.05
@@ -69,17 +67,9 @@ def keep_recurrent_inputs(candidates: list[Candidate], ctx: PlanContext) -> list
     four_bit = ctx.options.four_bit and ctx.options.lowering == "auto" and ctx.options.auto_scheme
     if not (ctx.options.lean_default or four_bit):
         return candidates
-    room = RECURRENT_INPUT_SHARE * sum(c.site.num_elements for c in candidates)  # int8 bytes
-    chosen: dict[str, str] = {}
     # under --dtype int4 a recurrent weight takes the int8 default's form (int4_paths.int4_form): its choice too
     weights = [c for c in candidates if c.lowering in ("lean", "dq") and not c.float16
                and (c.options.lean_default or four_bit and c.options.dtype == "int8")
                and (c.site.onnx_dtype == onnx.TensorProto.FLOAT or stored_in_16_bits(c.site))]
-    for c in sorted(weights, key=lambda c: c.site.num_elements):
-        op = reads_model_input(c.site, ctx.graph)
-        if op is not None and c.site.num_elements <= room:
-            chosen[c.name] = WHY.format(op=op)
-            room -= c.site.num_elements
-    if chosen:
-        ctx.details["float16_recurrent_inputs"] = sorted(chosen)
-    return [dataclasses.replace(c, float16=True, why=chosen[c.name]) if c.name in chosen else c for c in candidates]
+    return float16_while_room(candidates, weights, lambda site: reads_model_input(site, ctx.graph),
+                              RECURRENT_INPUT_SHARE, WHY, ctx, "float16_recurrent_inputs")

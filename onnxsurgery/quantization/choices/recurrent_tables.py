@@ -123,15 +123,24 @@ def keep_recurrent_tables(candidates: list[Candidate], ctx: PlanContext) -> list
     16 bits: records.float16_record)."""
     if not ctx.options.lean_default:
         return candidates
-    room = RECURRENT_TABLE_SHARE * sum(c.site.num_elements for c in candidates)  # int8 bytes
-    chosen: dict[str, str] = {}
     tables = [c for c in candidates if c.lowering == "gather" and not c.float16 and c.options.lean_default
               and (c.site.onnx_dtype == onnx.TensorProto.FLOAT or stored_in_16_bits(c.site))]
-    for c in sorted(tables, key=lambda c: c.site.num_elements):
-        op = recurrent_reader(c.site)
+    return float16_while_room(candidates, tables, recurrent_reader, RECURRENT_TABLE_SHARE, WHY, ctx,
+                              "float16_recurrent_tables")
+
+
+def float16_while_room(candidates: list[Candidate], pool: list[Candidate], reader, share: float, why: str,
+                       ctx: PlanContext, detail: str) -> list[Candidate]:
+    """`candidates` with those of `pool` whose `reader(site)` names an op float16, smallest first while
+    their elements fit `share` of all the candidates' (their int8 bytes); `why` formatted with the op,
+    the names listed in ctx.details[`detail`]. Shared by this stage and recurrent_inputs.py."""
+    room = share * sum(c.site.num_elements for c in candidates)  # int8 bytes
+    chosen: dict[str, str] = {}
+    for c in sorted(pool, key=lambda c: c.site.num_elements):
+        op = reader(c.site)
         if op is not None and c.site.num_elements <= room:
-            chosen[c.name] = WHY.format(op=op)
+            chosen[c.name] = why.format(op=op)
             room -= c.site.num_elements
     if chosen:
-        ctx.details["float16_recurrent_tables"] = sorted(chosen)
+        ctx.details[detail] = sorted(chosen)
     return [dataclasses.replace(c, float16=True, why=chosen[c.name]) if c.name in chosen else c for c in candidates]
